@@ -1,0 +1,127 @@
+"""The live-session WebSocket: /ws/episodes/<id>/?after=<seq>.
+
+On connect: authenticate (4401), check origin and project membership (4403), replay every stored
+event after `seq`, then stream. Every server message carries `type` and the episode's increasing
+`seq`; a gap in the live stream is filled from the stored log, so a client sees no gap and no
+duplicate. Client commands are stored before they are acknowledged (annotation/services.py).
+"""
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from flywheel.events import episode_group, events_after
+from flywheel.selectors import project_role
+
+CLOSE_NOT_AUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
+# RFC 6455's 1009 ("message too big") cannot be sent by a daphne application: autobahn only lets a
+# server close with 1000 or 3000-4999. 4009 is its application-range twin.
+CLOSE_TOO_BIG = 4009
+
+
+@database_sync_to_async
+def _episode_role(user, episode_id: int):
+    from flywheel.models import Episode
+
+    project_id = Episode.objects.filter(pk=episode_id).values_list("project_id", flat=True).first()
+    if project_id is None:
+        return None, None
+    return project_id, project_role(user=user, project=project_id)
+
+
+class EpisodeConsumer(AsyncWebsocketConsumer):
+    episode_id: int
+    last_seq: int = 0
+    role: str | None = None
+
+    async def connect(self):
+        await self.accept()
+        user = self.scope.get("user")
+        auth = self.scope.get("auth", {})
+        if not user or not user.is_authenticated:
+            return await self.close(code=CLOSE_NOT_AUTHENTICATED)
+        if not auth.get("origin_ok"):
+            return await self.close(code=CLOSE_FORBIDDEN)
+        self.episode_id = int(self.scope["url_route"]["kwargs"]["episode_id"])
+        project_id, self.role = await _episode_role(user, self.episode_id)
+        if self.role is None:  # also for a missing episode: existence is not revealed
+            return await self.close(code=CLOSE_FORBIDDEN)
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        try:
+            self.last_seq = max(0, int(query.get("after", ["0"])[0]))
+        except ValueError:
+            self.last_seq = 0
+        self.group = episode_group(self.episode_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self._catch_up()
+        await self.on_joined()
+
+    async def disconnect(self, code):
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.on_left()
+
+    async def _catch_up(self):
+        while True:
+            batch = await database_sync_to_async(events_after)(episode_id=self.episode_id, after=self.last_seq)
+            for message in batch:
+                await self._send_event(message)
+            if len(batch) < 500:
+                return
+
+    async def _send_event(self, message: dict):
+        await self.send(text_data=json.dumps(message))
+        self.last_seq = message["seq"]
+
+    async def episode_event(self, event):
+        """A live event from the channel layer."""
+        message = event["message"]
+        seq = message["seq"]
+        if seq <= self.last_seq:
+            return  # already sent by the replay
+        if seq > self.last_seq + 1:
+            await self._catch_up()  # a missed publish: fill from the stored log
+            if seq <= self.last_seq:
+                return
+        await self._send_event(message)
+
+    async def send_json(self, payload: dict):
+        await self.send(text_data=json.dumps(payload))
+
+    async def send_error(self, message: str, *, command_id: str | None = None):
+        """Errors about one client's own frame go only to that client and carry no seq."""
+        await self.send_json({"type": "error", "id": command_id, "data": {"message": message}})
+
+    async def receive(self, text_data=None, bytes_data=None):
+        raw = text_data if text_data is not None else bytes_data
+        if raw is not None and len(raw) > settings.LOUPE_WS_MAX_FRAME_BYTES:
+            return await self.close(code=CLOSE_TOO_BIG)
+        if text_data is None:
+            return await self.send_error("Send commands as JSON text frames.")
+        try:
+            frame = json.loads(text_data)
+        except json.JSONDecodeError:
+            return await self.send_error("That frame is not JSON; send {\"type\": ..., \"id\": ...}.")
+        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+            return await self.send_error("A command is a JSON object with a string 'type' and a client 'id'.")
+        await self.on_command(frame)
+
+    # Hooks for the live-session layer (presence and commands).
+    async def on_joined(self):
+        pass
+
+    async def on_left(self):
+        pass
+
+    async def on_command(self, frame: dict):
+        await self.send_error(f"Unknown command type '{frame['type']}'.", command_id=_str_or_none(frame.get("id")))
+
+
+def _str_or_none(value):
+    return value if isinstance(value, str) else None

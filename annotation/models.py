@@ -1,0 +1,132 @@
+"""The human layer: commands people sent, their interventions, think-aloud audio, transcripts, reviews."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from flywheel.models import Episode, Step
+
+
+class CommandType(models.TextChoices):
+    PAUSE = "pause"
+    RESUME = "resume"
+    APPROVE = "approve"
+    EDIT = "edit"
+    REJECT = "reject"
+    TAKEOVER = "takeover"
+    ACT = "act"
+    HANDBACK = "handback"
+    FINISH = "finish"
+
+
+class CommandStatus(models.TextChoices):
+    ACCEPTED = "accepted"   # stored, waiting for the rollout worker
+    APPLIED = "applied"
+    REFUSED = "refused"
+
+
+class Command(models.Model):
+    """What a person asked of a live episode. Stored before it is delivered; unique per client id."""
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="commands")
+    client_id = models.CharField(max_length=64)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    type = models.CharField(max_length=16, choices=CommandType.choices)
+    payload = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=CommandStatus.choices, default=CommandStatus.ACCEPTED)
+    error = models.CharField(max_length=300, blank=True)
+    step_index = models.IntegerField(null=True, blank=True, help_text="The proposed step it answers, when it answers one.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["episode", "client_id"], name="command_unique_client_id")]
+        indexes = [models.Index(fields=["episode", "status", "id"], name="command_pending")]
+        ordering = ["id"]
+
+
+class Intervention(models.Model):
+    """One thing a person did to the trajectory: approve, edit, reject, take over, act, hand back, finish."""
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="interventions")
+    step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="interventions")
+    step_index = models.IntegerField(null=True, blank=True)
+    command = models.OneToOneField(Command, null=True, blank=True, on_delete=models.SET_NULL, related_name="intervention")
+    kind = models.CharField(max_length=16, choices=CommandType.choices)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    proposal = models.JSONField(null=True, blank=True)
+    correction = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+
+class AudioClip(models.Model):
+    """One recording of one person in one episode, uploaded in chunks."""
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="audio_clips")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    client_id = models.CharField(max_length=64)
+    content_type = models.CharField(max_length=100)
+    started_at = models.FloatField(help_text="Session-clock seconds (server epoch) when recording began.")
+    committed_until = models.FloatField(default=0.0, help_text="Clip seconds up to which words are final.")
+    transcribed_chunks = models.PositiveIntegerField(default=0)
+    finished = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["episode", "client_id"], name="audioclip_unique_client_id")]
+        ordering = ["id"]
+
+
+class AudioChunk(models.Model):
+    clip = models.ForeignKey(AudioClip, on_delete=models.CASCADE, related_name="chunks")
+    index = models.PositiveIntegerField()
+    start_time = models.FloatField(help_text="Session-clock seconds at which this chunk starts.")
+    file = models.CharField(max_length=200)
+    size = models.PositiveIntegerField()
+    sha256 = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["clip", "index"], name="audiochunk_unique_index")]
+        ordering = ["clip_id", "index"]
+
+
+class TranscriptWord(models.Model):
+    clip = models.ForeignKey(AudioClip, on_delete=models.CASCADE, related_name="words")
+    position = models.PositiveIntegerField()
+    word = models.CharField(max_length=100)
+    start = models.FloatField(help_text="Session-clock seconds.")
+    end = models.FloatField()
+    probability = models.FloatField(default=0.0)
+    step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="transcript_words")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["clip", "position"], name="word_unique_position")]
+        ordering = ["clip_id", "position"]
+
+
+class Verdict(models.TextChoices):
+    ACCEPT = "accept"
+    REJECT = "reject"
+
+
+class Review(models.Model):
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    verdict = models.CharField(max_length=8, choices=Verdict.choices)
+    grade = models.PositiveSmallIntegerField(null=True, blank=True)
+    step_labels = models.JSONField(default=dict, blank=True, help_text='{"<step index>": "good|wasteful|wrong|critical"}')
+    comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["episode", "reviewer"], name="review_one_per_reviewer"),
+            models.CheckConstraint(condition=models.Q(grade__isnull=True) | models.Q(grade__gte=1, grade__lte=5),
+                                   name="review_grade_range"),
+        ]
+        ordering = ["-updated_at", "-id"]

@@ -1,0 +1,307 @@
+"""REST for projects, members, tasks and episodes. Views are thin: selectors read, services write."""
+from __future__ import annotations
+
+from django.http import FileResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from flywheel import selectors, services
+from flywheel.models import Episode, Membership, Role, Step, TaskSpec
+from webapp.api import StrictSerializer
+from webapp.errors import ApplicationError
+
+
+class Page(CursorPagination):
+    """Keyset pagination: stable and fast however deep the list."""
+
+    page_size = 50
+    max_page_size = 200
+    page_size_query_param = "page_size"
+    ordering = "-id"
+
+
+def paginate(view: APIView, queryset, serializer_class, ordering: str = "-id", **context):
+    page = Page()
+    page.ordering = ordering
+    items = page.paginate_queryset(queryset, view.request, view=view)
+    data = serializer_class(items, many=True, context=context).data
+    return Response({"results": data, "next": page.get_next_link(), "previous": page.get_previous_link()})
+
+
+# --- projects ----------------------------------------------------------------------------------
+class ProjectOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    role = serializers.SerializerMethodField()
+
+    def get_role(self, project) -> str | None:
+        user = self.context["user"]
+        if user.is_staff:
+            return Role.ADMIN
+        return self.context.get("roles", {}).get(project.pk) or selectors.project_role(user=user, project=project)
+
+
+class ProjectUpdateInput(StrictSerializer):
+    name = serializers.CharField(max_length=200, required=False)
+    description = serializers.CharField(required=False, allow_blank=True)
+
+
+class ProjectListApi(APIView):
+    @extend_schema(responses={200: ProjectOutput(many=True)})
+    def get(self, request):
+        projects = selectors.projects_for_user(user=request.user)
+        roles = dict(Membership.objects.filter(user=request.user).values_list("project_id", "role"))
+        return paginate(self, projects, ProjectOutput, ordering="id", user=request.user, roles=roles)
+
+
+class ProjectDetailApi(APIView):
+    @extend_schema(responses={200: ProjectOutput})
+    def get(self, request, project_id: int):
+        project, role = selectors.project_for_user(user=request.user, project_id=project_id)
+        return Response(ProjectOutput(project, context={"user": request.user, "roles": {project.pk: role}}).data)
+
+    @extend_schema(request=ProjectUpdateInput, responses={200: ProjectOutput})
+    def patch(self, request, project_id: int):
+        project, role = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        data = ProjectUpdateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        project = services.project_update(project=project, actor=request.user, **data.validated_data)
+        return Response(ProjectOutput(project, context={"user": request.user, "roles": {project.pk: role}}).data)
+
+
+# --- members -----------------------------------------------------------------------------------
+class MemberOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    user = serializers.SerializerMethodField()
+    role = serializers.CharField()
+
+    def get_user(self, membership) -> dict:
+        return {"id": membership.user_id, "username": membership.user.username}
+
+
+class MemberCreateInput(StrictSerializer):
+    username = serializers.CharField(max_length=150)
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+class MemberUpdateInput(StrictSerializer):
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+class MemberListApi(APIView):
+    @extend_schema(responses={200: MemberOutput(many=True)})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
+        return paginate(self, selectors.members_for_project(project=project), MemberOutput, ordering="id")
+
+    @extend_schema(request=MemberCreateInput, responses={201: MemberOutput})
+    def post(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.ADMIN)
+        data = MemberCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        membership = services.membership_set(project=project, actor=request.user, **data.validated_data)
+        return Response(MemberOutput(membership).data, status=status.HTTP_201_CREATED)
+
+
+class MemberDetailApi(APIView):
+    def _membership(self, request, project_id: int, member_id: int) -> Membership:
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.ADMIN)
+        membership = project.memberships.select_related("user").filter(pk=member_id).first()
+        if membership is None:
+            raise ApplicationError("No such member in this project.", status=404)
+        return membership
+
+    @extend_schema(request=MemberUpdateInput, responses={200: MemberOutput})
+    def patch(self, request, project_id: int, member_id: int):
+        membership = self._membership(request, project_id, member_id)
+        data = MemberUpdateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        membership = services.membership_set(project=membership.project, actor=request.user,
+                                             username=membership.user.username, role=data.validated_data["role"])
+        return Response(MemberOutput(membership).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, project_id: int, member_id: int):
+        services.membership_remove(membership=self._membership(request, project_id, member_id), actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- tasks -------------------------------------------------------------------------------------
+class TaskOutput(serializers.ModelSerializer):
+    class Meta:
+        model = TaskSpec
+        fields = ["id", "env_kind", "task_name", "instruction_template", "seed_start", "seed_end", "split", "max_steps"]
+
+
+class TaskCreateInput(StrictSerializer):
+    env_kind = serializers.CharField(max_length=32, default="miniwob")
+    task_name = serializers.CharField(max_length=100)
+    instruction_template = serializers.CharField(required=False, allow_blank=True, default="")
+    seed_start = serializers.IntegerField(min_value=0, default=0)
+    seed_end = serializers.IntegerField(min_value=0, default=999)
+    split = serializers.ChoiceField(choices=["train", "eval"], default="train")
+    max_steps = serializers.IntegerField(min_value=1, max_value=200, default=10)
+
+
+class TaskUpdateInput(StrictSerializer):
+    instruction_template = serializers.CharField(required=False, allow_blank=True)
+    seed_start = serializers.IntegerField(min_value=0, required=False)
+    seed_end = serializers.IntegerField(min_value=0, required=False)
+    split = serializers.ChoiceField(choices=["train", "eval"], required=False)
+    max_steps = serializers.IntegerField(min_value=1, max_value=200, required=False)
+
+
+class TaskListApi(APIView):
+    @extend_schema(responses={200: TaskOutput(many=True)})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
+        return paginate(self, selectors.tasks_for_project(project=project), TaskOutput, ordering="id")
+
+    @extend_schema(request=TaskCreateInput, responses={201: TaskOutput})
+    def post(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        data = TaskCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        task = services.task_create(project=project, actor=request.user, **data.validated_data)
+        return Response(TaskOutput(task).data, status=status.HTTP_201_CREATED)
+
+
+class TaskDetailApi(APIView):
+    def _task(self, request, project_id: int, task_id: int) -> TaskSpec:
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        task = project.tasks.filter(pk=task_id).first()
+        if task is None:
+            raise ApplicationError("No such task in this project.", status=404)
+        return task
+
+    @extend_schema(request=TaskUpdateInput, responses={200: TaskOutput})
+    def patch(self, request, project_id: int, task_id: int):
+        task = self._task(request, project_id, task_id)
+        data = TaskUpdateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(TaskOutput(services.task_update(task=task, actor=request.user, **data.validated_data)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, project_id: int, task_id: int):
+        services.task_delete(task=self._task(request, project_id, task_id), actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- episodes ------------------------------------------------------------------------------------
+class EpisodeOutput(serializers.Serializer):
+    def to_representation(self, episode):
+        return services.episode_payload(episode)
+
+
+class EpisodeDetailOutput(serializers.Serializer):
+    def to_representation(self, episode):
+        data = services.episode_payload(episode)
+        data["steps"] = [services.step_payload(step) for step in episode.steps.order_by("index")]
+        data["last_seq"] = episode.last_seq
+        return data
+
+
+class EpisodesStartInput(StrictSerializer):
+    task = serializers.IntegerField()
+    seeds = serializers.ListField(child=serializers.IntegerField(min_value=0), min_length=1, max_length=500)
+    mode = serializers.ChoiceField(choices=["autonomous", "supervised"], default="autonomous")
+
+
+class EpisodeListApi(APIView):
+    @extend_schema(parameters=[OpenApiParameter("project", int), OpenApiParameter("status", str),
+                               OpenApiParameter("mode", str)], responses={200: EpisodeOutput(many=True)})
+    def get(self, request):
+        episodes = selectors.episodes_for_user(user=request.user).select_related("controller")
+        params = request.query_params
+        if "project" in params:
+            try:
+                project_id = int(params["project"])
+            except ValueError:
+                raise ApplicationError("'project' must be a project id.", errors={"project": ["Not a number."]})
+            selectors.project_for_user(user=request.user, project_id=project_id)
+            episodes = episodes.filter(project_id=project_id)
+        for field in ("status", "mode"):
+            if params.get(field):
+                episodes = episodes.filter(**{field: params[field]})
+        return paginate(self, episodes, EpisodeOutput, ordering="-id")
+
+
+class EpisodesStartApi(APIView):
+    """Start episodes: one per seed, on a task of this project."""
+
+    @extend_schema(request=EpisodesStartInput, responses={201: EpisodeOutput(many=True)})
+    def post(self, request, project_id: int):
+        project, role = selectors.project_for_user(user=request.user, project_id=project_id)
+        data = EpisodesStartInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        if data.validated_data["mode"] == "autonomous" and not selectors.role_at_least(role, Role.MANAGER):
+            raise ApplicationError("Starting autonomous batches needs the manager role; start a supervised episode instead.",
+                                   status=403)
+        task = project.tasks.filter(pk=data.validated_data["task"]).first()
+        if task is None:
+            raise ApplicationError("No such task in this project.", status=404, errors={"task": ["Unknown task."]})
+        episodes = services.episodes_start(project=project, task=task, seeds=data.validated_data["seeds"],
+                                           mode=data.validated_data["mode"], actor=request.user)
+        episodes = Episode.objects.select_related("task", "checkpoint", "controller").filter(pk__in=[e.pk for e in episodes])
+        return Response({"results": EpisodeOutput(episodes, many=True).data}, status=status.HTTP_201_CREATED)
+
+
+class EpisodeDetailApi(APIView):
+    @extend_schema(responses={200: EpisodeDetailOutput})
+    def get(self, request, episode_id: int):
+        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id)
+        return Response(EpisodeDetailOutput(episode).data)
+
+
+class EpisodeResumeApi(APIView):
+    @extend_schema(request=None, responses={202: EpisodeOutput})
+    def post(self, request, episode_id: int):
+        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id, minimum=Role.ANNOTATOR)
+        episode = services.episode_resume(episode=episode, actor=request.user)
+        return Response(EpisodeOutput(episode).data, status=status.HTTP_202_ACCEPTED)
+
+
+class StepScreenshotApi(APIView):
+    """Screenshots are files in storage, served only after a membership check."""
+
+    @extend_schema(responses={(200, "image/jpeg"): bytes})
+    def get(self, request, episode_id: int, index: int):
+        from django.core.files.storage import default_storage
+
+        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id)
+        name = Step.objects.filter(episode=episode, index=index).values_list("screenshot", flat=True).first()
+        if not name:
+            raise ApplicationError("This step has no screenshot.", status=404)
+        response = FileResponse(default_storage.open(name, "rb"), content_type="image/jpeg")
+        response["Cache-Control"] = "private, max-age=86400, immutable"
+        return response
+
+
+# --- checkpoints, deployments, runs --------------------------------------------------------------
+class DeploymentListApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
+        rows = project.deployments.select_related("checkpoint")[:100]
+        return Response({"results": [
+            {"id": d.pk, "checkpoint": {"id": d.checkpoint_id, "name": d.checkpoint.name}, "backend": d.backend,
+             "active": d.active, "activated_at": d.activated_at, "deactivated_at": d.deactivated_at, "reason": d.reason}
+            for d in rows], "next": None})
+
+
+class RunListApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
+        return Response({"results": [
+            {"id": r.pk, "algorithm": r.algorithm, "status": r.status, "progress": r.progress, "config": r.config,
+             "metrics": r.metrics[-200:], "error": r.error, "log_tail": r.log[-4000:],
+             "checkpoint": {"id": r.checkpoint_id, "name": r.checkpoint.name} if r.checkpoint_id else None,
+             "created_at": r.created_at, "started_at": r.started_at, "finished_at": r.finished_at}
+            for r in project.runs.select_related("checkpoint")[:50]], "next": None})

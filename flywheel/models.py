@@ -1,0 +1,322 @@
+"""The core records of DESIGN.md: projects, tasks, checkpoints, deployments, episodes, steps, events,
+snapshots, training runs, evaluations and cycles. Writes go through flywheel/services.py."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Role(models.TextChoices):
+    ANNOTATOR = "annotator"
+    MANAGER = "manager"
+    ADMIN = "admin"
+
+
+class Project(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    settings = models.JSONField(default=dict, blank=True, help_text="Routing, recipe and cycle settings.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="membership_unique")]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} of {self.project}"
+
+
+class Split(models.TextChoices):
+    TRAIN = "train"
+    EVAL = "eval"
+
+
+class TaskSpec(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tasks")
+    env_kind = models.CharField(max_length=32, default="miniwob")
+    task_name = models.CharField(max_length=100)
+    instruction_template = models.TextField(blank=True)
+    seed_start = models.PositiveIntegerField(default=0)
+    seed_end = models.PositiveIntegerField(default=999)
+    split = models.CharField(max_length=8, choices=Split.choices, default=Split.TRAIN)
+    max_steps = models.PositiveIntegerField(default=10)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "env_kind", "task_name", "split"], name="taskspec_unique"),
+            models.CheckConstraint(condition=Q(seed_end__gte=models.F("seed_start")), name="taskspec_seed_range"),
+        ]
+        ordering = ["task_name", "split", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.task_name} ({self.split})"
+
+
+class Checkpoint(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="checkpoints")
+    name = models.CharField(max_length=100)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    uri = models.CharField(max_length=500, help_text="Checkpoint directory (HF format) or object-store URI.")
+    base_model = models.CharField(max_length=200, default="tiny")
+    produced_by = models.ForeignKey("TrainingRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    metrics = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="checkpoint_name_unique")]
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Backend(models.TextChoices):
+    LOCAL = "local"
+    OPENAI = "openai"
+
+
+class Deployment(models.Model):
+    """Which checkpoint serves a project's rollouts. Exactly one active per project."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="deployments")
+    checkpoint = models.ForeignKey(Checkpoint, on_delete=models.PROTECT, related_name="deployments")
+    backend = models.CharField(max_length=16, choices=Backend.choices, default=Backend.LOCAL)
+    served_name = models.CharField(max_length=200, blank=True, help_text="Model/adapter name on the openai server.")
+    active = models.BooleanField(default=False)
+    activated_at = models.DateTimeField(null=True, blank=True)
+    deactivated_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    reason = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project"], condition=Q(active=True), name="deployment_one_active")
+        ]
+        ordering = ["-activated_at", "-id"]
+
+
+class Mode(models.TextChoices):
+    AUTONOMOUS = "autonomous"
+    SUPERVISED = "supervised"
+
+
+class EpisodeStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED = "paused"
+    FINISHED = "finished"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+class Outcome(models.TextChoices):
+    NONE = ""
+    SUCCESS = "success"
+    FAILURE = "failure"
+    INFEASIBLE = "infeasible"
+
+
+class Episode(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="episodes")
+    task = models.ForeignKey(TaskSpec, on_delete=models.PROTECT, related_name="episodes")
+    seed = models.PositiveIntegerField()
+    checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.PROTECT, related_name="episodes")
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.AUTONOMOUS)
+    status = models.CharField(max_length=16, choices=EpisodeStatus.choices, default=EpisodeStatus.QUEUED)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True, default="")
+    end_reason = models.CharField(max_length=300, blank=True)
+    comment = models.TextField(blank=True)
+    env_reward = models.FloatField(null=True, blank=True)
+    review_summary = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    controller = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                   help_text="The one person steering a supervised episode.")
+    n_steps = models.PositiveIntegerField(default=0)
+    n_interventions = models.PositiveIntegerField(default=0)
+    n_void = models.PositiveIntegerField(default=0)
+    last_seq = models.PositiveBigIntegerField(default=0, help_text="Seq of the newest event.")
+    worker = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    attempt = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["project", "-created_at", "-id"], name="episode_project_recent"),
+            models.Index(fields=["project", "status", "-id"], name="episode_project_status"),
+            models.Index(fields=["status", "heartbeat_at"], name="episode_liveness"),
+        ]
+
+    def __str__(self) -> str:
+        return f"episode {self.pk} ({self.task.task_name} seed {self.seed})"
+
+
+class Actor(models.TextChoices):
+    MODEL = "model"
+    HUMAN = "human"
+    EDITED = "edited"
+
+
+class Step(models.Model):
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    screenshot = models.CharField(max_length=200, blank=True, help_text="Storage name, addressed by sha256.")
+    width = models.PositiveIntegerField(default=0)
+    height = models.PositiveIntegerField(default=0)
+    url = models.CharField(max_length=500, blank=True)
+    instruction = models.TextField(blank=True)
+    elements = models.JSONField(default=list, blank=True)
+    prompt = models.JSONField(default=list, blank=True, help_text="The exact chat messages the policy saw.")
+    raw_output = models.TextField(blank=True)
+    token_ids = models.JSONField(default=list, blank=True)
+    token_logprobs = models.JSONField(default=list, blank=True)
+    thought = models.TextField(blank=True)
+    action = models.JSONField(null=True, blank=True, help_text='{"name": ..., "args": {...}}; null for a void turn.')
+    action_text = models.CharField(max_length=1000, blank=True)
+    actor = models.CharField(max_length=8, choices=Actor.choices, default=Actor.MODEL)
+    proposal = models.JSONField(null=True, blank=True, help_text="The model's turn when a person overrode it.")
+    intervened_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    reward = models.FloatField(default=0.0)
+    done = models.BooleanField(default=False)
+    void = models.BooleanField(default=False)
+    void_reason = models.CharField(max_length=300, blank=True)
+    human_thought = models.TextField(blank=True)
+    info = models.JSONField(default=dict, blank=True)
+    timings = models.JSONField(default=dict, blank=True)
+    checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When it was proposed or the person began acting.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["episode", "index"], name="step_unique_index")]
+        ordering = ["episode_id", "index"]
+
+
+class Event(models.Model):
+    """The append-only log a reconnecting client replays; seq increases per episode."""
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    type = models.CharField(max_length=32)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["episode", "seq"], name="event_unique_seq")]
+        ordering = ["episode_id", "seq"]
+
+
+class SnapshotKind(models.TextChoices):
+    SFT = "sft"
+    DPO = "dpo"
+    RL = "rl"
+    CT = "ct"
+
+
+class DatasetSnapshot(models.Model):
+    """Frozen rows with a content hash. Never changes once written."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="snapshots")
+    kind = models.CharField(max_length=8, choices=SnapshotKind.choices)
+    name = models.CharField(max_length=200, blank=True)
+    filter = models.JSONField(default=dict, blank=True)
+    rows = models.PositiveIntegerField(default=0)
+    sha256 = models.CharField(max_length=64, blank=True)
+    file = models.CharField(max_length=300, blank=True)
+    lineage = models.JSONField(default=dict, blank=True, help_text="Episode and step ids behind the rows.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class TrainingRun(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
+    algorithm = models.CharField(max_length=8)  # sft | dpo | rl
+    config = models.JSONField(default=dict, blank=True)
+    snapshot = models.ForeignKey(DatasetSnapshot, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
+    init_checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    progress = models.FloatField(default=0.0)
+    metrics = models.JSONField(default=list, blank=True, help_text="The trainer's progress lines, in order.")
+    log = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+
+class Evaluation(models.Model):
+    checkpoint = models.ForeignKey(Checkpoint, on_delete=models.CASCADE, related_name="evaluations")
+    cycle = models.ForeignKey("Cycle", null=True, blank=True, on_delete=models.SET_NULL, related_name="evaluations")
+    split = models.CharField(max_length=8, choices=Split.choices, default=Split.EVAL)
+    seeds = models.JSONField(default=list, blank=True)
+    episodes = models.PositiveIntegerField(default=0)
+    success_rate = models.FloatField(null=True, blank=True)
+    mean_reward = models.FloatField(null=True, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+
+class CycleState(models.TextChoices):
+    GATE = "gate"
+    SNAPSHOT = "snapshot"
+    TRAIN = "train"
+    EVALUATE = "evaluate"
+    DECIDE = "decide"
+    DEPLOYED = "deployed"
+    REJECTED = "rejected"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+
+class Cycle(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="cycles")
+    iteration = models.PositiveIntegerField()
+    state = models.CharField(max_length=16, choices=CycleState.choices, default=CycleState.GATE)
+    snapshots = models.ManyToManyField(DatasetSnapshot, blank=True, related_name="cycles")
+    run = models.ForeignKey(TrainingRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    candidate = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    decision = models.CharField(max_length=300, blank=True)
+    timings = models.JSONField(default=dict, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "iteration"], name="cycle_unique_iteration")]
+        ordering = ["-iteration"]

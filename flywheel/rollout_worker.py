@@ -1,0 +1,169 @@
+"""The rollout worker's side of an episode: one browser per worker process, policies cached by
+checkpoint, every step stored (PostgreSQL, then the channel layer) as it executes."""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+
+from django.conf import settings
+from django.db import close_old_connections
+
+from flywheel import services
+from flywheel.models import Deployment, Episode, EpisodeStatus, Mode, Step
+
+log = logging.getLogger(__name__)
+WORKER_NAME = f"{socket.gethostname()}:{os.getpid()}"
+
+_envs: dict = {}
+_policies: dict = {}
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def env_for(kind: str):
+    """One environment (one browser process) per worker process and env kind, reused across episodes."""
+    from agent.envs import make_env
+
+    env = _envs.get((kind, os.getpid()))
+    if env is None:
+        env = _envs[(kind, os.getpid())] = make_env(kind)
+    return env
+
+
+def policy_for(episode: Episode):
+    """The policy that acts for this episode: its checkpoint, served as its deployment says."""
+    from agent.policies import make_policy
+
+    deployment = (Deployment.objects.filter(project_id=episode.project_id, checkpoint_id=episode.checkpoint_id)
+                  .order_by("-activated_at").first())
+    backend = deployment.backend if deployment else settings.LOUPE_POLICY_BACKEND
+    if backend == "openai":
+        name = (deployment.served_name if deployment else "") or episode.checkpoint.name
+        key = ("openai", name)
+        if key not in _policies:
+            _policies[key] = make_policy("openai", base_url=settings.LOUPE_OPENAI_BASE_URL, model=name,
+                                         api_key=settings.LOUPE_OPENAI_API_KEY or None)
+        return _policies[key]
+    key = ("local", episode.checkpoint.uri)
+    if key not in _policies:
+        # one local model per process at a time: reload in place when the deployment changes
+        current = next((p for k, p in _policies.items() if k[0] == "local"), None)
+        if current is not None:
+            current.reload(episode.checkpoint.uri)
+            _policies.clear()
+            _policies[key] = current
+        else:
+            _policies[key] = make_policy("local", checkpoint_dir=episode.checkpoint.uri)
+    return _policies[key]
+
+
+class Heartbeat:
+    """Keeps `heartbeat_at` fresh while the episode runs, so a dead worker is noticed within seconds."""
+
+    def __init__(self, episode_id: int, worker: str):
+        self.episode_id, self.worker = episode_id, worker
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"heartbeat-{episode_id}")
+
+    def _run(self):
+        while not self._stop.wait(settings.LOUPE_HEARTBEAT_SECONDS):
+            try:
+                services.episode_heartbeat(episode_id=self.episode_id, worker=self.worker)
+            except Exception:  # the database may blip; the next beat retries
+                log.warning("heartbeat failed for episode %s", self.episode_id, exc_info=True)
+            finally:
+                close_old_connections()
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def _turn_dict(turn) -> dict | None:
+    if turn is None:
+        return None
+    return {"thought": turn.thought, "action": turn.action.to_dict() if turn.action else None,
+            "action_text": turn.action.to_text() if turn.action else "", "raw": turn.raw,
+            "void_reason": turn.void_reason}
+
+
+def record_step(episode: Episode, record, *, index_offset: int = 0, intervened_by=None) -> Step:
+    """Store one agent.rollout.StepRecord."""
+    obs = record.observation
+    out = record.output
+    turn = record.turn
+    return services.step_record(
+        episode=episode, index=record.index + index_offset, screenshot=obs.screenshot, width=obs.width,
+        height=obs.height, url=obs.url, instruction=obs.instruction, elements=[e.to_dict() for e in obs.elements],
+        prompt=record.prompt or [], raw_output=out.text if out else turn.raw, token_ids=list(out.token_ids) if out else [],
+        token_logprobs=[float(x) for x in out.token_logprobs] if out else [], thought=turn.thought,
+        action=turn.action.to_dict() if turn.action else None, action_text=turn.action.to_text() if turn.action else "",
+        actor=record.actor, proposal=_turn_dict(record.proposal), reward=float(record.reward), done=bool(record.done),
+        void_reason=turn.void_reason, info=_json_safe(record.info), timings=record.timings,
+        intervened_by=intervened_by,
+    )
+
+
+def _json_safe(value):
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def run(episode_id: int, *, supervisor_factory=None) -> str:
+    """Run (or resume) one episode to its end. Returns the end reason."""
+    from agent.actions import Action
+    from agent.envs import EnvError
+    from agent.rollout import run_episode
+
+    worker = worker_name()
+    episode = services.episode_claim(episode_id=episode_id, worker=worker)
+    if episode is None:
+        return "nothing to run"
+    replay = [Action.from_dict(s.action) for s in episode.steps.order_by("index") if s.action]
+    replayed = episode.steps.count()
+    started = time.monotonic()
+    with Heartbeat(episode.pk, worker):
+        try:
+            env = env_for(episode.task.env_kind)
+            policy = policy_for(episode)
+            supervisor = supervisor_factory(episode) if (supervisor_factory and episode.mode == Mode.SUPERVISED) else None
+
+            def on_step(record):
+                if record.index < replayed:
+                    return  # already stored before the interruption
+                record_step(episode, record, intervened_by=getattr(supervisor, "actor_for", lambda i: None)(record.index))
+
+            result = run_episode(env, policy, task=episode.task.task_name, seed=episode.seed,
+                                 max_steps=episode.task.max_steps, supervisor=supervisor, on_step=on_step,
+                                 replay=replay or None)
+        except EnvError as exc:
+            services.episode_finish(episode_id=episode.pk, status=EpisodeStatus.FAILED,
+                                    end_reason=f"environment failed: {exc}")
+            return "env_error"
+        except Exception as exc:
+            log.exception("episode %s crashed", episode.pk)
+            services.episode_finish(episode_id=episode.pk, status=EpisodeStatus.FAILED,
+                                    end_reason=f"{type(exc).__name__}: {exc}")
+            raise
+    reason = result.end_reason
+    outcome = getattr(result, "outcome", "") or ""
+    status = EpisodeStatus.FAILED if reason in ("env_error", "policy_error") else EpisodeStatus.FINISHED
+    detail = getattr(result, "detail", "") or ""
+    services.episode_finish(episode_id=episode.pk, status=status, end_reason=f"{reason}: {detail}" if detail else reason,
+                            reward=float(result.reward), outcome=outcome)
+    log.info("episode %s ended (%s) in %.1f s", episode.pk, reason, time.monotonic() - started)
+    return reason

@@ -1,0 +1,393 @@
+"""Writes to the core records. Each service is keyword-only, validates, runs in one transaction and
+raises ApplicationError with a message a person can act on."""
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.utils.text import slugify
+
+from flywheel.models import Membership, Project, Role, Split, TaskSpec
+from webapp.audit import audit_record
+from webapp.errors import ApplicationError
+
+User = get_user_model()
+
+
+@transaction.atomic
+def project_create(*, name: str, slug: str = "", description: str = "", owner=None) -> Project:
+    slug = slug or slugify(name)[:64]
+    if not slug:
+        raise ApplicationError("A project needs a name made of letters or digits.")
+    if Project.objects.filter(slug=slug).exists():
+        raise ApplicationError(f"A project with the slug '{slug}' already exists.", status=409)
+    project = Project.objects.create(name=name, slug=slug, description=description)
+    if owner is not None:
+        Membership.objects.create(project=project, user=owner, role=Role.ADMIN)
+    audit_record(actor=owner, action="project.create", target=f"project:{project.pk}", project_id=project.pk)
+    return project
+
+
+@transaction.atomic
+def project_update(*, project: Project, actor, name: str | None = None, description: str | None = None) -> Project:
+    if name is not None:
+        if not name.strip():
+            raise ApplicationError("The project name cannot be empty.", errors={"name": ["This field may not be blank."]})
+        project.name = name.strip()
+    if description is not None:
+        project.description = description
+    project.save(update_fields=["name", "description"])
+    audit_record(actor=actor, action="project.update", target=f"project:{project.pk}", project_id=project.pk)
+    return project
+
+
+@transaction.atomic
+def membership_set(*, project: Project, actor, username: str, role: str) -> Membership:
+    if role not in Role.values:
+        raise ApplicationError(f"Unknown role '{role}'; use one of {', '.join(Role.values)}.", errors={"role": ["Invalid choice."]})
+    user = User.objects.filter(username=username).first()
+    if user is None:
+        raise ApplicationError(f"There is no user called '{username}'.", status=404)
+    membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
+    audit_record(actor=actor, action="membership.set", target=f"user:{user.pk}", project_id=project.pk, data={"role": role})
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, membership: Membership, actor) -> None:
+    project = membership.project
+    if membership.role == Role.ADMIN and not project.memberships.filter(role=Role.ADMIN).exclude(pk=membership.pk).exists():
+        raise ApplicationError("This is the project's last admin; make someone else admin first.", status=409)
+    audit_record(actor=actor, action="membership.remove", target=f"user:{membership.user_id}", project_id=project.pk)
+    membership.delete()
+
+
+def _task_validate(*, env_kind: str, task_name: str, seed_start: int, seed_end: int, split: str, max_steps: int) -> None:
+    errors = {}
+    if split not in Split.values:
+        errors["split"] = [f"Use one of {', '.join(Split.values)}."]
+    if seed_end < seed_start:
+        errors["seed_end"] = ["The seed range ends before it starts."]
+    if not 1 <= max_steps <= 200:
+        errors["max_steps"] = ["Use between 1 and 200 steps."]
+    from agent.envs import tasks_for
+
+    try:
+        known = tasks_for(env_kind)
+    except ValueError:
+        errors["env_kind"] = [f"Unknown environment kind '{env_kind}'."]
+        known = None
+    if known is not None and task_name not in known:
+        errors["task_name"] = [f"'{task_name}' is not a registered {env_kind} task."]
+    if errors:
+        raise ApplicationError(next(iter(errors.values()))[0], errors=errors)
+
+
+@transaction.atomic
+def task_create(*, project: Project, actor, task_name: str, env_kind: str = "miniwob", instruction_template: str = "",
+                seed_start: int = 0, seed_end: int = 999, split: str = Split.TRAIN, max_steps: int = 10) -> TaskSpec:
+    _task_validate(env_kind=env_kind, task_name=task_name, seed_start=seed_start, seed_end=seed_end, split=split,
+                   max_steps=max_steps)
+    try:
+        with transaction.atomic():
+            task = TaskSpec.objects.create(
+                project=project, env_kind=env_kind, task_name=task_name, instruction_template=instruction_template,
+                seed_start=seed_start, seed_end=seed_end, split=split, max_steps=max_steps,
+            )
+    except IntegrityError:
+        raise ApplicationError(f"{task_name} ({split}) is already a task of this project.", status=409)
+    audit_record(actor=actor, action="task.create", target=f"task:{task.pk}", project_id=project.pk)
+    return task
+
+
+@transaction.atomic
+def task_update(*, task: TaskSpec, actor, **fields) -> TaskSpec:
+    allowed = {"instruction_template", "seed_start", "seed_end", "split", "max_steps"}
+    unknown = set(fields) - allowed
+    if unknown:
+        raise ApplicationError(f"These fields cannot be changed: {', '.join(sorted(unknown))}.")
+    for key, value in fields.items():
+        setattr(task, key, value)
+    _task_validate(env_kind=task.env_kind, task_name=task.task_name, seed_start=task.seed_start,
+                   seed_end=task.seed_end, split=task.split, max_steps=task.max_steps)
+    task.save()
+    audit_record(actor=actor, action="task.update", target=f"task:{task.pk}", project_id=task.project_id, data=fields)
+    return task
+
+
+@transaction.atomic
+def task_delete(*, task: TaskSpec, actor) -> None:
+    if task.episodes.exists():
+        raise ApplicationError("This task has episodes; it cannot be deleted (their data would lose its task).", status=409)
+    audit_record(actor=actor, action="task.delete", target=f"task:{task.pk}", project_id=task.project_id)
+    task.delete()
+
+
+# --- episodes and steps ----------------------------------------------------------------------------
+import hashlib  # noqa: E402
+from datetime import timedelta  # noqa: E402
+
+from django.core.files.base import ContentFile  # noqa: E402
+from django.core.files.storage import default_storage  # noqa: E402
+from django.db.models import F  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from flywheel.events import event_append  # noqa: E402
+from flywheel.models import Actor, Deployment, Episode, EpisodeStatus, Mode, Step  # noqa: E402
+
+ACTIVE_STATUSES = (EpisodeStatus.QUEUED, EpisodeStatus.RUNNING, EpisodeStatus.PAUSED)
+MAX_BATCH = 500
+
+
+def episode_payload(episode: Episode) -> dict:
+    """The JSON shape of an episode in events and the API."""
+    return {
+        "id": episode.pk, "project": episode.project_id, "seed": episode.seed, "mode": episode.mode,
+        "status": episode.status, "outcome": episode.outcome, "end_reason": episode.end_reason,
+        "reward": episode.env_reward, "n_steps": episode.n_steps,
+        "task": {"id": episode.task_id, "task_name": episode.task.task_name, "env_kind": episode.task.env_kind},
+        "checkpoint": {"id": episode.checkpoint_id, "name": episode.checkpoint.name} if episode.checkpoint_id else None,
+        "control": {"username": episode.controller.username} if episode.controller_id else None,
+        "created_at": episode.created_at.isoformat() if episode.created_at else None,
+        "started_at": episode.started_at.isoformat() if episode.started_at else None,
+        "finished_at": episode.finished_at.isoformat() if episode.finished_at else None,
+    }
+
+
+def _episode_state_event(episode: Episode) -> None:
+    episode = Episode.objects.select_related("task", "checkpoint", "controller").get(pk=episode.pk)
+    event_append(episode_id=episode.pk, type="episode.state", payload=episode_payload(episode))
+
+
+@transaction.atomic
+def episodes_start(*, project, task, seeds: list[int], mode: str, actor) -> list[Episode]:
+    """Queue one episode per seed; each runs on the `rollouts` queue once this transaction commits."""
+    from flywheel import tasks as rollout_tasks
+
+    if task.project_id != project.pk:
+        raise ApplicationError("That task belongs to another project.", status=404)
+    if mode not in Mode.values:
+        raise ApplicationError(f"Unknown mode '{mode}'; use autonomous or supervised.", errors={"mode": ["Invalid choice."]})
+    if not seeds:
+        raise ApplicationError("Give at least one seed.", errors={"seeds": ["This list may not be empty."]})
+    if len(seeds) > MAX_BATCH:
+        raise ApplicationError(f"At most {MAX_BATCH} episodes a batch.", errors={"seeds": ["Too many."]})
+    bad = [s for s in seeds if not task.seed_start <= s <= task.seed_end]
+    if bad:
+        raise ApplicationError(f"Seed {bad[0]} is outside this task's range {task.seed_start}-{task.seed_end}.",
+                               errors={"seeds": ["Out of range."]})
+    if mode == Mode.SUPERVISED and len(seeds) > 1:
+        raise ApplicationError("A supervised episode needs a person; start them one at a time.")
+    if not Deployment.objects.filter(project=project, active=True).exists():
+        raise ApplicationError("This project has no deployed policy yet; wait for the cold-start run on the Runs page "
+                               "or deploy a checkpoint.", status=409)
+    episodes = [
+        Episode.objects.create(project=project, task=task, seed=seed, mode=mode, created_by=actor,
+                               controller=actor if mode == Mode.SUPERVISED else None)
+        for seed in seeds
+    ]
+    for episode in episodes:
+        _episode_state_event(episode)
+        transaction.on_commit(lambda pk=episode.pk: rollout_tasks.episode_run.delay(pk))
+    audit_record(actor=actor, action="episodes.start", target=f"task:{task.pk}", project_id=project.pk,
+                 data={"episodes": [e.pk for e in episodes], "mode": mode})
+    return episodes
+
+
+@transaction.atomic
+def episode_claim(*, episode_id: int, worker: str) -> Episode | None:
+    """Mark an episode running on this worker, fixing the checkpoint it acts with. None when there is nothing to
+    run: finished already, or running on a live worker elsewhere (so a redelivered task is harmless)."""
+    episode = Episode.objects.select_for_update().filter(pk=episode_id).first()
+    if episode is None or episode.status in (EpisodeStatus.FINISHED, EpisodeStatus.FAILED):
+        return None
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings_value("LOUPE_INTERRUPTED_AFTER_SECONDS"))
+    if episode.status in (EpisodeStatus.RUNNING, EpisodeStatus.PAUSED) and episode.heartbeat_at and episode.heartbeat_at > stale \
+            and episode.worker != worker:
+        return None
+    if episode.checkpoint_id is None:
+        deployment = Deployment.objects.filter(project_id=episode.project_id, active=True).first()
+        if deployment is None:
+            episode.status, episode.end_reason, episode.finished_at = EpisodeStatus.FAILED, "no deployed policy", now
+            episode.save(update_fields=["status", "end_reason", "finished_at"])
+            _episode_state_event(episode)
+            return None
+        episode.checkpoint_id = deployment.checkpoint_id
+    episode.status = EpisodeStatus.RUNNING
+    episode.worker = worker
+    episode.heartbeat_at = now
+    episode.started_at = episode.started_at or now
+    episode.attempt = F("attempt") + 1
+    episode.save(update_fields=["status", "worker", "heartbeat_at", "started_at", "attempt", "checkpoint"])
+    _episode_state_event(episode)
+    return Episode.objects.select_related("task", "checkpoint", "project").get(pk=episode_id)
+
+
+def settings_value(name: str):
+    from django.conf import settings
+
+    return getattr(settings, name)
+
+
+def episode_heartbeat(*, episode_id: int, worker: str) -> None:
+    Episode.objects.filter(pk=episode_id, worker=worker).update(heartbeat_at=timezone.now())
+
+
+def screenshot_store(data: bytes) -> str:
+    """Store a screenshot by its content hash; the same image is stored once."""
+    digest = hashlib.sha256(data).hexdigest()
+    name = f"screenshots/{digest[:2]}/{digest}.jpg"
+    if not default_storage.exists(name):
+        default_storage.save(name, ContentFile(data))
+    return name
+
+
+def step_payload(step: Step) -> dict:
+    return {
+        "index": step.index, "actor": step.actor, "thought": step.thought, "action": step.action,
+        "action_text": step.action_text, "void": step.void, "void_reason": step.void_reason,
+        "proposal": step.proposal, "reward": step.reward, "done": step.done,
+        "screenshot_url": f"/api/v1/episodes/{step.episode_id}/steps/{step.index}/screenshot" if step.screenshot else "",
+        "width": step.width, "height": step.height, "url": step.url, "human_thought": step.human_thought,
+        "info": step.info, "timings": step.timings,
+        "created_at": step.created_at.isoformat() if step.created_at else None,
+    }
+
+
+@transaction.atomic
+def step_record(*, episode: Episode, index: int, screenshot: bytes, width: int, height: int, url: str,
+                instruction: str, elements: list[dict], prompt: list, raw_output: str, token_ids: list[int],
+                token_logprobs: list[float], thought: str, action: dict | None, action_text: str, actor: str,
+                proposal: dict | None, reward: float, done: bool, void_reason: str | None, info: dict,
+                timings: dict, intervened_by=None, started_at=None) -> Step:
+    """Store one executed step and its event. Idempotent on (episode, index): a replayed step is not stored twice."""
+    if actor not in Actor.values:
+        raise ApplicationError(f"Unknown actor '{actor}'.")
+    existing = Step.objects.filter(episode=episode, index=index).first()
+    if existing is not None:
+        return existing
+    step = Step.objects.create(
+        episode=episode, index=index, screenshot=screenshot_store(screenshot) if screenshot else "", width=width,
+        height=height, url=url[:500], instruction=instruction, elements=elements, prompt=prompt, raw_output=raw_output,
+        token_ids=token_ids, token_logprobs=token_logprobs, thought=thought, action=action,
+        action_text=action_text[:1000], actor=actor, proposal=proposal, reward=reward, done=done,
+        void=action is None, void_reason=(void_reason or "")[:300], info=info, timings=timings,
+        checkpoint_id=episode.checkpoint_id, intervened_by=intervened_by, started_at=started_at,
+    )
+    Episode.objects.filter(pk=episode.pk).update(
+        n_steps=F("n_steps") + 1, n_void=F("n_void") + (1 if action is None else 0),
+        n_interventions=F("n_interventions") + (1 if actor != Actor.MODEL else 0), heartbeat_at=timezone.now(),
+    )
+    event_append(episode_id=episode.pk, type="step.executed", payload=step_payload(step))
+    return step
+
+
+@transaction.atomic
+def episode_finish(*, episode_id: int, status: str, end_reason: str, reward: float | None = None,
+                   outcome: str = "", comment: str = "") -> Episode:
+    episode = Episode.objects.select_for_update().get(pk=episode_id)
+    if episode.status in (EpisodeStatus.FINISHED, EpisodeStatus.FAILED):
+        return episode
+    episode.status = status
+    episode.end_reason = end_reason[:300]
+    episode.env_reward = reward
+    episode.outcome = outcome or episode.outcome
+    episode.comment = comment or episode.comment
+    episode.finished_at = timezone.now() if status in (EpisodeStatus.FINISHED, EpisodeStatus.FAILED) else None
+    episode.save(update_fields=["status", "end_reason", "env_reward", "outcome", "comment", "finished_at"])
+    _episode_state_event(episode)
+    if episode.finished_at:
+        event_append(episode_id=episode.pk, type="episode.finished",
+                     payload={"status": status, "end_reason": episode.end_reason, "reward": reward,
+                              "outcome": episode.outcome})
+    return episode
+
+
+def episodes_mark_interrupted(*, older_than_seconds: float) -> list[int]:
+    """Episodes whose worker stopped heartbeating: interrupted, every step kept, resumable."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    interrupted = []
+    stale = Episode.objects.filter(status__in=[EpisodeStatus.RUNNING, EpisodeStatus.PAUSED], heartbeat_at__lt=cutoff)
+    for episode_id in stale.values_list("pk", flat=True):
+        with transaction.atomic():
+            episode = Episode.objects.select_for_update(skip_locked=True).filter(
+                pk=episode_id, status__in=[EpisodeStatus.RUNNING, EpisodeStatus.PAUSED], heartbeat_at__lt=cutoff).first()
+            if episode is None:
+                continue
+            episode.status = EpisodeStatus.INTERRUPTED
+            episode.end_reason = f"worker {episode.worker or '?'} stopped responding"
+            episode.save(update_fields=["status", "end_reason"])
+            _episode_state_event(episode)
+            interrupted.append(episode.pk)
+    return interrupted
+
+
+@transaction.atomic
+def episode_resume(*, episode: Episode, actor) -> Episode:
+    from flywheel import tasks as rollout_tasks
+
+    if episode.status != EpisodeStatus.INTERRUPTED:
+        raise ApplicationError(f"Only an interrupted episode can be resumed; this one is {episode.status}.", status=409)
+    Episode.objects.filter(pk=episode.pk).update(status=EpisodeStatus.QUEUED, worker="", heartbeat_at=None)
+    episode.refresh_from_db()
+    _episode_state_event(episode)
+    audit_record(actor=actor, action="episode.resume", target=f"episode:{episode.pk}", project_id=episode.project_id)
+    transaction.on_commit(lambda: rollout_tasks.episode_run.delay(episode.pk))
+    return episode
+
+
+# --- checkpoints and deployments -------------------------------------------------------------------
+from pathlib import Path  # noqa: E402
+
+from flywheel.models import Checkpoint  # noqa: E402
+
+
+def checkpoint_check_files(uri: str) -> None:
+    """Refuse a checkpoint whose files are missing or unreadable, before anything serves it."""
+    path = Path(uri)
+    if not path.is_dir():
+        raise ApplicationError(f"The checkpoint directory {uri} does not exist.", status=409)
+    if not (path / "config.json").exists():
+        raise ApplicationError(f"{uri} has no config.json; it is not an HF-format checkpoint.", status=409)
+    weights = list(path.glob("*.safetensors")) + list(path.glob("*.bin"))
+    if not weights or any(w.stat().st_size == 0 for w in weights):
+        raise ApplicationError(f"{uri} has no readable weights (model.safetensors).", status=409)
+    try:
+        from safetensors import safe_open
+
+        for w in path.glob("*.safetensors"):
+            with safe_open(str(w), framework="pt") as handle:
+                list(handle.keys())
+    except Exception as exc:
+        raise ApplicationError(f"The weights in {uri} are corrupt: {exc}", status=409)
+
+
+@transaction.atomic
+def checkpoint_register(*, project, name: str, uri: str, base_model: str = "tiny", parent=None, produced_by=None,
+                        metrics: dict | None = None) -> Checkpoint:
+    checkpoint_check_files(uri)
+    checkpoint, _ = Checkpoint.objects.get_or_create(
+        project=project, name=name,
+        defaults={"uri": uri, "base_model": base_model, "parent": parent, "produced_by": produced_by,
+                  "metrics": metrics or {}},
+    )
+    return checkpoint
+
+
+@transaction.atomic
+def deployment_promote(*, project, checkpoint: Checkpoint, actor=None, backend: str = "local", served_name: str = "",
+                       reason: str = "") -> Deployment:
+    """Make `checkpoint` the one active deployment of `project`, in one transaction (so is rollback)."""
+    if checkpoint.project_id != project.pk:
+        raise ApplicationError("That checkpoint belongs to another project.", status=404)
+    checkpoint_check_files(checkpoint.uri)
+    now = timezone.now()
+    Project.objects.select_for_update().get(pk=project.pk)  # serialise promotions of one project
+    Deployment.objects.filter(project=project, active=True).update(active=False, deactivated_at=now)
+    deployment = Deployment.objects.create(project=project, checkpoint=checkpoint, backend=backend,
+                                           served_name=served_name, active=True, activated_at=now,
+                                           created_by=actor if getattr(actor, "is_authenticated", False) else None,
+                                           reason=reason[:300])
+    audit_record(actor=actor, action="deployment.promote", target=f"checkpoint:{checkpoint.pk}", project_id=project.pk,
+                 data={"backend": backend, "reason": reason})
+    return deployment

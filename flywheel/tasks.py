@@ -1,0 +1,31 @@
+"""Celery tasks: thin wrappers that take ids and call services."""
+from __future__ import annotations
+
+from celery import shared_task
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from flywheel import services
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=False, max_retries=0)
+def episode_run(episode_id: int) -> str:
+    """Run one episode on the `rollouts` queue. A killed worker leaves it `interrupted` (see the sweep), to resume."""
+    from flywheel import rollout_worker
+
+    # flywheel does not import the human layer; settings name the supervisor it plugs in
+    supervisor_factory = import_string(settings.LOUPE_SUPERVISOR_FACTORY) if settings.LOUPE_SUPERVISOR_FACTORY else None
+    return rollout_worker.run(episode_id, supervisor_factory=supervisor_factory)
+
+
+@shared_task
+def episodes_sweep_interrupted() -> list[int]:
+    """Beat task: mark episodes whose worker stopped heartbeating as interrupted."""
+    return services.episodes_mark_interrupted(older_than_seconds=settings.LOUPE_INTERRUPTED_AFTER_SECONDS)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def training_run_execute(run_id: int) -> str:
+    from flywheel import training
+
+    return training.run_execute(run_id=run_id)

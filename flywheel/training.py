@@ -1,0 +1,142 @@
+"""Training runs: the `train` worker runs the trainer's CLI as a subprocess and turns its JSON
+progress lines into live progress on the TrainingRun row (and events the browser can follow)."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from flywheel.models import Project, RunStatus, TrainingRun
+from webapp.errors import ApplicationError
+
+log = logging.getLogger(__name__)
+
+COLDSTART_TASKS = ["click-button", "click-link", "focus-text", "click-test", "click-test-2", "click-dialog",
+                   "enter-text", "focus-text-2"]
+LOG_TAIL_CHARS = 20_000
+MAX_METRIC_POINTS = 500
+
+
+def run_dir(run: TrainingRun) -> Path:
+    return settings.LOUPE_CHECKPOINT_DIR / f"project-{run.project_id}" / f"run-{run.pk}"
+
+
+@transaction.atomic
+def coldstart_run_create(*, project: Project) -> TrainingRun:
+    """Checkpoint v0: SFT from the tiny model on scripted demonstrations, queued on the `train` worker."""
+    from flywheel import tasks
+
+    config = {
+        "coldstart": True,
+        "tasks": COLDSTART_TASKS,
+        "seeds": os.environ.get("LOUPE_COLDSTART_SEEDS", "0-299"),
+        "max_steps": int(os.environ.get("LOUPE_COLDSTART_STEPS", "1500")),
+        "deploy_as": "v0",
+    }
+    run = TrainingRun.objects.create(project=project, algorithm="sft", config=config)
+    transaction.on_commit(lambda: tasks.training_run_execute.delay(run.pk))
+    return run
+
+
+def _trainer_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "trainer", *args]
+
+
+def _stream(run: TrainingRun, argv: list[str], *, phase: str, weight: tuple[float, float]) -> dict:
+    """Run one trainer command; progress lines update the run. Returns the final {"done": true} line."""
+    lo, hi = weight
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+                            cwd=settings.BASE_DIR, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    final: dict = {}
+    last_save = 0.0
+    stderr_chunks: list[str] = []
+
+    import threading
+
+    def drain():
+        for line in proc.stderr:
+            stderr_chunks.append(line)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    for line in proc.stdout:
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if item.get("done"):
+            final = item
+            continue
+        if "step" in item and item.get("total"):
+            item["phase"] = phase
+            run.progress = round(lo + (hi - lo) * min(1.0, item["step"] / item["total"]), 4)
+            run.metrics.append(item)
+            if len(run.metrics) > MAX_METRIC_POINTS:
+                run.metrics = run.metrics[::2]
+            if time.monotonic() - last_save > 1.0:
+                TrainingRun.objects.filter(pk=run.pk).update(progress=run.progress, metrics=run.metrics)
+                last_save = time.monotonic()
+    proc.wait()
+    reader.join(timeout=5)
+    run.log = (run.log + f"\n$ {' '.join(argv[2:])}\n" + "".join(stderr_chunks))[-LOG_TAIL_CHARS:]
+    TrainingRun.objects.filter(pk=run.pk).update(progress=run.progress, metrics=run.metrics, log=run.log)
+    if proc.returncode != 0:
+        tail = "".join(stderr_chunks).strip().splitlines()[-1:] or ["no output"]
+        raise ApplicationError(f"trainer {phase} exited with {proc.returncode}: {tail[0]}")
+    return final
+
+
+def run_execute(*, run_id: int) -> str:
+    """Execute a queued run (safe to run again after a killed worker: it starts the run over)."""
+    from flywheel import services
+
+    run = TrainingRun.objects.select_related("project", "snapshot", "init_checkpoint").get(pk=run_id)
+    if run.status in (RunStatus.SUCCEEDED, RunStatus.CANCELLED):
+        return run.status
+    run.status, run.started_at, run.progress, run.metrics, run.error = RunStatus.RUNNING, timezone.now(), 0.0, [], ""
+    run.save(update_fields=["status", "started_at", "progress", "metrics", "error"])
+    out = run_dir(run)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        if run.config.get("coldstart"):
+            demos = out / "demos.jsonl"
+            _stream(run, _trainer_argv("demos", "--tasks", ",".join(run.config["tasks"]), "--seeds",
+                                       run.config["seeds"], "--out", str(demos)), phase="demos", weight=(0.0, 0.15))
+            data, init = demos, "tiny"
+        else:
+            if run.snapshot is None:
+                raise ApplicationError("This run has no dataset snapshot to train on.")
+            data = Path(settings.MEDIA_ROOT) / run.snapshot.file
+            init = run.init_checkpoint.uri if run.init_checkpoint else "tiny"
+        ckpt = out / "checkpoint"
+        argv = _trainer_argv(run.algorithm, "--data", str(data), "--init", init, "--out", str(ckpt))
+        if run.config.get("max_steps"):
+            argv += ["--max-steps", str(run.config["max_steps"])]
+        final = _stream(run, argv, phase=run.algorithm, weight=(0.15 if run.config.get("coldstart") else 0.0, 1.0))
+        name = run.config.get("deploy_as") or f"run-{run.pk}"
+        checkpoint = services.checkpoint_register(
+            project=run.project, name=name, uri=str(ckpt), parent=run.init_checkpoint, produced_by=run,
+            metrics=final.get("metrics", {}),
+        )
+        with transaction.atomic():
+            run.status, run.checkpoint, run.progress, run.finished_at = RunStatus.SUCCEEDED, checkpoint, 1.0, timezone.now()
+            run.save(update_fields=["status", "checkpoint", "progress", "finished_at"])
+            if run.config.get("coldstart"):
+                services.deployment_promote(project=run.project, checkpoint=checkpoint, reason="cold start v0")
+        return RunStatus.SUCCEEDED
+    except Exception as exc:
+        log.exception("training run %s failed", run.pk)
+        TrainingRun.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, error=str(exc)[:2000],
+                                                     finished_at=timezone.now())
+        return RunStatus.FAILED

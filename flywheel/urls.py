@@ -1,0 +1,21 @@
+from django.urls import path
+
+from flywheel import api
+
+urlpatterns = [
+    path("projects/", api.ProjectListApi.as_view(), name="project-list"),
+    path("projects/<int:project_id>/", api.ProjectDetailApi.as_view(), name="project-detail"),
+    path("projects/<int:project_id>/members/", api.MemberListApi.as_view(), name="member-list"),
+    path("projects/<int:project_id>/members/<int:member_id>/", api.MemberDetailApi.as_view(), name="member-detail"),
+    path("projects/<int:project_id>/tasks/", api.TaskListApi.as_view(), name="task-list"),
+    path("projects/<int:project_id>/tasks/<int:task_id>/", api.TaskDetailApi.as_view(), name="task-detail"),
+]
+urlpatterns += [
+    path("episodes/", api.EpisodeListApi.as_view(), name="episode-list"),
+    path("projects/<int:project_id>/episodes/", api.EpisodesStartApi.as_view(), name="episodes-start"),
+    path("episodes/<int:episode_id>/", api.EpisodeDetailApi.as_view(), name="episode-detail"),
+    path("episodes/<int:episode_id>/resume", api.EpisodeResumeApi.as_view(), name="episode-resume"),
+    path("episodes/<int:episode_id>/steps/<int:index>/screenshot", api.StepScreenshotApi.as_view(), name="step-screenshot"),
+    path("projects/<int:project_id>/deployments/", api.DeploymentListApi.as_view(), name="deployment-list"),
+    path("projects/<int:project_id>/runs/", api.RunListApi.as_view(), name="run-list"),
+]

@@ -1,0 +1,159 @@
+"""Real processes for tests: daphne and Celery workers on the test database and the test Redis prefix."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+__all__ = ["ProcessStack", "process_stack", "stack_env", "daphne_server", "celery_worker", "free_port", "wait_for",
+           "start_daphne", "start_worker", "module_stack"]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.1, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def _test_database_url() -> str:
+    from django.db import connection
+
+    s = connection.settings_dict
+    auth = quote(s["USER"] or "postgres")
+    if s.get("PASSWORD"):
+        auth += ":" + quote(s["PASSWORD"])
+    host = s.get("HOST") or ""
+    if host.startswith("/"):
+        return f"postgresql://{auth}@/{s['NAME']}?host={host}"
+    return f"postgresql://{auth}@{host or '127.0.0.1'}:{s.get('PORT') or 5432}/{s['NAME']}"
+
+
+def stack_env(**extra) -> dict:
+    from django.conf import settings
+
+    env = dict(os.environ)
+    env.update({
+        "DATABASE_URL": _test_database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "LOUPE_CHANNEL_PREFIX": settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"],
+        "LOUPE_MEDIA_ROOT": str(settings.MEDIA_ROOT),
+        "PYTHONUNBUFFERED": "1",
+    })
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+@dataclass
+class ProcessStack:
+    processes: list[subprocess.Popen]
+    logs: list[Path]
+
+    def start(self, name: str, argv: list[str], env: dict, log_dir: Path) -> subprocess.Popen:
+        log = log_dir / f"{name}.log"
+        handle = open(log, "wb")
+        proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+        self.processes.append(proc)
+        self.logs.append(log)
+        return proc
+
+    def stop(self, grace: float = 3.0):
+        for proc in self.processes:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.processes:
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+                         for log in self.logs if log.exists())
+
+
+def start_daphne(stack: ProcessStack, tmp_path: Path, env: dict, name: str = "daphne") -> str:
+    port = free_port()
+    stack.start(name, [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],
+                env, tmp_path)
+    base = f"http://127.0.0.1:{port}"
+
+    def up():
+        try:
+            urllib.request.urlopen(base + "/api/v1/auth/session", timeout=1)
+        except urllib.error.HTTPError:
+            return True  # 401 means it is serving
+        except OSError:
+            return False
+        return True
+
+    wait_for(up, 30, what=f"daphne on {base}\n{stack.tail()}")
+    return base
+
+
+def start_worker(stack: ProcessStack, tmp_path: Path, env: dict, queues: str = "rollouts,audio,default,train",
+                 name: str = "worker", concurrency: int = 1) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", queues, "-n", f"{name}{os.getpid()}@%h",
+            "-c", str(concurrency), "--pool", "prefork", "--without-gossip", "--without-mingle", "--loglevel", "INFO"]
+    proc = stack.start(name, argv, env, tmp_path)
+
+    def ready():
+        if proc.poll() is not None:
+            raise AssertionError(f"celery worker exited\n{stack.tail()}")
+        return "ready" in (tmp_path / f"{name}.log").read_text(errors="replace")
+
+    wait_for(ready, 60, what=f"celery worker\n{stack.tail()}")
+    return proc
+
+
+@pytest.fixture
+def process_stack(tmp_path):
+    """Processes a single test starts (and may kill); stopped when the test ends."""
+    stack = ProcessStack([], [])
+    yield stack
+    stack.stop()
+
+
+@pytest.fixture(scope="module")
+def module_stack(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Servers shared by a test module (they only read and write the test database, which each
+    transactional test flushes); starting them once a module keeps the suite fast."""
+    stack = ProcessStack([], [])
+    with django_db_blocker.unblock():
+        yield stack, tmp_path_factory.mktemp("stack")
+    stack.stop()
+
+
+@pytest.fixture(scope="module")
+def daphne_server(module_stack):
+    """A real daphne process serving the app on a free loopback port; yields its base URL."""
+    stack, path = module_stack
+    return start_daphne(stack, path, stack_env())
+
+
+@pytest.fixture(scope="module")
+def celery_worker(module_stack):
+    """A real Celery worker process consuming every queue, on the test database."""
+    stack, path = module_stack
+    return start_worker(stack, path, stack_env())

@@ -1,0 +1,9 @@
+"""Loaded by pytest with `-p tests.testenv` (pyproject addopts), before Django settings are read."""
+import os
+import tempfile
+
+os.environ.setdefault("LOUPE_CHANNEL_PREFIX", f"loupetest{os.getpid()}")
+os.environ.setdefault("LOUPE_FAST_PASSWORD_HASHER", "1")
+os.environ.setdefault("LOUPE_HEARTBEAT_SECONDS", "1")
+os.environ.setdefault("LOUPE_INTERRUPTED_AFTER_SECONDS", "6")
+os.environ.setdefault("LOUPE_MEDIA_ROOT", tempfile.mkdtemp(prefix="loupe-test-media-"))

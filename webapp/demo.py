@@ -1,0 +1,59 @@
+"""The demo data `make run` seeds: users admin / manager / annotator in a demo project."""
+from __future__ import annotations
+
+import os
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from flywheel.models import Membership, Project, Role, Split, TaskSpec
+
+DEMO_USERS = {"admin": Role.ADMIN, "manager": Role.MANAGER, "annotator": Role.ANNOTATOR}
+DEMO_TRAIN_TASKS = [
+    "click-test", "click-test-2", "click-button", "click-link", "click-dialog", "click-tab", "click-checkboxes",
+    "click-option", "focus-text", "focus-text-2", "enter-text", "enter-password", "login-user",
+]
+DEMO_EVAL_TASKS = ["click-button", "click-link", "focus-text"]
+EVAL_SEEDS = (100_000, 100_099)  # never used for training rollouts
+
+
+def demo_password() -> tuple[str, bool]:
+    """(password, generated?) — from LOUPE_DEMO_PASSWORD, else generated once and kept in .data/."""
+    if password := os.environ.get("LOUPE_DEMO_PASSWORD"):
+        return password, False
+    path = settings.DATA_DIR / "demo_password"
+    if path.exists():
+        return path.read_text().strip(), False
+    password = secrets.token_urlsafe(9)
+    path.write_text(password)
+    path.chmod(0o600)
+    return password, True
+
+
+@transaction.atomic
+def seed_demo(password: str) -> Project:
+    User = get_user_model()
+    project, _ = Project.objects.get_or_create(
+        slug="demo", defaults={"name": "Demo project", "description": "MiniWoB++ tasks for the tiny demo policy."}
+    )
+    private, _ = Project.objects.get_or_create(
+        slug="private", defaults={"name": "Private project", "description": "Only the admin is a member here."}
+    )
+    for username, role in DEMO_USERS.items():
+        user, created = User.objects.get_or_create(username=username)
+        if created or not user.check_password(password):
+            user.set_password(password)
+        user.is_staff = user.is_superuser = username == "admin"
+        user.save()
+        Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
+    Membership.objects.update_or_create(project=private, user=User.objects.get(username="admin"),
+                                        defaults={"role": Role.ADMIN})
+    for name in DEMO_TRAIN_TASKS:
+        TaskSpec.objects.get_or_create(project=project, env_kind="miniwob", task_name=name, split=Split.TRAIN,
+                                       defaults={"seed_start": 0, "seed_end": 99_999, "max_steps": 8})
+    for name in DEMO_EVAL_TASKS:
+        TaskSpec.objects.get_or_create(project=project, env_kind="miniwob", task_name=name, split=Split.EVAL,
+                                       defaults={"seed_start": EVAL_SEEDS[0], "seed_end": EVAL_SEEDS[1], "max_steps": 8})
+    return project

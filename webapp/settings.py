@@ -1,0 +1,272 @@
+"""Loupe settings, all from the environment (README "Configuration" lists every variable).
+
+With DATABASE_URL / REDIS_URL unset, an embedded PostgreSQL and Redis are started under `.data/`
+(see webapp/embedded.py). There is no SQLite or in-memory fallback anywhere.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("LOUPE_DATA_DIR", BASE_DIR / ".data"))
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    return os.environ.get(name, str(default)).strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def _secret_key() -> str:
+    if key := os.environ.get("LOUPE_SECRET_KEY"):
+        return key
+    path = DATA_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+PRODUCTION = env_bool("LOUPE_PRODUCTION")
+DEBUG = env_bool("LOUPE_DEBUG", default=False)
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env_list("LOUPE_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
+CSRF_TRUSTED_ORIGINS = env_list("LOUPE_CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "django_celery_beat",
+    "webapp",
+    "flywheel",
+    "annotation",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "webapp.middleware.DatabaseUnavailableMiddleware",
+]
+
+ROOT_URLCONF = "webapp.urls"
+ASGI_APPLICATION = "webapp.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+
+# --- PostgreSQL -------------------------------------------------------------------------------
+def _database_url() -> str:
+    if url := os.environ.get("DATABASE_URL"):
+        return url
+    from webapp import embedded
+
+    url = embedded.postgres_url()
+    os.environ["DATABASE_URL"] = url  # child processes (workers, tests' servers) share it
+    return url
+
+
+def _database_config(url: str) -> dict:
+    config = dj_database_url.parse(url, conn_max_age=int(os.environ.get("LOUPE_DB_CONN_MAX_AGE", "0")))
+    host = parse_qs(urlparse(url).query).get("host")
+    if host:  # a unix-socket directory, as pgserver gives
+        config["HOST"] = host[0]
+    config["ENGINE"] = "django.db.backends.postgresql"
+    config.setdefault("OPTIONS", {})["connect_timeout"] = 5
+    config["TEST"] = {"NAME": os.environ.get("LOUPE_TEST_DB_NAME") or None}
+    return config
+
+
+DATABASES = {"default": _database_config(_database_url())}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+
+# --- Redis: channel layer, Celery broker, cache -----------------------------------------------
+def _redis_url() -> str:
+    if url := os.environ.get("REDIS_URL"):
+        return url
+    from webapp import embedded
+
+    url = embedded.redis_url()
+    os.environ["REDIS_URL"] = url
+    return url
+
+
+REDIS_URL = _redis_url()
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [REDIS_URL],
+            "prefix": os.environ.get("LOUPE_CHANNEL_PREFIX", "loupe"),
+            "capacity": 1000,
+            "expiry": 30,
+        },
+    }
+}
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": os.environ.get("LOUPE_CHANNEL_PREFIX", "loupe"),
+    }
+}
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, "global_keyprefix": os.environ.get("LOUPE_CHANNEL_PREFIX", "loupe") + ":"}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_ROUTES = {
+    "flywheel.tasks.episode_run": {"queue": "rollouts"},
+    "annotation.tasks.*": {"queue": "audio"},
+    "flywheel.tasks.training_run_execute": {"queue": "train"},
+}
+CELERY_BEAT_SCHEDULE = {
+    "episodes-sweep-interrupted": {"task": "flywheel.tasks.episodes_sweep_interrupted", "schedule": 10.0},
+}
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = "UTC"
+
+
+# --- auth, API ----------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+]
+if env_bool("LOUPE_FAST_PASSWORD_HASHER"):  # tests only: PBKDF2's cost would dominate the suite
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+LOGIN_URL = "/login"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_SECURE = PRODUCTION
+CSRF_COOKIE_SECURE = PRODUCTION
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+if PRODUCTION:
+    SECURE_SSL_REDIRECT = env_bool("LOUPE_SSL_REDIRECT", True)
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = int(os.environ.get("LOUPE_HSTS_SECONDS", "31536000"))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+
+LOUPE_TOKEN_TTL_DAYS = int(os.environ.get("LOUPE_TOKEN_TTL_DAYS", "30"))
+LOUPE_LOGIN_ATTEMPTS = int(os.environ.get("LOUPE_LOGIN_ATTEMPTS", "10"))  # per username+IP per 5 minutes
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "webapp.auth.BearerTokenAuthentication",
+        "webapp.auth.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.MultiPartParser",
+        "rest_framework.parsers.FormParser",
+    ],
+    "EXCEPTION_HANDLER": "webapp.errors.api_exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Loupe API",
+    "DESCRIPTION": "Live GUI-agent annotation and the training flywheel.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- files ----------------------------------------------------------------------------------------
+MEDIA_ROOT = Path(os.environ.get("LOUPE_MEDIA_ROOT", DATA_DIR / "media"))
+MEDIA_URL = "/media/"  # never served directly: every file goes through a permission-checked view
+STATIC_URL = "/static/"
+STATIC_ROOT = DATA_DIR / "static"
+FRONTEND_DIST = BASE_DIR / "frontend" / "dist"
+WHITENOISE_ROOT = FRONTEND_DIST if FRONTEND_DIST.exists() else None
+WHITENOISE_INDEX_FILE = False
+
+_s3_bucket = os.environ.get("LOUPE_S3_BUCKET")
+STORAGES = {
+    "default": (
+        {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": _s3_bucket,
+                "endpoint_url": os.environ.get("LOUPE_S3_ENDPOINT_URL"),
+                "default_acl": "private",
+                "querystring_auth": True,
+            },
+        }
+        if _s3_bucket
+        else {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+    ),
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+LOUPE_AUDIO_MAX_BYTES = int(os.environ.get("LOUPE_AUDIO_MAX_BYTES", str(2 * 1024 * 1024)))
+
+# --- the agent and the flywheel ---------------------------------------------------------------
+LOUPE_POLICY_BACKEND = os.environ.get("LOUPE_POLICY_BACKEND", "local")  # local | openai
+LOUPE_OPENAI_BASE_URL = os.environ.get("LOUPE_OPENAI_BASE_URL", "http://127.0.0.1:8100")
+LOUPE_OPENAI_API_KEY = os.environ.get("LOUPE_OPENAI_API_KEY", "")
+LOUPE_CHECKPOINT_DIR = Path(os.environ.get("LOUPE_CHECKPOINT_DIR", DATA_DIR / "checkpoints"))
+LOUPE_WHISPER_MODEL = os.environ.get("LOUPE_WHISPER_MODEL", "")
+LOUPE_HEARTBEAT_SECONDS = float(os.environ.get("LOUPE_HEARTBEAT_SECONDS", "5"))
+LOUPE_INTERRUPTED_AFTER_SECONDS = float(os.environ.get("LOUPE_INTERRUPTED_AFTER_SECONDS", "20"))
+LOUPE_SUPERVISED_IDLE_SECONDS = float(os.environ.get("LOUPE_SUPERVISED_IDLE_SECONDS", "600"))
+LOUPE_SUPERVISOR_FACTORY = "annotation.supervision.supervisor_for"
+LOUPE_WS_MAX_FRAME_BYTES = int(os.environ.get("LOUPE_WS_MAX_FRAME_BYTES", "65536"))
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOUPE_LOG_LEVEL", "INFO")},
+    "loggers": {"django.channels.server": {"level": "WARNING"}, "daphne": {"level": "WARNING"}},
+}
