@@ -1,0 +1,60 @@
+import { QueryClientProvider, type QueryClient } from "@tanstack/react-query";
+import { BrowserRouter, Link, Route, Routes } from "react-router";
+import { LoginPage } from "./auth/LoginPage";
+import { RequireAuth } from "./auth/RequireAuth";
+import { Layout } from "./components/Layout";
+import { DatasetsPage } from "./datasets/DatasetsPage";
+import { EpisodeListPage } from "./episodes/EpisodeListPage";
+import { EpisodeViewerPage } from "./episodes/EpisodeViewerPage";
+import { ProjectListPage } from "./projects/ProjectListPage";
+import { ProjectPage } from "./projects/ProjectPage";
+import { ReviewPage } from "./review/ReviewPage";
+import { RunsPage } from "./runs/RunsPage";
+
+function NotFoundPage() {
+  return (
+    <main className="page">
+      <div className="empty-state card">
+        <h1>Page not found</h1>
+        <p>
+          Nothing lives at this address. <Link to="/">Go to your projects.</Link>
+        </p>
+      </div>
+    </main>
+  );
+}
+
+/** Every route of the app; kept apart from the router so tests can mount it in a MemoryRouter. */
+export function AppRoutes() {
+  return (
+    <Routes>
+      <Route path="/login" element={<LoginPage />} />
+      <Route
+        element={
+          <RequireAuth>
+            <Layout />
+          </RequireAuth>
+        }
+      >
+        <Route index element={<ProjectListPage />} />
+        <Route path="projects/:projectId" element={<ProjectPage />} />
+        <Route path="projects/:projectId/episodes" element={<EpisodeListPage />} />
+        <Route path="projects/:projectId/review" element={<ReviewPage />} />
+        <Route path="projects/:projectId/datasets" element={<DatasetsPage />} />
+        <Route path="projects/:projectId/runs" element={<RunsPage />} />
+        <Route path="episodes/:episodeId" element={<EpisodeViewerPage />} />
+        <Route path="*" element={<NotFoundPage />} />
+      </Route>
+    </Routes>
+  );
+}
+
+export function App({ queryClient }: { queryClient: QueryClient }) {
+  return (
+    <QueryClientProvider client={queryClient}>
+      <BrowserRouter>
+        <AppRoutes />
+      </BrowserRouter>
+    </QueryClientProvider>
+  );
+}

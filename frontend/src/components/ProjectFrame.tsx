@@ -1,0 +1,55 @@
+import type { ReactNode } from "react";
+import type { Project } from "../api/types";
+import { useProject } from "../projects/queries";
+import { Breadcrumbs, type Crumb } from "./Breadcrumbs";
+import { ErrorBanner } from "./ErrorBanner";
+import { ProjectNav } from "./ProjectNav";
+import { Spinner } from "./Spinner";
+
+interface ProjectFrameProps {
+  projectId: number;
+  /** Crumbs after "Projects › <project>"; none on the overview. */
+  trail?: Crumb[];
+  children: (project: Project) => ReactNode;
+}
+
+/** Loads a project and frames one of its pages with breadcrumb and section navigation. */
+export function ProjectFrame({ projectId, trail = [], children }: ProjectFrameProps) {
+  const project = useProject(projectId);
+
+  if (!Number.isFinite(projectId)) {
+    return (
+      <main className="page">
+        <ErrorBanner message="This address does not name a project. Go back to the project list." />
+      </main>
+    );
+  }
+  if (project.isPending) {
+    return (
+      <main className="page">
+        <Spinner label="Loading project…" />
+      </main>
+    );
+  }
+  if (project.isError) {
+    return (
+      <main className="page">
+        <Breadcrumbs items={[{ label: "Projects", to: "/" }, { label: `Project ${projectId}` }]} />
+        <ErrorBanner error={project.error} onRetry={() => project.refetch()} />
+      </main>
+    );
+  }
+
+  const crumbs: Crumb[] = [
+    { label: "Projects", to: "/" },
+    { label: project.data.name, to: `/projects/${projectId}` },
+    ...trail,
+  ];
+  return (
+    <main className="page">
+      <Breadcrumbs items={crumbs} />
+      <ProjectNav projectId={projectId} />
+      {children(project.data)}
+    </main>
+  );
+}

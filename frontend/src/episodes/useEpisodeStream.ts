@@ -1,0 +1,73 @@
+import { useCallback, useEffect, useReducer, useRef, useState } from "react";
+import type { EpisodeDetail } from "../api/types";
+import { type Command, type ConnectionState, EpisodeSocket, type ServerMessage } from "../api/ws";
+import { applyMessage, emptyLive, fromDetail, type LiveEpisode, TERMINAL_STATUSES } from "./episodeState";
+
+type Action = { kind: "load"; detail: EpisodeDetail } | { kind: "message"; message: ServerMessage };
+
+function reducer(state: LiveEpisode, action: Action): LiveEpisode {
+  return action.kind === "load" ? fromDetail(action.detail) : applyMessage(state, action.message);
+}
+
+export interface EpisodeStream {
+  live: LiveEpisode;
+  connection: ConnectionState;
+  connectionDetail: string;
+  /** Send a control command (pause, approve, ...); returns its client id. */
+  send: (command: Command) => string | null;
+  reconnect: () => void;
+}
+
+/**
+ * The episode as loaded over REST, then kept current by its WebSocket. The socket starts after
+ * the REST load and asks for a full replay (after=0); steps are keyed by index, so a step seen
+ * both ways is stored once.
+ */
+export function useEpisodeStream(episodeId: number, detail: EpisodeDetail | undefined): EpisodeStream {
+  const [live, dispatch] = useReducer(reducer, emptyLive);
+  const [connection, setConnection] = useState<ConnectionState>("closed");
+  const [connectionDetail, setConnectionDetail] = useState("");
+  const socketRef = useRef<EpisodeSocket | null>(null);
+  const statusRef = useRef<string | undefined>(undefined);
+  const loaded = detail !== undefined;
+
+  useEffect(() => {
+    if (detail) dispatch({ kind: "load", detail });
+    // Only the first load seeds the state; later REST refetches would rewind live events.
+  }, [loaded, episodeId]);
+
+  statusRef.current = live.episode?.status;
+
+  useEffect(() => {
+    if (!loaded) return;
+    const socket = new EpisodeSocket({
+      episodeId,
+      after: 0,
+      onMessage: (message) => {
+        if (message.type !== "ack") dispatch({ kind: "message", message });
+      },
+      onStateChange: (state, why) => {
+        // A finished episode's socket may close for good; do not retry forever.
+        if (state === "reconnecting" && TERMINAL_STATUSES.includes(statusRef.current as never)) {
+          socket.close();
+          setConnection("closed");
+          setConnectionDetail("Episode ended; live updates stopped.");
+          return;
+        }
+        setConnection(state);
+        setConnectionDetail(why);
+      },
+    });
+    socketRef.current = socket;
+    socket.start();
+    return () => {
+      socket.close();
+      socketRef.current = null;
+    };
+  }, [episodeId, loaded]);
+
+  const send = useCallback((command: Command) => socketRef.current?.send(command) ?? null, []);
+  const reconnect = useCallback(() => socketRef.current?.reconnectNow(), []);
+
+  return { live, connection, connectionDetail, send, reconnect };
+}

@@ -1,0 +1,31 @@
+import react from "@vitejs/plugin-react";
+import { defineConfig } from "vitest/config";
+
+/**
+ * One config for the build, the dev server and the tests.
+ * Django serves dist/ in production (index.html for every non-API path, files under /assets/),
+ * so the base stays "/" and the dev server only proxies the API and the WebSocket.
+ */
+const backend = process.env.LOUPE_BACKEND ?? "http://127.0.0.1:8000";
+
+export default defineConfig({
+  plugins: [react()],
+  base: "/",
+  build: {
+    outDir: "dist",
+    assetsDir: "assets",
+    sourcemap: false,
+  },
+  server: {
+    proxy: {
+      "/api": { target: backend, changeOrigin: false },
+      "/ws": { target: backend.replace(/^http/, "ws"), ws: true, changeOrigin: false },
+    },
+  },
+  test: {
+    environment: "happy-dom",
+    include: ["src/**/*.test.{ts,tsx}"],
+    setupFiles: ["src/test/setup.ts"],
+    restoreMocks: true,
+  },
+});
