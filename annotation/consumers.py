@@ -4,10 +4,13 @@ On connect: authenticate (4401), check origin and project membership (4403), rep
 event after `seq`, then stream. Every server message carries `type` and the episode's increasing
 `seq`; a gap in the live stream is filled from the stored log, so a client sees no gap and no
 duplicate. Client commands are stored before they are acknowledged (annotation/services.py).
+Per-connection messages carry no seq: `hello` (server clock), `ack`, `error` about the client's own
+frame, and `presence` (who is watching).
 """
 from __future__ import annotations
 
 import json
+import time
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -59,6 +62,9 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
             self.last_seq = 0
         self.group = episode_group(self.episode_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        # hello: the server clock (the session clock audio is stamped with) and who you are here
+        await self.send_json({"type": "hello", "data": {"server_time": time.time(), "role": self.role,
+                                                        "username": user.username, "after": self.last_seq}})
         await self._catch_up()
         await self.on_joined()
 
@@ -112,16 +118,40 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
             return await self.send_error("A command is a JSON object with a string 'type' and a client 'id'.")
         await self.on_command(frame)
 
-    # Hooks for the live-session layer (presence and commands).
+    # --- presence: who is watching (ephemeral view state, kept in Redis, sent without seq) ---------
+    def _presence_key(self) -> str:
+        return f"{settings.CHANNEL_LAYERS['default']['CONFIG']['prefix']}:presence:{self.episode_id}"
+
+    async def _presence_update(self, joined: bool):
+        import redis.asyncio as aioredis
+
+        client = aioredis.from_url(settings.REDIS_URL)
+        try:
+            key = self._presence_key()
+            if joined:
+                await client.hset(key, self.channel_name, self.scope["user"].username)
+                await client.expire(key, 24 * 3600)
+            else:
+                await client.hdel(key, self.channel_name)
+            watchers = sorted({v.decode() for v in (await client.hgetall(key)).values()})
+        except Exception:  # presence is a courtesy; a Redis blip must not break the session
+            return
+        finally:
+            await client.aclose()
+        await self.channel_layer.group_send(self.group, {"type": "presence.changed", "watchers": watchers})
+
+    async def presence_changed(self, event):
+        await self.send_json({"type": "presence", "data": {"watchers": event["watchers"]}})
+
     async def on_joined(self):
-        pass
+        await self._presence_update(joined=True)
 
     async def on_left(self):
-        pass
+        await self._presence_update(joined=False)
 
     async def on_command(self, frame: dict):
-        await self.send_error(f"Unknown command type '{frame['type']}'.", command_id=_str_or_none(frame.get("id")))
+        from annotation.services import command_submit
 
-
-def _str_or_none(value):
-    return value if isinstance(value, str) else None
+        result = await database_sync_to_async(command_submit)(episode_id=self.episode_id, user=self.scope["user"],
+                                                              frame=frame)
+        await self.send_json(result.message)

@@ -17,6 +17,8 @@ class CommandType(models.TextChoices):
     ACT = "act"
     HANDBACK = "handback"
     FINISH = "finish"
+    CLAIM = "claim"       # take control of the episode (one controller at a time; managers may take it over)
+    RELEASE = "release"   # give control up, so another annotator can claim it
 
 
 class CommandStatus(models.TextChoices):

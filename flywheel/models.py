@@ -147,6 +147,10 @@ class Episode(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     controller = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
                                    help_text="The one person steering a supervised episode.")
+    pending_index = models.IntegerField(null=True, blank=True, help_text="Index of the proposal awaiting a person.")
+    human_control = models.BooleanField(default=False, help_text="A person has taken over acting.")
+    screen_width = models.PositiveIntegerField(default=0)
+    screen_height = models.PositiveIntegerField(default=0)
     n_steps = models.PositiveIntegerField(default=0)
     n_interventions = models.PositiveIntegerField(default=0)
     n_void = models.PositiveIntegerField(default=0)

@@ -88,12 +88,10 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
 
-def _turn_dict(turn) -> dict | None:
-    if turn is None:
-        return None
-    return {"thought": turn.thought, "action": turn.action.to_dict() if turn.action else None,
-            "action_text": turn.action.to_text() if turn.action else "", "raw": turn.raw,
-            "void_reason": turn.void_reason}
+class EpisodeStop(Exception):
+    """Raised by a supervisor to end an episode early with `status` (e.g. interrupted when nobody is there)."""
+
+    status = EpisodeStatus.INTERRUPTED
 
 
 def record_step(episode: Episode, record, *, index_offset: int = 0, intervened_by=None) -> Step:
@@ -107,7 +105,7 @@ def record_step(episode: Episode, record, *, index_offset: int = 0, intervened_b
         prompt=record.prompt or [], raw_output=out.text if out else turn.raw, token_ids=list(out.token_ids) if out else [],
         token_logprobs=[float(x) for x in out.token_logprobs] if out else [], thought=turn.thought,
         action=turn.action.to_dict() if turn.action else None, action_text=turn.action.to_text() if turn.action else "",
-        actor=record.actor, proposal=_turn_dict(record.proposal), reward=float(record.reward), done=bool(record.done),
+        actor=record.actor, proposal=services.turn_payload(record.proposal), reward=float(record.reward), done=bool(record.done),
         void_reason=turn.void_reason, info=_json_safe(record.info), timings=record.timings,
         intervened_by=intervened_by,
     )
@@ -133,23 +131,30 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
     episode = services.episode_claim(episode_id=episode_id, worker=worker)
     if episode is None:
         return "nothing to run"
-    replay = [Action.from_dict(s.action) for s in episode.steps.order_by("index") if s.action]
-    replayed = episode.steps.count()
+    stored = list(episode.steps.order_by("index").values_list("action", flat=True))
+    replay = [Action.from_dict(a) for a in stored if a]  # void turns changed nothing on the page
+    index_offset = len(stored) - len(replay)  # new steps continue after every stored one, void ones included
     started = time.monotonic()
     with Heartbeat(episode.pk, worker):
+        supervisor = None
         try:
             env = env_for(episode.task.env_kind)
             policy = policy_for(episode)
-            supervisor = supervisor_factory(episode) if (supervisor_factory and episode.mode == Mode.SUPERVISED) else None
+            # every episode gets the supervisor: watchers may pause or take over autonomous ones too
+            supervisor = supervisor_factory(episode) if supervisor_factory else None
 
-            def on_step(record):
-                if record.index < replayed:
-                    return  # already stored before the interruption
-                record_step(episode, record, intervened_by=getattr(supervisor, "actor_for", lambda i: None)(record.index))
+            def on_step(record):  # replayed steps are not passed here: they were stored before the interruption
+                step = record_step(episode, record, index_offset=index_offset,
+                                   intervened_by=supervisor.actor_for(record.index) if supervisor else None)
+                if supervisor is not None:
+                    supervisor.after_step(step)
 
             result = run_episode(env, policy, task=episode.task.task_name, seed=episode.seed,
                                  max_steps=episode.task.max_steps, supervisor=supervisor, on_step=on_step,
                                  replay=replay or None)
+        except EpisodeStop as exc:
+            services.episode_finish(episode_id=episode.pk, status=exc.status, end_reason=str(exc))
+            return "stopped"
         except EnvError as exc:
             services.episode_finish(episode_id=episode.pk, status=EpisodeStatus.FAILED,
                                     end_reason=f"environment failed: {exc}")
@@ -159,10 +164,13 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
             services.episode_finish(episode_id=episode.pk, status=EpisodeStatus.FAILED,
                                     end_reason=f"{type(exc).__name__}: {exc}")
             raise
+        finally:
+            if supervisor is not None:
+                supervisor.close()
     reason = result.end_reason
-    outcome = getattr(result, "outcome", "") or ""
+    outcome = result.outcome if result.outcome in ("success", "failure", "infeasible") else ""
+    detail = result.error or (result.outcome if result.outcome and not outcome else "")
     status = EpisodeStatus.FAILED if reason in ("env_error", "policy_error") else EpisodeStatus.FINISHED
-    detail = getattr(result, "detail", "") or ""
     services.episode_finish(episode_id=episode.pk, status=status, end_reason=f"{reason}: {detail}" if detail else reason,
                             reward=float(result.reward), outcome=outcome)
     log.info("episode %s ended (%s) in %.1f s", episode.pk, reason, time.monotonic() - started)

@@ -147,6 +147,8 @@ def episode_payload(episode: Episode) -> dict:
         "task": {"id": episode.task_id, "task_name": episode.task.task_name, "env_kind": episode.task.env_kind},
         "checkpoint": {"id": episode.checkpoint_id, "name": episode.checkpoint.name} if episode.checkpoint_id else None,
         "control": {"username": episode.controller.username} if episode.controller_id else None,
+        "pending_index": episode.pending_index, "human_control": episode.human_control,
+        "n_interventions": episode.n_interventions, "n_void": episode.n_void,
         "created_at": episode.created_at.isoformat() if episode.created_at else None,
         "started_at": episode.started_at.isoformat() if episode.started_at else None,
         "finished_at": episode.finished_at.isoformat() if episode.finished_at else None,
@@ -240,6 +242,15 @@ def screenshot_store(data: bytes) -> str:
     if not default_storage.exists(name):
         default_storage.save(name, ContentFile(data))
     return name
+
+
+def turn_payload(turn) -> dict | None:
+    """An agent Turn as JSON: how proposals and corrections are stored."""
+    if turn is None:
+        return None
+    return {"thought": turn.thought, "action": turn.action.to_dict() if turn.action else None,
+            "action_text": turn.action.to_text() if turn.action else "", "raw": turn.raw,
+            "void_reason": turn.void_reason}
 
 
 def step_payload(step: Step) -> dict:
@@ -391,3 +402,73 @@ def deployment_promote(*, project, checkpoint: Checkpoint, actor=None, backend: 
     audit_record(actor=actor, action="deployment.promote", target=f"checkpoint:{checkpoint.pk}", project_id=project.pk,
                  data={"backend": backend, "reason": reason})
     return deployment
+
+
+
+# --- live control (called by the human layer through these services) -------------------------------
+def _episode_update_and_announce(episode_id: int, **fields) -> Episode:
+    Episode.objects.filter(pk=episode_id).update(**fields)
+    episode = Episode.objects.select_related("task", "checkpoint", "controller").get(pk=episode_id)
+    _episode_state_event(episode)
+    return episode
+
+
+@transaction.atomic
+def proposal_open(*, episode: Episode, index: int, turn: dict, screenshot: bytes, width: int, height: int,
+                  url: str, reason: str = "") -> None:
+    """A model proposal now waits for a person: stored as a `step.proposed` event, shown to every watcher."""
+    name = screenshot_store(screenshot) if screenshot else ""
+    Episode.objects.filter(pk=episode.pk).update(pending_index=index, screen_width=width, screen_height=height)
+    event_append(episode_id=episode.pk, type="step.proposed", payload={
+        "index": index, **turn, "width": width, "height": height, "url": url, "reason": reason,
+        "screenshot_url": f"/api/v1/episodes/{episode.pk}/proposals/{index}/screenshot" if name else "",
+        "screenshot": name,
+    })
+
+
+def proposal_close(*, episode: Episode) -> None:
+    Episode.objects.filter(pk=episode.pk).update(pending_index=None)
+
+
+@transaction.atomic
+def episode_control_set(*, episode_id: int, controller=None, human_control: bool | None = None,
+                        status: str | None = None) -> Episode:
+    fields = {"controller": controller}
+    if human_control is not None:
+        fields["human_control"] = human_control
+    if status is not None:
+        fields["status"] = status
+    episode = _episode_update_and_announce(episode_id, **fields)
+    event_append(episode_id=episode_id, type="control.changed", payload={
+        "control": {"username": controller.username} if controller else None, "human_control": episode.human_control})
+    return episode
+
+
+@transaction.atomic
+def episode_live_state_set(*, episode_id: int, status: str | None = None, human_control: bool | None = None,
+                           screen: tuple[int, int] | None = None) -> Episode:
+    fields = {}
+    if status is not None:
+        fields["status"] = status
+    if human_control is not None:
+        fields["human_control"] = human_control
+    if screen is not None:
+        fields["screen_width"], fields["screen_height"] = screen
+    episode = _episode_update_and_announce(episode_id, **fields)
+    if human_control is not None:
+        event_append(episode_id=episode_id, type="control.changed", payload={
+            "control": {"username": episode.controller.username} if episode.controller_id else None,
+            "human_control": episode.human_control})
+    return episode
+
+
+@transaction.atomic
+def step_human_thought_set(*, step: Step, text: str) -> Step:
+    step.human_thought = text
+    step.save(update_fields=["human_thought"])
+    return step
+
+
+@transaction.atomic
+def episode_outcome_set(*, episode_id: int, outcome: str, comment: str = "") -> None:
+    Episode.objects.filter(pk=episode_id).update(outcome=outcome, comment=comment)

@@ -55,3 +55,17 @@ def demo(db):
     make_member(other, users["outsider"], Role.ADMIN)
     task = make_task(project)
     return {"project": project, "other": other, "task": task, **users}
+
+
+def make_tiny_checkpoint(project: Project, path, name: str = "untrained"):
+    """An untrained tiny checkpoint on disk, registered and deployed for `project`."""
+    from flywheel import services
+    from trainer.model import save_tiny_untrained
+
+    save_tiny_untrained(path)
+    checkpoint = services.checkpoint_register(project=project, name=name, uri=str(path))
+    services.deployment_promote(project=project, checkpoint=checkpoint, reason="test")
+    return checkpoint
+
+
+__all__ += ["make_tiny_checkpoint"]

@@ -1,0 +1,100 @@
+"""Episodes run by a real Celery worker with the tiny local policy in the real Chromium."""
+import os
+import signal
+
+import pytest
+from django.core.files.storage import default_storage
+from rest_framework.test import APIClient
+
+from flywheel.models import Episode, EpisodeStatus, Event, Step
+from flywheel.tasks import episodes_sweep_interrupted
+from tests.factories import make_member, make_project, make_task, make_tiny_checkpoint, make_user
+from tests.stack import ProcessStack, stack_env, start_worker, wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
+
+
+@pytest.fixture
+def rollout_project(tmp_path_factory):
+    project = make_project()
+    manager = make_user()
+    make_member(project, manager, "manager")
+    task = make_task(project, "click-button", max_steps=4)
+    checkpoint = make_tiny_checkpoint(project, tmp_path_factory.mktemp("ckpt") / "untrained")
+    client = APIClient()
+    client.force_authenticate(manager)
+    return project, task, checkpoint, client
+
+
+def start(client, project, task, seeds):
+    response = client.post(f"/api/v1/projects/{project.pk}/episodes/", {"task": task.pk, "seeds": seeds},
+                           format="json")
+    assert response.status_code == 201, response.content
+    return [row["id"] for row in response.json()["results"]]
+
+
+def test_autonomous_episode_records_every_step_and_event(celery_worker, rollout_project):
+    project, task, checkpoint, client = rollout_project
+    [episode_id] = start(client, project, task, [7])
+    wait_for(lambda: Episode.objects.get(pk=episode_id).status in ("finished", "failed"), 120, what="the episode")
+    episode = Episode.objects.get(pk=episode_id)
+    assert episode.status == EpisodeStatus.FINISHED, episode.end_reason
+    assert episode.checkpoint_id == checkpoint.pk
+    steps = list(Step.objects.filter(episode=episode).order_by("index"))
+    assert steps and [s.index for s in steps] == list(range(len(steps)))
+    for step in steps:
+        assert step.prompt and step.prompt[0]["role"] == "system"
+        assert step.checkpoint_id == checkpoint.pk
+        assert len(step.token_ids) == len(step.token_logprobs) > 0
+        assert all(lp <= 0 for lp in step.token_logprobs)
+        assert step.void == (step.action is None)
+        assert default_storage.exists(step.screenshot)
+        assert step.width > 0 and "Instruction:" in step.prompt[-1]["content"]
+    seqs = list(Event.objects.filter(episode=episode).order_by("seq").values_list("seq", "type"))
+    assert [s for s, _ in seqs] == list(range(1, len(seqs) + 1))
+    types = [t for _, t in seqs]
+    assert types.count("step.executed") == len(steps)
+    assert types[-1] == "episode.finished"
+    detail = client.get(f"/api/v1/episodes/{episode_id}/").json()
+    assert len(detail["steps"]) == len(steps)
+    image = client.get(detail["steps"][0]["screenshot_url"])
+    assert image.status_code == 200 and image["Content-Type"] == "image/jpeg"
+
+
+def test_screenshots_are_refused_to_non_members(celery_worker, rollout_project):
+    project, task, checkpoint, client = rollout_project
+    [episode_id] = start(client, project, task, [8])
+    wait_for(lambda: Step.objects.filter(episode_id=episode_id).exists(), 120, what="a step")
+    outsider = APIClient()
+    outsider.force_authenticate(make_user())
+    assert outsider.get(f"/api/v1/episodes/{episode_id}/steps/0/screenshot").status_code == 404
+    assert outsider.get(f"/api/v1/episodes/{episode_id}/").status_code == 404
+
+
+def test_killed_worker_leaves_the_episode_interrupted_and_resumable(rollout_project, tmp_path):
+    project, task, checkpoint, client = rollout_project
+    task.max_steps = 12
+    task.save()
+    stack = ProcessStack([], [])
+    try:
+        worker = start_worker(stack, tmp_path, stack_env(), queues="rollouts", name="victim")
+        [episode_id] = start(client, project, task, [11])
+        wait_for(lambda: Step.objects.filter(episode_id=episode_id).exists(), 120, interval=0.02, what="a first step")
+        os.killpg(worker.pid, signal.SIGKILL)
+        kept = list(Step.objects.filter(episode_id=episode_id).order_by("index").values_list("id", "index"))
+        # the liveness sweep (a beat task) notices the silent worker
+        def interrupted():
+            episodes_sweep_interrupted.apply()
+            return Episode.objects.get(pk=episode_id).status == EpisodeStatus.INTERRUPTED
+        wait_for(interrupted, 30, interval=1, what="the episode to be interrupted")
+        assert list(Step.objects.filter(episode_id=episode_id).order_by("index").values_list("id", "index"))[:len(kept)] == kept
+        start_worker(stack, tmp_path, stack_env(), queues="rollouts", name="rescuer")
+        response = client.post(f"/api/v1/episodes/{episode_id}/resume")
+        assert response.status_code == 202, response.content
+        wait_for(lambda: Episode.objects.get(pk=episode_id).status == EpisodeStatus.FINISHED, 120, what="the resumed end")
+    finally:
+        stack.stop()
+    episode = Episode.objects.get(pk=episode_id)
+    indices = list(Step.objects.filter(episode=episode).order_by("index").values_list("index", flat=True))
+    assert indices == list(range(len(indices))) and len(indices) >= len(kept)
+    assert episode.attempt == 2
