@@ -36,7 +36,7 @@ def start(client, project, task, seeds):
 def test_autonomous_episode_records_every_step_and_event(celery_worker, rollout_project):
     project, task, checkpoint, client = rollout_project
     [episode_id] = start(client, project, task, [7])
-    wait_for(lambda: Episode.objects.get(pk=episode_id).status in ("finished", "failed"), 120, what="the episode")
+    wait_for(lambda: Episode.objects.get(pk=episode_id).status in ("finished", "failed"), 300, what="the episode")
     episode = Episode.objects.get(pk=episode_id)
     assert episode.status == EpisodeStatus.FINISHED, episode.end_reason
     assert episode.checkpoint_id == checkpoint.pk
@@ -64,7 +64,7 @@ def test_autonomous_episode_records_every_step_and_event(celery_worker, rollout_
 def test_screenshots_are_refused_to_non_members(celery_worker, rollout_project):
     project, task, checkpoint, client = rollout_project
     [episode_id] = start(client, project, task, [8])
-    wait_for(lambda: Step.objects.filter(episode_id=episode_id).exists(), 120, what="a step")
+    wait_for(lambda: Step.objects.filter(episode_id=episode_id).exists(), 300, what="a step")
     outsider = APIClient()
     outsider.force_authenticate(make_user())
     assert outsider.get(f"/api/v1/episodes/{episode_id}/steps/0/screenshot").status_code == 404
@@ -79,7 +79,7 @@ def test_killed_worker_leaves_the_episode_interrupted_and_resumable(rollout_proj
     try:
         worker = start_worker(stack, tmp_path, stack_env(), queues="rollouts", name="victim")
         [episode_id] = start(client, project, task, [11])
-        wait_for(lambda: Step.objects.filter(episode_id=episode_id).exists(), 120, interval=0.02, what="a first step")
+        wait_for(lambda: Step.objects.filter(episode_id=episode_id).exists(), 300, interval=0.02, what="a first step")
         os.killpg(worker.pid, signal.SIGKILL)
         kept = list(Step.objects.filter(episode_id=episode_id).order_by("index").values_list("id", "index"))
         # the liveness sweep (a beat task) notices the silent worker
@@ -91,7 +91,7 @@ def test_killed_worker_leaves_the_episode_interrupted_and_resumable(rollout_proj
         start_worker(stack, tmp_path, stack_env(), queues="rollouts", name="rescuer")
         response = client.post(f"/api/v1/episodes/{episode_id}/resume")
         assert response.status_code == 202, response.content
-        wait_for(lambda: Episode.objects.get(pk=episode_id).status == EpisodeStatus.FINISHED, 120, what="the resumed end")
+        wait_for(lambda: Episode.objects.get(pk=episode_id).status == EpisodeStatus.FINISHED, 300, what="the resumed end")
     finally:
         stack.stop()
     episode = Episode.objects.get(pk=episode_id)
