@@ -123,6 +123,7 @@ def check_chunk(*, data: bytes, content_type: str, max_bytes: int, header: bytes
     `header` is None for chunk 0 (or a whole-file upload), which must decode on its own. For a
     later chunk it is chunk 0's bytes: chunk 0 followed by `data` must decode, and at least one
     audio packet must come from `data` itself, so garbage appended to a good chunk 0 is refused.
+    WAV is accepted only whole, as chunk 0; a WAV continuation has no packets of its own.
     Raises AudioError with status 415 (type), 413 (size) or 400 (not decodable).
 
     Safe on hostile input: the size is checked before any parsing, the demuxer is chosen from the
@@ -249,8 +250,10 @@ def stream_header(chunk_0: bytes) -> bytes:
     `decode_pcm(stream_header(chunk_0) + later chunks)` decodes those chunks alone, with their
     audio still at its own time on the clip's clock (the samples before them are silence). A
     worker transcribing a long session can so decode only the chunks from shortly (~1 s) before
-    `committed_until`, instead of the whole recording on every increment. For Ogg and WAV, whose
-    header cannot be cut off so simply, the whole of chunk 0 is returned.
+    `committed_until`, instead of the whole recording on every increment. The first of those
+    chunks must begin with a Cluster element (ID 1F 43 B6 75); Chrome's chunks may begin inside
+    one, so pick the latest chunk that does. For Ogg and WAV, whose header cannot be cut off so
+    simply, the whole of chunk 0 is returned.
     """
     if _container_of_bytes(chunk_0) != "webm":
         return chunk_0
