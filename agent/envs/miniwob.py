@@ -1,0 +1,507 @@
+"""MiniWoB++ tasks in the system Chromium, driven by Playwright's sync API.
+
+- The task pages come from the ``miniwob`` PyPI package; one threaded ``http.server`` per process
+  serves them on loopback (``file://`` pages cannot use the shared jQuery UI files reliably).
+- One browser process per ``MiniWoBEnv`` (shared by its episodes). By default a fresh browser
+  context per episode, so cookies, focus and page state never leak from one episode into the
+  next; ``fresh_context=False`` restarts episodes of the same task inside the loaded page instead
+  (MiniWoB++'s own harness does this), which is ~50x cheaper and gives the same seeded episode.
+- The observation: the JPEG screenshot, the instruction (``core.getUtterance()``), and the
+  visible elements read from the DOM in document order: buttons, links, tabs, text boxes,
+  passwords (shown as one ``*`` a character, as on screen), checkboxes and radios (with their
+  label and checked state) and plain text, each with its centre in screenshot pixels.
+- The screenshot is the viewport, and the viewport is the 160x210 ``#wrap`` task area at its
+  natural size (device scale 1; the harness panels to its right are hidden, scrollbars too). A
+  pixel ``(x, y)`` of the screenshot is viewport CSS pixel ``(x, y)``, so actions map exactly onto
+  ``page.mouse``, even after the page scrolls.
+- Seeded episodes: load the page, then ``Math.seedrandom(seed); core.startEpisodeReal()``. The
+  page's own episode timer (10 s by default, with a time-proportional reward) is replaced by
+  ``episode_max_ms`` before the episode starts: a model on a CPU, or a person supervising it, is
+  much slower than the timer assumes. The default disables it; ``max_steps`` bounds episodes.
+- Playwright's sync API is bound to the thread that started it: use an env from one thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import http.server
+import importlib.util
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.actions import Action
+from agent.envs.base import Element, Env, EnvError, Observation, StepResult, TaskInfo
+
+__all__ = ["CHROMIUM_ARGS", "TASKS", "MiniWoBEnv", "miniwob_html_dir", "serve_miniwob"]
+
+WIDTH, HEIGHT = 160, 210
+CHROMIUM_PATH = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--hide-scrollbars", "--mute-audio",
+    # Frames on demand rather than at 60 Hz: a screenshot waits for a frame, so this halves it.
+    "--disable-frame-rate-limit", "--disable-gpu-vsync",
+]
+_HIDE_HARNESS_CSS = "#reward-display, #click-canvas, #attention-canvas { display: none !important; }"
+_NO_TIMEOUT_MS = 2**31 - 1  # the largest delay setTimeout accepts; larger ones fire at once
+
+TASKS: dict[str, TaskInfo] = {
+    info.name: info
+    for info in [
+        TaskInfo("click-test", 3, "click the one button"),
+        TaskInfo("click-test-2", 3, "click button ONE, not TWO"),
+        TaskInfo("click-button", 3, "click the button with the named text"),
+        TaskInfo("click-link", 3, "click the link with the named text"),
+        TaskInfo("click-dialog", 3, "close a dialog with its x button"),
+        TaskInfo("click-tab", 3, "click the named tab"),
+        TaskInfo("click-checkboxes", 10, "tick the named checkboxes, then Submit"),
+        TaskInfo("click-option", 4, "select the named radio option, then Submit"),
+        TaskInfo("focus-text", 3, "focus the text box"),
+        TaskInfo("focus-text-2", 3, "focus the n-th text box"),
+        TaskInfo("enter-text", 5, "type the given text into the field, then Submit"),
+        TaskInfo("enter-password", 7, "type the password into both fields, then Submit"),
+        TaskInfo("login-user", 7, "type username and password, then Login"),
+    ]
+}
+
+# Reads the visible elements of the task area, in document order, as plain dicts.
+_ELEMENTS_JS = r"""
+([W, H, MAX]) => {
+  const out = [];
+  const skipIds = new Set(['query', 'reward-display', 'sync-task-cover', 'click-canvas']);
+  const clean = (s) => (s || '').replace(/\s+/g, ' ').trim();
+  const visible = (el) => {
+    const st = window.getComputedStyle(el);
+    return st.visibility !== 'hidden' && st.display !== 'none' && parseFloat(st.opacity || '1') > 0;
+  };
+  const box = (node) => {
+    const rects = node.getClientRects();
+    const r = rects.length > 1 ? rects[0] : node.getBoundingClientRect();
+    return r;
+  };
+  const push = (role, text, r, extra) => {
+    if (out.length >= MAX || r.width < 1 || r.height < 1) return;
+    const x = Math.round(r.left + r.width / 2), y = Math.round(r.top + r.height / 2);
+    if (x < 0 || y < 0 || x >= W || y >= H) return;
+    out.push(Object.assign({role, text, x, y, width: Math.round(r.width), height: Math.round(r.height)}, extra || {}));
+  };
+  const labelText = (input) => {
+    const label = input.closest('label');
+    if (label) return clean(label.textContent);
+    if (input.id) {
+      const l = document.querySelector('label[for="' + input.id + '"]');
+      if (l) return clean(l.textContent);
+    }
+    return '';
+  };
+  const walk = (el) => {
+    if (skipIds.has(el.id) || !visible(el)) return;
+    const tag = el.tagName;
+    const roleAttr = el.getAttribute('role');
+    const focused = document.activeElement === el;
+    if (tag === 'INPUT') {
+      const t = (el.type || 'text').toLowerCase();
+      if (t === 'checkbox' || t === 'radio') {
+        push(t, labelText(el), el.getBoundingClientRect(), {checked: el.checked, focused});
+      } else if (t === 'button' || t === 'submit' || t === 'reset') {
+        push('button', el.value, el.getBoundingClientRect(), {focused});
+      } else if (t !== 'hidden') {
+        // A password shows as one mask character a typed character, as on the screen.
+        push(t === 'password' ? 'password' : 'textbox', t === 'password' ? '*'.repeat(el.value.length) : el.value,
+             el.getBoundingClientRect(), {focused});
+      }
+      return;
+    }
+    if (tag === 'TEXTAREA') { push('textbox', el.value, el.getBoundingClientRect(), {focused}); return; }
+    if (tag === 'SELECT') {
+      const opt = el.options[el.selectedIndex];
+      push('select', opt ? clean(opt.textContent) : '', el.getBoundingClientRect(), {focused});
+      return;
+    }
+    if (tag === 'BUTTON' || roleAttr === 'button') {
+      push('button', clean(el.textContent) || el.getAttribute('title') || '', el.getBoundingClientRect(), {focused});
+      return;
+    }
+    if (roleAttr === 'tab') { push('tab', clean(el.textContent), el.getBoundingClientRect(), {focused}); return; }
+    if (tag === 'A' || el.classList.contains('alink')) {
+      push('link', clean(el.textContent), box(el), {focused});
+      return;
+    }
+    if (tag === 'LABEL' && el.querySelector('input[type=checkbox], input[type=radio]')) {
+      el.querySelectorAll('input').forEach(walk);  // the label's text is the input's text
+      return;
+    }
+    for (const child of el.childNodes) {
+      if (child.nodeType === Node.TEXT_NODE) {
+        const text = clean(child.data);
+        if (!text) continue;
+        const range = document.createRange();
+        range.selectNodeContents(child);
+        push('text', text, box(range));
+      } else if (child.nodeType === Node.ELEMENT_NODE) {
+        walk(child);
+      }
+    }
+  };
+  // The body, not #wrap: jQuery UI appends dialogs to the body. Off-area elements are dropped.
+  walk(document.body);
+  return out;
+}
+"""
+
+_STATE_JS = """() => ({
+  done: WOB_DONE_GLOBAL, reward: WOB_REWARD_GLOBAL, raw_reward: WOB_RAW_REWARD_GLOBAL,
+  reason: WOB_REWARD_REASON === null ? null : String(WOB_REWARD_REASON),
+  ready: WOB_TASK_READY,
+  instruction: (typeof core !== 'undefined' && document.getElementById('query')) ? core.getUtterance() : ''
+})"""
+
+# One round trip a step: the page state and the elements together.
+_OBSERVE_JS = "(args) => ({state: (" + _STATE_JS + ")(), elements: (" + _ELEMENTS_JS + ")(args)})"
+
+_KEY_NAMES = {
+    "ctrl": "Control", "control": "Control", "alt": "Alt", "option": "Alt", "shift": "Shift",
+    "meta": "Meta", "cmd": "Meta", "command": "Meta", "win": "Meta", "super": "Meta",
+    "enter": "Enter", "return": "Enter", "tab": "Tab", "esc": "Escape", "escape": "Escape",
+    "backspace": "Backspace", "delete": "Delete", "del": "Delete", "space": "Space",
+    "up": "ArrowUp", "down": "ArrowDown", "left": "ArrowLeft", "right": "ArrowRight",
+    "home": "Home", "end": "End", "pageup": "PageUp", "pagedown": "PageDown", "insert": "Insert",
+}
+_SCROLL_PX = 100
+
+
+def playwright_key(keys: str) -> str:
+    """Translate ``ctrl+a`` style keys to Playwright's ``Control+a``; raise ValueError if unknown."""
+    parts = []
+    for raw in keys.split("+"):
+        name = raw.strip()
+        low = name.lower()
+        if low in _KEY_NAMES:
+            parts.append(_KEY_NAMES[low])
+        elif len(name) == 1:
+            parts.append(name)
+        elif low.startswith("f") and low[1:].isdigit() and 1 <= int(low[1:]) <= 12:
+            parts.append(low.upper())
+        else:
+            raise ValueError(f"unknown key {name!r} in hotkey; use names like ctrl, shift, enter, tab, a")
+    return "+".join(parts)
+
+
+def miniwob_html_dir() -> Path:
+    """The task pages of the ``miniwob`` package, found without importing it (it pulls in
+    gymnasium and selenium code we do not use)."""
+    spec = importlib.util.find_spec("miniwob")
+    if spec is None or spec.origin is None:
+        raise EnvError("the 'miniwob' package is not installed; it provides the MiniWoB++ task pages")
+    path = Path(spec.origin).parent / "html"
+    if not (path / "miniwob").is_dir():
+        raise EnvError(f"MiniWoB++ task pages not found under {path}; is the 'miniwob' package installed?")
+    return path
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+
+_server_lock = threading.Lock()
+_server_url: str | None = None
+
+
+def serve_miniwob() -> str:
+    """Start (once per process) a loopback HTTP server for the task pages; return its base URL."""
+    global _server_url
+    with _server_lock:
+        if _server_url is None:
+            handler = functools.partial(_QuietHandler, directory=str(miniwob_html_dir()))
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+            server.daemon_threads = True
+            thread = threading.Thread(target=server.serve_forever, name="miniwob-http", daemon=True)
+            thread.start()
+            _server_url = f"http://127.0.0.1:{server.server_address[1]}/"
+        return _server_url
+
+
+class _Driver:
+    """One Playwright driver per thread, shared by the envs of that thread (a second sync
+    Playwright in the same thread is refused by Playwright)."""
+
+    _local = threading.local()
+
+    @classmethod
+    def acquire(cls) -> Any:
+        state = getattr(cls._local, "state", None)
+        if state is None:
+            from playwright.sync_api import sync_playwright
+
+            state = cls._local.state = [sync_playwright().start(), 0]
+        state[1] += 1
+        return state[0]
+
+    @classmethod
+    def release(cls) -> None:
+        state = getattr(cls._local, "state", None)
+        if state is None:
+            return
+        state[1] -= 1
+        if state[1] <= 0:
+            cls._local.state = None
+            try:
+                state[0].stop()
+            except Exception:  # noqa: BLE001 - stopping a dead driver must not mask the caller's error
+                pass
+
+
+class MiniWoBEnv(Env):
+    """MiniWoB++ tasks in Chromium. See the module docstring for the coordinate contract.
+
+    ``fresh_context=True`` (the default) gives every episode a new browser context and page load,
+    so nothing of one episode can leak into the next; it costs a few hundred ms a reset.
+    ``fresh_context=False`` restarts the next episode of the same task inside the loaded page,
+    the way MiniWoB++'s own harness does (about 10 ms); a seed gives the same episode either way.
+    """
+
+    kind = "miniwob"
+
+    def __init__(
+        self,
+        *,
+        executable_path: str = CHROMIUM_PATH,
+        fresh_context: bool = True,
+        jpeg_quality: int = 80,
+        episode_max_ms: int | None = None,
+        wait_ms: int = 250,
+        ready_timeout_s: float = 10.0,
+        max_elements: int = 60,
+    ) -> None:
+        self.executable_path = executable_path
+        self.fresh_context = fresh_context
+        self.jpeg_quality = jpeg_quality
+        self.episode_max_ms = min(episode_max_ms or _NO_TIMEOUT_MS, _NO_TIMEOUT_MS)
+        self.wait_ms = wait_ms
+        self.ready_timeout_s = ready_timeout_s
+        self.max_elements = max_elements
+        self.base_url = serve_miniwob()
+        self._playwright: Any = None
+        self._browser: Any = None
+        self._context: Any = None
+        self._page: Any = None
+        self._cdp: Any = None
+        self._page_task: str | None = None  # the task whose page is loaded
+        self._task: str | None = None
+        self._instruction = ""
+        self._done = True
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def _ensure_browser(self) -> None:
+        if self._browser is not None and self._browser.is_connected():
+            return
+        self._drop_browser()
+        if self._playwright is None:
+            self._playwright = _Driver.acquire()
+        try:
+            self._browser = self._playwright.chromium.launch(
+                executable_path=self.executable_path, args=CHROMIUM_ARGS, headless=True
+            )
+        except Exception as exc:
+            raise EnvError(f"could not start Chromium at {self.executable_path}: {exc}") from exc
+
+    def _drop_browser(self) -> None:
+        self._close_context()
+        if self._browser is not None:
+            try:
+                self._browser.close()
+            except Exception:  # noqa: BLE001 - a crashed browser cannot be closed cleanly
+                pass
+        self._browser = None
+
+    def _close_context(self) -> None:
+        if self._context is not None:
+            try:
+                self._context.close()
+            except Exception:  # noqa: BLE001 - same: the context may have died with the browser
+                pass
+        self._context = self._page = self._cdp = self._page_task = None
+
+    def close(self) -> None:
+        self._drop_browser()
+        if self._playwright is not None:
+            self._playwright = None
+            _Driver.release()
+        self._done = True
+
+    @property
+    def browser_pid(self) -> int | None:
+        """The Chromium browser process id, from CDP (operators and tests use it to find the process)."""
+        if self._browser is None or not self._browser.is_connected():
+            return None
+        session = self._browser.new_browser_cdp_session()
+        try:
+            processes = session.send("SystemInfo.getProcessInfo")["processInfo"]
+        finally:
+            session.detach()
+        return next((int(p["id"]) for p in processes if p.get("type") == "browser"), None)
+
+    # -- episodes --------------------------------------------------------------------------
+    def reset(self, task: str, seed: int) -> Observation:
+        if task not in TASKS and not (miniwob_html_dir() / "miniwob" / f"{task}.html").is_file():
+            raise EnvError(f"unknown MiniWoB++ task {task!r}; registered: {', '.join(TASKS)}")
+        self._done = True
+        for attempt in (1, 2):  # a browser that died since the last episode is replaced once
+            self._ensure_browser()
+            try:
+                return self._start_episode(task, seed)
+            except EnvError:
+                raise
+            except Exception as exc:
+                self._drop_browser()
+                if attempt == 2:
+                    raise EnvError(f"could not start {task} (seed {seed}): {exc}") from exc
+        raise AssertionError("unreachable")
+
+    def _load(self, task: str) -> None:
+        self._close_context()
+        self._context = self._browser.new_context(viewport={"width": WIDTH, "height": HEIGHT}, device_scale_factor=1)
+        self._page = self._context.new_page()
+        self._page.set_default_timeout(self.ready_timeout_s * 1000)
+        url = f"{self.base_url}miniwob/{task}.html"
+        response = self._page.goto(url, wait_until="load")
+        if response is None or not response.ok:
+            raise EnvError(f"task page {url} did not load (status {response.status if response else 'none'})")
+        # The harness panels right of the task area would make the page scroll sideways.
+        self._page.add_style_tag(content=_HIDE_HARNESS_CSS)
+        self._cdp = self._context.new_cdp_session(self._page)
+        self._page_task = task
+
+    def _start_episode(self, task: str, seed: int) -> Observation:
+        if self.fresh_context or self._page is None or self._page_task != task or self._page.is_closed():
+            self._load(task)
+        else:
+            self._page.mouse.move(WIDTH + 100, 0)  # no hover left over from the last episode
+        self._page.evaluate(
+            """([seed, maxMs]) => {
+                if (document.activeElement) document.activeElement.blur();
+                core.EPISODE_MAX_TIME = maxMs;
+                Math.seedrandom(seed);
+                core.startEpisodeReal();
+            }""",
+            [str(seed), self.episode_max_ms],
+        )
+        deadline = time.monotonic() + self.ready_timeout_s
+        while True:
+            state, observation = self._observe()
+            if state["ready"]:
+                break
+            if time.monotonic() > deadline:
+                raise EnvError(f"{task} (seed {seed}) never became ready in {self.ready_timeout_s} s")
+            time.sleep(0.05)
+        self._task = task
+        self._instruction = observation.instruction
+        self._done = False
+        return observation
+
+    def _screenshot(self) -> bytes:
+        # The viewport is the task area, so no clip: a clipped capture costs about twice as much.
+        reply = self._cdp.send(
+            "Page.captureScreenshot", {"format": "jpeg", "quality": self.jpeg_quality, "optimizeForSpeed": True}
+        )
+        return base64.b64decode(reply["data"])
+
+    def _observe(self) -> tuple[dict[str, Any], Observation]:
+        """Read the page state and elements (one round trip), then take the screenshot."""
+        page = self._page
+        raw = page.evaluate(_OBSERVE_JS, [WIDTH, HEIGHT, self.max_elements])
+        state = raw["state"]
+        elements = [
+            Element(
+                role=e["role"], text=e["text"], x=e["x"], y=e["y"], width=e["width"], height=e["height"],
+                checked=e.get("checked"), focused=bool(e.get("focused")),
+            )
+            for e in raw["elements"]
+        ]
+        # After an episode ends the page shows its sync screen; the instruction stays the episode's.
+        instruction = self._instruction if state["done"] else state["instruction"]
+        observation = Observation(instruction=instruction, url=page.url, screenshot=self._screenshot(),
+                                  width=WIDTH, height=HEIGHT, elements=elements)
+        return state, observation
+
+    def step(self, action: Action) -> StepResult:
+        if self._page is None or self._task is None:
+            raise EnvError("step() before reset(): start an episode first")
+        if self._done:
+            raise EnvError("step() after the episode ended; call reset() to start a new one")
+        try:
+            info: dict[str, Any] = {}
+            error = self._off_screen(action)
+            if error:
+                info["error"] = error
+            else:
+                info.update(self._perform(action))
+            state, observation = self._observe()
+        except EnvError:
+            raise
+        except Exception as exc:
+            self._done = True
+            self._drop_browser()
+            raise EnvError(
+                f"the browser failed during {action.to_text()} in {self._task}: {exc}. "
+                "The episode is lost; the next reset() starts a new browser."
+            ) from exc
+        done = bool(state["done"]) or action.name == "finished"
+        reward = float(state["reward"]) if state["done"] else 0.0
+        if state["done"]:
+            info.update(raw_reward=float(state["raw_reward"]), reason=state["reason"])
+        self._done = done
+        return StepResult(observation=observation, reward=reward, done=done, info=info)
+
+    # -- actions ---------------------------------------------------------------------------
+    @staticmethod
+    def _off_screen(action: Action) -> str | None:
+        a = action.args
+        points = [(a["x1"], a["y1"]), (a["x2"], a["y2"])] if action.name == "drag" else (
+            [(a["x"], a["y"])] if "x" in a else []
+        )
+        for x, y in points:
+            if not (0 <= x < WIDTH and 0 <= y < HEIGHT):
+                return f"{action.name} at ({x}, {y}) is outside the {WIDTH}x{HEIGHT} screenshot"
+        return None
+
+    def _perform(self, action: Action) -> dict[str, Any]:
+        page, a = self._page, action.args
+        mouse = page.mouse
+        if action.name == "click":
+            mouse.click(a["x"], a["y"])
+        elif action.name == "double_click":
+            mouse.dblclick(a["x"], a["y"])
+        elif action.name == "right_click":
+            mouse.click(a["x"], a["y"], button="right")
+        elif action.name == "drag":
+            mouse.move(a["x1"], a["y1"])
+            mouse.down()
+            mouse.move(a["x2"], a["y2"], steps=8)
+            mouse.up()
+        elif action.name == "type":
+            page.keyboard.type(a["text"])
+        elif action.name == "hotkey":
+            try:
+                key = playwright_key(a["keys"])
+            except ValueError as exc:
+                return {"error": str(exc)}
+            page.keyboard.press(key)
+        elif action.name == "scroll":
+            dx = {"left": -_SCROLL_PX, "right": _SCROLL_PX}.get(a["direction"], 0)
+            dy = {"up": -_SCROLL_PX, "down": _SCROLL_PX}.get(a["direction"], 0)
+            mouse.move(a["x"], a["y"])
+            mouse.wheel(dx, dy)
+            page.wait_for_timeout(50)  # wheel scrolling is applied asynchronously
+        elif action.name == "wait":
+            page.wait_for_timeout(self.wait_ms)
+        elif action.name == "finished":
+            return {"answer": a["answer"]}
+        elif action.name == "call_user":
+            return {"call_user": a["question"]}
+        return {}

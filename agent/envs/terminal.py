@@ -1,0 +1,255 @@
+"""A terminal sandbox for hybrid tasks, behind the same Env interface as the browser.
+
+- Keys, not a pointer: ``type(text=...)`` adds to the command line; ``hotkey(keys="enter")`` runs
+  it. A ``"\\n"`` inside typed text also runs the line typed so far (as a real terminal would).
+  ``ctrl+u`` / ``ctrl+c`` clear the line, ``backspace`` deletes a character, ``ctrl+l`` clears the
+  screen. Pointer actions are not errors to raise: they come back as ``info["error"]``.
+- Each command runs as ``bash -c`` in the episode's fresh temporary directory, with a time limit,
+  its output truncated, in a minimal environment (no proxy variables, HOME is the directory).
+  Files persist between commands; shell state (``cd``, variables) does not.
+- No network: commands run under ``unshare -n`` (``unshare -rn`` when not root) when the kernel
+  allows it; otherwise ``network_isolated`` is False and only the proxy-free environment applies
+  (``info["network_isolated"]`` says which, on every reset).
+- The observation is the rendered screen: ``screen_text`` (the prompt text) and the same screen as
+  a JPEG drawn with Pillow, so the interface matches the browser's. ``elements`` is empty.
+- A task is verified by a check on the resulting files after every command; success ends the
+  episode with reward 1.0. ``finished()`` ends it too (reward 1.0 only if the check passes).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.actions import Action
+from agent.envs.base import Env, EnvError, Observation, StepResult, TaskInfo
+
+__all__ = ["TASKS", "TERMINAL_TASKS", "TerminalEnv", "network_isolation_prefix"]
+
+PROMPT = "$ "
+_WORDS = ["apple", "river", "stone", "cloud", "maple", "tiger", "lemon", "ocean", "piano", "comet"]
+_NAMES = ["notes", "hello", "todo", "report", "draft", "memo"]
+
+
+@dataclass(frozen=True)
+class TerminalTask:
+    """``setup`` prepares the directory and returns the instruction and the facts ``check`` needs
+    (kept in the env, not in the directory, so the agent cannot read the answer)."""
+
+    info: TaskInfo
+    setup: Callable[[Path, random.Random], tuple[str, dict]]
+    check: Callable[[Path, dict], bool]
+
+
+def _hello_setup(root: Path, rng: random.Random) -> tuple[str, dict]:
+    name, word = f"{rng.choice(_NAMES)}.txt", rng.choice(_WORDS)
+    return f'Create a file named {name} that contains the word "{word}".', {"name": name, "word": word}
+
+
+def _hello_check(root: Path, facts: dict) -> bool:
+    target = root / facts["name"]
+    return target.is_file() and target.read_text(errors="replace").strip() == facts["word"]
+
+
+def _mkdir_setup(root: Path, rng: random.Random) -> tuple[str, dict]:
+    folder, file = rng.choice(["data", "out", "build", "logs"]), rng.choice(["ready", "done", "ok"])
+    return f"Make a directory named {folder} holding an empty file named {file}.", {"path": f"{folder}/{file}"}
+
+
+def _mkdir_check(root: Path, facts: dict) -> bool:
+    target = root / facts["path"]
+    return target.is_file() and target.stat().st_size == 0
+
+
+def _count_setup(root: Path, rng: random.Random) -> tuple[str, dict]:
+    lines = [rng.choice(_WORDS) for _ in range(rng.randint(3, 12))]
+    (root / "words.txt").write_text("\n".join(lines) + "\n")
+    return "Write the number of lines in words.txt into count.txt.", {"count": len(lines)}
+
+
+def _count_check(root: Path, facts: dict) -> bool:
+    target = root / "count.txt"
+    return target.is_file() and target.read_text(errors="replace").strip() == str(facts["count"])
+
+
+TERMINAL_TASKS: dict[str, TerminalTask] = {
+    task.info.name: task
+    for task in [
+        TerminalTask(TaskInfo("terminal-hello", 4, "write a word into a named file"), _hello_setup, _hello_check),
+        TerminalTask(TaskInfo("terminal-mkdir", 4, "make a directory with an empty file"), _mkdir_setup, _mkdir_check),
+        TerminalTask(TaskInfo("terminal-count", 4, "count the lines of a file into another"), _count_setup,
+                     _count_check),
+    ]
+}
+TASKS: dict[str, TaskInfo] = {name: task.info for name, task in TERMINAL_TASKS.items()}
+
+_isolation: list[str] | None = None
+
+
+def network_isolation_prefix() -> list[str]:
+    """``["unshare", "-n"]`` (or ``-rn``) if it works here, else ``[]``; probed once a process."""
+    global _isolation
+    if _isolation is None:
+        _isolation = []
+        if shutil.which("unshare"):
+            candidates = [["unshare", "-n"], ["unshare", "-rn"]] if os.geteuid() == 0 else [["unshare", "-rn"]]
+            for prefix in candidates:
+                try:
+                    probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=5)
+                except (OSError, subprocess.TimeoutExpired):
+                    continue
+                if probe.returncode == 0:
+                    _isolation = prefix
+                    break
+    return list(_isolation)
+
+
+class TerminalEnv(Env):
+    kind = "terminal"
+
+    def __init__(self, *, command_timeout_s: float = 5.0, max_output_chars: int = 2000, rows: int = 24,
+                 cols: int = 80, jpeg_quality: int = 80) -> None:
+        self.command_timeout_s = command_timeout_s
+        self.max_output_chars = max_output_chars
+        self.rows, self.cols = rows, cols
+        self.jpeg_quality = jpeg_quality
+        self._root: Path | None = None
+        self._task: TerminalTask | None = None
+        self._instruction = ""
+        self._facts: dict = {}
+        self._lines: list[str] = []
+        self._input = ""
+        self._done = True
+
+    @property
+    def network_isolated(self) -> bool:
+        return bool(network_isolation_prefix())
+
+    @property
+    def workdir(self) -> Path | None:
+        """The episode's directory (tests and checks read it)."""
+        return self._root
+
+    def reset(self, task: str, seed: int) -> Observation:
+        if task not in TERMINAL_TASKS:
+            raise EnvError(f"unknown terminal task {task!r}; registered: {', '.join(TERMINAL_TASKS)}")
+        self._cleanup()
+        self._root = Path(tempfile.mkdtemp(prefix="loupe-terminal-"))
+        self._task = TERMINAL_TASKS[task]
+        self._instruction, self._facts = self._task.setup(self._root, random.Random(seed))
+        self._lines, self._input, self._done = [], "", False
+        return self._observe()
+
+    def close(self) -> None:
+        self._cleanup()
+        self._done = True
+
+    def _cleanup(self) -> None:
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
+
+    # -- steps -----------------------------------------------------------------------------
+    def step(self, action: Action) -> StepResult:
+        if self._task is None or self._root is None:
+            raise EnvError("step() before reset(): start an episode first")
+        if self._done:
+            raise EnvError("step() after the episode ended; call reset() to start a new one")
+        info: dict[str, Any] = {}
+        ran = False
+        if action.name == "type":
+            *complete, rest = action.args["text"].split("\n")
+            for line in complete:
+                self._run(self._input + line, info)
+                self._input, ran = "", True
+            self._input += rest
+        elif action.name == "hotkey":
+            keys = action.args["keys"].lower().replace(" ", "")
+            if keys in ("enter", "return"):
+                self._run(self._input, info)
+                self._input, ran = "", True
+            elif keys in ("ctrl+u", "ctrl+c"):
+                if keys == "ctrl+c":
+                    self._lines.append(PROMPT + self._input + "^C")
+                self._input = ""
+            elif keys == "backspace":
+                self._input = self._input[:-1]
+            elif keys == "ctrl+l":
+                self._lines = []
+            else:
+                info["error"] = f"the terminal does not support the key {action.args['keys']!r}"
+        elif action.name == "call_user":
+            info["call_user"] = action.args["question"]
+        elif action.name == "finished":
+            info["answer"] = action.args["answer"]
+        elif action.name != "wait":
+            info["error"] = f"the terminal has no pointer: {action.name} does nothing; use type and hotkey"
+        solved = self._task.check(self._root, self._facts) if (ran or action.name == "finished") else False
+        done = solved or action.name == "finished"
+        self._done = done
+        return StepResult(observation=self._observe(), reward=1.0 if solved else 0.0, done=done, info=info)
+
+    def _run(self, command: str, info: dict[str, Any]) -> None:
+        assert self._root is not None
+        self._lines.append(PROMPT + command)
+        if not command.strip():
+            return
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self._root), "LANG": "C.UTF-8",
+               "TERM": "dumb", "PWD": str(self._root)}
+        argv = [*network_isolation_prefix(), "bash", "--noprofile", "--norc", "-c", command]
+        try:
+            proc = subprocess.Popen(argv, cwd=self._root, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            raise EnvError(f"could not start bash for the terminal: {exc}") from exc
+        try:
+            out, _ = proc.communicate(timeout=self.command_timeout_s)
+            info["exit_code"] = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the whole group: pipelines and children too
+            out, _ = proc.communicate()
+            info["exit_code"] = None
+            info["error"] = f"the command ran over {self.command_timeout_s} s and was stopped"
+            out += f"\n[stopped after {self.command_timeout_s} s]".encode()
+        text = out.decode("utf-8", "replace")
+        if len(text) > self.max_output_chars:
+            text = text[: self.max_output_chars] + "\n[output truncated]"
+        self._lines.extend(text.rstrip("\n").split("\n") if text.strip() else [])
+
+    # -- the screen ------------------------------------------------------------------------
+    def screen_lines(self) -> list[str]:
+        lines = [line[: self.cols] for line in self._lines[-(self.rows - 1):]]
+        return [*lines, (PROMPT + self._input)[: self.cols]]
+
+    def _observe(self) -> Observation:
+        lines = self.screen_lines()
+        return Observation(
+            instruction=self._instruction, url=f"terminal://{self._task.info.name if self._task else ''}",
+            screenshot=self._render(lines), width=self._size[0], height=self._size[1], elements=[],
+            screen_text="Screen:\n" + "\n".join(lines),
+        )
+
+    @property
+    def _size(self) -> tuple[int, int]:
+        return self.cols * 6 + 8, self.rows * 12 + 8
+
+    def _render(self, lines: list[str]) -> bytes:
+        from PIL import Image, ImageDraw, ImageFont
+
+        image = Image.new("RGB", self._size, (16, 16, 16))
+        draw = ImageDraw.Draw(image)
+        font = ImageFont.load_default()
+        for row, line in enumerate(lines):
+            draw.text((4, 4 + row * 12), line, fill=(220, 220, 220), font=font)
+        buffer = io.BytesIO()
+        image.save(buffer, format="JPEG", quality=self.jpeg_quality)
+        return buffer.getvalue()

@@ -1,0 +1,160 @@
+"""The ``local`` backend: any HF-format causal LM from a local directory, on the CPU.
+
+Generation is a plain token loop with a KV cache rather than ``model.generate`` so that the
+log-probability of every generated token is recorded exactly as the trainer will recompute it
+(log-softmax of the raw logits, temperature 1), whatever temperature was used to sample.
+It stops at EOS, at a stop string, or as soon as the text holds a complete ``Action:`` call.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.actions import parse_turn
+from agent.policies.base import Policy, PolicyError, PolicyOutput
+
+__all__ = ["LocalPolicy", "action_complete", "messages_as_text"]
+
+_ACTION_LINE = re.compile(r"^[ \t]*action[ \t]*:", re.IGNORECASE | re.MULTILINE)
+
+
+def action_complete(text: str) -> bool:
+    """True once ``text`` ends in an ``Action:`` line that parses (nothing useful can follow)."""
+    if not _ACTION_LINE.search(text):
+        return False
+    return not parse_turn(text).is_void
+
+
+def messages_as_text(messages: list[dict]) -> list[dict]:
+    """The messages with list contents (text + image parts) flattened to their text."""
+    flat = []
+    for message in messages:
+        content = message.get("content", "")
+        if isinstance(content, list):
+            content = "\n".join(part.get("text", "") for part in content if part.get("type") == "text")
+        flat.append({"role": message["role"], "content": content})
+    return flat
+
+
+class LocalPolicy(Policy):
+    name = "local"
+
+    def __init__(
+        self,
+        checkpoint_dir: str | Path,
+        temperature: float = 0.0,
+        max_new_tokens: int = 96,
+        seed: int | None = None,
+        *,
+        stop: tuple[str, ...] = (),
+        stop_at_action: bool = True,
+        timeout_s: float = 120.0,
+        num_threads: int | None = None,
+    ) -> None:
+        self.temperature = temperature
+        self.max_new_tokens = max_new_tokens
+        self.seed = seed
+        self.stop = tuple(stop)
+        self.stop_at_action = stop_at_action
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()  # act() and reload() never interleave
+        if num_threads:
+            import torch
+
+            torch.set_num_threads(num_threads)
+        self._generator: Any = None
+        self.reload(checkpoint_dir)
+
+    def reload(self, checkpoint_dir: str | Path) -> None:
+        """Swap in the weights of another checkpoint without a new process."""
+        model, tokenizer = self._load(Path(checkpoint_dir))
+        with self._lock:
+            self.model, self.tokenizer = model, tokenizer
+            self.checkpoint_dir = Path(checkpoint_dir)
+            self.model_name = str(checkpoint_dir)
+            import torch
+
+            self._generator = torch.Generator().manual_seed(self.seed) if self.seed is not None else None
+
+    @staticmethod
+    def _load(path: Path) -> tuple[Any, Any]:
+        if not (path / "config.json").is_file():
+            raise PolicyError(f"no HF checkpoint at {path} (config.json missing)")
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+        except Exception as exc:  # noqa: BLE001 - any loader failure is a bad checkpoint for us
+            raise PolicyError(f"could not load the checkpoint at {path}: {exc}") from exc
+        if not getattr(tokenizer, "chat_template", None):
+            raise PolicyError(f"the tokenizer at {path} has no chat_template; the policy needs one")
+        model.eval()
+        return model, tokenizer
+
+    def act(self, messages: list[dict]) -> PolicyOutput:
+        started = time.perf_counter()
+        try:
+            with self._lock:
+                text, ids, logprobs = self._generate(messages, started)
+            return PolicyOutput(text=text, token_ids=ids, token_logprobs=logprobs, model=self.model_name,
+                                latency_ms=(time.perf_counter() - started) * 1000)
+        except Exception as exc:  # noqa: BLE001 - act() reports, it does not raise
+            return PolicyOutput(text="", model=getattr(self, "model_name", ""),
+                                latency_ms=(time.perf_counter() - started) * 1000,
+                                error=f"local generation failed: {type(exc).__name__}: {exc}")
+
+    def prompt_ids(self, messages: list[dict]) -> list[int]:
+        """The prompt token ids exactly as ``act`` feeds them (the trainer may reuse this)."""
+        prompt = self.tokenizer.apply_chat_template(
+            messages_as_text(messages), add_generation_prompt=True, tokenize=False
+        )
+        return list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+    def _generate(self, messages: list[dict], started: float) -> tuple[str, list[int], list[float]]:
+        import torch
+
+        model, tokenizer = self.model, self.tokenizer
+        prompt = self.prompt_ids(messages)
+        limit = getattr(model.config, "max_position_embeddings", None)
+        if limit and len(prompt) + self.max_new_tokens > limit:
+            prompt = prompt[-(limit - self.max_new_tokens):]  # keep the latest context
+        eos = tokenizer.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+        ids: list[int] = []
+        logprobs: list[float] = []
+        past = None
+        # transformers renamed past_key_values to cache (5.x); speak whichever this model takes.
+        cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        step_input = torch.tensor([prompt], dtype=torch.long)
+        with torch.no_grad():
+            for _ in range(self.max_new_tokens):
+                out = model(input_ids=step_input, use_cache=True, **{cache_arg: past})
+                past = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+                logits = out.logits[0, -1].float()
+                log_probs = torch.log_softmax(logits, dim=-1)
+                if self.temperature and self.temperature > 0:
+                    probs = torch.softmax(logits / self.temperature, dim=-1)
+                    token = int(torch.multinomial(probs, 1, generator=self._generator).item())
+                else:
+                    token = int(torch.argmax(logits).item())
+                ids.append(token)
+                logprobs.append(float(log_probs[token].item()))
+                if token in eos_ids:
+                    break
+                text = tokenizer.decode(ids, skip_special_tokens=True)
+                if any(s in text for s in self.stop) or (self.stop_at_action and action_complete(text)):
+                    break
+                if time.perf_counter() - started > self.timeout_s:
+                    raise TimeoutError(f"generation took over {self.timeout_s} s")
+                step_input = torch.tensor([[token]], dtype=torch.long)
+        text = tokenizer.decode(ids, skip_special_tokens=True)
+        for s in self.stop:
+            if s in text:
+                text = text[: text.index(s)]
+        return text, ids, logprobs

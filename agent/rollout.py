@@ -1,0 +1,241 @@
+"""The rollout loop: observe, ask the policy, let a supervisor review, execute, record.
+
+``run_episode`` is used by the Django rollout worker for live episodes (autonomous or supervised)
+and by the trainer for evaluation. It never stores anything itself: ``on_step`` receives every
+executed (or void) step, and the caller stores it before publishing it.
+
+Supervised mode: each proposal goes to ``supervisor.review`` before it runs, and the decision is
+one of ``approve`` (run the proposal), ``edit`` (run the person's corrected turn; the proposal is
+kept for DPO), ``reject`` (ask the policy again, with feedback), ``act`` (the person acted
+instead), ``finish`` (end the episode now, with the person's outcome).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from agent.actions import Action, Turn, format_turn, parse_turn
+from agent.envs.base import Env, EnvError, Observation
+from agent.policies.base import Policy, PolicyOutput
+from agent.prompt import render_messages, render_observation
+
+__all__ = ["END_REASONS", "Decision", "EpisodeResult", "StepRecord", "Supervisor", "run_episode"]
+
+END_REASONS = ("done", "max_steps", "void_turns", "finished", "env_error", "policy_error", "supervisor_finish")
+DECISION_KINDS = ("approve", "edit", "reject", "act", "finish")
+
+
+@dataclass
+class StepRecord:
+    """One step as it happened. ``observation`` is the screen the turn was decided on."""
+
+    index: int
+    observation: Observation
+    prompt: list[dict]
+    output: PolicyOutput | None
+    turn: Turn
+    actor: str  # "model" | "human" | "edited"
+    proposal: Turn | None  # the model's proposal when a person overrode it
+    reward: float
+    done: bool
+    info: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)  # ms: observe, policy, execute
+
+    def to_dict(self) -> dict:
+        """JSON-safe (the screenshot stays out: ``observation.screenshot`` is stored as a file)."""
+        return {
+            "index": self.index, "observation": self.observation.to_dict(), "prompt": _text_prompt(self.prompt),
+            "output": self.output.to_dict() if self.output else None, "thought": self.turn.thought,
+            "action": self.turn.action.to_dict() if self.turn.action else None, "raw": self.turn.raw,
+            "void_reason": self.turn.void_reason, "actor": self.actor,
+            "proposal": self.proposal.to_text() if self.proposal else None, "reward": self.reward,
+            "done": self.done, "info": self.info, "timings": self.timings,
+        }
+
+
+def _text_prompt(prompt: list[dict]) -> list[dict]:
+    """The prompt with image parts replaced by a marker (the image is the step's screenshot)."""
+    out = []
+    for message in prompt:
+        content = message["content"]
+        if isinstance(content, list):
+            marker = {"type": "image_url", "image_url": {"url": "screenshot"}}
+            content = [marker if part.get("type") == "image_url" else part for part in content]
+        out.append({**message, "content": content})
+    return out
+
+
+@dataclass
+class Decision:
+    kind: str  # "approve" | "edit" | "reject" | "act" | "finish"
+    turn: Turn | None = None
+    feedback: str | None = None
+    outcome: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in DECISION_KINDS:
+            raise ValueError(f"unknown decision {self.kind!r}; expected one of: {', '.join(DECISION_KINDS)}")
+        if self.kind in ("edit", "act") and (self.turn is None or self.turn.is_void):
+            raise ValueError(f"a {self.kind} decision needs a turn with a valid action")
+
+
+@runtime_checkable
+class Supervisor(Protocol):
+    def review(self, index: int, observation: Observation, proposal: Turn) -> Decision: ...
+
+
+@dataclass
+class EpisodeResult:
+    reward: float
+    steps: list[StepRecord]
+    end_reason: str
+    task: str = ""
+    seed: int = 0
+    outcome: str | None = None  # a person's outcome on "supervisor_finish"
+    error: str | None = None  # on "env_error" / "policy_error"
+
+
+def _human_turn(action: Action, thought: str = "") -> Turn:
+    return Turn(thought=thought, action=action, void_reason=None, raw=format_turn(thought, action))
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 3)
+
+
+def run_episode(
+    env: Env,
+    policy: Policy,
+    *,
+    task: str,
+    seed: int,
+    max_steps: int,
+    max_consecutive_void: int = 3,
+    supervisor: Supervisor | None = None,
+    on_step: Callable[[StepRecord], None] | None = None,
+    replay: list[Action | Turn] | None = None,
+    history_window: int = 4,
+    with_image: bool = False,
+    max_rejections: int = 20,
+) -> EpisodeResult:
+    """Run one episode to its end and say why it ended (one of ``END_REASONS``).
+
+    ``replay``: actions (or turns) re-executed first on the same seed, without the policy, to
+    resume an interrupted episode; their records are returned (actor "human",
+    ``info["replayed"]``, void turns skipped) but not passed to ``on_step``, since the caller
+    stored them the first time; they count towards ``max_steps``. ``with_image`` attaches
+    the screenshot to the prompt (for multimodal servers). A supervisor may also offer
+    ``answer_call_user(index, question) -> str | None``; its answer reaches the next prompt.
+    """
+    steps: list[StepRecord] = []
+    history: list[tuple[str, str]] = []
+
+    def end(reason: str, reward: float = 0.0, **extra: str | None) -> EpisodeResult:
+        return EpisodeResult(reward=reward, steps=steps, end_reason=reason, task=task, seed=seed, **extra)
+
+    try:
+        observation = env.reset(task, seed)
+    except EnvError as exc:
+        return end("env_error", error=str(exc))
+
+    for item in replay or []:
+        turn = item if isinstance(item, Turn) else _human_turn(item)
+        if turn.action is None:
+            continue  # a void turn changed nothing on the screen
+        started = time.perf_counter()
+        try:
+            result = env.step(turn.action)
+        except EnvError as exc:
+            return end("env_error", error=f"while replaying step {len(steps)}: {exc}")
+        steps.append(StepRecord(
+            index=len(steps), observation=observation, prompt=[], output=None, turn=turn, actor="human",
+            proposal=None, reward=result.reward, done=result.done, info={**result.info, "replayed": True},
+            timings={"observe": 0.0, "policy": 0.0, "execute": _ms(started)},
+        ))
+        history.append((render_observation(observation), turn.to_text()))
+        observation = result.observation
+        if result.done:
+            return end("finished" if turn.action.name == "finished" else "done", reward=result.reward)
+
+    consecutive_void = 0
+    feedback: str | None = None
+    while len(steps) < max_steps:
+        index = len(steps)
+        started = time.perf_counter()
+        observation_text = render_observation(observation)
+        image = observation.screenshot if with_image else None
+        observe_ms = _ms(started)
+        policy_ms = 0.0
+        rejected: list[dict] = []
+        while True:
+            prompt = render_messages(
+                instruction=observation.instruction, observation_text=observation_text, history=history,
+                image=image, history_window=history_window, feedback=feedback,
+            )
+            asked = time.perf_counter()
+            output = policy.act(prompt)
+            policy_ms += _ms(asked)
+            if output.error is not None:
+                return end("policy_error", error=output.error)
+            proposal = parse_turn(output.text)
+            decision = supervisor.review(index, observation, proposal) if supervisor else Decision("approve")
+            if decision.kind != "reject":
+                break
+            shown = proposal.action.to_text() if proposal.action else "(void turn)"
+            feedback = decision.feedback or f"Your previous proposal {shown} was rejected by the annotator."
+            rejected.append({"text": output.text, "feedback": feedback})
+            if len(rejected) >= max_rejections:
+                return end("supervisor_finish", outcome="rejected_too_often")
+        feedback = None
+
+        if decision.kind == "finish":
+            return end("supervisor_finish", outcome=decision.outcome)
+        if decision.kind == "approve":
+            turn, actor, overridden = proposal, "model", None
+        else:
+            assert decision.turn is not None  # checked by Decision
+            turn, actor, overridden = decision.turn, ("edited" if decision.kind == "edit" else "human"), proposal
+        info: dict = {"rejected": rejected} if rejected else {}
+        timings = {"observe": observe_ms, "policy": policy_ms, "execute": 0.0}
+
+        if turn.is_void:
+            consecutive_void += 1
+            record = StepRecord(index=index, observation=observation, prompt=prompt, output=output, turn=turn,
+                                actor=actor, proposal=overridden, reward=0.0, done=False,
+                                info={**info, "void": turn.void_reason}, timings=timings)
+            steps.append(record)
+            if on_step:
+                on_step(record)
+            history.append((observation_text, turn.to_text()))
+            if consecutive_void >= max_consecutive_void:
+                return end("void_turns")
+            continue
+
+        consecutive_void = 0
+        assert turn.action is not None
+        executed = time.perf_counter()
+        try:
+            result = env.step(turn.action)
+        except EnvError as exc:
+            return end("env_error", error=str(exc))
+        timings["execute"] = _ms(executed)
+        record = StepRecord(index=index, observation=observation, prompt=prompt, output=output, turn=turn,
+                            actor=actor, proposal=overridden, reward=result.reward, done=result.done,
+                            info={**info, **result.info}, timings=timings)
+        steps.append(record)
+        if on_step:
+            on_step(record)
+        history.append((observation_text, turn.to_text()))
+        observation = result.observation
+        if turn.action.name == "finished":
+            return end("finished", reward=result.reward)
+        if result.done:
+            return end("done", reward=result.reward)
+        if turn.action.name == "call_user":
+            answer_fn = getattr(supervisor, "answer_call_user", None)
+            answer = answer_fn(index, turn.action.args["question"]) if callable(answer_fn) else None
+            feedback = f"The user answered: {answer}" if answer else "No one answered; continue on your own."
+    return end("max_steps")

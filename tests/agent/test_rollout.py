@@ -1,0 +1,220 @@
+"""The rollout loop: autonomous and supervised episodes in real Chromium on click-button,
+and its end reasons on a scripted stand-in environment."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.actions import Action, Turn, format_turn, parse_action, parse_turn
+from agent.envs import make_env
+from agent.envs.base import Element, Env, EnvError, Observation, StepResult
+from agent.policies import make_policy
+from agent.policies.base import Policy, PolicyOutput
+from agent.rollout import Decision, run_episode
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def env():
+    environment = make_env("miniwob")
+    yield environment
+    environment.close()
+
+
+class Recorder(Policy):
+    """Wraps a policy and remembers every prompt it was given."""
+
+    name = "recorder"
+
+    def __init__(self, inner: Policy | None = None, text: str | None = None):
+        self.inner, self.text, self.prompts = inner, text, []
+
+    def act(self, messages):
+        self.prompts.append(messages)
+        if self.text is not None:
+            return PolicyOutput(text=self.text, model="fixed")
+        return self.inner.act(messages)
+
+
+def _target(observation: Observation) -> Element:
+    wanted = observation.instruction.split('"')[1]
+    return next(e for e in observation.elements if e.role == "button" and e.text == wanted)
+
+
+def _click_turn(element: Element, thought: str) -> Turn:
+    action = Action("click", {"x": element.x, "y": element.y})
+    return Turn(thought, action, None, format_turn(thought, action))
+
+
+@pytest.mark.browser
+def test_autonomous_episode_with_scripted_policy_reaches_reward(env):
+    policy = Recorder(make_policy("scripted", task="click-button"))
+    seen = []
+    result = run_episode(env, policy, task="click-button", seed=3, max_steps=3, on_step=seen.append)
+    assert result.end_reason == "done" and result.reward >= 0.9
+    assert seen == result.steps and len(seen) == 1
+    step = seen[0]
+    assert step.actor == "model" and step.proposal is None and step.done and step.index == 0
+    assert step.prompt == policy.prompts[0] and step.prompt[0]["role"] == "system"
+    assert step.output.text == step.turn.to_text() and set(step.timings) == {"observe", "policy", "execute"}
+    assert step.timings["execute"] > 0
+
+
+class ScriptSupervisor:
+    """Answers each review with the next decision built from the observation."""
+
+    def __init__(self, *decide):
+        self.decide, self.reviews = list(decide), []
+
+    def review(self, index, observation, proposal):
+        self.reviews.append((index, proposal))
+        return self.decide.pop(0)(observation, proposal)
+
+
+@pytest.mark.browser
+def test_supervisor_approval_runs_the_proposal(env):
+    supervisor = ScriptSupervisor(lambda obs, p: Decision("approve"))
+    result = run_episode(env, make_policy("scripted", task="click-button"), task="click-button", seed=4,
+                         max_steps=3, supervisor=supervisor)
+    assert result.end_reason == "done" and result.reward >= 0.9 and result.steps[0].actor == "model"
+    assert supervisor.reviews[0][0] == 0 and not supervisor.reviews[0][1].is_void
+
+
+@pytest.mark.browser
+def test_supervisor_edit_runs_the_correction_and_keeps_the_proposal(env):
+    wrong_policy = Recorder(text="Thought: guess\nAction: click(x=2, y=208)")
+    supervisor = ScriptSupervisor(lambda obs, p: Decision("edit", turn=_click_turn(_target(obs), "the right one")))
+    result = run_episode(env, wrong_policy, task="click-button", seed=5, max_steps=3, supervisor=supervisor)
+    step = result.steps[0]
+    assert result.end_reason == "done" and result.reward >= 0.9
+    assert step.actor == "edited" and step.proposal.action == parse_action("click(x=2, y=208)")
+    assert step.turn.thought == "the right one"
+
+
+@pytest.mark.browser
+def test_supervisor_reject_asks_again_with_feedback(env):
+    policy = Recorder(make_policy("scripted", task="click-button"))
+    supervisor = ScriptSupervisor(
+        lambda obs, p: Decision("reject", feedback="Not that one, look again."),
+        lambda obs, p: Decision("approve"),
+    )
+    result = run_episode(env, policy, task="click-button", seed=6, max_steps=3, supervisor=supervisor)
+    assert result.end_reason == "done" and len(policy.prompts) == 2
+    assert "Feedback" not in policy.prompts[0][-1]["content"]
+    assert policy.prompts[1][-1]["content"].endswith("\nFeedback: Not that one, look again.")
+    assert result.steps[0].info["rejected"][0]["feedback"] == "Not that one, look again."
+    assert result.steps[0].prompt == policy.prompts[1]
+
+
+@pytest.mark.browser
+def test_supervisor_takeover_act_and_finish(env):
+    policy = make_policy("scripted", task="click-button")
+    blank = Element("area", "", 150, 205, 1, 1)  # a corner of the task area that holds nothing
+    supervisor = ScriptSupervisor(
+        lambda obs, p: Decision("act", turn=_click_turn(blank, "I try the corner")),
+        lambda obs, p: Decision("finish", outcome="failure"),
+    )
+    seen = []
+    result = run_episode(env, policy, task="click-button", seed=7, max_steps=5, supervisor=supervisor,
+                         on_step=seen.append)
+    assert result.end_reason == "supervisor_finish" and result.outcome == "failure" and len(seen) == 1
+    step = seen[0]
+    assert step.actor == "human" and step.turn.action == parse_action("click(x=150, y=205)")
+    assert step.proposal.action == Action("click", {"x": _target(step.observation).x, "y": _target(step.observation).y})
+    assert len(supervisor.reviews) == 2 and not step.done
+
+
+@pytest.mark.browser
+def test_replay_resumes_without_the_policy_then_continues(env):
+    policy = Recorder(make_policy("scripted", task="click-button"))
+    seen = []
+    result = run_episode(env, policy, task="click-button", seed=8, max_steps=4, on_step=seen.append,
+                         replay=[parse_action("wait()"), parse_action("click(x=150, y=205)")])
+    assert result.end_reason == "done" and result.reward >= 0.9
+    assert [s.info.get("replayed", False) for s in result.steps] == [True, True, False]
+    assert [s.index for s in seen] == [2] and len(policy.prompts) == 1
+    assert "Earlier actions" not in policy.prompts[0][1]["content"]  # both replayed steps fit the window
+    assert [m["role"] for m in policy.prompts[0]] == ["system", "user", "assistant", "user", "assistant", "user"]
+
+
+# -- end reasons on a scripted stand-in environment (no browser needed) -----------------------
+class FakeEnv(Env):
+    def __init__(self, fail_on_step: int | None = None, done_on: str | None = None):
+        self.actions, self.fail_on_step, self.done_on = [], fail_on_step, done_on
+
+    def _obs(self):
+        return Observation("Do it.", "fake://", b"", 10, 10, [Element("button", "OK", 5, 5, 4, 4)])
+
+    def reset(self, task, seed):
+        self.actions.clear()
+        return self._obs()
+
+    def step(self, action):
+        if self.fail_on_step is not None and len(self.actions) == self.fail_on_step:
+            raise EnvError("browser crashed")
+        self.actions.append(action)
+        done = self.done_on == action.name
+        return StepResult(self._obs(), 1.0 if done else 0.0, done, {})
+
+    def close(self):
+        pass
+
+
+def test_void_turns_end_the_episode_and_are_recorded_without_executing():
+    env, seen = FakeEnv(), []
+    result = run_episode(env, Recorder(text="I think I should click"), task="t", seed=0, max_steps=10,
+                         max_consecutive_void=3, on_step=seen.append)
+    assert result.end_reason == "void_turns" and len(seen) == 3 and env.actions == []
+    assert all(s.turn.is_void and s.info["void"] == "no 'Action:' line found" for s in seen)
+
+
+def test_max_steps_policy_error_env_error_and_finished():
+    assert run_episode(FakeEnv(), Recorder(text="Thought: x\nAction: wait()"), task="t", seed=0,
+                       max_steps=4).end_reason == "max_steps"
+    failing = Recorder(text="")
+    failing.act = lambda messages: PolicyOutput(text="", error="server down")
+    broken = run_episode(FakeEnv(), failing, task="t", seed=0, max_steps=4)
+    assert broken.end_reason == "policy_error" and broken.error == "server down"
+    crashed = run_episode(FakeEnv(fail_on_step=1), Recorder(text="Thought: x\nAction: wait()"), task="t", seed=0,
+                          max_steps=4)
+    assert crashed.end_reason == "env_error" and "browser crashed" in crashed.error and len(crashed.steps) == 1
+    done = run_episode(FakeEnv(done_on="finished"), Recorder(text='Thought: ok\nAction: finished(answer="42")'),
+                       task="t", seed=0, max_steps=4)
+    assert done.end_reason == "finished" and done.reward == 1.0
+
+
+def test_call_user_answer_reaches_the_next_prompt():
+    class Answering:
+        def review(self, index, observation, proposal):
+            return Decision("approve")
+
+        def answer_call_user(self, index, question):
+            return "the blue one" if question == "Which?" else None
+
+    texts = iter(['Thought: unsure\nAction: call_user(question="Which?")', "Thought: ok\nAction: wait()"])
+    policy = Recorder(text="")
+    policy.act = lambda messages: (policy.prompts.append(messages), PolicyOutput(text=next(texts)))[1]
+    result = run_episode(FakeEnv(), policy, task="t", seed=0, max_steps=2, supervisor=Answering())
+    assert result.end_reason == "max_steps"
+    assert policy.prompts[1][-1]["content"].endswith("Feedback: The user answered: the blue one")
+
+
+def test_decision_validates_kind_and_turn():
+    with pytest.raises(ValueError, match="unknown decision"):
+        Decision("maybe")
+    with pytest.raises(ValueError, match="needs a turn"):
+        Decision("edit", turn=parse_turn("nonsense"))
+
+
+def test_step_record_to_dict_is_json_safe_without_image_bytes():
+    import json
+
+    env = FakeEnv()
+    env._obs = lambda: Observation("Do it.", "fake://", b"\xff\xd8img", 10, 10, [Element("button", "OK", 5, 5, 4, 4)])
+    result = run_episode(env, Recorder(text="Thought: x\nAction: wait()"), task="t", seed=0, max_steps=1,
+                         with_image=True)
+    data = json.loads(json.dumps(result.steps[0].to_dict()))
+    assert data["action"] == {"name": "wait", "args": {}} and data["actor"] == "model" and data["thought"] == "x"
+    assert data["prompt"][-1]["content"][1]["image_url"]["url"] == "screenshot"
+    assert data["observation"]["elements"][0]["text"] == "OK" and "screenshot" not in data["observation"]
