@@ -10,6 +10,7 @@ frame, and `presence` (who is watching).
 from __future__ import annotations
 
 import json
+import logging
 import time
 from urllib.parse import parse_qs
 
@@ -19,6 +20,8 @@ from django.conf import settings
 
 from flywheel.events import episode_group, events_after
 from flywheel.selectors import project_role
+
+log = logging.getLogger(__name__)
 
 CLOSE_NOT_AUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -152,6 +155,11 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
     async def on_command(self, frame: dict):
         from annotation.services import command_submit
 
-        result = await database_sync_to_async(command_submit)(episode_id=self.episode_id, user=self.scope["user"],
-                                                              frame=frame)
+        try:
+            result = await database_sync_to_async(command_submit)(episode_id=self.episode_id,
+                                                                  user=self.scope["user"], frame=frame)
+        except Exception:  # a failure storing one command must not cost the person their connection
+            log.exception("command %r on episode %s failed", frame.get("type"), self.episode_id)
+            return await self.send_error("That command could not be stored and was not applied; try again.",
+                                         command_id=frame.get("id") if isinstance(frame.get("id"), str) else None)
         await self.send_json(result.message)

@@ -112,7 +112,7 @@ def command_submit(*, episode_id: int, user, frame: dict) -> CommandResult:
         known = ", ".join((*WORKER_COMMANDS, *CONTROL_COMMANDS))
         return _error(f"Unknown command type '{kind}'; use one of {known}.", command_id)
     with transaction.atomic():
-        episode = Episode.objects.select_for_update().select_related("controller").get(pk=episode_id)
+        episode = Episode.objects.select_for_update(of=("self",)).select_related("controller").get(pk=episode_id)
         existing = Command.objects.filter(episode=episode, client_id=command_id).first()
         if existing is not None:
             return _ack(existing, duplicate=True)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -35,12 +36,21 @@ def event_append(*, episode_id: int, type: str, payload: dict) -> Event:
     return event
 
 
+# One publishing thread: callers may sit inside an event loop of their own (Playwright's sync API
+# keeps one on the rollout worker's thread), where async_to_sync refuses to run; one thread also
+# keeps publishes in seq order.
+_publisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loupe-publish")
+
+
+def _group_send(group: str, message: dict) -> None:
+    async_to_sync(get_channel_layer().group_send)(group, message)
+
+
 def publish(episode_id: int, message: dict) -> None:
     """Best effort: a Redis outage loses no event (it is stored); watchers fill the gap from the log."""
     try:
-        async_to_sync(get_channel_layer().group_send)(
-            episode_group(episode_id), {"type": "episode.event", "message": message}
-        )
+        _publisher.submit(_group_send, episode_group(episode_id),
+                          {"type": "episode.event", "message": message}).result(timeout=10)
     except Exception:  # the event is stored; say so and carry on
         log.warning("could not publish event %s of episode %s; watchers will replay it", message.get("seq"),
                     episode_id, exc_info=True)

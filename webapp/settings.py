@@ -132,7 +132,9 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
-            "hosts": [REDIS_URL],
+            # redis-py 8 defaults to a 5 s socket timeout, the same as channels_redis' blocking pop: a loaded
+            # machine then drops idle sockets. The read timeout must outlast the 5 s pop.
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 20, "socket_connect_timeout": 5}],
             "prefix": os.environ.get("LOUPE_CHANNEL_PREFIX", "loupe"),
             "capacity": 1000,
             "expiry": 30,
