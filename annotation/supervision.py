@@ -59,6 +59,11 @@ class EpisodeSupervisor:
 
     def after_step(self, step) -> None:
         services.interventions_link_step(episode_id=self.episode_id, step=step)
+        from annotation.audio import words_align
+        from annotation.models import TranscriptWord
+
+        if TranscriptWord.objects.filter(clip__episode_id=self.episode_id, step__isnull=True).exists():
+            words_align(episode_id=self.episode_id)  # words of the open step now have their step
 
     def review(self, index: int, observation, proposal):
         from agent.rollout import Decision

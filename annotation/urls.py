@@ -1,3 +1,12 @@
 from django.urls import path
 
-urlpatterns: list = []
+from annotation import api
+
+urlpatterns = [
+    path("episodes/<int:episode_id>/audio/", api.ClipCreateApi.as_view(), name="clip-create"),
+    path("episodes/<int:episode_id>/transcript", api.TranscriptApi.as_view(), name="transcript"),
+    path("audio/<int:clip_id>/", api.ClipDetailApi.as_view(), name="clip-detail"),
+    path("audio/<int:clip_id>/chunks/<int:index>", api.ChunkUploadApi.as_view(), name="chunk-upload"),
+    path("audio/<int:clip_id>/finish", api.ClipFinishApi.as_view(), name="clip-finish"),
+    path("audio/<int:clip_id>/file", api.ClipAudioApi.as_view(), name="clip-file"),
+]

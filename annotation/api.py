@@ -1,0 +1,125 @@
+"""REST for think-aloud audio: clips, chunk uploads (idempotent), transcripts; served only to members."""
+from __future__ import annotations
+
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import BaseParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation import audio
+from annotation.models import AudioClip, TranscriptWord
+from flywheel import selectors
+from webapp.api import StrictSerializer
+from webapp.errors import ApplicationError
+
+
+class RawAudioParser(BaseParser):
+    """Chunk bodies are raw bytes; the view checks their type itself (415 with a message)."""
+
+    media_type = "*/*"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return stream.read() if stream else b""
+
+
+class ClipCreateInput(StrictSerializer):
+    client_id = serializers.CharField(max_length=64)
+    content_type = serializers.CharField(max_length=100)
+    started_at = serializers.FloatField(help_text="Session clock (server epoch seconds) when recording began.")
+
+
+def clip_output(clip: AudioClip) -> dict:
+    return {"id": clip.pk, "episode": clip.episode_id, "client_id": clip.client_id, "content_type": clip.content_type,
+            "started_at": clip.started_at, "committed_until": clip.committed_until,
+            "chunks": clip.chunks.count(), "transcribed_chunks": clip.transcribed_chunks, "finished": clip.finished}
+
+
+def _clip_for(request, clip_id: int, *, own: bool = False) -> AudioClip:
+    clip = AudioClip.objects.select_related("episode").filter(pk=clip_id).first()
+    if clip is None:
+        raise ApplicationError("No such audio clip, or you are not a member of its project.", status=404)
+    selectors.episode_for_user(user=request.user, episode_id=clip.episode_id)
+    if own and clip.user_id != request.user.pk:
+        raise ApplicationError("Only the person who recorded a clip may upload to it.", status=403)
+    return clip
+
+
+class ClipCreateApi(APIView):
+    @extend_schema(request=ClipCreateInput, responses={201: dict, 200: dict})
+    def post(self, request, episode_id: int):
+        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id)
+        data = ClipCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        clip, created = audio.clip_create(episode=episode, user=request.user, **data.validated_data)
+        return Response(clip_output(clip), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+class ChunkUploadApi(APIView):
+    """PUT the chunk's bytes with its Content-Type and `X-Chunk-Start` (session-clock seconds)."""
+
+    parser_classes = [RawAudioParser]
+
+    @extend_schema(request={"audio/webm": bytes}, parameters=[OpenApiParameter("X-Chunk-Start", float, "header")],
+                   responses={201: dict, 200: dict})
+    def put(self, request, clip_id: int, index: int):
+        clip = _clip_for(request, clip_id, own=True)
+        if clip.finished:
+            raise ApplicationError("This clip is finished; start a new one.", status=409)
+        try:
+            start_time = float(request.headers.get("X-Chunk-Start", ""))
+        except ValueError:
+            raise ApplicationError("Send the chunk's start on the session clock as the X-Chunk-Start header.")
+        content_type = request.content_type or ""
+        if not content_type.lower().startswith("audio/"):
+            raise ApplicationError(f"Chunks must be audio (audio/webm), not '{content_type or 'none'}'.", status=415)
+        data = request.data if isinstance(request.data, bytes) else b""
+        chunk, created = audio.chunk_store(clip=clip, index=index, data=data, content_type=content_type,
+                                           start_time=start_time)
+        return Response({"clip": clip.pk, "index": chunk.index, "size": chunk.size, "duplicate": not created},
+                        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+class ClipFinishApi(APIView):
+    @extend_schema(request=None, responses={202: dict})
+    def post(self, request, clip_id: int):
+        from annotation import tasks
+
+        clip = _clip_for(request, clip_id, own=True)
+        AudioClip.objects.filter(pk=clip.pk).update(finished=True)
+        tasks.clip_transcribe.delay(clip.pk, True)
+        clip.refresh_from_db()
+        return Response(clip_output(clip), status=status.HTTP_202_ACCEPTED)
+
+
+class ClipDetailApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request, clip_id: int):
+        return Response(clip_output(_clip_for(request, clip_id)))
+
+
+class ClipAudioApi(APIView):
+    """The clip's recording as one stream (chunks concatenated), for replay."""
+
+    @extend_schema(responses={(200, "audio/webm"): bytes})
+    def get(self, request, clip_id: int):
+        from django.core.files.storage import default_storage
+
+        clip = _clip_for(request, clip_id)
+        body = b"".join(default_storage.open(c.file, "rb").read() for c in clip.chunks.order_by("index"))
+        response = HttpResponse(body, content_type=clip.content_type.split(";")[0])
+        response["Cache-Control"] = "private, no-store"
+        return response
+
+
+class TranscriptApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request, episode_id: int):
+        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id)
+        words = TranscriptWord.objects.filter(clip__episode=episode).select_related("step", "clip__user") \
+            .order_by("start", "clip_id", "position")
+        return Response({"words": [{"word": w.word, "start": w.start, "end": w.end, "probability": w.probability,
+                                    "step": w.step.index if w.step_id else None, "clip": w.clip_id,
+                                    "username": w.clip.user.username} for w in words],
+                         "clips": [clip_output(c) for c in episode.audio_clips.all()]})

@@ -1,0 +1,156 @@
+"""Think-aloud audio: clips, idempotent chunk uploads, incremental transcription, alignment to steps.
+
+Chunks are files in storage addressed by content hash; a chunk is unique on (clip, index), so a
+retried upload changes nothing. The `audio` worker transcribes each clip incrementally (words are
+committed only up to a settled pause, see annotation/speech.py) and attaches every word to the
+step during which it was spoken; the words of a human or edited step become its human thought."""
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import IntegrityError, transaction
+
+from annotation import speech
+from annotation.alignment import StepWindow, align_words
+from annotation.models import AudioChunk, AudioClip, TranscriptWord
+from flywheel import services as flywheel_services
+from flywheel.events import event_append
+from flywheel.models import Event, Step
+from webapp.errors import ApplicationError
+
+log = logging.getLogger(__name__)
+
+
+@transaction.atomic
+def clip_create(*, episode, user, client_id: str, content_type: str, started_at: float) -> tuple[AudioClip, bool]:
+    kind = speech.normalise_content_type(content_type)
+    if kind not in speech.ACCEPTED_CONTENT_TYPES:
+        raise ApplicationError(f"Audio of type '{content_type}' is not accepted; record WebM/Opus or Ogg/Opus.",
+                               status=415)
+    clip, created = AudioClip.objects.get_or_create(
+        episode=episode, client_id=client_id[:64],
+        defaults={"user": user, "content_type": kind, "started_at": started_at})
+    if clip.user_id != user.pk:
+        raise ApplicationError("That clip belongs to someone else.", status=403)
+    return clip, created
+
+
+def chunk_store(*, clip: AudioClip, index: int, data: bytes, content_type: str, start_time: float) -> tuple[AudioChunk, bool]:
+    """Check and store one chunk; (chunk, created). A repeat of a stored chunk changes nothing."""
+    digest = hashlib.sha256(data).hexdigest()
+    existing = AudioChunk.objects.filter(clip=clip, index=index).first()
+    if existing is not None:
+        if existing.sha256 != digest:
+            raise ApplicationError(f"Chunk {index} is already stored with other content.", status=409)
+        return existing, False
+    header = None
+    if index > 0:
+        first = AudioChunk.objects.filter(clip=clip, index=0).first()
+        if first is None:
+            raise ApplicationError("Upload chunk 0 first: later chunks continue its stream.", status=409)
+        with default_storage.open(first.file, "rb") as handle:
+            header = handle.read()
+    try:
+        speech.check_chunk(data=data, content_type=content_type, max_bytes=settings.LOUPE_AUDIO_MAX_BYTES,
+                           header=header)
+    except speech.AudioError as exc:
+        raise ApplicationError(str(exc), status=exc.status)
+    name = f"audio/{digest[:2]}/{digest}.bin"
+    if not default_storage.exists(name):
+        default_storage.save(name, ContentFile(data))
+    try:
+        with transaction.atomic():
+            chunk = AudioChunk.objects.create(clip=clip, index=index, start_time=start_time, file=name,
+                                              size=len(data), sha256=digest)
+    except IntegrityError:  # the same chunk raced in from a retry
+        return AudioChunk.objects.get(clip=clip, index=index), False
+    from annotation import tasks
+
+    transaction.on_commit(lambda: tasks.clip_transcribe.delay(clip.pk))
+    return chunk, True
+
+
+def _contiguous_chunks(clip: AudioClip) -> list[AudioChunk]:
+    chunks = []
+    for expected, chunk in enumerate(clip.chunks.order_by("index")):
+        if chunk.index != expected:
+            break
+        chunks.append(chunk)
+    return chunks
+
+
+def step_windows(episode_id: int) -> list[StepWindow]:
+    """Each step's interval on the session clock (server epoch seconds): from the end of the previous step
+    (when its proposal appeared, or the person began acting) to the end of its own execution."""
+    executed = {e.payload.get("index"): e.created_at.timestamp()
+                for e in Event.objects.filter(episode_id=episode_id, type="step.executed").only("payload", "created_at")}
+    started = Event.objects.filter(episode_id=episode_id, type="episode.state", payload__status="running") \
+        .order_by("seq").values_list("created_at", flat=True).first()
+    windows, previous_end = [], started.timestamp() if started else 0.0
+    for index in sorted(i for i in executed if isinstance(i, int)):
+        windows.append(StepWindow(index=index, start=previous_end, end=executed[index]))
+        previous_end = executed[index]
+    windows.append(StepWindow(index=len(windows), start=previous_end, end=None))  # the step in progress
+    return windows
+
+
+def clip_transcribe(*, clip_id: int, final: bool = False) -> int:
+    """Transcribe what is new in a clip; returns the number of words committed. Safe to retry."""
+    with transaction.atomic():
+        clip = AudioClip.objects.select_for_update(skip_locked=True).filter(pk=clip_id).first()
+        if clip is None:
+            return 0  # another worker holds it; it will pick up this chunk too
+        chunks = _contiguous_chunks(clip)
+        if not chunks:
+            return 0
+        stream = b"".join(default_storage.open(c.file, "rb").read() for c in chunks)
+        pcm = speech.decode_pcm(stream)
+        final = final or clip.finished
+        words, committed_until = speech.transcribe_increment(
+            speech.load_model(settings.LOUPE_WHISPER_MODEL or None), pcm,
+            committed_until=clip.committed_until, final=final)
+        origin = chunks[0].start_time  # session-clock time of the clip's first sample
+        position = clip.words.count()
+        stored = [TranscriptWord(clip=clip, position=position + i, word=w.text, start=origin + w.start,
+                                 end=origin + w.end, probability=w.probability) for i, w in enumerate(words)]
+        TranscriptWord.objects.bulk_create(stored)
+        clip.committed_until = committed_until
+        clip.transcribed_chunks = len(chunks)
+        clip.save(update_fields=["committed_until", "transcribed_chunks"])
+        changed = words_align(episode_id=clip.episode_id)
+        if stored:
+            event_append(episode_id=clip.episode_id, type="transcript.words", payload={
+                "clip": clip.pk, "username": clip.user.username,
+                "words": [{"word": w.word, "start": w.start, "end": w.end, "step": changed.get(w.position)}
+                          for w in stored]})
+    return len(stored)
+
+
+def words_align(*, episode_id: int) -> dict[int, int | None]:
+    """Attach words to steps (again, as steps are executed); human and edited steps get the words as their
+    human thought. Returns {word position: step index} for the words of this episode."""
+    windows = step_windows(episode_id)
+    words = list(TranscriptWord.objects.filter(clip__episode_id=episode_id).order_by("start", "clip_id", "position"))
+    if not words:
+        return {}
+    indices = align_words([(w.start, w.end) for w in words], windows)
+    steps = {s.index: s for s in Step.objects.filter(episode_id=episode_id)}
+    by_step: dict[int, list[str]] = {}
+    result = {}
+    for word, index in zip(words, indices):
+        step = steps.get(index) if index is not None else None
+        result[word.position] = index
+        if (word.step_id if word.step_id else None) != (step.pk if step else None):
+            TranscriptWord.objects.filter(pk=word.pk).update(step=step)
+        if step is not None:
+            by_step.setdefault(step.index, []).append(word.word)
+    for index, texts in by_step.items():
+        step = steps[index]
+        text = " ".join(t.strip() for t in texts).strip()
+        if step.actor != "model" and step.human_thought != text:
+            flywheel_services.step_human_thought_set(step=step, text=text)
+    return result

@@ -1,0 +1,119 @@
+"""Think-aloud uploads through the real API, transcribed by a real `audio` worker, aligned to steps."""
+from datetime import datetime, timedelta, timezone as dt_timezone
+
+import pytest
+from rest_framework.test import APIClient
+
+from annotation.models import AudioChunk, AudioClip, TranscriptWord
+from annotation.speech import word_error_rate
+from flywheel.events import event_append
+from flywheel.models import Episode, Event, Step
+from tests.annotation.audio_fixtures import encode_webm_opus, missing_tools, split_like_media_recorder, synthesize_wav
+from tests.factories import make_member, make_project, make_task, make_user
+from tests.stack import wait_for
+
+pytestmark = pytest.mark.skipif(bool(missing_tools()), reason=f"needs {missing_tools()}")
+
+PHRASE_A = "The button I need is at the bottom of the page."
+PHRASE_B = "Now I type the user name into the first field."
+
+
+@pytest.fixture(scope="module")
+def speech_chunks(tmp_path_factory):
+    path = tmp_path_factory.mktemp("speech")
+    chunks = {}
+    for name, text in (("a", PHRASE_A), ("b", PHRASE_B)):
+        stream = encode_webm_opus(synthesize_wav(text, path / f"{name}.wav"))
+        chunks[name] = split_like_media_recorder(stream)
+    return chunks
+
+
+def setup_episode():
+    project = make_project()
+    user = make_user()
+    make_member(project, user)
+    episode = Episode.objects.create(project=project, task=make_task(project), seed=1, mode="supervised")
+    client = APIClient()
+    client.force_authenticate(user)
+    return episode, user, client
+
+
+def clip_for(client, episode, started_at: float, client_id: str = "clip-1") -> int:
+    response = client.post(f"/api/v1/episodes/{episode.pk}/audio/",
+                           {"client_id": client_id, "content_type": "audio/webm;codecs=opus", "started_at": started_at},
+                           format="json")
+    assert response.status_code in (200, 201), response.content
+    return response.json()["id"]
+
+
+def put_chunk(client, clip_id, index, data, start, content_type="audio/webm"):
+    return client.generic("PUT", f"/api/v1/audio/{clip_id}/chunks/{index}", data, content_type=content_type,
+                          HTTP_X_CHUNK_START=str(start))
+
+
+@pytest.mark.django_db
+def test_bad_chunks_get_their_status_and_lose_nothing(speech_chunks, settings):
+    episode, user, client = setup_episode()
+    clip_id = clip_for(client, episode, 1000.0)
+    first, second = speech_chunks["a"][0], speech_chunks["a"][1]
+    wrong_type = put_chunk(client, clip_id, 0, b"hello", 1000.0, content_type="text/plain")
+    assert wrong_type.status_code == 415 and wrong_type.json()["detail"]
+    early = put_chunk(client, clip_id, 1, second.data, 1002.0)
+    assert early.status_code == 409 and "chunk 0 first" in early.json()["detail"]
+    garbage = put_chunk(client, clip_id, 0, b"\x1a\x45\xdf\xa3" + b"\x00garbage" * 50, 1000.0)
+    assert garbage.status_code == 400 and garbage.json()["detail"]
+    settings.LOUPE_AUDIO_MAX_BYTES = 100
+    too_big = put_chunk(client, clip_id, 0, first.data, 1000.0)
+    assert too_big.status_code == 413
+    settings.LOUPE_AUDIO_MAX_BYTES = 2 * 1024 * 1024
+    assert not AudioChunk.objects.exists()
+    assert put_chunk(client, clip_id, 0, first.data, 1000.0).status_code == 201
+    repeat = put_chunk(client, clip_id, 0, first.data, 1000.0)
+    assert repeat.status_code == 200 and repeat.json()["duplicate"] is True
+    conflict = put_chunk(client, clip_id, 0, second.data, 1000.0)
+    assert conflict.status_code == 409
+    assert AudioChunk.objects.filter(clip_id=clip_id).count() == 1
+    outsider = APIClient()
+    outsider.force_authenticate(make_user())
+    assert put_chunk(outsider, clip_id, 1, second.data, 1002.0).status_code == 404
+    assert outsider.get(f"/api/v1/audio/{clip_id}/file").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_uploaded_speech_is_transcribed_and_lands_on_the_steps_it_was_spoken_in(celery_worker, speech_chunks):
+    episode, user, client = setup_episode()
+    t0 = 1_800_000_000.0
+    running = event_append(episode_id=episode.pk, type="episode.state", payload={"status": "running"})
+    step0 = Step.objects.create(episode=episode, index=0, actor="human", action_text="click(x=1, y=2)")
+    executed0 = event_append(episode_id=episode.pk, type="step.executed", payload={"index": 0})
+    step1 = Step.objects.create(episode=episode, index=1, actor="edited", action_text="click(x=3, y=4)")
+    executed1 = event_append(episode_id=episode.pk, type="step.executed", payload={"index": 1})
+    for event, at in ((running, t0), (executed0, t0 + 30), (executed1, t0 + 60)):
+        Event.objects.filter(pk=event.pk).update(created_at=datetime.fromtimestamp(at, dt_timezone.utc))
+
+    for name, start in (("a", t0 + 5), ("b", t0 + 35)):  # phrase A during step 0, phrase B during step 1
+        clip_id = clip_for(client, episode, start, client_id=f"clip-{name}")
+        for chunk in speech_chunks[name]:
+            assert put_chunk(client, clip_id, chunk.index, chunk.data, start + chunk.start).status_code == 201
+        assert client.post(f"/api/v1/audio/{clip_id}/finish").status_code == 202
+    wait_for(lambda: AudioClip.objects.filter(episode=episode, finished=True).count() == 2 and all(
+        c.transcribed_chunks == c.chunks.count() and c.committed_until > 0 for c in AudioClip.objects.filter(episode=episode)),
+        240, interval=0.5, what="both clips transcribed")
+
+    transcript = client.get(f"/api/v1/episodes/{episode.pk}/transcript").json()["words"]
+    said_in = {0: [], 1: []}
+    for word in transcript:
+        said_in[word["step"]].append(word["word"])
+    assert word_error_rate(PHRASE_A, " ".join(said_in[0])) <= 0.15, said_in
+    assert word_error_rate(PHRASE_B, " ".join(said_in[1])) <= 0.15, said_in
+    step0.refresh_from_db()
+    step1.refresh_from_db()
+    assert word_error_rate(PHRASE_A, step0.human_thought) <= 0.15
+    assert word_error_rate(PHRASE_B, step1.human_thought) <= 0.15
+    assert Event.objects.filter(episode=episode, type="transcript.words").exists()
+    # a repeated chunk adds no words
+    before = TranscriptWord.objects.filter(clip__episode=episode).count()
+    clip_id = AudioClip.objects.get(episode=episode, client_id="clip-b").pk
+    first = speech_chunks["b"][0]
+    assert put_chunk(client, clip_id, 0, first.data, t0 + 35).status_code == 409  # finished clip takes no more
+    assert TranscriptWord.objects.filter(clip__episode=episode).count() == before
