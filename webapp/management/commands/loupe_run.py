@@ -34,13 +34,14 @@ class Command(BaseCommand):
         python = sys.executable
         env = dict(os.environ)  # DATABASE_URL / REDIS_URL are set by now (embedded or given)
         rollout_concurrency = os.environ.get("LOUPE_ROLLOUT_CONCURRENCY", "3")
+        worker_log = os.environ.get("LOUPE_WORKER_LOG_LEVEL", "WARNING")
         commands = {
             "web": [python, "-m", "daphne", "-b", host, "-p", str(port), "--proxy-headers", "webapp.asgi:application"],
             "worker": [python, "-m", "celery", "-A", "webapp", "worker", "-Q", "rollouts,audio,default", "-n", "live@%h",
-                       "-c", rollout_concurrency, "-O", "fair", "--loglevel", "INFO"],
+                       "-c", rollout_concurrency, "-O", "fair", "--loglevel", worker_log],
             "train": [python, "-m", "celery", "-A", "webapp", "worker", "-Q", "train", "-n", "train@%h", "-c", "1",
-                      "--loglevel", "INFO"],
-            "beat": [python, "-m", "celery", "-A", "webapp", "beat", "--loglevel", "INFO",
+                      "--loglevel", worker_log],
+            "beat": [python, "-m", "celery", "-A", "webapp", "beat", "--loglevel", "WARNING",
                      "-s", str(settings.DATA_DIR / "celerybeat-schedule")],
         }
         processes: dict[str, subprocess.Popen] = {}

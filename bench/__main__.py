@@ -1,0 +1,42 @@
+"""`make bench`: run every bench/bench_*.py, each in its own process, and print one JSON report
+(also kept in bench/results/latest.json). `python -m bench env audio` runs a subset."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main(argv: list[str]) -> int:
+    wanted = set(argv)
+    report: dict = {"machine": {"cpus": __import__("os").cpu_count()}, "results": {}}
+    failed = False
+    for script in sorted(HERE.glob("bench_*.py")):
+        name = script.stem.removeprefix("bench_")
+        if wanted and name not in wanted:
+            continue
+        started = time.monotonic()
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=HERE.parent)
+        entry: dict = {"seconds": round(time.monotonic() - started, 1)}
+        try:
+            entry.update(json.loads(proc.stdout[proc.stdout.index("{"):]))
+        except ValueError:
+            entry["error"] = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        if proc.returncode != 0:
+            failed = True
+            entry.setdefault("error", f"exit {proc.returncode}")
+        report["results"][name] = entry
+        print(f"{name}: {json.dumps(entry)}", file=sys.stderr)
+    out = HERE / "results"
+    out.mkdir(exist_ok=True)
+    (out / "latest.json").write_text(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
