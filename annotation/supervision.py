@@ -68,7 +68,7 @@ class EpisodeSupervisor:
     def review(self, index: int, observation, proposal):
         from agent.rollout import Decision
 
-        opened = False
+        opened_as = None  # a proposal is shown again when control changes hands (model <-> person)
         while True:
             close_old_connections()
             episode = Episode.objects.get(pk=self.episode_id)
@@ -88,13 +88,15 @@ class EpisodeSupervisor:
                 return Decision(kind="approve")
             if asks_user and episode.status != EpisodeStatus.PAUSED and not episode.human_control:
                 flywheel_services.episode_live_state_set(episode_id=self.episode_id, status=EpisodeStatus.PAUSED)
-            if not opened and not episode.human_control:
-                reason = "call_user" if asks_user else ""
+            mode = "takeover" if episode.human_control else "review"
+            if opened_as != mode:
+                # under a takeover this still shows the current screen (and what the model would do)
+                reason = "takeover" if episode.human_control else ("call_user" if asks_user else "")
                 flywheel_services.proposal_open(
                     episode=episode, index=index, turn=flywheel_services.turn_payload(proposal),
                     screenshot=observation.screenshot, width=observation.width, height=observation.height,
                     url=observation.url, reason=reason)
-                opened = True
+                opened_as = mode
             if time.monotonic() - self._last_activity > settings.LOUPE_SUPERVISED_IDLE_SECONDS:
                 raise SupervisorIdle(f"no annotator acted for {settings.LOUPE_SUPERVISED_IDLE_SECONDS:.0f} s")
             self._wait(1.0)

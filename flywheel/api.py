@@ -283,6 +283,25 @@ class StepScreenshotApi(APIView):
         return response
 
 
+class ProposalScreenshotApi(APIView):
+    """The screen a proposal was made on (stored with its `step.proposed` event)."""
+
+    @extend_schema(responses={(200, "image/jpeg"): bytes})
+    def get(self, request, episode_id: int, index: int):
+        from django.core.files.storage import default_storage
+
+        from flywheel.models import Event
+
+        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id)
+        name = (Event.objects.filter(episode=episode, type="step.proposed", payload__index=index)
+                .order_by("-seq").values_list("payload__screenshot", flat=True).first())
+        if not name:
+            raise ApplicationError("No screenshot for that proposal.", status=404)
+        response = FileResponse(default_storage.open(name, "rb"), content_type="image/jpeg")
+        response["Cache-Control"] = "private, max-age=86400, immutable"
+        return response
+
+
 # --- checkpoints, deployments, runs --------------------------------------------------------------
 class DeploymentListApi(APIView):
     @extend_schema(responses={200: dict})

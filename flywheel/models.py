@@ -89,6 +89,7 @@ class Checkpoint(models.Model):
 class Backend(models.TextChoices):
     LOCAL = "local"
     OPENAI = "openai"
+    SCRIPTED = "scripted"  # the tasks' scripted solvers: an oracle baseline, and the UI's tests
 
 
 class Deployment(models.Model):

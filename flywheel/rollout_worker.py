@@ -49,6 +49,8 @@ def policy_for(episode: Episode):
             _policies[key] = make_policy("openai", base_url=settings.LOUPE_OPENAI_BASE_URL, model=name,
                                          api_key=settings.LOUPE_OPENAI_API_KEY or None)
         return _policies[key]
+    if backend == "scripted":
+        return make_policy("scripted", task=episode.task.task_name)
     key = ("local", episode.checkpoint.uri)
     if key not in _policies:
         # one local model per process at a time: reload in place when the deployment changes

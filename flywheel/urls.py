@@ -16,6 +16,8 @@ urlpatterns += [
     path("episodes/<int:episode_id>/", api.EpisodeDetailApi.as_view(), name="episode-detail"),
     path("episodes/<int:episode_id>/resume", api.EpisodeResumeApi.as_view(), name="episode-resume"),
     path("episodes/<int:episode_id>/steps/<int:index>/screenshot", api.StepScreenshotApi.as_view(), name="step-screenshot"),
+    path("episodes/<int:episode_id>/proposals/<int:index>/screenshot", api.ProposalScreenshotApi.as_view(),
+         name="proposal-screenshot"),
     path("projects/<int:project_id>/deployments/", api.DeploymentListApi.as_view(), name="deployment-list"),
     path("projects/<int:project_id>/runs/", api.RunListApi.as_view(), name="run-list"),
 ]

@@ -5,7 +5,7 @@ import { RequireAuth } from "./auth/RequireAuth";
 import { Layout } from "./components/Layout";
 import { DatasetsPage } from "./datasets/DatasetsPage";
 import { EpisodeListPage } from "./episodes/EpisodeListPage";
-import { EpisodeViewerPage } from "./episodes/EpisodeViewerPage";
+import { SessionPage } from "./session/SessionPage";
 import { ProjectListPage } from "./projects/ProjectListPage";
 import { ProjectPage } from "./projects/ProjectPage";
 import { ReviewPage } from "./review/ReviewPage";
@@ -42,7 +42,7 @@ export function AppRoutes() {
         <Route path="projects/:projectId/review" element={<ReviewPage />} />
         <Route path="projects/:projectId/datasets" element={<DatasetsPage />} />
         <Route path="projects/:projectId/runs" element={<RunsPage />} />
-        <Route path="episodes/:episodeId" element={<EpisodeViewerPage />} />
+        <Route path="episodes/:episodeId" element={<SessionPage />} />
         <Route path="*" element={<NotFoundPage />} />
       </Route>
     </Routes>

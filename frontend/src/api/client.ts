@@ -5,6 +5,7 @@
  * `errors`) so pages can show it to the person as is; nothing here swallows an error.
  */
 import type {
+  Deployment,
   Episode,
   EpisodeDetail,
   EpisodeMode,
@@ -15,6 +16,7 @@ import type {
   Role,
   TaskInput,
   TaskSpec,
+  TrainingRun,
   User,
 } from "./types";
 
@@ -255,6 +257,14 @@ export const episodeStart = (
     method: "POST",
     body: request,
   });
+
+// --- training runs and deployments ------------------------------------------------------
+
+export const runList = (projectId: number, signal?: AbortSignal) =>
+  apiFetch<Page<TrainingRun>>(`projects/${projectId}/runs/`, { signal }).then((page) => page.results);
+
+export const deploymentList = (projectId: number, signal?: AbortSignal) =>
+  apiFetch<Page<Deployment>>(`projects/${projectId}/deployments/`, { signal }).then((page) => page.results);
 
 // --- health -----------------------------------------------------------------------------
 

@@ -75,6 +75,12 @@ export interface Episode {
   created_at: string;
   started_at: string | null;
   finished_at: string | null;
+  /** The one person steering the episode, when someone is. */
+  control?: { username: string } | null;
+  /** The index of the proposal waiting for a decision. */
+  pending_index?: number | null;
+  /** A person has taken over acting. */
+  human_control?: boolean;
 }
 
 /** An action as the parser stores it: `click(x=120, y=48)` is `{name: "click", args: {x: 120, y: 48}}`. */
@@ -93,18 +99,57 @@ export interface Step {
   action_text: string;
   void: boolean;
   void_reason: string;
-  proposal: { thought: string; action_text: string } | null;
+  /** What the model proposed, for a step a person edited or acted in its place. */
+  proposal: { thought: string; action_text: string; action?: Action | null } | null;
   reward: number | null;
   screenshot_url: string;
   width: number;
   height: number;
   url: string;
   human_thought: string;
+  done?: boolean;
   created_at: string;
 }
 
 export interface EpisodeDetail extends Episode {
   steps: Step[];
+}
+
+export type RunStatus = "queued" | "running" | "succeeded" | "failed" | "cancelled";
+
+/** One point the trainer reported: `loss` at `step` of `total`, in a `phase` (demos, sft, dpo...). */
+export interface RunMetric {
+  step: number;
+  total?: number;
+  loss?: number;
+  phase?: string;
+  [extra: string]: unknown;
+}
+
+export interface TrainingRun {
+  id: number;
+  algorithm: string;
+  status: RunStatus;
+  /** 0..1 */
+  progress: number;
+  config: Record<string, unknown>;
+  metrics: RunMetric[];
+  error: string;
+  log_tail: string;
+  checkpoint: { id: number; name: string } | null;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+}
+
+export interface Deployment {
+  id: number;
+  checkpoint: { id: number; name: string };
+  backend: string;
+  active: boolean;
+  activated_at: string | null;
+  deactivated_at: string | null;
+  reason: string;
 }
 
 export interface HealthCheck {

@@ -112,6 +112,26 @@ describe("EpisodeSocket", () => {
     expect(socket.send({ type: "resume" })).not.toBe(id);
   });
 
+  it("forgets a command the server refused, so a reconnect does not resend it", () => {
+    const { socket, received } = makeSocket();
+    socket.start();
+    const first = MockWebSocket.latest();
+    first.open();
+    const refused = socket.send({ type: "approve", index: 3 });
+    const waiting = socket.send({ type: "pause" });
+    first.receive({ type: "error", id: refused, data: { message: "Nothing is proposed right now." } });
+    // A broadcast error (with seq) about someone's stored command settles nothing of ours.
+    first.receive({ type: "error", seq: 1, data: { message: "Take over first.", command: waiting } });
+    expect(socket.pendingCommands).toBe(1);
+    expect(received.map((m) => m.type)).toEqual(["error", "error"]);
+
+    first.drop();
+    vi.advanceTimersByTime(100);
+    const second = MockWebSocket.latest();
+    second.open();
+    expect(second.sent).toEqual([{ type: "pause", id: waiting }]);
+  });
+
   it("does not reconnect after close()", () => {
     const { socket } = makeSocket();
     socket.start();

@@ -11,11 +11,16 @@ export type ConnectionState = "connecting" | "open" | "reconnecting" | "closed";
 
 export interface ServerMessage {
   type: string;
-  /** Absent on `ack` messages, which are replies, not episode events. */
+  /** Absent on per-connection messages (`hello`, `ack`, `presence`, an `error` about your own frame). */
   seq?: number;
-  /** The client command id an `ack` answers. */
-  id?: string;
-  /** The event payload; its shape depends on `type` (see episodes/episodeState.ts). */
+  /** The client command id an `ack` (or a refusing `error`) answers; null when the frame had none. */
+  id?: string | null;
+  /** On `ack`: "accepted" (stored, the worker will apply it) or "applied". */
+  status?: string;
+  /** On `ack`: the command type acknowledged. */
+  command?: string;
+  duplicate?: boolean;
+  /** The event payload; its shape depends on `type` (see session/episodeState.ts). */
   data?: object;
 }
 
@@ -178,7 +183,9 @@ export class EpisodeSocket {
       return; // Not ours to interpret; the server only sends JSON.
     }
     if (!message || typeof message.type !== "string") return;
-    if (message.type === "ack") {
+    // An ack, or a refusal of one of our own frames (an error without seq), settles the command:
+    // resending a refused one after a reconnect would only be refused again.
+    if (message.type === "ack" || (message.type === "error" && typeof message.seq !== "number")) {
       if (message.id) this.unacked.delete(message.id);
       this.options.onMessage(message);
       return;

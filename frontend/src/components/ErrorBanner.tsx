@@ -26,7 +26,7 @@ export function ErrorBanner({ error, message, title, fieldErrors, onRetry }: Err
   const entries = Object.entries(fields);
 
   return (
-    <div className="banner banner-error" role="alert">
+    <div className="banner banner-error" role="alert" data-testid="error-banner">
       <div className="banner-body">
         <strong>{heading}</strong>
         <p>{text}</p>

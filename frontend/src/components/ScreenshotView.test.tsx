@@ -1,6 +1,6 @@
-import { render } from "@testing-library/react";
-import { describe, expect, it } from "vitest";
-import { actionMarkers, displayToScreenshot, scalePoint } from "./markers";
+import { fireEvent, render } from "@testing-library/react";
+import { describe, expect, it, vi } from "vitest";
+import { actionLabel, actionMarkers, displayToScreenshot, scalePoint } from "./markers";
 import { ScreenshotView } from "./ScreenshotView";
 
 describe("click marker", () => {
@@ -59,5 +59,28 @@ describe("click marker", () => {
       <ScreenshotView src="/s.png" width={160} height={210} alt="s" action={{ name: "wait", args: {} }} />,
     );
     expect(queryByTestId("action-overlay")).toBeNull();
+  });
+});
+
+describe("caption and picking", () => {
+  it("captions actions that have no place, preferring the proposal's", () => {
+    expect(actionLabel({ name: "type", args: { text: "Alice" } })).toBe("⌨ type “Alice”");
+    expect(actionLabel({ name: "hotkey", args: { keys: "ctrl+a" } })).toBe("⌨ ctrl+a");
+    expect(actionLabel({ name: "click", args: { x: 1, y: 2 } })).toBeNull();
+    const { getByTestId } = render(
+      <ScreenshotView src="/s.png" width={160} height={210} alt="s" action={{ name: "wait", args: {} }} proposal={{ name: "hotkey", args: { keys: "enter" } }} />,
+    );
+    expect(getByTestId("action-label").textContent).toBe("⌨ enter");
+  });
+
+  it("reports a click on the shown image in screenshot pixels", () => {
+    const onPick = vi.fn();
+    const { getByTestId } = render(
+      <ScreenshotView src="/s.png" width={160} height={210} alt="s" displayWidth={320} testId="shot" onPick={onPick} />,
+    );
+    const img = getByTestId("shot");
+    img.getBoundingClientRect = () => ({ left: 10, top: 20, width: 320, height: 420, right: 330, bottom: 440, x: 10, y: 20, toJSON: () => ({}) });
+    fireEvent.click(img, { clientX: 10 + 100, clientY: 20 + 50 });
+    expect(onPick).toHaveBeenCalledWith({ x: 50, y: 25 });
   });
 });

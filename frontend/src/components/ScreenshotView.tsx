@@ -1,5 +1,6 @@
+import type { MouseEvent } from "react";
 import type { Action } from "../api/types";
-import { actionMarkers, type Marker } from "./markers";
+import { actionLabel, actionMarkers, displayToScreenshot, type Marker, type Point } from "./markers";
 
 interface ScreenshotViewProps {
   src: string;
@@ -14,6 +15,15 @@ interface ScreenshotViewProps {
   /** Rendered width in CSS pixels; the height follows the aspect ratio. */
   displayWidth?: number;
   testId?: string;
+  /**
+   * Makes the screenshot clickable (a person acting after a takeover): called with the clicked
+   * point in screenshot pixels, whatever size the picture is shown at.
+   */
+  onPick?: (point: Point) => void;
+  /** What a click does, for the pointer's tooltip ("Click here to act"). */
+  pickTitle?: string;
+  /** The image failed to load (so a page can fall back to another picture). */
+  onError?: () => void;
 }
 
 const SCROLL_ARROW: Record<string, [number, number]> = {
@@ -59,19 +69,56 @@ function MarkerShape({ marker, tone, size }: { marker: Marker; tone: "action" | 
  * A screenshot scaled up crisply (screenshots are small, about 160x210), with an SVG overlay in
  * the screenshot's own pixel coordinates marking where the action points.
  */
-export function ScreenshotView({ src, width, height, alt, action, proposal, displayWidth, testId }: ScreenshotViewProps) {
+export function ScreenshotView({
+  src,
+  width,
+  height,
+  alt,
+  action,
+  proposal,
+  displayWidth,
+  testId,
+  onPick,
+  pickTitle,
+  onError,
+}: ScreenshotViewProps) {
   const w = width > 0 ? width : 160;
   const h = height > 0 ? height : 210;
   const markers = actionMarkers(action);
   const proposed = actionMarkers(proposal);
   const size = Math.min(w, h);
+  // Actions without a place (type, hotkey, wait...) get a caption instead of a marker.
+  const label = actionLabel(proposal ?? null) ?? actionLabel(action ?? null);
+
+  function pick(event: MouseEvent<HTMLImageElement>) {
+    if (!onPick) return;
+    const rect = event.currentTarget.getBoundingClientRect();
+    if (!(rect.width > 0 && rect.height > 0)) return; // not laid out: no honest mapping exists
+    const at = { x: event.clientX - rect.left, y: event.clientY - rect.top };
+    onPick(displayToScreenshot(at, { width: rect.width, height: rect.height }, { width: w, height: h }));
+  }
 
   return (
     <div
-      className="screenshot"
+      className={`screenshot${onPick ? " pickable" : ""}`}
       style={{ width: displayWidth ? `${displayWidth}px` : undefined, aspectRatio: `${w} / ${h}` }}
     >
-      <img src={src} alt={alt} width={w} height={h} data-testid={testId} draggable={false} />
+      <img
+        src={src}
+        alt={alt}
+        width={w}
+        height={h}
+        data-testid={testId}
+        draggable={false}
+        onClick={onPick ? pick : undefined}
+        title={onPick ? pickTitle : undefined}
+        onError={onError}
+      />
+      {label && (
+        <span className={`screenshot-label ${proposal && actionLabel(proposal) ? "marker-proposal" : "marker-action"}`} data-testid="action-label">
+          {label}
+        </span>
+      )}
       {(markers.length > 0 || proposed.length > 0) && (
         <svg
           className="screenshot-overlay"

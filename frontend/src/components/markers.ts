@@ -71,3 +71,30 @@ export function displayToScreenshot(p: Point, displayed: Size, screenshot: Size)
   const clamp = (v: number, max: number) => Math.min(Math.max(Math.round(v), 0), Math.max(0, max - 1));
   return { x: clamp(s.x, screenshot.width), y: clamp(s.y, screenshot.height) };
 }
+
+/**
+ * A caption for actions that have no place on the screen: what is typed, which keys, the
+ * model's answer or question. Null for actions drawn as markers, and for none.
+ */
+export function actionLabel(action: Action | null | undefined): string | null {
+  if (!action) return null;
+  const args = action.args ?? {};
+  const text = (value: unknown, max = 40) => {
+    const s = String(value ?? "");
+    return s.length > max ? `${s.slice(0, max - 1)}…` : s;
+  };
+  switch (action.name) {
+    case "type":
+      return `⌨ type “${text(args.text)}”`;
+    case "hotkey":
+      return `⌨ ${text(args.keys)}`;
+    case "wait":
+      return "⏳ wait";
+    case "finished":
+      return `✓ finished${args.answer ? `: ${text(args.answer)}` : ""}`;
+    case "call_user":
+      return `? asks: ${text(args.question)}`;
+    default:
+      return null;
+  }
+}

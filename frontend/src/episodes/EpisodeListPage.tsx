@@ -1,13 +1,14 @@
-import { useState } from "react";
 import { Link, useSearchParams } from "react-router";
-import { EPISODE_MODES, EPISODE_STATUSES } from "../api/types";
+import { EPISODE_MODES, EPISODE_STATUSES, type Episode } from "../api/types";
+import { useSession } from "../auth/useSession";
 import { OutcomeBadge, StatusBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime, formatReward } from "../components/format";
 import { ProjectFrame } from "../components/ProjectFrame";
 import { Spinner } from "../components/Spinner";
 import { useIdParam } from "../components/useIdParam";
-import { useEpisodeList } from "./queries";
+import { canManage } from "../projects/permissions";
+import { useEpisodeList, useLiveEpisodes } from "./queries";
 import { StartEpisodeForm } from "./StartEpisodeForm";
 
 function EpisodeTable({ projectId }: { projectId: number }) {
@@ -114,28 +115,72 @@ function EpisodeTable({ projectId }: { projectId: number }) {
   );
 }
 
-/** `/projects/:projectId/episodes`: the project's episodes (live and past) and starting new ones. */
+function controlText(episode: Episode): string {
+  if (episode.control) return `${episode.control.username} controls`;
+  if (episode.status === "queued") return "starting soon";
+  return episode.mode === "supervised" ? "nobody controls — join to steer" : "running on its own";
+}
+
+/** The live episodes a person can join now, the ones waiting for a decision first. */
+function LiveQueue({ projectId }: { projectId: number }) {
+  const live = useLiveEpisodes(projectId);
+  if (live.isPending) return <Spinner label="Loading live episodes…" />;
+  if (live.error) return <ErrorBanner error={live.error} onRetry={live.refetch} />;
+  if (live.episodes.length === 0) {
+    return (
+      <p className="empty-state" data-testid="live-queue-empty">
+        Nothing is live right now. Start a supervised episode below to steer the agent yourself.
+      </p>
+    );
+  }
+  return (
+    <ul className="queue" data-testid="live-queue" aria-label="Live episodes">
+      {live.episodes.map((episode) => (
+        <li key={episode.id}>
+          <Link className="card queue-card" to={`/episodes/${episode.id}`} data-testid="queue-item" data-status={episode.status}>
+            <span className="queue-card-head">
+              <strong>#{episode.id}</strong>
+              <span>{episode.task.task_name}</span>
+              <span className="header-spacer" />
+              <StatusBadge status={episode.status} />
+            </span>
+            <span className="muted small">
+              seed {episode.seed} · {episode.mode} · {episode.n_steps} steps
+              {episode.pending_index != null ? " · a step awaits a decision" : ""}
+            </span>
+            <span className="small">{controlText(episode)}</span>
+          </Link>
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+/**
+ * `/projects/:projectId/episodes`: the annotator's queue. Live episodes to join come first, then
+ * the form to start a supervised episode, then every episode of the project.
+ */
 export function EpisodeListPage() {
   const projectId = useIdParam("projectId");
-  const [starting, setStarting] = useState(false);
+  const { user } = useSession();
 
   return (
     <ProjectFrame projectId={projectId} trail={[{ label: "Live sessions" }]}>
-      {() => (
-        <>
-          <div className="page-header">
-            <h1>Live sessions</h1>
-            <div className="header-spacer" />
-            {!starting && (
-              <button type="button" className="button primary" onClick={() => setStarting(true)}>
-                Start episode
-              </button>
-            )}
-          </div>
-          {starting && <StartEpisodeForm projectId={projectId} onDone={() => setStarting(false)} />}
-          <EpisodeTable projectId={projectId} />
-        </>
-      )}
+      {(project) => {
+        const manager = canManage(project, user);
+        return (
+          <>
+            <div className="page-header">
+              <h1>Live now</h1>
+            </div>
+            <LiveQueue projectId={projectId} />
+            <h2 className="section-header">{manager ? "Start episodes" : "Start a supervised episode"}</h2>
+            <StartEpisodeForm projectId={projectId} canStartAutonomous={manager} />
+            <h2 className="section-header">All episodes</h2>
+            <EpisodeTable projectId={projectId} />
+          </>
+        );
+      }}
     </ProjectFrame>
   );
 }

@@ -1,4 +1,5 @@
-import { useInfiniteQuery, useQuery } from "@tanstack/react-query";
+import { useInfiniteQuery, useQueries, useQuery } from "@tanstack/react-query";
+import type { Episode, EpisodeStatus } from "../api/types";
 import { episodeGet, episodeListPage, type EpisodeFilter } from "../api/client";
 
 export const episodesKey = (filter: EpisodeFilter) => ["episodes", filter] as const;
@@ -22,4 +23,29 @@ export function useEpisode(episodeId: number) {
     queryFn: ({ signal }) => episodeGet(episodeId, signal),
     enabled: Number.isFinite(episodeId),
   });
+}
+
+/** Live first: paused episodes wait for a person, then running ones, then those about to start. */
+export const LIVE_STATUSES: EpisodeStatus[] = ["paused", "running", "queued"];
+
+/**
+ * The annotator's queue: every live episode of the project (first page of each live status),
+ * refreshed often because people join and leave them all the time.
+ */
+export function useLiveEpisodes(projectId: number) {
+  const results = useQueries({
+    queries: LIVE_STATUSES.map((status) => ({
+      queryKey: [...episodesKey({ project: projectId, status }), "live"],
+      queryFn: ({ signal }: { signal: AbortSignal }) => episodeListPage({ project: projectId, status }, null, signal),
+      enabled: Number.isFinite(projectId),
+      refetchInterval: 5_000,
+    })),
+  });
+  const episodes: Episode[] = results.flatMap((r) => r.data?.results ?? []);
+  return {
+    episodes,
+    isPending: results.some((r) => r.isPending),
+    error: results.find((r) => r.error)?.error ?? null,
+    refetch: () => results.forEach((r) => r.refetch()),
+  };
 }

@@ -1,21 +1,43 @@
 import { useCallback, useEffect, useReducer, useRef, useState } from "react";
 import type { EpisodeDetail } from "../api/types";
 import { type Command, type ConnectionState, EpisodeSocket, type ServerMessage } from "../api/ws";
-import { applyMessage, emptyLive, fromDetail, type LiveEpisode, TERMINAL_STATUSES } from "./episodeState";
+import {
+  applyMessage,
+  commandSent,
+  emptyLive,
+  fromDetail,
+  isTerminal,
+  type LiveEpisode,
+  noticeDismissed,
+} from "./episodeState";
 
-type Action = { kind: "load"; detail: EpisodeDetail } | { kind: "message"; message: ServerMessage };
+type StreamAction =
+  | { kind: "load"; detail: EpisodeDetail }
+  | { kind: "message"; message: ServerMessage }
+  | { kind: "sent"; id: string; type: string }
+  | { kind: "dismiss"; key: number };
 
-function reducer(state: LiveEpisode, action: Action): LiveEpisode {
-  return action.kind === "load" ? fromDetail(action.detail) : applyMessage(state, action.message);
+function reducer(state: LiveEpisode, action: StreamAction): LiveEpisode {
+  switch (action.kind) {
+    case "load":
+      return fromDetail(action.detail);
+    case "message":
+      return applyMessage(state, action.message);
+    case "sent":
+      return commandSent(state, { id: action.id, type: action.type });
+    case "dismiss":
+      return noticeDismissed(state, action.key);
+  }
 }
 
 export interface EpisodeStream {
   live: LiveEpisode;
   connection: ConnectionState;
   connectionDetail: string;
-  /** Send a control command (pause, approve, ...); returns its client id. */
+  /** Send a control command (pause, approve, ...); returns its client id, pending until answered. */
   send: (command: Command) => string | null;
   reconnect: () => void;
+  dismissNotice: (key: number) => void;
 }
 
 /**
@@ -43,12 +65,10 @@ export function useEpisodeStream(episodeId: number, detail: EpisodeDetail | unde
     const socket = new EpisodeSocket({
       episodeId,
       after: 0,
-      onMessage: (message) => {
-        if (message.type !== "ack") dispatch({ kind: "message", message });
-      },
+      onMessage: (message) => dispatch({ kind: "message", message }),
       onStateChange: (state, why) => {
         // A finished episode's socket may close for good; do not retry forever.
-        if (state === "reconnecting" && TERMINAL_STATUSES.includes(statusRef.current as never)) {
+        if (state === "reconnecting" && isTerminal(statusRef.current as never)) {
           socket.close();
           setConnection("closed");
           setConnectionDetail("Episode ended; live updates stopped.");
@@ -66,8 +86,15 @@ export function useEpisodeStream(episodeId: number, detail: EpisodeDetail | unde
     };
   }, [episodeId, loaded]);
 
-  const send = useCallback((command: Command) => socketRef.current?.send(command) ?? null, []);
+  const send = useCallback((command: Command) => {
+    const socket = socketRef.current;
+    if (!socket) return null;
+    const id = socket.send(command);
+    dispatch({ kind: "sent", id, type: command.type });
+    return id;
+  }, []);
   const reconnect = useCallback(() => socketRef.current?.reconnectNow(), []);
+  const dismissNotice = useCallback((key: number) => dispatch({ kind: "dismiss", key }), []);
 
-  return { live, connection, connectionDetail, send, reconnect };
+  return { live, connection, connectionDetail, send, reconnect, dismissNotice };
 }

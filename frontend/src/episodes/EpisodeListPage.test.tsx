@@ -1,0 +1,76 @@
+import { fireEvent, screen, waitFor } from "@testing-library/react";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type { Episode } from "../api/types";
+import { makeEpisode } from "../test/factories";
+import { mockFetch, type Routes } from "../test/http";
+import { renderApp } from "../test/render";
+
+afterEach(() => vi.unstubAllGlobals());
+
+function episode(id: number, status: Episode["status"], extra: Partial<Episode> = {}): Episode {
+  const { steps: _steps, ...rest } = makeEpisode();
+  return { ...rest, id, status, ...extra };
+}
+
+const page = (results: Episode[]) => ({ body: { results, next: null } });
+
+function routes(role: "annotator" | "manager", extra: Routes = {}): Routes {
+  return {
+    "GET /api/v1/auth/session": { body: { user: { id: 1, username: "ann", is_staff: false } } },
+    "GET /api/v1/projects/1/": { body: { id: 1, slug: "demo", name: "Demo project", description: "", role, created_at: "" } },
+    "GET /api/v1/projects/": { body: { results: [], next: null } },
+    "GET /api/v1/health": { body: { status: "ok", checks: {} } },
+    "GET /api/v1/projects/1/tasks/": {
+      body: {
+        results: [{ id: 3, env_kind: "miniwob", task_name: "click-button", instruction_template: "", seed_start: 0, seed_end: 99, split: "train", max_steps: 10 }],
+        next: null,
+      },
+    },
+    "GET /api/v1/episodes/?project=1&status=paused": page([episode(8, "paused", { pending_index: 2, control: null })]),
+    "GET /api/v1/episodes/?project=1&status=running": page([episode(9, "running", { control: { username: "bob" } })]),
+    "GET /api/v1/episodes/?project=1&status=queued": page([]),
+    "GET /api/v1/episodes/?project=1": page([episode(9, "running"), episode(8, "paused"), episode(7, "finished")]),
+    ...extra,
+  };
+}
+
+describe("EpisodeListPage (the queue)", () => {
+  it("lists live episodes to join first, waiting ones before running ones", async () => {
+    mockFetch(routes("annotator"));
+    renderApp("/projects/1/episodes");
+    const items = await screen.findAllByTestId("queue-item");
+    expect(items.map((i) => i.getAttribute("href"))).toEqual(["/episodes/8", "/episodes/9"]);
+    expect(items[0].textContent).toContain("a step awaits a decision");
+    expect(items[1].textContent).toContain("bob controls");
+    expect((await screen.findByTestId("episode-table")).querySelectorAll("tbody tr")).toHaveLength(3);
+  });
+
+  it("starts a supervised episode for an annotator, who is not offered autonomous mode", async () => {
+    const { requests } = mockFetch(
+      routes("annotator", { "POST /api/v1/projects/1/episodes/": { status: 201, body: { results: [episode(10, "queued")] } } }),
+    );
+    renderApp("/projects/1/episodes");
+    await screen.findByTestId("start-task");
+    expect(screen.queryByTestId("start-mode")).toBeNull();
+    fireEvent.change(screen.getByTestId("start-seed"), { target: { value: "4" } });
+    fireEvent.click(screen.getByTestId("start-submit"));
+    await waitFor(() => expect(screen.getByTestId("location").textContent).toBe("/episodes/10"));
+    expect(requests.find((r) => r.method === "POST")?.body).toEqual({ task: 3, seeds: [4], mode: "supervised" });
+  });
+
+  it("lets a manager choose autonomous, and shows the server's refusal as it is", async () => {
+    mockFetch(
+      routes("manager", {
+        "POST /api/v1/projects/1/episodes/": {
+          status: 403,
+          body: { detail: "Starting autonomous batches needs the manager role; start a supervised episode instead." },
+        },
+      }),
+    );
+    renderApp("/projects/1/episodes");
+    fireEvent.change(await screen.findByTestId("start-mode"), { target: { value: "autonomous" } });
+    expect(screen.getByTestId("start-submit").textContent).toBe("Start autonomous batch");
+    fireEvent.click(screen.getByTestId("start-submit"));
+    expect((await screen.findByRole("alert")).textContent).toContain("needs the manager role");
+  });
+});

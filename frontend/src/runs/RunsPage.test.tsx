@@ -1,0 +1,109 @@
+import { screen, waitFor } from "@testing-library/react";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type { TrainingRun } from "../api/types";
+import { mockFetch, type Routes } from "../test/http";
+import { renderApp } from "../test/render";
+import { lossSeries, nextSteps, runTitle } from "./runView";
+
+afterEach(() => vi.unstubAllGlobals());
+
+function makeRun(extra: Partial<TrainingRun> = {}): TrainingRun {
+  return {
+    id: 5,
+    algorithm: "sft",
+    status: "running",
+    progress: 0.3,
+    config: { coldstart: true },
+    metrics: [
+      { step: 0, total: 10, loss: 2.0, phase: "demos" },
+      { step: 1, total: 10, loss: 1.5, phase: "demos" },
+      { step: 0, total: 40, loss: 1.2, phase: "sft" },
+      { step: 10, total: 40, loss: 0.8, phase: "sft" },
+    ],
+    error: "",
+    log_tail: "",
+    checkpoint: null,
+    created_at: "2026-01-01T00:00:00Z",
+    started_at: "2026-01-01T00:00:01Z",
+    finished_at: null,
+    ...extra,
+  };
+}
+
+const base: Routes = {
+  "GET /api/v1/auth/session": { body: { user: { id: 1, username: "mia", is_staff: false } } },
+  "GET /api/v1/projects/1/": { body: { id: 1, slug: "demo", name: "Demo project", description: "", role: "manager", created_at: "" } },
+  "GET /api/v1/projects/": { body: { results: [], next: null } },
+  "GET /api/v1/health": { body: { status: "ok", checks: {} } },
+  "GET /api/v1/projects/1/deployments/": {
+    body: {
+      results: [
+        { id: 1, checkpoint: { id: 1, name: "scripted-0" }, backend: "local", active: false, activated_at: null, deactivated_at: null, reason: "" },
+        { id: 2, checkpoint: { id: 2, name: "v0-coldstart" }, backend: "local", active: true, activated_at: "2026-01-01T00:00:00Z", deactivated_at: null, reason: "cold start" },
+      ],
+      next: null,
+    },
+  },
+};
+
+describe("runView", () => {
+  it("names a cold-start run for what it does and splits the loss by phase", () => {
+    const run = makeRun();
+    expect(runTitle(run)).toBe("Training the first policy (v0) from scripted demonstrations");
+    expect(runTitle(makeRun({ config: {}, algorithm: "dpo", id: 9 }))).toBe("DPO run #9");
+    expect(lossSeries(run)).toEqual([
+      { name: "demos", points: [{ x: 0, y: 2 }, { x: 1, y: 1.5 }] },
+      { name: "sft", points: [{ x: 0, y: 1.2 }, { x: 10, y: 0.8 }] },
+    ]);
+    expect(lossSeries(makeRun({ metrics: [{ step: 3, loss: 0.5 }, { step: 4 }] }))).toEqual([{ name: "sft", points: [{ x: 3, y: 0.5 }] }]);
+  });
+
+  it("suggests a next step that matches the failure", () => {
+    expect(nextSteps(makeRun({ error: "RuntimeError: CUDA out of memory" }))).toMatch(/smaller batch/);
+    expect(nextSteps(makeRun({ error: "trainer sft exited with 1: dataset is empty" }))).toMatch(/nothing to train on/);
+    expect(nextSteps(makeRun({ error: "something odd" }))).toMatch(/Read the log/);
+  });
+});
+
+describe("RunsPage", () => {
+  it("shows the deployed checkpoint and a live run's progress and loss curves, polling until it ends", async () => {
+    let calls = 0;
+    mockFetch({
+      ...base,
+      "GET /api/v1/projects/1/runs/": () => {
+        calls += 1;
+        const run = calls === 1 ? makeRun() : makeRun({ status: "succeeded", progress: 1, checkpoint: { id: 3, name: "v0" } });
+        return { body: { results: [run], next: null } };
+      },
+    });
+    renderApp("/projects/1/runs");
+    expect((await screen.findByTestId("active-checkpoint")).textContent).toBe("v0-coldstart");
+    expect((await screen.findByTestId("run-title")).textContent).toBe("Training the first policy (v0) from scripted demonstrations");
+    expect(screen.getByTestId("run-progress").getAttribute("aria-valuenow")).toBe("30");
+    const paths = document.querySelectorAll("path[data-series]");
+    expect([...paths].map((p) => p.getAttribute("data-series"))).toEqual(["demos", "sft"]);
+
+    await waitFor(() => expect(screen.getByTestId("run-status").textContent).toBe("succeeded"), { timeout: 6000 });
+    expect(screen.getByTestId("run-progress").getAttribute("aria-valuenow")).toBe("100");
+    // Nothing is active any more: no further polls.
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(calls).toBe(2);
+  });
+
+  it("shows a failed run's error, its log tail and what to do next", async () => {
+    mockFetch({
+      ...base,
+      "GET /api/v1/projects/1/runs/": {
+        body: {
+          results: [makeRun({ status: "failed", config: {}, algorithm: "dpo", error: "trainer dpo exited with 1: no training rows", log_tail: "loading\nValueError: no training rows" })],
+          next: null,
+        },
+      },
+    });
+    renderApp("/projects/1/runs");
+    const failure = await screen.findByTestId("run-failure");
+    expect(failure.textContent).toContain("trainer dpo exited with 1: no training rows");
+    expect(screen.getByTestId("run-log").textContent).toContain("ValueError: no training rows");
+    expect(screen.getByTestId("run-next-steps").textContent).toMatch(/nothing to train on/);
+  });
+});

@@ -1,0 +1,51 @@
+/**
+ * How a training run reads to a person: its title, its loss curves and what to do when it failed.
+ * Pure functions, kept apart from the page so they are tested without rendering.
+ */
+import type { TrainingRun } from "../api/types";
+import type { Series } from "../components/LineChart";
+
+export function isColdStart(run: TrainingRun): boolean {
+  return run.config?.coldstart === true;
+}
+
+export function runTitle(run: TrainingRun): string {
+  if (isColdStart(run)) return "Training the first policy (v0) from scripted demonstrations";
+  return `${run.algorithm.toUpperCase()} run #${run.id}`;
+}
+
+/** One loss series per phase (demos, sft, dpo, rl, ...), in the order the phases ran. */
+export function lossSeries(run: TrainingRun): Series[] {
+  const byPhase = new Map<string, { x: number; y: number }[]>();
+  for (const metric of run.metrics ?? []) {
+    if (typeof metric.loss !== "number" || !Number.isFinite(metric.loss) || typeof metric.step !== "number") continue;
+    const phase = typeof metric.phase === "string" && metric.phase ? metric.phase : run.algorithm;
+    if (!byPhase.has(phase)) byPhase.set(phase, []);
+    byPhase.get(phase)!.push({ x: metric.step, y: metric.loss });
+  }
+  return [...byPhase.entries()].map(([name, points]) => ({ name, points }));
+}
+
+/** The latest metric, for "step 120 of 400 · loss 0.42". */
+export function latestMetric(run: TrainingRun) {
+  const metrics = run.metrics ?? [];
+  return metrics.length ? metrics[metrics.length - 1] : null;
+}
+
+/** What to try after a failure, read from the error the trainer left. */
+export function nextSteps(run: TrainingRun): string {
+  const text = `${run.error}\n${run.log_tail}`.toLowerCase();
+  if (/out of memory|cuda oom|cannot allocate memory|killed/.test(text)) {
+    return "The trainer ran out of memory. Start the run again with a smaller batch size or a smaller model.";
+  }
+  if (/no (training )?(rows|examples|data)|empty dataset|dataset is empty|no demonstrations/.test(text)) {
+    return "There was nothing to train on. Annotate or review more episodes, snapshot a dataset, then start the run again.";
+  }
+  if (/no such file|not found|does not exist/.test(text)) {
+    return "A file the run needs is missing (a checkpoint or dataset snapshot may have been deleted). Pick existing inputs and start again.";
+  }
+  if (/nan|inf(inite)? loss|diverg/.test(text)) {
+    return "The loss diverged. Lower the learning rate and start the run again.";
+  }
+  return "Read the log below for the first error, fix its cause, then start the run again. The deployed policy is unchanged.";
+}

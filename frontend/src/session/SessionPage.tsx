@@ -1,0 +1,390 @@
+import { useState } from "react";
+import { Link } from "react-router";
+import type { Step } from "../api/types";
+import { useSession } from "../auth/useSession";
+import { OutcomeBadge, StatusBadge } from "../components/Badge";
+import { Breadcrumbs } from "../components/Breadcrumbs";
+import { ConnectionBadge } from "../components/ConnectionBadge";
+import { ErrorBanner } from "../components/ErrorBanner";
+import { formatDateTime, formatReward } from "../components/format";
+import { ScreenshotView } from "../components/ScreenshotView";
+import { Spinner } from "../components/Spinner";
+import { useIdParam } from "../components/useIdParam";
+import { useEpisode } from "../episodes/queries";
+import { useProject } from "../projects/queries";
+import { ControlBar, type FormName } from "./ControlBar";
+import { controlsFor } from "./controls";
+import { EditForm, FinishForm, RejectForm } from "./DecisionForms";
+import { isTerminal } from "./episodeState";
+import { clickAction } from "./grammar";
+import { Notices } from "./Notices";
+import { ProposalPanel } from "./ProposalPanel";
+import { type ShortcutAction, useShortcuts } from "./shortcuts";
+import { ShortcutsOverlay } from "./ShortcutsOverlay";
+import { StepTimeline } from "./StepTimeline";
+import { TakeoverPanel } from "./TakeoverPanel";
+import { useEpisodeStream } from "./useEpisodeStream";
+
+const SCREENSHOT_WIDTH = 480;
+
+function StepDetails({ step, live }: { step: Step; live: boolean }) {
+  const corrected = step.actor !== "model" && step.proposal;
+  return (
+    <section className="card step-details" aria-label={live ? "Latest step" : `Step ${step.index}`}>
+      <div className="section-header">
+        <h2>{live ? `Latest step (${step.index})` : `Step ${step.index}`}</h2>
+        <span className={`actor actor-${step.actor}`}>{step.actor}</span>
+        {step.void && <span className="badge void">void turn</span>}
+        <div className="header-spacer" />
+        <span className="muted small">reward {formatReward(step.reward)}</span>
+      </div>
+      <div className={corrected ? "correction" : undefined}>
+        <div>
+          {corrected && <h3>{step.actor === "human" ? "The person did" : "The person's edit"}</h3>}
+          <h3>Thought</h3>
+          <p className="thought" data-testid="step-thought">
+            {step.thought || <span className="muted">No thought recorded.</span>}
+          </p>
+          <h3>Action</h3>
+          <pre className="action" data-testid="step-action">
+            {step.action_text || "(none)"}
+          </pre>
+        </div>
+        {corrected && step.proposal && (
+          <div className="correction-was" data-testid="step-proposal">
+            <h3>The model proposed</h3>
+            <h3>Thought</h3>
+            <p className="thought">{step.proposal.thought || <span className="muted">No thought.</span>}</p>
+            <h3>Action</h3>
+            <pre className="action">{step.proposal.action_text || "(void)"}</pre>
+          </div>
+        )}
+      </div>
+      {step.void && step.void_reason && <p className="field-error">Did not parse: {step.void_reason}</p>}
+      {step.human_thought && (
+        <>
+          <h3>Annotator said</h3>
+          <p className="thought">{step.human_thought}</p>
+        </>
+      )}
+      {step.url && <p className="muted small mono url">{step.url}</p>}
+    </section>
+  );
+}
+
+/**
+ * `/episodes/:episodeId`: the live session. The annotator watches the agent's screen and its
+ * proposals and steers it: approve / edit / reject, pause, take over and act, hand back, finish.
+ */
+export function SessionPage() {
+  const episodeId = useIdParam("episodeId");
+  const loaded = useEpisode(episodeId);
+  const stream = useEpisodeStream(episodeId, loaded.data);
+  const project = useProject(loaded.data?.project ?? Number.NaN);
+  const session = useSession();
+  const [selected, setSelected] = useState<number | null>(null);
+  const [openForm, setOpenForm] = useState<FormName | null>(null);
+  const [showHelp, setShowHelp] = useState(false);
+  const [actThought, setActThought] = useState("");
+  const [brokenShot, setBrokenShot] = useState<string | null>(null);
+
+  const { live, send } = stream;
+  const me =
+    live.me ?? (session.user ? { username: session.user.username, role: project.data?.role ?? null } : null);
+  const controls = controlsFor(live, me);
+  const proposal = live.proposal;
+
+  function open(form: FormName) {
+    if (controls[form].enabled) setOpenForm((current) => (current === form ? null : form));
+  }
+
+  function command(type: "approve" | "pause" | "resume" | "takeover" | "handback" | "claim" | "release") {
+    if (!controls[type].enabled) return;
+    if (type === "approve") send({ type, index: proposal?.index });
+    else send({ type });
+    if (type === "takeover" || type === "handback") setOpenForm(null);
+  }
+
+  function act(action: string) {
+    if (!controls.act.enabled) return;
+    send({ type: "act", action, ...(actThought.trim() ? { thought: actThought.trim() } : {}) });
+    setActThought("");
+  }
+
+  useShortcuts((action: ShortcutAction) => {
+    switch (action) {
+      case "help":
+        setShowHelp((v) => !v);
+        return true;
+      case "close":
+        if (!showHelp && !openForm) return false;
+        setShowHelp(false);
+        setOpenForm(null);
+        return true;
+      case "pause-resume":
+        if (controls.pause.enabled) command("pause");
+        else if (controls.resume.enabled) command("resume");
+        return true;
+      case "edit":
+      case "reject":
+      case "finish":
+        open(action);
+        return true;
+      default:
+        command(action);
+        return true;
+    }
+  });
+
+  if (!Number.isFinite(episodeId)) {
+    return (
+      <main className="page">
+        <ErrorBanner message="This address does not name an episode. Go back to the project's episode list." />
+      </main>
+    );
+  }
+  if (loaded.isPending) {
+    return (
+      <main className="page">
+        <Spinner label="Loading episode…" />
+      </main>
+    );
+  }
+  if (loaded.isError) {
+    return (
+      <main className="page">
+        <ErrorBanner error={loaded.error} onRetry={() => loaded.refetch()} />
+      </main>
+    );
+  }
+
+  const episode = live.episode ?? loaded.data;
+  const steps = live.steps;
+  const latest = steps[steps.length - 1];
+  const picked = selected !== null ? steps.find((s) => s.index === selected) : undefined;
+  const following = !picked || picked === latest;
+  const ended = isTerminal(episode.status);
+  const projectName = project.data?.name ?? `Project ${episode.project}`;
+  const listLink = `/projects/${episode.project}/episodes`;
+  const deciding = live.pending.some((p) => ["approve", "edit", "reject"].includes(p.type));
+  // The live screen: the open proposal's observation, else the last executed step's (also when
+  // the proposal's picture cannot be loaded).
+  const stepShown = picked ?? latest;
+  const proposalShot = following && proposal?.screenshot_url && proposal.screenshot_url !== brokenShot ? proposal : null;
+  const screen = proposalShot
+    ? {
+        src: proposalShot.screenshot_url,
+        width: proposalShot.width,
+        height: proposalShot.height,
+        label: `Screen for proposed step ${proposalShot.index}`,
+        action: null,
+      }
+    : stepShown?.screenshot_url
+      ? {
+          src: stepShown.screenshot_url,
+          width: stepShown.width,
+          height: stepShown.height,
+          label: `Screen at step ${stepShown.index}`,
+          action: following && proposal ? null : stepShown.action,
+        }
+      : null;
+  const canClick = following && controls.act.enabled && screen !== null;
+  const shown = stepShown;
+
+  return (
+    <main className="page page-wide session-page">
+      <Breadcrumbs
+        items={[
+          { label: "Projects", to: "/" },
+          { label: projectName, to: `/projects/${episode.project}` },
+          { label: "Live sessions", to: listLink },
+          { label: `Episode #${episode.id}` },
+        ]}
+      />
+      <div className="page-header">
+        <h1>
+          Episode #{episode.id} <span className="muted">· {episode.task.task_name}</span>
+        </h1>
+        <span data-testid="episode-status" data-status={episode.status}>
+          <StatusBadge status={episode.status} />
+        </span>
+        {live.humanControl && !ended && <span className="badge actor-human">human acting</span>}
+        <OutcomeBadge outcome={episode.outcome} />
+        <div className="header-spacer" />
+        <ConnectionBadge state={stream.connection} detail={stream.connectionDetail} onRetry={stream.reconnect} />
+        <button type="button" className="button subtle small" onClick={() => setShowHelp(true)} title="Keyboard shortcuts (?)">
+          Shortcuts <kbd>?</kbd>
+        </button>
+      </div>
+      <dl className="facts">
+        <div>
+          <dt>Seed</dt>
+          <dd className="mono">{episode.seed}</dd>
+        </div>
+        <div>
+          <dt>Mode</dt>
+          <dd>{episode.mode}</dd>
+        </div>
+        <div>
+          <dt>Checkpoint</dt>
+          <dd>{episode.checkpoint?.name ?? "—"}</dd>
+        </div>
+        <div>
+          <dt>Steps</dt>
+          <dd className="mono">{steps.length}</dd>
+        </div>
+        <div>
+          <dt>Started</dt>
+          <dd>{formatDateTime(episode.started_at)}</dd>
+        </div>
+        <div>
+          <dt>Watching now</dt>
+          <dd>
+            <ul className="watchers" data-testid="watchers" aria-label="Connected now">
+              {live.watchers.length === 0 && <li className="muted">—</li>}
+              {live.watchers.map((name) => (
+                <li key={name} className={name === live.control?.username ? "watcher controller" : "watcher"}>
+                  {name}
+                  {name === me?.username ? " (you)" : ""}
+                </li>
+              ))}
+            </ul>
+          </dd>
+        </div>
+      </dl>
+
+      {ended && (
+        <section className="card finished-card" data-testid="episode-finished" aria-label="Episode ended">
+          <div className="section-header">
+            <h2>Episode {episode.status}</h2>
+            <OutcomeBadge outcome={episode.outcome} />
+          </div>
+          <dl className="facts">
+            <div>
+              <dt>Outcome</dt>
+              <dd data-testid="finished-outcome">{episode.outcome || "—"}</dd>
+            </div>
+            <div>
+              <dt>Ended because</dt>
+              <dd data-testid="finished-reason">{episode.end_reason || "—"}</dd>
+            </div>
+            <div>
+              <dt>Reward</dt>
+              <dd className="mono" data-testid="finished-reward">
+                {formatReward(episode.reward)}
+              </dd>
+            </div>
+          </dl>
+          <Link className="button" to={listLink}>
+            Back to live sessions
+          </Link>
+        </section>
+      )}
+
+      {!ended && (
+        <ControlBar
+          controls={controls}
+          owner={live.control?.username ?? null}
+          me={me?.username ?? null}
+          paused={episode.status === "paused"}
+          humanControl={live.humanControl}
+          openForm={openForm}
+          onCommand={command}
+          onOpen={open}
+        />
+      )}
+
+      <div className="viewer">
+        <div className="viewer-screen">
+          {screen ? (
+            <div data-testid="screen-frame" className={canClick ? "screen-acting" : undefined}>
+              <ScreenshotView
+                src={screen.src}
+                width={screen.width}
+                height={screen.height}
+                alt={screen.label}
+                action={screen.action}
+                proposal={following && !live.humanControl ? proposal?.action : null}
+                displayWidth={SCREENSHOT_WIDTH}
+                testId="episode-screenshot"
+                onPick={canClick ? (p) => act(clickAction(p.x, p.y)) : undefined}
+                pickTitle="Click here to click this spot"
+                onError={() => proposalShot && setBrokenShot(proposalShot.screenshot_url)}
+              />
+            </div>
+          ) : (
+            <div className="screenshot-placeholder" data-testid="episode-screenshot-empty">
+              {episode.status === "queued" ? "Waiting for a worker to start this episode…" : "No screenshot yet."}
+            </div>
+          )}
+          {following && proposal?.screenshot_url && proposal.screenshot_url === brokenShot && (
+            <p className="muted small" data-testid="proposal-shot-missing">
+              The proposal's screenshot could not be loaded; showing the last step's screen instead.
+            </p>
+          )}
+          {!following && (
+            <button type="button" className="button" onClick={() => setSelected(null)}>
+              Back to live
+            </button>
+          )}
+        </div>
+        <div className="viewer-side">
+          {following && live.humanControl && !ended && controls.act.enabled && screen && (
+            <TakeoverPanel
+              act={controls.act}
+              thought={actThought}
+              onThought={setActThought}
+              onAct={act}
+              screen={{ width: screen.width || 160, height: screen.height || 210 }}
+            />
+          )}
+          {following && proposal && !ended && <ProposalPanel proposal={proposal} deciding={deciding} humanControl={live.humanControl} />}
+          {openForm === "edit" && proposal && controls.edit.enabled && (
+            <EditForm
+              key={`${proposal.index}-${proposal.action_text}`}
+              proposal={proposal}
+              onCancel={() => setOpenForm(null)}
+              onSubmit={(edit) => {
+                send({ type: "edit", index: proposal.index, action: edit.action, ...(edit.thought ? { thought: edit.thought } : {}) });
+                setOpenForm(null);
+              }}
+            />
+          )}
+          {openForm === "reject" && proposal && controls.reject.enabled && (
+            <RejectForm
+              proposal={proposal}
+              onCancel={() => setOpenForm(null)}
+              onSubmit={(reason) => {
+                send({ type: "reject", index: proposal.index, ...(reason ? { reason } : {}) });
+                setOpenForm(null);
+              }}
+            />
+          )}
+          {openForm === "finish" && controls.finish.enabled && (
+            <FinishForm
+              onCancel={() => setOpenForm(null)}
+              onSubmit={(finish) => {
+                send({ type: "finish", outcome: finish.outcome, ...(finish.comment ? { comment: finish.comment } : {}) });
+                setOpenForm(null);
+              }}
+            />
+          )}
+          {shown ? (
+            <StepDetails step={shown} live={following} />
+          ) : (
+            !proposal && <section className="card muted">The agent has not acted yet.</section>
+          )}
+        </div>
+      </div>
+
+      <h2 className="timeline-title">Timeline</h2>
+      <StepTimeline
+        steps={steps}
+        selected={picked ? picked.index : null}
+        onSelect={(index) => setSelected(index === latest?.index ? null : index)}
+      />
+      <Notices notices={live.notices} onDismiss={stream.dismissNotice} />
+      {showHelp && <ShortcutsOverlay onClose={() => setShowHelp(false)} />}
+    </main>
+  );
+}

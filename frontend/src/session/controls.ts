@@ -1,0 +1,99 @@
+/**
+ * Who may press which control right now, and why not. One pure function, so the buttons, the
+ * keyboard shortcuts and the tests all follow the same rules the server enforces
+ * (annotation/services.py): the server still judges, this only saves a person a refused click.
+ */
+import type { Role } from "../api/types";
+import { isTerminal, type LiveEpisode } from "./episodeState";
+
+export type ControlKey =
+  | "approve"
+  | "edit"
+  | "reject"
+  | "pause"
+  | "resume"
+  | "takeover"
+  | "handback"
+  | "finish"
+  | "claim"
+  | "release"
+  | "act";
+
+export interface Availability {
+  enabled: boolean;
+  /** Why it is disabled; empty when enabled. Shown as the button's title. */
+  why: string;
+}
+
+export type Controls = Record<ControlKey, Availability>;
+
+const DECISIONS = ["approve", "edit", "reject"];
+const ok: Availability = { enabled: true, why: "" };
+const no = (why: string): Availability => ({ enabled: false, why });
+
+export function isManager(role: Role | null | undefined): boolean {
+  return role === "manager" || role === "admin";
+}
+
+/** The person this page acts for: `hello` says it; the session's user fills in before it arrives. */
+export function whoAmI(live: LiveEpisode, fallback: { username: string; role: Role | null } | null) {
+  return live.me ?? fallback;
+}
+
+export function controlsFor(live: LiveEpisode, me: { username: string; role: Role | null } | null): Controls {
+  const status = live.episode?.status;
+  const all = (a: Availability) =>
+    Object.fromEntries(
+      (["approve", "edit", "reject", "pause", "resume", "takeover", "handback", "finish", "claim", "release", "act"] as const).map(
+        (k) => [k, a],
+      ),
+    ) as Controls;
+
+  if (isTerminal(status)) return all(no(`The episode is ${status}; it takes no more commands.`));
+  if (!me) return all(no("Waiting to learn who you are from the server…"));
+
+  const owner = live.control?.username ?? null;
+  const mine = owner === me.username;
+  const other = owner !== null && !mine;
+  const pendingTypes = new Set(live.pending.map((p) => p.type));
+  const sent = (type: string) => (pendingTypes.has(type) ? "Sent; waiting for the server to confirm." : "");
+
+  const claim = mine
+    ? no("You control this episode already.")
+    : other && !isManager(me.role)
+      ? no(`${owner} controls this episode; only a manager can take it from them. Ask them to release it.`)
+      : sent("claim")
+        ? no(sent("claim"))
+        : ok;
+  const release = !mine ? no("You do not control this episode.") : sent("release") ? no(sent("release")) : ok;
+
+  if (other) {
+    const watching = no(`${owner} controls this episode; you are watching. Claim it to act.`);
+    return { ...all(watching), claim, release };
+  }
+
+  const proposal = live.proposal;
+  const deciding = live.pending.some((p) => DECISIONS.includes(p.type));
+  const decision = (kind: "approve" | "edit" | "reject"): Availability => {
+    if (live.humanControl) return no("You have taken over: act on the screen yourself, or hand back to the model.");
+    if (!proposal) return no("Nothing is proposed right now; wait for the next proposal.");
+    if (deciding) return no("Your decision was sent; waiting for the server to confirm.");
+    if (kind === "approve" && proposal.void_reason) return no("A void turn cannot be approved; edit or reject it.");
+    return ok;
+  };
+  const simple = (type: string, blocked: string): Availability => (blocked ? no(blocked) : sent(type) ? no(sent(type)) : ok);
+
+  return {
+    approve: decision("approve"),
+    edit: decision("edit"),
+    reject: decision("reject"),
+    pause: simple("pause", status === "paused" ? "The episode is already paused." : ""),
+    resume: simple("resume", status !== "paused" ? "The episode is not paused." : ""),
+    takeover: simple("takeover", live.humanControl ? "You have already taken over." : ""),
+    handback: simple("handback", !live.humanControl ? "The model is acting already." : ""),
+    finish: simple("finish", ""),
+    act: live.humanControl ? ok : no("Take over first: the model is acting."),
+    claim,
+    release,
+  };
+}
