@@ -1,11 +1,13 @@
 """Episodes run by a real Celery worker with the tiny local policy in the real Chromium."""
 import os
 import signal
+import time
 
 import pytest
 from django.core.files.storage import default_storage
 from rest_framework.test import APIClient
 
+from flywheel import services
 from flywheel.models import Episode, EpisodeStatus, Event, Step
 from flywheel.tasks import episodes_sweep_interrupted
 from tests.factories import make_member, make_project, make_task, make_tiny_checkpoint, make_user
@@ -49,7 +51,8 @@ def test_autonomous_episode_records_every_step_and_event(celery_worker, rollout_
         assert all(lp <= 0 for lp in step.token_logprobs)
         assert step.void == (step.action is None)
         assert default_storage.exists(step.screenshot)
-        assert step.width > 0 and "Instruction:" in step.prompt[-1]["content"]
+        assert step.width > 0 and "Instruction:" in step.prompt[1]["content"]
+        assert '[button]' in step.prompt[-1]["content"]
     seqs = list(Event.objects.filter(episode=episode).order_by("seq").values_list("seq", "type"))
     assert [s for s, _ in seqs] == list(range(1, len(seqs) + 1))
     types = [t for _, t in seqs]
@@ -72,29 +75,48 @@ def test_screenshots_are_refused_to_non_members(celery_worker, rollout_project):
 
 
 def test_killed_worker_leaves_the_episode_interrupted_and_resumable(rollout_project, tmp_path):
+    """A supervised session in progress: the worker dies while the annotator works; nothing they did is lost."""
+    from annotation.services import command_submit
+
     project, task, checkpoint, client = rollout_project
-    task.max_steps = 12
-    task.save()
+    annotator = make_user()
+    make_member(project, annotator)
     stack = ProcessStack([], [])
+
+    def steer(kind: str, **fields) -> None:
+        result = command_submit(episode_id=episode_id, user=annotator,
+                                frame={"type": kind, "id": f"{kind}-{time.monotonic_ns()}", **fields})
+        assert result.ok, result.message
+
+    def proposal_open(index: int) -> bool:
+        return Episode.objects.get(pk=episode_id).pending_index == index
+
     try:
         worker = start_worker(stack, tmp_path, stack_env(), queues="rollouts", name="victim")
-        [episode_id] = start(client, project, task, [11])
-        wait_for(lambda: Step.objects.filter(episode_id=episode_id).exists(), 300, interval=0.02, what="a first step")
+        episode_id = services.episodes_start(project=project, task=task, seeds=[11], mode="supervised",
+                                             actor=annotator)[0].pk
+        for index in (0, 1):
+            wait_for(lambda: proposal_open(index), 300, interval=0.1, what=f"proposal {index}")
+            steer("edit", index=index, action=f"click(x={3 + index}, y=207)")
+        wait_for(lambda: proposal_open(2), 300, interval=0.1, what="proposal 2")
         os.killpg(worker.pid, signal.SIGKILL)
-        kept = list(Step.objects.filter(episode_id=episode_id).order_by("index").values_list("id", "index"))
-        # the liveness sweep (a beat task) notices the silent worker
+        kept = list(Step.objects.filter(episode_id=episode_id).order_by("index").values_list("id", "actor"))
+        assert [actor for _, actor in kept] == ["edited", "edited"]
+
         def interrupted():
-            episodes_sweep_interrupted.apply()
+            episodes_sweep_interrupted.apply()  # the liveness sweep, as beat runs it
             return Episode.objects.get(pk=episode_id).status == EpisodeStatus.INTERRUPTED
         wait_for(interrupted, 30, interval=1, what="the episode to be interrupted")
-        assert list(Step.objects.filter(episode_id=episode_id).order_by("index").values_list("id", "index"))[:len(kept)] == kept
         start_worker(stack, tmp_path, stack_env(), queues="rollouts", name="rescuer")
         response = client.post(f"/api/v1/episodes/{episode_id}/resume")
         assert response.status_code == 202, response.content
-        wait_for(lambda: Episode.objects.get(pk=episode_id).status == EpisodeStatus.FINISHED, 300, what="the resumed end")
+        # the new worker replays the two stored steps on the same seed and asks about step 2 again
+        wait_for(lambda: proposal_open(2) and Episode.objects.get(pk=episode_id).status == "running", 300,
+                 interval=0.2, what="the resumed proposal")
+        steer("finish", outcome="failure")
+        wait_for(lambda: Episode.objects.get(pk=episode_id).status == EpisodeStatus.FINISHED, 120, what="the end")
     finally:
         stack.stop()
     episode = Episode.objects.get(pk=episode_id)
-    indices = list(Step.objects.filter(episode=episode).order_by("index").values_list("index", flat=True))
-    assert indices == list(range(len(indices))) and len(indices) >= len(kept)
-    assert episode.attempt == 2
+    assert list(Step.objects.filter(episode=episode).order_by("index").values_list("id", "actor")) == kept
+    assert episode.attempt == 2 and episode.outcome == "failure"

@@ -52,6 +52,14 @@ def connect(base: str, episode_id: int, *, cookie: str | None = None, origin: st
     return ws
 
 
+def recv(ws) -> dict:
+    """The next message that is not the per-connection hello/presence."""
+    while True:
+        message = json.loads(ws.recv())
+        if message["type"] not in ("hello", "presence"):
+            return message
+
+
 def close_code(ws) -> int:
     ws.settimeout(10)
     while True:
@@ -80,11 +88,13 @@ def test_socket_of_a_non_member_is_closed_4403(daphne_server, episode_setup):
 def test_member_gets_the_replay_after_seq_then_live_events(daphne_server, episode_setup):
     cookie = login_cookie(daphne_server, "member")
     ws = connect(daphne_server, episode_setup.pk, cookie=cookie, origin=daphne_server, after=1)
-    replay = [json.loads(ws.recv()) for _ in range(2)]
+    hello = json.loads(ws.recv())
+    assert hello["type"] == "hello" and hello["data"]["username"] == "member" and hello["data"]["server_time"] > 0
+    replay = [recv(ws) for _ in range(2)]
     assert [m["seq"] for m in replay] == [2, 3]
     assert replay[0]["type"] == "step.executed" and replay[0]["data"] == {"index": 1}
     event_append(episode_id=episode_setup.pk, type="step.executed", payload={"index": 3})
-    live = json.loads(ws.recv())
+    live = recv(ws)
     assert live["seq"] == 4 and live["data"] == {"index": 3}
     ws.close()
 
@@ -97,7 +107,7 @@ def test_bearer_token_socket_needs_no_origin(daphne_server, episode_setup):
                                      headers={"Content-Type": "application/json"})
     token = json.load(urllib.request.urlopen(request))["token"]
     ws = connect(daphne_server, episode_setup.pk, header=[f"Authorization: Bearer {token}"])
-    assert json.loads(ws.recv())["seq"] == 1
+    assert recv(ws)["seq"] == 1
     ws.close()
 
 
@@ -105,10 +115,10 @@ def test_garbage_frame_gets_an_error_and_the_socket_stays_usable(daphne_server, 
     cookie = login_cookie(daphne_server, "member")
     ws = connect(daphne_server, episode_setup.pk, cookie=cookie, origin=daphne_server, after=3)
     ws.send("\x00not json")
-    error = json.loads(ws.recv())
+    error = recv(ws)
     assert error["type"] == "error" and "not JSON" in error["data"]["message"]
     event_append(episode_id=episode_setup.pk, type="step.executed", payload={"index": 9})
-    assert json.loads(ws.recv())["seq"] == 4
+    assert recv(ws)["seq"] == 4
     ws.close()
 
 
