@@ -19,8 +19,7 @@ from webapp.errors import ApplicationError
 
 log = logging.getLogger(__name__)
 
-COLDSTART_TASKS = ["click-button", "click-link", "focus-text", "click-test", "click-test-2", "click-dialog",
-                   "enter-text", "focus-text-2"]
+COLDSTART_TASKS = ["click-button", "click-link", "focus-text"]
 LOG_TAIL_CHARS = 20_000
 MAX_METRIC_POINTS = 500
 
@@ -37,8 +36,11 @@ def coldstart_run_create(*, project: Project) -> TrainingRun:
     config = {
         "coldstart": True,
         "tasks": COLDSTART_TASKS,
-        "seeds": os.environ.get("LOUPE_COLDSTART_SEEDS", "0-299"),
-        "max_steps": int(os.environ.get("LOUPE_COLDSTART_STEPS", "1500")),
+        "seeds": os.environ.get("LOUPE_COLDSTART_SEEDS", "0-149"),
+        "augment": 6,
+        "max_steps": int(os.environ.get("LOUPE_COLDSTART_STEPS", "1000")),
+        "max_seconds": int(os.environ.get("LOUPE_COLDSTART_SECONDS", "600")),
+        "sft_args": ["--lr", "3e-3", "--warmup-steps", "10", "--batch-tokens", "4096"],
         "deploy_as": "v0",
     }
     run = TrainingRun.objects.create(project=project, algorithm="sft", config=config)
@@ -112,7 +114,8 @@ def run_execute(*, run_id: int) -> str:
         if run.config.get("coldstart"):
             demos = out / "demos.jsonl"
             _stream(run, _trainer_argv("demos", "--tasks", ",".join(run.config["tasks"]), "--seeds",
-                                       run.config["seeds"], "--out", str(demos)), phase="demos", weight=(0.0, 0.15))
+                                       run.config["seeds"], "--augment", str(run.config.get("augment", 0)),
+                                       "--out", str(demos)), phase="demos", weight=(0.0, 0.3))
             data, init = demos, "tiny"
         else:
             if run.snapshot is None:
@@ -123,7 +126,10 @@ def run_execute(*, run_id: int) -> str:
         argv = _trainer_argv(run.algorithm, "--data", str(data), "--init", init, "--out", str(ckpt))
         if run.config.get("max_steps"):
             argv += ["--max-steps", str(run.config["max_steps"])]
-        final = _stream(run, argv, phase=run.algorithm, weight=(0.15 if run.config.get("coldstart") else 0.0, 1.0))
+        if run.config.get("max_seconds"):
+            argv += ["--max-seconds", str(run.config["max_seconds"])]
+        argv += [str(a) for a in run.config.get("sft_args", [])]
+        final = _stream(run, argv, phase=run.algorithm, weight=(0.3 if run.config.get("coldstart") else 0.0, 1.0))
         name = run.config.get("deploy_as") or f"run-{run.pk}"
         checkpoint = services.checkpoint_register(
             project=run.project, name=name, uri=str(ckpt), parent=run.init_checkpoint, produced_by=run,

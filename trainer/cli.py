@@ -1,0 +1,103 @@
+"""``python -m trainer {sft,dpo,rl,eval,serve,demos} ...``: options come from the config dataclasses.
+
+stdout carries only JSON lines (progress, then ``{"done": true, "out": ..., "metrics": ...}``);
+human logs go to stderr. Bad input exits with status 2 and one clear line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import signal
+import sys
+from typing import Any
+
+from trainer.configs import CONFIGS
+from trainer.model import TrainerError
+from trainer.optim import emit
+
+log = logging.getLogger("trainer")
+
+HELP = {
+    "sft": "supervised fine-tuning on messages rows (loss on assistant turns)",
+    "dpo": "direct preference optimization on prompt/chosen/rejected rows",
+    "rl": "PPO (decoupled, length-adaptive GAE) or GRPO on episodes, offline or online",
+    "eval": "roll a checkpoint out in the real env on held-out seeds; writes metrics.json",
+    "serve": "OpenAI-compatible HTTP server with vLLM-style runtime LoRA loading",
+    "demos": "scripted-solver demonstrations in the real env, written as SFT rows",
+}
+
+
+def _add_field(parser: argparse.ArgumentParser, f: dataclasses.Field) -> None:
+    flag = "--" + f.name.replace("_", "-")
+    help_text = f.metadata.get("help", "")
+    default = f.default
+    if f.type in ("bool", bool):
+        parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default,
+                            help=f"{help_text} (default: {default})")
+        return
+    kind: Any = {"int": int, "float": float, "str": str}.get(str(f.type), str)
+    parser.add_argument(flag, dest=f.name, type=kind, default=default, choices=f.metadata.get("choices"),
+                        help=f"{help_text} (default: {default!r})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m trainer", description="Loupe's trainer: snapshot file in, checkpoint dir out.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, cls in CONFIGS.items():
+        sub = commands.add_parser(name, help=HELP[name], description=cls.__doc__)
+        for f in dataclasses.fields(cls):
+            _add_field(sub, f)
+    return parser
+
+
+def run(command: str, config) -> tuple[str, dict]:
+    """Dispatch to the algorithm; returns (out path, metrics)."""
+    if command == "sft":
+        from trainer.sft import train_sft
+
+        return config.out, train_sft(config)
+    if command == "dpo":
+        from trainer.dpo import train_dpo
+
+        return config.out, train_dpo(config)
+    if command == "rl":
+        from trainer.rl import train_rl
+
+        return config.out, train_rl(config)
+    if command == "eval":
+        from trainer.evaluate import evaluate
+
+        return config.out, evaluate(config)
+    if command == "demos":
+        from trainer.demos import write_demos
+
+        return config.out, write_demos(config)
+    if command == "serve":
+        from trainer.serve import serve
+
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        serve(config)
+        return "", {}
+    raise TrainerError(f"unknown command {command!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    for noisy in ("httpx", "urllib3", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    args = build_parser().parse_args(argv)
+    cls = CONFIGS[args.command]
+    config = cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+    try:
+        out, metrics = run(args.command, config)
+    except TrainerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    if args.command != "serve":
+        emit({"done": True, "out": out, "metrics": metrics})
+    return 0

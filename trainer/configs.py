@@ -1,0 +1,165 @@
+"""One config dataclass per algorithm (after TRL's ``<algo>_config.py``).
+
+Every field carries a help text in ``metadata["help"]``; cli.py builds its argparse options from
+these fields, and the checkpoint's ``loupe.json`` records the whole dataclass that produced it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+
+def _f(default, help: str, **kw):  # noqa: A002 - "help" mirrors argparse
+    """A dataclass field with a help text (kept short so the config reads as a table)."""
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass
+class CommonConfig:
+    """Options every training algorithm shares."""
+
+    data: str = _f("", "snapshot file (JSONL) to train on")
+    init: str = _f("tiny", "checkpoint dir, any HF causal LM dir, or 'tiny' for the built-in tiny model")
+    out: str = _f("", "output checkpoint dir")
+    max_steps: int = _f(200, "optimizer steps")
+    seed: int = _f(0, "random seed (data order, init of the tiny model, sampling)")
+    lr: float = _f(1e-3, "peak learning rate (AdamW)")
+    weight_decay: float = _f(0.0, "AdamW weight decay")
+    warmup_steps: int = _f(10, "linear warmup steps")
+    schedule: str = _f("cosine", "learning-rate schedule after warmup", choices=["cosine", "linear", "constant"])
+    grad_clip: float = _f(1.0, "max global grad norm (0 disables)")
+    batch_tokens: int = _f(8192, "tokens per batch (rows are grouped by length and padded)")
+    max_length: int = _f(2048, "rows longer than this many tokens are truncated from the left")
+    device: str = _f("auto", "auto (cuda when available, else cpu), cpu or cuda")
+    dtype: str = _f("auto", "auto (bf16 on cuda, fp32 on cpu), fp32 or bf16")
+    lora: str = _f("", "LoRA through PEFT, e.g. 'r=8' or 'r=16,alpha=32,dropout=0.05'; empty trains all weights")
+    max_seconds: float = _f(0.0, "stop early (and save) after this many seconds of training; 0: no limit")
+    log_every: int = _f(10, "print a progress line every N steps")
+    threads: int = _f(0, "torch CPU threads (0 keeps torch's default)")
+
+
+@dataclass
+class SFTConfig(CommonConfig):
+    """Supervised fine-tuning on multi-turn ``messages`` rows; loss on assistant tokens only."""
+
+    epochs_cap: int = _f(0, "stop after this many passes over the data (0: only max_steps counts)")
+    shared_prefix: bool = _f(True, "run the prompt prefix all rows share (the system prompt) once a batch")
+
+
+@dataclass
+class DPOConfig(CommonConfig):
+    """Direct preference optimization on prompt / chosen / rejected rows against the frozen init."""
+
+    lr: float = _f(2e-4, "peak learning rate (AdamW)")
+    max_steps: int = _f(100, "optimizer steps")
+    beta: float = _f(0.1, "DPO temperature: how far the policy may move from the reference")
+    sft_weight: float = _f(0.0, "weight of an extra NLL loss on the chosen completion (RPO); 0 disables")
+
+
+@dataclass
+class RLConfig(CommonConfig):
+    """PPO (decoupled, length-adaptive GAE, value pretraining, clip-higher) or GRPO on episodes."""
+
+    lr: float = _f(2e-5, "peak learning rate of the policy (AdamW)")
+    max_steps: int = _f(20, "RL iterations (collect or read a batch, then update)")
+    warmup_steps: int = _f(0, "linear warmup steps")
+    advantage: str = _f("gae", "advantage estimator", choices=["gae", "grpo"])
+    gamma: float = _f(1.0, "discount per token")
+    lambda_critic: float = _f(1.0, "GAE lambda for the critic's targets (1.0: Monte-Carlo returns)")
+    lambda_policy: float = _f(0.95, "GAE lambda for the policy's advantages when length_adaptive is off")
+    length_adaptive: bool = _f(True, "policy lambda = 1 - 1/(alpha * length) per sequence")
+    alpha: float = _f(0.05, "alpha of the length-adaptive lambda")
+    eps_low: float = _f(0.2, "PPO clip range below 1")
+    eps_high: float = _f(0.28, "PPO clip range above 1 (clip-higher)")
+    ppo_epochs: int = _f(2, "passes over each batch")
+    critic_lr: float = _f(1e-4, "learning rate of the critic")
+    value_pretrain_steps: int = _f(4, "critic-only updates on the first batch before any policy update")
+    kl_coef: float = _f(0.0, "weight of a k3 KL penalty to the init policy (0 disables)")
+    mask_void: bool = _f(True, "mask whole trajectories that contain a void turn")
+    tasks: str = _f("", "online RL: comma-separated MiniWoB tasks to collect fresh episodes on")
+    seeds: str = _f("0-63", "online RL: seed range, e.g. 0-63 or 1,5,9")
+    env: str = _f("miniwob", "online RL: environment kind for agent.envs.make_env")
+    episodes_per_step: int = _f(16, "online RL: episodes collected per iteration")
+    group_size: int = _f(4, "online RL: attempts per (task, seed); grpo needs >= 2")
+    temperature: float = _f(1.0, "online RL: sampling temperature")
+    max_episode_steps: int = _f(4, "online RL: step limit per episode")
+    max_new_tokens: int = _f(96, "online RL: tokens generated per step")
+
+
+@dataclass
+class EvalConfig:
+    """Roll a checkpoint out in the real environment on held-out seeds."""
+
+    init: str = _f("", "checkpoint dir to evaluate")
+    out: str = _f("", "dir to write metrics.json (and episodes.jsonl) to")
+    tasks: str = _f("click-button,click-link,focus-text", "comma-separated tasks")
+    seeds: str = _f("1000-1019", "seed range, e.g. 1000-1019 or 1,5,9")
+    env: str = _f("miniwob", "environment kind for agent.envs.make_env")
+    max_episode_steps: int = _f(4, "step limit per episode")
+    temperature: float = _f(0.0, "sampling temperature (0: greedy)")
+    max_new_tokens: int = _f(96, "tokens generated per step")
+    seed: int = _f(0, "sampling seed")
+    threads: int = _f(0, "torch CPU threads (0 keeps torch's default)")
+
+
+@dataclass
+class DemosConfig:
+    """Cold-start demonstrations: agent's scripted solvers acting in the real environment."""
+
+    out: str = _f("demos.jsonl", "JSONL file to write SFT rows to")
+    tasks: str = _f("click-button,click-link,focus-text", "comma-separated tasks")
+    seeds: str = _f("0-199", "seed range, e.g. 0-199")
+    env: str = _f("miniwob", "environment kind for agent.envs.make_env")
+    max_episode_steps: int = _f(4, "step limit per episode")
+    keep_failed: bool = _f(False, "also write episodes the solver did not finish with reward > 0")
+    augment: int = _f(0, "synthetic variants per solved one-step episode (coordinates re-drawn, target swapped)")
+
+
+@dataclass
+class ServeConfig:
+    """OpenAI-compatible HTTP server around agent's LocalPolicy."""
+
+    init: str = _f("", "checkpoint dir served as the default model")
+    host: str = _f("127.0.0.1", "interface to bind")
+    port: int = _f(8100, "port to bind (0: any free port, printed on stdout)")
+    name: str = _f("", "model name the default checkpoint answers to (default: the dir's name)")
+    max_new_tokens: int = _f(96, "default max_tokens when a request gives none")
+    threads: int = _f(0, "torch CPU threads (0 keeps torch's default)")
+
+
+CONFIGS: dict[str, type] = {
+    "sft": SFTConfig,
+    "dpo": DPOConfig,
+    "rl": RLConfig,
+    "eval": EvalConfig,
+    "demos": DemosConfig,
+    "serve": ServeConfig,
+}
+
+
+def config_dict(config) -> dict:
+    """The config as a plain JSON-able dict (what loupe.json records)."""
+    return dataclasses.asdict(config)
+
+
+def parse_seeds(spec: str) -> list[int]:
+    """'0-3,7,10-11' -> [0, 1, 2, 3, 7, 10, 11]. Raises ValueError with the bad piece."""
+    seeds: list[int] = []
+    for piece in (p.strip() for p in spec.split(",")):
+        if not piece:
+            continue
+        try:
+            if "-" in piece:
+                lo, hi = piece.split("-", 1)
+                seeds.extend(range(int(lo), int(hi) + 1))
+            else:
+                seeds.append(int(piece))
+        except ValueError:
+            raise ValueError(f"bad seed range {piece!r}: use e.g. 0-199 or 1,5,9") from None
+    return seeds
+
+
+def parse_tasks(spec: str) -> list[str]:
+    """'click-button, click-link' -> ['click-button', 'click-link']."""
+    return [t.strip() for t in spec.split(",") if t.strip()]

@@ -1,0 +1,145 @@
+"""Cold-start demonstrations: agent's scripted solvers act in the real environment.
+
+Each step of a solved episode becomes one SFT row: the exact messages the policy would be shown
+at that step (rendered by agent.prompt, the one prompt renderer) followed by the solver's turn as
+the assistant message. Only episodes the environment rewards are kept (unless ``keep_failed``),
+so a row never teaches a turn that did not work.
+
+``augment`` adds synthetic variants of one-step episodes (the cheap way to give a tiny model
+enough examples when the browser is slow): the observation's element coordinates are re-drawn
+inside the screen and, where the instruction quotes an element's text, the target is swapped to
+another element of the same role; the same solver then decides on the variant, so the label is
+still the solver's (it decides only from the observation), just not checked by the env.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import random
+import re
+from pathlib import Path
+
+from trainer.configs import DemosConfig, parse_seeds, parse_tasks
+from trainer.model import TrainerError
+from trainer.optim import Timer, emit
+
+log = logging.getLogger("trainer")
+
+
+def demo_row(task: str, observation, history: list[tuple[str, str]], turns: list, meta: dict):
+    """(SFT row, solver turn, observation text) for one step: the prompt the policy would see, then the turn."""
+    from agent.prompt import render_messages, render_observation
+    from agent.solvers import solve_step
+
+    turn = solve_step(task, observation, turns)
+    observation_text = render_observation(observation)
+    messages = render_messages(instruction=observation.instruction, observation_text=observation_text,
+                               history=history)
+    row = {"messages": [*messages, {"role": "assistant", "content": turn.to_text()}], "meta": meta}
+    return row, turn, observation_text
+
+
+def augment_observation(observation, rng: random.Random):
+    """A synthetic variant of a one-step observation: new element centres, maybe another target."""
+    elements = []
+    for element in observation.elements:
+        half_w = max(1, min(element.width, observation.width) // 2)
+        half_h = max(1, min(element.height, observation.height) // 2)
+        x = rng.randint(half_w, max(half_w, observation.width - half_w - 1))
+        y = rng.randint(half_h, max(half_h, observation.height - half_h - 1))
+        elements.append(dataclasses.replace(element, x=x, y=y))
+    instruction = observation.instruction
+    quoted = re.findall(r'"([^"]*)"', instruction)
+    if quoted:
+        target = quoted[0]
+        roles = {e.role for e in observation.elements if e.text.strip() == target}
+        others = sorted({e.text.strip() for e in observation.elements
+                         if e.role in roles and e.text.strip() and e.text.strip() != target and '"' not in e.text})
+        if others and rng.random() < 0.5:
+            instruction = instruction.replace(f'"{target}"', f'"{rng.choice(others)}"', 1)
+    return dataclasses.replace(observation, instruction=instruction, elements=elements)
+
+
+def demo_episode(env, task: str, seed: int, max_steps: int) -> tuple[list[dict], float, object]:
+    """Solve one (task, seed) with the scripted solver. Returns (SFT rows, final reward, first observation)."""
+    observation = env.reset(task, seed)
+    first = observation
+    turns: list = []
+    history: list[tuple[str, str]] = []
+    rows: list[dict] = []
+    reward = 0.0
+    for index in range(max_steps):
+        row, turn, observation_text = demo_row(task, observation, history, turns,
+                                               {"task": task, "seed": seed, "step": index, "source": "solver"})
+        rows.append(row)
+        result = env.step(turn.action)
+        turns.append(turn)
+        history.append((observation_text, row["messages"][-1]["content"]))
+        reward = float(result.reward)
+        if result.done:
+            break
+        observation = result.observation
+    return rows, reward, first
+
+
+def augmented_rows(task: str, seed: int, observation, count: int) -> list[dict]:
+    """``count`` synthetic variants of a solved one-step episode (see the module docstring)."""
+    from agent.solvers import SolverError
+
+    rng = random.Random(f"{task}:{seed}")
+    rows = []
+    for index in range(count):
+        try:
+            row, _, _ = demo_row(task, augment_observation(observation, rng), [], [],
+                                 {"task": task, "seed": seed, "step": 0, "source": "augment", "variant": index})
+        except SolverError:
+            continue
+        rows.append(row)
+    return rows
+
+
+def write_demos(config: DemosConfig) -> dict:
+    """Run every (task, seed), write the rows of rewarded episodes to ``config.out``."""
+    from agent.envs import make_env
+    from agent.solvers import SolverError
+
+    tasks, seeds = parse_tasks(config.tasks), parse_seeds(config.seeds)
+    if not tasks or not seeds:
+        raise TrainerError("demos needs --tasks and --seeds")
+    if not config.out:
+        raise TrainerError("--out is required: the JSONL file to write")
+    out = Path(config.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    timer = Timer()
+    counts = {task: {"episodes": 0, "solved": 0, "rows": 0, "solver_errors": 0} for task in tasks}
+    total, done = len(tasks) * len(seeds), 0
+    # MiniWoB episodes restarted inside the loaded page: the same seeded episodes, far cheaper resets
+    env = make_env(config.env, **({"fresh_context": False} if config.env == "miniwob" else {}))
+    try:
+        with open(out, "w", encoding="utf-8") as fh:
+            for task in tasks:
+                for seed in seeds:
+                    done += 1
+                    counts[task]["episodes"] += 1
+                    try:
+                        rows, reward, first = demo_episode(env, task, seed, config.max_episode_steps)
+                    except SolverError as exc:
+                        counts[task]["solver_errors"] += 1
+                        log.warning("demos: %s seed %d: %s", task, seed, exc)
+                        continue
+                    if reward > 0:
+                        counts[task]["solved"] += 1
+                    elif not config.keep_failed:
+                        continue
+                    if reward > 0 and len(rows) == 1:
+                        rows += augmented_rows(task, seed, first, config.augment)
+                    for row in rows:
+                        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    counts[task]["rows"] += len(rows)
+                    if done % 10 == 0 or done == total:
+                        emit({"step": done, "total": total, "task": task, "rows": sum(c["rows"] for c in counts.values())})
+    finally:
+        env.close()
+    return {"per_task": counts, "rows": sum(c["rows"] for c in counts.values()), "seconds": timer.elapsed()}

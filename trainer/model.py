@@ -1,0 +1,264 @@
+"""Models, tokenizers and the checkpoint format.
+
+``tiny`` is a small Llama-shaped decoder built from ``trainer/tiny_config.json`` with a byte-level
+tokenizer that this module builds itself (no download): 256 byte symbols plus a handful of
+special tokens, and a Jinja chat template so ``tokenizer.apply_chat_template(messages,
+add_generation_prompt=True)`` works like it does for any chat model. Any other HF causal LM is
+loaded by path. A checkpoint is a plain HF directory (``model.safetensors``, ``config.json``,
+tokenizer files) plus ``loupe.json`` (what produced it) and ``metrics.json``; with LoRA the
+merged weights sit at the top and the PEFT adapter (what vLLM loads) in ``adapter/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+log = logging.getLogger("trainer")
+
+TINY = "tiny"
+TINY_CONFIG_PATH = Path(__file__).with_name("tiny_config.json")
+SPECIAL_TOKENS = ["<pad>", "<unk>", "<s>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]
+# One turn is <|role|>content<|end|>; generation stops at <|end|>, the tokenizer's eos.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+LOUPE_FILE = "loupe.json"
+METRICS_FILE = "metrics.json"
+ADAPTER_DIR = "adapter"
+
+
+class TrainerError(Exception):
+    """A problem with the trainer's input that a person can fix; the CLI prints it and exits 2."""
+
+
+def build_tokenizer():
+    """The tiny model's byte-level tokenizer as a ``PreTrainedTokenizerFast``.
+
+    Byte-level (not a learned BPE) so that any text, unicode included, round-trips, the vocabulary
+    is fixed by construction, and digits stay one token each (the model copies coordinates).
+    """
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    byte_symbols = _byte_symbols()
+    vocab = {token: index for index, token in enumerate(SPECIAL_TOKENS)}
+    for symbol in byte_symbols:
+        vocab[symbol] = len(vocab)
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="<|end|>",
+        padding_side="left",
+        model_max_length=4096,
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def _byte_symbols() -> list[str]:
+    """The 256 printable stand-ins ByteLevel uses for bytes 0..255, in byte order."""
+    # Same mapping as GPT-2's bytes_to_unicode: printable bytes map to themselves.
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
+        range(ord("®"), ord("ÿ") + 1)
+    )
+    codepoints = printable[:]
+    extra = 0
+    for byte in range(256):
+        if byte not in printable:
+            printable.append(byte)
+            codepoints.append(256 + extra)
+            extra += 1
+    by_byte = dict(zip(printable, codepoints))
+    return [chr(by_byte[b]) for b in range(256)]
+
+
+def tiny_config():
+    """The LlamaConfig of the tiny model, read from ``trainer/tiny_config.json``."""
+    from transformers import LlamaConfig
+
+    with open(TINY_CONFIG_PATH) as fh:
+        return LlamaConfig(**json.load(fh))
+
+
+def build_tiny(seed: int = 0):
+    """A freshly initialised tiny model and its tokenizer. Returns (model, tokenizer)."""
+    from transformers import LlamaForCausalLM
+
+    tokenizer = build_tokenizer()
+    config = tiny_config()
+    if config.vocab_size != len(tokenizer):
+        raise TrainerError(f"tiny_config.json vocab_size {config.vocab_size} != tokenizer size {len(tokenizer)}")
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def resolve_device(spec: str = "auto") -> torch.device:
+    """'auto' -> cuda when available, else cpu."""
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if spec == "cuda" and not torch.cuda.is_available():
+        raise TrainerError("--device cuda was asked for but no CUDA device is available")
+    return torch.device(spec)
+
+
+def resolve_dtype(spec: str, device: torch.device) -> torch.dtype:
+    """'auto' -> bf16 on CUDA (when supported), fp32 on CPU."""
+    if spec == "auto":
+        if device.type == "cuda" and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    return {"fp32": torch.float32, "bf16": torch.bfloat16}[spec]
+
+
+@dataclass
+class Loaded:
+    """What :func:`load` returns: the model, its tokenizer and where it came from."""
+
+    model: Any
+    tokenizer: Any
+    parent: str | None  # absolute path of the init checkpoint, None for a fresh tiny model
+    base_model: str  # "tiny" or the first ancestor's path / name
+    is_lora: bool = False
+
+
+def load(init: str, *, device: torch.device | None = None, dtype: torch.dtype = torch.float32,
+         lora: str = "", seed: int = 0) -> Loaded:
+    """Load ``init`` ('tiny' or a checkpoint / HF model dir) for training, optionally wrapped in LoRA."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = device or torch.device("cpu")
+    if init == TINY:
+        model, tokenizer = build_tiny(seed)
+        parent, base = None, TINY
+    else:
+        path = Path(init)
+        if not (path / "config.json").is_file():
+            raise TrainerError(f"--init {init!r} is not 'tiny' nor a checkpoint dir (no config.json there)")
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
+        parent = str(path.resolve())
+        base = read_loupe(path).get("base_model") or parent
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.to(device=device, dtype=dtype)
+    is_lora = bool(lora)
+    if is_lora:
+        from peft import get_peft_model
+
+        model = get_peft_model(model, parse_lora(lora))
+    return Loaded(model=model, tokenizer=tokenizer, parent=parent, base_model=base, is_lora=is_lora)
+
+
+def parse_lora(spec: str):
+    """'r=8' or 'r=16,alpha=32,dropout=0.05,targets=q_proj+v_proj' -> a PEFT LoraConfig."""
+    from peft import LoraConfig
+
+    values: dict[str, str] = {}
+    for piece in (p.strip() for p in spec.split(",")):
+        if not piece:
+            continue
+        if "=" not in piece:
+            raise TrainerError(f"--lora {spec!r}: expected key=value pieces like r=8, got {piece!r}")
+        key, value = piece.split("=", 1)
+        values[key.strip()] = value.strip()
+    unknown = set(values) - {"r", "alpha", "dropout", "targets"}
+    if unknown:
+        raise TrainerError(f"--lora: unknown keys {sorted(unknown)}; known: r, alpha, dropout, targets")
+    try:
+        rank = int(values.get("r", "8"))
+        alpha = int(values.get("alpha", str(2 * rank)))
+        dropout = float(values.get("dropout", "0"))
+    except ValueError as exc:
+        raise TrainerError(f"--lora {spec!r}: {exc}") from None
+    targets: Any = values["targets"].split("+") if "targets" in values else "all-linear"
+    return LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets, task_type="CAUSAL_LM")
+
+
+def chat_ids(tokenizer, messages: list[dict], add_generation_prompt: bool = False) -> list[int]:
+    """Token ids of ``messages`` rendered with the tokenizer's chat template.
+
+    Renders to text first and encodes without extra special tokens: the template already holds
+    every special token, and the text route behaves the same across transformers versions.
+    """
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes (recorded in loupe.json so a checkpoint names its data)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_loupe(path: str | os.PathLike) -> dict:
+    """A checkpoint's loupe.json, or {} for a plain HF model dir."""
+    file = Path(path) / LOUPE_FILE
+    return json.loads(file.read_text()) if file.is_file() else {}
+
+
+def save_checkpoint(loaded: Loaded, out: str | os.PathLike, *, algorithm: str, config: dict,
+                    data_sha256: str | None, metrics: dict) -> Path:
+    """Write an HF-format checkpoint to ``out`` with loupe.json and metrics.json.
+
+    With LoRA the adapter goes to ``out/adapter`` (PEFT format, loadable by vLLM's runtime LoRA
+    loading against the base) and the merged weights to ``out`` itself, so local inference and
+    the next training run need nothing but this dir.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model = loaded.model
+    if loaded.is_lora:
+        model.save_pretrained(out / ADAPTER_DIR)
+        model = model.merge_and_unload()
+        loaded.model = model
+        loaded.is_lora = False
+    model.save_pretrained(out, safe_serialization=True)
+    loaded.tokenizer.save_pretrained(out)
+    record = {
+        "algorithm": algorithm,
+        "config": config,
+        "data_sha256": data_sha256,
+        "parent": loaded.parent,
+        "base_model": loaded.base_model,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "adapter": ADAPTER_DIR if (out / ADAPTER_DIR).is_dir() else None,
+    }
+    (out / LOUPE_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    write_metrics(out, metrics)
+    return out
+
+
+def write_metrics(out: str | os.PathLike, metrics: dict) -> None:
+    """metrics.json in ``out`` (created if missing)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+
+
+def save_tiny_untrained(out: str | os.PathLike, seed: int = 0) -> Path:
+    """An untrained tiny checkpoint (the baseline tests and evals compare against)."""
+    model, tokenizer = build_tiny(seed)
+    loaded = Loaded(model=model, tokenizer=tokenizer, parent=None, base_model=TINY)
+    return save_checkpoint(loaded, out, algorithm="init", config={"seed": seed}, data_sha256=None, metrics={})

@@ -1,0 +1,271 @@
+"""An OpenAI-compatible HTTP server around agent's LocalPolicy (stdlib only).
+
+Endpoints:
+- ``GET  /v1/models``: the loaded models;
+- ``POST /v1/chat/completions``: messages, temperature, max_tokens, logprobs (answered as
+  ``choices[0].logprobs.content[i].logprob`` like OpenAI; with vLLM's ``return_tokens_as_token_ids``
+  each token is written ``token_id:<id>``);
+- ``POST /v1/load_lora_adapter`` ``{"lora_name", "lora_path"}`` and
+  ``POST /v1/unload_lora_adapter`` ``{"lora_name"}``, shaped like vLLM's runtime LoRA loading, so
+  a deployment can switch checkpoints without a restart. ``lora_path`` is a full checkpoint dir or
+  a PEFT adapter dir (merged onto the served base checkpoint once, at load time).
+Errors are ``{"error": {"message", "type", "code"}}`` with a 4xx / 5xx status.
+
+It serves one request per model at a time (a lock per model): this is the CPU / dev path; vLLM is
+the production one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from trainer.configs import ServeConfig
+from trainer.model import TrainerError, chat_ids
+from trainer.optim import emit, set_threads
+
+log = logging.getLogger("trainer")
+
+
+class APIError(Exception):
+    """An error the client caused or should hear about, with its HTTP status."""
+
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status, self.message, self.kind = status, message, kind
+
+
+@dataclass
+class Served:
+    """One model the server answers to."""
+
+    name: str
+    path: str  # what the client gave (checkpoint or adapter dir)
+    policy: object
+    tokenizer: object
+    created: int = field(default_factory=lambda: int(time.time()))
+    parent: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class ModelRegistry:
+    """Models by name: the default checkpoint plus adapters loaded at run time."""
+
+    def __init__(self, base_dir: str, name: str, max_new_tokens: int) -> None:
+        self.base_dir = str(Path(base_dir).resolve())
+        self.default = name
+        self.max_new_tokens = max_new_tokens
+        self._models: dict[str, Served] = {}
+        self._guard = threading.Lock()
+        self._scratch = tempfile.TemporaryDirectory(prefix="loupe-serve-")
+        self._models[name] = self._open(name, self.base_dir)
+
+    def _open(self, name: str, path: str, parent: str | None = None) -> Served:
+        from agent.policies.local import LocalPolicy
+        from transformers import AutoTokenizer
+
+        source = Path(path)
+        if (source / "adapter_config.json").is_file() and not (source / "config.json").is_file():
+            source = self._merge_adapter(name, source)
+            parent = self.default
+        elif not (source / "config.json").is_file():
+            raise APIError(HTTPStatus.BAD_REQUEST,
+                           f"{path!r} is neither a checkpoint dir (config.json) nor a PEFT adapter dir (adapter_config.json)")
+        policy = LocalPolicy(str(source), temperature=0.0, max_new_tokens=self.max_new_tokens)
+        tokenizer = AutoTokenizer.from_pretrained(str(source), local_files_only=True)
+        return Served(name=name, path=str(path), policy=policy, tokenizer=tokenizer, parent=parent)
+
+    def _merge_adapter(self, name: str, adapter: Path) -> Path:
+        """Merge a PEFT adapter onto the base checkpoint into a scratch dir LocalPolicy can load."""
+        from peft import PeftModel
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        base = AutoModelForCausalLM.from_pretrained(self.base_dir, local_files_only=True)
+        try:
+            merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
+        except Exception as exc:  # peft raises several types for a mismatched adapter
+            raise APIError(HTTPStatus.BAD_REQUEST, f"adapter {str(adapter)!r} does not fit the served base: {exc}") from None
+        target = Path(self._scratch.name) / f"{name}-{uuid.uuid4().hex[:8]}"
+        merged.save_pretrained(target)
+        AutoTokenizer.from_pretrained(self.base_dir, local_files_only=True).save_pretrained(target)
+        return target
+
+    def get(self, name: str | None) -> Served:
+        with self._guard:
+            key = name or self.default
+            if key not in self._models:
+                raise APIError(HTTPStatus.NOT_FOUND, f"The model '{key}' does not exist. Loaded: {sorted(self._models)}",
+                               "model_not_found")
+            return self._models[key]
+
+    def list(self) -> list[Served]:
+        with self._guard:
+            return list(self._models.values())
+
+    def load(self, name: str, path: str) -> None:
+        with self._guard:
+            if name in self._models:
+                raise APIError(HTTPStatus.BAD_REQUEST, f"The lora adapter '{name}' has already been loaded.")
+        served = self._open(name, path, parent=self.default)  # slow part outside the guard
+        with self._guard:
+            self._models[name] = served
+
+    def unload(self, name: str) -> None:
+        with self._guard:
+            if name == self.default:
+                raise APIError(HTTPStatus.BAD_REQUEST, f"'{name}' is the base model; it cannot be unloaded")
+            if name not in self._models:
+                raise APIError(HTTPStatus.NOT_FOUND, f"The lora adapter '{name}' cannot be found.")
+            del self._models[name]
+
+    def close(self) -> None:
+        self._scratch.cleanup()
+
+
+def chat_completion(registry: ModelRegistry, body: dict) -> dict:
+    """Answer one /v1/chat/completions request body."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
+    ):
+        raise APIError(HTTPStatus.BAD_REQUEST, "'messages' must be a non-empty list of {role, content} objects with string content")
+    temperature = body.get("temperature", 0.0)
+    max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or registry.max_new_tokens
+    if not isinstance(temperature, (int, float)) or temperature < 0:
+        raise APIError(HTTPStatus.BAD_REQUEST, "'temperature' must be a number >= 0")
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise APIError(HTTPStatus.BAD_REQUEST, "'max_tokens' must be a positive integer")
+    served = registry.get(body.get("model"))
+    with served.lock:
+        policy = served.policy
+        policy.temperature = float(temperature)
+        policy.max_new_tokens = int(max_tokens)
+        output = policy.act(messages)
+    if output.error:
+        raise APIError(HTTPStatus.INTERNAL_SERVER_ERROR, f"generation failed: {output.error}", "server_error")
+    token_ids = list(output.token_ids or [])
+    choice: dict = {
+        "index": 0,
+        "message": {"role": "assistant", "content": output.text},
+        "finish_reason": "length" if len(token_ids) >= max_tokens else "stop",
+        "logprobs": None,
+    }
+    if body.get("logprobs"):
+        content = []
+        as_ids = bool(body.get("return_tokens_as_token_ids"))  # vLLM's option: exact ids for RL
+        for token_id, logprob in zip(token_ids, output.token_logprobs or []):
+            token = f"token_id:{token_id}" if as_ids else served.tokenizer.decode([token_id])
+            content.append({"token": token, "logprob": float(logprob),
+                            "bytes": list(token.encode("utf-8")), "top_logprobs": []})
+        choice["logprobs"] = {"content": content}
+    prompt_tokens = len(chat_ids(served.tokenizer, messages, add_generation_prompt=True))
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": served.name,
+        "choices": [choice],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(token_ids),
+                  "total_tokens": prompt_tokens + len(token_ids)},
+    }
+
+
+def make_handler(registry: ModelRegistry) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt: str, *args) -> None:  # to stderr through logging, not print
+            log.info("%s %s", self.address_string(), fmt % args)
+
+        def _send(self, status: int, payload, content_type: str = "application/json") -> None:
+            data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _error(self, exc: APIError) -> None:
+            self._send(exc.status, {"error": {"message": exc.message, "type": exc.kind, "code": int(exc.status)}})
+
+        def _body(self) -> dict:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw or b"{}")
+            except json.JSONDecodeError as exc:
+                raise APIError(HTTPStatus.BAD_REQUEST, f"request body is not valid JSON: {exc.msg}") from None
+            if not isinstance(body, dict):
+                raise APIError(HTTPStatus.BAD_REQUEST, "request body must be a JSON object")
+            return body
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            try:
+                if self.path.rstrip("/") == "/v1/models":
+                    self._send(HTTPStatus.OK, {"object": "list", "data": [
+                        {"id": s.name, "object": "model", "created": s.created, "owned_by": "loupe",
+                         "root": s.path, "parent": s.parent} for s in registry.list()]})
+                elif self.path.rstrip("/") in ("/health", ""):
+                    self._send(HTTPStatus.OK, {"status": "ok"})
+                else:
+                    raise APIError(HTTPStatus.NOT_FOUND, f"no route GET {self.path}")
+            except APIError as exc:
+                self._error(exc)
+
+        def do_POST(self) -> None:  # noqa: N802
+            try:
+                body = self._body()
+                route = self.path.rstrip("/")
+                if route == "/v1/chat/completions":
+                    if body.get("stream"):
+                        raise APIError(HTTPStatus.BAD_REQUEST, "stream=true is not supported by this server")
+                    self._send(HTTPStatus.OK, chat_completion(registry, body))
+                elif route == "/v1/load_lora_adapter":
+                    name, path = body.get("lora_name"), body.get("lora_path")
+                    if not isinstance(name, str) or not name or not isinstance(path, str) or not path:
+                        raise APIError(HTTPStatus.BAD_REQUEST, "both 'lora_name' and 'lora_path' are required")
+                    registry.load(name, path)
+                    self._send(HTTPStatus.OK, f"Success: LoRA adapter '{name}' added successfully.", "text/plain")
+                elif route == "/v1/unload_lora_adapter":
+                    name = body.get("lora_name")
+                    if not isinstance(name, str) or not name:
+                        raise APIError(HTTPStatus.BAD_REQUEST, "'lora_name' is required")
+                    registry.unload(name)
+                    self._send(HTTPStatus.OK, f"Success: LoRA adapter '{name}' removed successfully.", "text/plain")
+                else:
+                    raise APIError(HTTPStatus.NOT_FOUND, f"no route POST {self.path}")
+            except APIError as exc:
+                self._error(exc)
+            except Exception as exc:  # a bug must still answer the client, in the same shape
+                log.exception("request failed")
+                self._error(APIError(HTTPStatus.INTERNAL_SERVER_ERROR, f"internal error: {exc}", "server_error"))
+
+    return Handler
+
+
+def serve(config: ServeConfig) -> None:
+    """Serve until interrupted. Prints ``{"serving": url, "model": name}`` once listening."""
+    if not config.init or not (Path(config.init) / "config.json").is_file():
+        raise TrainerError(f"--init {config.init!r} is not a checkpoint dir (no config.json there)")
+    set_threads(config.threads)
+    name = config.name or Path(config.init).resolve().name
+    registry = ModelRegistry(config.init, name, config.max_new_tokens)
+    server = ThreadingHTTPServer((config.host, config.port), make_handler(registry))
+    server.daemon_threads = True
+    host, port = server.server_address[:2]
+    emit({"serving": f"http://{host}:{port}/v1", "model": name})
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        registry.close()
