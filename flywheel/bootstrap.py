@@ -1,23 +1,39 @@
-"""First start: make sure every project that has none gets a deployable tiny policy (checkpoint v0).
+"""First start: make sure every project gets a deployable tiny policy (checkpoint v0).
 
 v0 is trained by our own trainer (cold start: SFT on the scripted solvers' demonstrations) as an
 ordinary TrainingRun on the `train` queue, so its progress shows in the browser like any other run.
+Until v0 exists, the project's rollouts use the scripted-solver baseline (backend `scripted`,
+labelled as such everywhere), so a newcomer can try live sessions at once; v0 replaces it when
+its run succeeds.
 """
 from __future__ import annotations
 
-from flywheel.models import Deployment, Project, RunStatus, TrainingRun
+from flywheel.models import Checkpoint, Deployment, Project, RunStatus, TrainingRun
 
 
 def ensure_default_deployment(*, log=print) -> None:
-    from flywheel import training
+    from flywheel import services, training
 
     for project in Project.objects.filter(tasks__isnull=False).distinct():
-        if Deployment.objects.filter(project=project, active=True).exists():
+        if Checkpoint.objects.filter(project=project, name="v0").exists():
             continue
+        if not Deployment.objects.filter(project=project, active=True).exists():
+            baseline, _ = Checkpoint.objects.get_or_create(
+                project=project, name="scripted-baseline",
+                defaults={"uri": "scripted:", "base_model": "scripted solvers (no model)"})
+            services.deployment_promote(project=project, checkpoint=baseline, backend="scripted",
+                                        reason="baseline until the cold-start checkpoint v0 is trained")
+            log(f"{project.name}: rollouts use the scripted-solver baseline until v0 is trained.")
         pending = TrainingRun.objects.filter(project=project, config__coldstart=True,
                                              status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).first()
         if pending:
-            log(f"{project.name}: cold-start training run {pending.pk} is {pending.status}.")
+            # called before any worker starts, so a "running" run was cut off by the last stop: run it again
+            # (run_execute starts a run over, and returns at once for one that has succeeded meanwhile)
+            if pending.status == RunStatus.RUNNING:
+                from flywheel import tasks
+
+                tasks.training_run_execute.delay(pending.pk)
+            log(f"{project.name}: cold-start training run {pending.pk} continues (it was {pending.status}).")
             continue
         run = training.coldstart_run_create(project=project)
         log(f"{project.name}: no deployed policy yet; queued cold-start training run {run.pk} "
