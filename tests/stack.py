@@ -60,6 +60,7 @@ def stack_env(**extra) -> dict:
         "LOUPE_MEDIA_ROOT": str(settings.MEDIA_ROOT),
         "PYTHONUNBUFFERED": "1",
     })
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # servers run as in production (see tests/testenv.py)
     env.update({k: str(v) for k, v in extra.items()})
     return env
 

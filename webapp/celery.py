@@ -2,6 +2,7 @@
 import os
 
 from celery import Celery
+from celery.signals import worker_process_init
 from kombu import Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
@@ -10,3 +11,11 @@ app = Celery("loupe")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_queues = [Queue(name) for name in ("default", "rollouts", "audio", "train")]
 app.autodiscover_tasks()
+
+
+@worker_process_init.connect
+def _allow_sync_orm_beside_playwright(**_):
+    """Rollout workers drive Chromium with Playwright's sync API, which keeps an asyncio loop on the
+    worker's thread; Django then takes every ORM call for one made from async code. Worker processes
+    run tasks synchronously, one at a time, so the guard does not apply to them (it still does in daphne)."""
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
