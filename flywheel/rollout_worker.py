@@ -12,10 +12,9 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from flywheel import services
-from flywheel.models import Deployment, Episode, EpisodeStatus, Mode, Step
+from flywheel.models import Deployment, Episode, EpisodeStatus, Step
 
 log = logging.getLogger(__name__)
-WORKER_NAME = f"{socket.gethostname()}:{os.getpid()}"
 
 _envs: dict = {}
 _policies: dict = {}

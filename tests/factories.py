@@ -69,3 +69,21 @@ def make_tiny_checkpoint(project: Project, path, name: str = "untrained"):
 
 
 __all__ += ["make_tiny_checkpoint"]
+
+
+@pytest.fixture
+def rollout_project(tmp_path_factory):
+    """A project whose click-button task is served by a deployed untrained tiny checkpoint, and a manager's client."""
+    from rest_framework.test import APIClient
+
+    project = make_project()
+    manager = make_user()
+    make_member(project, manager, "manager")
+    task = make_task(project, "click-button", max_steps=12)
+    checkpoint = make_tiny_checkpoint(project, tmp_path_factory.mktemp("ckpt") / "untrained")
+    client = APIClient()
+    client.force_authenticate(manager)
+    return project, task, checkpoint, client
+
+
+__all__ += ["rollout_project"]

@@ -1,5 +1,5 @@
 """Think-aloud uploads through the real API, transcribed by a real `audio` worker, aligned to steps."""
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timezone as dt_timezone
 
 import pytest
 from rest_framework.test import APIClient

@@ -4,27 +4,14 @@ import signal
 import time
 
 import pytest
-from rest_framework.test import APIClient
 
 from flywheel import services
 from flywheel.models import Episode, EpisodeStatus, Step
 from flywheel.tasks import episodes_sweep_interrupted
-from tests.factories import make_member, make_project, make_task, make_tiny_checkpoint, make_user
+from tests.factories import make_member, make_user
 from tests.stack import ProcessStack, stack_env, start_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
-
-
-@pytest.fixture
-def rollout_project(tmp_path_factory):
-    project = make_project()
-    manager = make_user()
-    make_member(project, manager, "manager")
-    task = make_task(project, "click-button", max_steps=12)
-    checkpoint = make_tiny_checkpoint(project, tmp_path_factory.mktemp("ckpt") / "untrained")
-    client = APIClient()
-    client.force_authenticate(manager)
-    return project, task, checkpoint, client
 
 
 def test_killed_worker_leaves_the_episode_interrupted_and_resumable(rollout_project, tmp_path):

@@ -4,22 +4,10 @@ from django.core.files.storage import default_storage
 from rest_framework.test import APIClient
 
 from flywheel.models import Episode, EpisodeStatus, Event, Step
-from tests.factories import make_member, make_project, make_task, make_tiny_checkpoint, make_user
+from tests.factories import make_user
 from tests.stack import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
-
-
-@pytest.fixture
-def rollout_project(tmp_path_factory):
-    project = make_project()
-    manager = make_user()
-    make_member(project, manager, "manager")
-    task = make_task(project, "click-button", max_steps=4)
-    checkpoint = make_tiny_checkpoint(project, tmp_path_factory.mktemp("ckpt") / "untrained")
-    client = APIClient()
-    client.force_authenticate(manager)
-    return project, task, checkpoint, client
 
 
 def start(client, project, task, seeds):

@@ -7,7 +7,6 @@ import websocket  # websocket-client
 from flywheel.events import event_append
 from flywheel.models import Episode
 from tests.factories import PASSWORD, make_member, make_project, make_task, make_user
-from tests.stack import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
