@@ -15,7 +15,8 @@ from urllib.parse import quote
 import pytest
 
 __all__ = ["ProcessStack", "process_stack", "stack_env", "daphne_server", "celery_worker", "free_port", "wait_for",
-           "start_daphne", "start_worker", "module_stack"]
+           "start_daphne", "start_worker", "module_stack", "module_celery_worker",
+           "worker_quiet"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -154,7 +155,26 @@ def daphne_server(module_stack):
 
 
 @pytest.fixture(scope="module")
-def celery_worker(module_stack):
-    """A real Celery worker process consuming every queue, on the test database."""
+def module_celery_worker(module_stack):
     stack, path = module_stack
     return start_worker(stack, path, stack_env())
+
+
+def worker_quiet(timeout: float = 60) -> None:
+    """Wait until no worker is running or holding a task, so a test's database flush cannot collide with one."""
+    from webapp.celery import app
+
+    def quiet():
+        inspector = app.control.inspect(timeout=1.0)
+        busy = [inspector.active() or {}, inspector.reserved() or {}]
+        return not any(tasks for replies in busy for tasks in replies.values())
+
+    wait_for(quiet, timeout, interval=0.5, what="the workers to finish their tasks")
+
+
+@pytest.fixture
+def celery_worker(transactional_db, module_celery_worker):
+    """A real Celery worker process consuming every queue, on the test database (one a module). The test's
+    data is flushed only once the worker has finished what the test gave it."""
+    yield module_celery_worker
+    worker_quiet()

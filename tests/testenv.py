@@ -10,3 +10,4 @@ os.environ.setdefault("LOUPE_MEDIA_ROOT", tempfile.mkdtemp(prefix="loupe-test-me
 # Playwright's sync API keeps an event loop on the test thread; the ORM calls tests make there are
 # plain synchronous ones, so Django's async-context guard does not apply (it does in the servers).
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+os.environ.setdefault("LOUPE_SUPERVISED_IDLE_SECONDS", "120")
