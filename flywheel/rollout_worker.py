@@ -28,9 +28,9 @@ def env_for(kind: str):
     """One environment (one browser process) per worker process and env kind, reused across episodes."""
     from agent.envs import make_env
 
-    env = _envs.get((kind, os.getpid()))
+    env = _envs.get(kind)
     if env is None:
-        env = _envs[(kind, os.getpid())] = make_env(kind)
+        env = _envs[kind] = make_env(kind)
     return env
 
 

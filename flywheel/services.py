@@ -2,11 +2,22 @@
 raises ApplicationError with a message a person can act on."""
 from __future__ import annotations
 
+import hashlib
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
 from django.utils.text import slugify
 
-from flywheel.models import Membership, Project, Role, Split, TaskSpec
+from flywheel.events import event_append
+from flywheel.models import (Actor, Checkpoint, Deployment, Episode, EpisodeStatus, Membership, Mode, Project, Role,
+                             Split, Step, TaskSpec)
 from webapp.audit import audit_record
 from webapp.errors import ApplicationError
 
@@ -123,16 +134,7 @@ def task_delete(*, task: TaskSpec, actor) -> None:
 
 
 # --- episodes and steps ----------------------------------------------------------------------------
-import hashlib  # noqa: E402
-from datetime import timedelta  # noqa: E402
 
-from django.core.files.base import ContentFile  # noqa: E402
-from django.core.files.storage import default_storage  # noqa: E402
-from django.db.models import F  # noqa: E402
-from django.utils import timezone  # noqa: E402
-
-from flywheel.events import event_append  # noqa: E402
-from flywheel.models import Actor, Deployment, Episode, EpisodeStatus, Mode, Step  # noqa: E402
 
 ACTIVE_STATUSES = (EpisodeStatus.QUEUED, EpisodeStatus.RUNNING, EpisodeStatus.PAUSED)
 MAX_BATCH = 500
@@ -203,7 +205,7 @@ def episode_claim(*, episode_id: int, worker: str) -> Episode | None:
     if episode is None or episode.status in (EpisodeStatus.FINISHED, EpisodeStatus.FAILED):
         return None
     now = timezone.now()
-    stale = now - timedelta(seconds=settings_value("LOUPE_INTERRUPTED_AFTER_SECONDS"))
+    stale = now - timedelta(seconds=settings.LOUPE_INTERRUPTED_AFTER_SECONDS)
     if episode.status in (EpisodeStatus.RUNNING, EpisodeStatus.PAUSED) and episode.heartbeat_at and episode.heartbeat_at > stale \
             and episode.worker != worker:
         return None
@@ -223,12 +225,6 @@ def episode_claim(*, episode_id: int, worker: str) -> Episode | None:
     episode.save(update_fields=["status", "worker", "heartbeat_at", "started_at", "attempt", "checkpoint"])
     _episode_state_event(episode)
     return Episode.objects.select_related("task", "checkpoint", "project").get(pk=episode_id)
-
-
-def settings_value(name: str):
-    from django.conf import settings
-
-    return getattr(settings, name)
 
 
 def episode_heartbeat(*, episode_id: int, worker: str) -> None:
@@ -348,9 +344,6 @@ def episode_resume(*, episode: Episode, actor) -> Episode:
 
 
 # --- checkpoints and deployments -------------------------------------------------------------------
-from pathlib import Path  # noqa: E402
-
-from flywheel.models import Checkpoint  # noqa: E402
 
 
 def checkpoint_check_files(uri: str) -> None:
@@ -403,7 +396,6 @@ def deployment_promote(*, project, checkpoint: Checkpoint, actor=None, backend: 
     audit_record(actor=actor, action="deployment.promote", target=f"checkpoint:{checkpoint.pk}", project_id=project.pk,
                  data={"backend": backend, "reason": reason})
     return deployment
-
 
 
 # --- live control (called by the human layer through these services) -------------------------------
