@@ -8,9 +8,10 @@ from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import audio
+from annotation import audio, reviews
 from annotation.models import AudioClip, TranscriptWord
-from flywheel import selectors
+from flywheel import dashboards, selectors
+from flywheel.models import Role
 from webapp.api import StrictSerializer
 from webapp.errors import ApplicationError
 
@@ -123,3 +124,47 @@ class TranscriptApi(APIView):
                                     "step": w.step.index if w.step_id else None, "clip": w.clip_id,
                                     "username": w.clip.user.username} for w in words],
                          "clips": [clip_output(c) for c in episode.audio_clips.all()]})
+
+
+# --- reviews, agreement, dashboard (managers) ------------------------------------------------------
+class ReviewInput(StrictSerializer):
+    verdict = serializers.ChoiceField(choices=["accept", "reject"])
+    grade = serializers.IntegerField(min_value=1, max_value=5, required=False, allow_null=True, default=None)
+    step_labels = serializers.DictField(child=serializers.CharField(allow_blank=True, allow_null=True),
+                                        required=False, default=dict)
+    comment = serializers.CharField(max_length=5000, required=False, allow_blank=True, default="")
+
+
+class ReviewListApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request, episode_id: int):
+        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id, minimum=Role.MANAGER)
+        return Response({"results": [reviews.review_payload(r) for r in episode.reviews.select_related("reviewer")]})
+
+
+class ReviewSubmitApi(APIView):
+    """Create or replace the caller's review of a finished episode."""
+
+    @extend_schema(request=ReviewInput, responses={200: dict})
+    def put(self, request, episode_id: int):
+        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id, minimum=Role.MANAGER)
+        data = ReviewInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        review = reviews.review_submit(episode=episode, reviewer=request.user, **data.validated_data)
+        episode.refresh_from_db(fields=["review_status", "review_summary"])
+        return Response({**reviews.review_payload(review), "review_status": episode.review_status,
+                         "review_summary": episode.review_summary})
+
+
+class AgreementApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        return Response(reviews.agreement(project=project))
+
+
+class DashboardApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        return Response({**dashboards.dashboard_series(project=project), "agreement": reviews.agreement(project=project)})

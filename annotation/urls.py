@@ -9,4 +9,8 @@ urlpatterns = [
     path("audio/<int:clip_id>/chunks/<int:index>", api.ChunkUploadApi.as_view(), name="chunk-upload"),
     path("audio/<int:clip_id>/finish", api.ClipFinishApi.as_view(), name="clip-finish"),
     path("audio/<int:clip_id>/file", api.ClipAudioApi.as_view(), name="clip-file"),
+    path("episodes/<int:episode_id>/reviews/", api.ReviewListApi.as_view(), name="review-list"),
+    path("episodes/<int:episode_id>/review", api.ReviewSubmitApi.as_view(), name="review-submit"),
+    path("projects/<int:project_id>/agreement", api.AgreementApi.as_view(), name="agreement"),
+    path("projects/<int:project_id>/dashboard", api.DashboardApi.as_view(), name="dashboard"),
 ]

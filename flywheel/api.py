@@ -1,15 +1,17 @@
 """REST for projects, members, tasks and episodes. Views are thin: selectors read, services write."""
 from __future__ import annotations
 
-from django.http import FileResponse
+import itertools
+
+from django.http import FileResponse, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flywheel import selectors, services
-from flywheel.models import Episode, Membership, Role, Step, TaskSpec
+from flywheel import datasets, selectors, services
+from flywheel.models import DatasetSnapshot, Episode, Membership, Role, SnapshotKind, Step, TaskSpec
 from webapp.api import StrictSerializer
 from webapp.errors import ApplicationError
 
@@ -25,7 +27,7 @@ class Page(CursorPagination):
 
 def paginate(view: APIView, queryset, serializer_class, ordering: str = "-id", **context):
     page = Page()
-    page.ordering = ordering
+    page.ordering = ordering if ordering.lstrip("-") == "id" else (ordering, "-id")
     items = page.paginate_queryset(queryset, view.request, view=view)
     data = serializer_class(items, many=True, context=context).data
     return Response({"results": data, "next": page.get_next_link(), "previous": page.get_previous_link()})
@@ -214,22 +216,24 @@ class EpisodesStartInput(StrictSerializer):
 
 
 class EpisodeListApi(APIView):
-    @extend_schema(parameters=[OpenApiParameter("project", int), OpenApiParameter("status", str),
-                               OpenApiParameter("mode", str)], responses={200: EpisodeOutput(many=True)})
+    """The episodes a person may see, filtered for review; keyset-paginated."""
+
+    @extend_schema(parameters=[OpenApiParameter(name, str) for name in (
+        "project", "task", "split", "checkpoint", "mode", "status", "outcome", "reward_min", "reward_max",
+        "has_interventions", "has_void", "annotator", "review_status", "created_after", "created_before", "ordering")],
+        responses={200: EpisodeOutput(many=True)})
     def get(self, request):
         episodes = selectors.episodes_for_user(user=request.user).select_related("controller")
         params = request.query_params
-        if "project" in params:
+        if params.get("project"):
             try:
                 project_id = int(params["project"])
             except ValueError:
                 raise ApplicationError("'project' must be a project id.", errors={"project": ["Not a number."]})
             selectors.project_for_user(user=request.user, project_id=project_id)
             episodes = episodes.filter(project_id=project_id)
-        for field in ("status", "mode"):
-            if params.get(field):
-                episodes = episodes.filter(**{field: params[field]})
-        return paginate(self, episodes, EpisodeOutput, ordering="-id")
+        episodes = selectors.episodes_filter(episodes, params)
+        return paginate(self, episodes, EpisodeOutput, ordering=params.get("ordering") or "-id")
 
 
 class EpisodesStartApi(APIView):
@@ -248,7 +252,7 @@ class EpisodesStartApi(APIView):
             raise ApplicationError("No such task in this project.", status=404, errors={"task": ["Unknown task."]})
         episodes = services.episodes_start(project=project, task=task, seeds=data.validated_data["seeds"],
                                            mode=data.validated_data["mode"], actor=request.user)
-        episodes = Episode.objects.select_related("task", "checkpoint", "controller").filter(pk__in=[e.pk for e in episodes])
+        episodes = Episode.objects.select_related("task", "checkpoint", "created_by", "controller").filter(pk__in=[e.pk for e in episodes])
         return Response({"results": EpisodeOutput(episodes, many=True).data}, status=status.HTTP_201_CREATED)
 
 
@@ -324,3 +328,105 @@ class RunListApi(APIView):
              "checkpoint": {"id": r.checkpoint_id, "name": r.checkpoint.name} if r.checkpoint_id else None,
              "created_at": r.created_at, "started_at": r.started_at, "finished_at": r.finished_at}
             for r in project.runs.select_related("checkpoint")[:50]], "next": None})
+
+
+# --- routing and snapshots (managers) --------------------------------------------------------------
+class RoutingInput(StrictSerializer):
+    rule = serializers.ChoiceField(choices=list(datasets.RULES), required=False)
+    reward_threshold = serializers.FloatField(required=False, min_value=-1e6, max_value=1e6)
+
+
+class RoutingApi(APIView):
+    """The project's validator V and how many rows each bucket holds now."""
+
+    def _out(self, project):
+        return {**datasets.routing_of(project), "buckets": datasets.buckets(project)}
+
+    @extend_schema(responses={200: dict})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        return Response(self._out(project))
+
+    @extend_schema(request=RoutingInput, responses={200: dict})
+    def patch(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        data = RoutingInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        datasets.routing_set(project=project, actor=request.user, **data.validated_data)
+        project.refresh_from_db()
+        return Response(self._out(project))
+
+
+def snapshot_output(snapshot: DatasetSnapshot) -> dict:
+    return {
+        "id": snapshot.pk, "project": snapshot.project_id, "kind": snapshot.kind, "name": snapshot.name,
+        "filter": snapshot.filter, "routing": snapshot.routing, "status": snapshot.status,
+        "progress": snapshot.progress, "error": snapshot.error, "rows": snapshot.rows, "episodes": snapshot.episodes,
+        "sha256": snapshot.sha256, "size_bytes": snapshot.size_bytes, "lineage": snapshot.lineage,
+        "created_by": {"id": snapshot.created_by_id, "username": snapshot.created_by.username}
+        if snapshot.created_by_id else None,
+        "created_at": snapshot.created_at, "finished_at": snapshot.finished_at,
+        "export_url": f"/api/v1/snapshots/{snapshot.pk}/export",
+    }
+
+
+class SnapshotCreateInput(StrictSerializer):
+    kind = serializers.ChoiceField(choices=SnapshotKind.choices)
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    filter = serializers.DictField(required=False, default=dict)
+
+
+class SnapshotListApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        rows = project.snapshots.select_related("created_by")[:200]
+        return Response({"results": [snapshot_output(s) for s in rows], "next": None})
+
+    @extend_schema(request=SnapshotCreateInput, responses={202: dict})
+    def post(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        data = SnapshotCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        snapshot = datasets.snapshot_create(project=project, actor=request.user, **data.validated_data)
+        return Response(snapshot_output(snapshot), status=status.HTTP_202_ACCEPTED)
+
+
+def _snapshot_for(request, snapshot_id: int) -> DatasetSnapshot:
+    snapshot = DatasetSnapshot.objects.select_related("created_by", "project").filter(pk=snapshot_id).first()
+    if snapshot is None or selectors.project_role(user=request.user, project=snapshot.project_id) is None:
+        raise ApplicationError("No such snapshot, or you are not a member of its project.", status=404)
+    selectors.project_for_user(user=request.user, project_id=snapshot.project_id, minimum=Role.MANAGER)
+    return snapshot
+
+
+class SnapshotDetailApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request, snapshot_id: int):
+        return Response(snapshot_output(_snapshot_for(request, snapshot_id)))
+
+
+class SnapshotRowsApi(APIView):
+    @extend_schema(parameters=[OpenApiParameter("limit", int)], responses={200: dict})
+    def get(self, request, snapshot_id: int):
+        snapshot = _snapshot_for(request, snapshot_id)
+        try:
+            limit = max(1, min(int(request.query_params.get("limit", 20)), 200))
+        except ValueError:
+            raise ApplicationError("'limit' must be a number.", errors={"limit": ["Not a number."]})
+        return Response({"rows": datasets.snapshot_preview(snapshot, limit)})
+
+
+class SnapshotExportApi(APIView):
+    """The export bundle, streamed as it is zipped: constant memory and no request timeout, whatever the size."""
+
+    @extend_schema(responses={(200, "application/zip"): bytes})
+    def get(self, request, snapshot_id: int):
+        snapshot = _snapshot_for(request, snapshot_id)
+        stream = datasets.export_stream(snapshot)
+        first = next(stream)  # raises the "not ready" error before any byte is sent
+        response = StreamingHttpResponse(itertools.chain([first], stream), content_type="application/zip")
+        slug = f"{snapshot.project.slug}-{snapshot.kind}-{snapshot.pk}"
+        response["Content-Disposition"] = f'attachment; filename="{slug}.zip"'
+        response["X-Snapshot-Sha256"] = snapshot.sha256
+        return response

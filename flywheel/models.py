@@ -133,6 +133,13 @@ class Outcome(models.TextChoices):
     INFEASIBLE = "infeasible"
 
 
+class ReviewStatus(models.TextChoices):
+    UNREVIEWED = "unreviewed"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    DISPUTED = "disputed"  # reviewers disagree
+
+
 class Episode(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="episodes")
     task = models.ForeignKey(TaskSpec, on_delete=models.PROTECT, related_name="episodes")
@@ -144,7 +151,8 @@ class Episode(models.Model):
     end_reason = models.CharField(max_length=300, blank=True)
     comment = models.TextField(blank=True)
     env_reward = models.FloatField(null=True, blank=True)
-    review_summary = models.JSONField(default=dict, blank=True)
+    review_summary = models.JSONField(default=dict, blank=True, help_text="reviews, accepts, rejects, grade_mean.")
+    review_status = models.CharField(max_length=12, choices=ReviewStatus.choices, default=ReviewStatus.UNREVIEWED)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     controller = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
                                    help_text="The one person steering a supervised episode.")
@@ -169,6 +177,10 @@ class Episode(models.Model):
             models.Index(fields=["project", "-created_at", "-id"], name="episode_project_recent"),
             models.Index(fields=["project", "status", "-id"], name="episode_project_status"),
             models.Index(fields=["status", "heartbeat_at"], name="episode_liveness"),
+            models.Index(fields=["project", "review_status", "-id"], name="episode_project_review"),
+            models.Index(fields=["project", "task", "-id"], name="episode_project_task"),
+            models.Index(fields=["project", "checkpoint", "-id"], name="episode_project_checkpoint"),
+            models.Index(fields=["project", "created_by", "-id"], name="episode_project_annotator"),
         ]
 
     def __str__(self) -> str:
@@ -237,22 +249,50 @@ class SnapshotKind(models.TextChoices):
     CT = "ct"
 
 
+class SnapshotStatus(models.TextChoices):
+    BUILDING = "building"
+    READY = "ready"
+    FAILED = "failed"
+
+
 class DatasetSnapshot(models.Model):
-    """Frozen rows with a content hash. Never changes once written."""
+    """Frozen rows with a content hash. Once ready it never changes: a database trigger refuses
+    any update of a ready snapshot's rows, file or hash (see migration 0002)."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="snapshots")
     kind = models.CharField(max_length=8, choices=SnapshotKind.choices)
     name = models.CharField(max_length=200, blank=True)
     filter = models.JSONField(default=dict, blank=True)
+    routing = models.JSONField(default=dict, blank=True, help_text="The validator settings the rows were routed with.")
+    status = models.CharField(max_length=12, choices=SnapshotStatus.choices, default=SnapshotStatus.BUILDING)
+    progress = models.FloatField(default=0.0)
+    error = models.TextField(blank=True)
     rows = models.PositiveIntegerField(default=0)
-    sha256 = models.CharField(max_length=64, blank=True)
-    file = models.CharField(max_length=300, blank=True)
-    lineage = models.JSONField(default=dict, blank=True, help_text="Episode and step ids behind the rows.")
+    episodes = models.PositiveIntegerField(default=0)
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    sha256 = models.CharField(max_length=64, blank=True, help_text="Of the JSONL file.")
+    file = models.CharField(max_length=300, blank=True, help_text="Storage name of the JSONL file.")
+    parquet_file = models.CharField(max_length=300, blank=True)
+    lineage = models.JSONField(default=dict, blank=True, help_text="Counts by task and checkpoint; the episode "
+                                                                   "list is in SnapshotEpisode, step ids in each row.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+
+
+class SnapshotEpisode(models.Model):
+    """Lineage: which episodes a snapshot holds rows of, and how many."""
+
+    snapshot = models.ForeignKey(DatasetSnapshot, on_delete=models.CASCADE, related_name="members")
+    episode = models.ForeignKey(Episode, on_delete=models.PROTECT, related_name="+")
+    rows = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["snapshot", "episode"], name="snapshot_episode_unique")]
+        indexes = [models.Index(fields=["episode", "snapshot"], name="snapshot_episode_by_episode")]
 
 
 class RunStatus(models.TextChoices):

@@ -51,17 +51,87 @@ def members_for_project(*, project: Project) -> QuerySet[Membership]:
 
 
 def episodes_for_user(*, user) -> QuerySet[Episode]:
-    episodes = Episode.objects.select_related("task", "checkpoint")
+    episodes = Episode.objects.select_related("task", "checkpoint", "created_by")
     if user.is_staff:
         return episodes
     return episodes.filter(project__memberships__user=user)
 
 
 def episode_for_user(*, user, episode_id: int, minimum: str = Role.ANNOTATOR) -> tuple[Episode, str]:
-    episode = Episode.objects.select_related("task", "checkpoint", "project").filter(pk=episode_id).first()
+    episode = Episode.objects.select_related("task", "checkpoint", "created_by", "project").filter(pk=episode_id).first()
     role = project_role(user=user, project=episode.project_id) if episode else None
     if episode is None or role is None:
         raise ApplicationError("No such episode, or you are not a member of its project.", status=404)
     if not role_at_least(role, minimum):
         raise ApplicationError(f"This needs the {minimum} role; you are {role}.", status=403)
     return episode, role
+
+
+EPISODE_ORDERINGS = ("-id", "id", "-n_steps", "n_steps", "-n_interventions")
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def episodes_filter(episodes: QuerySet[Episode], params) -> QuerySet[Episode]:
+    """The review list's filters, from query parameters; a bad value is refused naming the parameter."""
+    import datetime as dt
+
+    from flywheel.models import EpisodeStatus, Mode, Outcome, ReviewStatus, Split
+
+    def bad(name: str, message: str):
+        raise ApplicationError(f"'{name}': {message}", errors={name: [message]})
+
+    def number(name: str, kind=int):
+        try:
+            return kind(params[name])
+        except (TypeError, ValueError):
+            bad(name, f"expected a number, got '{params[name]}'.")
+
+    def choice(name: str, values) -> str:
+        if params[name] not in values:
+            bad(name, f"'{params[name]}' is not one of {', '.join(v for v in values if v)}.")
+        return params[name]
+
+    def flag(name: str) -> bool:
+        value = params[name].lower()
+        if value not in _TRUE + _FALSE:
+            bad(name, "expected true or false.")
+        return value in _TRUE
+
+    def date(name: str) -> dt.date:
+        try:
+            return dt.date.fromisoformat(params[name])
+        except ValueError:
+            bad(name, f"expected a date like 2026-12-31, got '{params[name]}'.")
+
+    given = {k for k, v in params.items() if v not in ("", None)}
+    if "task" in given:
+        episodes = episodes.filter(task_id=number("task"))
+    if "checkpoint" in given:
+        episodes = episodes.filter(checkpoint_id=number("checkpoint"))
+    if "annotator" in given:
+        episodes = episodes.filter(created_by_id=number("annotator"))
+    if "split" in given:
+        episodes = episodes.filter(task__split=choice("split", Split.values))
+    if "mode" in given:
+        episodes = episodes.filter(mode=choice("mode", Mode.values))
+    if "status" in given:
+        episodes = episodes.filter(status=choice("status", EpisodeStatus.values))
+    if "outcome" in given:
+        episodes = episodes.filter(outcome=choice("outcome", [v for v in Outcome.values if v]))
+    if "review_status" in given:
+        episodes = episodes.filter(review_status=choice("review_status", ReviewStatus.values))
+    if "reward_min" in given:
+        episodes = episodes.filter(env_reward__gte=number("reward_min", float))
+    if "reward_max" in given:
+        episodes = episodes.filter(env_reward__lte=number("reward_max", float))
+    if "has_interventions" in given:
+        episodes = episodes.filter(n_interventions__gt=0) if flag("has_interventions") else episodes.filter(n_interventions=0)
+    if "has_void" in given:
+        episodes = episodes.filter(n_void__gt=0) if flag("has_void") else episodes.filter(n_void=0)
+    if "created_after" in given:
+        episodes = episodes.filter(created_at__date__gte=date("created_after"))
+    if "created_before" in given:
+        episodes = episodes.filter(created_at__date__lte=date("created_before"))
+    if "ordering" in given:
+        choice("ordering", EPISODE_ORDERINGS)
+    return episodes

@@ -16,8 +16,8 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from flywheel.events import event_append
-from flywheel.models import (Actor, Checkpoint, Deployment, Episode, EpisodeStatus, Membership, Mode, Project, Role,
-                             Split, Step, TaskSpec)
+from flywheel.models import (Actor, Checkpoint, Deployment, Episode, EpisodeStatus, Membership, Mode, Project, ReviewStatus,
+                             Role, Split, Step, TaskSpec)
 from webapp.audit import audit_record
 from webapp.errors import ApplicationError
 
@@ -146,11 +146,14 @@ def episode_payload(episode: Episode) -> dict:
         "id": episode.pk, "project": episode.project_id, "seed": episode.seed, "mode": episode.mode,
         "status": episode.status, "outcome": episode.outcome, "end_reason": episode.end_reason,
         "reward": episode.env_reward, "n_steps": episode.n_steps,
-        "task": {"id": episode.task_id, "task_name": episode.task.task_name, "env_kind": episode.task.env_kind},
+        "task": {"id": episode.task_id, "task_name": episode.task.task_name, "env_kind": episode.task.env_kind,
+                 "split": episode.task.split},
+        "created_by": {"id": episode.created_by_id, "username": episode.created_by.username} if episode.created_by_id else None,
         "checkpoint": {"id": episode.checkpoint_id, "name": episode.checkpoint.name} if episode.checkpoint_id else None,
         "control": {"username": episode.controller.username} if episode.controller_id else None,
         "pending_index": episode.pending_index, "human_control": episode.human_control,
         "n_interventions": episode.n_interventions, "n_void": episode.n_void,
+        "review_status": episode.review_status, "review_summary": episode.review_summary or {},
         "created_at": episode.created_at.isoformat() if episode.created_at else None,
         "started_at": episode.started_at.isoformat() if episode.started_at else None,
         "finished_at": episode.finished_at.isoformat() if episode.finished_at else None,
@@ -158,7 +161,7 @@ def episode_payload(episode: Episode) -> dict:
 
 
 def _episode_state_event(episode: Episode) -> None:
-    episode = Episode.objects.select_related("task", "checkpoint", "controller").get(pk=episode.pk)
+    episode = Episode.objects.select_related("task", "checkpoint", "created_by", "controller").get(pk=episode.pk)
     event_append(episode_id=episode.pk, type="episode.state", payload=episode_payload(episode))
 
 
@@ -224,7 +227,7 @@ def episode_claim(*, episode_id: int, worker: str) -> Episode | None:
     episode.attempt = F("attempt") + 1
     episode.save(update_fields=["status", "worker", "heartbeat_at", "started_at", "attempt", "checkpoint"])
     _episode_state_event(episode)
-    return Episode.objects.select_related("task", "checkpoint", "project").get(pk=episode_id)
+    return Episode.objects.select_related("task", "checkpoint", "created_by", "project").get(pk=episode_id)
 
 
 def episode_heartbeat(*, episode_id: int, worker: str) -> None:
@@ -401,7 +404,7 @@ def deployment_promote(*, project, checkpoint: Checkpoint, actor=None, backend: 
 # --- live control (called by the human layer through these services) -------------------------------
 def _episode_update_and_announce(episode_id: int, **fields) -> Episode:
     Episode.objects.filter(pk=episode_id).update(**fields)
-    episode = Episode.objects.select_related("task", "checkpoint", "controller").get(pk=episode_id)
+    episode = Episode.objects.select_related("task", "checkpoint", "created_by", "controller").get(pk=episode_id)
     _episode_state_event(episode)
     return episode
 
@@ -465,3 +468,19 @@ def step_human_thought_set(*, step: Step, text: str) -> Step:
 @transaction.atomic
 def episode_outcome_set(*, episode_id: int, outcome: str, comment: str = "") -> None:
     Episode.objects.filter(pk=episode_id).update(outcome=outcome, comment=comment)
+
+
+def episode_review_summary_set(*, episode_id: int, verdicts: list[str], grades: list[int]) -> Episode:
+    """Annotation's conclusion about an episode, written onto it: review counts and the status that
+    routing reads (accepted / rejected when every reviewer agrees, disputed when they do not)."""
+    accepts, rejects = verdicts.count("accept"), verdicts.count("reject")
+    if not verdicts:
+        review_status = ReviewStatus.UNREVIEWED
+    elif accepts and rejects:
+        review_status = ReviewStatus.DISPUTED
+    else:
+        review_status = ReviewStatus.ACCEPTED if accepts else ReviewStatus.REJECTED
+    summary = {"reviews": len(verdicts), "accepts": accepts, "rejects": rejects,
+               "grade_mean": round(sum(grades) / len(grades), 2) if grades else None}
+    Episode.objects.filter(pk=episode_id).update(review_summary=summary, review_status=review_status)
+    return Episode.objects.get(pk=episode_id)

@@ -29,3 +29,15 @@ def training_run_execute(run_id: int) -> str:
     from flywheel import training
 
     return training.run_execute(run_id=run_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def snapshot_build(snapshot_id: int) -> str:
+    """Write a snapshot on the `default` queue. A crash marks it failed with the reason, never half-written."""
+    from flywheel import datasets
+
+    try:
+        return datasets.snapshot_build(snapshot_id=snapshot_id).status
+    except Exception as exc:
+        datasets.snapshot_fail(snapshot_id=snapshot_id, error=f"The snapshot job crashed: {exc}")
+        raise

@@ -21,3 +21,10 @@ urlpatterns += [
     path("projects/<int:project_id>/deployments/", api.DeploymentListApi.as_view(), name="deployment-list"),
     path("projects/<int:project_id>/runs/", api.RunListApi.as_view(), name="run-list"),
 ]
+urlpatterns += [
+    path("projects/<int:project_id>/routing", api.RoutingApi.as_view(), name="routing"),
+    path("projects/<int:project_id>/snapshots/", api.SnapshotListApi.as_view(), name="snapshot-list"),
+    path("snapshots/<int:snapshot_id>/", api.SnapshotDetailApi.as_view(), name="snapshot-detail"),
+    path("snapshots/<int:snapshot_id>/rows", api.SnapshotRowsApi.as_view(), name="snapshot-rows"),
+    path("snapshots/<int:snapshot_id>/export", api.SnapshotExportApi.as_view(), name="snapshot-export"),
+]

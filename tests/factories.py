@@ -87,3 +87,47 @@ def rollout_project(tmp_path_factory):
 
 
 __all__ += ["rollout_project"]
+
+
+def jpeg(seed: int = 0) -> bytes:
+    """A small, real JPEG whose bytes depend on ``seed`` (screenshots are stored by content hash)."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (16, 16), (seed * 37 % 256, seed * 91 % 256, 120)).save(buffer, format="JPEG")
+    return buffer.getvalue()
+
+
+def make_finished_episode(project: Project, task: TaskSpec, *, steps: list[dict], mode: str = "autonomous",
+                          reward: float | None = 1.0, outcome: str = "", created_by=None, checkpoint=None):
+    """A finished episode whose steps are stored through the same service the rollout worker uses.
+
+    Each step spec may give ``action`` (a dict, None for a void turn), ``thought``, ``actor``,
+    ``proposal`` (the model's overridden turn: {"thought", "action", "raw"}), ``reward`` and ``human_thought``.
+    """
+    from flywheel import services
+    from flywheel.models import Episode
+
+    episode = Episode.objects.create(project=project, task=task, seed=next(_counter), mode=mode, status="running",
+                                     created_by=created_by, checkpoint=checkpoint)
+    for index, spec in enumerate(steps):
+        action = spec.get("action", {"name": "click", "args": {"x": 10 + index, "y": 20}})
+        thought = spec.get("thought", f"step {index}")
+        raw = spec.get("raw") or (f"Thought: {thought}\nAction: click(x={action['args']['x']}, y=20)" if action else "gibberish")
+        prompt = [{"role": "system", "content": "sys"},
+                  {"role": "user", "content": [{"type": "text", "text": f"Instruction: do {index}"},
+                                               {"type": "image_url", "image_url": {"url": "screenshot"}}]}]
+        step = services.step_record(
+            episode=episode, index=index, screenshot=jpeg(episode.pk * 100 + index), width=16, height=16,
+            url="/task.html", instruction="Click it", elements=[], prompt=prompt, raw_output=raw,
+            token_ids=[1, 2, 3], token_logprobs=[-0.1, -0.2, -0.3], thought=thought, action=action,
+            action_text="", actor=spec.get("actor", "model"), proposal=spec.get("proposal"),
+            reward=spec.get("reward", 0.0), done=index == len(steps) - 1, void_reason=None if action else "no action",
+            info={}, timings={})
+        if spec.get("human_thought"):
+            step.human_thought = spec["human_thought"]
+            step.save(update_fields=["human_thought"])
+    return services.episode_finish(episode_id=episode.pk, status="finished", end_reason="done", reward=reward,
+                                   outcome=outcome)

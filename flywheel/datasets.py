@@ -1,0 +1,488 @@
+"""Routing (UI-TARS-2's validator V), dataset rows, immutable snapshots and their export bundle.
+
+V(episode) per project (``Project.settings["routing"]``):
+  rule ``reward``: env reward >= threshold; ``review``: the reviews accept it; ``both``: both.
+Buckets: V=1 episodes -> ``sft`` (autonomous successes are tagged ``rft``), V=0 -> ``ct``; every
+edited step -> a ``dpo`` pair; finished autonomous model episodes with a reward -> ``rl``.
+Rows use the trainer's formats (trainer/data.py) and the one prompt renderer (agent/prompt.py).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import tempfile
+import zipfile
+from collections import Counter
+from collections.abc import Iterator
+
+from django.core.files import File
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
+
+from agent.actions import Action, format_turn
+from agent.envs.base import Element, Observation
+from agent.prompt import render_messages, render_observation
+from flywheel.models import (Actor, DatasetSnapshot, Episode, EpisodeStatus, Mode, Project, ReviewStatus,
+                             SnapshotEpisode, SnapshotKind, SnapshotStatus, Split, Step)
+from webapp.audit import audit_record
+from webapp.errors import ApplicationError
+
+RULES = ("reward", "review", "both")
+DEFAULT_ROUTING = {"rule": "reward", "reward_threshold": 1.0}
+FILTER_KEYS = {"tasks", "split", "checkpoint", "mode", "created_after", "created_before", "only_new"}
+PROGRESS_EVERY = 200  # rows between progress writes
+
+
+# --- routing -------------------------------------------------------------------------------------
+def routing_of(project: Project) -> dict:
+    routing = {**DEFAULT_ROUTING, **(project.settings or {}).get("routing", {})}
+    return {"rule": routing["rule"], "reward_threshold": float(routing["reward_threshold"])}
+
+
+@transaction.atomic
+def routing_set(*, project: Project, actor, rule: str | None = None, reward_threshold: float | None = None) -> dict:
+    locked = Project.objects.select_for_update().get(pk=project.pk)
+    routing = routing_of(locked)
+    if rule is not None:
+        if rule not in RULES:
+            raise ApplicationError(f"Unknown rule '{rule}'; use reward, review or both.", errors={"rule": ["Invalid choice."]})
+        routing["rule"] = rule
+    if reward_threshold is not None:
+        routing["reward_threshold"] = float(reward_threshold)
+    locked.settings = {**(locked.settings or {}), "routing": routing}
+    locked.save(update_fields=["settings"])
+    project.settings = locked.settings  # the caller's instance sees the new rule too
+    audit_record(actor=actor, action="routing.set", target=project, data=routing)
+    return routing
+
+
+def _valid_q(routing: dict) -> tuple[Q, Q]:
+    """(V=1, V=0) as conditions on finished episodes. Episodes that are neither wait for a review."""
+    reward_ok = Q(env_reward__gte=routing["reward_threshold"])
+    reward_bad = Q(env_reward__lt=routing["reward_threshold"]) | Q(env_reward__isnull=True)
+    accepted, rejected = Q(review_status=ReviewStatus.ACCEPTED), Q(review_status=ReviewStatus.REJECTED)
+    if routing["rule"] == "reward":
+        return reward_ok, reward_bad
+    if routing["rule"] == "review":
+        return accepted, rejected
+    return reward_ok & accepted, reward_bad | rejected
+
+
+def bucket_episodes(project: Project, kind: str, routing: dict | None = None) -> QuerySet[Episode]:
+    """The episodes whose rows belong to bucket ``kind``."""
+    routing = routing or routing_of(project)
+    finished = Episode.objects.filter(project=project, status=EpisodeStatus.FINISHED)
+    valid, invalid = _valid_q(routing)
+    if kind == SnapshotKind.SFT:
+        return finished.filter(valid)
+    if kind == SnapshotKind.CT:
+        return finished.filter(invalid)
+    if kind == SnapshotKind.DPO:
+        return finished.filter(Exists(_dpo_steps().filter(episode=OuterRef("pk"))))
+    if kind == SnapshotKind.RL:
+        return finished.filter(mode=Mode.AUTONOMOUS, env_reward__isnull=False, n_interventions=0)
+    raise ApplicationError(f"Unknown kind '{kind}'; use sft, dpo, rl or ct.", errors={"kind": ["Invalid choice."]})
+
+
+def _dpo_steps() -> QuerySet[Step]:
+    return Step.objects.filter(proposal__isnull=False, action__isnull=False, actor__in=[Actor.EDITED, Actor.HUMAN])
+
+
+def bucket_steps(kind: str, episodes: QuerySet[Episode]) -> QuerySet[Step]:
+    """The steps that make rows of ``kind`` (RL rows are whole episodes)."""
+    steps = Step.objects.filter(episode__in=episodes)
+    if kind in (SnapshotKind.SFT, SnapshotKind.CT):
+        return steps.filter(void=False)
+    if kind == SnapshotKind.DPO:
+        return steps.filter(pk__in=_dpo_steps().filter(episode__in=episodes).values("pk"))
+    return steps
+
+
+def _row_count(kind: str, episodes: QuerySet[Episode]) -> int:
+    if kind == SnapshotKind.RL:
+        return episodes.count()
+    return bucket_steps(kind, episodes).count()
+
+
+def buckets(project: Project) -> dict:
+    """Rows, episodes and rows new since the last snapshot of each kind."""
+    routing = routing_of(project)
+    out = {}
+    for kind in SnapshotKind.values:
+        episodes = bucket_episodes(project, kind, routing)
+        frozen = SnapshotEpisode.objects.filter(snapshot__project=project, snapshot__kind=kind,
+                                                snapshot__status=SnapshotStatus.READY).values("episode_id")
+        out[kind] = {"rows": _row_count(kind, episodes), "episodes": episodes.count(),
+                     "new_rows": _row_count(kind, episodes.exclude(pk__in=frozen))}
+    return out
+
+
+# --- filters ---------------------------------------------------------------------------------------
+def _date(value, field: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(str(value))
+    except ValueError:
+        raise ApplicationError(f"'{field}' must be a date like 2026-12-31.", errors={field: ["Not a date."]}) from None
+
+
+def filter_clean(project: Project, raw: dict | None) -> dict:
+    """A snapshot filter, checked: unknown keys, foreign tasks and bad dates are refused with a message."""
+    raw = raw or {}
+    if not isinstance(raw, dict):
+        raise ApplicationError("The filter must be an object.", errors={"filter": ["Not an object."]})
+    unknown = sorted(set(raw) - FILTER_KEYS)
+    if unknown:
+        raise ApplicationError(f"Unknown filter key '{unknown[0]}'; known: {', '.join(sorted(FILTER_KEYS))}.",
+                               errors={"filter": [f"Unknown key {unknown[0]}."]})
+    out: dict = {}
+    if raw.get("tasks"):
+        tasks = raw["tasks"]
+        if not isinstance(tasks, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tasks):
+            raise ApplicationError("'tasks' must be a list of task ids.", errors={"tasks": ["Not a list of ids."]})
+        known = set(project.tasks.filter(pk__in=tasks).values_list("pk", flat=True))
+        missing = [t for t in tasks if t not in known]
+        if missing:
+            raise ApplicationError(f"Task {missing[0]} is not in this project.", errors={"tasks": ["Unknown task."]})
+        out["tasks"] = sorted(known)
+    if raw.get("split"):
+        if raw["split"] not in Split.values:
+            raise ApplicationError("'split' must be train or eval.", errors={"split": ["Invalid choice."]})
+        out["split"] = raw["split"]
+    checkpoint = raw.get("checkpoint")
+    if checkpoint not in (None, ""):
+        if not isinstance(checkpoint, int) or isinstance(checkpoint, bool) or \
+                not project.checkpoints.filter(pk=checkpoint).exists():
+            raise ApplicationError("No such checkpoint in this project.", errors={"checkpoint": ["Unknown checkpoint."]})
+        out["checkpoint"] = checkpoint
+    if raw.get("mode"):
+        if raw["mode"] not in Mode.values:
+            raise ApplicationError("'mode' must be autonomous or supervised.", errors={"mode": ["Invalid choice."]})
+        out["mode"] = raw["mode"]
+    for field in ("created_after", "created_before"):
+        if raw.get(field):
+            out[field] = _date(raw[field], field).isoformat()
+    if "created_after" in out and "created_before" in out and out["created_after"] > out["created_before"]:
+        raise ApplicationError("'created_after' is later than 'created_before'.",
+                               errors={"created_after": ["After the end date."]})
+    if raw.get("only_new"):
+        out["only_new"] = True
+    return out
+
+
+def filter_apply(episodes: QuerySet[Episode], project: Project, kind: str, cleaned: dict) -> QuerySet[Episode]:
+    if "tasks" in cleaned:
+        episodes = episodes.filter(task_id__in=cleaned["tasks"])
+    if "split" in cleaned:
+        episodes = episodes.filter(task__split=cleaned["split"])
+    if "checkpoint" in cleaned:
+        episodes = episodes.filter(checkpoint_id=cleaned["checkpoint"])
+    if "mode" in cleaned:
+        episodes = episodes.filter(mode=cleaned["mode"])
+    if "created_after" in cleaned:
+        episodes = episodes.filter(created_at__date__gte=cleaned["created_after"])
+    if "created_before" in cleaned:
+        episodes = episodes.filter(created_at__date__lte=cleaned["created_before"])
+    if cleaned.get("only_new"):
+        frozen = SnapshotEpisode.objects.filter(snapshot__project=project, snapshot__kind=kind,
+                                                snapshot__status=SnapshotStatus.READY).values("episode_id")
+        episodes = episodes.exclude(pk__in=frozen)
+    return episodes
+
+
+# --- rows -------------------------------------------------------------------------------------------
+def image_path(screenshot: str) -> str:
+    """Where a screenshot lies inside an export bundle."""
+    return f"images/{os.path.basename(screenshot)}" if screenshot else ""
+
+
+def _text_messages(prompt: list[dict]) -> list[dict]:
+    """Stored prompt messages with image parts dropped (images travel by path in ``images``)."""
+    out = []
+    for message in prompt:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "\n".join(part.get("text", "") for part in content if part.get("type") == "text")
+        out.append({"role": message["role"], "content": content})
+    return out
+
+
+def _observation(step: Step) -> Observation:
+    return Observation(instruction=step.instruction, url=step.url, screenshot=b"", width=step.width, height=step.height,
+                       elements=[Element(**e) for e in step.elements])
+
+
+def _turn_text(thought: str, action: dict | None, raw: str) -> str:
+    return format_turn(thought, Action.from_dict(action)) if action else raw
+
+
+def step_turn_text(step: Step) -> str:
+    """What the assistant said at this step: the executed turn (a person's correction when edited).
+    A person who acted without writing a thought contributes what they said aloud instead."""
+    thought = step.thought
+    if not thought.strip() and step.actor != Actor.MODEL:
+        thought = step.human_thought
+    return _turn_text(thought, step.action, step.raw_output)
+
+
+def step_prompt(step: Step, history: list[tuple[str, str]]) -> list[dict]:
+    """The exact prompt the policy saw; re-rendered by the shared renderer when none was stored."""
+    if step.prompt:
+        return _text_messages(step.prompt)
+    observation = _observation(step)
+    return render_messages(instruction=step.instruction, observation_text=render_observation(observation), history=history)
+
+
+def _meta(episode: Episode, step: Step | None = None, **extra) -> dict:
+    meta = {"episode_id": episode.pk, "task": episode.task.task_name, "seed": episode.seed, "mode": episode.mode,
+            "checkpoint": episode.checkpoint.name if episode.checkpoint_id else None, "episode_reward": episode.env_reward}
+    if step is not None:
+        meta.update(step_index=step.index, step_id=step.pk, actor=step.actor)
+    return {**meta, **extra}
+
+
+def episode_rows(kind: str, episode: Episode, steps: list[Step]) -> list[dict]:
+    """The rows ``kind`` makes of one episode (``steps`` ordered by index)."""
+    history: list[tuple[str, str]] = []
+    rows, rl_steps = [], []
+    for step in steps:
+        prompt = step_prompt(step, history)
+        turn_text = step_turn_text(step)
+        image = image_path(step.screenshot)
+        if kind in (SnapshotKind.SFT, SnapshotKind.CT) and not step.void:
+            source = "rft" if episode.mode == Mode.AUTONOMOUS else "supervised"
+            rows.append({"messages": [*prompt, {"role": "assistant", "content": turn_text}],
+                         "images": [image] if image else [], "meta": _meta(episode, step, source=source)})
+        elif kind == SnapshotKind.DPO and step.proposal and step.action and step.actor != Actor.MODEL:
+            proposal = step.proposal
+            rejected = proposal.get("raw") or _turn_text(proposal.get("thought", ""), proposal.get("action"), "")
+            if rejected.strip() and rejected.strip() != turn_text.strip():
+                rows.append({"prompt": prompt, "chosen": [{"role": "assistant", "content": turn_text}],
+                             "rejected": [{"role": "assistant", "content": rejected}],
+                             "images": [image] if image else [], "meta": _meta(episode, step)})
+        elif kind == SnapshotKind.RL:
+            rl_steps.append({"prompt": prompt, "output": step.raw_output, "output_token_ids": step.token_ids,
+                             "old_logprobs": step.token_logprobs, "reward": step.reward, "void": step.void,
+                             "image": image, "step_id": step.pk})
+        history.append((render_observation(_observation(step)), turn_text))
+    if kind == SnapshotKind.RL and rl_steps:
+        rows.append({"episode_id": episode.pk, "task": episode.task.task_name, "seed": episode.seed,
+                     "reward": float(episode.env_reward or 0.0), "group": f"{episode.task.task_name}:{episode.seed}",
+                     "steps": rl_steps, "meta": _meta(episode)})
+    return rows
+
+
+def rows_iter(kind: str, episodes: QuerySet[Episode], chunk: int = 200) -> Iterator[tuple[Episode, list[dict]]]:
+    """(episode, its rows) for every episode, in id order, reading ``chunk`` episodes at a time."""
+    last = 0
+    base = episodes.select_related("task", "checkpoint").order_by("pk")
+    while True:
+        batch = list(base.filter(pk__gt=last)[:chunk])
+        if not batch:
+            return
+        by_episode: dict[int, list[Step]] = {e.pk: [] for e in batch}
+        for step in Step.objects.filter(episode_id__in=by_episode).order_by("episode_id", "index").iterator(chunk_size=2000):
+            by_episode[step.episode_id].append(step)
+        for episode in batch:
+            yield episode, episode_rows(kind, episode, by_episode[episode.pk])
+        last = batch[-1].pk
+
+
+# --- snapshots --------------------------------------------------------------------------------------
+@transaction.atomic
+def snapshot_create(*, project: Project, kind: str, name: str = "", filter: dict | None = None, actor=None,
+                    build: bool = True) -> DatasetSnapshot:
+    """Queue a snapshot of ``kind`` over the episodes ``filter`` selects; a job writes it (snapshot_build)."""
+    from flywheel import tasks as flywheel_tasks
+
+    if kind not in SnapshotKind.values:
+        raise ApplicationError(f"Unknown kind '{kind}'; use sft, dpo, rl or ct.", errors={"kind": ["Invalid choice."]})
+    cleaned = filter_clean(project, filter)
+    if not filter_apply(bucket_episodes(project, kind), project, kind, cleaned).exists():
+        raise ApplicationError(f"No {kind} rows match this filter: nothing to snapshot. Finish or review episodes first, "
+                               "or widen the filter.", errors={"filter": ["Matches no rows."]})
+    snapshot = DatasetSnapshot.objects.create(
+        project=project, kind=kind, name=(name or f"{kind} {timezone.now():%Y-%m-%d %H:%M}")[:200], filter=cleaned,
+        routing=routing_of(project), created_by=actor if actor and actor.is_authenticated else None)
+    audit_record(actor=actor, action="snapshot.create", target=snapshot, data={"kind": kind, "filter": cleaned})
+    if build:
+        transaction.on_commit(lambda: flywheel_tasks.snapshot_build.delay(snapshot.pk))
+    return snapshot
+
+
+def _progress(snapshot_id: int, value: float) -> None:
+    DatasetSnapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.BUILDING).update(progress=min(value, 0.99))
+
+
+def snapshot_build(*, snapshot_id: int) -> DatasetSnapshot:
+    """Write the rows once (JSONL + Parquet), with their hash and lineage. Safe to run twice: a snapshot
+    that is already ready or failed is left alone."""
+    snapshot = DatasetSnapshot.objects.select_related("project").get(pk=snapshot_id)
+    if snapshot.status != SnapshotStatus.BUILDING:
+        return snapshot
+    project, kind = snapshot.project, snapshot.kind
+    routing = snapshot.routing or routing_of(project)
+    episodes = filter_apply(bucket_episodes(project, kind, routing), project, kind, snapshot.filter)
+    # Freeze the membership first: the rows are made from exactly these episodes, whatever changes meanwhile.
+    episode_ids = list(episodes.order_by("pk").values_list("pk", flat=True))
+    total = len(episode_ids) or 1
+    digest = hashlib.sha256()
+    counts, lineage_rows = Counter(), []
+    by_task, by_checkpoint = Counter(), Counter()
+    n_rows = 0
+    try:
+        with tempfile.TemporaryDirectory(prefix="loupe-snapshot-") as tmp:
+            jsonl_path = os.path.join(tmp, "data.jsonl")
+            with open(jsonl_path, "wb") as out:
+                for done, (episode, rows) in enumerate(rows_iter(kind, Episode.objects.filter(pk__in=episode_ids)), 1):
+                    for row in rows:
+                        line = (json.dumps(row, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n").encode()
+                        out.write(line)
+                        digest.update(line)
+                    if rows:
+                        n_rows += len(rows)
+                        lineage_rows.append(SnapshotEpisode(snapshot_id=snapshot_id, episode_id=episode.pk, rows=len(rows)))
+                        by_task[episode.task.task_name] += len(rows)
+                        by_checkpoint[episode.checkpoint.name if episode.checkpoint_id else "(none)"] += len(rows)
+                    if done % 20 == 0:
+                        _progress(snapshot_id, 0.9 * done / total)
+            if n_rows == 0:
+                raise ApplicationError(f"No {kind} rows match this filter: nothing to snapshot.")
+            parquet_path = os.path.join(tmp, "data.parquet")
+            jsonl_to_parquet(jsonl_path, parquet_path)
+            base = f"snapshots/{project.pk}/{snapshot_id}-{kind}"
+            with open(jsonl_path, "rb") as fh:
+                file_name = default_storage.save(f"{base}.jsonl", File(fh))
+            with open(parquet_path, "rb") as fh:
+                parquet_name = default_storage.save(f"{base}.parquet", File(fh))
+            size = os.path.getsize(jsonl_path)
+    except ApplicationError as exc:
+        DatasetSnapshot.objects.filter(pk=snapshot_id).update(status=SnapshotStatus.FAILED, error=exc.message,
+                                                              finished_at=timezone.now())
+        return DatasetSnapshot.objects.get(pk=snapshot_id)
+    with transaction.atomic():
+        SnapshotEpisode.objects.bulk_create(lineage_rows, batch_size=2000, ignore_conflicts=True)
+        DatasetSnapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.BUILDING).update(
+            status=SnapshotStatus.READY, progress=1.0, rows=n_rows, episodes=len(lineage_rows), size_bytes=size,
+            sha256=digest.hexdigest(), file=file_name, parquet_file=parquet_name, finished_at=timezone.now(),
+            lineage={"episodes": len(lineage_rows), "rows": n_rows, "tasks": dict(by_task),
+                     "checkpoints": dict(by_checkpoint)})
+    return DatasetSnapshot.objects.get(pk=snapshot_id)
+
+
+def snapshot_fail(*, snapshot_id: int, error: str) -> None:
+    DatasetSnapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.BUILDING).update(
+        status=SnapshotStatus.FAILED, error=error[:2000], finished_at=timezone.now())
+
+
+def jsonl_to_parquet(jsonl_path: str, parquet_path: str, batch: int = 1000) -> None:
+    """Parquet beside the JSONL, written in batches. ``meta`` (free-form) is kept as a JSON string so
+    every batch has one schema."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    writer = None
+    schema = None
+
+    def flush(rows):
+        nonlocal writer, schema
+        table = pa.Table.from_pylist(rows, schema=schema)
+        if writer is None:
+            schema = table.schema
+            writer = pq.ParquetWriter(parquet_path, schema)
+        writer.write_table(table)
+
+    rows = []
+    with open(jsonl_path, encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            row["meta"] = json.dumps(row.get("meta", {}), sort_keys=True)
+            rows.append(row)
+            if len(rows) >= batch:
+                flush(rows)
+                rows = []
+    if rows or writer is None:
+        flush(rows)
+    writer.close()
+
+
+def snapshot_preview(snapshot: DatasetSnapshot, limit: int) -> list[dict]:
+    if snapshot.status != SnapshotStatus.READY:
+        raise ApplicationError("This snapshot is not ready yet.", status=409)
+    out = []
+    with default_storage.open(snapshot.file, "rb") as fh:
+        for line in fh:
+            out.append(json.loads(line))
+            if len(out) >= limit:
+                break
+    return out
+
+
+# --- export ----------------------------------------------------------------------------------------
+class _Sink:
+    """A write-only file for zipfile that hands out what was written, so a zip streams as it is made."""
+
+    def __init__(self):
+        self._parts: list[bytes] = []
+
+    def write(self, data) -> int:
+        self._parts.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def take(self) -> bytes:
+        data, self._parts = b"".join(self._parts), []
+        return data
+
+
+def _screenshot_names(snapshot: DatasetSnapshot) -> Iterator[str]:
+    """Distinct screenshot files behind the rows, read in id order (constant memory)."""
+    episodes = SnapshotEpisode.objects.filter(snapshot=snapshot).values("episode_id")
+    steps = bucket_steps(snapshot.kind, Episode.objects.filter(pk__in=episodes)).exclude(screenshot="")
+    yield from steps.order_by("screenshot").values_list("screenshot", flat=True).distinct().iterator(chunk_size=2000)
+
+
+def snapshot_card(snapshot: DatasetSnapshot) -> dict:
+    return {"id": snapshot.pk, "project": snapshot.project_id, "kind": snapshot.kind, "name": snapshot.name,
+            "filter": snapshot.filter, "routing": snapshot.routing, "rows": snapshot.rows, "episodes": snapshot.episodes,
+            "sha256": snapshot.sha256, "size_bytes": snapshot.size_bytes, "lineage": snapshot.lineage,
+            "created_at": snapshot.created_at.isoformat() if snapshot.created_at else None,
+            "files": {"jsonl": "data.jsonl", "parquet": "data.parquet", "images": "images/",
+                      "lineage": "lineage.jsonl"}}
+
+
+def export_stream(snapshot: DatasetSnapshot, block: int = 1 << 20) -> Iterator[bytes]:
+    """The export bundle as a zip, produced piece by piece: data.jsonl, data.parquet, lineage.jsonl,
+    snapshot.json and every screenshot under images/. Memory stays at one block whatever the size."""
+    if snapshot.status != SnapshotStatus.READY:
+        raise ApplicationError("This snapshot is not ready yet; wait until its status is ready.", status=409)
+    sink = _Sink()
+    with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as bundle:
+        def copy(storage_name: str, arcname: str, compress: bool = True) -> Iterator[bytes]:
+            info = zipfile.ZipInfo(arcname, date_time=snapshot.created_at.timetuple()[:6])
+            info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+            with default_storage.open(storage_name, "rb") as src, bundle.open(info, "w", force_zip64=True) as dst:
+                for piece in iter(lambda: src.read(block), b""):
+                    dst.write(piece)
+                    yield sink.take()
+            yield sink.take()
+
+        yield from copy(snapshot.file, "data.jsonl")
+        if snapshot.parquet_file:
+            yield from copy(snapshot.parquet_file, "data.parquet", compress=False)
+        bundle.writestr("snapshot.json", json.dumps(snapshot_card(snapshot), indent=2))
+        with bundle.open("lineage.jsonl", "w") as dst:
+            members = SnapshotEpisode.objects.filter(snapshot=snapshot).order_by("episode_id")
+            for member in members.values("episode_id", "rows").iterator(chunk_size=5000):
+                dst.write((json.dumps(member) + "\n").encode())
+        yield sink.take()
+        for name in _screenshot_names(snapshot):
+            if default_storage.exists(name):
+                yield from copy(name, image_path(name), compress=False)
+    yield sink.take()
+

@@ -1,0 +1,257 @@
+"""Routing (validator V), snapshots and their export, through the services and the real API."""
+import hashlib
+import io
+import json
+import zipfile
+
+import pytest
+from django.core.files.storage import default_storage
+from django.core.management import call_command
+from django.db import IntegrityError, transaction
+from rest_framework.test import APIClient
+
+from annotation.reviews import review_submit
+from flywheel import datasets
+from flywheel.models import DatasetSnapshot, SnapshotStatus, Step
+from tests.factories import make_finished_episode, make_task
+
+pytestmark = pytest.mark.django_db
+
+EDITED = {"actor": "edited", "thought": "the OK button is lower", "action": {"name": "click", "args": {"x": 80, "y": 120}},
+          "proposal": {"thought": "click cancel", "action": {"name": "click", "args": {"x": 5, "y": 5}},
+                       "raw": "Thought: click cancel\nAction: click(x=5, y=5)"}}
+
+
+def client_for(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def build(project, kind, **filter_):
+    snapshot = datasets.snapshot_create(project=project, kind=kind, filter=filter_, build=False)
+    return datasets.snapshot_build(snapshot_id=snapshot.pk)
+
+
+def episode_ids(project, kind) -> set[int]:
+    return set(datasets.bucket_episodes(project, kind).values_list("pk", flat=True))
+
+
+def test_reward_rule_sends_successes_to_sft_and_failures_to_ct(demo):
+    project, task = demo["project"], demo["task"]
+    good = make_finished_episode(project, task, steps=[{}, {}], reward=1.0)
+    bad = make_finished_episode(project, task, steps=[{}], reward=0.0)
+    assert episode_ids(project, "sft") == {good.pk}
+    assert episode_ids(project, "ct") == {bad.pk}
+    counts = datasets.buckets(project)
+    assert (counts["sft"]["rows"], counts["ct"]["rows"]) == (2, 1)
+
+
+def test_review_rule_routes_by_verdict_and_leaves_unreviewed_episodes_out(demo):
+    project, task = demo["project"], demo["task"]
+    datasets.routing_set(project=project, actor=demo["manager"], rule="review")
+    accepted = make_finished_episode(project, task, steps=[{}], reward=0.0)
+    rejected = make_finished_episode(project, task, steps=[{}], reward=1.0)
+    make_finished_episode(project, task, steps=[{}], reward=1.0)  # unreviewed: in neither bucket
+    review_submit(episode=accepted, reviewer=demo["manager"], verdict="accept")
+    review_submit(episode=rejected, reviewer=demo["manager"], verdict="reject")
+    assert episode_ids(project, "sft") == {accepted.pk}
+    assert episode_ids(project, "ct") == {rejected.pk}
+
+
+def test_both_rule_needs_the_reward_and_the_accepting_review(demo):
+    project, task = demo["project"], demo["task"]
+    datasets.routing_set(project=project, actor=demo["manager"], rule="both", reward_threshold=0.5)
+    both = make_finished_episode(project, task, steps=[{}], reward=0.9)
+    reward_only = make_finished_episode(project, task, steps=[{}], reward=0.9)
+    review_only = make_finished_episode(project, task, steps=[{}], reward=0.1)
+    for episode in (both, review_only):
+        review_submit(episode=episode, reviewer=demo["manager"], verdict="accept")
+    assert episode_ids(project, "sft") == {both.pk}
+    assert episode_ids(project, "ct") == {review_only.pk}
+    assert reward_only.pk not in episode_ids(project, "ct")  # waits for its review
+
+
+def test_every_edited_step_yields_a_dpo_pair_of_correction_over_proposal(demo):
+    project, task = demo["project"], demo["task"]
+    episode = make_finished_episode(project, task, steps=[{}, EDITED], mode="supervised", reward=0.0)
+    snapshot = build(project, "dpo")
+    assert snapshot.status == SnapshotStatus.READY and snapshot.rows == 1
+    (row,) = datasets.snapshot_preview(snapshot, 10)
+    assert row["chosen"] == [{"role": "assistant", "content": "Thought: the OK button is lower\nAction: click(x=80, y=120)"}]
+    assert row["rejected"] == [{"role": "assistant", "content": "Thought: click cancel\nAction: click(x=5, y=5)"}]
+    assert row["prompt"][-1] == {"role": "user", "content": "Instruction: do 1"}  # the prompt the model saw, text only
+    step = Step.objects.get(episode=episode, index=1)
+    assert row["meta"]["step_id"] == step.pk
+    assert row["images"] == [datasets.image_path(step.screenshot)]
+
+
+def test_rl_rows_are_whole_autonomous_episodes_with_logprobs_and_void_turns_flagged(demo):
+    project, task = demo["project"], demo["task"]
+    auto = make_finished_episode(project, task, steps=[{"action": None}, {"reward": 1.0}], reward=1.0)
+    make_finished_episode(project, task, steps=[EDITED], mode="supervised", reward=1.0)
+    snapshot = build(project, "rl")
+    (row,) = datasets.snapshot_preview(snapshot, 10)
+    assert row["episode_id"] == auto.pk and row["reward"] == 1.0
+    assert [s["void"] for s in row["steps"]] == [True, False]
+    assert row["steps"][1]["old_logprobs"] == [-0.1, -0.2, -0.3] and row["steps"][1]["output_token_ids"] == [1, 2, 3]
+
+
+def test_sft_rows_load_in_the_trainer(demo, tmp_path):
+    from trainer.data import read_dpo, read_rl, read_sft
+
+    project, task = demo["project"], demo["task"]
+    make_finished_episode(project, task, steps=[{}, {"action": None}, EDITED], mode="supervised", reward=1.0)
+    make_finished_episode(project, task, steps=[{}], reward=1.0)
+    readers = {"sft": read_sft, "dpo": read_dpo, "rl": read_rl}
+    for kind, reader in readers.items():
+        snapshot = build(project, kind)
+        path = tmp_path / f"{kind}.jsonl"
+        path.write_bytes(default_storage.open(snapshot.file).read())
+        assert len(reader(path)) == snapshot.rows > 0
+
+
+def test_a_person_who_only_spoke_contributes_their_spoken_thought(demo):
+    project, task = demo["project"], demo["task"]
+    make_finished_episode(project, task, reward=1.0, mode="supervised",
+                          steps=[{"actor": "human", "thought": "", "human_thought": "the submit button is green"}])
+    (row,) = datasets.snapshot_preview(build(project, "sft"), 1)
+    assert row["messages"][-1]["content"].startswith("Thought: the submit button is green\nAction: click(")
+
+
+def test_export_bundle_round_trips_through_the_datasets_library(demo, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    from datasets import load_dataset
+
+    project, task = demo["project"], demo["task"]
+    for _ in range(3):
+        make_finished_episode(project, task, steps=[{}, {}, EDITED], mode="supervised", reward=1.0)
+    snapshot = build(project, "sft")
+    response = client_for(demo["manager"]).get(f"/api/v1/snapshots/{snapshot.pk}/export")
+    assert response.status_code == 200 and response.streaming
+    bundle = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
+    bundle.extractall(tmp_path)
+    data = (tmp_path / "data.jsonl").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == snapshot.sha256 == response["X-Snapshot-Sha256"]
+    source = [json.loads(line) for line in data.splitlines()]
+    assert len(source) == snapshot.rows == 9
+
+    from_json = load_dataset("json", data_files=str(tmp_path / "data.jsonl"), split="train")
+    from_parquet = load_dataset("parquet", data_files=str(tmp_path / "data.parquet"), split="train")
+    assert from_json["messages"] == [row["messages"] for row in source]
+    assert from_parquet["messages"] == [row["messages"] for row in source]
+    assert [json.loads(m) for m in from_parquet["meta"]] == [row["meta"] for row in source]
+    for row in source:  # every image a row names is inside the bundle
+        assert all((tmp_path / image).is_file() for image in row["images"])
+    lineage = [json.loads(line) for line in (tmp_path / "lineage.jsonl").read_text().splitlines()]
+    assert sum(item["rows"] for item in lineage) == 9 and len(lineage) == 3
+
+
+def test_a_ready_snapshot_never_changes(demo):
+    project, task = demo["project"], demo["task"]
+    episode = make_finished_episode(project, task, steps=[{}, {}], reward=1.0)
+    snapshot = build(project, "sft")
+    before = default_storage.open(snapshot.file).read()
+
+    # Later edits and reviews of the episode do not reach the frozen rows...
+    Step.objects.filter(episode=episode).update(thought="rewritten later")
+    review_submit(episode=episode, reviewer=demo["manager"], verdict="reject", comment="changed my mind")
+    snapshot.refresh_from_db()
+    assert default_storage.open(snapshot.file).read() == before
+    assert hashlib.sha256(before).hexdigest() == snapshot.sha256 and snapshot.rows == 2
+    # ...and the database refuses to alter it, whatever code tries.
+    with pytest.raises(IntegrityError, match="frozen"), transaction.atomic():
+        DatasetSnapshot.objects.filter(pk=snapshot.pk).update(rows=99)
+    with pytest.raises(IntegrityError, match="frozen"), transaction.atomic():
+        DatasetSnapshot.objects.filter(pk=snapshot.pk).update(sha256="0" * 64)
+
+
+def test_new_rows_count_what_no_snapshot_of_that_kind_holds_yet(demo):
+    project, task = demo["project"], demo["task"]
+    make_finished_episode(project, task, steps=[{}, {}], reward=1.0)
+    assert datasets.buckets(project)["sft"]["new_rows"] == 2
+    build(project, "sft")
+    assert datasets.buckets(project)["sft"] == {"rows": 2, "episodes": 1, "new_rows": 0}
+    later = make_finished_episode(project, task, steps=[{}], reward=1.0)
+    assert datasets.buckets(project)["sft"]["new_rows"] == 1
+    second = build(project, "sft", only_new=True)
+    assert second.rows == 1 and second.lineage["episodes"] == 1
+    assert {row["meta"]["episode_id"] for row in datasets.snapshot_preview(second, 10)} == {later.pk}
+
+
+def test_snapshot_filter_by_task_and_split(demo):
+    project = demo["project"]
+    held_out = make_task(project, "click-link", split="eval")
+    make_finished_episode(project, demo["task"], steps=[{}], reward=1.0)
+    kept = make_finished_episode(project, held_out, steps=[{}, {}], reward=1.0)
+    snapshot = build(project, "sft", split="eval")
+    assert snapshot.rows == 2 and snapshot.lineage["tasks"] == {"click-link": 2}
+    assert build(project, "sft", tasks=[held_out.pk]).lineage["episodes"] == 1
+    assert {r["meta"]["episode_id"] for r in datasets.snapshot_preview(snapshot, 10)} == {kept.pk}
+
+
+def test_empty_and_invalid_snapshots_are_refused_with_a_message(demo):
+    client = client_for(demo["manager"])
+    url = f"/api/v1/projects/{demo['project'].pk}/snapshots/"
+    empty = client.post(url, {"kind": "sft"}, format="json")
+    assert empty.status_code == 400 and "No sft rows match" in empty.json()["detail"]
+    make_finished_episode(demo["project"], demo["task"], steps=[{}], reward=1.0)
+    for body, field in [({"kind": "sft", "filter": {"colour": "red"}}, "filter"),
+                        ({"kind": "sft", "filter": {"created_after": "yesterday"}}, "created_after"),
+                        ({"kind": "sft", "filter": {"tasks": [999999]}}, "tasks"),
+                        ({"kind": "xyz"}, "kind")]:
+        response = client.post(url, body, format="json")
+        assert response.status_code == 400, body
+        assert field in response.json()["errors"], response.json()
+    assert not DatasetSnapshot.objects.exists()
+
+
+def test_annotators_cannot_see_routing_snapshots_or_exports(demo):
+    project = demo["project"]
+    make_finished_episode(project, demo["task"], steps=[{}], reward=1.0)
+    snapshot = build(project, "sft")
+    annotator, outsider = client_for(demo["annotator"]), client_for(demo["outsider"])
+    urls = [f"/api/v1/projects/{project.pk}/routing", f"/api/v1/projects/{project.pk}/snapshots/",
+            f"/api/v1/snapshots/{snapshot.pk}/", f"/api/v1/snapshots/{snapshot.pk}/rows",
+            f"/api/v1/snapshots/{snapshot.pk}/export", f"/api/v1/projects/{project.pk}/dashboard",
+            f"/api/v1/projects/{project.pk}/agreement"]
+    for url in urls:
+        assert annotator.get(url).status_code == 403, url
+        assert outsider.get(url).status_code == 404, url
+    assert annotator.post(f"/api/v1/projects/{project.pk}/snapshots/", {"kind": "sft"}, format="json").status_code == 403
+    assert annotator.patch(f"/api/v1/projects/{project.pk}/routing", {"rule": "review"}, format="json").status_code == 403
+    assert client_for(demo["manager"]).get(urls[0]).status_code == 200
+
+
+def test_routing_api_changes_the_rule_and_reports_buckets(demo):
+    project = demo["project"]
+    make_finished_episode(project, demo["task"], steps=[{}, EDITED], mode="supervised", reward=0.2)
+    client = client_for(demo["manager"])
+    url = f"/api/v1/projects/{project.pk}/routing"
+    assert client.get(url).json()["buckets"]["ct"]["rows"] == 2
+    changed = client.patch(url, {"reward_threshold": 0.1}, format="json").json()
+    assert changed["reward_threshold"] == 0.1 and changed["buckets"]["sft"]["rows"] == 2
+    assert changed["buckets"]["dpo"]["rows"] == 1
+    assert client.patch(url, {"rule": "vibes"}, format="json").status_code == 400
+
+
+def test_snapshot_create_command_writes_a_snapshot(demo, capsys):
+    make_finished_episode(demo["project"], demo["task"], steps=[{}], reward=1.0)
+    call_command("snapshot_create", demo["project"].slug, "sft", "--name", "nightly")
+    printed = json.loads(capsys.readouterr().out)
+    snapshot = DatasetSnapshot.objects.get(pk=printed["id"])
+    assert snapshot.name == "nightly" and snapshot.status == "ready" and printed["rows"] == snapshot.rows == 1
+
+
+def test_snapshot_built_by_the_worker_reports_progress_until_ready(celery_worker, demo):
+    from tests.stack import wait_for
+
+    for _ in range(2):
+        make_finished_episode(demo["project"], demo["task"], steps=[{}], reward=1.0)
+    client = client_for(demo["manager"])
+    created = client.post(f"/api/v1/projects/{demo['project'].pk}/snapshots/", {"kind": "sft", "name": "w"}, format="json")
+    assert created.status_code == 202 and created.json()["status"] == "building"
+    url = f"/api/v1/snapshots/{created.json()['id']}/"
+    wait_for(lambda: client.get(url).json()["status"] != "building", timeout=60, what="the snapshot job")
+    body = client.get(url).json()
+    assert body["status"] == "ready" and body["progress"] == 1.0 and body["rows"] == 2, body
