@@ -1,0 +1,170 @@
+"""Review at scale: 100,000 episodes and 2,000,000 steps generated in a database of its own
+(`loupe_bench_review`, kept between runs so the data is made once). Measures the filtered review
+list API p95, the replay page's data API p95 for a 50-step episode, and snapshot build and export
+throughput in rows per second with the export's peak memory. Prints JSON.
+
+`LOUPE_BENCH_EPISODES` / `LOUPE_BENCH_STEPS_PER_EPISODE` scale it down for a quick look."""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+os.environ.setdefault("LOUPE_FAST_PASSWORD_HASHER", "1")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
+
+EPISODES = int(os.environ.get("LOUPE_BENCH_EPISODES", "100000"))
+STEPS_PER_EPISODE = int(os.environ.get("LOUPE_BENCH_STEPS_PER_EPISODE", "20"))
+SAMPLES = 40
+DB_NAME = f"loupe_bench_review_{EPISODES}x{STEPS_PER_EPISODE}"
+
+
+def percentile(values, q):
+    values = sorted(values)
+    return round(values[min(len(values) - 1, int(q * len(values)))] * 1000, 2)
+
+
+def use_bench_database() -> None:
+    settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = DB_NAME
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=True)
+
+
+def generate(project, tasks, checkpoint, annotator) -> float:
+    """Episodes and steps straight in SQL (the ORM would take an hour); returns seconds taken."""
+    from flywheel.models import Episode
+
+    if Episode.objects.filter(project=project).count() >= EPISODES:
+        return 0.0  # made by an earlier run (in one transaction, so it is whole)
+    started = time.monotonic()
+    task_ids = [t.pk for t in tasks]
+    prompt = json.dumps([{"role": "system", "content": "sys"}, {"role": "user", "content": "Instruction: click OK"}])
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute("""
+            INSERT INTO flywheel_episode (project_id, task_id, seed, checkpoint_id, mode, status, outcome, end_reason,
+                comment, env_reward, review_summary, review_status, created_by_id, human_control, screen_width,
+                screen_height, n_steps, n_interventions, n_void, last_seq, worker, attempt, created_at, finished_at)
+            SELECT %(project)s, (%(tasks)s::bigint[])[1 + i %% array_length(%(tasks)s::bigint[], 1)], i, %(checkpoint)s,
+                CASE WHEN i %% 5 = 0 THEN 'supervised' ELSE 'autonomous' END,
+                CASE WHEN i %% 50 = 0 THEN 'failed' ELSE 'finished' END, '', 'done', '',
+                CASE WHEN i %% 3 = 0 THEN 0.0 ELSE 1.0 END, '{}',
+                (ARRAY['unreviewed','unreviewed','accepted','rejected','disputed'])[1 + i %% 5],
+                CASE WHEN i %% 5 = 0 THEN %(annotator)s END, false, 160, 210, %(steps)s,
+                CASE WHEN i %% 5 = 0 THEN 2 ELSE 0 END, CASE WHEN i %% 7 = 0 THEN 1 ELSE 0 END, 0, '', 0,
+                now() - (i || ' minutes')::interval, now() - (i || ' minutes')::interval
+            FROM generate_series(1, %(n)s) AS i""",
+                    {"project": project.pk, "tasks": task_ids, "checkpoint": checkpoint.pk, "annotator": annotator.pk,
+                     "steps": STEPS_PER_EPISODE, "n": EPISODES})
+        cur.execute("""
+            INSERT INTO flywheel_step (episode_id, index, screenshot, width, height, url, instruction, elements, prompt,
+                raw_output, token_ids, token_logprobs, thought, action, action_text, actor, proposal, reward, done,
+                void, void_reason, human_thought, info, timings, checkpoint_id, created_at)
+            SELECT e.id, s, '', 160, 210, '/miniwob/click-button.html', 'Click OK', '[]', %(prompt)s,
+                'Thought: the OK button\nAction: click(x=80, y=100)', '[1,2,3]', '[-0.1,-0.2,-0.3]', 'the OK button',
+                '{"name": "click", "args": {"x": 80, "y": 100}}', 'click(x=80, y=100)',
+                CASE WHEN e.n_interventions > 0 AND s < 2 THEN 'edited' ELSE 'model' END,
+                CASE WHEN e.n_interventions > 0 AND s < 2
+                     THEN '{"thought": "cancel", "action": {"name": "click", "args": {"x": 5, "y": 5}}, "raw": "Thought: cancel\\nAction: click(x=5, y=5)"}'::jsonb END,
+                0.0, s = %(last)s, false, '', '', '{}', '{}', e.checkpoint_id, e.created_at
+            FROM flywheel_episode e CROSS JOIN generate_series(0, %(last)s) AS s
+            WHERE e.project_id = %(project)s""", {"prompt": prompt, "last": STEPS_PER_EPISODE - 1, "project": project.pk})
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE flywheel_episode; ANALYZE flywheel_step;")
+    return round(time.monotonic() - started, 1)
+
+
+def timed(client, url: str, n: int = SAMPLES) -> dict:
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        response = client.get(url)
+        samples.append(time.perf_counter() - started)
+        assert response.status_code == 200, (url, response.status_code, response.content[:300])
+    return {"p50_ms": percentile(samples, .5), "p95_ms": percentile(samples, .95)}
+
+
+def main() -> None:
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    from flywheel import datasets, services
+    from flywheel.models import Checkpoint, Episode, Membership, Project, TaskSpec
+
+    use_bench_database()
+    project, _ = Project.objects.get_or_create(slug="bench-review", defaults={"name": "Bench review"})
+    manager, _ = get_user_model().objects.get_or_create(username="bench-manager")
+    annotator, _ = get_user_model().objects.get_or_create(username="bench-annotator")
+    Membership.objects.get_or_create(project=project, user=manager, defaults={"role": "manager"})
+    tasks = [TaskSpec.objects.get_or_create(project=project, task_name=name, split="train")[0]
+             for name in ("click-button", "click-link", "focus-text", "enter-text")]
+    checkpoint, _ = Checkpoint.objects.get_or_create(project=project, name="bench", defaults={"uri": "/dev/null"})
+    generated_s = generate(project, tasks, checkpoint, annotator)
+
+    client = APIClient()
+    client.force_authenticate(manager)
+    base = f"/api/v1/episodes/?project={project.pk}"
+    lists = {
+        "default": f"{base}&status=finished&review_status=unreviewed",
+        "task": f"{base}&task={tasks[2].pk}",
+        "void_with_interventions": f"{base}&has_void=true&has_interventions=true",
+        "reward_and_date": f"{base}&reward_min=0.5&created_after=2000-01-01",
+        "annotator": f"{base}&annotator={annotator.pk}&review_status=accepted",
+        "by_steps": f"{base}&ordering=-n_steps",
+    }
+    first = client.get(lists["default"]).json()
+    lists["page_2"] = first["next"]
+    list_results = {name: timed(client, url) for name, url in lists.items()}
+
+    replay_episode = Episode.objects.filter(project=project, n_steps=50).first()
+    if replay_episode is None:
+        replay_episode = Episode.objects.create(project=project, task=tasks[0], seed=1, status="running")
+        for index in range(50):
+            services.step_record(
+                episode=replay_episode, index=index, screenshot=b"", width=160, height=210, url="/x", instruction="Click",
+                elements=[], prompt=[], raw_output="", token_ids=[], token_logprobs=[], thought="t",
+                action={"name": "click", "args": {"x": 1, "y": 2}}, action_text="click(x=1, y=2)", actor="model",
+                proposal=None, reward=0.0, done=False, void_reason=None, info={}, timings={})
+        services.episode_finish(episode_id=replay_episode.pk, status="finished", end_reason="done", reward=1.0)
+    replay = {"detail": timed(client, f"/api/v1/episodes/{replay_episode.pk}/"),
+              "transcript": timed(client, f"/api/v1/episodes/{replay_episode.pk}/transcript")}
+
+    # Snapshot of one task's accepted-by-reward episodes, then its export streamed to nowhere.
+    snapshot = datasets.snapshot_create(project=project, kind="sft", filter={"tasks": [tasks[1].pk]}, build=False)
+    started = time.monotonic()
+    snapshot = datasets.snapshot_build(snapshot_id=snapshot.pk)
+    build_s = time.monotonic() - started
+    tracemalloc.start()
+    started = time.monotonic()
+    exported = sum(len(piece) for piece in datasets.export_stream(snapshot))
+    export_s = time.monotonic() - started
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+
+    print(json.dumps({
+        "episodes": Episode.objects.filter(project=project).count(), "steps_per_episode": STEPS_PER_EPISODE,
+        "generated_s": generated_s,
+        "list_api": list_results, "list_p95_ms_worst": max(r["p95_ms"] for r in list_results.values()),
+        "list_target_p95_ms": 100,
+        "replay_api_50_steps": replay,
+        "snapshot": {"rows": snapshot.rows, "episodes": snapshot.episodes, "build_s": round(build_s, 1),
+                     "build_rows_per_s": round(snapshot.rows / build_s), "bytes": snapshot.size_bytes},
+        "export": {"bytes": exported, "seconds": round(export_s, 2), "rows_per_s": round(snapshot.rows / export_s),
+                   "peak_python_mb": round(peak / 2**20, 1),
+                   "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)},
+    }))
+
+
+if __name__ == "__main__":
+    main()
