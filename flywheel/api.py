@@ -318,16 +318,48 @@ class DeploymentListApi(APIView):
             for d in rows], "next": None})
 
 
+class RunCreateInput(StrictSerializer):
+    snapshot = serializers.IntegerField()
+    algorithm = serializers.ChoiceField(choices=["sft", "dpo", "rl"], required=False)
+    init_checkpoint = serializers.IntegerField(required=False)
+    max_steps = serializers.IntegerField(required=False, min_value=1, max_value=1_000_000)
+
+
+def run_output(r) -> dict:
+    return {"id": r.pk, "algorithm": r.algorithm, "status": r.status, "progress": r.progress, "config": r.config,
+            "snapshot": r.snapshot_id, "metrics": r.metrics[-200:], "error": r.error, "log_tail": r.log[-4000:],
+            "checkpoint": {"id": r.checkpoint_id, "name": r.checkpoint.name} if r.checkpoint_id else None,
+            "created_at": r.created_at, "started_at": r.started_at, "finished_at": r.finished_at}
+
+
 class RunListApi(APIView):
     @extend_schema(responses={200: dict})
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
-        return Response({"results": [
-            {"id": r.pk, "algorithm": r.algorithm, "status": r.status, "progress": r.progress, "config": r.config,
-             "metrics": r.metrics[-200:], "error": r.error, "log_tail": r.log[-4000:],
-             "checkpoint": {"id": r.checkpoint_id, "name": r.checkpoint.name} if r.checkpoint_id else None,
-             "created_at": r.created_at, "started_at": r.started_at, "finished_at": r.finished_at}
-            for r in project.runs.select_related("checkpoint")[:50]], "next": None})
+        return Response({"results": [run_output(r) for r in project.runs.select_related("checkpoint")[:50]],
+                         "next": None})
+
+    @extend_schema(request=RunCreateInput, responses={202: dict})
+    def post(self, request, project_id: int):
+        """Train on a ready snapshot (managers)."""
+        from flywheel import training
+
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        data = RunCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        snapshot = project.snapshots.filter(pk=data.validated_data["snapshot"]).first()
+        if snapshot is None:
+            raise ApplicationError("No such snapshot in this project.", status=404, errors={"snapshot": ["Unknown."]})
+        init = None
+        if "init_checkpoint" in data.validated_data:
+            init = project.checkpoints.filter(pk=data.validated_data["init_checkpoint"]).first()
+            if init is None:
+                raise ApplicationError("No such checkpoint in this project.", status=404,
+                                       errors={"init_checkpoint": ["Unknown."]})
+        run = training.run_create(project=project, snapshot=snapshot, algorithm=data.validated_data.get("algorithm"),
+                                  init_checkpoint=init, max_steps=data.validated_data.get("max_steps"),
+                                  actor=request.user)
+        return Response(run_output(run), status=status.HTTP_202_ACCEPTED)
 
 
 # --- routing and snapshots (managers) --------------------------------------------------------------

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from django.conf import settings
+from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
 
@@ -44,6 +45,40 @@ def coldstart_run_create(*, project: Project) -> TrainingRun:
         "deploy_as": "v0",
     }
     run = TrainingRun.objects.create(project=project, algorithm="sft", config=config)
+    transaction.on_commit(lambda: tasks.training_run_execute.delay(run.pk))
+    return run
+
+
+ALGORITHM_FOR_KIND = {"sft": "sft", "ct": "sft", "dpo": "dpo", "rl": "rl"}
+
+
+@transaction.atomic
+def run_create(*, project: Project, snapshot, algorithm: str | None = None, init_checkpoint=None,
+               max_steps: int | None = None, actor=None) -> TrainingRun:
+    """A training run on a ready snapshot (SFT for sft/ct rows, DPO for pairs, RL for episodes), from the
+    given checkpoint or else the deployed one, queued on the `train` worker."""
+    from flywheel import tasks
+    from flywheel.models import SnapshotStatus
+    from webapp.audit import audit_record
+
+    if snapshot.project_id != project.pk:
+        raise ApplicationError("That snapshot belongs to another project.", status=404)
+    if snapshot.status != SnapshotStatus.READY:
+        raise ApplicationError(f"Snapshot {snapshot.pk} is {snapshot.status}; train on a ready snapshot.", status=409)
+    algorithm = algorithm or ALGORITHM_FOR_KIND[snapshot.kind]
+    if algorithm != ALGORITHM_FOR_KIND[snapshot.kind]:
+        raise ApplicationError(f"A {snapshot.kind} snapshot trains with {ALGORITHM_FOR_KIND[snapshot.kind]}, not {algorithm}.",
+                               errors={"algorithm": ["Does not fit the snapshot's rows."]})
+    if init_checkpoint is None:
+        deployment = project.deployments.filter(active=True).select_related("checkpoint").first()
+        init_checkpoint = deployment.checkpoint if deployment and deployment.checkpoint.uri and \
+            Path(deployment.checkpoint.uri).is_dir() else None
+    elif init_checkpoint.project_id != project.pk:
+        raise ApplicationError("That checkpoint belongs to another project.", status=404)
+    config = {"max_steps": max_steps} if max_steps else {}
+    run = TrainingRun.objects.create(project=project, algorithm=algorithm, snapshot=snapshot,
+                                     init_checkpoint=init_checkpoint, config=config)
+    audit_record(actor=actor, action="run.create", target=run, data={"snapshot": snapshot.pk, "algorithm": algorithm})
     transaction.on_commit(lambda: tasks.training_run_execute.delay(run.pk))
     return run
 
@@ -120,7 +155,7 @@ def run_execute(*, run_id: int) -> str:
         else:
             if run.snapshot is None:
                 raise ApplicationError("This run has no dataset snapshot to train on.")
-            data = Path(settings.MEDIA_ROOT) / run.snapshot.file
+            data = Path(default_storage.path(run.snapshot.file))
             init = run.init_checkpoint.uri if run.init_checkpoint else "tiny"
         ckpt = out / "checkpoint"
         argv = _trainer_argv(run.algorithm, "--data", str(data), "--init", init, "--out", str(ckpt))

@@ -255,3 +255,24 @@ def test_snapshot_built_by_the_worker_reports_progress_until_ready(celery_worker
     wait_for(lambda: client.get(url).json()["status"] != "building", timeout=60, what="the snapshot job")
     body = client.get(url).json()
     assert body["status"] == "ready" and body["progress"] == 1.0 and body["rows"] == 2, body
+
+
+def test_a_manager_trains_on_a_ready_snapshot_and_gets_a_checkpoint(celery_worker, demo):
+    from tests.stack import wait_for
+
+    for _ in range(2):
+        make_finished_episode(demo["project"], demo["task"], steps=[{}, EDITED], mode="supervised", reward=1.0)
+    snapshot = build(demo["project"], "dpo")
+    client, url = client_for(demo["manager"]), f"/api/v1/projects/{demo['project'].pk}/runs/"
+    assert client.post(url, {"snapshot": snapshot.pk, "algorithm": "sft"}, format="json").status_code == 400
+    assert client_for(demo["annotator"]).post(url, {"snapshot": snapshot.pk}, format="json").status_code == 403
+    created = client.post(url, {"snapshot": snapshot.pk, "max_steps": 2}, format="json")
+    assert created.status_code == 202 and created.json()["algorithm"] == "dpo", created.json()
+
+    def finished():
+        runs = client.get(url).json()["results"]
+        return runs[0]["status"] in ("succeeded", "failed") and runs[0]
+
+    run = wait_for(finished, timeout=180, what="the training run")
+    assert run["status"] == "succeeded", (run["error"], run["log_tail"])
+    assert run["checkpoint"] is not None and run["snapshot"] == snapshot.pk and run["metrics"]
