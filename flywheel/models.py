@@ -181,6 +181,8 @@ class Episode(models.Model):
             models.Index(fields=["project", "task", "-id"], name="episode_project_task"),
             models.Index(fields=["project", "checkpoint", "-id"], name="episode_project_checkpoint"),
             models.Index(fields=["project", "created_by", "-id"], name="episode_project_annotator"),
+            models.Index(fields=["project", "-n_steps", "-id"], name="episode_project_steps"),
+            models.Index(fields=["project", "-n_interventions", "-id"], name="episode_project_interventions"),
         ]
 
     def __str__(self) -> str:
