@@ -32,8 +32,11 @@ class ClipCreateInput(StrictSerializer):
 
 
 def clip_output(clip: AudioClip) -> dict:
+    # Where the clip's audio time 0 lies on the session clock: its words are timed from chunk 0's start.
+    origin = clip.chunks.filter(index=0).values_list("start_time", flat=True).first()
     return {"id": clip.pk, "episode": clip.episode_id, "client_id": clip.client_id, "content_type": clip.content_type,
-            "started_at": clip.started_at, "committed_until": clip.committed_until,
+            "started_at": clip.started_at, "origin": clip.started_at if origin is None else origin,
+            "committed_until": clip.committed_until,
             "chunks": clip.chunks.count(), "transcribed_chunks": clip.transcribed_chunks, "finished": clip.finished}
 
 

@@ -215,25 +215,43 @@ class EpisodesStartInput(StrictSerializer):
     mode = serializers.ChoiceField(choices=["autonomous", "supervised"], default="autonomous")
 
 
+EPISODE_LIST_PARAMETERS = [OpenApiParameter(name, str) for name in (
+    "project", "task", "split", "checkpoint", "mode", "status", "outcome", "reward_min", "reward_max",
+    "has_interventions", "has_void", "annotator", "review_status", "created_after", "created_before", "ordering")]
+
+
+def _episodes_listed(request):
+    """The episodes the review list shows for these query parameters (membership, project, filters)."""
+    episodes = selectors.episodes_for_user(user=request.user)
+    params = request.query_params
+    if params.get("project"):
+        try:
+            project_id = int(params["project"])
+        except ValueError:
+            raise ApplicationError("'project' must be a project id.", errors={"project": ["Not a number."]})
+        selectors.project_for_user(user=request.user, project_id=project_id)
+        episodes = episodes.filter(project_id=project_id)
+    return selectors.episodes_filter(episodes, params)
+
+
 class EpisodeListApi(APIView):
     """The episodes a person may see, filtered for review; keyset-paginated."""
 
-    @extend_schema(parameters=[OpenApiParameter(name, str) for name in (
-        "project", "task", "split", "checkpoint", "mode", "status", "outcome", "reward_min", "reward_max",
-        "has_interventions", "has_void", "annotator", "review_status", "created_after", "created_before", "ordering")],
-        responses={200: EpisodeOutput(many=True)})
+    @extend_schema(parameters=EPISODE_LIST_PARAMETERS, responses={200: EpisodeOutput(many=True)})
     def get(self, request):
-        episodes = selectors.episodes_for_user(user=request.user).select_related("controller")
-        params = request.query_params
-        if params.get("project"):
-            try:
-                project_id = int(params["project"])
-            except ValueError:
-                raise ApplicationError("'project' must be a project id.", errors={"project": ["Not a number."]})
-            selectors.project_for_user(user=request.user, project_id=project_id)
-            episodes = episodes.filter(project_id=project_id)
-        episodes = selectors.episodes_filter(episodes, params)
-        return paginate(self, episodes, EpisodeOutput, ordering=params.get("ordering") or "-id")
+        episodes = _episodes_listed(request).select_related("controller")
+        return paginate(self, episodes, EpisodeOutput, ordering=request.query_params.get("ordering") or "-id")
+
+
+class EpisodeNeighboursApi(APIView):
+    """The previous and next episode around this one in the review list with the same filters and ordering."""
+
+    @extend_schema(parameters=EPISODE_LIST_PARAMETERS, responses={200: dict})
+    def get(self, request, episode_id: int):
+        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id)
+        listed = _episodes_listed(request).filter(project_id=episode.project_id)
+        return Response(selectors.episode_neighbours(listed, episode=episode,
+                                                     ordering=request.query_params.get("ordering") or "-id"))
 
 
 class EpisodesStartApi(APIView):

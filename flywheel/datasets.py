@@ -109,7 +109,8 @@ def _row_count(kind: str, episodes: QuerySet[Episode]) -> int:
 
 
 def buckets(project: Project) -> dict:
-    """Rows, episodes and rows new since the last snapshot of each kind."""
+    """Rows, episodes and rows new since the last snapshot of each kind; ``rft`` counts the part of
+    ``sft`` that autonomous successes make (rejection-sampled fine-tuning rows, frozen with SFT)."""
     routing = routing_of(project)
     out = {}
     for kind in SnapshotKind.values:
@@ -118,6 +119,10 @@ def buckets(project: Project) -> dict:
                                                 snapshot__status=SnapshotStatus.READY).values("episode_id")
         out[kind] = {"rows": _row_count(kind, episodes), "episodes": episodes.count(),
                      "new_rows": _row_count(kind, episodes.exclude(pk__in=frozen))}
+        if kind == SnapshotKind.SFT:
+            rft = episodes.filter(mode=Mode.AUTONOMOUS)
+            out["rft"] = {"rows": _row_count(kind, rft), "episodes": rft.count(),
+                          "new_rows": _row_count(kind, rft.exclude(pk__in=frozen))}
     return out
 
 

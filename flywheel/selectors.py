@@ -135,3 +135,30 @@ def episodes_filter(episodes: QuerySet[Episode], params) -> QuerySet[Episode]:
     if "ordering" in given:
         choice("ordering", EPISODE_ORDERINGS)
     return episodes
+
+
+def episode_neighbours(episodes: QuerySet[Episode], *, episode: Episode, ordering: str = "-id") -> dict:
+    """The episodes just before and after ``episode`` in ``episodes`` as the review list orders them
+    (``ordering``, then newest id first): the replay's previous / next. ``episode`` itself need not
+    match the filters any more (reviewing it may have taken it out of an "unreviewed" view)."""
+    from django.db.models import Q
+
+    if ordering not in EPISODE_ORDERINGS:
+        raise ApplicationError(f"'ordering': '{ordering}' is not one of {', '.join(EPISODE_ORDERINGS)}.",
+                               errors={"ordering": ["Invalid choice."]})
+    field = ordering.lstrip("-")
+    descending = ordering.startswith("-")
+    if field == "id":
+        after, before = (Q(id__lt=episode.pk), Q(id__gt=episode.pk)) if descending else \
+            (Q(id__gt=episode.pk), Q(id__lt=episode.pk))
+        forward, backward = [ordering], [field if descending else f"-{field}"]
+    else:
+        value = getattr(episode, field)
+        later, earlier = ("lt", "gt") if descending else ("gt", "lt")
+        # Ties on the sort field are broken by newest id first, as the list pages them.
+        after = Q(**{f"{field}__{later}": value}) | Q(**{field: value}, id__lt=episode.pk)
+        before = Q(**{f"{field}__{earlier}": value}) | Q(**{field: value}, id__gt=episode.pk)
+        forward, backward = [ordering, "-id"], [field if descending else f"-{field}", "id"]
+    ids = episodes.values_list("id", flat=True)
+    return {"previous": ids.filter(before).order_by(*backward).first(),
+            "next": ids.filter(after).order_by(*forward).first()}

@@ -14,6 +14,7 @@ urlpatterns += [
     path("episodes/", api.EpisodeListApi.as_view(), name="episode-list"),
     path("projects/<int:project_id>/episodes/", api.EpisodesStartApi.as_view(), name="episodes-start"),
     path("episodes/<int:episode_id>/", api.EpisodeDetailApi.as_view(), name="episode-detail"),
+    path("episodes/<int:episode_id>/neighbours", api.EpisodeNeighboursApi.as_view(), name="episode-neighbours"),
     path("episodes/<int:episode_id>/resume", api.EpisodeResumeApi.as_view(), name="episode-resume"),
     path("episodes/<int:episode_id>/steps/<int:index>/screenshot", api.StepScreenshotApi.as_view(), name="step-screenshot"),
     path("episodes/<int:episode_id>/proposals/<int:index>/screenshot", api.ProposalScreenshotApi.as_view(),

@@ -156,3 +156,31 @@ def test_annotators_see_only_their_projects_episodes_in_the_review_list(demo):
     make_member(demo["project"], newcomer, Role.ANNOTATOR)
     assert list_ids(newcomer) == [mine.pk]
     assert client_for(newcomer).get("/api/v1/episodes/", {"project": demo["other"].pk}).status_code == 404
+
+
+def neighbours(user, episode, **params):
+    response = client_for(user).get(f"/api/v1/episodes/{episode.pk}/neighbours", params)
+    assert response.status_code == 200, response.json()
+    return response.json()["previous"], response.json()["next"]
+
+
+def test_replay_neighbours_follow_the_review_lists_filters_and_ordering(demo):
+    project, manager = demo["project"], demo["manager"]
+    a = make_finished_episode(project, demo["task"], steps=[{}, {}])
+    b = make_finished_episode(project, demo["task"], steps=[{}])
+    c = make_finished_episode(project, demo["task"], steps=[{}, {}])
+    d = make_finished_episode(project, demo["task"], steps=[{}])
+    p = {"project": project.pk}
+    assert neighbours(manager, b, **p) == (c.pk, a.pk)  # newest first: d c b a
+    assert neighbours(manager, d, **p) == (None, c.pk)
+    assert neighbours(manager, a, **p, ordering="id") == (None, b.pk)
+    # -n_steps, ties newest first: c a d b
+    assert [neighbours(manager, e, **p, ordering="-n_steps") for e in (c, a, d, b)] == [
+        (None, a.pk), (c.pk, d.pk), (a.pk, b.pk), (d.pk, None)]
+    # n_steps, ties newest first: d b c a
+    assert neighbours(manager, b, **p, ordering="n_steps") == (d.pk, c.pk)
+    # A reviewed episode has left the "unreviewed" view, yet its neighbours are still found from it.
+    put_review(manager, b)
+    assert neighbours(manager, b, **p, review_status="unreviewed") == (c.pk, a.pk)
+    assert client_for(manager).get(f"/api/v1/episodes/{b.pk}/neighbours", {**p, "ordering": "colour"}).status_code == 400
+    assert client_for(demo["outsider"]).get(f"/api/v1/episodes/{b.pk}/neighbours", p).status_code == 404

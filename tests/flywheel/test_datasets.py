@@ -276,3 +276,13 @@ def test_a_manager_trains_on_a_ready_snapshot_and_gets_a_checkpoint(celery_worke
     run = wait_for(finished, timeout=180, what="the training run")
     assert run["status"] == "succeeded", (run["error"], run["log_tail"])
     assert run["checkpoint"] is not None and run["snapshot"] == snapshot.pk and run["metrics"]
+
+
+def test_rft_counts_the_autonomous_successes_among_the_sft_rows(demo):
+    project, task = demo["project"], demo["task"]
+    make_finished_episode(project, task, steps=[{}, {}], reward=1.0)
+    make_finished_episode(project, task, steps=[{}, EDITED], mode="supervised", reward=1.0)
+    counts = datasets.buckets(project)
+    assert counts["sft"]["rows"] == 4 and counts["rft"] == {"rows": 2, "episodes": 1, "new_rows": 2}
+    build(project, "sft")
+    assert datasets.buckets(project)["rft"]["new_rows"] == 0
