@@ -161,3 +161,33 @@ export interface Health {
   status: "ok" | "degraded";
   checks: Record<string, HealthCheck>;
 }
+
+/** A think-aloud recording (annotation/api.py `clip_output`). */
+export interface AudioClip {
+  id: number;
+  episode: number;
+  client_id: string;
+  content_type: string;
+  /** Session seconds (server epoch) when recording began. */
+  started_at: number;
+  committed_until: number;
+  chunks: number;
+  transcribed_chunks: number;
+  finished: boolean;
+}
+
+/** A transcribed word; `start`/`end` are session seconds, `step` the step it was spoken in. */
+export interface TranscriptWordRecord {
+  word: string;
+  start: number;
+  end: number;
+  probability?: number;
+  step: number | null;
+  clip?: number;
+  username?: string;
+}
+
+export interface Transcript {
+  words: TranscriptWordRecord[];
+  clips: AudioClip[];
+}

@@ -81,6 +81,10 @@ export class EpisodeSocket {
   private detailValue = "";
   /** Commands sent but not yet acknowledged, resent after a reconnect (the server dedupes by id). */
   private readonly unacked = new Map<string, Record<string, unknown>>();
+  /** `performance.now()` when the current connection began and when it opened: they bound when
+   * the server stamped its `hello`, so the page can tell its clock from the server's. */
+  connectingAt = 0;
+  openedAt = 0;
 
   constructor(options: EpisodeSocketOptions) {
     this.options = options;
@@ -153,11 +157,13 @@ export class EpisodeSocket {
     if (this.stopped) return;
     this.setState(state, state === "reconnecting" ? "Reconnecting…" : "");
     const url = (this.options.url ?? episodeSocketUrl)(this.options.episodeId, this.lastSeqValue);
+    this.connectingAt = performance.now();
     const socket = (this.options.createSocket ?? ((u: string) => new WebSocket(u)))(url);
     this.socket = socket;
 
     socket.onopen = () => {
       if (this.socket !== socket) return;
+      this.openedAt = performance.now();
       this.attempt = 0;
       this.setState("open", "");
       for (const message of this.unacked.values()) socket.send(JSON.stringify(message));

@@ -23,6 +23,8 @@ import { type ShortcutAction, useShortcuts } from "./shortcuts";
 import { ShortcutsOverlay } from "./ShortcutsOverlay";
 import { StepTimeline } from "./StepTimeline";
 import { TakeoverPanel } from "./TakeoverPanel";
+import { MicrophoneControl } from "./thinkAloud/MicrophoneControl";
+import { TranscriptPanel } from "./thinkAloud/TranscriptPanel";
 import { useEpisodeStream } from "./useEpisodeStream";
 
 const SCREENSHOT_WIDTH = 480;
@@ -116,6 +118,8 @@ export function SessionPage() {
       case "help":
         setShowHelp((v) => !v);
         return true;
+      case "talk":
+        return false; // the microphone control handles it: push-to-talk also needs the key's release
       case "close":
         if (!showHelp && !openForm) return false;
         setShowHelp(false);
@@ -189,6 +193,8 @@ export function SessionPage() {
         }
       : null;
   const canClick = following && controls.act.enabled && screen !== null;
+  // Whoever may act on the episode may think aloud; watchers (someone else controls it) read the transcript.
+  const canThinkAloud = !ended && me !== null && (!live.control || live.control.username === me.username);
   const shown = stepShown;
 
   return (
@@ -327,6 +333,8 @@ export function SessionPage() {
               Back to live
             </button>
           )}
+          {canThinkAloud && <MicrophoneControl episodeId={episode.id} username={me.username} clock={stream.clock} />}
+          <TranscriptPanel episodeId={episode.id} steps={steps} liveWords={live.words} connection={stream.connection} />
         </div>
         <div className="viewer-side">
           {following && live.humanControl && !ended && controls.act.enabled && screen && (

@@ -13,6 +13,7 @@ export type ShortcutAction =
   | "handback"
   | "finish"
   | "claim"
+  | "talk"
   | "help"
   | "close";
 
@@ -34,6 +35,7 @@ export const SHORTCUTS: Shortcut[] = [
   { key: "h", label: "H", action: "handback", description: "Hand control back to the model" },
   { key: "f", label: "F", action: "finish", description: "Finish the episode with an outcome" },
   { key: "c", label: "C", action: "claim", description: "Claim control of the episode" },
+  { key: "m", label: "M", action: "talk", description: "Hold to talk: think aloud into the microphone (release to stop)" },
   { key: "?", label: "?", action: "help", description: "Show or hide this list" },
   { key: "Escape", label: "Esc", action: "close", description: "Close the open form or this list" },
 ];

@@ -10,6 +10,7 @@ import {
   type LiveEpisode,
   noticeDismissed,
 } from "./episodeState";
+import { browserMsFromPerformance, SessionClock } from "./thinkAloud/clock";
 
 type StreamAction =
   | { kind: "load"; detail: EpisodeDetail }
@@ -38,6 +39,8 @@ export interface EpisodeStream {
   send: (command: Command) => string | null;
   reconnect: () => void;
   dismissNotice: (key: number) => void;
+  /** The server's clock, measured from each `hello` (think-aloud audio is stamped with it). */
+  clock: SessionClock;
 }
 
 /**
@@ -51,6 +54,7 @@ export function useEpisodeStream(episodeId: number, detail: EpisodeDetail | unde
   const [connectionDetail, setConnectionDetail] = useState("");
   const socketRef = useRef<EpisodeSocket | null>(null);
   const statusRef = useRef<string | undefined>(undefined);
+  const [clock] = useState(() => new SessionClock());
   const loaded = detail !== undefined;
 
   useEffect(() => {
@@ -65,7 +69,18 @@ export function useEpisodeStream(episodeId: number, detail: EpisodeDetail | unde
     const socket = new EpisodeSocket({
       episodeId,
       after: 0,
-      onMessage: (message) => dispatch({ kind: "message", message }),
+      onMessage: (message) => {
+        const serverTime = (message.data as { server_time?: unknown } | undefined)?.server_time;
+        if (message.type === "hello" && typeof serverTime === "number") {
+          clock.observe({
+            serverTime,
+            connectingAt: browserMsFromPerformance(socket.connectingAt),
+            openedAt: browserMsFromPerformance(socket.openedAt),
+            receivedAt: browserMsFromPerformance(performance.now()),
+          });
+        }
+        dispatch({ kind: "message", message });
+      },
       onStateChange: (state, why) => {
         // A finished episode's socket may close for good; do not retry forever.
         if (state === "reconnecting" && isTerminal(statusRef.current as never)) {
@@ -96,5 +111,5 @@ export function useEpisodeStream(episodeId: number, detail: EpisodeDetail | unde
   const reconnect = useCallback(() => socketRef.current?.reconnectNow(), []);
   const dismissNotice = useCallback((key: number) => dispatch({ kind: "dismiss", key }), []);
 
-  return { live, connection, connectionDetail, send, reconnect, dismissNotice };
+  return { live, connection, connectionDetail, send, reconnect, dismissNotice, clock };
 }

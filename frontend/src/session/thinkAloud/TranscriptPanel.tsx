@@ -1,0 +1,93 @@
+import { useQuery } from "@tanstack/react-query";
+import { useEffect, useMemo, useRef } from "react";
+import type { Step } from "../../api/types";
+import type { ConnectionState } from "../../api/ws";
+import { ErrorBanner } from "../../components/ErrorBanner";
+import { transcriptGet } from "./audioApi";
+import { groupByStep, type LiveWord, mergeWords, wordsText } from "./transcript";
+
+export const transcriptKey = (episodeId: number) => ["episode", episodeId, "transcript"] as const;
+
+interface TranscriptPanelProps {
+  episodeId: number;
+  steps: Step[];
+  /** Words from the socket's `transcript.words` events (replayed on every connect). */
+  liveWords: LiveWord[];
+  connection: ConnectionState;
+}
+
+/**
+ * What people said while thinking aloud, grouped by the step they said it in, live. The stored
+ * transcript is read on load and again whenever the socket (re)opens or a step executes, since
+ * the server re-attaches words to steps as they execute.
+ */
+export function TranscriptPanel({ episodeId, steps, liveWords, connection }: TranscriptPanelProps) {
+  const stored = useQuery({
+    queryKey: transcriptKey(episodeId),
+    queryFn: ({ signal }) => transcriptGet(episodeId, signal),
+    staleTime: 0,
+  });
+  const { refetch } = stored;
+  useEffect(() => {
+    if (connection === "open") void refetch();
+  }, [connection, steps.length, refetch]);
+
+  const words = useMemo(() => mergeWords(stored.data?.words ?? [], liveWords), [stored.data, liveWords]);
+  const groups = useMemo(() => groupByStep(words), [words]);
+  const byIndex = useMemo(() => new Map(steps.map((s) => [s.index, s])), [steps]);
+
+  const list = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    const element = list.current;
+    if (element) element.scrollTop = element.scrollHeight; // follow the newest words
+  }, [words.length]);
+
+  return (
+    <section className="card transcript-panel" data-testid="transcript-panel" aria-label="Think-aloud transcript">
+      <div className="section-header">
+        <h2>Think-aloud transcript</h2>
+        <div className="header-spacer" />
+        <span className="muted small" data-testid="transcript-count">
+          {words.length} word{words.length === 1 ? "" : "s"}
+        </span>
+      </div>
+      {stored.isError && !stored.data && (
+        <ErrorBanner error={stored.error} title="Could not load the transcript" onRetry={() => void refetch()} />
+      )}
+      {groups.length === 0 && !stored.isError && (
+        <p className="muted" data-testid="transcript-empty">
+          {stored.isPending
+            ? "Loading the transcript…"
+            : "Nothing said yet. Words spoken into the microphone appear here within a few seconds, under the step they belong to."}
+        </p>
+      )}
+      {groups.length > 0 && (
+        <div className="transcript-steps" ref={list}>
+          {groups.map((group) => {
+            const step = group.step === null ? undefined : byIndex.get(group.step);
+            return (
+              <div
+                key={group.step ?? "none"}
+                className="transcript-step"
+                data-testid="transcript-step"
+                data-step={group.step ?? ""}
+              >
+                <div className="transcript-step-head">
+                  <strong>{group.step === null ? "Not yet on a step" : `Step ${group.step}`}</strong>
+                  {step ? (
+                    <span className="mono small muted">{step.action_text || step.actor}</span>
+                  ) : (
+                    group.step !== null && <span className="small muted">in progress</span>
+                  )}
+                </div>
+                <p className="transcript-words" data-testid="transcript-words">
+                  {wordsText(group.words)}
+                </p>
+              </div>
+            );
+          })}
+        </div>
+      )}
+    </section>
+  );
+}
