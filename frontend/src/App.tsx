@@ -8,6 +8,7 @@ import { EpisodeListPage } from "./episodes/EpisodeListPage";
 import { SessionPage } from "./session/SessionPage";
 import { ProjectListPage } from "./projects/ProjectListPage";
 import { ProjectPage } from "./projects/ProjectPage";
+import { ReplayPage } from "./review/ReplayPage";
 import { ReviewPage } from "./review/ReviewPage";
 import { RunsPage } from "./runs/RunsPage";
 
@@ -40,6 +41,7 @@ export function AppRoutes() {
         <Route path="projects/:projectId" element={<ProjectPage />} />
         <Route path="projects/:projectId/episodes" element={<EpisodeListPage />} />
         <Route path="projects/:projectId/review" element={<ReviewPage />} />
+        <Route path="projects/:projectId/review/:episodeId" element={<ReplayPage />} />
         <Route path="projects/:projectId/datasets" element={<DatasetsPage />} />
         <Route path="projects/:projectId/runs" element={<RunsPage />} />
         <Route path="episodes/:episodeId" element={<SessionPage />} />

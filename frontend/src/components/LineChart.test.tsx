@@ -46,3 +46,24 @@ describe("LineChart", () => {
     expect(screen.getByText("No data yet.")).toBeTruthy();
   });
 });
+
+describe("LineChart options", () => {
+  it("marks every point when asked, so a single day still shows", () => {
+    const { container } = render(
+      <LineChart
+        showPoints
+        yFromZero
+        yMax={1}
+        xTickValues={[5]}
+        formatX={(x) => `day ${x}`}
+        series={[
+          { name: "v0", points: [{ x: 5, y: 0.5 }] },
+          { name: "v1", points: [{ x: 5, y: 0.75 }] },
+        ]}
+      />,
+    );
+    expect(container.querySelectorAll("circle[data-point]")).toHaveLength(2);
+    expect(screen.getByText("day 5")).toBeTruthy();
+    expect(screen.getByText("1")).toBeTruthy(); // the y axis reaches a rate's 1.0
+  });
+});

@@ -28,9 +28,15 @@ export interface LineChartProps {
   /** Include 0 on the y axis (rates, counts) rather than fitting the data tightly. */
   yFromZero?: boolean;
   title?: string;
+  /** Mark every point with a dot (sparse series, e.g. one value a day, where a lone point draws no line). */
+  showPoints?: boolean;
+  /** The x values to label, instead of round ticks (whole days on a date axis). */
+  xTickValues?: number[];
+  /** The y axis's upper end at least this (a rate's 1.0). */
+  yMax?: number;
 }
 
-const PALETTE = ["#4f46e5", "#0d9488", "#d97706", "#db2777", "#2563eb", "#65a30d"];
+export const PALETTE = ["#4f46e5", "#0d9488", "#d97706", "#db2777", "#2563eb", "#65a30d"];
 const MARGIN = { top: 12, right: 16, bottom: 36, left: 52 };
 
 /** About `count` round tick values (1, 2, 5 × 10^k steps) covering [min, max]. */
@@ -70,6 +76,9 @@ export function LineChart({
   formatY = defaultFormat,
   yFromZero = false,
   title,
+  showPoints = false,
+  xTickValues,
+  yMax,
 }: LineChartProps) {
   const clipId = useId();
   const [hoverX, setHoverX] = useState<number | null>(null);
@@ -81,15 +90,16 @@ export function LineChart({
     if (all.length === 0) return null;
     const xs = all.map((p) => p.x);
     const ys = all.map((p) => p.y);
-    const xTicks = niceTicks(Math.min(...xs), Math.max(...xs));
-    const yTicks = niceTicks(yFromZero ? Math.min(0, ...ys) : Math.min(...ys), yFromZero ? Math.max(0, ...ys) : Math.max(...ys));
+    const xTicks = xTickValues ?? niceTicks(Math.min(...xs), Math.max(...xs));
+    const top = Math.max(yFromZero ? Math.max(0, ...ys) : Math.max(...ys), yMax ?? -Infinity);
+    const yTicks = niceTicks(yFromZero ? Math.min(0, ...ys) : Math.min(...ys), top);
     const xMin = Math.min(...xs);
     const xMax = Math.max(...xs);
     const x = linearScale(xMin, xMax, 0, innerW);
     const y = linearScale(yTicks[0], yTicks[yTicks.length - 1], innerH, 0);
     const uniqueXs = [...new Set(xs)].sort((a, b) => a - b);
     return { xTicks: xTicks.filter((t) => t >= xMin && t <= xMax), yTicks, x, y, uniqueXs };
-  }, [series, innerW, innerH, yFromZero]);
+  }, [series, innerW, innerH, yFromZero, xTickValues, yMax]);
 
   if (!layout) {
     return (
@@ -157,6 +167,22 @@ export function LineChart({
                 );
               })}
             </g>
+            {showPoints &&
+              series.map((s, i) =>
+                s.points
+                  .filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y))
+                  .map((p) => (
+                    <circle
+                      key={`${s.name}-${p.x}`}
+                      className="chart-point"
+                      cx={x(p.x)}
+                      cy={y(p.y)}
+                      r={3}
+                      fill={s.color ?? PALETTE[i % PALETTE.length]}
+                      data-point={s.name}
+                    />
+                  )),
+              )}
             {hoverX !== null && (
               <g className="chart-hover">
                 <line x1={x(hoverX)} x2={x(hoverX)} y1={0} y2={innerH} />

@@ -1,15 +1,21 @@
 import { NavLink } from "react-router";
+import { useSession } from "../auth/useSession";
+import { canManage } from "../projects/permissions";
+import { useProject } from "../projects/queries";
 
-/** The parts of a project, the same on every project page. */
+/** The parts of a project, the same on every project page; review and datasets only for its managers. */
 export function ProjectNav({ projectId }: { projectId: number }) {
   const base = `/projects/${projectId}`;
+  const project = useProject(projectId);
+  const { user } = useSession();
+  const manager = canManage(project.data, user);
   const items = [
     { to: base, label: "Overview", end: true },
     { to: `${base}/episodes`, label: "Live sessions", end: false },
-    { to: `${base}/review`, label: "Review", end: false },
-    { to: `${base}/datasets`, label: "Datasets", end: false },
+    { to: `${base}/review`, label: "Review", end: false, managers: true },
+    { to: `${base}/datasets`, label: "Datasets", end: false, managers: true },
     { to: `${base}/runs`, label: "Runs", end: false },
-  ];
+  ].filter((item) => manager || !item.managers);
   return (
     <nav className="project-nav" aria-label="Project sections">
       {items.map((item) => (

@@ -1,11 +1,219 @@
-import { ComingSoon } from "../components/ComingSoon";
+import { Link, useNavigate, useSearchParams } from "react-router";
+import { useSession } from "../auth/useSession";
+import { OutcomeBadge, StatusBadge } from "../components/Badge";
+import { ErrorBanner } from "../components/ErrorBanner";
+import { formatDateTime, formatReward } from "../components/format";
+import { ManagersOnly } from "../components/ManagersOnly";
+import { ProjectFrame } from "../components/ProjectFrame";
+import { Spinner } from "../components/Spinner";
 import { useIdParam } from "../components/useIdParam";
+import { canManage } from "../projects/permissions";
+import { apiParams, type FilterKey, readFilters, withFilter } from "./filters";
+import { cursorOf, type ReviewEpisode, useReviewList } from "./queries";
+import { ReviewFilters } from "./ReviewFilters";
+import { ReviewStatusBadge } from "./ReviewStatusBadge";
 
-export function ReviewPage() {
+/** The sortable columns: the API's orderings, newest id breaking ties. */
+const SORTABLE: Record<string, { desc: string; asc: string }> = {
+  id: { desc: "-id", asc: "id" },
+  n_steps: { desc: "-n_steps", asc: "n_steps" },
+  n_interventions: { desc: "-n_interventions", asc: "-n_interventions" },
+};
+
+function SortHeader({
+  field,
+  label,
+  ordering,
+  onSort,
+  numeric,
+}: {
+  field: keyof typeof SORTABLE;
+  label: string;
+  ordering: string;
+  onSort: (ordering: string) => void;
+  numeric?: boolean;
+}) {
+  const { desc, asc } = SORTABLE[field];
+  const active = ordering === desc || ordering === asc;
+  const direction = ordering === asc && asc !== desc ? "ascending" : "descending";
+  const next = ordering === desc && asc !== desc ? asc : desc;
   return (
-    <ComingSoon projectId={useIdParam("projectId")} title="Review">
-      Finished episodes waiting for review: replay each with its audio and transcript, then accept,
-      reject or grade it and label individual steps.
-    </ComingSoon>
+    <th className={numeric ? "num" : undefined} aria-sort={active ? direction : "none"}>
+      <button type="button" className="review-sort" onClick={() => onSort(next)} data-testid={`review-sort-${field}`}>
+        {label}
+        <span aria-hidden="true" className={active ? "review-sort-mark active" : "review-sort-mark"}>
+          {active && direction === "ascending" ? "▲" : "▼"}
+        </span>
+      </button>
+    </th>
+  );
+}
+
+function reviewText(episode: ReviewEpisode): string {
+  const s = episode.review_summary ?? {};
+  if (!s.reviews) return "";
+  const grade = typeof s.grade_mean === "number" ? ` · grade ${s.grade_mean.toFixed(1)}` : "";
+  return `${s.reviews} review${s.reviews === 1 ? "" : "s"}${grade}`;
+}
+
+function ReviewList({ projectId }: { projectId: number }) {
+  const [params, setParams] = useSearchParams();
+  const navigate = useNavigate();
+  const filters = readFilters(params);
+  const list = useReviewList(apiParams(projectId, params));
+  const rows = list.data?.results ?? [];
+  const ordering = filters.ordering || "-id";
+  const query = params.toString();
+
+  function setFilter(key: FilterKey, value: string) {
+    setParams(withFilter(params, key, value), { replace: true });
+  }
+
+  function page(link: string | null) {
+    const next = new URLSearchParams(params);
+    const cursor = cursorOf(link);
+    if (cursor) next.set("cursor", cursor);
+    else next.delete("cursor");
+    setParams(next);
+  }
+
+  const open = (episode: ReviewEpisode) =>
+    navigate(`/projects/${projectId}/review/${episode.id}${query ? `?${query}` : ""}`);
+
+  return (
+    <>
+      <div className="page-header">
+        <h1>Review</h1>
+        <span className="muted">Replay finished episodes, then accept or reject and grade them.</span>
+        <div className="header-spacer" />
+        {list.isFetching && !list.isPending && <Spinner label="Refreshing…" />}
+      </div>
+      <ReviewFilters
+        projectId={projectId}
+        filters={filters}
+        params={params}
+        onChange={setFilter}
+        onClear={() => setParams(filters.ordering ? { ordering: filters.ordering } : {}, { replace: true })}
+      />
+      {list.isPending && <Spinner label="Loading episodes…" />}
+      {list.isError && <ErrorBanner error={list.error} title="Could not load the list" onRetry={() => list.refetch()} />}
+      {!list.isPending && !list.isError && rows.length === 0 && (
+        <p className="empty-state" data-testid="review-empty">
+          No episodes match these filters.{" "}
+          {filters.review_status === "unreviewed" ? "Every finished episode here has been reviewed, or none has finished yet." : ""}
+        </p>
+      )}
+      {rows.length > 0 && (
+        <div className="table-wrap">
+          <table className="table review-table" data-testid="review-table">
+            <thead>
+              <tr>
+                <SortHeader field="id" label="Episode" ordering={ordering} onSort={(o) => setFilter("ordering", o === "-id" ? "" : o)} />
+                <th>Task</th>
+                <th>Mode</th>
+                <th>Status</th>
+                <th>Outcome</th>
+                <th className="num">Reward</th>
+                <SortHeader field="n_steps" label="Steps" numeric ordering={ordering} onSort={(o) => setFilter("ordering", o)} />
+                <SortHeader
+                  field="n_interventions"
+                  label="Interv."
+                  numeric
+                  ordering={ordering}
+                  onSort={(o) => setFilter("ordering", o)}
+                />
+                <th className="num">Void</th>
+                <th>Annotator</th>
+                <th>Checkpoint</th>
+                <th>Review</th>
+                <th>Created</th>
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((episode) => (
+                <tr
+                  key={episode.id}
+                  className="review-clickable"
+                  data-testid="review-row"
+                  data-episode-id={episode.id}
+                  onClick={() => open(episode)}
+                >
+                  <td>
+                    <Link
+                      to={`/projects/${projectId}/review/${episode.id}${query ? `?${query}` : ""}`}
+                      onClick={(e) => e.stopPropagation()}
+                    >
+                      #{episode.id}
+                    </Link>
+                  </td>
+                  <td>
+                    {episode.task.task_name}
+                    {episode.task.split === "eval" && <span className="badge split-eval">eval</span>}
+                    <span className="muted small"> · seed {episode.seed}</span>
+                  </td>
+                  <td>{episode.mode}</td>
+                  <td>
+                    <StatusBadge status={episode.status} />
+                  </td>
+                  <td>
+                    <OutcomeBadge outcome={episode.outcome} />
+                  </td>
+                  <td className="num mono">{formatReward(episode.reward)}</td>
+                  <td className="num mono">{episode.n_steps}</td>
+                  <td className="num mono">{episode.n_interventions || <span className="muted">0</span>}</td>
+                  <td className="num mono">{episode.n_void ? <span className="review-void-count">{episode.n_void}</span> : <span className="muted">0</span>}</td>
+                  <td>{episode.created_by?.username ?? <span className="muted">—</span>}</td>
+                  <td className="mono small">{episode.checkpoint?.name ?? <span className="muted">—</span>}</td>
+                  <td>
+                    <ReviewStatusBadge status={episode.review_status} />
+                    <div className="muted small">{reviewText(episode)}</div>
+                  </td>
+                  <td className="muted small">{formatDateTime(episode.created_at)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {(list.data?.next || list.data?.previous) && (
+        <div className="review-pager">
+          <button
+            type="button"
+            className="button"
+            disabled={!list.data?.previous || list.isFetching}
+            onClick={() => page(list.data?.previous ?? null)}
+            data-testid="review-previous"
+          >
+            ← Previous page
+          </button>
+          <button
+            type="button"
+            className="button"
+            disabled={!list.data?.next || list.isFetching}
+            onClick={() => page(list.data?.next ?? null)}
+            data-testid="review-next"
+          >
+            Next page →
+          </button>
+        </div>
+      )}
+    </>
+  );
+}
+
+/** `/projects/:projectId/review`: the trajectory list, filtered by the URL's query; managers only. */
+export function ReviewPage() {
+  const projectId = useIdParam("projectId");
+  const { user } = useSession();
+  return (
+    <ProjectFrame projectId={projectId} trail={[{ label: "Review" }]}>
+      {(project) =>
+        canManage(project, user) ? (
+          <ReviewList projectId={projectId} />
+        ) : (
+          <ManagersOnly projectId={projectId} title="Review" what="review and grade episodes" />
+        )
+      }
+    </ProjectFrame>
   );
 }

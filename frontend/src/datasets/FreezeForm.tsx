@@ -1,0 +1,154 @@
+import { useState } from "react";
+import { ErrorBanner } from "../components/ErrorBanner";
+import { useTasks } from "../projects/queries";
+import { useCheckpoints } from "../review/queries";
+import { SNAPSHOT_KINDS, type SnapshotFilter, type SnapshotKind, useCreateSnapshot, useRouting } from "./queries";
+
+/** The filter a form state asks for: only what was set. */
+export function filterOf(form: {
+  onlyNew: boolean;
+  tasks: number[];
+  split: string;
+  mode: string;
+  checkpoint: string;
+  createdAfter: string;
+  createdBefore: string;
+}): SnapshotFilter {
+  const filter: SnapshotFilter = {};
+  if (form.onlyNew) filter.only_new = true;
+  if (form.tasks.length) filter.tasks = form.tasks;
+  if (form.split) filter.split = form.split;
+  if (form.mode) filter.mode = form.mode;
+  if (form.checkpoint) filter.checkpoint = Number(form.checkpoint);
+  if (form.createdAfter) filter.created_after = form.createdAfter;
+  if (form.createdBefore) filter.created_before = form.createdBefore;
+  return filter;
+}
+
+/** Freeze the rows of one kind, optionally filtered; a worker builds it and the list below shows its progress. */
+export function FreezeForm({ projectId }: { projectId: number }) {
+  const create = useCreateSnapshot(projectId);
+  const routing = useRouting(projectId);
+  const tasks = useTasks(projectId);
+  const checkpoints = useCheckpoints(projectId);
+  const [kind, setKind] = useState<SnapshotKind>("sft");
+  const [name, setName] = useState("");
+  const [onlyNew, setOnlyNew] = useState(false);
+  const [chosenTasks, setChosenTasks] = useState<number[]>([]);
+  const [split, setSplit] = useState("");
+  const [mode, setMode] = useState("");
+  const [checkpoint, setCheckpoint] = useState("");
+  const [createdAfter, setCreatedAfter] = useState("");
+  const [createdBefore, setCreatedBefore] = useState("");
+  const bucket = routing.data?.buckets[kind];
+
+  function toggleTask(id: number) {
+    setChosenTasks((old) => (old.includes(id) ? old.filter((t) => t !== id) : [...old, id]));
+  }
+
+  return (
+    <form
+      className="card freeze-form"
+      aria-label="Freeze a snapshot"
+      onSubmit={(e) => {
+        e.preventDefault();
+        const filter = filterOf({ onlyNew, tasks: chosenTasks, split, mode, checkpoint, createdAfter, createdBefore });
+        create.mutate({ kind, name: name.trim(), filter }, { onSuccess: () => setName("") });
+      }}
+    >
+      <div className="freeze-grid">
+        <label className="field">
+          <span>Kind</span>
+          <select value={kind} data-testid="snapshot-kind" onChange={(e) => setKind(e.target.value as SnapshotKind)}>
+            {SNAPSHOT_KINDS.map((k) => (
+              <option key={k.kind} value={k.kind}>
+                {k.label}
+                {routing.data ? ` — ${routing.data.buckets[k.kind].rows} rows` : ""}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label className="field">
+          <span>Name (optional)</span>
+          <input
+            value={name}
+            maxLength={200}
+            placeholder={`${kind} ${new Date().toISOString().slice(0, 10)}`}
+            data-testid="snapshot-name"
+            onChange={(e) => setName(e.target.value)}
+          />
+        </label>
+        <label className="field freeze-check-field">
+          <span>Rows</span>
+          <span className="freeze-check">
+            <input type="checkbox" checked={onlyNew} data-testid="snapshot-only-new" onChange={(e) => setOnlyNew(e.target.checked)} />
+            only new since the last {kind} snapshot
+            {bucket ? <span className="muted"> ({bucket.new_rows})</span> : null}
+          </span>
+        </label>
+      </div>
+      <p className="muted small freeze-help">{SNAPSHOT_KINDS.find((k) => k.kind === kind)?.help}.</p>
+      <details className="freeze-more">
+        <summary>Narrow by task, split, mode, checkpoint or date</summary>
+        <div className="freeze-grid">
+          <fieldset className="field freeze-tasks">
+            <legend>Tasks (none ticked: all)</legend>
+            {(tasks.data ?? []).map((t) => (
+              <label key={t.id} className="freeze-check">
+                <input
+                  type="checkbox"
+                  checked={chosenTasks.includes(t.id)}
+                  data-testid={`snapshot-task-${t.id}`}
+                  onChange={() => toggleTask(t.id)}
+                />
+                {t.task_name} <span className="muted small">({t.split})</span>
+              </label>
+            ))}
+          </fieldset>
+          <label className="field">
+            <span>Split</span>
+            <select value={split} data-testid="snapshot-split" onChange={(e) => setSplit(e.target.value)}>
+              <option value="">any</option>
+              <option value="train">train</option>
+              <option value="eval">eval</option>
+            </select>
+          </label>
+          <label className="field">
+            <span>Mode</span>
+            <select value={mode} data-testid="snapshot-mode" onChange={(e) => setMode(e.target.value)}>
+              <option value="">any</option>
+              <option value="autonomous">autonomous</option>
+              <option value="supervised">supervised</option>
+            </select>
+          </label>
+          <label className="field">
+            <span>Checkpoint</span>
+            <select value={checkpoint} data-testid="snapshot-checkpoint" onChange={(e) => setCheckpoint(e.target.value)}>
+              <option value="">any</option>
+              {checkpoints.map((c) => (
+                <option key={c.id} value={String(c.id)}>
+                  {c.name}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label className="field">
+            <span>Created from</span>
+            <input type="date" value={createdAfter} data-testid="snapshot-created-after" onChange={(e) => setCreatedAfter(e.target.value)} />
+          </label>
+          <label className="field">
+            <span>Created to</span>
+            <input type="date" value={createdBefore} data-testid="snapshot-created-before" onChange={(e) => setCreatedBefore(e.target.value)} />
+          </label>
+        </div>
+      </details>
+      {create.isError && <ErrorBanner error={create.error} title="Nothing was frozen" />}
+      <div className="form-actions">
+        <button type="submit" className="button primary" disabled={create.isPending} data-testid="snapshot-create">
+          {create.isPending ? "Queuing…" : `Freeze ${kind.toUpperCase()} snapshot`}
+        </button>
+        <span className="muted small">A worker writes the rows once (JSONL + Parquet) with their sha256; a snapshot never changes.</span>
+      </div>
+    </form>
+  );
+}

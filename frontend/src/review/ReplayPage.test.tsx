@@ -1,0 +1,183 @@
+import { fireEvent, screen, waitFor } from "@testing-library/react";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { makeStep } from "../test/factories";
+import { mockFetch, type Routes } from "../test/http";
+import { renderApp } from "../test/render";
+import { baseRoutes, reviewEpisode } from "../test/review";
+import type { ReplayEpisode, Review, Transcript } from "./queries";
+
+afterEach(() => vi.unstubAllGlobals());
+
+const at = (seconds: number) => new Date(seconds * 1000).toISOString();
+
+function episode(): ReplayEpisode {
+  return {
+    ...reviewEpisode(42, { n_interventions: 1, n_void: 1, mode: "supervised" }),
+    steps: [
+      { ...makeStep(0), created_at: at(1010) },
+      {
+        ...makeStep(1, { actor: "edited", thought: "the OK button is lower", action: { name: "click", args: { x: 8, y: 12 } }, action_text: "" }),
+        proposal: { thought: "click cancel", action: { name: "click", args: { x: 2, y: 2 } }, raw: "Thought: click cancel\nAction: click(x=2, y=2)" },
+        human_thought: "it should be the lower one",
+        created_at: at(1020),
+      },
+      { ...makeStep(2, { action: null, action_text: "", thought: "", void: true, void_reason: "no action line" }), created_at: at(1030) },
+    ],
+  };
+}
+
+const transcript: Transcript = {
+  clips: [{ id: 9, episode: 42, content_type: "audio/webm", started_at: 1000, origin: 1000, finished: true, chunks: 2, transcribed_chunks: 2 }],
+  words: [
+    { word: "looks", start: 1002, end: 1002.5, probability: 0.9, step: 0, clip: 9, username: "ann" },
+    { word: "lower", start: 1015, end: 1015.5, probability: 0.9, step: 1, clip: 9, username: "ann" },
+  ],
+};
+
+const bob: Review = {
+  id: 3,
+  episode: 42,
+  reviewer: { id: 5, username: "bob" },
+  verdict: "reject",
+  grade: 2,
+  step_labels: {},
+  comment: "wrong button first",
+  created_at: at(1100),
+  updated_at: at(1100),
+};
+
+const LIST = "project=1&status=finished&review_status=unreviewed";
+
+function routes(extra: Routes = {}): Routes {
+  return {
+    ...baseRoutes("manager"),
+    "GET /api/v1/episodes/42/": { body: episode() },
+    "GET /api/v1/episodes/42/transcript": { body: transcript },
+    "GET /api/v1/episodes/42/reviews/": { body: { results: [bob] } },
+    [`GET /api/v1/episodes/42/neighbours?${LIST}`]: { body: { previous: 43, next: 41 } },
+    ...extra,
+  };
+}
+
+const current = () => screen.getByTestId("replay-current").getAttribute("data-index");
+const press = (key: string, target: Element | Window = window) => fireEvent.keyDown(target, { key });
+
+describe("ReplayPage", () => {
+  it("steps through with the keyboard: proposal beside the correction, void turns marked, labels kept per step", async () => {
+    mockFetch(routes());
+    renderApp("/projects/1/review/42");
+    await screen.findByTestId("replay-current");
+    expect(current()).toBe("0");
+    expect(screen.getAllByTestId("replay-step")).toHaveLength(3);
+    expect(screen.getByTestId("replay-actor").textContent).toBe("model");
+
+    press("ArrowRight");
+    expect(current()).toBe("1");
+    expect(screen.getByTestId("replay-actor").textContent).toBe("edited");
+    expect(screen.getByTestId("replay-proposal").textContent).toContain("click(x=2, y=2)");
+    expect(screen.getByTestId("replay-proposal").textContent).toContain("click cancel");
+    expect(screen.getByTestId("replay-correction").textContent).toContain("click(x=8, y=12)");
+    expect(screen.getByTestId("replay-human-thought").textContent).toContain("it should be the lower one");
+    const label = screen.getByTestId("step-label");
+    fireEvent.change(label, { target: { value: "good" } });
+    press("ArrowRight", label); // from the drop-down: still moves on
+    expect(current()).toBe("2");
+    expect(screen.getByTestId("replay-void").textContent).toContain("no action line");
+    expect((screen.getByTestId("step-label") as HTMLSelectElement).value).toBe("");
+    press("j");
+    expect(current()).toBe("2"); // the last step
+    press("k");
+    expect(current()).toBe("1");
+    expect((screen.getByTestId("step-label") as HTMLSelectElement).value).toBe("good");
+    press("Home");
+    expect(current()).toBe("0");
+  });
+
+  it("submits verdict, grade, labels and comment, then shows the result and the other reviewers' verdicts", async () => {
+    const { requests } = mockFetch(
+      routes({
+        "PUT /api/v1/episodes/42/review": {
+          body: {
+            id: 8, episode: 42, reviewer: { id: 1, username: "mia" }, verdict: "accept", grade: 4,
+            step_labels: { "1": "good" }, comment: "fine", created_at: at(1200), updated_at: at(1200),
+            review_status: "disputed", review_summary: { reviews: 2, accepts: 1, rejects: 1, grade_mean: 3 },
+          },
+        },
+      }),
+    );
+    renderApp("/projects/1/review/42");
+    await screen.findByTestId("replay-current");
+    // Before one's own verdict is in, the others' are not shown.
+    expect(screen.getByTestId("other-reviews").textContent).toContain("1 other review");
+    expect(screen.queryByText("wrong button first")).toBeNull();
+    expect((screen.getByTestId("review-submit") as HTMLButtonElement).disabled).toBe(true);
+
+    press("ArrowRight");
+    fireEvent.change(screen.getByTestId("step-label"), { target: { value: "good" } });
+    press("a");
+    press("4");
+    const comment = screen.getByTestId("review-comment");
+    fireEvent.change(comment, { target: { value: "fine" } });
+    press("ArrowLeft", comment); // typing: the step stays
+    expect(current()).toBe("1");
+    expect(screen.getByTestId("grade-4").getAttribute("aria-pressed")).toBe("true");
+    fireEvent.click(screen.getByTestId("review-submit"));
+
+    expect((await screen.findByTestId("review-saved")).textContent).toContain("accepted this episode with grade 4");
+    expect(requests.find((r) => r.method === "PUT")?.body).toEqual({ verdict: "accept", grade: 4, comment: "fine", step_labels: { "1": "good" } });
+    expect(screen.getByTestId("review-status").textContent).toBe("disputed");
+    await waitFor(() => expect(screen.getByTestId("other-review").textContent).toContain("wrong button first"));
+    expect(screen.getByTestId("review-submit").textContent).toBe("Update review");
+  });
+
+  it("starts from the reviewer's earlier review, and shows a refusal as the server says it", async () => {
+    const mine: Review = { ...bob, id: 4, reviewer: { id: 1, username: "mia" }, verdict: "accept", grade: 5, step_labels: { "2": "wasteful" }, comment: "before" };
+    mockFetch(
+      routes({
+        "GET /api/v1/episodes/42/reviews/": { body: { results: [mine] } },
+        "PUT /api/v1/episodes/42/review": { status: 409, body: { detail: "Episode 42 is running; review it once it has finished." } },
+      }),
+    );
+    renderApp("/projects/1/review/42");
+    await screen.findByTestId("replay-current");
+    expect(screen.getByTestId("verdict-accept").getAttribute("aria-pressed")).toBe("true");
+    expect((screen.getByTestId("review-comment") as HTMLTextAreaElement).value).toBe("before");
+    expect(screen.getByTestId("review-labels").textContent).toContain("step 3: wasteful");
+    fireEvent.click(screen.getByTestId("review-submit"));
+    expect((await screen.findByRole("alert")).textContent).toContain("review it once it has finished");
+  });
+
+  it("follows the think-aloud audio: the word said is highlighted and the step view moves with it", async () => {
+    mockFetch(routes());
+    renderApp("/projects/1/review/42");
+    const audio = (await screen.findByTestId("replay-audio")) as HTMLAudioElement;
+    expect(audio.getAttribute("src")).toBe("/api/v1/audio/9/file");
+    expect(current()).toBe("0");
+    audio.currentTime = 15.2; // session time 1015.2: "lower", aligned to step 1
+    fireEvent.timeUpdate(audio);
+    expect(current()).toBe("1");
+    const active = screen.getAllByTestId("transcript-word").filter((w) => w.dataset.active === "true");
+    expect(active.map((w) => w.textContent?.trim())).toEqual(["lower"]);
+    // Stepping by hand is left alone while the audio stays in the same step...
+    press("ArrowRight");
+    audio.currentTime = 18;
+    fireEvent.timeUpdate(audio);
+    expect(current()).toBe("2");
+    // ...and clicking a word jumps the audio there.
+    fireEvent.click(screen.getAllByTestId("transcript-word")[0]);
+    expect(audio.currentTime).toBeCloseTo(2, 5);
+    expect(current()).toBe("0");
+  });
+
+  it("moves to the previous and next episode of the filtered list, keeping the list's query", async () => {
+    mockFetch(routes({
+      [`GET /api/v1/episodes/42/neighbours?project=1&status=finished&has_void=true&review_status=unreviewed`]: { body: { previous: null, next: 41 } },
+    }));
+    renderApp("/projects/1/review/42?has_void=true");
+    await screen.findByTestId("replay-current");
+    await waitFor(() => expect((screen.getByTestId("replay-next-episode") as HTMLButtonElement).disabled).toBe(false));
+    expect((screen.getByTestId("replay-previous-episode") as HTMLButtonElement).disabled).toBe(true);
+    press("]");
+    expect(screen.getByTestId("location").textContent).toBe("/projects/1/review/41?has_void=true");
+  });
+});

@@ -1,0 +1,238 @@
+import { useEffect, useRef, useState } from "react";
+import { Link, useNavigate, useSearchParams } from "react-router";
+import { useSession } from "../auth/useSession";
+import { OutcomeBadge, StatusBadge } from "../components/Badge";
+import { ErrorBanner } from "../components/ErrorBanner";
+import { formatDateTime, formatReward } from "../components/format";
+import { ManagersOnly } from "../components/ManagersOnly";
+import { ProjectFrame } from "../components/ProjectFrame";
+import { Spinner } from "../components/Spinner";
+import { useIdParam } from "../components/useIdParam";
+import { canManage } from "../projects/permissions";
+import { apiParams } from "./filters";
+import {
+  type ReplayEpisode,
+  type Review,
+  type StepLabel,
+  type Transcript,
+  useNeighbours,
+  useReplay,
+  useReviews,
+  useSubmitReview,
+  useTranscript,
+} from "./queries";
+import { replayCommand, SHORTCUTS } from "./replay";
+import { type Draft, draftOf, ReviewForm } from "./ReviewForm";
+import { ReviewStatusBadge } from "./ReviewStatusBadge";
+import { StepPanel, StepScreen, StepStrip } from "./StepPanel";
+import { ThinkAloud } from "./ThinkAloud";
+
+interface ReplayProps {
+  projectId: number;
+  episode: ReplayEpisode;
+  transcript: Transcript | undefined;
+  reviews: Review[];
+  userId: number | undefined;
+  listQuery: string;
+  previous: string | null;
+  next: string | null;
+}
+
+/** One episode's replay and review form; mounted afresh for each episode (its step and draft are its own). */
+function Replay({ projectId, episode, transcript, reviews, userId, listQuery, previous, next }: ReplayProps) {
+  const navigate = useNavigate();
+  const steps = episode.steps;
+  const [current, setCurrent] = useState(0);
+  const mine = reviews.find((r) => r.reviewer.id === userId);
+  const others = reviews.filter((r) => r.reviewer.id !== userId);
+  const [draft, setDraft] = useState<Draft>(() => draftOf(mine));
+  const [savedAt, setSavedAt] = useState<string | null>(null);
+  const submit = useSubmitReview(episode.id);
+  const step = steps.find((s) => s.index === current) ?? steps[0];
+
+  // The key handler reads the latest state through a ref, so it is bound once.
+  const latest = useRef({ current, steps, previous, next, draft });
+  latest.current = { current, steps, previous, next, draft };
+
+  useEffect(() => {
+    function onKey(event: KeyboardEvent) {
+      const command = replayCommand(event);
+      if (!command) return;
+      const { current, steps, previous, next, draft } = latest.current;
+      const at = steps.findIndex((s) => s.index === current);
+      const go = (i: number) => steps[i] && setCurrent(steps[i].index);
+      event.preventDefault();
+      if (typeof command === "object") setDraft({ ...draft, grade: command.grade });
+      else if (command === "previous-step") go(Math.max(0, at - 1));
+      else if (command === "next-step") go(Math.min(steps.length - 1, at + 1));
+      else if (command === "first-step") go(0);
+      else if (command === "last-step") go(steps.length - 1);
+      else if (command === "previous-episode" && previous) navigate(previous);
+      else if (command === "next-episode" && next) navigate(next);
+      else if (command === "accept") setDraft({ ...draft, verdict: "accept" });
+      else if (command === "reject") setDraft({ ...draft, verdict: "reject" });
+    }
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, [navigate]);
+
+  function setLabel(index: number, label: StepLabel | "") {
+    const labels = { ...draft.step_labels };
+    if (label) labels[String(index)] = label;
+    else delete labels[String(index)];
+    setDraft({ ...draft, step_labels: labels });
+  }
+
+  function onSubmit() {
+    if (!draft.verdict) return;
+    submit.mutate(
+      { verdict: draft.verdict, grade: draft.grade, comment: draft.comment, step_labels: draft.step_labels },
+      { onSuccess: (saved) => setSavedAt(saved.updated_at) },
+    );
+  }
+
+  const stepWords = (transcript?.words ?? []).filter((w) => w.step === step?.index);
+  return (
+    <div className="replay" data-testid="replay">
+      <div className="page-header replay-header">
+        <Link className="button subtle small" to={`/projects/${projectId}/review${listQuery ? `?${listQuery}` : ""}`} data-testid="replay-back">
+          ← List
+        </Link>
+        <h1>
+          Episode #{episode.id} <span className="muted">· {episode.task.task_name} · seed {episode.seed}</span>
+        </h1>
+        <div className="header-spacer" />
+        <div className="button-row">
+          <button
+            type="button"
+            className="button small"
+            disabled={!previous}
+            onClick={() => previous && navigate(previous)}
+            data-testid="replay-previous-episode"
+            title="Previous episode in the list"
+          >
+            ← Previous <kbd>[</kbd>
+          </button>
+          <button
+            type="button"
+            className="button small"
+            disabled={!next}
+            onClick={() => next && navigate(next)}
+            data-testid="replay-next-episode"
+            title="Next episode in the list"
+          >
+            Next <kbd>]</kbd> →
+          </button>
+        </div>
+      </div>
+      <div className="replay-facts muted small">
+        <StatusBadge status={episode.status} /> <OutcomeBadge outcome={episode.outcome} />
+        <ReviewStatusBadge status={episode.review_status} />
+        <span>{episode.mode}</span>
+        <span>reward {formatReward(episode.reward)}</span>
+        <span>{episode.n_steps} steps</span>
+        <span>{episode.n_interventions} interventions</span>
+        <span>{episode.n_void} void</span>
+        <span>checkpoint {episode.checkpoint?.name ?? "—"}</span>
+        {episode.created_by && <span>by {episode.created_by.username}</span>}
+        <span>finished {formatDateTime(episode.finished_at)}</span>
+      </div>
+      {steps.length === 0 || !step ? (
+        <p className="empty-state">This episode has no steps to replay.</p>
+      ) : (
+        <>
+          <div className="replay-main">
+            <StepScreen step={step} episodeId={episode.id} />
+            <StepPanel
+              step={step}
+              count={steps.length}
+              words={stepWords}
+              label={draft.step_labels[String(step.index)] ?? ""}
+              onLabel={(label) => setLabel(step.index, label)}
+            />
+          </div>
+          <StepStrip steps={steps} current={step.index} labels={draft.step_labels} onSelect={setCurrent} />
+        </>
+      )}
+      <p className="replay-shortcuts muted small" aria-label="Keyboard shortcuts">
+        {SHORTCUTS.map(([keys, what]) => (
+          <span key={keys}>
+            <kbd>{keys}</kbd> {what}
+          </span>
+        ))}
+      </p>
+      <div className="replay-lower">
+        <ThinkAloud transcript={transcript} steps={steps} current={step?.index ?? 0} onStep={setCurrent} />
+        <ReviewForm
+          draft={draft}
+          onChange={setDraft}
+          onSubmit={onSubmit}
+          submitting={submit.isPending}
+          error={submit.error}
+          mine={submit.data ?? mine}
+          savedAt={savedAt}
+          status={episode.review_status}
+          others={others}
+          nextEpisode={next}
+          onStep={setCurrent}
+        />
+      </div>
+    </div>
+  );
+}
+
+function ReplayLoader({ projectId, episodeId }: { projectId: number; episodeId: number }) {
+  const [params] = useSearchParams();
+  const { user } = useSession();
+  const episode = useReplay(episodeId);
+  const transcript = useTranscript(episodeId);
+  const reviews = useReviews(episodeId);
+  const neighbours = useNeighbours(episodeId, apiParams(projectId, params, false));
+  const listQuery = params.toString();
+  const link = (id: number | null | undefined) =>
+    id ? `/projects/${projectId}/review/${id}${listQuery ? `?${listQuery}` : ""}` : null;
+
+  if (episode.isError) return <ErrorBanner error={episode.error} title="Could not load the episode" onRetry={() => episode.refetch()} />;
+  if (reviews.isError) return <ErrorBanner error={reviews.error} title="Could not load the reviews" onRetry={() => reviews.refetch()} />;
+  if (episode.isPending || reviews.isPending) return <Spinner label="Loading the episode…" />;
+  if (episode.data.project !== projectId) {
+    return <ErrorBanner message={`Episode ${episodeId} belongs to another project. Open it from that project's review list.`} />;
+  }
+  return (
+    <>
+      {transcript.isError && <ErrorBanner error={transcript.error} title="Could not load the think-aloud transcript" onRetry={() => transcript.refetch()} />}
+      {neighbours.isError && <ErrorBanner error={neighbours.error} title="Could not find the next episodes in the list" />}
+      <Replay
+        key={episodeId}
+        projectId={projectId}
+        episode={episode.data}
+        transcript={transcript.data}
+        reviews={reviews.data}
+        userId={user?.id}
+        listQuery={listQuery}
+        previous={link(neighbours.data?.previous)}
+        next={link(neighbours.data?.next)}
+      />
+    </>
+  );
+}
+
+/** `/projects/:projectId/review/:episodeId`: replay an episode step by step, with its think-aloud, and review it. */
+export function ReplayPage() {
+  const projectId = useIdParam("projectId");
+  const episodeId = useIdParam("episodeId");
+  const { user } = useSession();
+  const listQuery = useSearchParams()[0].toString();
+  const list = `/projects/${projectId}/review${listQuery ? `?${listQuery}` : ""}`;
+  return (
+    <ProjectFrame projectId={projectId} trail={[{ label: "Review", to: list }, { label: `Episode ${episodeId}` }]}>
+      {(project) =>
+        canManage(project, user) ? (
+          <ReplayLoader projectId={projectId} episodeId={episodeId} />
+        ) : (
+          <ManagersOnly projectId={projectId} title="Review" what="review and grade episodes" />
+        )
+      }
+    </ProjectFrame>
+  );
+}
