@@ -170,6 +170,8 @@ export interface AudioClip {
   content_type: string;
   /** Session seconds (server epoch) when recording began. */
   started_at: number;
+  /** Where the clip's audio time 0 lies on the session clock (chunk 0's start). */
+  origin?: number;
   committed_until: number;
   chunks: number;
   transcribed_chunks: number;

@@ -177,8 +177,11 @@ export class ThinkAloudRecorder {
     if (unsupported) throw unsupported;
     let stream: MediaStream;
     try {
+      // Whisper is trained on unprocessed speech; the browser's call-tuned noise suppression and
+      // gain control clip and swallow word onsets (in Chromium they turned "The button" into "But
+      // what"). Echo cancellation stays, for an annotator whose speakers play something.
       stream = await this.env.mediaDevices!.getUserMedia({
-        audio: { echoCancellation: true, noiseSuppression: true, autoGainControl: true, channelCount: 1 },
+        audio: { echoCancellation: true, noiseSuppression: false, autoGainControl: false, channelCount: 1 },
       });
     } catch (error) {
       throw microphoneProblem(error);

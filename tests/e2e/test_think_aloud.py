@@ -1,0 +1,181 @@
+"""Think aloud through the real page: Chromium's fake microphone plays a sentence spoken by espeak-ng,
+the page records it with MediaRecorder and uploads 2 s chunks, a real `audio` worker transcribes them
+with faster-whisper, and the words come back over the episode's socket into the transcript panel,
+on the step they were spoken in. A supervised episode is live the whole time (scripted policy, on
+its own rollout worker), and one test drops the network mid-recording."""
+import subprocess
+import time
+
+import pytest
+
+from annotation.models import AudioChunk, AudioClip, TranscriptWord
+from annotation.services import command_submit
+from annotation.speech import word_error_rate
+from flywheel import services
+from flywheel.models import Checkpoint, Episode
+from tests.annotation.audio_fixtures import missing_tools, synthesize_wav
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, login, screenshot
+from tests.factories import PASSWORD, make_member, make_project, make_task, make_user
+from tests.stack import stack_env, start_worker, wait_for, worker_quiet
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser,
+              pytest.mark.skipif(bool(missing_tools()), reason=f"needs {missing_tools()}")]
+
+SENTENCE = "The button I need is at the bottom of the page."
+# The bound the server's own test of uploaded speech holds (tests/annotation/test_audio_api.py).
+MAX_WER = 0.15
+
+
+@pytest.fixture(scope="module")
+def speech_wav(tmp_path_factory):
+    """The sentence with a second of silence before it (the device opens before recording starts)
+    and three after (so the speaker has clearly stopped), as 48 kHz mono PCM for Chromium."""
+    folder = tmp_path_factory.mktemp("speech")
+    spoken = synthesize_wav(SENTENCE, folder / "sentence.wav")
+    padded = folder / "think-aloud.wav"
+    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-i", str(spoken),
+                    "-af", "adelay=1000,apad=pad_dur=3", "-ar", "48000", "-ac", "1", "-c:a", "pcm_s16le", str(padded)],
+                   check=True, timeout=60)
+    return padded
+
+
+@pytest.fixture(scope="module")
+def browser(speech_wav):
+    """This module's own Chromium: the shared flags plus a fake microphone that plays the sentence once."""
+    from playwright.sync_api import sync_playwright
+
+    args = [*CHROMIUM_ARGS, "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+            f"--use-file-for-fake-audio-capture={speech_wav}%noloop"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=args)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def module_workers(module_stack):
+    """A rollout worker (a supervised episode holds its process while it waits for the person) and an
+    audio worker beside it, so transcription runs while the rollout does."""
+    stack, path = module_stack
+    env = stack_env()
+    start_worker(stack, path, env, queues="rollouts,default", name="rollouts")
+    start_worker(stack, path, env, queues="audio", name="audio")
+
+
+@pytest.fixture
+def workers(transactional_db, module_workers):
+    yield
+    worker_quiet()
+
+
+@pytest.fixture
+def live_episode(tmp_path, workers):
+    """A supervised episode on the scripted policy, started by its annotator and waiting on proposal 0."""
+    from trainer.model import save_tiny_untrained
+
+    project = make_project("Thinking aloud")
+    user = make_user("thinker")
+    make_member(project, user)
+    task = make_task(project, "click-button", max_steps=10)
+    save_tiny_untrained(tmp_path / "ckpt")
+    checkpoint = Checkpoint.objects.create(project=project, name="scripted-solver", uri=str(tmp_path / "ckpt"))
+    services.deployment_promote(project=project, checkpoint=checkpoint, backend="scripted", reason="test oracle")
+    [episode] = services.episodes_start(project=project, task=task, seeds=[3], mode="supervised", actor=user)
+    yield episode
+    # A supervised episode waits for its person; end it so the rollout worker is free for the next test.
+    episode.refresh_from_db()
+    if episode.status not in ("finished", "failed", "interrupted"):
+        command_submit(episode_id=episode.pk, user=user, frame={"type": "finish", "id": "teardown", "outcome": "failure"})
+        wait_for(lambda: Episode.objects.get(pk=episode.pk).status == "finished", 60, what="the episode to end")
+
+
+def open_session(page, base: str, episode: Episode) -> list[tuple[int, int]]:
+    """Log in, open the live session, wait for the first proposal; returns the chunk PUTs seen (index, status)."""
+    puts: list[tuple[int, int]] = []
+
+    def on_response(response):
+        if response.request.method == "PUT" and "/chunks/" in response.url:
+            puts.append((int(response.url.rsplit("/", 1)[1]), response.status))
+
+    page.on("response", on_response)
+    login(page, base, "thinker", PASSWORD)
+    page.get_by_test_id("project-card").first.wait_for(timeout=20_000)
+    page.goto(f"{base}/episodes/{episode.pk}")
+    page.locator('[data-testid="proposal"][data-index="0"]').wait_for(timeout=90_000)
+    page.get_by_test_id("mic-continuous").wait_for(timeout=10_000)
+    page.wait_for_function("() => !document.querySelector('[data-testid=mic-continuous]').disabled", timeout=10_000)
+    return puts
+
+
+def step_words(page, step: int) -> str:
+    locator = page.locator(f'[data-testid="transcript-step"][data-step="{step}"] [data-testid="transcript-words"]')
+    return locator.inner_text() if locator.count() else ""
+
+
+def assert_stored_once_each(clip: AudioClip, puts: list[tuple[int, int]]) -> int:
+    """Every chunk the page recorded is stored exactly once, with no index missing."""
+    indices = list(AudioChunk.objects.filter(clip=clip).order_by("index").values_list("index", flat=True))
+    assert indices == list(range(len(indices))), indices
+    created = sorted(index for index, status in puts if status == 201)
+    assert created == indices, puts  # each stored by exactly one PUT; a repeat would answer 200
+    assert all(status in (200, 201) for _, status in puts), puts
+    assert len({c.sha256 for c in AudioChunk.objects.filter(clip=clip)}) == len(indices)
+    return len(indices)
+
+
+def test_spoken_words_appear_in_the_transcript_on_the_step_they_were_said_in(daphne_server, page, live_episode):
+    puts = open_session(page, daphne_server, live_episode)
+    began = time.time()
+    page.get_by_test_id("mic-continuous").click()
+    page.get_by_test_id("recording-indicator").wait_for(timeout=10_000)
+    page.wait_for_function("() => Number(document.querySelector('[data-testid=mic-level]').dataset.level) > 0.2",
+                           timeout=10_000)  # the meter moves with the voice
+    screenshot(page, "think-aloud-recording")
+    page.wait_for_timeout(7_500)  # the sentence and the silence after it
+    page.get_by_test_id("mic-continuous").click()
+    page.get_by_test_id("recording-indicator").wait_for(state="detached", timeout=10_000)
+
+    page.get_by_test_id("upload-status").filter(has_text="All audio uploaded").wait_for(timeout=30_000)
+    wait_for(lambda: step_words(page, 0).count(" ") >= 8, 120, interval=0.5, what="the words in the transcript panel")
+    screenshot(page, "think-aloud-transcript")
+    heard = step_words(page, 0)
+    assert word_error_rate(SENTENCE, heard) <= MAX_WER, heard
+
+    clip = AudioClip.objects.get(episode=live_episode)
+    assert clip.finished and clip.content_type == "audio/webm;codecs=opus"
+    assert abs(clip.started_at - began) < 3  # stamped on the session clock
+    assert assert_stored_once_each(clip, puts) >= 4  # ~8 s in 2 s chunks
+
+    page.get_by_test_id("cmd-approve").click()  # step 0 executes: the words stay on it, now for good
+    wait_for(lambda: TranscriptWord.objects.filter(clip=clip, step__index=0).count() == TranscriptWord.objects.filter(
+        clip=clip).count(), 60, what="the words attached to step 0")
+    page.locator('[data-testid="transcript-step"][data-step="0"]').filter(has_text="click(").wait_for(timeout=30_000)
+    assert page.errors == []
+
+
+def test_chunks_recorded_while_offline_are_uploaded_once_the_network_returns(daphne_server, page, live_episode):
+    puts = open_session(page, daphne_server, live_episode)
+    status = page.get_by_test_id("upload-status")
+    page.keyboard.down("m")  # push-to-talk: held through the whole drop
+    page.locator('[data-testid="recording-indicator"][data-mode="push"]').wait_for(timeout=10_000)
+    page.wait_for_function("() => document.querySelector('[data-testid=upload-status]').dataset.uploaded === '1'",
+                           timeout=15_000)  # chunk 0 is on the server
+    page.context.set_offline(True)
+    page.wait_for_function("() => Number(document.querySelector('[data-testid=upload-status]').dataset.waiting) >= 2",
+                           timeout=15_000)
+    assert status.get_attribute("data-state") == "offline"
+    assert "Offline" in status.inner_text() and "chunks waiting" in status.inner_text()
+    screenshot(page, "think-aloud-offline")
+    page.keyboard.up("m")  # released while still offline: the last chunk and the finish wait too
+    page.get_by_test_id("recording-indicator").wait_for(state="detached", timeout=10_000)
+    page.wait_for_timeout(2_000)
+    page.context.set_offline(False)
+
+    status.filter(has_text="All audio uploaded").wait_for(timeout=60_000)  # the chunks, then the finish
+    clip = AudioClip.objects.get(episode=live_episode)
+    wait_for(lambda: AudioClip.objects.get(pk=clip.pk).finished, 30, what="the finish call")
+    assert assert_stored_once_each(clip, puts) >= 3
+    wait_for(lambda: step_words(page, 0).count(" ") >= 8, 120, interval=0.5, what="the words in the transcript panel")
+    assert word_error_rate(SENTENCE, step_words(page, 0)) <= MAX_WER, step_words(page, 0)
+    screenshot(page, "think-aloud-after-offline")
+    assert page.errors == []
