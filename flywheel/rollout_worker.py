@@ -2,6 +2,7 @@
 checkpoint, every step stored (PostgreSQL, then the channel layer) as it executes."""
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -64,19 +65,20 @@ def policy_for(episode: Episode):
 
 
 class Heartbeat:
-    """Keeps `heartbeat_at` fresh while the episode runs, so a dead worker is noticed within seconds."""
+    """Calls `beat` every LOUPE_HEARTBEAT_SECONDS while a long job runs (it keeps a `heartbeat_at` fresh), so a
+    dead worker is noticed within seconds. Used by episodes here and by flywheel cycles."""
 
-    def __init__(self, episode_id: int, worker: str):
-        self.episode_id, self.worker = episode_id, worker
+    def __init__(self, beat, name: str):
+        self.beat, self.name = beat, name
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name=f"heartbeat-{episode_id}")
+        self._thread = threading.Thread(target=self._run, daemon=True, name=name)
 
     def _run(self):
         while not self._stop.wait(settings.LOUPE_HEARTBEAT_SECONDS):
             try:
-                services.episode_heartbeat(episode_id=self.episode_id, worker=self.worker)
+                self.beat()
             except Exception:  # the database may blip; the next beat retries
-                log.warning("heartbeat failed for episode %s", self.episode_id, exc_info=True)
+                log.warning("%s failed", self.name, exc_info=True)
             finally:
                 close_old_connections()
 
@@ -136,7 +138,8 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
     replay = [Action.from_dict(a) for a in stored if a]  # void turns changed nothing on the page
     index_offset = len(stored) - len(replay)  # new steps continue after every stored one, void ones included
     started = time.monotonic()
-    with Heartbeat(episode.pk, worker):
+    beat = functools.partial(services.episode_heartbeat, episode_id=episode.pk, worker=worker)
+    with Heartbeat(beat, f"heartbeat-{episode.pk}"):
         supervisor = None
         try:
             env = env_for(episode.task.env_kind)

@@ -401,6 +401,63 @@ def deployment_promote(*, project, checkpoint: Checkpoint, actor=None, backend: 
     return deployment
 
 
+def served_name_for(checkpoint: Checkpoint) -> str:
+    """The model name a checkpoint answers to on the openai (vLLM) server: unique across projects."""
+    return f"{checkpoint.project.slug}-{checkpoint.name}"[:200]
+
+
+def served_model_load(*, name: str, path: str) -> None:
+    """Load a checkpoint into the running OpenAI-compatible server under ``name``, without a restart: vLLM's
+    runtime LoRA loading (``POST /v1/load_lora_adapter``; vLLM needs ``--enable-lora`` and
+    ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``). Loading a name that is already loaded is a success."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    url = settings.LOUPE_OPENAI_BASE_URL.rstrip("/")
+    url = (url[:-3] if url.endswith("/v1") else url) + "/v1/load_lora_adapter"
+    headers = {"Content-Type": "application/json"}
+    if settings.LOUPE_OPENAI_API_KEY:
+        headers["Authorization"] = f"Bearer {settings.LOUPE_OPENAI_API_KEY}"
+    request = urllib.request.Request(url, data=json.dumps({"lora_name": name, "lora_path": path}).encode(),
+                                     headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=600):
+            return
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode(errors="replace")
+        if exc.code == 400 and "already been loaded" in body:
+            return
+        raise ApplicationError(f"The policy server at {url} refused to load {name} from {path} ({exc.code}): "
+                               f"{body[:300]}", status=502) from None
+    except OSError as exc:
+        raise ApplicationError(f"The policy server at {url} cannot be reached ({exc}); start it (see trainer/README.md "
+                               "for vLLM's flags) or check LOUPE_OPENAI_BASE_URL.", status=502) from None
+
+
+def deployment_rollback(*, project, deployment: Deployment, actor) -> Deployment:
+    """Make an earlier deployment's checkpoint active again, the same way it was served, in one transaction.
+    On the openai backend its model is (re)loaded into the server first; that is idempotent."""
+    if deployment.project_id != project.pk:
+        raise ApplicationError("No such deployment in this project.", status=404)
+    if deployment.active:
+        raise ApplicationError(f"Deployment #{deployment.pk} ({deployment.checkpoint.name}) is already the active one.",
+                               status=409)
+    checkpoint = deployment.checkpoint
+    if deployment.backend == "openai":
+        checkpoint_check_files(checkpoint.uri)
+        adapter = Path(checkpoint.uri) / "adapter"
+        served_model_load(name=deployment.served_name or served_name_for(checkpoint),
+                          path=str(adapter if adapter.is_dir() else checkpoint.uri))
+    with transaction.atomic():
+        restored = deployment_promote(project=project, checkpoint=checkpoint, actor=actor, backend=deployment.backend,
+                                      served_name=deployment.served_name,
+                                      reason=f"rollback to deployment #{deployment.pk} ({checkpoint.name})")
+        audit_record(actor=actor, action="deployment.rollback", target=f"deployment:{deployment.pk}",
+                     project_id=project.pk, data={"new_deployment": restored.pk, "checkpoint": checkpoint.pk})
+    return restored
+
+
 # --- live control (called by the human layer through these services) -------------------------------
 def _episode_update_and_announce(episode_id: int, **fields) -> Episode:
     Episode.objects.filter(pk=episode_id).update(**fields)

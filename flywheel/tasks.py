@@ -26,8 +26,11 @@ def episodes_sweep_interrupted() -> list[int]:
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def training_run_execute(run_id: int) -> str:
-    from flywheel import training
+    from flywheel import cycles, training
+    from flywheel.models import TrainingRun
 
+    if TrainingRun.objects.filter(pk=run_id, config__has_key="cycle").exists():
+        return cycles.cycle_run_execute(run_id=run_id)  # under the cycle's lease, then back to the cycle
     return training.run_execute(run_id=run_id)
 
 
@@ -41,3 +44,57 @@ def snapshot_build(snapshot_id: int) -> str:
     except Exception as exc:
         datasets.snapshot_fail(snapshot_id=snapshot_id, error=f"The snapshot job crashed: {exc}")
         raise
+
+
+# --- flywheel cycles: one task a state (flywheel/cycles.py); all safe to run twice ----------------------
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def cycle_gate(cycle_id: int) -> str:
+    from flywheel import cycles
+
+    return cycles.cycle_gate(cycle_id=cycle_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def cycle_snapshot(cycle_id: int) -> str:
+    from flywheel import cycles
+
+    return cycles.cycle_snapshot(cycle_id=cycle_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def cycle_train(cycle_id: int) -> str:
+    from flywheel import cycles
+
+    return cycles.cycle_train(cycle_id=cycle_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def cycle_evaluate(cycle_id: int) -> str:
+    """On the `train` queue (settings CELERY_TASK_ROUTES): the trainer's eval beside the checkpoints."""
+    from flywheel import cycles
+
+    return cycles.cycle_evaluate(cycle_id=cycle_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def cycle_decide(cycle_id: int) -> str:
+    from flywheel import cycles
+
+    return cycles.cycle_decide(cycle_id=cycle_id)
+
+
+@shared_task
+def cycle_scheduled(project_id: int) -> int | None:
+    """django-celery-beat's per-project PeriodicTask: start a cycle when none runs and there is new data."""
+    from flywheel import cycles
+
+    cycle = cycles.cycle_scheduled(project_id=project_id)
+    return cycle.pk if cycle else None
+
+
+@shared_task
+def cycles_resume() -> list[int]:
+    """Beat task: re-send the state task of cycles nobody works on (a killed worker, a lost message)."""
+    from flywheel import cycles
+
+    return cycles.cycles_resume()

@@ -87,16 +87,15 @@ def _trainer_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "trainer", *args]
 
 
-def _stream(run: TrainingRun, argv: list[str], *, phase: str, weight: tuple[float, float]) -> dict:
-    """Run one trainer command; progress lines update the run. Returns the final {"done": true} line."""
-    lo, hi = weight
+def trainer_stream(argv: list[str], on_progress) -> tuple[dict, str, int]:
+    """Run one trainer command, calling ``on_progress(item)`` for each JSON progress line (those with
+    "step"). Returns (the final {"done": true} line, stderr, exit status)."""
+    import threading
+
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
                             cwd=settings.BASE_DIR, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     final: dict = {}
-    last_save = 0.0
     stderr_chunks: list[str] = []
-
-    import threading
 
     def drain():
         for line in proc.stderr:
@@ -114,24 +113,80 @@ def _stream(run: TrainingRun, argv: list[str], *, phase: str, weight: tuple[floa
             continue
         if item.get("done"):
             final = item
-            continue
-        if "step" in item and item.get("total"):
-            item["phase"] = phase
-            run.progress = round(lo + (hi - lo) * min(1.0, item["step"] / item["total"]), 4)
-            run.metrics.append(item)
-            if len(run.metrics) > MAX_METRIC_POINTS:
-                run.metrics = run.metrics[::2]
-            if time.monotonic() - last_save > 1.0:
-                TrainingRun.objects.filter(pk=run.pk).update(progress=run.progress, metrics=run.metrics)
-                last_save = time.monotonic()
+        elif "step" in item:
+            on_progress(item)
     proc.wait()
     reader.join(timeout=5)
-    run.log = (run.log + f"\n$ {' '.join(argv[2:])}\n" + "".join(stderr_chunks))[-LOG_TAIL_CHARS:]
+    return final, "".join(stderr_chunks), proc.returncode
+
+
+def trainer_failure(phase: str, returncode: int, stderr: str) -> str:
+    tail = stderr.strip().splitlines()[-1:] or ["no output"]
+    return f"trainer {phase} exited with {returncode}: {tail[0]}"
+
+
+def _stream(run: TrainingRun, argv: list[str], *, phase: str, weight: tuple[float, float]) -> dict:
+    """Run one trainer command; progress lines update the run. Returns the final {"done": true} line."""
+    lo, hi = weight
+    last_save = 0.0
+
+    def on_progress(item):
+        nonlocal last_save
+        if not item.get("total"):
+            return
+        item["phase"] = phase
+        run.progress = round(lo + (hi - lo) * min(1.0, item["step"] / item["total"]), 4)
+        run.metrics.append(item)
+        if len(run.metrics) > MAX_METRIC_POINTS:
+            run.metrics = run.metrics[::2]
+        if time.monotonic() - last_save > 1.0:
+            TrainingRun.objects.filter(pk=run.pk).update(progress=run.progress, metrics=run.metrics)
+            last_save = time.monotonic()
+
+    final, stderr, returncode = trainer_stream(argv, on_progress)
+    run.log = (run.log + f"\n$ {' '.join(argv[2:])}\n" + stderr)[-LOG_TAIL_CHARS:]
     TrainingRun.objects.filter(pk=run.pk).update(progress=run.progress, metrics=run.metrics, log=run.log)
-    if proc.returncode != 0:
-        tail = "".join(stderr_chunks).strip().splitlines()[-1:] or ["no output"]
-        raise ApplicationError(f"trainer {phase} exited with {proc.returncode}: {tail[0]}")
+    if returncode != 0:
+        raise ApplicationError(trainer_failure(phase, returncode, stderr))
     return final
+
+
+STAGE_OPTIONS = ("max_steps", "max_seconds", "lr", "lora")  # recipe keys passed to the trainer as --max-steps ...
+
+
+def _stages_execute(run: TrainingRun, out: Path) -> tuple[Path, dict]:
+    """A recipe run: each stage trains on its snapshot from the previous stage's output (the first from the
+    run's init checkpoint), e.g. SFT on SFT+RFT rows, then DPO on correction pairs. The last stage writes
+    ``checkpoint``."""
+    from flywheel.models import DatasetSnapshot
+
+    stages = run.config["stages"]
+    init = run.init_checkpoint.uri if run.init_checkpoint else "tiny"
+    metrics, ckpt = [], out / "checkpoint"
+    for i, stage in enumerate(stages):
+        snapshot = DatasetSnapshot.objects.get(pk=stage["snapshot"])
+        ckpt = out / ("checkpoint" if i == len(stages) - 1 else f"stage-{i + 1}-{stage['algorithm']}")
+        argv = _trainer_argv(stage["algorithm"], "--data", default_storage.path(snapshot.file), "--init", init,
+                             "--out", str(ckpt))
+        for key in STAGE_OPTIONS:
+            if stage.get(key) not in (None, ""):
+                argv += ["--" + key.replace("_", "-"), str(stage[key])]
+        final = _stream(run, argv, phase=stage["algorithm"], weight=(i / len(stages), (i + 1) / len(stages)))
+        metrics.append({"algorithm": stage["algorithm"], "snapshot": snapshot.pk, **final.get("metrics", {})})
+        init = str(ckpt)
+    return ckpt, {**metrics[-1], "stages": metrics}
+
+
+@transaction.atomic
+def recipe_run_create(*, project: Project, stages: list[dict], init_checkpoint, checkpoint_name: str,
+                      extra: dict | None = None) -> TrainingRun:
+    """A run of several stages (``{"algorithm", "snapshot", "max_steps", ...}`` each, on ready snapshots), for
+    the caller to enqueue. Its checkpoint is registered as ``checkpoint_name``."""
+    algorithm = "+".join(stage["algorithm"] for stage in stages)
+    run = TrainingRun.objects.create(
+        project=project, algorithm=algorithm if len(algorithm) <= 8 else "recipe", snapshot_id=stages[0]["snapshot"],
+        init_checkpoint=init_checkpoint, config={"stages": stages, "checkpoint_name": checkpoint_name, **(extra or {})})
+    return run
 
 
 def run_execute(*, run_id: int) -> str:
@@ -146,26 +201,30 @@ def run_execute(*, run_id: int) -> str:
     out = run_dir(run)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        if run.config.get("coldstart"):
-            demos = out / "demos.jsonl"
-            _stream(run, _trainer_argv("demos", "--tasks", ",".join(run.config["tasks"]), "--seeds",
-                                       run.config["seeds"], "--augment", str(run.config.get("augment", 0)),
-                                       "--out", str(demos)), phase="demos", weight=(0.0, 0.3))
-            data, init = demos, "tiny"
+        if run.config.get("stages"):
+            ckpt, final = _stages_execute(run, out)
+            final = {"metrics": final}
         else:
-            if run.snapshot is None:
-                raise ApplicationError("This run has no dataset snapshot to train on.")
-            data = Path(default_storage.path(run.snapshot.file))
-            init = run.init_checkpoint.uri if run.init_checkpoint else "tiny"
-        ckpt = out / "checkpoint"
-        argv = _trainer_argv(run.algorithm, "--data", str(data), "--init", init, "--out", str(ckpt))
-        if run.config.get("max_steps"):
-            argv += ["--max-steps", str(run.config["max_steps"])]
-        if run.config.get("max_seconds"):
-            argv += ["--max-seconds", str(run.config["max_seconds"])]
-        argv += [str(a) for a in run.config.get("sft_args", [])]
-        final = _stream(run, argv, phase=run.algorithm, weight=(0.3 if run.config.get("coldstart") else 0.0, 1.0))
-        name = run.config.get("deploy_as") or f"run-{run.pk}"
+            if run.config.get("coldstart"):
+                demos = out / "demos.jsonl"
+                _stream(run, _trainer_argv("demos", "--tasks", ",".join(run.config["tasks"]), "--seeds",
+                                           run.config["seeds"], "--augment", str(run.config.get("augment", 0)),
+                                           "--out", str(demos)), phase="demos", weight=(0.0, 0.3))
+                data, init = demos, "tiny"
+            else:
+                if run.snapshot is None:
+                    raise ApplicationError("This run has no dataset snapshot to train on.")
+                data = Path(default_storage.path(run.snapshot.file))
+                init = run.init_checkpoint.uri if run.init_checkpoint else "tiny"
+            ckpt = out / "checkpoint"
+            argv = _trainer_argv(run.algorithm, "--data", str(data), "--init", init, "--out", str(ckpt))
+            if run.config.get("max_steps"):
+                argv += ["--max-steps", str(run.config["max_steps"])]
+            if run.config.get("max_seconds"):
+                argv += ["--max-seconds", str(run.config["max_seconds"])]
+            argv += [str(a) for a in run.config.get("sft_args", [])]
+            final = _stream(run, argv, phase=run.algorithm, weight=(0.3 if run.config.get("coldstart") else 0.0, 1.0))
+        name = run.config.get("deploy_as") or run.config.get("checkpoint_name") or f"run-{run.pk}"
         checkpoint = services.checkpoint_register(
             project=run.project, name=name, uri=str(ckpt), parent=run.init_checkpoint, produced_by=run,
             metrics=final.get("metrics", {}),

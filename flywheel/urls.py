@@ -1,6 +1,6 @@
 from django.urls import path
 
-from flywheel import api
+from flywheel import api, api_cycles
 
 urlpatterns = [
     path("projects/", api.ProjectListApi.as_view(), name="project-list"),
@@ -28,4 +28,14 @@ urlpatterns += [
     path("snapshots/<int:snapshot_id>/", api.SnapshotDetailApi.as_view(), name="snapshot-detail"),
     path("snapshots/<int:snapshot_id>/rows", api.SnapshotRowsApi.as_view(), name="snapshot-rows"),
     path("snapshots/<int:snapshot_id>/export", api.SnapshotExportApi.as_view(), name="snapshot-export"),
+]
+
+urlpatterns += [
+    path("projects/<int:project_id>/cycles/", api_cycles.CycleListApi.as_view(), name="cycle-list"),
+    path("projects/<int:project_id>/cycle-settings", api_cycles.CycleSettingsApi.as_view(), name="cycle-settings"),
+    path("cycles/<int:cycle_id>/", api_cycles.CycleDetailApi.as_view(), name="cycle-detail"),
+    path("cycles/<int:cycle_id>/approve", api_cycles.CycleApproveApi.as_view(), name="cycle-approve"),
+    path("cycles/<int:cycle_id>/reject", api_cycles.CycleRejectApi.as_view(), name="cycle-reject"),
+    path("projects/<int:project_id>/deployments/<int:deployment_id>/rollback",
+         api_cycles.DeploymentRollbackApi.as_view(), name="deployment-rollback"),
 ]

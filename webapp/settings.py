@@ -161,9 +161,11 @@ CELERY_TASK_ROUTES = {
     "flywheel.tasks.episode_run": {"queue": "rollouts"},
     "annotation.tasks.*": {"queue": "audio"},
     "flywheel.tasks.training_run_execute": {"queue": "train"},
+    "flywheel.tasks.cycle_evaluate": {"queue": "train"},
 }
 CELERY_BEAT_SCHEDULE = {
     "episodes-sweep-interrupted": {"task": "flywheel.tasks.episodes_sweep_interrupted", "schedule": 10.0},
+    "cycles-resume": {"task": "flywheel.tasks.cycles_resume", "schedule": 10.0},
 }
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"

@@ -1,0 +1,180 @@
+"""REST for flywheel cycles, their settings and deployment rollback. Members read; managers act."""
+from __future__ import annotations
+
+from django.db.models import Prefetch
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from flywheel import cycles, selectors, services
+from flywheel.api import paginate, run_output
+from flywheel.models import Cycle, CycleState, Deployment, Evaluation, Role
+from webapp.api import StrictSerializer
+from webapp.errors import ApplicationError
+
+
+def _ref(checkpoint) -> dict | None:
+    return {"id": checkpoint.pk, "name": checkpoint.name} if checkpoint is not None else None
+
+
+def evaluation_output(evaluation: Evaluation) -> dict:
+    return {"id": evaluation.pk, "checkpoint": _ref(evaluation.checkpoint), "role": evaluation.role,
+            "success_rate": evaluation.success_rate, "mean_reward": evaluation.mean_reward,
+            "episodes": evaluation.episodes, "seeds": evaluation.seeds, "per_task": evaluation.details.get("per_task", {}),
+            "eval_seconds": evaluation.details.get("eval_seconds"), "created_at": evaluation.created_at}
+
+
+class CycleOutput(serializers.Serializer):
+    def to_representation(self, cycle: Cycle) -> dict:
+        return {
+            "id": cycle.pk, "project": cycle.project_id, "iteration": cycle.iteration, "state": cycle.state,
+            "trigger": cycle.trigger,
+            "triggered_by": {"id": cycle.triggered_by_id, "username": cycle.triggered_by.username}
+            if cycle.triggered_by_id else None,
+            "config": cycle.config, "decision": cycle.decision, "decision_data": cycle.decision_data,
+            "awaiting_approval": cycle.state == CycleState.DECIDE and bool(cycle.decision_data.get("awaiting_approval")),
+            "error": cycle.error, "log_tail": cycle.log_tail[-4000:], "timings": cycle.timings,
+            "progress": cycle.progress, "candidate": _ref(cycle.candidate), "baseline": _ref(cycle.baseline),
+            "deployment": cycle.deployment_id,
+            "snapshots": [{"id": s.pk, "kind": s.kind, "rows": s.rows, "status": s.status, "sha256": s.sha256}
+                          for s in cycle.snapshots.all()],
+            "run": run_output(cycle.run) if cycle.run_id else None,
+            "evaluations": [evaluation_output(e) for e in cycle.evaluations.all()],
+            "started_at": cycle.started_at, "updated_at": cycle.updated_at, "finished_at": cycle.finished_at,
+        }
+
+
+def _cycles():
+    return Cycle.objects.select_related("triggered_by", "candidate", "baseline", "run__checkpoint").prefetch_related(
+        "snapshots", Prefetch("evaluations", queryset=Evaluation.objects.select_related("checkpoint").order_by("id")))
+
+
+def _cycle_for(request, cycle_id: int, minimum: str = Role.ANNOTATOR) -> Cycle:
+    cycle = _cycles().filter(pk=cycle_id).first()
+    if cycle is None or selectors.project_role(user=request.user, project=cycle.project_id) is None:
+        raise ApplicationError("No such cycle, or you are not a member of its project.", status=404)
+    selectors.project_for_user(user=request.user, project_id=cycle.project_id, minimum=minimum)
+    return cycle
+
+
+class CycleListApi(APIView):
+    """A project's cycles, newest first; POST runs one now (managers; 409 while one runs)."""
+
+    @extend_schema(responses={200: CycleOutput(many=True)})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
+        return paginate(self, _cycles().filter(project=project), CycleOutput, ordering="-id")
+
+    @extend_schema(request=None, responses={202: CycleOutput})
+    def post(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        cycle = cycles.cycle_start(project=project, actor=request.user, trigger="manual")
+        return Response(CycleOutput(_cycles().get(pk=cycle.pk)).data, status=status.HTTP_202_ACCEPTED)
+
+
+class CycleDetailApi(APIView):
+    @extend_schema(responses={200: CycleOutput})
+    def get(self, request, cycle_id: int):
+        return Response(CycleOutput(_cycle_for(request, cycle_id)).data)
+
+
+class CycleApproveApi(APIView):
+    """Deploy a candidate by hand: one awaiting approval, or one the gate rejected (managers)."""
+
+    @extend_schema(request=None, responses={200: CycleOutput})
+    def post(self, request, cycle_id: int):
+        cycle = cycles.cycle_approve(cycle=_cycle_for(request, cycle_id, Role.MANAGER), actor=request.user)
+        return Response(CycleOutput(_cycles().get(pk=cycle.pk)).data)
+
+
+class CycleRejectInput(StrictSerializer):
+    reason = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class CycleRejectApi(APIView):
+    """Turn down a candidate that awaits approval (managers)."""
+
+    @extend_schema(request=CycleRejectInput, responses={200: CycleOutput})
+    def post(self, request, cycle_id: int):
+        data = CycleRejectInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        cycle = cycles.cycle_reject(cycle=_cycle_for(request, cycle_id, Role.MANAGER), actor=request.user,
+                                    reason=data.validated_data["reason"])
+        return Response(CycleOutput(_cycles().get(pk=cycle.pk)).data)
+
+
+class StageInput(StrictSerializer):
+    algorithm = serializers.ChoiceField(choices=["sft", "dpo", "rl"])
+    max_steps = serializers.IntegerField(required=False)
+    max_seconds = serializers.IntegerField(required=False)
+    lr = serializers.FloatField(required=False)
+    lora = serializers.CharField(required=False, allow_blank=True, max_length=100)
+
+
+class CycleSettingsInput(StrictSerializer):
+    min_new_rows = serializers.IntegerField(required=False)
+    recipe = StageInput(many=True, required=False)
+    eval_tasks = serializers.ListField(child=serializers.IntegerField(), required=False, max_length=100)
+    eval_seeds = serializers.IntegerField(required=False)
+    eval_max_steps = serializers.IntegerField(required=False)
+    margin = serializers.FloatField(required=False)
+    auto_deploy = serializers.BooleanField(required=False)
+    backend = serializers.ChoiceField(choices=["local", "openai"], required=False)
+    export = serializers.ChoiceField(choices=["lora", "full"], required=False)
+    base_checkpoint = serializers.IntegerField(required=False, allow_null=True)
+    cadence_minutes = serializers.IntegerField(required=False)
+
+
+def settings_output(project) -> dict:
+    """The settings, the schedule, what the gate sees now and the eval plan (or why there is none)."""
+    config = cycles.settings_of(project)
+    try:
+        plan, plan_error = cycles.eval_plan(project, config), ""
+    except ApplicationError as exc:
+        plan, plan_error = [], exc.message
+    rows = cycles.bucket_rows(project, config)
+    eval_tasks = project.tasks.filter(split="eval").order_by("task_name")
+    return {**{k: config[k] for k in cycles.DEFAULTS}, **cycles.cadence_of(project),
+            "gate": {"buckets": rows, "new_rows": sum(b["new_rows"] for b in rows.values()),
+                     "min_new_rows": config["min_new_rows"]},
+            "eval_plan": plan, "eval_plan_error": plan_error,
+            "eval_task_choices": [{"id": t.pk, "task_name": t.task_name, "seed_start": t.seed_start,
+                                   "seed_end": t.seed_end} for t in eval_tasks]}
+
+
+class CycleSettingsApi(APIView):
+    """A project's cycle settings and schedule (GET: members; PATCH: managers)."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
+        return Response(settings_output(project))
+
+    @extend_schema(request=CycleSettingsInput, responses={200: dict})
+    def patch(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        data = CycleSettingsInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        changes = dict(data.validated_data)
+        if "recipe" in changes:
+            changes["recipe"] = [dict(stage) for stage in changes["recipe"]]
+        cycles.settings_set(project=project, actor=request.user, **changes)
+        project.refresh_from_db()
+        return Response(settings_output(project))
+
+
+class DeploymentRollbackApi(APIView):
+    """Serve an earlier deployment's checkpoint again, atomically (managers; audited)."""
+
+    @extend_schema(request=None, responses={200: dict})
+    def post(self, request, project_id: int, deployment_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        deployment = Deployment.objects.select_related("checkpoint").filter(pk=deployment_id, project=project).first()
+        if deployment is None:
+            raise ApplicationError("No such deployment in this project.", status=404)
+        restored = services.deployment_rollback(project=project, deployment=deployment, actor=request.user)
+        return Response({"id": restored.pk, "checkpoint": _ref(restored.checkpoint), "backend": restored.backend,
+                         "served_name": restored.served_name, "active": restored.active,
+                         "activated_at": restored.activated_at, "deactivated_at": restored.deactivated_at,
+                         "reason": restored.reason})

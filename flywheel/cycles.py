@@ -1,0 +1,791 @@
+"""Flywheel cycles: gate -> snapshot -> train -> evaluate -> decide -> deployed | rejected (| skipped | failed).
+
+Each state is a thin Celery task (flywheel/tasks.py) that calls the function of the same name here.
+The database holds everything a cycle knows, so any state can be retried:
+
+- **One cycle at a time per project**: ``cycle_start`` locks the Project row, and a partial unique
+  constraint ("one non-terminal cycle per project") is the backstop. Two triggers at once make one cycle.
+- **State changes are compare-and-set** under the Cycle row lock: a task that finds its cycle already past
+  its state does nothing, so a redelivered or duplicated task never runs a state twice to another result.
+  What a state produced (its snapshots, its run, its Evaluation rows) is stored before the state moves on
+  and reused by a retry.
+- **Long states hold a lease** (``worker`` + ``heartbeat_at``, kept fresh by a heartbeat thread): snapshot
+  (default queue), the training run and the evaluation (both on the ``train`` queue). A worker killed
+  in any state stops heartbeating; ``cycles_resume`` (a beat task) then re-sends the state's task, which
+  takes over the stale lease. Lost messages (a Redis restart) are re-sent the same way.
+
+Evaluation runs on the ``train`` queue: it is ``python -m trainer eval`` as a subprocess, next to the
+checkpoints the training wrote (on a GPU host in production), one job at a time like training, and
+it does not take browsers from the ``rollouts`` workers that serve people's live sessions.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from flywheel import datasets, services, training
+from flywheel.models import (CYCLE_TERMINAL, Checkpoint, Cycle, CycleState, Deployment, Evaluation, Project, RunStatus,
+                             SnapshotEpisode, SnapshotKind, SnapshotStatus, Split, TaskSpec, TrainingRun)
+from webapp.audit import audit_record
+from webapp.errors import ApplicationError
+
+log = logging.getLogger(__name__)
+
+BUCKET_FOR_ALGORITHM = {"sft": SnapshotKind.SFT, "dpo": SnapshotKind.DPO, "rl": SnapshotKind.RL}
+STAGE_KEYS = {"algorithm", "max_steps", "max_seconds", "lr", "lora"}
+DEFAULTS = {
+    "min_new_rows": 20,  # new routed rows (recipe buckets, train split) since the last trained cycle
+    "recipe": [{"algorithm": "sft", "max_steps": 200, "lr": 0.003}, {"algorithm": "dpo", "max_steps": 30}],
+    "eval_tasks": [],  # TaskSpec ids of the eval split; empty: every eval task of the project
+    "eval_seeds": 10,  # the first N seeds of each eval task's range, the same in every cycle
+    "eval_max_steps": 0,  # step limit of an eval episode; 0: the task's own max_steps
+    "margin": 0.05,  # the candidate must beat the deployed checkpoint's success rate by this much
+    "auto_deploy": True,  # False: a manager approves every candidate that passes the gate
+    "backend": "",  # local | openai; empty: LOUPE_POLICY_BACKEND
+    "export": "lora",  # openai backend: load the LoRA adapter (vLLM) or the full weights (trainer serve)
+    "base_checkpoint": None,  # openai + lora: the checkpoint the server was launched with (adapters fit it)
+}
+SCHEDULE_TASK = "flywheel.tasks.cycle_scheduled"
+MAX_CADENCE_MINUTES = 60 * 24 * 31
+
+
+# --- settings ------------------------------------------------------------------------------------
+def _schedule_name(project_id: int) -> str:
+    return f"flywheel cycle: project {project_id}"
+
+
+def cadence_of(project: Project) -> dict:
+    """The schedule, read from its PeriodicTask (the one source of truth, editable in the admin too)."""
+    from django_celery_beat.models import PeriodicTask
+
+    task = PeriodicTask.objects.filter(name=_schedule_name(project.pk)).select_related("interval").first()
+    if task is None or not task.enabled:
+        return {"cadence_minutes": 0, "schedule": "manual only", "last_scheduled_at": task.last_run_at if task else None}
+    minutes = None
+    if task.interval is not None:
+        seconds = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1, "microseconds": 1e-6}[task.interval.period]
+        minutes = round(task.interval.every * seconds / 60, 2)
+    return {"cadence_minutes": minutes, "schedule": str(task.schedule if task.interval is None else task.interval),
+            "last_scheduled_at": task.last_run_at}
+
+
+def settings_of(project: Project) -> dict:
+    """The project's cycle settings with defaults filled in (without the cadence; see cadence_of)."""
+    stored = (project.settings or {}).get("cycle", {})
+    out = {**DEFAULTS, **stored}
+    out["backend"] = out["backend"] or settings.LOUPE_POLICY_BACKEND
+    return out
+
+
+def _bad(field: str, message: str):
+    raise ApplicationError(f"{field}: {message}", errors={field: [message]})
+
+
+def _int(field: str, value, lo: int, hi: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        _bad(field, f"use a whole number from {lo} to {hi}.")
+    return value
+
+
+def _recipe_clean(recipe) -> list[dict]:
+    if not isinstance(recipe, list) or not 1 <= len(recipe) <= 3:
+        _bad("recipe", "give 1 to 3 stages, e.g. [{\"algorithm\": \"sft\", \"max_steps\": 200}].")
+    out, seen = [], set()
+    for i, stage in enumerate(recipe):
+        if not isinstance(stage, dict):
+            _bad("recipe", f"stage {i + 1} must be an object.")
+        unknown = sorted(set(stage) - STAGE_KEYS)
+        if unknown:
+            _bad("recipe", f"stage {i + 1} has an unknown key '{unknown[0]}'; known: {', '.join(sorted(STAGE_KEYS))}.")
+        algorithm = stage.get("algorithm")
+        if algorithm not in BUCKET_FOR_ALGORITHM:
+            _bad("recipe", f"stage {i + 1}: algorithm must be sft, dpo or rl.")
+        if algorithm in seen:
+            _bad("recipe", f"{algorithm} appears twice.")
+        seen.add(algorithm)
+        clean = {"algorithm": algorithm, "max_steps": _int("recipe", stage.get("max_steps", 100), 1, 1_000_000)}
+        if stage.get("max_seconds") not in (None, 0):
+            clean["max_seconds"] = _int("recipe", stage["max_seconds"], 1, 7 * 86400)
+        if stage.get("lr") is not None:
+            lr = stage["lr"]
+            if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < 1:
+                _bad("recipe", f"stage {i + 1}: lr must be a number between 0 and 1.")
+            clean["lr"] = float(lr)
+        if stage.get("lora"):
+            if not isinstance(stage["lora"], str) or not stage["lora"].startswith("r="):
+                _bad("recipe", f"stage {i + 1}: lora looks like 'r=8' or 'r=16,alpha=32'.")
+            clean["lora"] = stage["lora"]
+        out.append(clean)
+    return out
+
+
+def settings_clean(project: Project, changes: dict) -> dict:
+    """The project's cycle settings with ``changes`` applied, validated; raises naming the bad field."""
+    merged = {**settings_of(project), **changes}
+    clean = {
+        "min_new_rows": _int("min_new_rows", merged["min_new_rows"], 0, 10_000_000),
+        "recipe": _recipe_clean(merged["recipe"]),
+        "eval_seeds": _int("eval_seeds", merged["eval_seeds"], 1, 1000),
+        "eval_max_steps": _int("eval_max_steps", merged["eval_max_steps"], 0, 200),
+    }
+    tasks = merged["eval_tasks"]
+    if not isinstance(tasks, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tasks):
+        _bad("eval_tasks", "give a list of task ids.")
+    known = set(project.tasks.filter(pk__in=tasks, split=Split.EVAL).values_list("pk", flat=True))
+    missing = [t for t in tasks if t not in known]
+    if missing:
+        _bad("eval_tasks", f"task {missing[0]} is not an eval-split task of this project.")
+    clean["eval_tasks"] = sorted(known)
+    margin = merged["margin"]
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin <= 1:
+        _bad("margin", "use a share of episodes from 0 to 1 (0.05 is 5 points of success rate).")
+    clean["margin"] = float(margin)
+    if not isinstance(merged["auto_deploy"], bool):
+        _bad("auto_deploy", "use true or false.")
+    clean["auto_deploy"] = merged["auto_deploy"]
+    if merged["backend"] not in ("local", "openai"):
+        _bad("backend", "use local or openai.")
+    clean["backend"] = merged["backend"]
+    if merged["export"] not in ("lora", "full"):
+        _bad("export", "use lora or full.")
+    clean["export"] = merged["export"]
+    base = merged["base_checkpoint"]
+    if base is not None and not project.checkpoints.filter(pk=base).exists():
+        _bad("base_checkpoint", "no such checkpoint in this project.")
+    clean["base_checkpoint"] = base
+    if clean["backend"] == "openai" and clean["export"] == "lora":
+        if base is None:
+            _bad("base_checkpoint", "the openai backend with LoRA export needs the checkpoint the server was started "
+                                    "with: adapters are trained from it.")
+        if len(clean["recipe"]) != 1:
+            _bad("recipe", "with LoRA export a cycle trains one adapter on the served base: use one stage.")
+        clean["recipe"] = [{**stage, "lora": stage.get("lora", "r=8")} for stage in clean["recipe"]]
+    return clean
+
+
+@transaction.atomic
+def settings_set(*, project: Project, actor, cadence_minutes: int | None = None, **changes) -> dict:
+    """Change a project's cycle settings (and its schedule); returns settings + cadence."""
+    unknown = sorted(set(changes) - set(DEFAULTS))
+    if unknown:
+        _bad(unknown[0], f"unknown setting; known: {', '.join(sorted([*DEFAULTS, 'cadence_minutes']))}.")
+    locked = Project.objects.select_for_update().get(pk=project.pk)
+    clean = settings_clean(locked, changes)
+    if cadence_minutes is not None:
+        _int("cadence_minutes", cadence_minutes, 0, MAX_CADENCE_MINUTES)
+    locked.settings = {**(locked.settings or {}), "cycle": clean}
+    locked.save(update_fields=["settings"])
+    project.settings = locked.settings
+    if cadence_minutes is not None:
+        schedule_set(project=locked, minutes=cadence_minutes)
+    audit_record(actor=actor, action="cycle.settings", target=f"project:{project.pk}", project_id=project.pk,
+                 data={**changes, **({"cadence_minutes": cadence_minutes} if cadence_minutes is not None else {})})
+    return {**clean, **cadence_of(locked)}
+
+
+def schedule_set(*, project: Project, minutes: int) -> None:
+    """Create, change or pause the project's PeriodicTask (django-celery-beat): a cycle every ``minutes``."""
+    import json
+
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+    name = _schedule_name(project.pk)
+    if not minutes:
+        PeriodicTask.objects.filter(name=name).update(enabled=False)
+        return
+    interval, _ = IntervalSchedule.objects.get_or_create(every=minutes, period=IntervalSchedule.MINUTES)
+    PeriodicTask.objects.update_or_create(name=name, defaults={
+        "task": SCHEDULE_TASK, "interval": interval, "crontab": None, "args": json.dumps([project.pk]),
+        "enabled": True, "description": f"Flywheel cycle of {project.name} (Cycles page settings)."})
+
+
+# --- what a cycle reads --------------------------------------------------------------------------
+def eval_plan(project: Project, config: dict) -> list[dict]:
+    """The eval episodes, the same for the candidate and the deployed checkpoint (and in every cycle): the first
+    ``eval_seeds`` seeds of each eval task, grouped into one trainer call per (seeds, step limit)."""
+    tasks = TaskSpec.objects.filter(project=project, split=Split.EVAL)
+    if config["eval_tasks"]:
+        tasks = tasks.filter(pk__in=config["eval_tasks"])
+    tasks = list(tasks.order_by("task_name", "pk"))
+    if not tasks:
+        raise ApplicationError("This project has no eval-split task, so a candidate cannot be measured. Add a task "
+                               "with split 'eval' and seeds no training episode uses.", status=409)
+    groups: dict[tuple, dict] = {}
+    for task in tasks:
+        last = min(task.seed_end, task.seed_start + config["eval_seeds"] - 1)
+        overlap = TaskSpec.objects.filter(project=project, split=Split.TRAIN, env_kind=task.env_kind,
+                                          task_name=task.task_name, seed_start__lte=last, seed_end__gte=task.seed_start)
+        if overlap.exists():
+            train = overlap.first()
+            raise ApplicationError(
+                f"The eval seeds {task.seed_start}-{last} of {task.task_name} overlap the seeds {train.seed_start}-"
+                f"{train.seed_end} its train task uses; move one range so that no snapshot holds an eval seed.",
+                status=409)
+        steps = config["eval_max_steps"] or task.max_steps
+        key = (task.env_kind, task.seed_start, last, steps)
+        group = groups.setdefault(key, {"env": task.env_kind, "seeds": f"{task.seed_start}-{last}",
+                                        "max_steps": steps, "tasks": []})
+        group["tasks"].append(task.task_name)
+    return list(groups.values())
+
+
+def _trained_on(project: Project, kind: str):
+    """Episodes whose rows of ``kind`` a candidate has already been trained on (snapshots of trained cycles)."""
+    return SnapshotEpisode.objects.filter(snapshot__project=project, snapshot__kind=kind,
+                                          snapshot__cycles__candidate__isnull=False).values("episode_id")
+
+
+def bucket_rows(project: Project, config: dict) -> dict:
+    """Per recipe bucket: train-split rows in all, and rows no cycle has trained on yet."""
+    out = {}
+    for stage in config["recipe"]:
+        kind = BUCKET_FOR_ALGORITHM[stage["algorithm"]]
+        episodes = datasets.filter_apply(datasets.bucket_episodes(project, kind), project, kind, {"split": Split.TRAIN})
+        out[kind] = {"rows": datasets._row_count(kind, episodes),
+                     "new_rows": datasets._row_count(kind, episodes.exclude(pk__in=_trained_on(project, kind)))}
+    return out
+
+
+def deployed_checkpoint(project: Project) -> Checkpoint | None:
+    deployment = Deployment.objects.filter(project=project, active=True).select_related("checkpoint").first()
+    return deployment.checkpoint if deployment else None
+
+
+def _has_weights(checkpoint: Checkpoint | None) -> bool:
+    return checkpoint is not None and bool(checkpoint.uri) and Path(checkpoint.uri).is_dir()
+
+
+def cycle_dir(cycle: Cycle) -> Path:
+    return settings.LOUPE_CHECKPOINT_DIR / f"project-{cycle.project_id}" / f"cycle-{cycle.iteration}"
+
+
+# --- state plumbing ------------------------------------------------------------------------------
+def _now_iso() -> str:
+    return timezone.now().isoformat()
+
+
+def _move(cycle: Cycle, to: str, **fields) -> None:
+    """Move a cycle (whose row the caller holds locked) to state ``to``, closing the old state's timing."""
+    now = timezone.now()
+    timings = dict(cycle.timings or {})
+    old = dict(timings.get(cycle.state, {}))
+    if "started" in old and "finished" not in old:
+        old["finished"] = now.isoformat()
+        old["seconds"] = round((now - datetime.fromisoformat(old["started"])).total_seconds(), 2)
+        timings[cycle.state] = old
+    if to not in CYCLE_TERMINAL:
+        timings[to] = {"started": now.isoformat()}
+    cycle.state, cycle.timings, cycle.progress = to, timings, {}
+    cycle.worker, cycle.heartbeat_at = "", None
+    if to in CYCLE_TERMINAL:
+        cycle.finished_at = now
+    for key, value in fields.items():
+        setattr(cycle, key, value)
+    cycle.save()
+
+
+def _locked(cycle_id: int, state: str) -> Cycle | None:
+    """The cycle, row-locked, when it is still in ``state``; None when it has moved on (a duplicate task)."""
+    cycle = Cycle.objects.select_for_update().select_related("project").filter(pk=cycle_id).first()
+    return cycle if cycle is not None and cycle.state == state else None
+
+
+class StateFailed(ApplicationError):
+    """A state could not finish; ``log_tail`` is what the subprocess said."""
+
+    def __init__(self, message: str, log_tail: str = ""):
+        super().__init__(message, status=409)
+        self.log_tail = log_tail
+
+
+def _fail(cycle_id: int, error: str, log_tail: str = "") -> None:
+    with transaction.atomic():
+        cycle = Cycle.objects.select_for_update().filter(pk=cycle_id).first()
+        if cycle is None or cycle.state in CYCLE_TERMINAL:
+            return
+        _move(cycle, CycleState.FAILED, error=error[:4000], log_tail=log_tail[-8000:],
+              decision=f"failed in {cycle.state}; the deployment is unchanged")
+    log.warning("cycle %s failed: %s", cycle_id, error)
+
+
+def _next(task_name: str, cycle_id: int) -> None:
+    """Send the next state's task once this transaction commits."""
+    from flywheel import tasks
+
+    transaction.on_commit(lambda: getattr(tasks, task_name).delay(cycle_id))
+
+
+STATE_TASKS = {CycleState.GATE: "cycle_gate", CycleState.SNAPSHOT: "cycle_snapshot", CycleState.TRAIN: "cycle_train",
+               CycleState.EVALUATE: "cycle_evaluate", CycleState.DECIDE: "cycle_decide"}
+
+
+def _worker() -> str:
+    from flywheel.rollout_worker import worker_name
+
+    return worker_name()
+
+
+@contextlib.contextmanager
+def _lease(cycle_id: int, state: str):
+    """Hold the cycle's lease while a long state runs; yields False when a live worker holds it already
+    (or the cycle has left ``state``). The lease of a worker that stopped heartbeating may be taken over."""
+    from flywheel.rollout_worker import Heartbeat
+
+    me = _worker()
+    stale = timezone.now() - timedelta(seconds=settings.LOUPE_INTERRUPTED_AFTER_SECONDS)
+    free = Q(worker="") | Q(worker=me) | Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale)
+    held = Cycle.objects.filter(Q(pk=cycle_id, state=state) & free).update(worker=me, heartbeat_at=timezone.now())
+    if not held:
+        yield False
+        return
+
+    def beat():
+        Cycle.objects.filter(pk=cycle_id, worker=me).update(heartbeat_at=timezone.now())
+
+    try:
+        with Heartbeat(beat, f"cycle-{cycle_id}"):
+            yield True
+    finally:
+        Cycle.objects.filter(pk=cycle_id, worker=me).update(worker="", heartbeat_at=None)
+
+
+def _lease_free(cycle: Cycle) -> bool:
+    stale = timezone.now() - timedelta(seconds=settings.LOUPE_INTERRUPTED_AFTER_SECONDS)
+    return not cycle.worker or cycle.heartbeat_at is None or cycle.heartbeat_at < stale
+
+
+# --- start -----------------------------------------------------------------------------------------
+@transaction.atomic
+def cycle_start(*, project: Project, actor=None, trigger: str = "manual") -> Cycle:
+    """Open the project's next cycle (in state gate) and send it on; 409 while another one runs."""
+    locked = Project.objects.select_for_update().get(pk=project.pk)  # serialises triggers of one project
+    running = Cycle.objects.filter(project=locked).exclude(state__in=CYCLE_TERMINAL).first()
+    if running is not None:
+        raise ApplicationError(f"Cycle {running.iteration} is still in state '{running.state}'; a project runs one "
+                               "cycle at a time. Wait for it to end.", status=409)
+    config = settings_clean(locked, {})
+    eval_plan(locked, config)  # refuse now, not halfway, when there is nothing to measure on
+    iteration = (Cycle.objects.filter(project=locked).aggregate(n=Max("iteration"))["n"] or 0) + 1
+    try:
+        with transaction.atomic():
+            cycle = Cycle.objects.create(
+                project=locked, iteration=iteration, trigger=trigger, config=config,
+                triggered_by=actor if getattr(actor, "is_authenticated", False) else None,
+                timings={CycleState.GATE: {"started": _now_iso()}})
+    except IntegrityError:
+        raise ApplicationError("Another cycle of this project started at the same moment; wait for it to end.",
+                               status=409) from None
+    audit_record(actor=actor, action="cycle.start", target=f"cycle:{cycle.pk}", project_id=project.pk,
+                 data={"iteration": iteration, "trigger": trigger})
+    _next("cycle_gate", cycle.pk)
+    return cycle
+
+
+def cycle_scheduled(*, project_id: int) -> Cycle | None:
+    """The beat's trigger: a cycle when none runs and the gate would pass, otherwise nothing (no row a tick)."""
+    project = Project.objects.filter(pk=project_id).first()
+    if project is None or Cycle.objects.filter(project=project).exclude(state__in=CYCLE_TERMINAL).exists():
+        return None
+    config = settings_clean(project, {})
+    new = sum(b["new_rows"] for b in bucket_rows(project, config).values())
+    if new < max(1, config["min_new_rows"]):
+        log.info("project %s: %s new rows, a cycle needs %s; not starting one", project_id, new, config["min_new_rows"])
+        return None
+    try:
+        return cycle_start(project=project, trigger="schedule")
+    except ApplicationError as exc:
+        log.info("project %s: scheduled cycle not started: %s", project_id, exc.message)
+        return None
+
+
+# --- the states ------------------------------------------------------------------------------------
+def cycle_gate(*, cycle_id: int) -> str:
+    """Enough new routed rows since the last trained cycle? Then snapshot; else skipped, saying why."""
+    with transaction.atomic():
+        cycle = _locked(cycle_id, CycleState.GATE)
+        if cycle is None:
+            return "moved on"
+        rows = bucket_rows(cycle.project, cycle.config)
+        new = sum(b["new_rows"] for b in rows.values())
+        total = sum(b["rows"] for b in rows.values())
+        need = cycle.config["min_new_rows"]
+        data = {"buckets": rows, "new_rows": new, "min_new_rows": need}
+        if total == 0 or new < need:
+            why = "no routed rows to train on yet" if total == 0 else f"{new} new rows since the last cycle, {need} needed"
+            kinds = ", ".join(rows)
+            _move(cycle, CycleState.SKIPPED, decision=f"skipped: {why} ({kinds})"[:300], decision_data={"gate": data})
+            return CycleState.SKIPPED
+        _move(cycle, CycleState.SNAPSHOT, decision_data={"gate": data})
+        _next("cycle_snapshot", cycle.pk)
+    return CycleState.SNAPSHOT
+
+
+def cycle_snapshot(*, cycle_id: int) -> str:
+    """Freeze every non-empty recipe bucket (train split, all rows: training continues from the deployed
+    checkpoint on the cumulative data). A retry reuses the snapshots this cycle already made."""
+    with _lease(cycle_id, CycleState.SNAPSHOT) as held:
+        if not held:
+            return "busy or moved on"
+        try:
+            cycle = Cycle.objects.select_related("project").get(pk=cycle_id)
+            kinds = [BUCKET_FOR_ALGORITHM[s["algorithm"]] for s in cycle.config["recipe"]]
+            total = len(kinds)
+            for done, kind in enumerate(kinds):
+                Cycle.objects.filter(pk=cycle_id).update(progress={"done": done, "total": total,
+                                                                   "label": f"snapshot {kind}"})
+                snapshot = cycle.snapshots.filter(kind=kind).first()
+                if snapshot is None:
+                    with transaction.atomic():
+                        try:
+                            snapshot = datasets.snapshot_create(
+                                project=cycle.project, kind=kind, filter={"split": Split.TRAIN}, build=False,
+                                name=f"cycle {cycle.iteration} {kind}")
+                        except ApplicationError:
+                            continue  # this bucket has no rows: its stage is skipped
+                        cycle.snapshots.add(snapshot)
+                if snapshot.status == SnapshotStatus.BUILDING:
+                    snapshot = datasets.snapshot_build(snapshot_id=snapshot.pk)
+                if snapshot.status == SnapshotStatus.FAILED:
+                    raise ApplicationError(f"The {kind} snapshot #{snapshot.pk} failed: {snapshot.error}")
+            if not cycle.snapshots.filter(status=SnapshotStatus.READY).exists():
+                raise ApplicationError("No recipe bucket had rows to snapshot; there is nothing to train on.")
+        except ApplicationError as exc:
+            _fail(cycle_id, exc.message)
+            return CycleState.FAILED
+        with transaction.atomic():
+            cycle = _locked(cycle_id, CycleState.SNAPSHOT)
+            if cycle is None:
+                return "moved on"
+            _move(cycle, CycleState.TRAIN)
+            _next("cycle_train", cycle.pk)
+    return CycleState.TRAIN
+
+
+def _candidate_init(cycle: Cycle) -> Checkpoint | None:
+    """What the candidate trains from: the served base for LoRA adapters on openai, else the deployed checkpoint
+    (the tiny model when the deployed policy has no weights, e.g. the scripted baseline)."""
+    config = cycle.config
+    if config["backend"] == "openai" and config["export"] == "lora":
+        return Checkpoint.objects.get(pk=config["base_checkpoint"])
+    deployed = deployed_checkpoint(cycle.project)
+    return deployed if _has_weights(deployed) else None
+
+
+def cycle_train(*, cycle_id: int) -> str:
+    """Create the cycle's training run once and send it to the `train` queue; when the run has ended
+    (its task calls back here), go on to evaluate, or fail with the trainer's log."""
+    from flywheel import tasks
+
+    with transaction.atomic():
+        cycle = _locked(cycle_id, CycleState.TRAIN)
+        if cycle is None:
+            return "moved on"
+        if cycle.run_id is None:
+            snapshots = {s.kind: s for s in cycle.snapshots.filter(status=SnapshotStatus.READY)}
+            stages = [{**stage, "snapshot": snapshots[BUCKET_FOR_ALGORITHM[stage["algorithm"]]].pk}
+                      for stage in cycle.config["recipe"] if BUCKET_FOR_ALGORITHM[stage["algorithm"]] in snapshots]
+            run = training.recipe_run_create(project=cycle.project, stages=stages, init_checkpoint=_candidate_init(cycle),
+                                             checkpoint_name=f"c{cycle.iteration}", extra={"cycle": cycle.pk})
+            cycle.run, cycle.progress = run, {"label": f"training run #{run.pk} queued", "sent_at": _now_iso()}
+            cycle.save(update_fields=["run", "progress", "updated_at"])
+            transaction.on_commit(lambda: tasks.training_run_execute.delay(run.pk))
+            return "training"
+        run = TrainingRun.objects.get(pk=cycle.run_id)
+        if run.status == RunStatus.SUCCEEDED:
+            _move(cycle, CycleState.EVALUATE, candidate=run.checkpoint)
+            _next("cycle_evaluate", cycle.pk)
+            return CycleState.EVALUATE
+        if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+            error = f"The training run #{run.pk} {run.status}: {run.error or 'no reason given'}"
+            log_tail = run.log
+        elif _lease_free(cycle) and (run.status == RunStatus.RUNNING or _resend_due(cycle)):
+            # nobody executes it: its worker died mid-run, or the message was lost (a queued run is re-sent
+            # only now and then, as it may simply wait behind another run on the train queue)
+            cycle.progress = {**(cycle.progress or {}), "sent_at": _now_iso()}
+            cycle.save(update_fields=["progress", "updated_at"])
+            transaction.on_commit(lambda: tasks.training_run_execute.delay(run.pk))
+            return "training (re-sent)"
+        else:
+            return "training"
+    _fail(cycle_id, error, log_tail)
+    return CycleState.FAILED
+
+
+def _resend_due(cycle: Cycle) -> bool:
+    sent = (cycle.progress or {}).get("sent_at")
+    wait = timedelta(seconds=5 * settings.LOUPE_INTERRUPTED_AFTER_SECONDS)
+    return sent is None or datetime.fromisoformat(sent) < timezone.now() - wait
+
+
+def cycle_run_execute(*, run_id: int) -> str:
+    """A cycle's training run, on the `train` queue, under the cycle's lease; then back to cycle_train."""
+    from flywheel import tasks
+
+    run = TrainingRun.objects.get(pk=run_id)
+    cycle_id = run.config["cycle"]
+    with _lease(cycle_id, CycleState.TRAIN) as held:
+        if not held:
+            return "busy or moved on"
+        status = run.status
+        if status not in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED):  # not a duplicate message
+            Cycle.objects.filter(pk=cycle_id).update(progress={"label": f"training run #{run.pk}"})
+            status = training.run_execute(run_id=run_id)
+    tasks.cycle_train.delay(cycle_id)
+    return status
+
+
+def _evaluate_one(cycle: Cycle, checkpoint: Checkpoint, role: str, plan: list[dict], progress: tuple[int, int]) -> None:
+    """Roll ``checkpoint`` out on the plan with `python -m trainer eval`; store one Evaluation row."""
+    import json
+
+    if Evaluation.objects.filter(cycle=cycle, checkpoint=checkpoint).exists():
+        return  # measured before the worker was killed: greedy decoding on fixed seeds gives the same numbers
+    services.checkpoint_check_files(checkpoint.uri)
+    offset, total = progress
+    episodes, per_task, seeds, seconds, log_text = 0, {}, {}, 0.0, ""
+    for g, group in enumerate(plan):
+        out = cycle_dir(cycle) / f"eval-{role}-{checkpoint.pk}-{g}"
+        argv = [*training._trainer_argv("eval", "--init", checkpoint.uri, "--out", str(out), "--tasks",
+                                        ",".join(group["tasks"]), "--seeds", group["seeds"], "--env", group["env"],
+                                        "--max-episode-steps", str(group["max_steps"]))]
+        base = offset + episodes
+
+        def on_progress(item, base=base):
+            Cycle.objects.filter(pk=cycle.pk).update(progress={
+                "done": base + item["step"], "total": total, "label": f"evaluating {role} {checkpoint.name}"})
+
+        final, stderr, returncode = training.trainer_stream(argv, on_progress)
+        log_text += f"$ {' '.join(argv[2:])}\n{stderr}"
+        if returncode != 0:
+            raise StateFailed(training.trainer_failure(f"eval of {checkpoint.name}", returncode, stderr), log_text)
+        metrics = json.loads((out / "metrics.json").read_text())
+        for task in group["tasks"]:
+            per_task[task] = metrics["per_task"][task]
+            seeds[task] = group["seeds"]
+        episodes += metrics["overall"]["episodes"]
+        seconds += metrics.get("eval_seconds", 0.0)
+    successes = sum(t["success_rate"] * t["episodes"] for t in per_task.values())
+    rewards = sum(t["mean_reward"] * t["episodes"] for t in per_task.values())
+    try:
+        with transaction.atomic():
+            Evaluation.objects.create(
+                checkpoint=checkpoint, cycle=cycle, role=role, split=Split.EVAL, seeds=seeds, episodes=episodes,
+                success_rate=successes / episodes if episodes else 0.0, mean_reward=rewards / episodes if episodes else 0.0,
+                details={"per_task": per_task, "eval_seconds": round(seconds, 2)})
+    except IntegrityError:
+        pass  # a duplicate task measured it at the same moment; the numbers are the same
+
+
+def cycle_evaluate(*, cycle_id: int) -> str:
+    """Measure the candidate and the deployed checkpoint on the same eval seeds in this cycle (`train` queue)."""
+    with _lease(cycle_id, CycleState.EVALUATE) as held:
+        if not held:
+            return "busy or moved on"
+        try:
+            cycle = Cycle.objects.select_related("project", "candidate", "baseline").get(pk=cycle_id)
+            if cycle.baseline_id is None:
+                baseline = deployed_checkpoint(cycle.project)
+                if baseline is not None:
+                    Cycle.objects.filter(pk=cycle_id).update(baseline=baseline)
+                cycle.baseline = baseline
+            plan = eval_plan(cycle.project, cycle.config)
+            per_checkpoint = sum(len(g["tasks"]) * _seed_count(g["seeds"]) for g in plan)
+            measured = [(cycle.candidate, "candidate")]
+            if _has_weights(cycle.baseline) and cycle.baseline_id != cycle.candidate_id:
+                measured.append((cycle.baseline, "deployed"))
+            for i, (checkpoint, role) in enumerate(measured):
+                _evaluate_one(cycle, checkpoint, role, plan, (i * per_checkpoint, len(measured) * per_checkpoint))
+        except ApplicationError as exc:
+            _fail(cycle_id, exc.message, getattr(exc, "log_tail", ""))
+            return CycleState.FAILED
+        with transaction.atomic():
+            cycle = _locked(cycle_id, CycleState.EVALUATE)
+            if cycle is None:
+                return "moved on"
+            _move(cycle, CycleState.DECIDE)
+            _next("cycle_decide", cycle.pk)
+    return CycleState.DECIDE
+
+
+def _seed_count(spec: str) -> int:
+    lo, _, hi = spec.partition("-")
+    return int(hi or lo) - int(lo) + 1
+
+
+def _pct(rate: float | None) -> str:
+    return "n/a" if rate is None else f"{rate * 100:.1f}%"
+
+
+def decision_of(cycle: Cycle) -> dict:
+    """The gate's verdict with its numbers: promote only when the candidate's success rate beats the deployed
+    checkpoint's, measured in this cycle on the same seeds, by at least the margin."""
+    evaluations = {e.checkpoint_id: e for e in Evaluation.objects.filter(cycle=cycle)}
+    candidate = evaluations[cycle.candidate_id]
+    margin = cycle.config["margin"]
+    data = {"candidate": {"checkpoint": cycle.candidate.name, "success_rate": candidate.success_rate,
+                          "episodes": candidate.episodes},
+            "margin": margin}
+    name = cycle.candidate.name
+    if not _has_weights(cycle.baseline):
+        if cycle.baseline is None:
+            what = "no deployed policy"
+        elif cycle.baseline.uri.startswith("scripted:"):
+            what = f"the scripted baseline '{cycle.baseline.name}'"
+        else:
+            what = f"'{cycle.baseline.name}', whose files are missing"
+        data.update(deployed=None, promote=True)
+        data["text"] = (f"promote: {name} reaches {_pct(candidate.success_rate)}; the project serves {what}, which "
+                        "has no model to measure, so the first trained candidate replaces it (as v0 would)")
+        return data
+    deployed = evaluations[cycle.baseline_id]
+    gain = candidate.success_rate - deployed.success_rate
+    data["deployed"] = {"checkpoint": cycle.baseline.name, "success_rate": deployed.success_rate,
+                        "episodes": deployed.episodes}
+    data["gain"] = round(gain, 6)
+    data["promote"] = gain > 0 and gain >= margin - 1e-9
+    versus = (f"{name} {_pct(candidate.success_rate)} vs deployed {cycle.baseline.name} "
+              f"{_pct(deployed.success_rate)} on the same {candidate.episodes} eval episodes")
+    if data["promote"]:
+        data["text"] = f"promote: {versus}; gain {gain * 100:+.1f} points >= margin {margin * 100:.1f}"
+    else:
+        data["text"] = f"rejected: {versus}; gain {gain * 100:+.1f} points, the margin is {margin * 100:.1f}"
+    return data
+
+
+def cycle_decide(*, cycle_id: int) -> str:
+    """Promote, reject, or wait for a manager (auto_deploy off)."""
+    from flywheel import tasks
+
+    cycle = Cycle.objects.select_related("project", "candidate", "baseline").get(pk=cycle_id)
+    if cycle.state != CycleState.DECIDE:
+        return "moved on"
+    if deployed_checkpoint(cycle.project) != cycle.baseline:
+        # someone deployed or rolled back meanwhile: measure against what is deployed now
+        with transaction.atomic():
+            cycle = _locked(cycle_id, CycleState.DECIDE)
+            if cycle is None:
+                return "moved on"
+            cycle.state = CycleState.EVALUATE
+            cycle.baseline = None
+            cycle.save(update_fields=["state", "baseline", "updated_at"])
+            transaction.on_commit(lambda: tasks.cycle_evaluate.delay(cycle_id))
+        return CycleState.EVALUATE
+    data = decision_of(cycle)
+    if not data["promote"]:
+        with transaction.atomic():
+            cycle = _locked(cycle_id, CycleState.DECIDE)
+            if cycle is not None:
+                _move(cycle, CycleState.REJECTED, decision=data["text"][:300], decision_data={
+                    **cycle.decision_data, "decision": data})
+        return CycleState.REJECTED
+    if not cycle.config["auto_deploy"]:
+        text = f"awaiting a manager's approval; {data['text']}"
+        Cycle.objects.filter(pk=cycle_id, state=CycleState.DECIDE).update(
+            decision=text[:300], decision_data={**cycle.decision_data, "decision": data, "awaiting_approval": True})
+        return "awaiting approval"
+    return _deploy(cycle_id, data, actor=None, from_states=(CycleState.DECIDE,))
+
+
+def _deploy(cycle_id: int, data: dict, *, actor, from_states: tuple) -> str:
+    """Serve the candidate: on openai, load it into the running server under a new name first (idempotent);
+    then promote it and close the cycle, in one transaction. A refused deployment fails the cycle."""
+    cycle = Cycle.objects.select_related("project", "candidate").get(pk=cycle_id)
+    config, candidate = cycle.config, cycle.candidate
+    served_name = ""
+    try:
+        if candidate is None:
+            raise ApplicationError("This cycle has no candidate checkpoint to deploy.", status=409)
+        services.checkpoint_check_files(candidate.uri)
+        if config["backend"] == "openai":
+            served_name = services.served_name_for(candidate)
+            path = Path(candidate.uri) / "adapter" if config["export"] == "lora" else Path(candidate.uri)
+            if not path.is_dir():
+                raise ApplicationError(f"{path} does not exist: the candidate was not trained with LoRA, so it has no "
+                                       "adapter to load. Set the recipe's stage to lora or the export to full.", status=409)
+            services.served_model_load(name=served_name, path=str(path))
+        with transaction.atomic():
+            cycle = Cycle.objects.select_for_update().get(pk=cycle_id)
+            if cycle.state not in from_states:
+                return "moved on"
+            who = f"approved by {actor.username}" if actor is not None else "auto-deployed"
+            deployment = services.deployment_promote(
+                project=cycle.project, checkpoint=candidate, actor=actor, backend=config["backend"],
+                served_name=served_name, reason=f"cycle {cycle.iteration}: {who}")
+            text = data["text"] if actor is None else f"{who}: {data['text']}"
+            _move(cycle, CycleState.DEPLOYED, deployment=deployment, decision=text[:300],
+                  decision_data={**cycle.decision_data, "decision": {**data, "by": who}})
+    except ApplicationError as exc:
+        if actor is not None:
+            raise  # a person asked: they see the refusal, and the cycle stays as it was
+        _fail(cycle_id, f"The deployment was refused: {exc.message}")
+        return CycleState.FAILED
+    return CycleState.DEPLOYED
+
+
+def cycle_approve(*, cycle: Cycle, actor) -> Cycle:
+    """A manager deploys the candidate by hand: one awaiting approval, or one the gate rejected."""
+    if cycle.state not in (CycleState.DECIDE, CycleState.REJECTED) or cycle.candidate_id is None:
+        raise ApplicationError(f"Cycle {cycle.iteration} is {cycle.state}; only a candidate awaiting approval or "
+                               "rejected by the gate can be approved.", status=409)
+    if cycle.state == CycleState.DECIDE and not cycle.decision_data.get("awaiting_approval"):
+        raise ApplicationError("The gate is still deciding on this candidate; wait a moment.", status=409)
+    data = dict(cycle.decision_data.get("decision") or {"text": f"{cycle.candidate.name} approved without a gate"})
+    state = _deploy(cycle.pk, data, actor=actor, from_states=(CycleState.DECIDE, CycleState.REJECTED))
+    if state != CycleState.DEPLOYED:
+        raise ApplicationError("The cycle changed while you approved it; reload and try again.", status=409)
+    audit_record(actor=actor, action="cycle.approve", target=f"cycle:{cycle.pk}", project_id=cycle.project_id,
+                 data={"checkpoint": cycle.candidate_id})
+    return Cycle.objects.get(pk=cycle.pk)
+
+
+@transaction.atomic
+def cycle_reject(*, cycle: Cycle, actor, reason: str = "") -> Cycle:
+    """A manager turns down a candidate that awaits approval."""
+    locked = _locked(cycle.pk, CycleState.DECIDE)
+    if locked is None or not locked.decision_data.get("awaiting_approval"):
+        raise ApplicationError(f"Cycle {cycle.iteration} is not awaiting approval.", status=409)
+    data = locked.decision_data.get("decision", {})
+    text = f"rejected by {actor.username}" + (f": {reason}" if reason else "") + f"; {data.get('text', '')}"
+    _move(locked, CycleState.REJECTED, decision=text[:300],
+          decision_data={**locked.decision_data, "awaiting_approval": False, "rejected_by": actor.username,
+                         "reason": reason})
+    audit_record(actor=actor, action="cycle.reject", target=f"cycle:{cycle.pk}", project_id=cycle.project_id,
+                 data={"reason": reason})
+    return locked
+
+
+# --- resuming ---------------------------------------------------------------------------------------
+def cycle_advance(*, cycle_id: int) -> str:
+    """Send the task of the state a cycle is in (after a lost message or a dead worker)."""
+    from flywheel import tasks
+
+    cycle = Cycle.objects.filter(pk=cycle_id).first()
+    if cycle is None or cycle.state in CYCLE_TERMINAL:
+        return "nothing to do"
+    if cycle.state == CycleState.DECIDE and cycle.decision_data.get("awaiting_approval"):
+        return "awaiting approval"
+    getattr(tasks, STATE_TASKS[cycle.state]).delay(cycle_id)
+    return cycle.state
+
+
+def cycles_resume() -> list[int]:
+    """Beat task: re-send the state task of every cycle that nobody has worked on for a while (its worker was
+    killed, or Redis lost the message). Duplicates are harmless: states are compare-and-set and leased."""
+    stale = timezone.now() - timedelta(seconds=settings.LOUPE_INTERRUPTED_AFTER_SECONDS)
+    waiting = (Cycle.objects.exclude(state__in=CYCLE_TERMINAL).filter(updated_at__lt=stale)
+               .filter(Q(worker="") | Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale)))
+    resumed = []
+    for cycle in waiting:
+        if cycle.state == CycleState.DECIDE and cycle.decision_data.get("awaiting_approval"):
+            continue
+        Cycle.objects.filter(pk=cycle.pk).update(updated_at=timezone.now())  # one re-send per quiet period
+        cycle_advance(cycle_id=cycle.pk)
+        resumed.append(cycle.pk)
+    return resumed

@@ -1,0 +1,322 @@
+"""Flywheel cycles (flywheel/cycles.py): settings, the one-at-a-time lock, the gate, the decision, deployment
+refusals and rollback, the schedule, and whole cycles on a real Celery worker with the real trainer."""
+import json
+import threading
+
+import pytest
+from rest_framework.test import APIClient
+
+from flywheel import cycles, datasets, services
+from flywheel.models import Cycle, CycleState, Deployment, Evaluation, TrainingRun
+from tests.factories import make_finished_episode, make_member, make_project, make_task, make_tiny_checkpoint, make_user
+from tests.stack import ProcessStack, stack_env, start_worker, wait_for, worker_quiet
+from webapp.errors import ApplicationError
+from webapp.models import AuditEntry
+
+pytestmark = pytest.mark.django_db
+FAST_RECIPE = [{"algorithm": "sft", "max_steps": 2}]
+
+
+def client_for(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+@pytest.fixture
+def flywheel_project(tmp_path):
+    """A click-test project: train seeds 0-999, held-out eval seeds 100000+, an untrained tiny checkpoint deployed,
+    successes routed to SFT, and a manager, an annotator and an outsider."""
+    project = make_project()
+    users = {"manager": make_user(), "annotator": make_user(), "outsider": make_user()}
+    make_member(project, users["manager"], "manager")
+    make_member(project, users["annotator"], "annotator")
+    make_member(make_project(), users["outsider"], "admin")
+    train = make_task(project, "click-test", seed_start=0, seed_end=999, max_steps=3)
+    make_task(project, "click-test", split="eval", seed_start=100_000, seed_end=100_099, max_steps=2)
+    untrained = make_tiny_checkpoint(project, tmp_path / "untrained")
+    datasets.routing_set(project=project, actor=users["manager"], reward_threshold=0.5)
+    cycles.settings_set(project=project, actor=users["manager"], min_new_rows=1, recipe=FAST_RECIPE, eval_seeds=4,
+                        margin=0.05)
+    return {"project": project, "train": train, "untrained": untrained, **users}
+
+
+def sft_episode(fp, reward=1.0):
+    return make_finished_episode(fp["project"], fp["train"], steps=[{}], mode="supervised", reward=reward)
+
+
+# --- settings ------------------------------------------------------------------------------------------
+def test_cycle_settings_are_validated_field_by_field(flywheel_project):
+    fp = flywheel_project
+    url = f"/api/v1/projects/{fp['project'].pk}/cycle-settings"
+    manager = client_for(fp["manager"])
+    for body, field in [({"margin": 2}, "margin"), ({"recipe": []}, "recipe"),
+                        ({"recipe": [{"algorithm": "sft"}, {"algorithm": "sft"}]}, "recipe"),
+                        ({"recipe": [{"algorithm": "ppo"}]}, "recipe"), ({"eval_tasks": [fp["train"].pk]}, "eval_tasks"),
+                        ({"min_new_rows": -1}, "min_new_rows"), ({"cadence_minutes": -5}, "cadence_minutes"),
+                        ({"backend": "openai"}, "base_checkpoint"), ({"colour": "red"}, "colour")]:
+        response = manager.patch(url, body, format="json")
+        assert response.status_code == 400, (body, response.content)
+        assert field in response.json()["errors"], (body, response.json())
+    before = manager.get(url).json()
+    assert before["margin"] == 0.05 and before["recipe"] == [{"algorithm": "sft", "max_steps": 2}]
+
+    changed = manager.patch(url, {"margin": 0.1, "auto_deploy": False, "recipe": [
+        {"algorithm": "sft", "max_steps": 5, "lr": 0.003}, {"algorithm": "dpo", "max_steps": 3}]}, format="json")
+    assert changed.status_code == 200, changed.content
+    body = changed.json()
+    assert body["margin"] == 0.1 and body["auto_deploy"] is False and len(body["recipe"]) == 2
+    assert body["eval_plan"] == [{"env": "miniwob", "seeds": "100000-100003", "max_steps": 2, "tasks": ["click-test"]}]
+    assert AuditEntry.objects.filter(action="cycle.settings", project_id=fp["project"].pk).count() >= 2
+
+
+def test_cadence_creates_and_pauses_the_projects_beat_schedule(flywheel_project):
+    from django_celery_beat.models import PeriodicTask
+
+    fp = flywheel_project
+    url = f"/api/v1/projects/{fp['project'].pk}/cycle-settings"
+    manager = client_for(fp["manager"])
+    body = manager.patch(url, {"cadence_minutes": 90}, format="json").json()
+    assert body["cadence_minutes"] == 90
+    task = PeriodicTask.objects.get(name=f"flywheel cycle: project {fp['project'].pk}")
+    assert task.enabled and task.task == "flywheel.tasks.cycle_scheduled" and json.loads(task.args) == [fp["project"].pk]
+    assert (task.interval.every, task.interval.period) == (90, "minutes")
+    task.interval = type(task.interval).objects.get_or_create(every=2, period="hours")[0]  # edited in the admin
+    task.save()
+    assert manager.get(url).json()["cadence_minutes"] == 120
+    assert manager.patch(url, {"cadence_minutes": 0}, format="json").json()["cadence_minutes"] == 0
+    assert not PeriodicTask.objects.get(pk=task.pk).enabled
+
+
+def test_the_schedule_starts_no_cycle_without_new_rows(flywheel_project, django_capture_on_commit_callbacks):
+    fp = flywheel_project
+    assert cycles.cycle_scheduled(project_id=fp["project"].pk) is None
+    assert not Cycle.objects.exists()
+    sft_episode(fp)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        cycle = cycles.cycle_scheduled(project_id=fp["project"].pk)
+    assert cycle.trigger == "schedule" and cycle.state == CycleState.GATE and len(callbacks) == 1
+
+
+# --- permissions -----------------------------------------------------------------------------------------
+def test_only_managers_run_approve_configure_and_roll_back(flywheel_project, django_capture_on_commit_callbacks):
+    fp = flywheel_project
+    pid = fp["project"].pk
+    sft_episode(fp)
+    with django_capture_on_commit_callbacks(execute=False):
+        cycle = cycles.cycle_start(project=fp["project"], actor=fp["manager"])
+    old = Deployment.objects.get(project=fp["project"], active=True)
+    writes = [("post", f"/api/v1/projects/{pid}/cycles/", None),
+              ("post", f"/api/v1/cycles/{cycle.pk}/approve", None),
+              ("post", f"/api/v1/cycles/{cycle.pk}/reject", {}),
+              ("patch", f"/api/v1/projects/{pid}/cycle-settings", {"margin": 0.2}),
+              ("post", f"/api/v1/projects/{pid}/deployments/{old.pk}/rollback", None)]
+    reads = [f"/api/v1/projects/{pid}/cycles/", f"/api/v1/cycles/{cycle.pk}/", f"/api/v1/projects/{pid}/cycle-settings"]
+    annotator, outsider = client_for(fp["annotator"]), client_for(fp["outsider"])
+    for method, url, body in writes:
+        response = getattr(annotator, method)(url, body, format="json")
+        assert response.status_code == 403 and "manager" in response.json()["detail"], (url, response.content)
+        assert getattr(outsider, method)(url, body, format="json").status_code == 404, url
+    for url in reads:
+        assert annotator.get(url).status_code == 200, url
+        assert outsider.get(url).status_code == 404, url
+    assert cycles.settings_of(fp["project"])["margin"] == 0.05
+
+
+# --- one cycle at a time --------------------------------------------------------------------------------
+@pytest.mark.django_db(transaction=True)
+def test_two_triggers_at_once_make_one_cycle(flywheel_project, monkeypatch):
+    from django.db import connection
+
+    from flywheel import tasks
+
+    fp = flywheel_project
+    sft_episode(fp)
+    sent = []
+    monkeypatch.setattr(tasks.cycle_gate, "delay", lambda pk: sent.append(pk))  # no worker in this test
+    barrier, outcomes = threading.Barrier(4), []
+
+    def trigger():
+        try:
+            barrier.wait()
+            outcomes.append(cycles.cycle_start(project=fp["project"], actor=fp["manager"]).pk)
+        except ApplicationError as exc:
+            outcomes.append(exc.status)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=trigger) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    created = Cycle.objects.filter(project=fp["project"])
+    assert created.count() == 1 and outcomes.count(409) == 3, outcomes
+    assert sent == [created.get().pk]
+    response = client_for(fp["manager"]).post(f"/api/v1/projects/{fp['project'].pk}/cycles/")
+    assert response.status_code == 409 and "one cycle at a time" in response.json()["detail"]
+
+
+def test_a_cycle_needs_eval_tasks_whose_seeds_no_training_uses(flywheel_project):
+    fp = flywheel_project
+    fp["project"].tasks.filter(split="eval").update(seed_start=900, seed_end=1100)
+    with pytest.raises(ApplicationError, match="overlap the seeds 0-999"):
+        cycles.cycle_start(project=fp["project"], actor=fp["manager"])
+    fp["project"].tasks.filter(split="eval").delete()
+    response = client_for(fp["manager"]).post(f"/api/v1/projects/{fp['project'].pk}/cycles/")
+    assert response.status_code == 409 and "no eval-split task" in response.json()["detail"]
+
+
+# --- gate --------------------------------------------------------------------------------------------------
+def test_gate_skips_with_the_counts_when_new_rows_are_too_few(flywheel_project, django_capture_on_commit_callbacks):
+    fp = flywheel_project
+    cycles.settings_set(project=fp["project"], actor=fp["manager"], min_new_rows=3)
+    sft_episode(fp)
+    sft_episode(fp, reward=0.0)  # a failure is a CT row, not in the SFT recipe
+    make_finished_episode(fp["project"], fp["project"].tasks.get(split="eval"), steps=[{}], reward=1.0)  # eval split
+    with django_capture_on_commit_callbacks(execute=False):
+        cycle = cycles.cycle_start(project=fp["project"], actor=fp["manager"])
+    assert cycles.cycle_gate(cycle_id=cycle.pk) == CycleState.SKIPPED
+    assert cycles.cycle_gate(cycle_id=cycle.pk) == "moved on"  # a redelivered task changes nothing
+    cycle.refresh_from_db()
+    assert cycle.state == CycleState.SKIPPED
+    assert cycle.decision == "skipped: 1 new rows since the last cycle, 3 needed (sft)"
+    assert cycle.decision_data["gate"]["buckets"] == {"sft": {"rows": 1, "new_rows": 1}}
+    assert set(cycle.timings) == {"gate"} and cycle.timings["gate"]["seconds"] >= 0
+
+
+# --- deciding and deploying --------------------------------------------------------------------------------
+def _decided_cycle(fp, tmp_path, candidate_rate: float, deployed_rate: float, **config) -> Cycle:
+    """A cycle that reached `decide` with a real candidate checkpoint and measured success rates."""
+    from trainer.model import save_tiny_untrained
+
+    candidate = services.checkpoint_register(project=fp["project"], name="c1",
+                                             uri=str(save_tiny_untrained(tmp_path / "c1", seed=1)))
+    cycle = Cycle.objects.create(project=fp["project"], iteration=1, state=CycleState.DECIDE, candidate=candidate,
+                                 baseline=fp["untrained"], config={**cycles.settings_clean(fp["project"], {}), **config})
+    for checkpoint, rate, role in ((candidate, candidate_rate, "candidate"), (fp["untrained"], deployed_rate, "deployed")):
+        Evaluation.objects.create(checkpoint=checkpoint, cycle=cycle, role=role, episodes=20, success_rate=rate)
+    return cycle
+
+
+def test_a_better_candidate_is_deployed_and_a_worse_one_rejected_with_the_numbers(flywheel_project, tmp_path):
+    fp = flywheel_project
+    cycle = _decided_cycle(fp, tmp_path, candidate_rate=0.25, deployed_rate=0.2)  # +5 points, the margin exactly
+    assert cycles.cycle_decide(cycle_id=cycle.pk) == CycleState.DEPLOYED
+    cycle.refresh_from_db()
+    active = Deployment.objects.get(project=fp["project"], active=True)
+    assert active.checkpoint == cycle.candidate and cycle.deployment == active
+    assert cycle.decision.startswith("promote: c1 25.0% vs deployed untrained 20.0% on the same 20 eval episodes")
+
+    worse = _decided_cycle(make_project_like(fp), tmp_path / "b", candidate_rate=0.3, deployed_rate=0.3)
+    assert cycles.cycle_decide(cycle_id=worse.pk) == CycleState.REJECTED
+    worse.refresh_from_db()
+    assert worse.decision == ("rejected: c1 30.0% vs deployed untrained 30.0% on the same 20 eval episodes; "
+                              "gain +0.0 points, the margin is 5.0")
+    assert worse.decision_data["decision"]["promote"] is False
+
+
+def make_project_like(fp):
+    """Another project set up like ``fp`` (its own untrained checkpoint deployed)."""
+    import tempfile
+    from pathlib import Path
+
+    project = make_project()
+    make_task(project, "click-test", split="eval", seed_start=100_000, seed_end=100_099, max_steps=2)
+    untrained = make_tiny_checkpoint(project, Path(tempfile.mkdtemp()) / "untrained")
+    return {**fp, "project": project, "untrained": untrained}
+
+
+def test_awaiting_approval_then_a_manager_approves_by_hand(flywheel_project, tmp_path):
+    fp = flywheel_project
+    cycle = _decided_cycle(fp, tmp_path, candidate_rate=0.5, deployed_rate=0.1, auto_deploy=False)
+    assert cycles.cycle_decide(cycle_id=cycle.pk) == "awaiting approval"
+    assert Deployment.objects.get(project=fp["project"], active=True).checkpoint == fp["untrained"]
+    response = client_for(fp["manager"]).post(f"/api/v1/cycles/{cycle.pk}/approve")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["state"] == "deployed" and body["decision"].startswith(f"approved by {fp['manager'].username}")
+    assert Deployment.objects.get(project=fp["project"], active=True).checkpoint_id == body["candidate"]["id"]
+    assert AuditEntry.objects.filter(action="cycle.approve", target=f"cycle:{cycle.pk}").exists()
+
+
+def test_a_manager_approves_a_rejected_candidate_over_the_gate(flywheel_project, tmp_path):
+    fp = flywheel_project
+    cycle = _decided_cycle(fp, tmp_path, candidate_rate=0.1, deployed_rate=0.2)
+    assert cycles.cycle_decide(cycle_id=cycle.pk) == CycleState.REJECTED
+    body = client_for(fp["manager"]).post(f"/api/v1/cycles/{cycle.pk}/approve").json()
+    assert body["state"] == "deployed" and "rejected: c1 10.0%" in body["decision"]
+    again = client_for(fp["manager"]).post(f"/api/v1/cycles/{cycle.pk}/approve")
+    assert again.status_code == 409 and "deployed" in again.json()["detail"]
+
+
+def test_a_corrupt_candidate_is_refused_and_the_deployment_stays(flywheel_project, tmp_path):
+    fp = flywheel_project
+    cycle = _decided_cycle(fp, tmp_path, candidate_rate=0.9, deployed_rate=0.0)
+    weights = tmp_path / "c1" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])  # truncated on disk after it was evaluated
+    assert cycles.cycle_decide(cycle_id=cycle.pk) == CycleState.FAILED
+    cycle.refresh_from_db()
+    assert cycle.error.startswith("The deployment was refused: The weights in") and "corrupt" in cycle.error
+    assert Deployment.objects.get(project=fp["project"], active=True).checkpoint == fp["untrained"]
+    with pytest.raises(ApplicationError, match="corrupt"):
+        services.deployment_promote(project=fp["project"], checkpoint=cycle.candidate)
+
+
+# --- rollback ------------------------------------------------------------------------------------------------
+def test_rollback_restores_an_earlier_deployment_in_one_call_and_is_audited(flywheel_project, tmp_path):
+    from trainer.model import save_tiny_untrained
+
+    fp = flywheel_project
+    project = fp["project"]
+    first = Deployment.objects.get(project=project, active=True)
+    newer = services.checkpoint_register(project=project, name="v2", uri=str(save_tiny_untrained(tmp_path / "v2")))
+    services.deployment_promote(project=project, checkpoint=newer)
+    manager = client_for(fp["manager"])
+    response = manager.post(f"/api/v1/projects/{project.pk}/deployments/{first.pk}/rollback")
+    assert response.status_code == 200, response.content
+    assert response.json()["checkpoint"]["name"] == "untrained" and response.json()["active"] is True
+    assert list(Deployment.objects.filter(project=project, active=True).values_list("checkpoint__name", flat=True)) == [
+        "untrained"]
+    assert AuditEntry.objects.filter(action="deployment.rollback", target=f"deployment:{first.pk}",
+                                     actor=fp["manager"]).exists()
+    again = manager.post(f"/api/v1/projects/{project.pk}/deployments/{response.json()['id']}/rollback")
+    assert again.status_code == 409 and "already the active one" in again.json()["detail"]
+
+
+def test_rollback_to_a_deleted_checkpoint_is_refused_and_nothing_changes(flywheel_project, tmp_path):
+    import shutil
+
+    from trainer.model import save_tiny_untrained
+
+    fp = flywheel_project
+    project = fp["project"]
+    gone = services.checkpoint_register(project=project, name="gone", uri=str(save_tiny_untrained(tmp_path / "gone")))
+    old = services.deployment_promote(project=project, checkpoint=gone)
+    current = services.deployment_promote(project=project, checkpoint=fp["untrained"])
+    shutil.rmtree(tmp_path / "gone")
+    response = client_for(fp["manager"]).post(f"/api/v1/projects/{project.pk}/deployments/{old.pk}/rollback")
+    assert response.status_code == 409 and "does not exist" in response.json()["detail"]
+    assert Deployment.objects.get(project=project, active=True) == current
+    assert not AuditEntry.objects.filter(action="deployment.rollback").exists()
+    other = make_project_like(fp)
+    foreign = Deployment.objects.get(project=other["project"], active=True)
+    response = client_for(fp["manager"]).post(f"/api/v1/projects/{project.pk}/deployments/{foreign.pk}/rollback")
+    assert response.status_code == 404
+
+
+# --- whole cycles on a real worker and the real trainer ------------------------------------------------------
+@pytest.fixture(scope="module")
+def cycle_worker(module_stack, tmp_path_factory):
+    """A worker on every queue (rollouts for the scripted episodes; default and train for the cycle), writing its
+    checkpoints under a temporary directory."""
+    stack, path = module_stack
+    checkpoints = tmp_path_factory.mktemp("checkpoints")
+    return start_worker(stack, path, stack_env(LOUPE_CHECKPOINT_DIR=checkpoints), concurrency=2)
+
+
+def wait_cycle(cycle_id: int, timeout: float = 300) -> Cycle:
+    def ended():
+        cycle = Cycle.objects.get(pk=cycle_id)
+        return cycle if cycle.state in ("deployed", "rejected", "skipped", "failed") else None
+    return wait_for(ended, timeout, interval=0.5, what=f"cycle {cycle_id} to end")
