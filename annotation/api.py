@@ -103,16 +103,53 @@ class ClipDetailApi(APIView):
         return Response(clip_output(_clip_for(request, clip_id)))
 
 
-class ClipAudioApi(APIView):
-    """The clip's recording as one stream (chunks concatenated), for replay."""
+def byte_range(header: str, size: int) -> tuple[int, int] | None:
+    """The (first, last) byte of a single `Range: bytes=...` request within ``size`` bytes; None when the
+    header asks for nothing this answers (absent, several ranges, another unit). Raises ValueError when
+    the range lies outside the body (416)."""
+    unit, _, spec = header.partition("=")
+    if unit.strip() != "bytes" or "," in spec or "-" not in spec:
+        return None
+    first, _, last = (part.strip() for part in spec.partition("-"))
+    try:
+        if not first:  # the last N bytes
+            n = int(last)
+            if n <= 0:
+                raise ValueError("empty suffix range")
+            return max(0, size - n), size - 1
+        start = int(first)
+        end = min(int(last), size - 1) if last else size - 1
+    except ValueError:
+        raise ValueError(f"bad range {header!r}") from None
+    if start >= size or start > end:
+        raise ValueError(f"range {header!r} is outside the {size} bytes")
+    return start, end
 
-    @extend_schema(responses={(200, "audio/webm"): bytes})
+
+class ClipAudioApi(APIView):
+    """The clip's recording as one stream (chunks concatenated), for replay. Answers byte ranges, which
+    a browser's audio player needs to seek."""
+
+    @extend_schema(responses={(200, "audio/webm"): bytes, (206, "audio/webm"): bytes})
     def get(self, request, clip_id: int):
         from django.core.files.storage import default_storage
 
         clip = _clip_for(request, clip_id)
         body = b"".join(default_storage.open(c.file, "rb").read() for c in clip.chunks.order_by("index"))
-        response = HttpResponse(body, content_type=clip.content_type.split(";")[0])
+        content_type = clip.content_type.split(";")[0]
+        try:
+            wanted = byte_range(request.headers.get("Range", ""), len(body))
+        except ValueError:
+            response = HttpResponse(status=416)
+            response["Content-Range"] = f"bytes */{len(body)}"
+            return response
+        if wanted is None:
+            response = HttpResponse(body, content_type=content_type)
+        else:
+            start, end = wanted
+            response = HttpResponse(body[start:end + 1], content_type=content_type, status=206)
+            response["Content-Range"] = f"bytes {start}-{end}/{len(body)}"
+        response["Accept-Ranges"] = "bytes"
         response["Cache-Control"] = "private, no-store"
         return response
 

@@ -32,6 +32,12 @@ describe("BarChart", () => {
     expect(Number(share.getAttribute("y")) + Number(share.getAttribute("height"))).toBeCloseTo(zero, 5);
   });
 
+  it("labels counts with whole numbers only", () => {
+    const { container } = render(<BarChart integer bars={[{ label: "ann", value: 1 }]} />);
+    const labels = [...container.querySelectorAll(".chart-grid text")].map((t) => t.textContent);
+    expect(labels).toEqual(["0", "1"]);
+  });
+
   it("says so when there is nothing to draw", () => {
     render(<BarChart bars={[]} title="Agreement" />);
     expect(screen.getByText("No data yet.")).toBeTruthy();

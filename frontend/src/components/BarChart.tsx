@@ -24,13 +24,25 @@ export interface BarChartProps {
   /** The y axis covers at least [yMin, yMax] (a kappa's -1..1, a share's 0..1). */
   yMin?: number;
   yMax?: number;
+  /** Counts: label only whole numbers on the y axis. */
+  integer?: boolean;
 }
 
 const MARGIN = { top: 18, right: 12, bottom: 40, left: 52 };
 
 const defaultFormat = (v: number) => String(Number(v.toFixed(3)));
 
-export function BarChart({ bars, width = 360, height = 220, title, yLabel, formatY = defaultFormat, yMin, yMax }: BarChartProps) {
+export function BarChart({
+  bars,
+  width = 360,
+  height = 220,
+  title,
+  yLabel,
+  formatY = defaultFormat,
+  yMin,
+  yMax,
+  integer = false,
+}: BarChartProps) {
   const values = bars.map((b) => b.value).filter((v): v is number => v !== null && Number.isFinite(v));
   if (bars.length === 0) {
     return (
@@ -41,7 +53,10 @@ export function BarChart({ bars, width = 360, height = 220, title, yLabel, forma
   }
   const innerW = width - MARGIN.left - MARGIN.right;
   const innerH = height - MARGIN.top - MARGIN.bottom;
-  const ticks = niceTicks(Math.min(0, yMin ?? 0, ...values), Math.max(0, yMax ?? 0, ...values, values.length ? 0 : 1));
+  const low = Math.min(0, yMin ?? 0, ...values);
+  const high = Math.max(0, yMax ?? 0, ...values, values.length ? 0 : 1);
+  // Whole-number steps for counts: ask for no more ticks than there are units to cover.
+  const ticks = niceTicks(low, high, integer ? Math.max(1, Math.min(5, Math.ceil(high - low))) : 5);
   const y = linearScale(ticks[0], ticks[ticks.length - 1], innerH, 0);
   const band = innerW / bars.length;
   const barW = Math.min(56, band * 0.6);

@@ -177,7 +177,7 @@ export function LineChart({
                       className="chart-point"
                       cx={x(p.x)}
                       cy={y(p.y)}
-                      r={3}
+                      r={3.5}
                       fill={s.color ?? PALETTE[i % PALETTE.length]}
                       data-point={s.name}
                     />

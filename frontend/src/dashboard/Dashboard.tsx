@@ -73,7 +73,7 @@ export function Dashboard({ projectId }: { projectId: number }) {
         <TimeChart series={voidSeries(data)} yLabel="void steps" rate empty="No steps yet." />
       </Panel>
       <Panel title="Annotator throughput" note="Supervised episodes each person finished." testId="dash-throughput">
-        <BarChart bars={throughputBars(data)} width={WIDTH} height={HEIGHT} yLabel="episodes" />
+        <BarChart bars={throughputBars(data)} width={WIDTH} height={HEIGHT} yLabel="episodes" integer />
       </Panel>
       <Panel
         title="Reviewer agreement"
@@ -95,6 +95,7 @@ export function Dashboard({ projectId }: { projectId: number }) {
             width={WIDTH - 230}
             height={HEIGHT}
             yLabel="reviews"
+            integer
           />
         </div>
       </Panel>

@@ -79,7 +79,7 @@ export function FreezeForm({ projectId }: { projectId: number }) {
           />
         </label>
         <label className="field freeze-check-field">
-          <span>Rows</span>
+          <span>Which rows</span>
           <span className="freeze-check">
             <input type="checkbox" checked={onlyNew} data-testid="snapshot-only-new" onChange={(e) => setOnlyNew(e.target.checked)} />
             only new since the last {kind} snapshot

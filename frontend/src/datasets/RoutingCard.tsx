@@ -86,7 +86,6 @@ function BucketCard({ kind, label, bucket, help, sub }: { kind: string; label: s
       </div>
       <div className={bucket.new_rows ? "dataset-bucket-new" : "muted small"}>
         {bucket.new_rows ? `+${bucket.new_rows.toLocaleString()} new` : "nothing new"}
-        <span className="muted small"> since the last snapshot</span>
       </div>
     </li>
   );
@@ -101,7 +100,9 @@ export function RoutingCard({ projectId }: { projectId: number }) {
   return (
     <section className="card routing-card" aria-label="Routing">
       <ValidatorForm projectId={projectId} routing={routing.data} />
-      <h3>Buckets now</h3>
+      <h3>
+        Buckets now <span className="dataset-buckets-note">· new: rows no ready snapshot of that kind holds yet</span>
+      </h3>
       <ul className="dataset-buckets">
         {SNAPSHOT_KINDS.flatMap(({ kind, label, help }) => {
           const cards = [<BucketCard key={kind} kind={kind} label={label} bucket={buckets[kind]} help={help} />];

@@ -27,7 +27,9 @@ function episode(): ReplayEpisode {
 }
 
 const transcript: Transcript = {
-  clips: [{ id: 9, episode: 42, content_type: "audio/webm", started_at: 1000, origin: 1000, finished: true, chunks: 2, transcribed_chunks: 2 }],
+  clips: [
+    { id: 9, episode: 42, client_id: "c1", content_type: "audio/webm", started_at: 1000, origin: 1000, committed_until: 20, finished: true, chunks: 2, transcribed_chunks: 2 },
+  ],
   words: [
     { word: "looks", start: 1002, end: 1002.5, probability: 0.9, step: 0, clip: 9, username: "ann" },
     { word: "lower", start: 1015, end: 1015.5, probability: 0.9, step: 1, clip: 9, username: "ann" },

@@ -126,7 +126,8 @@ function Replay({ projectId, episode, transcript, reviews, userId, listQuery, pr
         </div>
       </div>
       <div className="replay-facts muted small">
-        <StatusBadge status={episode.status} /> <OutcomeBadge outcome={episode.outcome} />
+        <StatusBadge status={episode.status} />
+        {episode.outcome && <OutcomeBadge outcome={episode.outcome} />}
         <ReviewStatusBadge status={episode.review_status} />
         <span>{episode.mode}</span>
         <span>reward {formatReward(episode.reward)}</span>
@@ -137,12 +138,26 @@ function Replay({ projectId, episode, transcript, reviews, userId, listQuery, pr
         {episode.created_by && <span>by {episode.created_by.username}</span>}
         <span>finished {formatDateTime(episode.finished_at)}</span>
       </div>
-      {steps.length === 0 || !step ? (
-        <p className="empty-state">This episode has no steps to replay.</p>
-      ) : (
-        <>
-          <div className="replay-main">
-            <StepScreen step={step} episodeId={episode.id} />
+      <div className="replay-body">
+        <div className="replay-left">
+          {steps.length === 0 || !step ? (
+            <p className="empty-state">This episode has no steps to replay.</p>
+          ) : (
+            <>
+              <StepScreen step={step} episodeId={episode.id} />
+              <StepStrip steps={steps} current={step.index} labels={draft.step_labels} onSelect={setCurrent} />
+            </>
+          )}
+          <p className="replay-shortcuts muted small" aria-label="Keyboard shortcuts">
+            {SHORTCUTS.map(([keys, what]) => (
+              <span key={keys}>
+                <kbd>{keys}</kbd> {what}
+              </span>
+            ))}
+          </p>
+        </div>
+        <div className="replay-right">
+          {step && (
             <StepPanel
               step={step}
               count={steps.length}
@@ -150,32 +165,22 @@ function Replay({ projectId, episode, transcript, reviews, userId, listQuery, pr
               label={draft.step_labels[String(step.index)] ?? ""}
               onLabel={(label) => setLabel(step.index, label)}
             />
-          </div>
-          <StepStrip steps={steps} current={step.index} labels={draft.step_labels} onSelect={setCurrent} />
-        </>
-      )}
-      <p className="replay-shortcuts muted small" aria-label="Keyboard shortcuts">
-        {SHORTCUTS.map(([keys, what]) => (
-          <span key={keys}>
-            <kbd>{keys}</kbd> {what}
-          </span>
-        ))}
-      </p>
-      <div className="replay-lower">
-        <ThinkAloud transcript={transcript} steps={steps} current={step?.index ?? 0} onStep={setCurrent} />
-        <ReviewForm
-          draft={draft}
-          onChange={setDraft}
-          onSubmit={onSubmit}
-          submitting={submit.isPending}
-          error={submit.error}
-          mine={submit.data ?? mine}
-          savedAt={savedAt}
-          status={episode.review_status}
-          others={others}
-          nextEpisode={next}
-          onStep={setCurrent}
-        />
+          )}
+          <ThinkAloud transcript={transcript} steps={steps} current={step?.index ?? 0} onStep={setCurrent} />
+          <ReviewForm
+            draft={draft}
+            onChange={setDraft}
+            onSubmit={onSubmit}
+            submitting={submit.isPending}
+            error={submit.error}
+            mine={submit.data ?? mine}
+            savedAt={savedAt}
+            status={episode.review_status}
+            others={others}
+            nextEpisode={next}
+            onStep={setCurrent}
+          />
+        </div>
       </div>
     </div>
   );

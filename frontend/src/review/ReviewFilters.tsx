@@ -36,7 +36,12 @@ function Choice({
 }) {
   return (
     <Field label={label}>
-      <select value={value} data-testid={`review-filter-${name}`} onChange={(e) => onChange(name, e.target.value)}>
+      <select
+        value={value}
+        data-testid={`review-filter-${name}`}
+        data-set={value ? "true" : undefined}
+        onChange={(e) => onChange(name, e.target.value)}
+      >
         <option value="">any</option>
         {options.map((o) => (
           <option key={o.value} value={o.value}>
@@ -72,6 +77,7 @@ function NumberFilter({
         value={text}
         placeholder="any"
         data-testid={`review-filter-${name}`}
+        data-set={value ? "true" : undefined}
         onChange={(e) => setText(e.target.value)}
         onBlur={commit}
         onKeyDown={(e) => e.key === "Enter" && commit()}
@@ -142,6 +148,7 @@ export function ReviewFilters({ projectId, filters, params, onChange, onClear }:
             type="date"
             value={filters.created_after}
             data-testid="review-filter-created_after"
+            data-set={filters.created_after ? "true" : undefined}
             onChange={(e) => onChange("created_after", e.target.value)}
           />
         </Field>
@@ -150,6 +157,7 @@ export function ReviewFilters({ projectId, filters, params, onChange, onClear }:
             type="date"
             value={filters.created_before}
             data-testid="review-filter-created_before"
+            data-set={filters.created_before ? "true" : undefined}
             onChange={(e) => onChange("created_before", e.target.value)}
           />
         </Field>

@@ -147,9 +147,9 @@ function ReviewList({ projectId }: { projectId: number }) {
                     </Link>
                   </td>
                   <td>
-                    {episode.task.task_name}
+                    <span className="review-task">{episode.task.task_name}</span>
                     {episode.task.split === "eval" && <span className="badge split-eval">eval</span>}
-                    <span className="muted small"> · seed {episode.seed}</span>
+                    <div className="muted small">seed {episode.seed}</div>
                   </td>
                   <td>{episode.mode}</td>
                   <td>

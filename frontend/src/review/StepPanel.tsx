@@ -1,3 +1,4 @@
+import { useEffect, useRef } from "react";
 import type { Actor } from "../api/types";
 import { formatReward } from "../components/format";
 import { ScreenshotView } from "../components/ScreenshotView";
@@ -151,8 +152,20 @@ export function StepStrip({
   labels: Record<string, StepLabel>;
   onSelect: (index: number) => void;
 }) {
+  const strip = useRef<HTMLOListElement>(null);
+  useEffect(() => {
+    // Keep the current step's thumbnail in sight as the replay moves: long episodes scroll the strip
+    // sideways (only the strip: the page stays where the person is).
+    const list = strip.current;
+    const thumb = list?.querySelector<HTMLElement>(`[data-index="${current}"]`);
+    if (!list || !thumb) return;
+    if (thumb.offsetLeft < list.scrollLeft) list.scrollLeft = thumb.offsetLeft - 4;
+    else if (thumb.offsetLeft + thumb.offsetWidth > list.scrollLeft + list.clientWidth) {
+      list.scrollLeft = thumb.offsetLeft + thumb.offsetWidth - list.clientWidth + 4;
+    }
+  }, [current]);
   return (
-    <ol className="replay-strip" aria-label="Steps">
+    <ol className="replay-strip" aria-label="Steps" ref={strip}>
       {steps.map((step) => {
         const classes = ["replay-thumb"];
         if (step.index === current) classes.push("is-current");

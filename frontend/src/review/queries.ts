@@ -5,7 +5,15 @@
  */
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { apiFetch, deploymentList } from "../api/client";
-import type { Action, Episode, Split, Step } from "../api/types";
+import type {
+  Action,
+  AudioClip as AudioClipRecord,
+  Episode,
+  Split,
+  Step,
+  Transcript as TranscriptRecord,
+  TranscriptWordRecord,
+} from "../api/types";
 
 export type ReviewStatus = "unreviewed" | "accepted" | "rejected" | "disputed";
 export type Verdict = "accept" | "reject";
@@ -64,31 +72,19 @@ export interface Neighbours {
   next: number | null;
 }
 
-export interface TranscriptWord {
-  word: string;
-  /** Session-clock seconds (server epoch). */
-  start: number;
-  end: number;
+/** A transcribed word as the transcript API gives it: session-clock times and the step it was aligned to. */
+export interface TranscriptWord extends TranscriptWordRecord {
   probability: number;
-  /** The index of the step the word was aligned to. */
-  step: number | null;
   clip: number;
   username: string;
 }
 
-export interface AudioClip {
-  id: number;
-  episode: number;
-  content_type: string;
-  started_at: number;
-  /** Session-clock time of the clip's audio time 0. */
+export interface AudioClip extends AudioClipRecord {
+  /** Session-clock time of the clip's audio time 0 (its first chunk's start). */
   origin: number;
-  finished: boolean;
-  chunks: number;
-  transcribed_chunks: number;
 }
 
-export interface Transcript {
+export interface Transcript extends TranscriptRecord {
   words: TranscriptWord[];
   clips: AudioClip[];
 }
