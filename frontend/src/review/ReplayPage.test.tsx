@@ -123,7 +123,7 @@ describe("ReplayPage", () => {
     press("ArrowLeft", comment); // typing: the step stays
     expect(current()).toBe("1");
     expect(screen.getByTestId("grade-4").getAttribute("aria-pressed")).toBe("true");
-    fireEvent.click(screen.getByTestId("review-submit"));
+    fireEvent.keyDown(comment, { key: "Enter", ctrlKey: true }); // submits from the comment box
 
     expect((await screen.findByTestId("review-saved")).textContent).toContain("accepted this episode with grade 4");
     expect(requests.find((r) => r.method === "PUT")?.body).toEqual({ verdict: "accept", grade: 4, comment: "fine", step_labels: { "1": "good" } });
@@ -147,6 +147,15 @@ describe("ReplayPage", () => {
     expect(screen.getByTestId("review-labels").textContent).toContain("step 3: wasteful");
     fireEvent.click(screen.getByTestId("review-submit"));
     expect((await screen.findByRole("alert")).textContent).toContain("review it once it has finished");
+  });
+
+  it("does not offer to submit a review of an episode that is still running", async () => {
+    mockFetch(routes({ "GET /api/v1/episodes/42/": { body: { ...episode(), status: "running" } } }));
+    renderApp("/projects/1/review/42");
+    await screen.findByTestId("replay-current");
+    fireEvent.click(screen.getByTestId("verdict-accept"));
+    expect((screen.getByTestId("review-submit") as HTMLButtonElement).disabled).toBe(true);
+    expect(screen.getByTestId("review-not-finished").textContent).toContain("has not finished yet");
   });
 
   it("follows the think-aloud audio: the word said is highlighted and the step view moves with it", async () => {

@@ -138,15 +138,13 @@ function Replay({ projectId, episode, transcript, reviews, userId, listQuery, pr
         {episode.created_by && <span>by {episode.created_by.username}</span>}
         <span>finished {formatDateTime(episode.finished_at)}</span>
       </div>
+      {step && <StepStrip steps={steps} current={step.index} labels={draft.step_labels} onSelect={setCurrent} />}
       <div className="replay-body">
         <div className="replay-left">
           {steps.length === 0 || !step ? (
             <p className="empty-state">This episode has no steps to replay.</p>
           ) : (
-            <>
-              <StepScreen step={step} episodeId={episode.id} />
-              <StepStrip steps={steps} current={step.index} labels={draft.step_labels} onSelect={setCurrent} />
-            </>
+            <StepScreen step={step} episodeId={episode.id} />
           )}
           <p className="replay-shortcuts muted small" aria-label="Keyboard shortcuts">
             {SHORTCUTS.map(([keys, what]) => (
@@ -179,6 +177,7 @@ function Replay({ projectId, episode, transcript, reviews, userId, listQuery, pr
             others={others}
             nextEpisode={next}
             onStep={setCurrent}
+            reviewable={episode.status === "finished" || episode.status === "failed"}
           />
         </div>
       </div>

@@ -31,6 +31,8 @@ interface ReviewFormProps {
   others: Review[] | undefined;
   nextEpisode: string | null;
   onStep: (index: number) => void;
+  /** Only finished (or failed) episodes can be reviewed. */
+  reviewable: boolean;
 }
 
 function labelText(label: StepLabel): string {
@@ -53,6 +55,7 @@ export function ReviewForm({
   others,
   nextEpisode,
   onStep,
+  reviewable,
 }: ReviewFormProps) {
   const labelled = Object.entries(draft.step_labels)
     .filter(([, label]) => label)
@@ -129,6 +132,12 @@ export function ReviewForm({
             placeholder="What was good or wrong in this episode (optional)"
             data-testid="review-comment"
             onChange={(e) => onChange({ ...draft, comment: e.target.value })}
+            onKeyDown={(e) => {
+              if (e.key === "Enter" && (e.ctrlKey || e.metaKey) && draft.verdict && reviewable) {
+                e.preventDefault();
+                onSubmit();
+              }
+            }}
           />
         </label>
         {error != null && <ErrorBanner error={error} title="The review was not saved" />}
@@ -136,13 +145,19 @@ export function ReviewForm({
           <button
             type="submit"
             className="button primary"
-            disabled={!draft.verdict || submitting}
+            disabled={!draft.verdict || submitting || !reviewable}
             data-testid="review-submit"
-            title={draft.verdict ? undefined : "Choose accept or reject first"}
+            title={draft.verdict ? "Ctrl+Enter in the comment submits too" : "Choose accept or reject first"}
           >
             {submitting ? "Saving…" : mine ? "Update review" : "Submit review"}
           </button>
-          {!draft.verdict && <span className="muted small">Choose accept or reject to submit.</span>}
+          {!reviewable ? (
+            <span className="muted small" data-testid="review-not-finished">
+              This episode has not finished yet; review it once it has.
+            </span>
+          ) : (
+            !draft.verdict && <span className="muted small">Choose accept or reject to submit.</span>
+          )}
         </div>
       </form>
       {savedAt && mine && (
