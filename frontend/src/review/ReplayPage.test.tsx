@@ -174,7 +174,11 @@ describe("ReplayPage", () => {
     audio.currentTime = 18;
     fireEvent.timeUpdate(audio);
     expect(current()).toBe("2");
-    // ...and clicking a word jumps the audio there.
+    // Pressing play again brings the view back to the audio's step (1018 s lies in step 1's window).
+    fireEvent.play(audio);
+    fireEvent.timeUpdate(audio);
+    expect(current()).toBe("1");
+    // Clicking a word jumps the audio there.
     fireEvent.click(screen.getAllByTestId("transcript-word")[0]);
     expect(audio.currentTime).toBeCloseTo(2, 5);
     expect(current()).toBe("0");

@@ -20,7 +20,8 @@ function clipTitle(clip: AudioClip, words: TranscriptWord[]): string {
  * The episode's think-aloud: a player a clip, and the transcript with the word being said
  * highlighted as it plays. The step view follows the audio: when the playing time enters
  * another step (the spoken word's step, or the step window it falls in), that step is shown;
- * stepping by hand in between is left alone until the audio crosses the next boundary.
+ * stepping by hand in between is left alone until the audio crosses the next boundary or is
+ * played again.
  */
 export function ThinkAloud({ transcript, steps, current, onStep }: ThinkAloudProps) {
   const players = useRef(new Map<number, HTMLAudioElement>());
@@ -94,6 +95,9 @@ export function ThinkAloud({ transcript, steps, current, onStep }: ThinkAloudPro
             ref={(element) => {
               if (element) players.current.set(clip.id, element);
               else players.current.delete(clip.id);
+            }}
+            onPlay={() => {
+              lastStep.current = null; // pressing play brings the step view to where the audio is
             }}
             onTimeUpdate={(e) => follow(clip, e.currentTarget)}
             onSeeked={(e) => follow(clip, e.currentTarget)}
