@@ -128,7 +128,8 @@ def test_annotator_can_neither_see_nor_use_the_review_page(daphne_server, page, 
     screenshot(page, "review-annotator")
     # Nor around the page: the API refuses the review itself.
     token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
-    refused = page.request.put(f"{daphne_server}/api/v1/episodes/{edited.pk}/review", data=json.dumps({"verdict": "accept"}),
+    refused = page.request.put(f"{daphne_server}/api/v1/episodes/{edited.pk}/review",
+                               data=json.dumps({"verdict": "accept"}),
                                headers={"Content-Type": "application/json", "X-CSRFToken": token})
     assert refused.status == 403 and "manager" in refused.json()["detail"]
     assert not Review.objects.filter(episode=edited).exists()
@@ -141,8 +142,8 @@ SPOKEN = "The agent opened the settings page, but it clicked the wrong button at
 @pytest.mark.skipif(bool(missing_tools()), reason=f"needs {missing_tools()}")
 def test_replay_follows_the_think_aloud_audio(daphne_server, page, review_project, tmp_path):
     project, annotator = review_project["project"], review_project["annotator"]
-    episode = make_finished_episode(project, make_task(project, "click-link"), steps=[{}, EDITED, {}], mode="supervised",
-                                    created_by=annotator)
+    episode = make_finished_episode(project, make_task(project, "click-link"), steps=[{}, EDITED, {}],
+                                    mode="supervised", created_by=annotator)
     # The session clock: the clip's audio starts at t0; steps end (are stored) 2, 4 and 6 s in.
     t0 = 1_800_000_000.0
     for index in range(3):
@@ -171,13 +172,15 @@ def test_replay_follows_the_think_aloud_audio(daphne_server, page, review_projec
 
     at_audio_time(4.6)
     page.wait_for_function("document.querySelector('[data-testid=replay-current]').dataset.index === '2'")
-    page.wait_for_function("document.querySelector('[data-testid=transcript-word][data-active]')?.textContent.trim() === 'wrong'")
+    page.wait_for_function(
+        "document.querySelector('[data-testid=transcript-word][data-active]')?.textContent.trim() === 'wrong'")
     at_audio_time(2.6)
     page.wait_for_function("document.querySelector('[data-testid=replay-current]').dataset.index === '1'")
     screenshot(page, "review-replay-audio")
     # Playing moves on by itself.
     player.evaluate("a => { a.muted = true; return a.play(); }")
-    page.wait_for_function("document.querySelector('[data-testid=replay-current]').dataset.index === '2'", timeout=10_000)
+    page.wait_for_function("document.querySelector('[data-testid=replay-current]').dataset.index === '2'",
+                           timeout=10_000)
     player.evaluate("a => a.pause()")
     # A click on a word takes the audio (and the step) back to it.
     page.get_by_test_id("transcript-word").first.click()
