@@ -1,11 +1,21 @@
 """The one prompt renderer: rollouts, dataset export and training all call it.
 
-The model is trained on exactly the text it is served, so every prompt comes from here. The text
-is kept compact and regular on purpose: a tiny character-level model must learn from it.
+The model is trained on exactly the text it is served, so every prompt comes from here, in the
+*prompt style* of the checkpoint that reads it. Two styles:
+
+- ``full`` (the default, for real models): a system prompt that documents the whole action
+  grammar, and element lines such as ``[button] "ok" at (30, 100)``.
+- ``compact`` (the tiny byte-level model): a one-line system prompt and terse element lines such as
+  ``[button] "ok" 30,100``. The full system prompt alone is ~600 byte tokens, more than the
+  whole compact prompt of a MiniWoB screen; a tiny model learns nothing from it.
+
+A checkpoint records its style in ``loupe.json`` (``"prompt_style"``); the local policy reads it
+and the rollout loop renders with it. :func:`restyle_messages` turns messages rendered in one
+style into the other, line by line, so rows rendered for one model can train another.
 
 Message layout (OpenAI / TRL chat format)::
 
-    system     SYSTEM_PROMPT
+    system     the style's system prompt
     user       Instruction: ...  [Earlier actions: a; b]  observation text of step k
     assistant  Thought: ... / Action: ...            (for each of the last ``history_window`` steps)
     ...
@@ -15,12 +25,25 @@ Message layout (OpenAI / TRL chat format)::
 from __future__ import annotations
 
 import base64
+import re
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from agent.actions import parse_turn
-from agent.envs.base import Observation
+from agent.envs.base import Element, Observation
 
-__all__ = ["SYSTEM_PROMPT", "render_messages", "render_observation"]
+__all__ = [
+    "COMPACT_SYSTEM_PROMPT",
+    "DEFAULT_STYLE",
+    "PROMPT_STYLES",
+    "SYSTEM_PROMPT",
+    "prompt_style_of",
+    "render_element",
+    "render_messages",
+    "render_observation",
+    "restyle_messages",
+    "system_prompt",
+]
 
 SYSTEM_PROMPT = (
     "You operate a screen to complete the instruction. Each turn you see the screen's elements as "
@@ -33,6 +56,40 @@ SYSTEM_PROMPT = (
     'finished(answer="..."), call_user(question="...").\n'
     'Coordinates are whole pixels; strings are double-quoted, with \\" \\\\ and \\n escapes.'
 )
+COMPACT_SYSTEM_PROMPT = "Act on the screen. Reply Thought: then Action:."
+
+
+@dataclass(frozen=True)
+class _Style:
+    system: str
+    instruction: str  # prefix of the instruction line
+    earlier: str  # prefix of the summary of older actions
+    element: re.Pattern  # one element line; groups: role, text, x, y, flags
+    element_format: str  # str.format with role, text, x, y
+
+
+_FLAGS = r"((?: checked| unchecked)?(?: focused)?)"
+_STYLES = {
+    "full": _Style(SYSTEM_PROMPT, "Instruction: ", "Earlier actions: ",
+                   re.compile(r'\[([\w-]+)\] "(.*)" at \((-?\d+), (-?\d+)\)' + _FLAGS), '[{role}] "{text}" at ({x}, {y})'),
+    "compact": _Style(COMPACT_SYSTEM_PROMPT, "Task: ", "Before: ",
+                      re.compile(r'\[([\w-]+)\] "(.*)" x=(-?\d+), y=(-?\d+)' + _FLAGS), '[{role}] "{text}" x={x}, y={y}'),
+}
+PROMPT_STYLES: tuple[str, ...] = tuple(_STYLES)
+DEFAULT_STYLE = "full"
+
+
+def _style(style: str) -> _Style:
+    try:
+        return _STYLES[style]
+    except KeyError:
+        raise ValueError(f"unknown prompt style {style!r}; expected one of: {', '.join(PROMPT_STYLES)}") from None
+
+
+def system_prompt(style: str = DEFAULT_STYLE) -> str:
+    """The system message of ``style``."""
+    return _style(style).system
+
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
@@ -48,14 +105,30 @@ def _display_url(url: str) -> str:
     return url
 
 
-def render_observation(observation: Observation) -> str:
+def render_element(element: Element, style: str = DEFAULT_STYLE) -> str:
+    """One element's line: role, text (whitespace collapsed, at most 60 characters), centre, state."""
+    text = re.sub(r"\s+", " ", element.text).strip()
+    if len(text) > 60:
+        text = text[:57] + "..."
+    line = _style(style).element_format.format(role=element.role, text=text, x=element.x, y=element.y)
+    if element.checked is not None:
+        line += " checked" if element.checked else " unchecked"
+    if element.focused:
+        line += " focused"
+    return line
+
+
+def render_observation(observation: Observation, style: str = DEFAULT_STYLE) -> str:
     """Instruction, URL and the elements (one a line): the text of one step's screen."""
-    lines = [f"Instruction: {observation.instruction}"]
+    lines = [_style(style).instruction + observation.instruction]
     url = _display_url(observation.url)
     if url:
         lines.append(f"URL: {url}")
-    body = observation.elements_text()
-    lines.append(body if body else "(no elements)")
+    lines.extend(render_element(element, style) for element in observation.elements)
+    if observation.screen_text:
+        lines.append(observation.screen_text)
+    if len(lines) == (2 if url else 1):
+        lines.append("(no elements)")
     return "\n".join(lines)
 
 
@@ -77,31 +150,34 @@ def render_messages(
     image: bytes | None = None,
     history_window: int = 4,
     feedback: str | None = None,
+    style: str = DEFAULT_STYLE,
 ) -> list[dict]:
-    """Chat messages for the next turn.
+    """Chat messages for the next turn, in prompt ``style``.
 
-    ``history`` holds ``(observation_text, assistant_turn_text)`` of earlier steps, oldest first.
+    ``history`` holds ``(observation_text, assistant_turn_text)`` of earlier steps, oldest first;
+    observation texts come from :func:`render_observation` with the same ``style``.
     Only the last ``history_window`` of them appear in full; older ones are summarised as their
     action lines. The instruction is stated once, at the top of the first user message (an
-    observation text's own leading ``Instruction:`` line is dropped). With ``image`` the last user content is a list of text and image parts;
-    otherwise every content is a plain string.
+    observation text's own leading instruction line is dropped). With ``image`` the last user
+    content is a list of text and image parts; otherwise every content is a plain string.
     """
     if history_window < 0:
         raise ValueError("history_window must be >= 0")
+    spec = _style(style)
     cut = max(len(history) - history_window, 0)
     older, recent = history[:cut], history[cut:]
 
     # The instruction is said once, at the top; later screens drop their own instruction line.
-    instruction_line = f"Instruction: {instruction}"
+    instruction_line = spec.instruction + instruction
 
     def screen(text: str) -> str:
         return text[len(instruction_line) + 1:] if text.startswith(instruction_line + "\n") else text
 
     header = [instruction_line]
     if older:
-        header.append("Earlier actions: " + "; ".join(_action_line(text) for _, text in older))
+        header.append(spec.earlier + "; ".join(_action_line(text) for _, text in older))
 
-    messages: list[dict] = [{"role": "system", "content": SYSTEM_PROMPT}]
+    messages: list[dict] = [{"role": "system", "content": spec.system}]
     for index, (obs_text, turn_text) in enumerate(recent):
         content = "\n".join([*header, screen(obs_text)]) if index == 0 else screen(obs_text)
         messages.append({"role": "user", "content": content})
@@ -114,3 +190,50 @@ def render_messages(
     else:
         messages.append({"role": "user", "content": last})
     return messages
+
+
+def prompt_style_of(messages: list[dict]) -> str | None:
+    """The style whose system prompt opens ``messages``; None when there is no known one."""
+    if not messages or messages[0].get("role") != "system":
+        return None
+    return next((name for name, spec in _STYLES.items() if messages[0].get("content") == spec.system), None)
+
+
+def _restyle_line(line: str, source: _Style, target: _Style) -> str:
+    for prefix, new in ((source.instruction, target.instruction), (source.earlier, target.earlier)):
+        if line.startswith(prefix):
+            return new + line[len(prefix):]
+    match = source.element.fullmatch(line)
+    if match:
+        role, text, x, y, flags = match.groups()
+        return target.element_format.format(role=role, text=text, x=x, y=y) + flags
+    return line
+
+
+def _restyle_text(text: str, source: _Style, target: _Style) -> str:
+    return "\n".join(_restyle_line(line, source, target) for line in text.split("\n"))
+
+
+def restyle_messages(messages: list[dict], style: str) -> list[dict]:
+    """``messages`` rendered by :func:`render_messages` in another style, re-rendered in ``style``.
+
+    The source style is told by the system prompt; messages in no known style, or already in
+    ``style``, come back unchanged. User contents are converted line by line (instruction and
+    summary prefixes, element lines); assistant turns are the model's own text and stay as written.
+    """
+    target = _style(style)
+    source_name = prompt_style_of(messages)
+    if source_name is None or source_name == style:
+        return messages
+    source = _STYLES[source_name]
+    out = [{**messages[0], "content": target.system}]
+    for message in messages[1:]:
+        content = message["content"]
+        if message["role"] == "user":
+            if isinstance(content, str):
+                content = _restyle_text(content, source, target)
+            else:
+                content = [{**part, "text": _restyle_text(part["text"], source, target)}
+                           if part.get("type") == "text" else part for part in content]
+        out.append({**message, "content": content})
+    return out

@@ -20,7 +20,7 @@ from typing import Protocol, runtime_checkable
 from agent.actions import Action, Turn, format_turn, parse_turn
 from agent.envs.base import Env, EnvError, Observation
 from agent.policies.base import Policy, PolicyOutput
-from agent.prompt import render_messages, render_observation
+from agent.prompt import DEFAULT_STYLE, render_messages, render_observation
 
 __all__ = ["END_REASONS", "Decision", "EpisodeResult", "StepRecord", "Supervisor", "run_episode"]
 
@@ -132,6 +132,7 @@ def run_episode(
     """
     steps: list[StepRecord] = []
     history: list[tuple[str, str]] = []
+    style = getattr(policy, "prompt_style", DEFAULT_STYLE)  # the prompt style the policy's model was trained on
 
     def end(reason: str, reward: float = 0.0, **extra: str | None) -> EpisodeResult:
         return EpisodeResult(reward=reward, steps=steps, end_reason=reason, task=task, seed=seed, **extra)
@@ -155,7 +156,7 @@ def run_episode(
             proposal=None, reward=result.reward, done=result.done, info={**result.info, "replayed": True},
             timings={"observe": 0.0, "policy": 0.0, "execute": _ms(started)},
         ))
-        history.append((render_observation(observation), turn.to_text()))
+        history.append((render_observation(observation, style), turn.to_text()))
         observation = result.observation
         if result.done:
             return end("finished" if turn.action.name == "finished" else "done", reward=result.reward)
@@ -165,7 +166,7 @@ def run_episode(
     while len(steps) < max_steps:
         index = len(steps)
         started = time.perf_counter()
-        observation_text = render_observation(observation)
+        observation_text = render_observation(observation, style)
         image = observation.screenshot if with_image else None
         observe_ms = _ms(started)
         policy_ms = 0.0
@@ -173,7 +174,7 @@ def run_episode(
         while True:
             prompt = render_messages(
                 instruction=observation.instruction, observation_text=observation_text, history=history,
-                image=image, history_window=history_window, feedback=feedback,
+                image=image, history_window=history_window, feedback=feedback, style=style,
             )
             asked = time.perf_counter()
             output = policy.act(prompt)

@@ -37,6 +37,9 @@ class CommonConfig:
     max_seconds: float = _f(0.0, "stop early (and save) after this many seconds of training; 0: no limit")
     log_every: int = _f(10, "print a progress line every N steps")
     threads: int = _f(0, "torch CPU threads (0 keeps torch's default)")
+    prompt_style: str = _f("auto", "prompt style (agent.prompt) the checkpoint reads and records; SFT and DPO rows are "
+                           "re-rendered in it, RL episodes keep theirs. auto: the init's (compact for tiny)",
+                           choices=["auto", "full", "compact"])
 
 
 @dataclass
@@ -114,6 +117,8 @@ class DemosConfig:
     max_episode_steps: int = _f(4, "step limit per episode")
     keep_failed: bool = _f(False, "also write episodes the solver did not finish with reward > 0")
     augment: int = _f(0, "synthetic variants per solved one-step episode (coordinates re-drawn, target swapped)")
+    prompt_style: str = _f("compact", "prompt style (agent.prompt) of the rows: compact for the tiny model, "
+                           "full for real models", choices=["full", "compact"])
 
 
 @dataclass

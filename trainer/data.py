@@ -79,6 +79,14 @@ def _check_messages(messages, where: str, *, assistant_only: bool = False) -> li
     return messages
 
 
+def restyle(conversations: list[list[dict]], style: str) -> tuple[list[list[dict]], int]:
+    """Every conversation re-rendered in prompt ``style`` (agent.prompt); also how many changed."""
+    from agent.prompt import restyle_messages
+
+    out = [restyle_messages(messages, style) for messages in conversations]
+    return out, sum(1 for new, old in zip(out, conversations) if new is not old)
+
+
 def read_sft(path: str | Path) -> list[list[dict]]:
     """The ``messages`` of every SFT / CT row; each must hold at least one assistant turn."""
     out = []

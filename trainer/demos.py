@@ -28,15 +28,16 @@ from trainer.optim import Timer, emit
 log = logging.getLogger("trainer")
 
 
-def demo_row(task: str, observation, history: list[tuple[str, str]], turns: list, meta: dict):
+def demo_row(task: str, observation, history: list[tuple[str, str]], turns: list, meta: dict,
+             style: str = "compact"):
     """(SFT row, solver turn, observation text) for one step: the prompt the policy would see, then the turn."""
     from agent.prompt import render_messages, render_observation
     from agent.solvers import solve_step
 
     turn = solve_step(task, observation, turns)
-    observation_text = render_observation(observation)
+    observation_text = render_observation(observation, style)
     messages = render_messages(instruction=observation.instruction, observation_text=observation_text,
-                               history=history)
+                               history=history, style=style)
     row = {"messages": [*messages, {"role": "assistant", "content": turn.to_text()}], "meta": meta}
     return row, turn, observation_text
 
@@ -62,7 +63,7 @@ def augment_observation(observation, rng: random.Random):
     return dataclasses.replace(observation, instruction=instruction, elements=elements)
 
 
-def demo_episode(env, task: str, seed: int, max_steps: int) -> tuple[list[dict], float, object]:
+def demo_episode(env, task: str, seed: int, max_steps: int, style: str = "compact") -> tuple[list[dict], float, object]:
     """Solve one (task, seed) with the scripted solver. Returns (SFT rows, final reward, first observation)."""
     observation = env.reset(task, seed)
     first = observation
@@ -72,7 +73,7 @@ def demo_episode(env, task: str, seed: int, max_steps: int) -> tuple[list[dict],
     reward = 0.0
     for index in range(max_steps):
         row, turn, observation_text = demo_row(task, observation, history, turns,
-                                               {"task": task, "seed": seed, "step": index, "source": "solver"})
+                                               {"task": task, "seed": seed, "step": index, "source": "solver"}, style)
         rows.append(row)
         result = env.step(turn.action)
         turns.append(turn)
@@ -84,7 +85,7 @@ def demo_episode(env, task: str, seed: int, max_steps: int) -> tuple[list[dict],
     return rows, reward, first
 
 
-def augmented_rows(task: str, seed: int, observation, count: int) -> list[dict]:
+def augmented_rows(task: str, seed: int, observation, count: int, style: str = "compact") -> list[dict]:
     """``count`` synthetic variants of a solved one-step episode (see the module docstring)."""
     from agent.solvers import SolverError
 
@@ -93,7 +94,7 @@ def augmented_rows(task: str, seed: int, observation, count: int) -> list[dict]:
     for index in range(count):
         try:
             row, _, _ = demo_row(task, augment_observation(observation, rng), [], [],
-                                 {"task": task, "seed": seed, "step": 0, "source": "augment", "variant": index})
+                                 {"task": task, "seed": seed, "step": 0, "source": "augment", "variant": index}, style)
         except SolverError:
             continue
         rows.append(row)
@@ -124,7 +125,8 @@ def write_demos(config: DemosConfig) -> dict:
                     done += 1
                     counts[task]["episodes"] += 1
                     try:
-                        rows, reward, first = demo_episode(env, task, seed, config.max_episode_steps)
+                        rows, reward, first = demo_episode(env, task, seed, config.max_episode_steps,
+                                                           config.prompt_style)
                     except SolverError as exc:
                         counts[task]["solver_errors"] += 1
                         log.warning("demos: %s seed %d: %s", task, seed, exc)
@@ -134,7 +136,7 @@ def write_demos(config: DemosConfig) -> dict:
                     elif not config.keep_failed:
                         continue
                     if reward > 0 and len(rows) == 1:
-                        rows += augmented_rows(task, seed, first, config.augment)
+                        rows += augmented_rows(task, seed, first, config.augment, config.prompt_style)
                     for row in rows:
                         fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                     counts[task]["rows"] += len(rows)

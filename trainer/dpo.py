@@ -15,7 +15,8 @@ import torch
 from trainer import data as D
 from trainer.configs import DPOConfig, config_dict
 from trainer.core_algos import dpo_loss
-from trainer.model import TrainerError, load, resolve_device, resolve_dtype, save_checkpoint, sha256_file
+from trainer.model import (TrainerError, load, resolve_device, resolve_dtype, save_checkpoint, sha256_file,
+                           training_prompt_style)
 from trainer.optim import Timer, clip_and_step, emit, make_optimizer, set_seed, set_threads
 
 log = logging.getLogger("trainer")
@@ -60,6 +61,10 @@ def train_dpo(config: DPOConfig) -> dict:
     else:
         reference = copy.deepcopy(model).eval()
         reference.requires_grad_(False)
+    prompts, restyled = D.restyle([row.prompt for row in rows], training_prompt_style(loaded, config.prompt_style))
+    if restyled:
+        log.info("dpo: %d of %d prompts re-rendered in the %s prompt style", restyled, len(rows), loaded.prompt_style)
+    rows = [D.DPORow(prompt, row.chosen, row.rejected) for prompt, row in zip(prompts, rows)]
     pairs = pair_examples(tokenizer, rows, config.max_length)
     pad = tokenizer.pad_token_id
     lengths = [max(len(c), len(r)) * 2 for c, r in pairs]

@@ -5,8 +5,9 @@ tokenizer that this module builds itself (no download): 256 byte symbols plus a 
 special tokens, and a Jinja chat template so ``tokenizer.apply_chat_template(messages,
 add_generation_prompt=True)`` works like it does for any chat model. Any other HF causal LM is
 loaded by path. A checkpoint is a plain HF directory (``model.safetensors``, ``config.json``,
-tokenizer files) plus ``loupe.json`` (what produced it) and ``metrics.json``; with LoRA the
-merged weights sit at the top and the PEFT adapter (what vLLM loads) in ``adapter/``.
+tokenizer files) plus ``loupe.json`` (what produced it, and the ``prompt_style`` of agent.prompt
+it reads: rollouts render with it, training renders its rows in it) and ``metrics.json``; with LoRA
+the merged weights sit at the top and the PEFT adapter (what vLLM loads) in ``adapter/``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ CHAT_TEMPLATE = (
 LOUPE_FILE = "loupe.json"
 METRICS_FILE = "metrics.json"
 ADAPTER_DIR = "adapter"
+# The tiny model reads the compact prompt: the full system prompt alone is longer than its screens.
+TINY_PROMPT_STYLE = "compact"
+DEFAULT_PROMPT_STYLE = "full"  # any other model, and checkpoints that predate prompt styles
 
 
 class TrainerError(Exception):
@@ -138,6 +142,7 @@ class Loaded:
     parent: str | None  # absolute path of the init checkpoint, None for a fresh tiny model
     base_model: str  # "tiny" or the first ancestor's path / name
     is_lora: bool = False
+    prompt_style: str = DEFAULT_PROMPT_STYLE  # agent.prompt style the model reads (recorded in loupe.json)
 
 
 def load(init: str, *, device: torch.device | None = None, dtype: torch.dtype = torch.float32,
@@ -148,7 +153,7 @@ def load(init: str, *, device: torch.device | None = None, dtype: torch.dtype = 
     device = device or torch.device("cpu")
     if init == TINY:
         model, tokenizer = build_tiny(seed)
-        parent, base = None, TINY
+        parent, base, style = None, TINY, TINY_PROMPT_STYLE
     else:
         path = Path(init)
         if not (path / "config.json").is_file():
@@ -157,6 +162,7 @@ def load(init: str, *, device: torch.device | None = None, dtype: torch.dtype = 
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
         parent = str(path.resolve())
         base = read_loupe(path).get("base_model") or parent
+        style = checkpoint_prompt_style(path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.to(device=device, dtype=dtype)
@@ -165,7 +171,8 @@ def load(init: str, *, device: torch.device | None = None, dtype: torch.dtype = 
         from peft import get_peft_model
 
         model = get_peft_model(model, parse_lora(lora))
-    return Loaded(model=model, tokenizer=tokenizer, parent=parent, base_model=base, is_lora=is_lora)
+    return Loaded(model=model, tokenizer=tokenizer, parent=parent, base_model=base, is_lora=is_lora,
+                  prompt_style=style)
 
 
 def parse_lora(spec: str):
@@ -218,6 +225,18 @@ def read_loupe(path: str | os.PathLike) -> dict:
     return json.loads(file.read_text()) if file.is_file() else {}
 
 
+def checkpoint_prompt_style(path: str | os.PathLike) -> str:
+    """The prompt style a checkpoint (or plain HF model dir) reads: its loupe.json's, else full."""
+    return read_loupe(path).get("prompt_style") or DEFAULT_PROMPT_STYLE
+
+
+def training_prompt_style(loaded: Loaded, spec: str) -> str:
+    """The prompt style a run trains in (``spec``, or the init's for 'auto'); the checkpoint records it."""
+    if spec != "auto":
+        loaded.prompt_style = spec
+    return loaded.prompt_style
+
+
 def save_checkpoint(loaded: Loaded, out: str | os.PathLike, *, algorithm: str, config: dict,
                     data_sha256: str | None, metrics: dict) -> Path:
     """Write an HF-format checkpoint to ``out`` with loupe.json and metrics.json.
@@ -244,6 +263,7 @@ def save_checkpoint(loaded: Loaded, out: str | os.PathLike, *, algorithm: str, c
         "base_model": loaded.base_model,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "adapter": ADAPTER_DIR if (out / ADAPTER_DIR).is_dir() else None,
+        "prompt_style": loaded.prompt_style,
     }
     (out / LOUPE_FILE).write_text(json.dumps(record, indent=2) + "\n")
     write_metrics(out, metrics)
@@ -260,5 +280,5 @@ def write_metrics(out: str | os.PathLike, metrics: dict) -> None:
 def save_tiny_untrained(out: str | os.PathLike, seed: int = 0) -> Path:
     """An untrained tiny checkpoint (the baseline tests and evals compare against)."""
     model, tokenizer = build_tiny(seed)
-    loaded = Loaded(model=model, tokenizer=tokenizer, parent=None, base_model=TINY)
+    loaded = Loaded(model=model, tokenizer=tokenizer, parent=None, base_model=TINY, prompt_style=TINY_PROMPT_STYLE)
     return save_checkpoint(loaded, out, algorithm="init", config={"seed": seed}, data_sha256=None, metrics={})

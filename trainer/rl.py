@@ -19,6 +19,7 @@ Void turns (SimpleTIR): an episode with a turn that did not parse is masked out 
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import random
 import tempfile
@@ -30,7 +31,8 @@ import torch
 from trainer import core_algos as A
 from trainer import data as D
 from trainer.configs import RLConfig, config_dict, parse_seeds, parse_tasks
-from trainer.model import TrainerError, load, resolve_device, resolve_dtype, save_checkpoint, sha256_file
+from trainer.model import (LOUPE_FILE, TrainerError, load, resolve_device, resolve_dtype, save_checkpoint,
+                           sha256_file, training_prompt_style)
 from trainer.optim import Timer, clip_and_step, emit, make_optimizer, set_seed, set_threads
 
 log = logging.getLogger("trainer")
@@ -175,6 +177,8 @@ class Collector:
         snapshot = self.workdir / "policy"
         loaded.model.save_pretrained(snapshot)
         loaded.tokenizer.save_pretrained(snapshot)
+        # the policy renders its prompts in the style the model reads, as a deployment would
+        (snapshot / LOUPE_FILE).write_text(json.dumps({"prompt_style": loaded.prompt_style}) + "\n")
         if self.policy is None:
             self.policy = self.policy_cls(str(snapshot), temperature=self.config.temperature,
                                           max_new_tokens=self.config.max_new_tokens, seed=self.config.seed)
@@ -238,6 +242,7 @@ def train_rl(config: RLConfig) -> dict:
     dtype = resolve_dtype(config.dtype, device)
     loaded = load(config.init, device=device, dtype=dtype, lora=config.lora, seed=config.seed)
     model, tokenizer = loaded.model, loaded.tokenizer
+    training_prompt_style(loaded, config.prompt_style)  # offline episodes keep the prompts they were acted on
     pad = tokenizer.pad_token_id
     reference = None
     if config.kl_coef > 0:

@@ -28,8 +28,9 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from agent.prompt import DEFAULT_STYLE, restyle_messages
 from trainer.configs import ServeConfig
-from trainer.model import TrainerError, chat_ids
+from trainer.model import LOUPE_FILE, TrainerError, chat_ids, checkpoint_prompt_style
 from trainer.optim import emit, set_threads
 
 log = logging.getLogger("trainer")
@@ -96,6 +97,8 @@ class ModelRegistry:
         target = Path(self._scratch.name) / f"{name}-{uuid.uuid4().hex[:8]}"
         merged.save_pretrained(target)
         AutoTokenizer.from_pretrained(self.base_dir, local_files_only=True).save_pretrained(target)
+        # the adapter was trained on the base's prompts, so it reads the base's prompt style
+        (target / LOUPE_FILE).write_text(json.dumps({"prompt_style": checkpoint_prompt_style(self.base_dir)}) + "\n")
         return target
 
     def get(self, name: str | None) -> Served:
@@ -144,6 +147,8 @@ def chat_completion(registry: ModelRegistry, body: dict) -> dict:
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise APIError(HTTPStatus.BAD_REQUEST, "'max_tokens' must be a positive integer")
     served = registry.get(body.get("model"))
+    # a client renders in the full style unless told otherwise; the model answers what it was trained on
+    messages = restyle_messages(messages, getattr(served.policy, "prompt_style", DEFAULT_STYLE))
     with served.lock:
         policy = served.policy
         policy.temperature = float(temperature)

@@ -12,7 +12,8 @@ import torch
 
 from trainer import data as D
 from trainer.configs import SFTConfig, config_dict
-from trainer.model import TrainerError, load, resolve_device, resolve_dtype, save_checkpoint, sha256_file
+from trainer.model import (TrainerError, load, resolve_device, resolve_dtype, save_checkpoint, sha256_file,
+                           training_prompt_style)
 from trainer.optim import Timer, clip_and_step, emit, make_optimizer, set_seed, set_threads
 
 log = logging.getLogger("trainer")
@@ -73,6 +74,10 @@ def train_sft(config: SFTConfig) -> dict:
     dtype = resolve_dtype(config.dtype, device)
     loaded = load(config.init, device=device, dtype=dtype, lora=config.lora, seed=config.seed)
     model, tokenizer = loaded.model, loaded.tokenizer
+    style = training_prompt_style(loaded, config.prompt_style)
+    conversations, restyled = D.restyle(conversations, style)
+    if restyled:
+        log.info("sft: %d of %d rows re-rendered in the %s prompt style", restyled, len(conversations), style)
     examples = [D.sft_example(tokenizer, messages, config.max_length) for messages in conversations]
     prefix_len = shared_prefix_length(examples) if config.shared_prefix and not loaded.is_lora else 0
     if prefix_len < MIN_SHARED_PREFIX:
@@ -132,6 +137,7 @@ def train_sft(config: SFTConfig) -> dict:
         "tokens": tokens_seen,
         "tokens_per_s": tokens_seen / max(timer.elapsed(), 1e-9),
         "rows": len(examples),
+        "prompt_style": style,
     }
     save_checkpoint(loaded, config.out, algorithm="sft", config=config_dict(config),
                     data_sha256=sha256_file(config.data), metrics=metrics)

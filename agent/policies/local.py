@@ -4,11 +4,14 @@ Generation is a plain token loop with a KV cache rather than ``model.generate`` 
 log-probability of every generated token is recorded exactly as the trainer will recompute it
 (log-softmax of the raw logits, temperature 1), whatever temperature was used to sample.
 It stops at EOS, at a stop string, or as soon as the text holds a complete ``Action:`` call.
+``prompt_style`` is the agent.prompt style the checkpoint was trained on (its ``loupe.json``);
+the rollout loop renders the policy's prompts in it.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import re
 import threading
 import time
@@ -39,6 +42,14 @@ def messages_as_text(messages: list[dict]) -> list[dict]:
             content = "\n".join(part.get("text", "") for part in content if part.get("type") == "text")
         flat.append({"role": message["role"], "content": content})
     return flat
+
+
+def _prompt_style(path: Path) -> str:
+    """The prompt style a checkpoint reads: ``prompt_style`` of its loupe.json, else full."""
+    try:
+        return json.loads((path / "loupe.json").read_text()).get("prompt_style") or "full"
+    except (OSError, ValueError, AttributeError):
+        return "full"
 
 
 class LocalPolicy(Policy):
@@ -75,6 +86,7 @@ class LocalPolicy(Policy):
         model, tokenizer = self._load(Path(checkpoint_dir))
         with self._lock:
             self.model, self.tokenizer = model, tokenizer
+            self.prompt_style = _prompt_style(Path(checkpoint_dir))
             self.checkpoint_dir = Path(checkpoint_dir)
             self.model_name = str(checkpoint_dir)
             import torch

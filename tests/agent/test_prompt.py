@@ -1,12 +1,15 @@
-"""The one prompt renderer: layout, history window, images, feedback."""
+"""The one prompt renderer: layout, history window, images, feedback, prompt styles."""
 
 from __future__ import annotations
 
 import base64
 
+import pytest
+
 from agent.actions import ACTION_NAMES, Action, format_turn
 from agent.envs.base import Element, Observation
-from agent.prompt import SYSTEM_PROMPT, render_messages, render_observation
+from agent.prompt import (PROMPT_STYLES, SYSTEM_PROMPT, prompt_style_of, render_messages, render_observation,
+                          restyle_messages, system_prompt)
 
 
 def _obs(url="http://127.0.0.1:40123/miniwob/click-button.html"):
@@ -97,3 +100,58 @@ def test_image_goes_as_data_url_part_of_the_last_user_message_only():
     assert last[1]["type"] == "image_url" and url.startswith("data:image/jpeg;base64,")
     assert base64.b64decode(url.split(",", 1)[1]) == jpeg
     assert all(isinstance(m["content"], str) for m in messages[:-1])
+
+
+def test_compact_style_renders_a_one_line_system_prompt_and_terse_elements():
+    text = render_observation(_obs(), style="compact")
+    assert text.splitlines() == [
+        'Task: Click on the "ok" button.',
+        "URL: /miniwob/click-button.html",
+        '[button] "ok" x=30, y=100',
+        '[checkbox] "a" x=10, y=60 checked',
+    ]
+    messages = render_messages(instruction=_obs().instruction, observation_text=text, history=[_step(1)] * 6,
+                               style="compact")
+    assert messages[0] == {"role": "system", "content": system_prompt("compact")}
+    assert len(system_prompt("compact")) < len(SYSTEM_PROMPT) / 5
+    assert messages[1]["content"].startswith('Task: Click on the "ok" button.\nBefore: click(x=1, y=1); click(x=1, y=1)\n')
+    assert sum(m["content"].count("Task:") for m in messages) == 1
+
+
+def test_default_style_is_full_and_unknown_styles_are_refused():
+    obs_text = render_observation(_obs())
+    assert render_messages(instruction=_obs().instruction, observation_text=obs_text, history=[]) == render_messages(
+        instruction=_obs().instruction, observation_text=obs_text, history=[], style="full")
+    assert render_observation(_obs()) == render_observation(_obs(), "full")
+    with pytest.raises(ValueError, match="compact"):
+        render_observation(_obs(), style="tiny")
+
+
+def test_prompt_style_is_told_by_the_system_prompt():
+    for style in PROMPT_STYLES:
+        assert prompt_style_of(render_messages(instruction="Do X.", observation_text="s", history=[], style=style)) == style
+    assert prompt_style_of([{"role": "system", "content": "sys"}, {"role": "user", "content": "u"}]) is None
+    assert prompt_style_of([{"role": "user", "content": "u"}]) is None
+
+
+def _messages(style: str, obs: Observation, **kw) -> list[dict]:
+    history = [(render_observation(obs, style), format_turn("t", Action("click", {"x": 1, "y": 2})))] * 5
+    return render_messages(instruction=obs.instruction, observation_text=render_observation(obs, style),
+                           history=history, history_window=2, feedback="Try again.", style=style, **kw)
+
+
+def test_restyle_turns_messages_of_one_style_into_exactly_those_of_the_other():
+    obs = _obs()
+    obs.elements.append(Element("textbox", 'say "hi" at (1, 2)', 70, 140, 40, 12, focused=True))
+    full, compact = _messages("full", obs), _messages("compact", obs)
+    assert restyle_messages(full, "compact") == compact
+    assert restyle_messages(compact, "full") == full
+    assert restyle_messages(full, "full") is full
+    imaged = _messages("full", obs, image=b"\xff\xd8x")
+    assert restyle_messages(imaged, "compact")[-1]["content"][1] == imaged[-1]["content"][1]
+    assert restyle_messages(imaged, "compact")[-1]["content"][0]["text"] == compact[-1]["content"]
+
+
+def test_restyle_leaves_messages_of_no_known_style_alone():
+    messages = [{"role": "system", "content": "custom"}, {"role": "user", "content": '[button] "ok" at (1, 2)'}]
+    assert restyle_messages(messages, "compact") is messages
