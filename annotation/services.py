@@ -80,6 +80,11 @@ def _validate_payload(kind: str, frame: dict, episode: Episode) -> tuple[dict, s
         if kind == "reject":
             reason = frame.get("reason", "")
             payload["reason"] = reason[:MAX_TEXT] if isinstance(reason, str) else ""
+        if kind == "approve" and "answer" in frame:  # the person's reply when the model asked them (call_user)
+            answer = frame["answer"]
+            if not isinstance(answer, str) or len(answer) > MAX_TEXT:
+                return {}, f"'answer' must be text of at most {MAX_TEXT} characters."
+            payload["answer"] = answer.strip()
         return payload, None
     if kind == "act":
         if not episode.human_control:

@@ -46,6 +46,7 @@ class EpisodeSupervisor:
         self._listen = psycopg.connect(_conninfo(), autocommit=True)
         self._listen.execute(f'LISTEN "{services.notify_channel(episode.pk)}"')
         self._last_activity = time.monotonic()
+        self.answers: dict[int, str] = {}  # step index -> the person's reply to the model's call_user
 
     def close(self):
         try:
@@ -56,6 +57,10 @@ class EpisodeSupervisor:
     # the rollout loop's hooks -------------------------------------------------------------------
     def actor_for(self, index: int):
         return self.deciders.get(index)
+
+    def answer_call_user(self, index: int, question: str) -> str | None:
+        """What the person answered when they approved the model's call_user at step ``index``."""
+        return self.answers.pop(index, None) or None
 
     def after_step(self, step) -> None:
         services.interventions_link_step(episode_id=self.episode_id, step=step)
@@ -163,6 +168,8 @@ class EpisodeSupervisor:
                 return None
             services.command_apply(command=command, step_index=index, proposal=proposal_dict)
             self.deciders[index] = command.user
+            if payload.get("answer") and proposal.action.name == "call_user":
+                self.answers[index] = payload["answer"]
             return Decision(kind="approve")
         if kind == "edit":
             turn = human_turn()

@@ -154,3 +154,29 @@ def test_reconnecting_client_sees_every_event_once(supervised):
     second.wait_type("episode.finished")
     seqs = [m["seq"] for m in first.seen + second.seen if "seq" in m]
     assert seqs == list(range(1, len(seqs) + 1)), seqs  # no gap, no duplicate
+
+
+def test_manager_takes_control_from_the_annotator(supervised):
+    from flywheel.models import Role
+
+    base, episode_id = supervised
+    manager = make_user("boss")
+    make_member(Episode.objects.get(pk=episode_id).project, manager, Role.MANAGER)
+    owner = Session(base, episode_id, "ann")
+    boss = Session(base, episode_id, "boss")
+    owner.wait_type("step.proposed", index=0)
+    assert owner.ack(owner.send("edit", index=0, action=EMPTY_SPOT))["type"] == "ack"  # the annotator controls it
+    owner.wait_type("step.executed", index=0)
+    owner.wait_type("step.proposed", index=1)
+
+    assert boss.ack(boss.send("claim"))["type"] == "ack"  # no release needed: a manager may take control
+    owner.wait(lambda m: m["type"] == "control.changed" and (m["data"]["control"] or {}).get("username") == "boss",
+               "control passing to the manager")
+    refused = owner.ack(owner.send("edit", index=1, action=EMPTY_SPOT))
+    assert refused["type"] == "error" and "boss controls this episode" in refused["data"]["message"]
+    assert boss.ack(boss.send("edit", index=1, action=EMPTY_SPOT, thought="I steer now."))["type"] == "ack"
+    assert boss.wait_type("step.executed", index=1)["data"]["actor"] == "edited"
+    boss.send("finish", outcome="failure")
+    boss.wait_type("episode.finished")
+    steps = Step.objects.filter(episode_id=episode_id).order_by("index")
+    assert [s.intervened_by.username for s in steps] == ["ann", "boss"]
