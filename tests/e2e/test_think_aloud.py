@@ -89,17 +89,19 @@ def live_episode(tmp_path, workers):
         wait_for(lambda: Episode.objects.get(pk=episode.pk).status == "finished", 60, what="the episode to end")
 
 
-def open_session(page, base: str, episode: Episode) -> list[tuple[int, int]]:
-    """Log in, open the live session, wait for the first proposal; returns the chunk PUTs seen (index, status)."""
-    puts: list[tuple[int, int]] = []
+def open_session(page, base: str, episode: Episode, puts: list | None = None, log_in: bool = True) -> list[tuple[int, int]]:
+    """(Log in,) open the live session, wait for the first proposal; returns the chunk PUTs seen (index, status)."""
+    puts = [] if puts is None else puts
 
     def on_response(response):
         if response.request.method == "PUT" and "/chunks/" in response.url:
             puts.append((int(response.url.rsplit("/", 1)[1]), response.status))
 
     page.on("response", on_response)
-    login(page, base, "thinker", PASSWORD)
-    page.get_by_test_id("project-card").first.wait_for(timeout=20_000)
+    page.set_default_timeout(60_000)  # the machine is shared: a page may load slowly while the rollout starts
+    if log_in:
+        login(page, base, "thinker", PASSWORD)
+        page.get_by_test_id("project-card").first.wait_for(timeout=20_000)
     page.goto(f"{base}/episodes/{episode.pk}")
     page.locator('[data-testid="proposal"][data-index="0"]').wait_for(timeout=90_000)
     page.get_by_test_id("mic-continuous").wait_for(timeout=10_000)
@@ -179,3 +181,34 @@ def test_chunks_recorded_while_offline_are_uploaded_once_the_network_returns(dap
     assert word_error_rate(SENTENCE, step_words(page, 0)) <= MAX_WER, step_words(page, 0)
     screenshot(page, "think-aloud-after-offline")
     assert page.errors == []
+
+
+def test_audio_recorded_in_a_tab_closed_while_offline_is_uploaded_when_the_session_is_opened_again(
+        daphne_server, page, live_episode):
+    puts = open_session(page, daphne_server, live_episode)
+    status = page.get_by_test_id("upload-status")
+    page.context.set_offline(True)
+    page.keyboard.down("m")
+    page.get_by_test_id("recording-indicator").wait_for(timeout=10_000)
+    page.wait_for_function("() => Number(document.querySelector('[data-testid=upload-status]').dataset.waiting) >= 2",
+                           timeout=15_000)
+    page.wait_for_timeout(1_500)
+    page.keyboard.up("m")
+    page.get_by_test_id("recording-indicator").wait_for(state="detached", timeout=10_000)
+    assert status.get_attribute("data-state") == "offline"
+    waiting = int(status.get_attribute("data-waiting"))
+    assert waiting >= 3 and page.get_by_text("Keep this tab open").count() == 0  # kept in IndexedDB
+    page.wait_for_timeout(500)
+    page.close()  # the tab is closed before the network returns
+
+    page.context.set_offline(False)
+    again = page.context.new_page()
+    open_session(again, daphne_server, live_episode, puts=puts, log_in=False)
+    again.get_by_test_id("upload-status").filter(has_text=f"All audio uploaded ({waiting} chunks)").wait_for(
+        timeout=60_000)
+    clip = AudioClip.objects.get(episode=live_episode)
+    wait_for(lambda: AudioClip.objects.get(pk=clip.pk).finished, 30, what="the finish call")
+    assert assert_stored_once_each(clip, puts) == waiting
+    wait_for(lambda: step_words(again, 0).count(" ") >= 8, 120, interval=0.5, what="the words in the transcript panel")
+    assert word_error_rate(SENTENCE, step_words(again, 0)) <= MAX_WER, step_words(again, 0)
+    screenshot(again, "think-aloud-reopened")

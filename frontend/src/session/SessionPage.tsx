@@ -25,6 +25,7 @@ import { StepTimeline } from "./StepTimeline";
 import { TakeoverPanel } from "./TakeoverPanel";
 import { MicrophoneControl } from "./thinkAloud/MicrophoneControl";
 import { TranscriptPanel } from "./thinkAloud/TranscriptPanel";
+import { PendingUploads } from "./thinkAloud/UploadStatus";
 import { useEpisodeStream } from "./useEpisodeStream";
 
 const SCREENSHOT_WIDTH = 480;
@@ -333,7 +334,11 @@ export function SessionPage() {
               Back to live
             </button>
           )}
-          {canThinkAloud && <MicrophoneControl episodeId={episode.id} username={me.username} clock={stream.clock} />}
+          {canThinkAloud ? (
+            <MicrophoneControl episodeId={episode.id} username={me.username} clock={stream.clock} />
+          ) : (
+            me && <PendingUploads username={me.username} />
+          )}
           <TranscriptPanel episodeId={episode.id} steps={steps} liveWords={live.words} connection={stream.connection} />
         </div>
         <div className="viewer-side">

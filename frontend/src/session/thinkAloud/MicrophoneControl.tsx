@@ -10,7 +10,8 @@ import {
   supportProblem,
   ThinkAloudRecorder,
 } from "./recorder";
-import { chunkCount, type UploadQueue, uploadQueueFor, uploadStatusText } from "./uploadQueue";
+import { type UploadQueue, uploadQueueFor } from "./uploadQueue";
+import { UploadStatus } from "./UploadStatus";
 
 type Phase = "off" | "opening" | "ready" | "recording";
 type Mode = "push" | "continuous";
@@ -42,10 +43,6 @@ export function MicrophoneControl({ episodeId, username, clock, env, queue: inje
   const recorder = useMemo(() => new ThinkAloudRecorder(environment), [environment]);
   const support = useMemo(() => supportProblem(environment), [environment]);
   const queue = useMemo(() => injectedQueue ?? uploadQueueFor(username), [injectedQueue, username]);
-  const status = useSyncExternalStore(
-    useCallback((listener) => queue.subscribe(listener), [queue]),
-    () => queue.status,
-  );
   const clockKnown = useSyncExternalStore(
     useCallback((listener) => clock.subscribe(listener), [clock]),
     () => clock.known,
@@ -190,17 +187,15 @@ export function MicrophoneControl({ episodeId, username, clock, env, queue: inje
     return () => clearInterval(timer);
   }, [open, recorder]);
 
-  const ticking = phase === "recording" || status.state === "retrying";
+  const recording = phase === "recording";
   useEffect(() => {
-    if (!ticking) return;
+    if (!recording) return;
     setNow(browserNowMs());
-    const timer = setInterval(() => setNow(browserNowMs()), 500);
+    const timer = setInterval(() => setNow(browserNowMs()), 500); // the recording's elapsed time
     return () => clearInterval(timer);
-  }, [ticking]);
+  }, [recording]);
 
   const disabledWhy = support?.message || (clockKnown ? "" : "Waiting for the live connection, which tells the server's clock…");
-  const recording = phase === "recording";
-  const uploadText = uploadStatusText(status, Date.now());
   const holdKey = shortcutLabel("talk");
 
   return (
@@ -296,34 +291,7 @@ export function MicrophoneControl({ episodeId, username, clock, env, queue: inje
       {!disabledWhy && phase === "off" && !problem && (
         <p className="muted small">The browser asks for the microphone the first time. Words appear in the transcript below.</p>
       )}
-      <p
-        className={`small upload-status upload-${status.state}`}
-        data-testid="upload-status"
-        data-state={status.state}
-        data-waiting={status.waiting}
-        data-uploaded={status.uploaded}
-        role="status"
-      >
-        {uploadText}
-        {status.state === "retrying" && (
-          <button type="button" className="button subtle small" onClick={() => queue.retryNow()}>
-            Retry now
-          </button>
-        )}
-      </p>
-      {status.waiting > 0 && !status.persistent && (
-        <p className="muted small">Keep this tab open until the audio is uploaded.</p>
-      )}
-      {status.failed.length > 0 && (
-        <ul className="upload-failures" data-testid="upload-failures">
-          {status.failed.map((failure) => (
-            <li key={`${failure.clientId}:${failure.index}`} className="field-error">
-              {failure.index >= 0 ? `A recorded chunk was refused` : "Finishing a recording failed"}
-              {failure.lost > 0 ? ` (with ${chunkCount(failure.lost)} after it)` : ""}: {failure.message}
-            </li>
-          ))}
-        </ul>
-      )}
+      <UploadStatus queue={queue} />
     </section>
   );
 }

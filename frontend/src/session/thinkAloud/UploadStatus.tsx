@@ -1,0 +1,71 @@
+import { useCallback, useEffect, useState, useSyncExternalStore } from "react";
+import { chunkCount, type QueueStatus, type UploadQueue, uploadQueueFor, uploadStatusText } from "./uploadQueue";
+
+export function useQueueStatus(queue: UploadQueue): QueueStatus {
+  return useSyncExternalStore(
+    useCallback((listener) => queue.subscribe(listener), [queue]),
+    () => queue.status,
+  );
+}
+
+/** How the uploads stand: "3 chunks waiting, retrying in 4 s", with a retry button and any refusals. */
+export function UploadStatus({ queue }: { queue: UploadQueue }) {
+  const status = useQueueStatus(queue);
+  const [now, setNow] = useState(() => Date.now());
+  const retrying = status.state === "retrying";
+  useEffect(() => {
+    if (!retrying) return;
+    setNow(Date.now());
+    const timer = setInterval(() => setNow(Date.now()), 500); // the countdown
+    return () => clearInterval(timer);
+  }, [retrying]);
+
+  return (
+    <>
+      <p
+        className={`small upload-status upload-${status.state}`}
+        data-testid="upload-status"
+        data-state={status.state}
+        data-waiting={status.waiting}
+        data-uploaded={status.uploaded}
+        role="status"
+      >
+        {uploadStatusText(status, retrying ? now : Date.now())}
+        {retrying && (
+          <button type="button" className="button subtle small" onClick={() => queue.retryNow()}>
+            Retry now
+          </button>
+        )}
+      </p>
+      {status.waiting > 0 && !status.persistent && (
+        <p className="muted small">Keep this tab open until the audio is uploaded.</p>
+      )}
+      {status.failed.length > 0 && (
+        <ul className="upload-failures" data-testid="upload-failures">
+          {status.failed.map((failure) => (
+            <li key={`${failure.clientId}:${failure.index}`} className="field-error">
+              {failure.index >= 0 ? "A recorded chunk was refused" : "Finishing a recording failed"}
+              {failure.lost > 0 ? ` (with ${chunkCount(failure.lost)} after it)` : ""}: {failure.message}
+            </li>
+          ))}
+        </ul>
+      )}
+    </>
+  );
+}
+
+/**
+ * For a person who may not record here (a watcher, an ended episode): audio they recorded earlier,
+ * perhaps in a tab closed while offline, still uploads from this page, and they see it go.
+ */
+export function PendingUploads({ username }: { username: string }) {
+  const queue = uploadQueueFor(username);
+  const status = useQueueStatus(queue);
+  if (status.waiting === 0 && status.finishing === 0 && status.failed.length === 0) return null;
+  return (
+    <section className="card mic-control" data-testid="pending-uploads" aria-label="Think-aloud uploads">
+      <h2>Your earlier think-aloud audio</h2>
+      <UploadStatus queue={queue} />
+    </section>
+  );
+}
