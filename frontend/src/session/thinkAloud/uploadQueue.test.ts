@@ -1,7 +1,14 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ApiError } from "../../api/client";
 import type { ClipMeta } from "./audioApi";
-import { type AudioCalls, classifyFailure, type Connectivity, UploadQueue, uploadStatusText } from "./uploadQueue";
+import {
+  type AudioCalls,
+  classifyFailure,
+  type Connectivity,
+  UploadQueue,
+  uploadQueueFor,
+  uploadStatusText,
+} from "./uploadQueue";
 import { MemoryUploadStore } from "./uploadStore";
 
 const clipA: ClipMeta = { episodeId: 42, clientId: "clip-a", contentType: "audio/webm;codecs=opus", startedAt: 1000 };
@@ -218,6 +225,19 @@ describe("UploadQueue", () => {
     await settle();
     expect(server.log).toEqual(["create clip-a", "put 1/0 @1000", "put 1/1 @1002"]);
     expect([...store.items.keys()]).toEqual(["other:0"]); // bob's chunk waits for bob
+  });
+});
+
+describe("uploadQueueFor", () => {
+  it("keeps one queue a tab, and stops the last user's when another logs in", () => {
+    const ann = uploadQueueFor("ann");
+    expect(uploadQueueFor("ann")).toBe(ann);
+    const stop = vi.spyOn(ann, "stop");
+    const bob = uploadQueueFor("bob");
+    expect(bob).not.toBe(ann);
+    expect(stop).toHaveBeenCalled();
+    expect(uploadQueueFor("ann")).not.toBe(ann); // a fresh one, which restores ann's stored chunks
+    bob.stop();
   });
 });
 

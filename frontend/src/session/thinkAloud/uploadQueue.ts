@@ -330,8 +330,17 @@ export class UploadQueue {
 
 const queues = new Map<string, UploadQueue>();
 
-/** The page's queue for this user: one per tab, so it keeps uploading after the person leaves the session page. */
+/**
+ * The tab's queue for this user: one per tab, so it keeps uploading after the person leaves the
+ * session page. Another user's queue stops (its chunks stay stored for when they log in again):
+ * sent with this user's session, they would be refused, or filed under the wrong person.
+ */
 export function uploadQueueFor(owner: string): UploadQueue {
+  for (const [other, queue] of queues) {
+    if (other === owner) continue;
+    queue.stop();
+    queues.delete(other);
+  }
   let queue = queues.get(owner);
   if (!queue) {
     queue = new UploadQueue({ owner });
