@@ -136,15 +136,15 @@ def test_spoken_words_appear_in_the_transcript_on_the_step_they_were_said_in(dap
     page.wait_for_timeout(7_500)  # the sentence and the silence after it
     page.get_by_test_id("mic-continuous").click()
     page.get_by_test_id("recording-indicator").wait_for(state="detached", timeout=10_000)
-
+    clip = wait_for(lambda: AudioClip.objects.filter(episode=live_episode, finished=True).first(), 30,
+                    what="the last chunk and the finish call")
     page.get_by_test_id("upload-status").filter(has_text="All audio uploaded").wait_for(timeout=30_000)
     wait_for(lambda: step_words(page, 0).count(" ") >= 8, 120, interval=0.5, what="the words in the transcript panel")
     screenshot(page, "think-aloud-transcript")
     heard = step_words(page, 0)
     assert word_error_rate(SENTENCE, heard) <= MAX_WER, heard
 
-    clip = AudioClip.objects.get(episode=live_episode)
-    assert clip.finished and clip.content_type == "audio/webm;codecs=opus"
+    assert clip.content_type == "audio/webm;codecs=opus"
     assert abs(clip.started_at - began) < 3  # stamped on the session clock
     assert assert_stored_once_each(clip, puts) >= 4  # ~8 s in 2 s chunks
 
@@ -195,6 +195,8 @@ def test_audio_recorded_in_a_tab_closed_while_offline_is_uploaded_when_the_sessi
     page.wait_for_timeout(1_500)
     page.keyboard.up("m")
     page.get_by_test_id("recording-indicator").wait_for(state="detached", timeout=10_000)
+    page.wait_for_function("() => document.querySelector('[data-testid=upload-status]').dataset.finishing === '1'",
+                           timeout=10_000)  # the recorder handed over its last chunk, then the finish was queued
     assert status.get_attribute("data-state") == "offline"
     waiting = int(status.get_attribute("data-waiting"))
     assert waiting >= 3 and page.get_by_text("Keep this tab open").count() == 0  # kept in IndexedDB

@@ -27,6 +27,7 @@ export function UploadStatus({ queue }: { queue: UploadQueue }) {
         data-testid="upload-status"
         data-state={status.state}
         data-waiting={status.waiting}
+        data-finishing={status.finishing}
         data-uploaded={status.uploaded}
         role="status"
       >
