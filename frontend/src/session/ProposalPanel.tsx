@@ -1,3 +1,4 @@
+import { useState } from "react";
 import type { Proposal } from "./episodeState";
 
 /** The open proposal: what the model thinks and wants to do, waiting for the controller. */
@@ -5,13 +6,17 @@ export function ProposalPanel({
   proposal,
   deciding,
   humanControl = false,
+  onAnswer,
 }: {
   proposal: Proposal;
   deciding: boolean;
   /** A person took over: the proposal stays for reference, but nobody decides it. */
   humanControl?: boolean;
+  /** Approve the model's call_user with the person's reply; absent for people who only watch. */
+  onAnswer?: (answer: string) => void;
 }) {
   const question = proposal.action?.name === "call_user" ? String(proposal.action.args.question ?? "") : "";
+  const [answer, setAnswer] = useState("");
   return (
     <section className="card proposal" aria-label="Proposed step" data-testid="proposal" data-index={proposal.index ?? ""}>
       <div className="section-header">
@@ -25,7 +30,31 @@ export function ProposalPanel({
         <div className="call-user" role="alert" data-testid="call-user">
           <strong>The agent asks you:</strong>
           <p>{question}</p>
-          <span className="muted small">Answer by editing the step, taking over, or finishing the episode.</span>
+          {onAnswer && !humanControl ? (
+            <form
+              className="call-user-answer"
+              onSubmit={(event) => {
+                event.preventDefault();
+                if (answer.trim()) onAnswer(answer.trim());
+              }}
+            >
+              <label htmlFor="call-user-answer">Your answer (the model reads it in its next turn)</label>
+              <textarea
+                id="call-user-answer"
+                data-testid="call-user-answer"
+                rows={2}
+                maxLength={4000}
+                value={answer}
+                onChange={(event) => setAnswer(event.target.value)}
+              />
+              <button type="submit" className="button primary" data-testid="call-user-send" disabled={!answer.trim() || deciding}>
+                Answer and continue
+              </button>
+              <span className="muted small">Or edit the step, take over, or finish the episode.</span>
+            </form>
+          ) : (
+            <span className="muted small">Whoever controls the episode answers, edits the step or takes over.</span>
+          )}
         </div>
       )}
       <h3>Thought</h3>

@@ -207,6 +207,10 @@ describe("SessionPage", () => {
       reason: "call_user",
     });
     expect(screen.getByTestId("call-user").textContent).toContain("Which account?");
+    expect(button("call-user-send").disabled).toBe(true); // nothing to send yet
+    fireEvent.change(screen.getByTestId("call-user-answer"), { target: { value: "  the work one  " } });
+    fireEvent.click(button("call-user-send"));
+    expect(lastSent(socket)).toMatchObject({ type: "approve", index: 2, answer: "the work one" });
 
     fireEvent.keyDown(window, { key: "f" });
     fireEvent.change(screen.getByTestId("finish-outcome"), { target: { value: "infeasible" } });

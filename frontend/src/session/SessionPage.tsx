@@ -351,7 +351,16 @@ export function SessionPage() {
               screen={{ width: screen.width || 160, height: screen.height || 210 }}
             />
           )}
-          {following && proposal && !ended && <ProposalPanel proposal={proposal} deciding={deciding} humanControl={live.humanControl} />}
+          {following && proposal && !ended && (
+            <ProposalPanel
+              proposal={proposal}
+              deciding={deciding}
+              humanControl={live.humanControl}
+              onAnswer={
+                controls.approve.enabled ? (answer) => send({ type: "approve", index: proposal.index, answer }) : undefined
+              }
+            />
+          )}
           {openForm === "edit" && proposal && controls.edit.enabled && (
             <EditForm
               key={`${proposal.index}-${proposal.action_text}`}
