@@ -310,13 +310,115 @@ def test_rollback_to_a_deleted_checkpoint_is_refused_and_nothing_changes(flywhee
 def cycle_worker(module_stack, tmp_path_factory):
     """A worker on every queue (rollouts for the scripted episodes; default and train for the cycle), writing its
     checkpoints under a temporary directory."""
+    global _STACK
     stack, path = module_stack
+    _STACK = stack
     checkpoints = tmp_path_factory.mktemp("checkpoints")
     return start_worker(stack, path, stack_env(LOUPE_CHECKPOINT_DIR=checkpoints), concurrency=2)
+
+
+_STACK = None
 
 
 def wait_cycle(cycle_id: int, timeout: float = 300) -> Cycle:
     def ended():
         cycle = Cycle.objects.get(pk=cycle_id)
         return cycle if cycle.state in ("deployed", "rejected", "skipped", "failed") else None
-    return wait_for(ended, timeout, interval=0.5, what=f"cycle {cycle_id} to end")
+
+    try:
+        return wait_for(ended, timeout, interval=0.5, what=f"cycle {cycle_id} to end")
+    except AssertionError:
+        cycle = Cycle.objects.get(pk=cycle_id)
+        raise AssertionError(f"cycle {cycle_id} still {cycle.state} ({cycle.progress}, worker {cycle.worker!r})\n"
+                             f"{_STACK.tail(60) if _STACK else ''}") from None
+
+
+def scripted_demonstrations(fp, seeds) -> None:
+    """Real episodes on the train task, acted by the scripted solvers through the rollout worker (then the untrained
+    checkpoint is deployed again): SFT rows with the prompts a policy really saw."""
+    from flywheel.models import Checkpoint, Episode
+
+    project = fp["project"]
+    oracle = Checkpoint.objects.create(project=project, name="scripted-baseline", uri="scripted:")
+    services.deployment_promote(project=project, checkpoint=oracle, backend="scripted", reason="test demonstrations")
+    episodes = services.episodes_start(project=project, task=fp["train"], seeds=list(seeds), mode="autonomous",
+                                       actor=fp["manager"])
+    ids = [e.pk for e in episodes]
+    wait_for(lambda: Episode.objects.filter(pk__in=ids, status="finished").count() == len(ids), 180, interval=0.5,
+             what="the scripted episodes")
+    assert Episode.objects.filter(pk__in=ids, env_reward__gte=0.5).count() == len(ids)
+    services.deployment_promote(project=project, checkpoint=fp["untrained"], reason="back to the untrained policy")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.browser
+def test_a_cycle_deploys_a_better_candidate_then_rejects_a_worse_one(flywheel_project, cycle_worker):
+    from flywheel.models import Episode
+
+    fp = flywheel_project
+    project, manager = fp["project"], client_for(fp["manager"])
+    scripted_demonstrations(fp, range(30))
+    cycles.settings_set(project=project, actor=fp["manager"], eval_seeds=8, eval_max_steps=1,
+                        recipe=[{"algorithm": "sft", "max_steps": 150, "lr": 0.003}])
+    started = manager.post(f"/api/v1/projects/{project.pk}/cycles/")
+    assert started.status_code == 202, started.content
+    first = wait_cycle(started.json()["id"], timeout=900)
+    print("cycle 1 timings", json.dumps({k: v.get("seconds") for k, v in first.timings.items()}))
+    body = manager.get(f"/api/v1/cycles/{first.pk}/").json()
+    assert body["state"] == "deployed", (body["error"], body["log_tail"], body["decision"])
+    assert [s["kind"] for s in body["snapshots"]] == ["sft"] and body["snapshots"][0]["rows"] == 30
+    assert body["run"]["status"] == "succeeded" and body["run"]["metrics"] and body["candidate"]["name"] == "c1"
+    rates = {e["role"]: e for e in body["evaluations"]}
+    assert rates["candidate"]["seeds"] == rates["deployed"]["seeds"] == {"click-test": "100000-100007"}
+    assert rates["candidate"]["success_rate"] > rates["deployed"]["success_rate"] + 0.05 - 1e-9, rates
+    assert body["decision"].startswith("promote: c1")
+    assert set(body["timings"]) == {"gate", "snapshot", "train", "evaluate", "decide"}
+    active = Deployment.objects.get(project=project, active=True)
+    assert active.checkpoint.name == "c1" and body["deployment"] == active.pk
+    # an episode started after the promotion runs on the new checkpoint, with no restart of the worker
+    after = services.episodes_start(project=project, task=fp["train"], seeds=[500], mode="autonomous",
+                                    actor=fp["manager"])[0]
+    wait_for(lambda: Episode.objects.get(pk=after.pk).status in ("finished", "failed"), 120, what="the episode")
+    assert Episode.objects.get(pk=after.pk).checkpoint.name == "c1"
+
+    # a second cycle whose recipe wrecks the weights (a learning rate 150 times too high): measured, then rejected
+    cycles.settings_set(project=project, actor=fp["manager"], min_new_rows=0,
+                        recipe=[{"algorithm": "sft", "max_steps": 4, "lr": 0.45}])
+    second = wait_cycle(manager.post(f"/api/v1/projects/{project.pk}/cycles/").json()["id"], timeout=600)
+    assert second.state == "rejected", (second.error, second.decision)
+    numbers = second.decision_data["decision"]
+    assert numbers["candidate"]["success_rate"] < numbers["deployed"]["success_rate"] and not numbers["promote"]
+    assert second.decision.startswith("rejected: c2 ") and "vs deployed c1" in second.decision
+    assert Deployment.objects.get(project=project, active=True).checkpoint.name == "c1"
+    assert Evaluation.objects.filter(cycle=second).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_killed_training_subprocess_fails_the_cycle_with_its_log_and_keeps_the_deployment(flywheel_project,
+                                                                                             cycle_worker):
+    import os
+    import signal
+
+    import psutil
+
+    fp = flywheel_project
+    for _ in range(3):
+        sft_episode(fp)
+    cycles.settings_set(project=fp["project"], actor=fp["manager"], recipe=[{"algorithm": "sft", "max_steps": 100000}])
+    cycle = cycles.cycle_start(project=fp["project"], actor=fp["manager"])
+
+    def training():
+        run = TrainingRun.objects.filter(config__cycle=cycle.pk, status="running").first()
+        return run if run is not None and run.metrics else None
+
+    run = wait_for(training, 120, interval=0.5, what="the training run to report progress")
+    trainer = [p for p in psutil.process_iter(["cmdline"])
+               if "trainer" in (p.info["cmdline"] or []) and any(f"run-{run.pk}" in a for a in p.info["cmdline"])]
+    assert len(trainer) == 1
+    os.kill(trainer[0].pid, signal.SIGKILL)  # e.g. the kernel's OOM killer
+    ended = wait_cycle(cycle.pk, timeout=120)
+    assert ended.state == "failed" and ended.error.startswith(f"The training run #{run.pk} failed: trainer sft exited "
+                                                               "with -9"), ended.error
+    assert "$ trainer sft --data" in ended.log_tail and ended.decision == "failed in train; the deployment is unchanged"
+    assert Deployment.objects.get(project=fp["project"], active=True).checkpoint == fp["untrained"]
+    worker_quiet()
