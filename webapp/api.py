@@ -172,8 +172,10 @@ class HealthApi(APIView):
         checks = {"database": _check(_database), "redis": _check(_redis), "channel_layer": _check(_channel_layer),
                   "celery": _check(_celery)}
         healthy = all(c["ok"] for c in checks.values())
-        return Response({"status": "ok" if healthy else "degraded", "checks": checks},
-                        status=200 if healthy else 503)
+        body = {"status": "ok" if healthy else "degraded", "checks": checks}
+        if not healthy:  # the same {"detail"} message every other error carries
+            body["detail"] = "Degraded: " + "; ".join(f"{name}: {c['error']}" for name, c in checks.items() if not c["ok"])
+        return Response(body, status=200 if healthy else 503)
 
 
 class MeApi(APIView):
