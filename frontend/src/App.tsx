@@ -11,6 +11,7 @@ import { ProjectPage } from "./projects/ProjectPage";
 import { ReplayPage } from "./review/ReplayPage";
 import { ReviewPage } from "./review/ReviewPage";
 import { RunsPage } from "./runs/RunsPage";
+import { CyclesPage } from "./cycles/CyclesPage";
 
 function NotFoundPage() {
   return (
@@ -44,6 +45,7 @@ export function AppRoutes() {
         <Route path="projects/:projectId/review/:episodeId" element={<ReplayPage />} />
         <Route path="projects/:projectId/datasets" element={<DatasetsPage />} />
         <Route path="projects/:projectId/runs" element={<RunsPage />} />
+        <Route path="projects/:projectId/cycles" element={<CyclesPage />} />
         <Route path="episodes/:episodeId" element={<SessionPage />} />
         <Route path="*" element={<NotFoundPage />} />
       </Route>

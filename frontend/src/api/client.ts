@@ -5,6 +5,9 @@
  * `errors`) so pages can show it to the person as is; nothing here swallows an error.
  */
 import type {
+  Cycle,
+  CycleSettings,
+  CycleSettingsInput,
   Deployment,
   Episode,
   EpisodeDetail,
@@ -265,6 +268,29 @@ export const runList = (projectId: number, signal?: AbortSignal) =>
 
 export const deploymentList = (projectId: number, signal?: AbortSignal) =>
   apiFetch<Page<Deployment>>(`projects/${projectId}/deployments/`, { signal }).then((page) => page.results);
+
+// --- flywheel cycles (frontend/src/cycles) ------------------------------------------------
+
+export const cycleList = (projectId: number, signal?: AbortSignal) =>
+  apiFetch<Page<Cycle>>(`projects/${projectId}/cycles/`, { signal }).then((page) => page.results);
+
+/** Run a cycle now (managers); 409 while one runs. */
+export const cycleStart = (projectId: number) => apiFetch<Cycle>(`projects/${projectId}/cycles/`, { method: "POST" });
+
+export const cycleApprove = (cycleId: number) => apiFetch<Cycle>(`cycles/${cycleId}/approve`, { method: "POST" });
+
+export const cycleReject = (cycleId: number, reason: string) =>
+  apiFetch<Cycle>(`cycles/${cycleId}/reject`, { method: "POST", body: { reason } });
+
+export const cycleSettingsGet = (projectId: number, signal?: AbortSignal) =>
+  apiFetch<CycleSettings>(`projects/${projectId}/cycle-settings`, { signal });
+
+export const cycleSettingsUpdate = (projectId: number, changes: CycleSettingsInput) =>
+  apiFetch<CycleSettings>(`projects/${projectId}/cycle-settings`, { method: "PATCH", body: changes });
+
+/** Serve an earlier deployment's checkpoint again (managers; one transaction on the server). */
+export const deploymentRollback = (projectId: number, deploymentId: number) =>
+  apiFetch<Deployment>(`projects/${projectId}/deployments/${deploymentId}/rollback`, { method: "POST" });
 
 // --- health -----------------------------------------------------------------------------
 

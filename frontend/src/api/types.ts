@@ -193,3 +193,136 @@ export interface Transcript {
   words: TranscriptWordRecord[];
   clips: AudioClip[];
 }
+
+// --- flywheel cycles (frontend/src/cycles; flywheel/api_cycles.py) ------------------------
+
+export type CycleState =
+  | "gate"
+  | "snapshot"
+  | "train"
+  | "evaluate"
+  | "decide"
+  | "deployed"
+  | "rejected"
+  | "skipped"
+  | "failed";
+
+export type TrainAlgorithm = "sft" | "dpo" | "rl";
+
+/** One stage of a project's training recipe; stages run in order, each from the last one's output. */
+export interface RecipeStage {
+  algorithm: TrainAlgorithm;
+  max_steps: number;
+  max_seconds?: number;
+  lr?: number;
+  lora?: string;
+}
+
+export interface TaskEvalSummary {
+  episodes: number;
+  success_rate: number;
+  mean_reward: number;
+  mean_steps: number;
+  void_rate: number;
+}
+
+export interface CycleEvaluation {
+  id: number;
+  checkpoint: { id: number; name: string };
+  /** candidate: the checkpoint this cycle trained; deployed: what served when it was measured. */
+  role: "candidate" | "deployed" | "";
+  success_rate: number | null;
+  mean_reward: number | null;
+  episodes: number;
+  /** Seed range by task, e.g. {"click-test": "100000-100009"}. */
+  seeds: Record<string, string>;
+  per_task: Record<string, TaskEvalSummary>;
+  eval_seconds: number | null;
+  created_at: string;
+}
+
+export interface CycleDecision {
+  text: string;
+  promote: boolean;
+  margin: number;
+  gain?: number;
+  candidate: { checkpoint: string; success_rate: number | null; episodes: number };
+  deployed: { checkpoint: string; success_rate: number | null; episodes: number } | null;
+  by?: string;
+}
+
+export interface CycleGate {
+  buckets: Record<string, { rows: number; new_rows: number }>;
+  new_rows: number;
+  min_new_rows: number;
+}
+
+export interface CycleTiming {
+  started: string;
+  finished?: string;
+  seconds?: number;
+}
+
+export interface Cycle {
+  id: number;
+  project: number;
+  iteration: number;
+  state: CycleState;
+  trigger: string;
+  triggered_by: { id: number; username: string } | null;
+  config: Partial<CycleSettings>;
+  decision: string;
+  decision_data: { gate?: CycleGate; decision?: CycleDecision; awaiting_approval?: boolean };
+  awaiting_approval: boolean;
+  error: string;
+  log_tail: string;
+  timings: Partial<Record<CycleState, CycleTiming>>;
+  /** Of the long state now running (snapshot, evaluate): done of total, and what. */
+  progress: { done?: number; total?: number; label?: string };
+  candidate: { id: number; name: string } | null;
+  baseline: { id: number; name: string } | null;
+  deployment: number | null;
+  snapshots: { id: number; kind: string; rows: number; status: string; sha256: string }[];
+  run: TrainingRun | null;
+  evaluations: CycleEvaluation[];
+  started_at: string;
+  updated_at: string;
+  finished_at: string | null;
+}
+
+export interface CycleSettings {
+  min_new_rows: number;
+  recipe: RecipeStage[];
+  eval_tasks: number[];
+  eval_seeds: number;
+  eval_max_steps: number;
+  margin: number;
+  auto_deploy: boolean;
+  backend: "local" | "openai";
+  export: "lora" | "full";
+  base_checkpoint: number | null;
+  /** 0: no schedule (manual runs only). */
+  cadence_minutes: number | null;
+  schedule: string;
+  last_scheduled_at: string | null;
+  gate: CycleGate;
+  eval_plan: { env: string; seeds: string; max_steps: number; tasks: string[] }[];
+  eval_plan_error: string;
+  eval_task_choices: { id: number; task_name: string; seed_start: number; seed_end: number }[];
+}
+
+export type CycleSettingsInput = Partial<
+  Pick<
+    CycleSettings,
+    | "min_new_rows"
+    | "recipe"
+    | "eval_tasks"
+    | "eval_seeds"
+    | "eval_max_steps"
+    | "margin"
+    | "auto_deploy"
+    | "backend"
+    | "export"
+    | "base_checkpoint"
+  > & { cadence_minutes: number }
+>;

@@ -15,6 +15,7 @@ export function ProjectNav({ projectId }: { projectId: number }) {
     { to: `${base}/review`, label: "Review", end: false, managers: true },
     { to: `${base}/datasets`, label: "Datasets", end: false, managers: true },
     { to: `${base}/runs`, label: "Runs", end: false },
+    { to: `${base}/cycles`, label: "Cycles", end: false },
   ].filter((item) => manager || !item.managers);
   return (
     <nav className="project-nav" aria-label="Project sections">

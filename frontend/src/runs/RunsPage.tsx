@@ -50,7 +50,7 @@ function ProgressBar({ run }: { run: TrainingRun }) {
   );
 }
 
-function RunCard({ run }: { run: TrainingRun }) {
+export function RunCard({ run }: { run: TrainingRun }) {
   const series = lossSeries(run);
   const latest = latestMetric(run);
   const percent = Math.round(Math.min(1, Math.max(0, run.progress || 0)) * 100);

@@ -1,0 +1,241 @@
+import { useState } from "react";
+import type { Cycle } from "../api/types";
+import { ErrorBanner } from "../components/ErrorBanner";
+import { formatDateTime } from "../components/format";
+import { RunCard } from "../runs/RunsPage";
+import {
+  CYCLE_STEPS,
+  cycleSeconds,
+  cycleSummary,
+  failedStep,
+  failureAdvice,
+  formatRate,
+  formatSeconds,
+  isCycleActive,
+  stepSeconds,
+  stepStatus,
+} from "./cycleView";
+import { useApproveCycle, useRejectCycle } from "./queries";
+
+/** Gate → snapshot → train → evaluate → decide, each with how long it took (or has taken so far). */
+function Steps({ cycle }: { cycle: Cycle }) {
+  return (
+    <ol className="cycle-steps" aria-label="Steps">
+      {CYCLE_STEPS.map(({ state, label }) => {
+        const status = stepStatus(cycle, state);
+        return (
+          <li key={state} className={`cycle-step step-${status}`} data-testid={`step-${state}`} data-status={status}>
+            <span className="cycle-step-label">{label}</span>
+            <span className="cycle-step-time">{status === "pending" || status === "skipped" ? status : formatSeconds(stepSeconds(cycle, state))}</span>
+          </li>
+        );
+      })}
+    </ol>
+  );
+}
+
+/** Progress of the state now running when it is not training (training shows the run's own bar). */
+function StateProgress({ cycle }: { cycle: Cycle }) {
+  const { done, total, label } = cycle.progress;
+  if (!isCycleActive(cycle) || cycle.state === "train" || !total) return label && isCycleActive(cycle) ? <p className="muted small">{label}…</p> : null;
+  const percent = Math.round(Math.min(1, (done ?? 0) / total) * 100);
+  return (
+    <div data-testid="cycle-progress">
+      <div className="progress" role="progressbar" aria-valuemin={0} aria-valuemax={100} aria-valuenow={percent} aria-label={label ?? "progress"}>
+        <div className="progress-bar" style={{ width: `${percent}%` }} />
+      </div>
+      <p className="muted small">
+        {label}: {done ?? 0} of {total} episodes
+      </p>
+    </div>
+  );
+}
+
+/** This cycle's evaluations: the candidate and the deployed checkpoint on the same seeds. */
+export function EvaluationTable({ cycle }: { cycle: Cycle }) {
+  if (cycle.evaluations.length === 0) return null;
+  const tasks = [...new Set(cycle.evaluations.flatMap((e) => Object.keys(e.per_task)))].sort();
+  return (
+    <div className="table-wrap">
+      <table className="table" data-testid="evaluation-table">
+        <thead>
+          <tr>
+            <th>Checkpoint</th>
+            <th>Role</th>
+            <th className="num">Success rate</th>
+            {tasks.map((t) => (
+              <th key={t} className="num">
+                {t}
+              </th>
+            ))}
+            <th className="num">Episodes</th>
+            <th>Seeds</th>
+          </tr>
+        </thead>
+        <tbody>
+          {cycle.evaluations.map((e) => (
+            <tr key={e.id} data-testid="evaluation-row" data-role={e.role}>
+              <td>{e.checkpoint.name}</td>
+              <td>{e.role === "deployed" ? "deployed" : "candidate"}</td>
+              <td className="num">
+                <strong>{formatRate(e.success_rate)}</strong>
+              </td>
+              {tasks.map((t) => (
+                <td key={t} className="num">
+                  {formatRate(e.per_task[t]?.success_rate)}
+                </td>
+              ))}
+              <td className="num">{e.episodes}</td>
+              <td className="muted small">
+                {Object.entries(e.seeds)
+                  .map(([task, seeds]) => `${task} ${seeds}`)
+                  .join(", ")}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function Decision({ cycle }: { cycle: Cycle }) {
+  const decision = cycle.decision_data.decision;
+  if (cycle.state === "rejected" || cycle.awaiting_approval) {
+    return (
+      <div className={cycle.awaiting_approval ? "cycle-decision awaiting" : "cycle-decision rejected"} data-testid="cycle-decision">
+        <strong>{cycle.awaiting_approval ? "Awaiting approval" : "Why it was rejected"}</strong>
+        <p>{cycle.decision}</p>
+        {decision?.deployed && (
+          <p className="small">
+            Candidate {decision.candidate.checkpoint}: <strong>{formatRate(decision.candidate.success_rate)}</strong> · deployed{" "}
+            {decision.deployed.checkpoint}: <strong>{formatRate(decision.deployed.success_rate)}</strong> · required gain{" "}
+            {(decision.margin * 100).toFixed(1)} points
+          </p>
+        )}
+      </div>
+    );
+  }
+  if (!cycle.decision || cycle.state === "failed") return null;
+  return (
+    <p className={`cycle-decision ${cycle.state}`} data-testid="cycle-decision">
+      {cycle.decision}
+    </p>
+  );
+}
+
+function Actions({ cycle, projectId }: { cycle: Cycle; projectId: number }) {
+  const approve = useApproveCycle(projectId);
+  const reject = useRejectCycle(projectId);
+  const [reason, setReason] = useState("");
+  const canApprove = cycle.awaiting_approval || (cycle.state === "rejected" && cycle.candidate !== null);
+  if (!canApprove) return null;
+  return (
+    <div className="cycle-actions">
+      <div className="inline-form">
+        <button
+          type="button"
+          className="button primary"
+          disabled={approve.isPending}
+          data-testid="approve-candidate"
+          onClick={() => approve.mutate(cycle)}
+        >
+          {approve.isPending ? "Deploying…" : cycle.awaiting_approval ? "Approve candidate" : "Approve candidate anyway"}
+        </button>
+        {cycle.awaiting_approval && (
+          <>
+            <label className="field">
+              <span>Reason (optional)</span>
+              <input value={reason} onChange={(e) => setReason(e.target.value)} maxLength={200} data-testid="reject-reason" />
+            </label>
+            <button
+              type="button"
+              className="button danger"
+              disabled={reject.isPending}
+              data-testid="reject-candidate"
+              onClick={() => reject.mutate({ cycle, reason })}
+            >
+              Reject candidate
+            </button>
+          </>
+        )}
+      </div>
+      {!cycle.awaiting_approval && (
+        <p className="muted small">Approving deploys {cycle.candidate?.name} although the gate turned it down; you can roll back below.</p>
+      )}
+      {approve.isError && <ErrorBanner error={approve.error} title="The candidate was not deployed" />}
+      {reject.isError && <ErrorBanner error={reject.error} title="The candidate was not rejected" />}
+    </div>
+  );
+}
+
+/** One cycle: its state, steps and timings, live training, evaluations, the decision and what to do after a failure. */
+export function CycleCard({ cycle, projectId, manage, open = false }: { cycle: Cycle; projectId: number; manage: boolean; open?: boolean }) {
+  const [expanded, setExpanded] = useState(open);
+  const active = isCycleActive(cycle);
+  const showDetails = expanded || active;
+  return (
+    <li className="card cycle-card" data-testid="cycle" data-state={cycle.state} data-iteration={cycle.iteration}>
+      <div className="section-header">
+        <h2>Cycle {cycle.iteration}</h2>
+        <span className={`badge cycle-${cycle.state}`} data-testid="cycle-state">
+          {cycle.awaiting_approval ? "awaiting approval" : cycle.state}
+        </span>
+        <span className="muted small">
+          {cycle.trigger}
+          {cycle.triggered_by ? ` by ${cycle.triggered_by.username}` : ""}
+        </span>
+        <div className="header-spacer" />
+        <span className="muted small">
+          {formatDateTime(cycle.started_at)} · {formatSeconds(cycleSeconds(cycle))}
+          {active ? " so far" : ""}
+        </span>
+        {!active && (
+          <button type="button" className="button small subtle" onClick={() => setExpanded(!expanded)} aria-expanded={showDetails}>
+            {showDetails ? "Hide details" : "Details"}
+          </button>
+        )}
+      </div>
+      <Steps cycle={cycle} />
+      {!showDetails && <p className="muted small cycle-summary">{cycleSummary(cycle)}</p>}
+      {showDetails && (
+        <>
+          <StateProgress cycle={cycle} />
+          <Decision cycle={cycle} />
+          {manage && <Actions cycle={cycle} projectId={projectId} />}
+          {cycle.state === "failed" && (
+            <div data-testid="cycle-failure">
+              <ErrorBanner title={`The cycle failed`} message={cycle.error || "It stopped without saying why."} />
+              <p data-testid="cycle-next-steps">
+                <strong>What to do next: </strong>
+                {failureAdvice(cycle)}
+              </p>
+              {cycle.log_tail && failedStep(cycle) !== "train" && (
+                <details open>
+                  <summary>Last lines of the log</summary>
+                  <pre className="log-tail" data-testid="cycle-log">
+                    {cycle.log_tail}
+                  </pre>
+                </details>
+              )}
+            </div>
+          )}
+          {cycle.snapshots.length > 0 && (
+            <p className="muted small">
+              Trained on{" "}
+              {cycle.snapshots.map((s) => `${s.kind.toUpperCase()} snapshot #${s.id} (${s.rows.toLocaleString()} rows)`).join(", ")}
+              {cycle.candidate ? ` → candidate ${cycle.candidate.name}` : ""}
+              {cycle.baseline ? `; compared with ${cycle.baseline.name}` : ""}
+            </p>
+          )}
+          {cycle.run && (
+            <ul className="run-list cycle-run">
+              <RunCard run={cycle.run} />
+            </ul>
+          )}
+          <EvaluationTable cycle={cycle} />
+        </>
+      )}
+    </li>
+  );
+}

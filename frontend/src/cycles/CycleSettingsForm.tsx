@@ -1,0 +1,241 @@
+import { useEffect, useState } from "react";
+import type { CycleSettings, RecipeStage, TrainAlgorithm } from "../api/types";
+import { ErrorBanner } from "../components/ErrorBanner";
+import { formatDateTime } from "../components/format";
+import { useSaveCycleSettings } from "./queries";
+
+const ALGORITHMS: { algorithm: TrainAlgorithm; label: string; data: string }[] = [
+  { algorithm: "sft", label: "SFT", data: "SFT + RFT rows (V=1 episodes)" },
+  { algorithm: "dpo", label: "DPO", data: "correction pairs (every edited step)" },
+  { algorithm: "rl", label: "RL", data: "on-policy autonomous episodes" },
+];
+
+interface StageDraft {
+  on: boolean;
+  maxSteps: string;
+  lr: string;
+}
+
+interface Draft {
+  minNewRows: string;
+  cadence: string;
+  margin: string;
+  evalSeeds: string;
+  evalMaxSteps: string;
+  autoDeploy: boolean;
+  evalTasks: number[];
+  backend: "local" | "openai";
+  exportAs: "lora" | "full";
+  baseCheckpoint: string;
+  stages: Record<TrainAlgorithm, StageDraft>;
+}
+
+function draftOf(settings: CycleSettings): Draft {
+  const stage = (algorithm: TrainAlgorithm): StageDraft => {
+    const found = settings.recipe.find((s) => s.algorithm === algorithm);
+    return { on: Boolean(found), maxSteps: String(found?.max_steps ?? 100), lr: found?.lr !== undefined ? String(found.lr) : "" };
+  };
+  return {
+    minNewRows: String(settings.min_new_rows),
+    cadence: String(settings.cadence_minutes ?? 0),
+    margin: String(Math.round(settings.margin * 1000) / 10),
+    evalSeeds: String(settings.eval_seeds),
+    evalMaxSteps: String(settings.eval_max_steps),
+    autoDeploy: settings.auto_deploy,
+    evalTasks: settings.eval_tasks,
+    backend: settings.backend,
+    exportAs: settings.export,
+    baseCheckpoint: settings.base_checkpoint === null ? "" : String(settings.base_checkpoint),
+    stages: { sft: stage("sft"), dpo: stage("dpo"), rl: stage("rl") },
+  };
+}
+
+const whole = (text: string) => (/^\d+$/.test(text.trim()) ? Number(text) : NaN);
+
+/** The project's cycle settings: when to run, what to train, how to measure, how to decide. */
+export function CycleSettingsForm({ projectId, settings, manage }: { projectId: number; settings: CycleSettings; manage: boolean }) {
+  const save = useSaveCycleSettings(projectId);
+  const [draft, setDraft] = useState<Draft>(() => draftOf(settings));
+  useEffect(() => setDraft(draftOf(settings)), [settings]);
+  const set = <K extends keyof Draft>(key: K, value: Draft[K]) => setDraft((d) => ({ ...d, [key]: value }));
+  const setStage = (algorithm: TrainAlgorithm, change: Partial<StageDraft>) =>
+    setDraft((d) => ({ ...d, stages: { ...d.stages, [algorithm]: { ...d.stages[algorithm], ...change } } }));
+
+  const recipe: RecipeStage[] = ALGORITHMS.filter(({ algorithm }) => draft.stages[algorithm].on).map(({ algorithm }) => {
+    const stage = draft.stages[algorithm];
+    const out: RecipeStage = { algorithm, max_steps: whole(stage.maxSteps) };
+    if (stage.lr.trim()) out.lr = Number(stage.lr);
+    return out;
+  });
+  const problems: string[] = [];
+  if (Number.isNaN(whole(draft.minNewRows))) problems.push("New rows needed must be a whole number.");
+  if (Number.isNaN(whole(draft.cadence))) problems.push("The cadence must be a whole number of minutes (0 for manual runs only).");
+  const margin = Number(draft.margin);
+  if (draft.margin.trim() === "" || !Number.isFinite(margin) || margin < 0 || margin > 100) problems.push("The margin is in points of success rate, from 0 to 100.");
+  if (Number.isNaN(whole(draft.evalSeeds))) problems.push("Eval seeds per task must be a whole number.");
+  if (Number.isNaN(whole(draft.evalMaxSteps))) problems.push("The eval step limit must be a whole number (0: the task's own).");
+  if (recipe.length === 0) problems.push("Choose at least one training stage.");
+  if (recipe.some((s) => Number.isNaN(s.max_steps) || (s.lr !== undefined && !Number.isFinite(s.lr)))) {
+    problems.push("Each stage needs whole max steps and, if given, a numeric learning rate.");
+  }
+  const gate = settings.gate;
+
+  return (
+    <form
+      className="card cycle-settings"
+      data-testid="cycle-settings"
+      onSubmit={(e) => {
+        e.preventDefault();
+        if (problems.length) return;
+        save.mutate({
+          min_new_rows: whole(draft.minNewRows),
+          cadence_minutes: whole(draft.cadence),
+          margin: Math.round(margin * 10) / 1000,
+          eval_seeds: whole(draft.evalSeeds),
+          eval_max_steps: whole(draft.evalMaxSteps),
+          auto_deploy: draft.autoDeploy,
+          eval_tasks: draft.evalTasks,
+          recipe,
+          backend: draft.backend,
+          export: draft.exportAs,
+          base_checkpoint: draft.baseCheckpoint.trim() ? Number(draft.baseCheckpoint) : null,
+        });
+      }}
+    >
+      <p className="muted small" data-testid="cycle-gate-now">
+        Now: {gate.new_rows.toLocaleString()} new routed row{gate.new_rows === 1 ? "" : "s"} since the last trained cycle (
+        {Object.entries(gate.buckets)
+          .map(([kind, b]) => `${kind.toUpperCase()} ${b.new_rows} of ${b.rows}`)
+          .join(", ")}
+        ); a cycle trains when there are at least {gate.min_new_rows}. Schedule: {settings.schedule}
+        {settings.last_scheduled_at ? `, last checked ${formatDateTime(settings.last_scheduled_at)}` : ""}.
+      </p>
+      {settings.eval_plan_error ? (
+        <ErrorBanner title="Cycles cannot run yet" message={settings.eval_plan_error} />
+      ) : (
+        <p className="muted small" data-testid="cycle-eval-plan">
+          Evaluation: {settings.eval_plan.map((g) => `${g.tasks.join(", ")} on seeds ${g.seeds} (≤ ${g.max_steps} steps)`).join("; ")}, the
+          same seeds for the candidate and the deployed checkpoint in every cycle.
+        </p>
+      )}
+      <fieldset disabled={!manage || save.isPending} className="cycle-settings-fields">
+        <div className="form-grid">
+          <label className="field">
+            <span>Run a cycle every (minutes; 0: only by hand)</span>
+            <input inputMode="numeric" value={draft.cadence} onChange={(e) => set("cadence", e.target.value)} data-testid="setting-cadence" />
+          </label>
+          <label className="field">
+            <span>New routed rows needed</span>
+            <input inputMode="numeric" value={draft.minNewRows} onChange={(e) => set("minNewRows", e.target.value)} data-testid="setting-min-rows" />
+          </label>
+          <label className="field">
+            <span>Required gain over the deployed checkpoint (points of success rate)</span>
+            <input inputMode="decimal" value={draft.margin} onChange={(e) => set("margin", e.target.value)} data-testid="setting-margin" />
+          </label>
+          <label className="field inline">
+            <input type="checkbox" checked={draft.autoDeploy} onChange={(e) => set("autoDeploy", e.target.checked)} data-testid="setting-auto-deploy" />
+            <span>Deploy a candidate that passes the gate automatically (off: a manager approves each one)</span>
+          </label>
+          <label className="field">
+            <span>Eval seeds per task</span>
+            <input inputMode="numeric" value={draft.evalSeeds} onChange={(e) => set("evalSeeds", e.target.value)} data-testid="setting-eval-seeds" />
+          </label>
+          <label className="field">
+            <span>Eval step limit (0: each task's own)</span>
+            <input inputMode="numeric" value={draft.evalMaxSteps} onChange={(e) => set("evalMaxSteps", e.target.value)} data-testid="setting-eval-steps" />
+          </label>
+        </div>
+        {settings.eval_task_choices.length > 0 && (
+          <fieldset className="cycle-eval-tasks">
+            <legend>Eval tasks (none ticked: all of them)</legend>
+            {settings.eval_task_choices.map((t) => (
+              <label key={t.id} className="field inline">
+                <input
+                  type="checkbox"
+                  checked={draft.evalTasks.includes(t.id)}
+                  onChange={(e) => set("evalTasks", e.target.checked ? [...draft.evalTasks, t.id] : draft.evalTasks.filter((id) => id !== t.id))}
+                />
+                <span>
+                  {t.task_name} <span className="muted small">seeds {t.seed_start}–{t.seed_end}</span>
+                </span>
+              </label>
+            ))}
+          </fieldset>
+        )}
+        <fieldset className="cycle-recipe">
+          <legend>Recipe: the stages run in this order, each from the last one's weights</legend>
+          {ALGORITHMS.map(({ algorithm, label, data }) => (
+            <div key={algorithm} className="cycle-recipe-stage inline-form" data-testid={`stage-${algorithm}`}>
+              <label className="field inline">
+                <input type="checkbox" checked={draft.stages[algorithm].on} onChange={(e) => setStage(algorithm, { on: e.target.checked })} />
+                <span>
+                  <strong>{label}</strong> <span className="muted small">on {data}</span>
+                </span>
+              </label>
+              <label className="field">
+                <span>max steps</span>
+                <input
+                  inputMode="numeric"
+                  value={draft.stages[algorithm].maxSteps}
+                  disabled={!draft.stages[algorithm].on}
+                  onChange={(e) => setStage(algorithm, { maxSteps: e.target.value })}
+                  data-testid={`stage-${algorithm}-steps`}
+                />
+              </label>
+              <label className="field">
+                <span>learning rate (blank: trainer default)</span>
+                <input
+                  inputMode="decimal"
+                  value={draft.stages[algorithm].lr}
+                  disabled={!draft.stages[algorithm].on}
+                  onChange={(e) => setStage(algorithm, { lr: e.target.value })}
+                />
+              </label>
+            </div>
+          ))}
+        </fieldset>
+        <details className="cycle-serving">
+          <summary>Serving: {draft.backend === "openai" ? `openai (vLLM), ${draft.exportAs === "lora" ? "LoRA adapter" : "full weights"}` : "local (in the rollout workers)"}</summary>
+          <div className="inline-form">
+            <label className="field">
+              <span>Backend</span>
+              <select value={draft.backend} onChange={(e) => set("backend", e.target.value as Draft["backend"])} data-testid="setting-backend">
+                <option value="local">local: the rollout workers reload the checkpoint</option>
+                <option value="openai">openai: load it into the running vLLM server</option>
+              </select>
+            </label>
+            <label className="field">
+              <span>Export</span>
+              <select value={draft.exportAs} disabled={draft.backend !== "openai"} onChange={(e) => set("exportAs", e.target.value as Draft["exportAs"])}>
+                <option value="lora">LoRA adapter (vLLM runtime loading)</option>
+                <option value="full">full weights</option>
+              </select>
+            </label>
+            <label className="field">
+              <span>Base checkpoint id (what the server was started with)</span>
+              <input inputMode="numeric" value={draft.baseCheckpoint} disabled={draft.backend !== "openai"} onChange={(e) => set("baseCheckpoint", e.target.value)} />
+            </label>
+          </div>
+        </details>
+      </fieldset>
+      {problems.length > 0 && manage && (
+        <ul className="field-error" data-testid="cycle-settings-problems">
+          {problems.map((p) => (
+            <li key={p}>{p}</li>
+          ))}
+        </ul>
+      )}
+      {save.isError && <ErrorBanner error={save.error} title="The settings were not saved" />}
+      {manage ? (
+        <div className="form-actions">
+          <button type="submit" className="button primary" disabled={problems.length > 0 || save.isPending} data-testid="cycle-settings-save">
+            {save.isPending ? "Saving…" : "Save settings"}
+          </button>
+          {save.isSuccess && <span className="muted small" data-testid="cycle-settings-saved">Saved; the next cycle uses them.</span>}
+        </div>
+      ) : (
+        <p className="muted small">Only the project's managers change these settings.</p>
+      )}
+    </form>
+  );
+}

@@ -1,0 +1,225 @@
+import { fireEvent, screen, waitFor, within } from "@testing-library/react";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type { Cycle, CycleSettings, TrainingRun } from "../api/types";
+import { mockFetch, type Routes } from "../test/http";
+import { renderApp } from "../test/render";
+import { failureAdvice, formatSeconds, stepStatus, successSeries } from "./cycleView";
+
+afterEach(() => vi.unstubAllGlobals());
+
+const T0 = "2026-01-01T10:00:00Z";
+
+function makeRun(extra: Partial<TrainingRun> = {}): TrainingRun {
+  return {
+    id: 7, algorithm: "sft", status: "running", progress: 0.4, config: { cycle: 3 },
+    metrics: [{ step: 10, total: 100, loss: 2.1, phase: "sft" }, { step: 40, total: 100, loss: 0.9, phase: "sft" }],
+    error: "", log_tail: "", checkpoint: null, created_at: T0, started_at: T0, finished_at: null, ...extra,
+  };
+}
+
+function evaluation(id: number, name: string, role: "candidate" | "deployed", rate: number) {
+  return {
+    id, checkpoint: { id, name }, role, success_rate: rate, mean_reward: rate, episodes: 20,
+    seeds: { "click-test": "100000-100009", "focus-text": "100000-100009" },
+    per_task: { "click-test": { episodes: 10, success_rate: rate, mean_reward: rate, mean_steps: 1, void_rate: 0 } },
+    eval_seconds: 12, created_at: T0,
+  };
+}
+
+function makeCycle(extra: Partial<Cycle> = {}): Cycle {
+  return {
+    id: 1, project: 1, iteration: 1, state: "deployed", trigger: "manual", triggered_by: { id: 2, username: "mia" }, config: {},
+    decision: "promote: c1 40.0% vs deployed untrained 0.0% on the same 20 eval episodes; gain +40.0 points >= margin 5.0",
+    decision_data: {}, awaiting_approval: false, error: "", log_tail: "",
+    timings: {
+      gate: { started: T0, finished: T0, seconds: 0.03 }, snapshot: { started: T0, finished: T0, seconds: 0.5 },
+      train: { started: T0, finished: T0, seconds: 95 }, evaluate: { started: T0, finished: T0, seconds: 41 },
+      decide: { started: T0, finished: T0, seconds: 0.1 },
+    },
+    progress: {}, candidate: { id: 11, name: "c1" }, baseline: { id: 10, name: "untrained" }, deployment: 2,
+    snapshots: [{ id: 4, kind: "sft", rows: 31, status: "ready", sha256: "ab" }],
+    run: makeRun({ status: "succeeded", progress: 1 }),
+    evaluations: [evaluation(11, "c1", "candidate", 0.4), evaluation(10, "untrained", "deployed", 0)],
+    started_at: T0, updated_at: T0, finished_at: "2026-01-01T10:02:20Z", ...extra,
+  };
+}
+
+const rejected = makeCycle({
+  id: 2, iteration: 2, state: "rejected", candidate: { id: 12, name: "c2" }, baseline: { id: 11, name: "c1" }, deployment: null,
+  decision: "rejected: c2 35.0% vs deployed c1 40.0% on the same 20 eval episodes; gain -5.0 points, the margin is 5.0",
+  decision_data: {
+    decision: {
+      text: "rejected", promote: false, margin: 0.05, gain: -0.05,
+      candidate: { checkpoint: "c2", success_rate: 0.35, episodes: 20 }, deployed: { checkpoint: "c1", success_rate: 0.4, episodes: 20 },
+    },
+  },
+  evaluations: [evaluation(12, "c2", "candidate", 0.35), evaluation(11, "c1", "deployed", 0.4)],
+});
+
+const running = makeCycle({
+  id: 3, iteration: 3, state: "train", decision: "", candidate: null, deployment: null, finished_at: null, evaluations: [],
+  timings: { gate: { started: T0, finished: T0, seconds: 0.02 }, snapshot: { started: T0, finished: T0, seconds: 0.4 }, train: { started: T0 } },
+  progress: { label: "training run #7" }, run: makeRun(),
+});
+
+const settings: CycleSettings = {
+  min_new_rows: 20, recipe: [{ algorithm: "sft", max_steps: 200, lr: 0.003 }], eval_tasks: [], eval_seeds: 10, eval_max_steps: 0,
+  margin: 0.05, auto_deploy: true, backend: "local", export: "lora", base_checkpoint: null, cadence_minutes: 60,
+  schedule: "every 60 minutes", last_scheduled_at: null,
+  gate: { buckets: { sft: { rows: 40, new_rows: 12 } }, new_rows: 12, min_new_rows: 20 },
+  eval_plan: [{ env: "miniwob", seeds: "100000-100009", max_steps: 3, tasks: ["click-test", "focus-text"] }], eval_plan_error: "",
+  eval_task_choices: [{ id: 5, task_name: "click-test", seed_start: 100000, seed_end: 100099 }],
+};
+
+function routes(role: string, cycles: Cycle[], extra: Routes = {}): Routes {
+  return {
+    "GET /api/v1/auth/session": { body: { user: { id: 2, username: "mia", is_staff: false } } },
+    "GET /api/v1/projects/1/": { body: { id: 1, slug: "demo", name: "Demo project", description: "", role, created_at: "" } },
+    "GET /api/v1/projects/": { body: { results: [], next: null } },
+    "GET /api/v1/health": { body: { status: "ok", checks: {} } },
+    "GET /api/v1/projects/1/cycles/": { body: { results: cycles, next: null } },
+    "GET /api/v1/projects/1/cycle-settings": { body: settings },
+    "GET /api/v1/projects/1/deployments/": {
+      body: {
+        results: [
+          { id: 2, checkpoint: { id: 11, name: "c1" }, backend: "local", active: true, activated_at: T0, deactivated_at: null, reason: "cycle 1: auto-deployed" },
+          { id: 1, checkpoint: { id: 10, name: "untrained" }, backend: "local", active: false, activated_at: T0, deactivated_at: T0, reason: "test" },
+        ],
+        next: null,
+      },
+    },
+    ...extra,
+  };
+}
+
+describe("cycleView", () => {
+  it("reads steps, durations and the success series across iterations", () => {
+    expect(stepStatus(running, "snapshot")).toBe("done");
+    expect(stepStatus(running, "train")).toBe("current");
+    expect(stepStatus(running, "evaluate")).toBe("pending");
+    const failed = makeCycle({ state: "failed", timings: { gate: { started: T0, finished: T0, seconds: 0 }, train: { started: T0 } } });
+    expect(stepStatus(failed, "train")).toBe("failed");
+    expect(formatSeconds(95)).toBe("1 min 35 s");
+    expect(formatSeconds(0.4)).toBe("0.4 s");
+    expect(successSeries([rejected, makeCycle()]).map((s) => [s.name, s.points])).toEqual([
+      ["candidate", [{ x: 1, y: 40 }, { x: 2, y: 35 }]],
+      ["deployed (same cycle, same seeds)", [{ x: 1, y: 0 }, { x: 2, y: 40 }]],
+    ]);
+  });
+
+  it("says what to do after a failure, by the step that failed", () => {
+    const refused = makeCycle({ state: "failed", error: "The deployment was refused: The weights in /x are corrupt", timings: {} });
+    expect(failureAdvice(refused)).toMatch(/missing or corrupt.*unchanged/);
+    const oom = makeCycle({
+      state: "failed", error: "The training run #7 failed", timings: { train: { started: T0 } },
+      run: makeRun({ status: "failed", error: "trainer sft exited with -9: Killed" }),
+    });
+    expect(failureAdvice(oom)).toMatch(/ran out of memory/);
+  });
+});
+
+describe("CyclesPage", () => {
+  it("shows the running cycle's steps and live training, the chart, evaluations and why a candidate was rejected", async () => {
+    mockFetch(routes("manager", [running, rejected, makeCycle()]));
+    renderApp("/projects/1/cycles");
+    const cycles = await screen.findAllByTestId("cycle");
+    expect(cycles.map((c) => c.getAttribute("data-state"))).toEqual(["train", "rejected", "deployed"]);
+    const live = cycles[0];
+    expect(within(live).getByTestId("step-train").getAttribute("data-status")).toBe("current");
+    expect(within(live).getByTestId("step-snapshot").textContent).toContain("0.4 s");
+    expect(within(live).getByTestId("run-progress").getAttribute("aria-valuenow")).toBe("40");
+    expect(live.querySelectorAll("path[data-series]").length).toBe(1); // the loss curve
+    expect((screen.getByTestId("run-cycle") as HTMLButtonElement).disabled).toBe(true);
+
+    const series = [...document.querySelectorAll(".success-card path[data-series]")].map((p) => p.getAttribute("data-series"));
+    expect(series).toEqual(["candidate", "deployed (same cycle, same seeds)"]);
+    expect(screen.getAllByTestId("success-row").map((r) => r.textContent)).toEqual([
+      expect.stringContaining("1c140.0%untrained0.0%deployed"),
+      expect.stringContaining("2c235.0%c140.0%rejected"),
+    ]);
+    fireEvent.click(within(cycles[1]).getByRole("button", { name: "Details" }));
+    const why = within(cycles[1]).getByTestId("cycle-decision");
+    expect(why.textContent).toContain("Why it was rejected");
+    expect(why.textContent).toContain("Candidate c2: 35.0% · deployed c1: 40.0% · required gain 5.0 points");
+    expect(within(cycles[1]).getAllByTestId("evaluation-row").map((r) => r.getAttribute("data-role"))).toEqual(["candidate", "deployed"]);
+    expect(screen.getByTestId("cycles-active-checkpoint").textContent).toBe("c1");
+    expect(screen.getByTestId("cycle-gate-now").textContent).toContain("12 new routed rows");
+  });
+
+  it("runs a cycle now, and says why when the server refuses", async () => {
+    const { requests } = mockFetch(routes("manager", [makeCycle()], {
+      "POST /api/v1/projects/1/cycles/": { status: 409, body: { detail: "Cycle 4 is still in state 'train'; a project runs one cycle at a time. Wait for it to end." } },
+    }));
+    renderApp("/projects/1/cycles");
+    fireEvent.click(await screen.findByTestId("run-cycle"));
+    expect((await screen.findByRole("alert")).textContent).toContain("one cycle at a time");
+    expect(requests.filter((r) => r.method === "POST").map((r) => r.url)).toEqual(["/api/v1/projects/1/cycles/"]);
+  });
+
+  it("approves a rejected candidate by hand and rolls back to an earlier deployment", async () => {
+    const { requests } = mockFetch(routes("manager", [rejected], {
+      "POST /api/v1/cycles/2/approve": { body: { ...rejected, state: "deployed" } },
+      "POST /api/v1/projects/1/deployments/1/rollback": {
+        body: { id: 3, checkpoint: { id: 10, name: "untrained" }, backend: "local", active: true, activated_at: T0, deactivated_at: null, reason: "rollback" },
+      },
+    }));
+    renderApp("/projects/1/cycles");
+    fireEvent.click(await screen.findByTestId("approve-candidate"));
+    await waitFor(() => expect(requests.some((r) => r.method === "POST" && r.url === "/api/v1/cycles/2/approve")).toBe(true));
+    fireEvent.click(screen.getByTestId("rollback"));
+    fireEvent.click(screen.getByTestId("rollback-confirm"));
+    expect((await screen.findByTestId("rollback-done")).textContent).toContain("untrained serves new episodes now");
+  });
+
+  it("saves the settings (margin in points) and shows the server's field errors", async () => {
+    let saved: unknown = null;
+    const { requests } = mockFetch(routes("manager", [], {
+      "PATCH /api/v1/projects/1/cycle-settings": (init) => {
+        saved = JSON.parse(String(init.body));
+        return (saved as { min_new_rows: number }).min_new_rows === 0
+          ? { status: 400, body: { detail: "min_new_rows: use a whole number from 1.", errors: { min_new_rows: ["use a whole number from 1."] } } }
+          : { body: settings };
+      },
+    }));
+    renderApp("/projects/1/cycles");
+    fireEvent.change(await screen.findByTestId("setting-margin"), { target: { value: "10" } });
+    fireEvent.change(screen.getByTestId("stage-sft-steps"), { target: { value: "150" } });
+    fireEvent.click(screen.getByTestId("cycle-settings-save"));
+    await screen.findByTestId("cycle-settings-saved");
+    expect(saved).toMatchObject({ margin: 0.1, cadence_minutes: 60, recipe: [{ algorithm: "sft", max_steps: 150, lr: 0.003 }] });
+
+    fireEvent.change(screen.getByTestId("setting-min-rows"), { target: { value: "0" } });
+    fireEvent.click(screen.getByTestId("cycle-settings-save"));
+    const alert = await screen.findByRole("alert");
+    expect(alert.textContent).toContain("The settings were not saved");
+    expect(alert.textContent).toContain("min_new_rows");
+    fireEvent.change(screen.getByTestId("setting-margin"), { target: { value: "abc" } });
+    expect(screen.getByTestId("cycle-settings-problems").textContent).toContain("points of success rate");
+    expect(requests.filter((r) => r.method === "PATCH").length).toBe(2);
+  });
+
+  it("shows a failed cycle's log tail and what to do next", async () => {
+    const failed = makeCycle({
+      state: "failed", decision: "failed in evaluate; the deployment is unchanged",
+      error: "trainer eval of c1 exited with 2: error: --init is not a checkpoint dir",
+      log_tail: "$ trainer eval --init /gone\nerror: --init '/gone' is not a checkpoint dir",
+      timings: { gate: { started: T0, finished: T0, seconds: 0 }, evaluate: { started: T0 } }, evaluations: [],
+    });
+    mockFetch(routes("manager", [failed]));
+    renderApp("/projects/1/cycles");
+    expect((await screen.findByTestId("cycle-failure")).textContent).toContain("exited with 2");
+    expect(screen.getByTestId("cycle-log").textContent).toContain("is not a checkpoint dir");
+    expect(screen.getByTestId("cycle-next-steps").textContent).toMatch(/evaluation could not run.*unchanged/);
+    expect(screen.getByTestId("step-evaluate").getAttribute("data-status")).toBe("failed");
+  });
+
+  it("lets annotators look but not act", async () => {
+    mockFetch(routes("annotator", [rejected]));
+    renderApp("/projects/1/cycles");
+    await screen.findAllByTestId("cycle");
+    expect(screen.queryByTestId("run-cycle")).toBeNull();
+    expect(screen.queryByTestId("approve-candidate")).toBeNull();
+    expect(screen.queryByTestId("rollback")).toBeNull();
+    expect((await screen.findByTestId("setting-margin")).closest("fieldset")?.disabled).toBe(true);
+  });
+});

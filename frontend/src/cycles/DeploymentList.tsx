@@ -1,0 +1,76 @@
+import { useState } from "react";
+import type { Deployment } from "../api/types";
+import { ErrorBanner } from "../components/ErrorBanner";
+import { formatDateTime } from "../components/format";
+import { useRollback } from "./queries";
+
+/** Every deployment, newest first; managers roll back to any earlier one in one click (and a confirmation). */
+export function DeploymentList({ projectId, deployments, manage }: { projectId: number; deployments: Deployment[]; manage: boolean }) {
+  const rollback = useRollback(projectId);
+  const [asked, setAsked] = useState<number | null>(null);
+  if (deployments.length === 0) return <p className="empty-state small">Nothing has been deployed yet.</p>;
+  return (
+    <>
+      {rollback.isError && <ErrorBanner error={rollback.error} title="The rollback did not happen; the deployment is unchanged" />}
+      {rollback.isSuccess && (
+        <p className="muted small" data-testid="rollback-done">
+          Rolled back: {rollback.data.checkpoint.name} serves new episodes now; running ones finish on their checkpoint.
+        </p>
+      )}
+      <div className="table-wrap">
+        <table className="table" data-testid="deployment-table">
+          <thead>
+            <tr>
+              <th>Checkpoint</th>
+              <th>Backend</th>
+              <th>Active</th>
+              <th>Since</th>
+              <th>Until</th>
+              <th>Why</th>
+              {manage && <th className="row-actions" />}
+            </tr>
+          </thead>
+          <tbody>
+            {deployments.map((d) => (
+              <tr key={d.id} data-testid="deployment-row" data-active={d.active}>
+                <td>
+                  <strong>{d.checkpoint.name}</strong>
+                </td>
+                <td>{d.backend}</td>
+                <td>{d.active ? <span className="badge status-running">active</span> : <span className="muted">—</span>}</td>
+                <td>{formatDateTime(d.activated_at)}</td>
+                <td>{formatDateTime(d.deactivated_at)}</td>
+                <td className="muted small">{d.reason}</td>
+                {manage && (
+                  <td className="row-actions">
+                    {!d.active &&
+                      (asked === d.id ? (
+                        <span className="button-row">
+                          <button
+                            type="button"
+                            className="button small danger"
+                            disabled={rollback.isPending}
+                            data-testid="rollback-confirm"
+                            onClick={() => rollback.mutate(d.id, { onSettled: () => setAsked(null) })}
+                          >
+                            {rollback.isPending ? "Rolling back…" : `Serve ${d.checkpoint.name} again`}
+                          </button>
+                          <button type="button" className="button small subtle" onClick={() => setAsked(null)}>
+                            Cancel
+                          </button>
+                        </span>
+                      ) : (
+                        <button type="button" className="button small" data-testid="rollback" onClick={() => setAsked(d.id)}>
+                          Roll back to this
+                        </button>
+                      ))}
+                  </td>
+                )}
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </>
+  );
+}

@@ -1,0 +1,81 @@
+/**
+ * Server state of the Cycles page: the project's cycles (polled while one runs), its cycle settings and
+ * the actions on them. Deployments come from the Runs page's hook (runs/queries.ts).
+ */
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import {
+  cycleApprove,
+  cycleList,
+  cycleReject,
+  cycleSettingsGet,
+  cycleSettingsUpdate,
+  cycleStart,
+  deploymentRollback,
+} from "../api/client";
+import type { Cycle, CycleSettingsInput } from "../api/types";
+import { deploymentsKey, runsKey } from "../runs/queries";
+import { isCycleActive } from "./cycleView";
+
+export const cyclesKey = (projectId: number) => ["project", projectId, "cycles"] as const;
+export const cycleSettingsKey = (projectId: number) => ["project", projectId, "cycle-settings"] as const;
+export const CYCLE_POLL_MS = 2_000;
+
+/** The project's cycles, newest first, polled every 2 s while one of them runs. */
+export function useCycles(projectId: number) {
+  return useQuery({
+    queryKey: cyclesKey(projectId),
+    queryFn: ({ signal }) => cycleList(projectId, signal),
+    enabled: Number.isFinite(projectId),
+    staleTime: 0,
+    refetchInterval: (query) => (query.state.data?.some(isCycleActive) ? CYCLE_POLL_MS : false),
+  });
+}
+
+export function useCycleSettings(projectId: number) {
+  return useQuery({
+    queryKey: cycleSettingsKey(projectId),
+    queryFn: ({ signal }) => cycleSettingsGet(projectId, signal),
+    enabled: Number.isFinite(projectId),
+  });
+}
+
+/** After anything that changes cycles or deployments, read them again. */
+function useRefresh(projectId: number) {
+  const client = useQueryClient();
+  return () => {
+    for (const key of [cyclesKey(projectId), deploymentsKey(projectId), runsKey(projectId), cycleSettingsKey(projectId)]) {
+      void client.invalidateQueries({ queryKey: key });
+    }
+  };
+}
+
+export function useStartCycle(projectId: number) {
+  const refresh = useRefresh(projectId);
+  return useMutation({ mutationFn: () => cycleStart(projectId), onSettled: refresh });
+}
+
+export function useApproveCycle(projectId: number) {
+  const refresh = useRefresh(projectId);
+  return useMutation({ mutationFn: (cycle: Cycle) => cycleApprove(cycle.id), onSettled: refresh });
+}
+
+export function useRejectCycle(projectId: number) {
+  const refresh = useRefresh(projectId);
+  return useMutation({
+    mutationFn: ({ cycle, reason }: { cycle: Cycle; reason: string }) => cycleReject(cycle.id, reason),
+    onSettled: refresh,
+  });
+}
+
+export function useSaveCycleSettings(projectId: number) {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: (changes: CycleSettingsInput) => cycleSettingsUpdate(projectId, changes),
+    onSuccess: (data) => client.setQueryData(cycleSettingsKey(projectId), data),
+  });
+}
+
+export function useRollback(projectId: number) {
+  const refresh = useRefresh(projectId);
+  return useMutation({ mutationFn: (deploymentId: number) => deploymentRollback(projectId, deploymentId), onSettled: refresh });
+}
