@@ -718,7 +718,12 @@ def _deploy(cycle_id: int, data: dict, *, actor, from_states: tuple) -> str:
             deployment = services.deployment_promote(
                 project=cycle.project, checkpoint=candidate, actor=actor, backend=config["backend"],
                 served_name=served_name, reason=f"cycle {cycle.iteration}: {who}")
-            text = data["text"] if actor is None else f"{who}: {data['text']}"
+            if actor is None:
+                text = data["text"]
+            elif cycle.state == CycleState.REJECTED:
+                text = f"{who} over the gate's verdict ({data['text']})"
+            else:
+                text = f"{who}; the gate said: {data['text']}"
             _move(cycle, CycleState.DEPLOYED, deployment=deployment, decision=text[:300],
                   decision_data={**cycle.decision_data, "decision": {**data, "by": who}})
     except ApplicationError as exc:

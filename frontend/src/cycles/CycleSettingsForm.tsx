@@ -105,7 +105,7 @@ export function CycleSettingsForm({ projectId, settings, manage }: { projectId: 
       <p className="muted small" data-testid="cycle-gate-now">
         Now: {gate.new_rows.toLocaleString()} new routed row{gate.new_rows === 1 ? "" : "s"} since the last trained cycle (
         {Object.entries(gate.buckets)
-          .map(([kind, b]) => `${kind.toUpperCase()} ${b.new_rows} of ${b.rows}`)
+          .map(([kind, b]) => `${kind.toUpperCase()} ${b.new_rows} new of ${b.rows}`)
           .join(", ")}
         ); a cycle trains when there are at least {gate.min_new_rows}. Schedule: {settings.schedule}
         {settings.last_scheduled_at ? `, last checked ${formatDateTime(settings.last_scheduled_at)}` : ""}.

@@ -17,7 +17,10 @@ export function SuccessChart({ cycles }: { cycles: Cycle[] }) {
         xLabel="iteration"
         yLabel="success %"
         yFromZero
-        formatX={(x) => (Number.isInteger(x) ? String(x) : "")}
+        yMax={100}
+        showPoints
+        xTickValues={measured.map((c) => c.iteration)}
+        formatX={(x) => String(x)}
         formatY={(y) => `${Math.round(y)}%`}
         title="Eval success rate per checkpoint"
       />
