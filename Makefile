@@ -8,7 +8,7 @@ PORT ?= 8000
 CHROMIUM ?= /usr/bin/chromium
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup run test bench soak coldstart frontend chromium clean stop lint
+.PHONY: setup run test bench soak coldstart flywheel frontend chromium clean stop lint
 
 setup: $(VENV)/.installed frontend/dist/index.html chromium
 
@@ -51,6 +51,9 @@ soak: setup
 
 coldstart: setup
 	$(BIN)/python -m pytest -m coldstart tests/
+
+flywheel: setup
+	$(BIN)/python -m pytest -m flywheel -s tests/
 
 stop:
 	-$(BIN)/python -c "from webapp import embedded; embedded.redis_stop(); embedded.postgres_stop()"

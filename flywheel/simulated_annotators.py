@@ -1,0 +1,198 @@
+"""Simulated annotators: scripted people who use Loupe only through its REST and WebSocket API, as the
+browser does (never the database), for the flywheel demonstration (tests/flywheel/test_cycles_demo.py,
+``python manage.py flywheel_demo``).
+
+Each one logs in for a token, starts a supervised episode, and watches the live socket. Like a person
+who reads the screen, it keeps its own copy of the page: the same MiniWoB task and seed in its own
+browser, replaying every executed step. At each proposal it asks the task's scripted solver what a
+competent person would do, then:
+- approves the model's step when it does the same thing (a click inside the same element, the same text),
+- edits it to the solver's step when it is wrong,
+- takes over and acts itself when the model is lost (an unparsable, void turn), then hands back.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+
+class ApiFailure(RuntimeError):
+    pass
+
+
+@dataclass
+class SessionReport:
+    episode_id: int
+    task: str
+    seed: int
+    approved: int = 0
+    edited: int = 0
+    took_over: int = 0
+    reward: float | None = None
+    checkpoint: str | None = None
+    seconds: float = 0.0
+    events: list[str] = field(default_factory=list)
+
+
+class Api:
+    """The REST API with a bearer token (what a script, or the browser with its cookie, uses)."""
+
+    def __init__(self, base: str, username: str, password: str):
+        self.base = base.rstrip("/")
+        self.token = self.call("POST", "/api/v1/auth/token", {"username": username, "password": password},
+                               auth=False)["token"]
+
+    def call(self, method: str, path: str, body: dict | None = None, *, auth: bool = True, ok=(200, 201, 202)):
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        if auth:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(self.base + path, method=method, headers=headers,
+                                         data=json.dumps(body).encode() if body is not None else None)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                text = response.read().decode()
+                status = response.status
+        except urllib.error.HTTPError as exc:
+            text, status = exc.read().decode(errors="replace"), exc.code
+        data = json.loads(text) if text else None
+        if status not in ok:
+            raise ApiFailure(f"{method} {path} -> {status}: {data}")
+        return data
+
+
+class Socket:
+    """The live-session WebSocket of one episode."""
+
+    def __init__(self, base: str, token: str, episode_id: int):
+        import websocket
+
+        url = base.replace("http", "ws", 1) + f"/ws/episodes/{episode_id}/?after=0"
+        self.ws = websocket.create_connection(url, header=[f"Authorization: Bearer {token}"], timeout=300,
+                                              suppress_origin=True)
+        self.counter = 0
+
+    def send(self, type: str, **fields) -> str:  # noqa: A002 - the protocol's field name
+        self.counter += 1
+        command_id = f"sim-{self.counter}-{time.monotonic_ns()}"
+        self.ws.send(json.dumps({"type": type, "id": command_id, **fields}))
+        return command_id
+
+    def receive(self, timeout: float) -> dict:
+        self.ws.settimeout(timeout)
+        return json.loads(self.ws.recv())
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+def same_step(proposal: dict, solver_action, observation) -> bool:
+    """Whether the model's proposed action does what the solver's does: a click inside the element the solver
+    clicks, or the same action otherwise."""
+    action = proposal.get("action")
+    if not action or action.get("name") != solver_action.name:
+        return False
+    if solver_action.name in ("click", "double_click", "right_click"):
+        x, y = action["args"].get("x"), action["args"].get("y")
+        sx, sy = solver_action.args["x"], solver_action.args["y"]
+        targets = [e for e in observation.elements
+                   if abs(sx - e.x) * 2 <= max(e.width, 1) and abs(sy - e.y) * 2 <= max(e.height, 1)]
+        if not isinstance(x, int) or not isinstance(y, int):
+            return False
+        if targets:
+            target = min(targets, key=lambda e: e.width * e.height)  # the innermost element under the point
+            return abs(x - target.x) * 2 < target.width and abs(y - target.y) * 2 < target.height
+        return abs(x - sx) <= 3 and abs(y - sy) <= 3
+    return action.get("args") == solver_action.args
+
+
+class SimulatedAnnotator:
+    """One person at a browser: its API token and its own view of the page."""
+
+    def __init__(self, base: str, username: str, password: str, *, env=None, think: float = 0.0):
+        from agent.envs import make_env
+
+        self.base, self.username = base.rstrip("/"), username
+        self.api = Api(base, username, password)
+        self.env = env or make_env("miniwob")
+        self.think = think  # seconds a person looks before answering
+
+    def close(self) -> None:
+        self.env.close()
+
+    def supervise(self, project_id: int, task_id: int, task_name: str, seed: int, timeout: float = 300) -> SessionReport:
+        """Start a supervised episode on (task, seed) and steer it to its end."""
+        from agent.actions import Action, Turn
+        from agent.solvers import SolverError, solve_step
+
+        started = time.monotonic()
+        episode = self.api.call("POST", f"/api/v1/projects/{project_id}/episodes/",
+                                {"task": task_id, "seeds": [seed], "mode": "supervised"})["results"][0]
+        report = SessionReport(episode_id=episode["id"], task=task_name, seed=seed)
+        observation = self.env.reset(task_name, seed)
+        history = []  # the turns executed so far (the solver reads its own history)
+        answered: set[tuple] = set()
+        socket = Socket(self.base, self.api.token, episode["id"])
+        try:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                message = socket.receive(max(1.0, deadline - time.monotonic()))
+                kind, data = message.get("type"), message.get("data") or {}
+                if kind == "error" and data.get("message"):
+                    report.events.append(f"error: {data['message']}")
+                if kind == "episode.finished":
+                    report.reward = data.get("reward")
+                    break
+                if kind == "step.executed":
+                    action = Action.from_dict(data["action"]) if data.get("action") else None
+                    if action is not None:
+                        observation = self.env.step(action).observation
+                        history.append(Turn(thought=data.get("thought", ""), action=action, void_reason=None,
+                                            raw=data.get("action_text", "")))
+                    if data.get("actor") == "human":
+                        socket.send("handback")  # the model may try the next step again
+                    continue
+                if kind != "step.proposed":
+                    continue
+                key = (data["index"], data.get("reason", ""))
+                if key in answered:
+                    continue
+                answered.add(key)
+                if self.think:
+                    time.sleep(self.think)
+                try:
+                    turn = solve_step(task_name, observation, history)
+                except SolverError as exc:
+                    report.events.append(f"solver: {exc}")
+                    socket.send("finish", outcome="infeasible", comment=f"I could not see how: {exc}")
+                    continue
+                action_text = turn.action.to_text()
+                if data.get("reason") == "takeover":  # the page under our control: act as the solver would
+                    socket.send("act", action=action_text, thought=turn.thought)
+                    continue
+                if data.get("action") is None:  # the model is lost: take over, act, and hand back after
+                    report.took_over += 1
+                    socket.send("takeover")
+                    continue
+                if same_step(data, turn.action, observation):
+                    report.approved += 1
+                    socket.send("approve", index=data["index"])
+                else:
+                    report.edited += 1
+                    socket.send("edit", index=data["index"], thought=turn.thought, action=action_text)
+            else:
+                raise ApiFailure(f"episode {episode['id']} did not finish within {timeout:.0f} s: {report.events[-5:]}")
+        finally:
+            socket.close()
+        detail = self.api.call("GET", f"/api/v1/episodes/{episode['id']}/")
+        report.checkpoint = (detail.get("checkpoint") or {}).get("name")
+        report.reward = detail.get("reward")
+        report.seconds = round(time.monotonic() - started, 2)
+        return report
