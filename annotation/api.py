@@ -22,7 +22,16 @@ class RawAudioParser(BaseParser):
     media_type = "*/*"
 
     def parse(self, stream, media_type=None, parser_context=None):
-        return stream.read() if stream else b""
+        from django.conf import settings
+
+        if not stream:
+            return b""
+        limit = settings.LOUPE_AUDIO_MAX_BYTES
+        data = stream.read(limit + 1)  # never more than the limit in memory, however large the body
+        if len(data) > limit:
+            raise ApplicationError(f"The chunk is over the {limit} bytes a chunk may have; record with a shorter "
+                                   "MediaRecorder timeslice.", status=413)
+        return data
 
 
 class ClipCreateInput(StrictSerializer):

@@ -1,8 +1,16 @@
-"""HTTP middleware: a database outage is a 503 with a retry hint, not a 500."""
+"""HTTP middleware: a database outage is a 503 with a retry hint, not a 500; and under /api/ every error,
+even one raised outside DRF's exception handler, is JSON with a `detail` message."""
 from __future__ import annotations
 
-from django.db import OperationalError, InterfaceError
+import logging
+
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent
+from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
+
+log = logging.getLogger("django.request")
+
+RETRY_AFTER_SECONDS = 5
 
 
 class DatabaseUnavailableMiddleware:
@@ -14,9 +22,40 @@ class DatabaseUnavailableMiddleware:
 
     def process_exception(self, request, exception):
         if isinstance(exception, (OperationalError, InterfaceError)):
+            log.warning("database unavailable for %s %s: %s", request.method, request.path, exception)
             response = JsonResponse(
                 {"detail": "The database is unavailable right now; retry in a few seconds."}, status=503
             )
-            response["Retry-After"] = "5"
+            response["Retry-After"] = str(RETRY_AFTER_SECONDS)
             return response
         return None
+
+
+class ApiJsonErrorMiddleware:
+    """Exceptions DRF does not answer (a body over DATA_UPLOAD_MAX_MEMORY_SIZE, too many form fields, any bug)
+    would get Django's HTML error pages; an API client gets JSON instead. Listed before
+    DatabaseUnavailableMiddleware in MIDDLEWARE (process_exception runs bottom-up), so it sees an exception
+    only when that one passed it on."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if not request.path.startswith("/api/"):
+            return None
+        if isinstance(exception, RequestDataTooBig):
+            from django.conf import settings
+
+            return JsonResponse({"detail": f"The request body is over the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} "
+                                           "bytes this API accepts."}, status=413)
+        if isinstance(exception, TooManyFieldsSent):
+            return JsonResponse({"detail": "The request has too many fields."}, status=400)
+        if isinstance(exception, SuspiciousOperation):
+            log.warning("suspicious request %s %s: %s", request.method, request.path, exception)
+            return JsonResponse({"detail": "The request was refused as malformed."}, status=400)
+        log.error("internal error on %s %s", request.method, request.path, exc_info=exception)
+        return JsonResponse({"detail": "Something went wrong on the server; it has been logged. Try again, "
+                                       "and report it if it persists."}, status=500)

@@ -1,11 +1,13 @@
 from django.contrib import admin
 from django.http import JsonResponse
 from django.urls import include, path, re_path
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularJSONAPIView
 
 from webapp import api, spa
 
 
+@csrf_exempt  # writes nothing; without it a POST to a wrong URL got the CSRF middleware's HTML 403, not this JSON 404
 def api_not_found(request, rest=""):
     return JsonResponse({"detail": f"There is no API endpoint at /api/v1/{rest}; see /api/v1/openapi.json."}, status=404)
 
@@ -18,7 +20,7 @@ api_v1 = [
     path("auth/me", api.MeApi.as_view(), name="auth-me"),
     path("", include("flywheel.urls")),
     path("", include("annotation.urls")),
-    re_path(r"^(?P<rest>.*)$", api_not_found),
+    re_path(r"^(?P<rest>(?s:.*))$", api_not_found),  # (?s): a path with an encoded newline is still the API's 404
 ]
 
 urlpatterns = [

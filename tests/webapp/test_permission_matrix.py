@@ -11,20 +11,17 @@ Roles: ``anonymous``; ``outsider`` (an *admin of another project*: every right t
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Callable
 
 import pytest
 from django.db import transaction
 from rest_framework.test import APIClient
 
-from tests.factories import PASSWORD, make_finished_episode, make_member, make_project, make_task, make_user
+from tests.factories import PASSWORD
+from tests.webapp.world import MARKER, World, checkpoint_dir, webm_chunk  # noqa: F401 (fixtures)
 
 ROLES = ("anonymous", "outsider", "annotator", "manager", "admin")
-# Nothing of the project under test may appear in what a non-member is sent.
-MARKER = "Matrix-secret-7f3a"
 
 
 def _row(anonymous, outsider, annotator, manager, admin) -> dict:
@@ -187,112 +184,6 @@ def test_every_endpoint_is_in_the_openapi_schema():
     as_schema = {re.sub(r"<int:(\w+)>", r"{\1}", key) for key in rest_endpoints()} - {"GET /api/v1/openapi.json"}
     missing = sorted(as_schema - schema_operations())
     assert not missing, "Endpoints missing from /api/v1/openapi.json (so never fuzzed):\n  " + "\n  ".join(missing)
-
-
-# --- the world each endpoint is called in -------------------------------------------------------------
-@pytest.fixture(scope="module")
-def checkpoint_dir(tmp_path_factory):
-    """The least a checkpoint directory needs to be deployable: config.json and readable safetensors weights."""
-    import numpy as np
-    from safetensors.numpy import save_file
-
-    path = tmp_path_factory.mktemp("matrix-ckpt")
-    (path / "config.json").write_text("{}")
-    save_file({"w": np.zeros(2, dtype=np.float32)}, str(path / "model.safetensors"))
-    return path
-
-
-@pytest.fixture(scope="module")
-def webm_chunk(tmp_path_factory) -> bytes:
-    """One second of a tone as WebM/Opus: a real chunk 0 as MediaRecorder would send it."""
-    path = tmp_path_factory.mktemp("matrix-audio") / "tone.webm"
-    subprocess.run(["ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=440:duration=1",
-                    "-c:a", "libopus", "-f", "webm", str(path)], check=True, timeout=60)
-    return path.read_bytes()
-
-
-class World:
-    """A project with one user per role, an episode with screenshots, audio, a deployment; the rarer
-    states (a ready snapshot, a cycle awaiting approval, ...) are built only when an endpoint asks for them."""
-
-    def __init__(self, checkpoint_dir, webm: bytes):
-        from annotation import audio
-        from flywheel import cycles, services
-        from flywheel.events import event_append
-
-        self.checkpoint_dir, self.webm = checkpoint_dir, webm
-        self.project = make_project(MARKER)
-        other = make_project("Elsewhere")
-        self.users = {role: make_user() for role in ("annotator", "manager", "admin", "outsider", "extra", "newcomer")}
-        for role in ("annotator", "manager", "admin"):
-            make_member(self.project, self.users[role], role)
-        make_member(other, self.users["outsider"], "admin")
-        self.extra_membership = make_member(self.project, self.users["extra"], "annotator")
-        self.train_task = make_task(self.project, "click-test", instruction_template=MARKER)
-        self.spare_task = make_task(self.project, "click-link", split="eval", seed_start=100_000, seed_end=100_099)
-        self.checkpoint = services.checkpoint_register(project=self.project, name="first", uri=str(checkpoint_dir))
-        self.deployment = services.deployment_promote(project=self.project, checkpoint=self.checkpoint)
-        cycles.settings_set(project=self.project, actor=self.users["manager"], min_new_rows=1)
-        self.episode = make_finished_episode(self.project, self.train_task, steps=[{}, {}], mode="supervised",
-                                             created_by=self.users["annotator"], outcome="success")
-        step0 = self.episode.steps.get(index=0)
-        event_append(episode_id=self.episode.pk, type="step.proposed",
-                     payload={"index": 0, "screenshot": step0.screenshot, "thought": MARKER})
-        clip, _ = audio.clip_create(episode=self.episode, user=self.users["annotator"], client_id="matrix-clip",
-                                    content_type="audio/webm", started_at=10.0)
-        audio.chunk_store(clip=clip, index=0, data=webm, content_type="audio/webm", start_time=10.0)
-        self.clip = clip
-
-    # path parameters
-    project_id = property(lambda self: self.project.pk)
-    episode_id = property(lambda self: self.episode.pk)
-    member_id = property(lambda self: self.extra_membership.pk)
-    task_id = property(lambda self: self.spare_task.pk)
-    clip_id = property(lambda self: self.clip.pk)
-    index = 0
-    deployment_id = property(lambda self: self.deployment.pk)
-
-    @cached_property
-    def interrupted_episode_id(self) -> int:
-        from flywheel.models import Episode
-
-        return Episode.objects.create(project=self.project, task=self.train_task, seed=9, mode="supervised",
-                                      status="interrupted", created_by=self.users["annotator"]).pk
-
-    @cached_property
-    def earlier_deployment_id(self) -> int:
-        from flywheel import services
-
-        newer = services.checkpoint_register(project=self.project, name="second", uri=str(self.checkpoint_dir))
-        services.deployment_promote(project=self.project, checkpoint=newer)
-        return self.deployment.pk
-
-    @cached_property
-    def snapshot_id(self) -> int:
-        from flywheel import datasets
-
-        snapshot = datasets.snapshot_create(project=self.project, kind="sft", actor=self.users["manager"])
-        return datasets.snapshot_build(snapshot_id=snapshot.pk).pk
-
-    @cached_property
-    def cycle_id(self) -> int:
-        from flywheel import cycles, services
-        from flywheel.models import Cycle, CycleState
-
-        candidate = services.checkpoint_register(project=self.project, name="candidate", uri=str(self.checkpoint_dir))
-        return Cycle.objects.create(
-            project=self.project, iteration=1, state=CycleState.DECIDE, candidate=candidate, baseline=self.checkpoint,
-            config=cycles.settings_clean(self.project, {}),
-            decision_data={"awaiting_approval": True, "decision": {"text": "candidate 50% vs deployed 10%"}}).pk
-
-    def client(self, role: str) -> APIClient:
-        from webapp.auth import token_create
-
-        client = APIClient()
-        if role != "anonymous":
-            _, raw = token_create(user=self.users[role])
-            client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-        return client
 
 
 def _path(route: str, world: World, call: Call) -> str:
