@@ -66,14 +66,15 @@ class _Style:
     earlier: str  # prefix of the summary of older actions
     element: re.Pattern  # one element line; groups: role, text, x, y, flags
     element_format: str  # str.format with role, text, x, y
+    max_text: int  # longer element texts are cut to this many characters, "..." included
 
 
 _FLAGS = r"((?: checked| unchecked)?(?: focused)?)"
 _STYLES = {
     "full": _Style(SYSTEM_PROMPT, "Instruction: ", "Earlier actions: ",
-                   re.compile(r'\[([\w-]+)\] "(.*)" at \((-?\d+), (-?\d+)\)' + _FLAGS), '[{role}] "{text}" at ({x}, {y})'),
+                   re.compile(r'\[([\w-]+)\] "(.*)" at \((-?\d+), (-?\d+)\)' + _FLAGS), '[{role}] "{text}" at ({x}, {y})', 60),
     "compact": _Style(COMPACT_SYSTEM_PROMPT, "Task: ", "Before: ",
-                      re.compile(r'\[([\w-]+)\] "(.*)" x=(-?\d+), y=(-?\d+)' + _FLAGS), '[{role}] "{text}" x={x}, y={y}'),
+                      re.compile(r'\[([\w-]+)\] "(.*)" x=(-?\d+), y=(-?\d+)' + _FLAGS), '[{role}] "{text}" x={x}, y={y}', 24),
 }
 PROMPT_STYLES: tuple[str, ...] = tuple(_STYLES)
 DEFAULT_STYLE = "full"
@@ -105,12 +106,15 @@ def _display_url(url: str) -> str:
     return url
 
 
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def render_element(element: Element, style: str = DEFAULT_STYLE) -> str:
-    """One element's line: role, text (whitespace collapsed, at most 60 characters), centre, state."""
-    text = re.sub(r"\s+", " ", element.text).strip()
-    if len(text) > 60:
-        text = text[:57] + "..."
-    line = _style(style).element_format.format(role=element.role, text=text, x=element.x, y=element.y)
+    """One element's line: role, text (whitespace collapsed, cut to the style's length), centre, state."""
+    spec = _style(style)
+    text = _cut(re.sub(r"\s+", " ", element.text).strip(), spec.max_text)
+    line = spec.element_format.format(role=element.role, text=text, x=element.x, y=element.y)
     if element.checked is not None:
         line += " checked" if element.checked else " unchecked"
     if element.focused:
@@ -206,7 +210,7 @@ def _restyle_line(line: str, source: _Style, target: _Style) -> str:
     match = source.element.fullmatch(line)
     if match:
         role, text, x, y, flags = match.groups()
-        return target.element_format.format(role=role, text=text, x=x, y=y) + flags
+        return target.element_format.format(role=role, text=_cut(text, target.max_text), x=x, y=y) + flags
     return line
 
 
