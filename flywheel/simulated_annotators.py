@@ -196,3 +196,60 @@ class SimulatedAnnotator:
         report.reward = detail.get("reward")
         report.seconds = round(time.monotonic() - started, 2)
         return report
+
+
+def annotate(base: str, usernames: list[str], password: str, project_id: int, task: dict, seeds: list[int]) -> list:
+    """Each annotator (a thread with its own browser) supervises its share of the seeds; their reports."""
+    import threading
+
+    reports, errors = [], []
+
+    def work(username: str, mine: list[int]):
+        person = SimulatedAnnotator(base, username, password)
+        try:
+            for seed in mine:
+                reports.append(person.supervise(project_id, task["id"], task["task_name"], seed))
+        except Exception as exc:  # noqa: BLE001 - reported to the caller with whose work it was
+            errors.append(f"{username}: {exc!r}")
+        finally:
+            person.close()
+
+    threads = [threading.Thread(target=work, args=(name, seeds[i::len(usernames)])) for i, name in enumerate(usernames)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise ApiFailure("; ".join(errors))
+    return reports
+
+
+def cycle_run(manager: Api, project_id: int, timeout: float = 1800) -> dict:
+    """Run a cycle now, as the Cycles page's button does, and follow it to its end."""
+    cycle = manager.call("POST", f"/api/v1/projects/{project_id}/cycles/")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        cycle = manager.call("GET", f"/api/v1/cycles/{cycle['id']}/")
+        if cycle["state"] in ("deployed", "rejected", "skipped", "failed"):
+            return cycle
+        time.sleep(2)
+    raise ApiFailure(f"cycle {cycle['iteration']} is still {cycle['state']} after {timeout:.0f} s")
+
+
+def cycle_figures(cycle: dict, reports: list, annotate_seconds: float) -> dict:
+    """What a cycle did, in numbers: success before and after, seconds by state, the data, the annotation."""
+    rates = {e["role"]: e for e in cycle["evaluations"]}
+    candidate, deployed = rates.get("candidate") or {}, rates.get("deployed") or {}
+    return {
+        "iteration": cycle["iteration"], "state": cycle["state"], "decision": cycle["decision"],
+        "success_before": deployed.get("success_rate"), "success_after": candidate.get("success_rate"),
+        "per_task_after": {t: v["success_rate"] for t, v in (candidate.get("per_task") or {}).items()},
+        "eval_episodes": candidate.get("episodes"),
+        "seconds_by_state": {state: t.get("seconds") for state, t in cycle["timings"].items()},
+        "cycle_seconds": round(sum(t.get("seconds") or 0 for t in cycle["timings"].values()), 1),
+        "rows": {s["kind"]: s["rows"] for s in cycle["snapshots"]},
+        "annotation": {"episodes": len(reports), "approved": sum(r.approved for r in reports),
+                       "edited": sum(r.edited for r in reports), "took_over": sum(r.took_over for r in reports),
+                       "successes": sum(1 for r in reports if (r.reward or 0) > 0.5),
+                       "seconds": round(annotate_seconds, 1)},
+    }

@@ -1,0 +1,64 @@
+"""The flywheel, shown on a running Loupe (`make run`): simulated annotators supervise episodes through the REST and
+WebSocket API, then a cycle trains, evaluates and deploys on their data; repeated. Watch the project's Cycles page.
+
+    python manage.py flywheel_demo --url http://127.0.0.1:8000 --project demo --cycles 2
+"""
+import json
+import os
+import random
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from flywheel.simulated_annotators import Api, ApiFailure, annotate, cycle_figures, cycle_run
+
+
+class Command(BaseCommand):
+    help = ("Simulated annotators steer supervised episodes through the API of a running Loupe, then a flywheel "
+            "cycle trains on their data; printed as JSON figures per cycle.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--url", default=f"http://{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8000')}")
+        parser.add_argument("--project", default="demo", help="Project slug.")
+        parser.add_argument("--manager", default="manager", help="Who runs the cycles (a manager of the project).")
+        parser.add_argument("--annotators", default="annotator", help="Comma-separated annotators of the project.")
+        parser.add_argument("--password", default="", help="Their password (default: the demo password).")
+        parser.add_argument("--tasks", default="", help="Comma-separated train tasks to annotate (default: the "
+                                                        "project's eval tasks' names that also have a train task).")
+        parser.add_argument("--episodes", type=int, default=24, help="Supervised episodes before each cycle.")
+        parser.add_argument("--cycles", type=int, default=2)
+
+    def handle(self, *args, url, project, manager, annotators, password, tasks, episodes, cycles, **options):
+        if not password:
+            from webapp.demo import demo_password
+
+            password = demo_password()[0]
+        try:
+            lead = Api(url, manager, password)
+            found = [p for p in lead.call("GET", "/api/v1/projects/")["results"] if p["slug"] == project]
+            if not found:
+                raise CommandError(f"{manager} is not a member of a project '{project}' at {url}.")
+            pid = found[0]["id"]
+            specs = lead.call("GET", f"/api/v1/projects/{pid}/tasks/?page_size=200")["results"]
+            train = {t["task_name"]: t for t in specs if t["split"] == "train"}
+            wanted = [t.strip() for t in tasks.split(",") if t.strip()] or \
+                [t["task_name"] for t in specs if t["split"] == "eval" and t["task_name"] in train]
+            missing = [t for t in wanted if t not in train]
+            if not wanted or missing:
+                raise CommandError(f"No train task {', '.join(missing) or '(none given)'} in {project}; pass --tasks.")
+            people = [a.strip() for a in annotators.split(",") if a.strip()]
+            rng = random.Random()
+            for n in range(cycles):
+                started, reports = time.monotonic(), []
+                for i, name in enumerate(wanted):
+                    share = episodes // len(wanted) + (1 if i < episodes % len(wanted) else 0)
+                    task = train[name]
+                    seeds = rng.sample(range(task["seed_start"], task["seed_end"] + 1), share)
+                    self.stdout.write(f"cycle {n + 1}: {len(people)} annotator(s) supervise {share} {name} episodes…")
+                    reports += annotate(url, people, password, pid, task, seeds)
+                spent = time.monotonic() - started
+                self.stdout.write(f"cycle {n + 1}: running a flywheel cycle (see the Cycles page)…")
+                cycle = cycle_run(lead, pid)
+                self.stdout.write(json.dumps(cycle_figures(cycle, reports, spent)))
+        except ApiFailure as exc:
+            raise CommandError(str(exc)) from None
