@@ -29,6 +29,26 @@ CLOSE_NOT_FOUND = 4404
 # RFC 6455's 1009 ("message too big") cannot be sent by a daphne application: autobahn only lets a
 # server close with 1000 or 3000-4999. 4009 is its application-range twin.
 CLOSE_TOO_BIG = 4009
+# 429's twin: the client sent frames faster than LOUPE_WS_MAX_FRAMES_PER_SECOND (after a burst of LOUPE_WS_FRAME_BURST).
+CLOSE_RATE_LIMITED = 4029
+
+
+class FrameBucket:
+    """A token bucket: `burst` frames at once, refilled at `rate` a second. One a connection, so a client
+    that floods is closed without slowing anyone else's socket."""
+
+    def __init__(self, *, rate: float, burst: int, clock=time.monotonic):
+        self.rate, self.burst, self.clock = rate, burst, clock
+        self.tokens, self.at = float(burst), clock()
+
+    def take(self) -> bool:
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
 
 
 @database_sync_to_async
@@ -47,6 +67,8 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
     role: str | None = None
 
     async def connect(self):
+        self.bucket = FrameBucket(rate=settings.LOUPE_WS_MAX_FRAMES_PER_SECOND, burst=settings.LOUPE_WS_FRAME_BURST)
+        self.closing = False
         await self.accept()
         user = self.scope.get("user")
         auth = self.scope.get("auth", {})
@@ -108,14 +130,27 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
         await self.send_json({"type": "error", "id": command_id, "data": {"message": message}})
 
     async def receive(self, text_data=None, bytes_data=None):
+        if self.closing:
+            return  # frames already on their way when we closed
+        if not self.bucket.take():
+            self.closing = True
+            user = self.scope.get("user")
+            log.warning("closing a socket of %s on episode %s: over %s frames a second",
+                        getattr(user, "username", "?"), getattr(self, "episode_id", "?"),
+                        settings.LOUPE_WS_MAX_FRAMES_PER_SECOND)
+            reason = (f"Too many frames: at most {settings.LOUPE_WS_MAX_FRAMES_PER_SECOND:g} a second. "
+                      "Slow down, then reconnect.")
+            await self.send_error(reason)  # daphne drops a close frame's reason text; the error carries it
+            return await self.close(code=CLOSE_RATE_LIMITED, reason=reason)
         raw = text_data if text_data is not None else bytes_data
         if raw is not None and len(raw) > settings.LOUPE_WS_MAX_FRAME_BYTES:
+            self.closing = True
             return await self.close(code=CLOSE_TOO_BIG)
         if text_data is None:
             return await self.send_error("Send commands as JSON text frames.")
         try:
             frame = json.loads(text_data)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: nested deeper than the parser goes
             return await self.send_error("That frame is not JSON; send {\"type\": ..., \"id\": ...}.")
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             return await self.send_error("A command is a JSON object with a string 'type' and a client 'id'.")

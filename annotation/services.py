@@ -108,11 +108,28 @@ def _validate_payload(kind: str, frame: dict, episode: Episode) -> tuple[dict, s
     return {}, None
 
 
+def _has_nul(value) -> bool:
+    """PostgreSQL stores no NUL character in text or JSON; a frame holding one is refused, not a database error."""
+    stack = [value]  # iterative: a frame may nest as deep as the JSON parser allows
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str) and "\x00" in item:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def command_submit(*, episode_id: int, user, frame: dict) -> CommandResult:
     command_id = frame.get("id")
     kind = frame.get("type")
-    if not isinstance(command_id, str) or not 1 <= len(command_id) <= 64:
+    if not isinstance(command_id, str) or not 1 <= len(command_id) <= 64 or "\x00" in command_id:
         return _error("Every command needs a client 'id' (a string of 1-64 characters).", None)
+    if _has_nul(frame):
+        return _error("Text in a command may not contain NUL characters.", command_id)
     if kind not in WORKER_COMMANDS and kind not in CONTROL_COMMANDS:
         known = ", ".join((*WORKER_COMMANDS, *CONTROL_COMMANDS))
         return _error(f"Unknown command type '{kind}'; use one of {known}.", command_id)

@@ -261,6 +261,10 @@ LOUPE_INTERRUPTED_AFTER_SECONDS = float(os.environ.get("LOUPE_INTERRUPTED_AFTER_
 LOUPE_SUPERVISED_IDLE_SECONDS = float(os.environ.get("LOUPE_SUPERVISED_IDLE_SECONDS", "600"))
 LOUPE_SUPERVISOR_FACTORY = "annotation.supervision.supervisor_for"
 LOUPE_WS_MAX_FRAME_BYTES = int(os.environ.get("LOUPE_WS_MAX_FRAME_BYTES", "65536"))
+# Per socket: a token bucket of LOUPE_WS_FRAME_BURST frames refilled at this rate; beyond it the socket closes 4029.
+# The burst covers a browser re-sending its unacknowledged commands after a reconnect.
+LOUPE_WS_MAX_FRAMES_PER_SECOND = float(os.environ.get("LOUPE_WS_MAX_FRAMES_PER_SECOND", "20"))
+LOUPE_WS_FRAME_BURST = int(os.environ.get("LOUPE_WS_FRAME_BURST", "100"))
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
