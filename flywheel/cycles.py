@@ -452,6 +452,8 @@ def cycle_snapshot(*, cycle_id: int) -> str:
                         cycle.snapshots.add(snapshot)
                 if snapshot.status == SnapshotStatus.BUILDING:
                     snapshot = datasets.snapshot_build(snapshot_id=snapshot.pk)
+                if snapshot.status == SnapshotStatus.FAILED and snapshot.rows == 0 and "nothing to snapshot" in snapshot.error:
+                    continue  # its episodes made no rows (e.g. corrections identical to the proposals): stage skipped
                 if snapshot.status == SnapshotStatus.FAILED:
                     raise ApplicationError(f"The {kind} snapshot #{snapshot.pk} failed: {snapshot.error}")
             if not cycle.snapshots.filter(status=SnapshotStatus.READY).exists():

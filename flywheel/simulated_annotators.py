@@ -247,7 +247,7 @@ def cycle_figures(cycle: dict, reports: list, annotate_seconds: float) -> dict:
         "eval_episodes": candidate.get("episodes"),
         "seconds_by_state": {state: t.get("seconds") for state, t in cycle["timings"].items()},
         "cycle_seconds": round(sum(t.get("seconds") or 0 for t in cycle["timings"].values()), 1),
-        "rows": {s["kind"]: s["rows"] for s in cycle["snapshots"]},
+        "rows": {s["kind"]: s["rows"] for s in cycle["snapshots"] if s["status"] == "ready"},
         "annotation": {"episodes": len(reports), "approved": sum(r.approved for r in reports),
                        "edited": sum(r.edited for r in reports), "took_over": sum(r.took_over for r in reports),
                        "successes": sum(1 for r in reports if (r.reward or 0) > 0.5),

@@ -185,6 +185,28 @@ def test_gate_skips_with_the_counts_when_new_rows_are_too_few(flywheel_project, 
     assert set(cycle.timings) == {"gate"} and cycle.timings["gate"]["seconds"] >= 0
 
 
+def test_snapshot_and_train_skip_a_recipe_bucket_whose_episodes_make_no_rows(flywheel_project,
+                                                                         django_capture_on_commit_callbacks):
+    fp = flywheel_project
+    cycles.settings_set(project=fp["project"], actor=fp["manager"],
+                        recipe=[{"algorithm": "sft", "max_steps": 5}, {"algorithm": "dpo", "max_steps": 5}])
+    same = {"thought": "t", "action": {"name": "click", "args": {"x": 1, "y": 2}}}
+    make_finished_episode(fp["project"], fp["train"], mode="supervised", reward=1.0, steps=[  # a correction equal to
+        {**same, "actor": "edited", "proposal": {**same, "raw": "Thought: t\nAction: click(x=1, y=2)"}}])  # the proposal
+    with django_capture_on_commit_callbacks(execute=False):
+        cycle = cycles.cycle_start(project=fp["project"], actor=fp["manager"])
+        assert cycles.cycle_gate(cycle_id=cycle.pk) == CycleState.SNAPSHOT
+        assert cycles.cycle_snapshot(cycle_id=cycle.pk) == CycleState.TRAIN
+        assert cycles.cycle_snapshot(cycle_id=cycle.pk) == "busy or moved on"
+        assert cycles.cycle_train(cycle_id=cycle.pk) == "training"
+        assert cycles.cycle_train(cycle_id=cycle.pk) == "training"  # a duplicate creates no second run
+    cycle.refresh_from_db()
+    assert dict(cycle.snapshots.values_list("kind", "status")) == {"sft": "ready", "dpo": "failed"}
+    run = TrainingRun.objects.get(config__cycle=cycle.pk)
+    assert [s["algorithm"] for s in run.config["stages"]] == ["sft"] and run.init_checkpoint == fp["untrained"]
+    assert run.config["checkpoint_name"] == "c1" and cycle.run == run
+
+
 # --- deciding and deploying --------------------------------------------------------------------------------
 def _decided_cycle(fp, tmp_path, candidate_rate: float, deployed_rate: float, **config) -> Cycle:
     """A cycle that reached `decide` with a real candidate checkpoint and measured success rates."""

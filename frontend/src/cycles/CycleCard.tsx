@@ -220,10 +220,13 @@ export function CycleCard({ cycle, projectId, manage, open = false }: { cycle: C
               )}
             </div>
           )}
-          {cycle.snapshots.length > 0 && (
+          {cycle.snapshots.some((s) => s.status === "ready") && (
             <p className="muted small">
               Trained on{" "}
-              {cycle.snapshots.map((s) => `${s.kind.toUpperCase()} snapshot #${s.id} (${s.rows.toLocaleString()} rows)`).join(", ")}
+              {cycle.snapshots
+                .filter((s) => s.status === "ready")
+                .map((s) => `${s.kind.toUpperCase()} snapshot #${s.id} (${s.rows.toLocaleString()} rows)`)
+                .join(", ")}
               {cycle.candidate ? ` → candidate ${cycle.candidate.name}` : ""}
               {cycle.baseline ? `; compared with ${cycle.baseline.name}` : ""}
             </p>
