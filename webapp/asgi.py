@@ -11,11 +11,12 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from annotation.consumers import EpisodeConsumer  # noqa: E402
+from webapp.middleware import WebSocketDatabaseUnavailable  # noqa: E402
 from webapp.ws_auth import WebSocketAuthStack  # noqa: E402
 
 websocket_urlpatterns = [path("ws/episodes/<int:episode_id>/", EpisodeConsumer.as_asgi())]
 
 application = ProtocolTypeRouter({
     "http": django_asgi_app,
-    "websocket": WebSocketAuthStack(URLRouter(websocket_urlpatterns)),
+    "websocket": WebSocketDatabaseUnavailable(WebSocketAuthStack(URLRouter(websocket_urlpatterns))),
 })

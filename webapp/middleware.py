@@ -1,7 +1,8 @@
-"""HTTP middleware: a database outage is a 503 with a retry hint, not a 500; and under /api/ every error,
-even one raised outside DRF's exception handler, is JSON with a `detail` message."""
+"""Middleware: a database outage is a 503 with a retry hint (HTTP) or a 4503 close (WebSocket), not a 500 or a
+traceback; and under /api/ every error, even one raised outside DRF's exception handler, is JSON with a `detail`."""
 from __future__ import annotations
 
+import json
 import logging
 
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent
@@ -59,3 +60,39 @@ class ApiJsonErrorMiddleware:
         log.error("internal error on %s %s", request.method, request.path, exc_info=exception)
         return JsonResponse({"detail": "Something went wrong on the server; it has been logged. Try again, "
                                        "and report it if it persists."}, status=500)
+
+
+# 503's twin for sockets: the database is unavailable; reconnect in a few seconds.
+CLOSE_UNAVAILABLE = 4503
+
+
+class WebSocketDatabaseUnavailable:
+    """ASGI middleware, outermost on WebSockets: when authentication or the consumer hits a database outage,
+    the client gets an `error` message and the close code 4503 (and reconnects later, with after=<seq>),
+    instead of a failed handshake and a traceback in the log."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "websocket":
+            return await self.inner(scope, receive, send)
+        state = {"accepted": False, "closed": False}
+
+        async def tracking_send(message):
+            state["accepted"] |= message["type"] == "websocket.accept"
+            state["closed"] |= message["type"] == "websocket.close"
+            await send(message)
+
+        try:
+            return await self.inner(scope, receive, tracking_send)
+        except (OperationalError, InterfaceError) as exc:
+            log.warning("database unavailable for socket %s: %s", scope.get("path"), exc)
+            if state["closed"]:
+                return None
+            if not state["accepted"]:
+                await send({"type": "websocket.accept"})
+            await send({"type": "websocket.send", "text": json.dumps({"type": "error", "id": None, "data": {
+                "message": "The database is unavailable right now; reconnect in a few seconds."}})})
+            await send({"type": "websocket.close", "code": CLOSE_UNAVAILABLE})
+            return None

