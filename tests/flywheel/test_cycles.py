@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 from flywheel import cycles, datasets, services
 from flywheel.models import Cycle, CycleState, Deployment, Evaluation, TrainingRun
 from tests.factories import make_finished_episode, make_member, make_project, make_task, make_tiny_checkpoint, make_user
-from tests.stack import ProcessStack, stack_env, start_worker, wait_for, worker_quiet
+from tests.stack import stack_env, start_worker, wait_for, worker_quiet
 from webapp.errors import ApplicationError
 from webapp.models import AuditEntry
 
@@ -444,3 +444,83 @@ def test_a_killed_training_subprocess_fails_the_cycle_with_its_log_and_keeps_the
     assert "$ trainer sft --data" in ended.log_tail and ended.decision == "failed in train; the deployment is unchanged"
     assert Deployment.objects.get(project=fp["project"], active=True).checkpoint == fp["untrained"]
     worker_quiet()
+
+
+# --- the openai backend: vLLM-style runtime adapter loading -------------------------------------------------
+def start_policy_server(init: str, tmp_path, name: str):
+    """`python -m trainer serve` (vLLM's OpenAI API and runtime LoRA loading, on a CPU); (process, base url)."""
+    import subprocess
+    import sys
+
+    log = open(tmp_path / f"serve-{name}.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "trainer", "serve", "--init", init, "--port", "0", "--name", name],
+                            stdout=subprocess.PIPE, stderr=log, text=True)
+    line = proc.stdout.readline()
+    assert line.startswith("{"), (tmp_path / f"serve-{name}.log").read_text()[-2000:]
+    return proc, json.loads(line)["serving"]
+
+
+def served_models(url: str) -> set[str]:
+    import urllib.request
+
+    with urllib.request.urlopen(url.rstrip("/") + "/models", timeout=10) as response:
+        return {m["id"] for m in json.load(response)["data"]}
+
+
+def test_openai_deploy_loads_the_adapter_by_a_new_name_and_rollouts_ask_for_it(flywheel_project, tmp_path, settings):
+    import subprocess
+    import sys
+
+    from agent.prompt import render_messages
+    from flywheel.models import Episode
+    from flywheel.rollout_worker import policy_for
+
+    fp = flywheel_project
+    project, base = fp["project"], fp["untrained"]
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"messages": [{"role": "system", "content": "Act."}, {"role": "user", "content": "Task: x"},
+                                             {"role": "assistant", "content": "Thought: t\nAction: wait()"}]}) + "\n")
+    subprocess.run([sys.executable, "-m", "trainer", "sft", "--data", str(rows), "--init", base.uri, "--out",
+                    str(tmp_path / "c1"), "--lora", "r=4", "--max-steps", "2"], check=True, capture_output=True)
+    assert (tmp_path / "c1" / "adapter" / "adapter_config.json").is_file()
+    candidate = services.checkpoint_register(project=project, name="c1", uri=str(tmp_path / "c1"), parent=base)
+    config = cycles.settings_set(project=project, actor=fp["manager"], backend="openai", export="lora",
+                                 base_checkpoint=base.pk)
+    assert config["recipe"][0]["lora"] == "r=8"  # adapters are trained on the served base
+    cycle = Cycle.objects.create(project=project, iteration=1, state=CycleState.REJECTED, candidate=candidate,
+                                 baseline=base, config=cycles.settings_clean(project, {}),
+                                 decision_data={"decision": {"text": "rejected: c1 0.0% vs untrained 0.0%"}})
+    server, url = start_policy_server(base.uri, tmp_path, "base")
+    try:
+        settings.LOUPE_OPENAI_BASE_URL = url
+        approved = client_for(fp["manager"]).post(f"/api/v1/cycles/{cycle.pk}/approve")
+        assert approved.status_code == 200, approved.content
+        active = Deployment.objects.get(project=project, active=True)
+        assert (active.backend, active.served_name) == ("openai", f"{project.slug}-c1")
+        assert served_models(url) == {"base", active.served_name}  # loaded at run time, no restart
+        episode = Episode.objects.create(project=project, task=fp["train"], seed=1, checkpoint=candidate)
+        policy = policy_for(episode)
+        assert (policy.name, policy.model) == ("openai", active.served_name)
+        out = policy.act(render_messages(instruction="Click", observation_text="Task: Click", history=[]))
+        assert out.error is None and out.model == active.served_name, out.error
+
+        services.deployment_promote(project=project, checkpoint=base, reason="back to local")
+        server.terminate()
+        server.wait()
+        server, url = start_policy_server(base.uri, tmp_path, "restarted")  # the adapter is gone with the old server
+        settings.LOUPE_OPENAI_BASE_URL = url
+        rolled = client_for(fp["manager"]).post(f"/api/v1/projects/{project.pk}/deployments/{active.pk}/rollback")
+        assert rolled.status_code == 200, rolled.content
+        assert rolled.json()["served_name"] == active.served_name and active.served_name in served_models(url)
+        server.terminate()
+        server.wait()
+        current = client_for(fp["manager"]).post(
+            f"/api/v1/projects/{project.pk}/deployments/{rolled.json()['id']}/rollback")
+        assert current.status_code == 409  # already the active one
+        services.deployment_promote(project=project, checkpoint=base, reason="local again")
+        refused = client_for(fp["manager"]).post(f"/api/v1/projects/{project.pk}/deployments/{active.pk}/rollback")
+        assert refused.status_code == 502 and "cannot be reached" in refused.json()["detail"]
+        assert Deployment.objects.get(project=project, active=True).checkpoint == base
+    finally:
+        server.kill()
+        server.wait()

@@ -46,10 +46,15 @@ def test_two_cycles_of_simulated_annotation_raise_the_deployed_success_rate(daph
         "min_new_rows": EPISODES_PER_PHASE, "recipe": RECIPE, "eval_seeds": EVAL_SEEDS, "margin": 0.05})
 
     report, deployed_rates = [], []
-    for phase, task in enumerate(("click-test", "focus-text")):
-        seeds = list(range(phase * 1000, phase * 1000 + EPISODES_PER_PHASE))
-        started = time.monotonic()
-        sessions = annotate(daphne_server, ["ann1", "ann2"], PASSWORD, pid, tasks[task], seeds)
+    # first the click test only; then a new task comes in (focus-text) beside more of the click test, where the
+    # model of cycle 1 now proposes steps the annotators approve or edit
+    phases = [[("click-test", EPISODES_PER_PHASE)], [("click-test", EPISODES_PER_PHASE // 2),
+                                                     ("focus-text", EPISODES_PER_PHASE - EPISODES_PER_PHASE // 2)]]
+    for phase, work in enumerate(phases):
+        started, sessions = time.monotonic(), []
+        for task, count in work:
+            seeds = list(range(phase * 1000, phase * 1000 + count))
+            sessions += annotate(daphne_server, ["ann1", "ann2"], PASSWORD, pid, tasks[task], seeds)
         spent = time.monotonic() - started
         expected = "untrained" if phase == 0 else "c1"
         assert {s.checkpoint for s in sessions} == {expected}, [s.checkpoint for s in sessions]
