@@ -154,3 +154,30 @@ def words_align(*, episode_id: int) -> dict[int, int | None]:
         if step.actor != "model" and step.human_thought != text:
             flywheel_services.step_human_thought_set(step=step, text=text)
     return result
+
+
+def clips_stalled(*, older_than_seconds: float, within_seconds: float = 3600) -> list[tuple[int, bool]]:
+    """Clips whose audio no transcription job has finished with: an uploaded chunk not yet transcribed, or a
+    finished clip whose final pass has not committed up to its last chunk (its job's worker was killed: the
+    broker redelivers an unacknowledged job only after its visibility timeout). Only clips whose newest chunk
+    came between `within_seconds` and `older_than_seconds` ago. Returns (clip id, finished)."""
+    from datetime import timedelta
+
+    from django.db.models import Count, Max
+    from django.utils import timezone
+
+    now = timezone.now()
+    candidates = (AudioClip.objects.annotate(n=Count("chunks"), newest=Max("chunks__created_at"))
+                  .filter(n__gt=0, newest__lt=now - timedelta(seconds=older_than_seconds),
+                          newest__gte=now - timedelta(seconds=within_seconds)))
+    stalled = []
+    for clip in candidates:
+        chunks = _contiguous_chunks(clip)
+        if not chunks:
+            continue
+        untranscribed = clip.transcribed_chunks < len(chunks)
+        last_offset = chunks[-1].start_time - chunks[0].start_time
+        final_missing = clip.finished and clip.committed_until + 0.5 < last_offset
+        if untranscribed or final_missing:
+            stalled.append((clip.pk, clip.finished))
+    return stalled

@@ -8,3 +8,16 @@ def clip_transcribe(clip_id: int, final: bool = False) -> int:
     from annotation import audio
 
     return audio.clip_transcribe(clip_id=clip_id, final=final)
+
+
+@shared_task
+def clips_sweep_stalled() -> list[int]:
+    """Beat task: send the transcription of every clip a killed audio worker left unfinished again."""
+    from django.conf import settings
+
+    from annotation import audio
+
+    stalled = audio.clips_stalled(older_than_seconds=settings.LOUPE_AUDIO_STALLED_SECONDS)
+    for clip_id, finished in stalled:
+        clip_transcribe.delay(clip_id, finished)
+    return [clip_id for clip_id, _ in stalled]
