@@ -220,6 +220,8 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # the split as a model field (labelled) and as a task input (bare values): one name each
+    "ENUM_NAME_OVERRIDES": {"SplitEnum": "flywheel.models.Split", "TaskSplitEnum": [("train", "train"), ("eval", "eval")]},
 }
 
 # --- files ----------------------------------------------------------------------------------------

@@ -30,9 +30,13 @@ def start_daphne_on(stack, tmp_path, env: dict, port: int, name: str = "daphne")
                 env, tmp_path)
     base = f"http://127.0.0.1:{port}"
 
+    class NoRedirect(urllib.request.HTTPRedirectHandler):  # production settings redirect plain HTTP
+        def redirect_request(self, *args, **kwargs):
+            return None
+
     def up():
         try:
-            urllib.request.urlopen(base + "/api/v1/auth/session", timeout=1)
+            urllib.request.build_opener(NoRedirect).open(base + "/api/v1/auth/session", timeout=1)
         except urllib.error.HTTPError:
             return True
         except OSError:
