@@ -181,9 +181,10 @@ class Watcher:
     """One socket on one episode, in a thread. With ``approve=True`` it also steers: it approves every
     proposal (the first command makes it the episode's controller)."""
 
-    def __init__(self, base: str | list[str], episode_id: int, token: str, *, approve: bool = False, name: str = ""):
+    def __init__(self, base: str | list[str], episode_id: int, token: str, *, approve: bool = False,
+                 approve_after: float = 0.0, name: str = ""):
         self.bases = [base] if isinstance(base, str) else list(base)  # tries the next one when one is down
-        self.episode_id, self.token, self.approve = episode_id, token, approve
+        self.episode_id, self.token, self.approve, self.approve_after = episode_id, token, approve, approve_after
         self.name = name or f"watcher-{episode_id}"
         self.events: list[dict] = []
         self.arrivals: list[float] = []
@@ -235,8 +236,11 @@ class Watcher:
             self.arrivals.append(time.monotonic())
             data = message.get("data") or {}
             if message["type"] == "step.proposed" and self.approve and data.get("action") is not None:
-                self.send({"type": "approve", "id": f"approve-{self.episode_id}-{data['index']}",
-                           "index": data["index"]})
+                frame = {"type": "approve", "id": f"approve-{self.episode_id}-{data['index']}", "index": data["index"]}
+                if self.approve_after:  # a person's pace
+                    threading.Timer(self.approve_after, self.send, args=(frame,)).start()
+                else:
+                    self.send(frame)
             if message["type"] == "episode.finished":
                 self.finished.set()
         elif message.get("type") in ("ack", "error") and message.get("id") in self.unacked:
