@@ -190,8 +190,8 @@ def command_apply(*, command: Command, step_index: int | None = None, proposal: 
     intervention = Intervention.objects.create(episode_id=command.episode_id, step_index=step_index,
                                                command=command, kind=command.type, user=command.user,
                                                proposal=proposal, correction=correction)
-    audit_record(actor=command.user, action=f"intervention.{command.type}", target=f"episode:{command.episode_id}",
-                 data={"step_index": step_index})
+    audit_record(actor=command.user, action=f"intervention.{command.type}", target=command.episode,
+                 data={"step_index": step_index, "command": command.client_id})
     return intervention
 
 
