@@ -393,12 +393,13 @@ def cycle_scheduled(*, project_id: int) -> Cycle | None:
     project = Project.objects.filter(pk=project_id).first()
     if project is None or Cycle.objects.filter(project=project).exclude(state__in=CYCLE_TERMINAL).exists():
         return None
-    config = settings_clean(project, {})
-    new = sum(b["new_rows"] for b in bucket_rows(project, config).values())
-    if new < max(1, config["min_new_rows"]):
-        log.info("project %s: %s new rows, a cycle needs %s; not starting one", project_id, new, config["min_new_rows"])
-        return None
     try:
+        config = settings_clean(project, {})
+        new = sum(b["new_rows"] for b in bucket_rows(project, config).values())
+        if new < max(1, config["min_new_rows"]):
+            log.info("project %s: %s new rows, a cycle needs %s; not starting one", project_id, new,
+                     config["min_new_rows"])
+            return None
         return cycle_start(project=project, trigger="schedule")
     except ApplicationError as exc:
         log.info("project %s: scheduled cycle not started: %s", project_id, exc.message)

@@ -98,6 +98,23 @@ def test_the_schedule_starts_no_cycle_without_new_rows(flywheel_project, django_
     assert cycle.trigger == "schedule" and cycle.state == CycleState.GATE and len(callbacks) == 1
 
 
+def test_flywheel_cycle_command_starts_one_cycle_and_says_why_when_it_cannot(flywheel_project, capsys,
+                                                                           django_capture_on_commit_callbacks):
+    from django.core.management import CommandError, call_command
+
+    fp = flywheel_project
+    sft_episode(fp)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        call_command("flywheel_cycle", fp["project"].slug)
+    cycle = Cycle.objects.get(project=fp["project"])
+    assert cycle.trigger == "command" and len(callbacks) == 1
+    assert f"Cycle 1 of {fp['project'].name} started" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="one cycle at a time"):
+        call_command("flywheel_cycle", str(fp["project"].pk))
+    with pytest.raises(CommandError, match="No project 'nope'"):
+        call_command("flywheel_cycle", "nope")
+
+
 # --- permissions -----------------------------------------------------------------------------------------
 def test_only_managers_run_approve_configure_and_roll_back(flywheel_project, django_capture_on_commit_callbacks):
     fp = flywheel_project
@@ -247,6 +264,21 @@ def make_project_like(fp):
     make_task(project, "click-test", split="eval", seed_start=100_000, seed_end=100_099, max_steps=2)
     untrained = make_tiny_checkpoint(project, Path(tempfile.mkdtemp()) / "untrained")
     return {**fp, "project": project, "untrained": untrained}
+
+
+def test_the_first_trained_candidate_replaces_the_scripted_baseline(flywheel_project, tmp_path):
+    from flywheel.models import Checkpoint
+
+    fp = flywheel_project
+    oracle = Checkpoint.objects.create(project=fp["project"], name="scripted-baseline", uri="scripted:")
+    services.deployment_promote(project=fp["project"], checkpoint=oracle, backend="scripted")
+    cycle = _decided_cycle(fp, tmp_path, candidate_rate=0.1, deployed_rate=0.0)
+    Evaluation.objects.filter(cycle=cycle, role="deployed").delete()  # the baseline has no weights to evaluate
+    Cycle.objects.filter(pk=cycle.pk).update(baseline=oracle)
+    assert cycles.cycle_decide(cycle_id=cycle.pk) == CycleState.DEPLOYED
+    cycle.refresh_from_db()
+    assert cycle.decision.startswith("promote: c1 reaches 10.0%; the project serves the scripted baseline")
+    assert cycle.decision_data["decision"]["deployed"] is None
 
 
 def test_awaiting_approval_then_a_manager_approves_by_hand(flywheel_project, tmp_path):

@@ -11,7 +11,8 @@ from flywheel.simulated_annotators import Api, annotate, cycle_figures, cycle_ru
 from tests.factories import PASSWORD, make_member, make_project, make_tiny_checkpoint, make_user
 from tests.stack import start_worker, stack_env, worker_quiet
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.flywheel, pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.flywheel, pytest.mark.slow,
+              pytest.mark.timeout(3600)]
 
 EPISODES_PER_PHASE = 24  # split between the two annotators
 EVAL_SEEDS = 10
@@ -48,8 +49,8 @@ def test_two_cycles_of_simulated_annotation_raise_the_deployed_success_rate(daph
     report, deployed_rates = [], []
     # first the click test only; then a new task comes in (focus-text) beside more of the click test, where the
     # model of cycle 1 now proposes steps the annotators approve or edit
-    phases = [[("click-test", EPISODES_PER_PHASE)], [("click-test", EPISODES_PER_PHASE // 2),
-                                                     ("focus-text", EPISODES_PER_PHASE - EPISODES_PER_PHASE // 2)]]
+    phases = [[("click-test", EPISODES_PER_PHASE)], [("click-test", EPISODES_PER_PHASE // 3),
+                                                     ("focus-text", EPISODES_PER_PHASE - EPISODES_PER_PHASE // 3)]]
     for phase, work in enumerate(phases):
         started, sessions = time.monotonic(), []
         for task, count in work:

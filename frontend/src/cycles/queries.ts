@@ -27,7 +27,9 @@ export function useCycles(projectId: number) {
     queryFn: ({ signal }) => cycleList(projectId, signal),
     enabled: Number.isFinite(projectId),
     staleTime: 0,
-    refetchInterval: (query) => (query.state.data?.some(isCycleActive) ? CYCLE_POLL_MS : false),
+    // a candidate awaiting a manager changes only when someone acts here, so it is not polled for
+    refetchInterval: (query) =>
+      query.state.data?.some((c) => isCycleActive(c) && !c.awaiting_approval) ? CYCLE_POLL_MS : false,
   });
 }
 
