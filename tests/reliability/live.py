@@ -241,7 +241,9 @@ class Watcher:
                     threading.Timer(self.approve_after, self.send, args=(frame,)).start()
                 else:
                     self.send(frame)
-            if message["type"] == "episode.finished":
+            # the last event of an episode: episode.finished, or the state `interrupted` (which has no finished)
+            if message["type"] == "episode.finished" or (message["type"] == "episode.state" and
+                                                         data.get("status") == "interrupted"):
                 self.finished.set()
         elif message.get("type") in ("ack", "error") and message.get("id") in self.unacked:
             with self._lock:

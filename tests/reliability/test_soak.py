@@ -83,6 +83,7 @@ class Talker:
         return True
 
 
+@pytest.mark.timeout(SECONDS + 1500)
 def test_soak_live_episodes_with_watchers_and_think_aloud(tmp_path):
     from rest_framework.test import APIClient
 
@@ -105,6 +106,8 @@ def test_soak_live_episodes_with_watchers_and_think_aloud(tmp_path):
     talkers: dict[int, Talker] = {}
     clips: list[Talker] = []
     talked: set[int] = set()
+    closing: list[tuple[float, list[Watcher]]] = []
+    next_progress = time.monotonic() + 60
     started = time.monotonic()
     try:
         base = start_daphne(stack, tmp_path, stack_env(), name="daphne-soak")
@@ -143,11 +146,16 @@ def test_soak_live_episodes_with_watchers_and_think_aloud(tmp_path):
             ended = set(Episode.objects.filter(pk__in=list(live), status__in=["finished", "failed", "interrupted"])
                         .values_list("pk", flat=True))
             for episode_id in ended:
-                watchers = live.pop(episode_id)
-                if all(w.finished.wait(30) for w in watchers):
-                    for w in watchers:
-                        w.close()
-                done.append((episode_id, watchers))
+                done.append((episode_id, live.pop(episode_id)))
+                closing.append((time.monotonic(), done[-1][1]))
+            while closing and (all(w.finished.is_set() for w in closing[0][1]) or
+                               time.monotonic() - closing[0][0] > 60):  # their sockets are let go once finished
+                for w in closing.pop(0)[1]:
+                    w.close()
+            if time.monotonic() > next_progress:
+                next_progress += 60
+                print(f"soak {time.monotonic() - started:.0f} s: {len(done)} episodes done, {len(live)} live, "
+                      f"{len(clips)} clips, memory {({k: round(v[-1][1]) for k, v in samples.items()})}", flush=True)
             time.sleep(0.2)
         while talkers:  # let the recordings in progress finish
             for episode_id, talker in list(talkers.items()):
@@ -178,7 +186,8 @@ def test_soak_live_episodes_with_watchers_and_think_aloud(tmp_path):
     for episode_id, watchers in done:
         stored = [{"type": e.type, "seq": e.seq, "data": e.payload}
                   for e in Event.objects.filter(episode_id=episode_id).order_by("seq")]
-        finished_at = next(e["seq"] for e in stored if e["type"] == "episode.finished")
+        finished_at = max(e["seq"] for e in stored if e["type"] == "episode.finished" or (
+            e["type"] == "episode.state" and e["data"].get("status") in ("finished", "failed", "interrupted")))
         for w in watchers:
             got = [{"type": e["type"], "seq": e["seq"], "data": e["data"]} for e in w.events]
             if w.problems or got != stored[:len(got)] or len(got) < finished_at:
@@ -186,6 +195,8 @@ def test_soak_live_episodes_with_watchers_and_think_aloud(tmp_path):
                                 f"({len(got)} events, finished at seq {finished_at})")
     statuses = {s: Episode.objects.filter(project=project, status=s).count() for s in ("finished", "failed",
                                                                                         "interrupted")}
+    unfinished = {e.pk: f"{e.status}: {e.end_reason}" for e in Episode.objects.filter(project=project)
+                  .exclude(status="finished")}
     approvals = assert_acked_commands_stored_once([w for _, ws in done for w in ws])
     for talker in clips:
         stored_chunks = AudioChunk.objects.filter(clip_id=talker.clip_id).count()
@@ -205,7 +216,7 @@ def test_soak_live_episodes_with_watchers_and_think_aloud(tmp_path):
         if end_mb > bound:
             problems.append(f"{name} grew from {warm_mb:.0f} MB to {end_mb:.0f} MB (bound {bound:.0f} MB)")
     report = {"seconds": SECONDS, "live_episodes": LIVE, "talkers": TALKERS, "episodes": len(done),
-              "statuses": statuses, "approvals": approvals, "clips": len(clips),
+              "statuses": statuses, "not_finished": unfinished, "approvals": approvals, "clips": len(clips),
               "chunks": sum(t.acked for t in clips), "transcribed_chunks": transcribed,
               "events_checked": sum(len(w.events) for _, ws in done for w in ws), "memory": memory,
               "bound": f"end <= warm-up x {GROWTH_FACTOR} + {GROWTH_MB} MB per service", "problems": problems}
