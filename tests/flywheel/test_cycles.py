@@ -406,6 +406,7 @@ def scripted_demonstrations(fp, seeds) -> None:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.browser
+@pytest.mark.timeout(1500)  # about 2 minutes on an idle 2-core machine; far more when it is shared
 def test_a_cycle_deploys_a_better_candidate_then_rejects_a_worse_one(flywheel_project, cycle_worker):
     from flywheel.models import Episode
 
