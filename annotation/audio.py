@@ -127,7 +127,30 @@ def clip_transcribe(*, clip_id: int, final: bool = False) -> int:
                 "clip": clip.pk, "username": clip.user.username,
                 "words": [{"word": w.word, "start": w.start, "end": w.end, "step": changed.get(w.position)}
                           for w in stored]})
+    if not final and not clip.chunks.filter(index__gte=len(chunks)).exists():
+        # the newest audio, still being spoken: show a provisional reading now (a later chunk's job
+        # would only replace it, so it is skipped when one is already waiting)
+        _interim_publish(clip, pcm, origin=origin, committed_until=committed_until)
     return len(stored)
+
+
+def _interim_publish(clip: AudioClip, pcm, *, origin: float, committed_until: float) -> None:
+    """Send the uncommitted audio's provisional words to the episode's watchers. They are a view, not a
+    record: not stored, carrying no seq, replaced by the next interim or by the committed words."""
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from flywheel.events import episode_group
+
+    try:
+        words = speech.transcribe_interim(speech.load_model(settings.LOUPE_WHISPER_MODEL or None), pcm,
+                                          committed_until=committed_until)
+        async_to_sync(get_channel_layer().group_send)(episode_group(clip.episode_id), {
+            "type": "transcript.interim", "clip": clip.pk, "username": clip.user.username,
+            "committed_until": origin + committed_until,
+            "words": [{"word": w.text, "start": origin + w.start, "end": origin + w.end} for w in words]})
+    except Exception:  # a courtesy: the committed words still come
+        log.warning("interim transcript of clip %s not sent", clip.pk, exc_info=True)
 
 
 def words_align(*, episode_id: int) -> dict[int, int | None]:

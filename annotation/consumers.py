@@ -5,7 +5,7 @@ event after `seq`, then stream. Every server message carries `type` and the epis
 `seq`; a gap in the live stream is filled from the stored log, so a client sees no gap and no
 duplicate. Client commands are stored before they are acknowledged (annotation/services.py).
 Per-connection messages carry no seq: `hello` (server clock), `ack`, `error` about the client's own
-frame, and `presence` (who is watching).
+frame, `presence` (who is watching) and `transcript.interim` (provisional words, replaced by stored ones).
 """
 from __future__ import annotations
 
@@ -177,6 +177,11 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
         finally:
             await client.aclose()
         await self.channel_layer.group_send(self.group, {"type": "presence.changed", "watchers": watchers})
+
+    async def transcript_interim(self, event):
+        """Provisional words of speech still going on (annotation/audio.py): a view, sent without seq."""
+        await self.send_json({"type": "transcript.interim", "data": {
+            k: event[k] for k in ("clip", "username", "committed_until", "words")}})
 
     async def presence_changed(self, event):
         await self.send_json({"type": "presence", "data": {"watchers": event["watchers"]}})

@@ -390,7 +390,7 @@ _CUT_SILENCE_MS = 300
 # Speech that ended this long before the end of the audio so far is finished, for now.
 _SETTLED_SILENCE_S = 0.8
 # Whisper is more accurate with context, so a cut waits for this much audio unless the speaker
-# has stopped.
+# has stopped. (Words reach people sooner as interim words: see transcribe_interim.)
 _MIN_COMMIT_S = 5.0
 # Past this much uncommitted audio without a pause, cut between words anyway (Whisper's window
 # is 30 s).
@@ -431,6 +431,18 @@ def transcribe_increment(model: "WhisperModel", pcm: np.ndarray, *, committed_un
         return [], committed_until
     until = (start_sample + cut) / SAMPLE_RATE
     return _transcribe(model, pending[:cut], offset=offset, limit=until), until
+
+
+def transcribe_interim(model: "WhisperModel", pcm: np.ndarray, *, committed_until: float) -> list[Word]:
+    """A provisional reading of the audio after `committed_until` (greedy, one pass), for showing words
+    while the speaker is still talking. Nothing is committed: the pause-cut increments decide the words
+    that are stored, and they may read the same audio differently."""
+    start_sample = min(len(pcm), max(0, round(committed_until * SAMPLE_RATE)))
+    pending = np.ascontiguousarray(pcm[start_sample:], dtype=np.float32)
+    if len(pending) < SAMPLE_RATE // 2:
+        return []
+    offset = start_sample / SAMPLE_RATE
+    return _transcribe(model, pending, offset=offset, limit=offset + len(pending) / SAMPLE_RATE, beam_size=1)
 
 
 def _settled_cut(pending: np.ndarray) -> int | None:
@@ -499,12 +511,12 @@ def _quietest_near(audio: np.ndarray, sample: int) -> tuple[float, int]:
 
 
 def _transcribe(model: "WhisperModel", audio: np.ndarray, *, offset: float,
-                limit: float) -> list[Word]:
+                limit: float, beam_size: int = 5) -> list[Word]:
     """Whisper's words for `audio`, shifted to the clip's clock and kept within [offset, limit]."""
     segments, _ = model.transcribe(
         audio,
         language="en",
-        beam_size=5,
+        beam_size=beam_size,
         temperature=0.0,  # no sampling fallback: the same audio always gives the same words
         condition_on_previous_text=False,
         word_timestamps=True,

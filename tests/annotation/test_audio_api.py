@@ -117,3 +117,47 @@ def test_uploaded_speech_is_transcribed_and_lands_on_the_steps_it_was_spoken_in(
     first = speech_chunks["b"][0]
     assert put_chunk(client, clip_id, 0, first.data, t0 + 35).status_code == 409  # finished clip takes no more
     assert TranscriptWord.objects.filter(clip__episode=episode).count() == before
+
+
+@pytest.mark.django_db
+def test_speech_still_going_on_reaches_watchers_as_interim_words_that_are_not_stored(celery_worker, speech_chunks):
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from flywheel.events import episode_group
+
+    episode, user, client = setup_episode()
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(episode_group(episode.pk), channel)
+    t0 = 1_800_000_000.0
+    clip_id = clip_for(client, episode, t0)
+    first = speech_chunks["a"][0]  # two seconds into the phrase: nobody has paused yet
+    assert put_chunk(client, clip_id, 0, first.data, t0 + first.start).status_code == 201
+
+    def interim():
+        async def receive():
+            import asyncio
+
+            try:
+                return await asyncio.wait_for(layer.receive(channel), timeout=2)
+            except asyncio.TimeoutError:
+                return None
+        message = async_to_sync(receive)()
+        return message if message and message["type"] == "transcript.interim" and message["words"] else None
+
+    message = wait_for(interim, 120, interval=0, what="interim words")
+    said = [w["word"] for w in message["words"]]
+    assert message["clip"] == clip_id and message["username"] == user.username
+    assert word_error_rate(" ".join(PHRASE_A.split()[:len(said)]), " ".join(said)) <= 0.5, said
+    assert all(t0 <= w["start"] <= w["end"] <= t0 + 2.5 for w in message["words"]), message["words"]
+    assert not TranscriptWord.objects.filter(clip_id=clip_id).exists()  # provisional: nothing stored
+    assert not Event.objects.filter(episode=episode, type__startswith="transcript.interim").exists()
+
+    for chunk in speech_chunks["a"][1:]:
+        assert put_chunk(client, clip_id, chunk.index, chunk.data, t0 + chunk.start).status_code == 201
+    assert client.post(f"/api/v1/audio/{clip_id}/finish").status_code == 202
+    wait_for(lambda: AudioClip.objects.get(pk=clip_id).transcribed_chunks == len(speech_chunks["a"]) and
+             TranscriptWord.objects.filter(clip_id=clip_id).exists(), 120, interval=0.5, what="committed words")
+    stored = " ".join(TranscriptWord.objects.filter(clip_id=clip_id).order_by("position").values_list("word", flat=True))
+    assert word_error_rate(PHRASE_A, stored) <= 0.15, stored

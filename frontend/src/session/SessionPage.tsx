@@ -339,7 +339,13 @@ export function SessionPage() {
           ) : (
             me && <PendingUploads username={me.username} />
           )}
-          <TranscriptPanel episodeId={episode.id} steps={steps} liveWords={live.words} connection={stream.connection} />
+          <TranscriptPanel
+            episodeId={episode.id}
+            steps={steps}
+            liveWords={live.words}
+            interim={Object.values(live.interim)}
+            connection={stream.connection}
+          />
         </div>
         <div className="viewer-side">
           {following && live.humanControl && !ended && controls.act.enabled && screen && (

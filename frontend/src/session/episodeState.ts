@@ -31,7 +31,17 @@ export interface TranscriptWord {
   word: string;
   start?: number;
   end?: number;
+  /** The step the server attached it to (`step`; older clients typed it `step_index`). */
+  step?: number | null;
   step_index?: number | null;
+  clip?: number;
+}
+
+/** A provisional reading of speech still going on (`transcript.interim`): shown, never stored. */
+export interface InterimWords {
+  clip: number;
+  username: string;
+  words: { word: string; start: number; end: number }[];
 }
 
 /** A command sent and not yet answered by an `ack` or an `error`. */
@@ -54,6 +64,8 @@ export interface LiveEpisode {
   /** A person has taken over acting; the model waits. */
   humanControl: boolean;
   words: TranscriptWord[];
+  /** Per clip, the newest provisional words not yet replaced by committed ones. */
+  interim: Record<number, InterimWords>;
   /** Who this connection is, from `hello`. */
   me: { username: string; role: Role } | null;
   /** Who is connected now, from `presence`. */
@@ -74,6 +86,7 @@ export const emptyLive: LiveEpisode = {
   control: null,
   humanControl: false,
   words: [],
+  interim: {},
   me: null,
   watchers: [],
   pending: [],
@@ -150,6 +163,17 @@ export function noticeDismissed(state: LiveEpisode, key: number): LiveEpisode {
   return { ...state, notices: state.notices.filter((n) => n.key !== key) };
 }
 
+/** Committed words of a clip replace its provisional ones up to where they end. */
+function withoutCommitted(interim: LiveEpisode["interim"], clip: unknown, words: TranscriptWord[]): LiveEpisode["interim"] {
+  if (typeof clip !== "number" || !interim[clip]) return interim;
+  const until = Math.max(...words.map((w) => (typeof w.end === "number" ? w.end : -Infinity)));
+  const left = interim[clip].words.filter((w) => w.start >= until);
+  const next = { ...interim };
+  if (left.length) next[clip] = { ...interim[clip], words: left };
+  else delete next[clip];
+  return next;
+}
+
 export function applyMessage(state: LiveEpisode, message: ServerMessage): LiveEpisode {
   const data = (message.data ?? {}) as Record<string, unknown>;
   switch (message.type) {
@@ -200,7 +224,15 @@ export function applyMessage(state: LiveEpisode, message: ServerMessage): LiveEp
     }
     case "transcript.words": {
       const words = Array.isArray(data.words) ? (data.words as TranscriptWord[]) : [];
-      return { ...state, words: [...state.words, ...words] };
+      return { ...state, words: [...state.words, ...words], interim: withoutCommitted(state.interim, data.clip, words) };
+    }
+    case "transcript.interim": {
+      if (typeof data.clip !== "number" || !Array.isArray(data.words)) return state;
+      const words = (data.words as InterimWords["words"]).filter(
+        (w) => typeof w.word === "string" && typeof w.start === "number" && typeof w.end === "number",
+      );
+      const entry = { clip: data.clip, username: String(data.username ?? ""), words };
+      return { ...state, interim: { ...state.interim, [data.clip]: entry } };
     }
     case "ack":
       return settle(state, message.id);

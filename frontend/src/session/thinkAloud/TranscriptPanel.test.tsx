@@ -75,6 +75,36 @@ describe("think-aloud on the session page", () => {
     expect(stepTwo.textContent).toContain("in progress"); // step 2 has not executed yet
   });
 
+  it("shows provisional words while someone speaks, and the committed words replace them", async () => {
+    const socket = await openSession();
+    await waitFor(() => expect(stepText(0)).toBe("The button"));
+    const interim = (words: { word: string; start: number; end: number }[]) =>
+      act(() => socket.receive({ type: "transcript.interim", data: { clip: 3, username: "ann", committed_until: 110, words } }));
+    interim([{ word: "Now", start: 110.1, end: 110.3 }]);
+    expect(screen.getByTestId("transcript-interim").textContent).toBe("ann, speaking: Now");
+    interim([
+      { word: "Now", start: 110.1, end: 110.3 },
+      { word: "I", start: 110.4, end: 110.5 },
+      { word: "type", start: 110.6, end: 110.9 },
+    ]);
+    expect(screen.getByTestId("transcript-interim").textContent).toBe("ann, speaking: Now I type");
+    expect(screen.getByTestId("transcript-count").textContent).toBe("2 words"); // provisional words are not counted
+    act(() =>
+      socket.receive({
+        type: "transcript.words",
+        seq: 6,
+        data: { clip: 3, username: "ann", words: [{ word: "Now", start: 110.1, end: 110.3, step: 1 }, { word: "I", start: 110.4, end: 110.5, step: 1 }] },
+      }),
+    );
+    expect(stepText(1)).toBe("Now I");
+    expect(screen.getByTestId("transcript-interim").textContent).toBe("ann, speaking: type");
+    act(() =>
+      socket.receive({ type: "transcript.words", seq: 7, data: { clip: 3, username: "ann", words: [{ word: "type", start: 110.6, end: 110.9, step: 1 }] } }),
+    );
+    expect(screen.queryByTestId("transcript-interim")).toBeNull();
+    expect(stepText(1)).toBe("Now I type");
+  });
+
   it("reads the transcript again when the socket reconnects", async () => {
     const socket = await openSession();
     await waitFor(() => expect(stepText(0)).toBe("The button"));

@@ -3,6 +3,7 @@ import { useEffect, useMemo, useRef } from "react";
 import type { Step } from "../../api/types";
 import type { ConnectionState } from "../../api/ws";
 import { ErrorBanner } from "../../components/ErrorBanner";
+import type { InterimWords } from "../episodeState";
 import { transcriptGet } from "./audioApi";
 import { groupByStep, type LiveWord, mergeWords, wordsText } from "./transcript";
 
@@ -14,6 +15,8 @@ interface TranscriptPanelProps {
   /** Words from the socket's `transcript.words` events (replayed on every connect). */
   liveWords: LiveWord[];
   connection: ConnectionState;
+  /** Provisional words of speech still going on (`transcript.interim`), one entry a clip. */
+  interim?: InterimWords[];
 }
 
 /**
@@ -21,7 +24,7 @@ interface TranscriptPanelProps {
  * transcript is read on load and again whenever the socket (re)opens or a step executes, since
  * the server re-attaches words to steps as they execute.
  */
-export function TranscriptPanel({ episodeId, steps, liveWords, connection }: TranscriptPanelProps) {
+export function TranscriptPanel({ episodeId, steps, liveWords, connection, interim = [] }: TranscriptPanelProps) {
   const stored = useQuery({
     queryKey: transcriptKey(episodeId),
     queryFn: ({ signal }) => transcriptGet(episodeId, signal),
@@ -40,7 +43,8 @@ export function TranscriptPanel({ episodeId, steps, liveWords, connection }: Tra
   useEffect(() => {
     const element = list.current;
     if (element) element.scrollTop = element.scrollHeight; // follow the newest words
-  }, [words.length]);
+  }, [words.length, interim]);
+  const speaking = interim.filter((entry) => entry.words.length > 0);
 
   return (
     <section className="card transcript-panel" data-testid="transcript-panel" aria-label="Think-aloud transcript">
@@ -54,14 +58,14 @@ export function TranscriptPanel({ episodeId, steps, liveWords, connection }: Tra
       {stored.isError && !stored.data && (
         <ErrorBanner error={stored.error} title="Could not load the transcript" onRetry={() => void refetch()} />
       )}
-      {groups.length === 0 && !stored.isError && (
+      {groups.length === 0 && speaking.length === 0 && !stored.isError && (
         <p className="muted" data-testid="transcript-empty">
           {stored.isPending
             ? "Loading the transcript…"
             : "Nothing said yet. Words spoken into the microphone appear here within a few seconds, under the step they belong to."}
         </p>
       )}
-      {groups.length > 0 && (
+      {(groups.length > 0 || speaking.length > 0) && (
         <div className="transcript-steps" ref={list}>
           {groups.map((group) => {
             const step = group.step === null ? undefined : byIndex.get(group.step);
@@ -86,6 +90,12 @@ export function TranscriptPanel({ episodeId, steps, liveWords, connection }: Tra
               </div>
             );
           })}
+          {speaking.map((entry) => (
+            <p key={entry.clip} className="transcript-interim" data-testid="transcript-interim" title="Still being spoken: a first reading, replaced by the final words in a moment">
+              <span className="small muted">{entry.username ? `${entry.username}, speaking: ` : "Speaking: "}</span>
+              {wordsText(entry.words.map((w) => ({ ...w, step: null })))}
+            </p>
+          ))}
         </div>
       )}
     </section>
