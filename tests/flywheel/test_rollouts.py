@@ -3,6 +3,7 @@ import pytest
 from django.core.files.storage import default_storage
 from rest_framework.test import APIClient
 
+from agent.prompt import system_prompt
 from flywheel.models import Episode, EpisodeStatus, Event, Step
 from tests.factories import make_user
 from tests.stack import wait_for
@@ -27,13 +28,14 @@ def test_autonomous_episode_records_every_step_and_event(celery_worker, rollout_
     steps = list(Step.objects.filter(episode=episode).order_by("index"))
     assert steps and [s.index for s in steps] == list(range(len(steps)))
     for step in steps:
-        assert step.prompt and step.prompt[0]["role"] == "system"
+        # the tiny checkpoint reads the compact prompt style it was made with (its loupe.json)
+        assert step.prompt and step.prompt[0] == {"role": "system", "content": system_prompt("compact")}
         assert step.checkpoint_id == checkpoint.pk
         assert len(step.token_ids) == len(step.token_logprobs) > 0
         assert all(lp <= 0 for lp in step.token_logprobs)
         assert step.void == (step.action is None)
         assert default_storage.exists(step.screenshot)
-        assert step.width > 0 and "Instruction:" in step.prompt[1]["content"]
+        assert step.width > 0 and step.prompt[1]["content"].startswith("Task: ")
         assert '[button]' in step.prompt[-1]["content"]
     seqs = list(Event.objects.filter(episode=episode).order_by("seq").values_list("seq", "type"))
     assert [s for s, _ in seqs] == list(range(1, len(seqs) + 1))
