@@ -320,6 +320,7 @@ class TrainingRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Kept fresh while a train worker runs it.")
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -24,6 +24,14 @@ def episodes_sweep_interrupted() -> list[int]:
     return services.episodes_mark_interrupted(older_than_seconds=settings.LOUPE_INTERRUPTED_AFTER_SECONDS)
 
 
+@shared_task
+def training_runs_sweep_stalled() -> list[int]:
+    """Beat task: start again the runs whose train worker stopped heartbeating."""
+    from flywheel import training
+
+    return training.runs_restart_stalled(older_than_seconds=settings.LOUPE_TRAIN_STALLED_SECONDS)
+
+
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def training_run_execute(run_id: int) -> str:
     from flywheel import cycles, training

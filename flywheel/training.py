@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -191,15 +192,26 @@ def recipe_run_create(*, project: Project, stages: list[dict], init_checkpoint, 
 
 def run_execute(*, run_id: int) -> str:
     """Execute a queued run (safe to run again after a killed worker: it starts the run over)."""
-    from flywheel import services
+    from flywheel.rollout_worker import Heartbeat
 
     run = TrainingRun.objects.select_related("project", "snapshot", "init_checkpoint").get(pk=run_id)
     if run.status in (RunStatus.SUCCEEDED, RunStatus.CANCELLED):
         return run.status
-    run.status, run.started_at, run.progress, run.metrics, run.error = RunStatus.RUNNING, timezone.now(), 0.0, [], ""
-    run.save(update_fields=["status", "started_at", "progress", "metrics", "error"])
+    started = timezone.now()
+    run.status, run.started_at, run.heartbeat_at, run.progress, run.metrics, run.error = (
+        RunStatus.RUNNING, started, started, 0.0, [], "")
+    run.save(update_fields=["status", "started_at", "heartbeat_at", "progress", "metrics", "error"])
     out = run_dir(run)
     out.mkdir(parents=True, exist_ok=True)
+    # a worker that dies stops beating; runs_restart_stalled then starts the run again on another worker
+    with Heartbeat(lambda: TrainingRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, started_at=started)
+                   .update(heartbeat_at=timezone.now()), name=f"heartbeat-run-{run.pk}"):
+        return _run_execute(run, out)
+
+
+def _run_execute(run: TrainingRun, out: Path) -> str:
+    from flywheel import services
+
     try:
         if run.config.get("stages"):
             ckpt, final = _stages_execute(run, out)
@@ -240,3 +252,26 @@ def run_execute(*, run_id: int) -> str:
         TrainingRun.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, error=str(exc)[:2000],
                                                      finished_at=timezone.now())
         return RunStatus.FAILED
+
+
+def runs_restart_stalled(*, older_than_seconds: float) -> list[int]:
+    """Queue again every running run whose worker stopped heartbeating (killed, or its host lost): it starts
+    over on a live `train` worker. A cycle's run is left to the cycle, which resumes its own (cycles.py)."""
+    from flywheel import tasks
+    from flywheel.models import Cycle
+
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    restarted = []
+    with transaction.atomic():
+        stalled = (TrainingRun.objects.select_for_update(skip_locked=True)
+                   .filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff).exclude(config__has_key="cycle"))
+        for run in stalled:
+            if Cycle.objects.filter(run=run).exists():
+                continue
+            note = f"\n[{timezone.now():%Y-%m-%d %H:%M:%S}] its train worker stopped; the run starts over\n"
+            TrainingRun.objects.filter(pk=run.pk).update(status=RunStatus.QUEUED, log=(run.log + note)[-LOG_TAIL_CHARS:])
+            restarted.append(run.pk)
+            transaction.on_commit(lambda pk=run.pk: tasks.training_run_execute.delay(pk))
+    for pk in restarted:
+        log.warning("training run %s lost its worker; queued again", pk)
+    return restarted

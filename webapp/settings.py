@@ -168,6 +168,7 @@ CELERY_BEAT_SCHEDULE = {
     "episodes-sweep-interrupted": {"task": "flywheel.tasks.episodes_sweep_interrupted", "schedule": 10.0},
     "cycles-resume": {"task": "flywheel.tasks.cycles_resume", "schedule": 10.0},
     "clips-sweep-stalled": {"task": "annotation.tasks.clips_sweep_stalled", "schedule": 15.0},
+    "training-runs-sweep-stalled": {"task": "flywheel.tasks.training_runs_sweep_stalled", "schedule": 20.0},
 }
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
@@ -254,6 +255,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 LOUPE_AUDIO_MAX_BYTES = int(os.environ.get("LOUPE_AUDIO_MAX_BYTES", str(2 * 1024 * 1024)))
 # A clip whose newest chunk is this old and still not (finally) transcribed has its transcription sent again.
 LOUPE_AUDIO_STALLED_SECONDS = float(os.environ.get("LOUPE_AUDIO_STALLED_SECONDS", "30"))
+# A running training run whose worker has not heartbeated for this long is started again (beat sweep).
+LOUPE_TRAIN_STALLED_SECONDS = float(os.environ.get("LOUPE_TRAIN_STALLED_SECONDS", "60"))
 
 # --- the agent and the flywheel ---------------------------------------------------------------
 LOUPE_POLICY_BACKEND = os.environ.get("LOUPE_POLICY_BACKEND", "local")  # local | openai

@@ -121,10 +121,6 @@ def test_audio_worker_killed_mid_transcription_the_sweep_finishes_the_transcript
     assert clips_sweep_stalled.apply().get() == []  # nothing left to do
 
 
-@pytest.mark.soak
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a plain training run has no heartbeat or sweep (flywheel/training.py, "
-                   "flywheel/tasks.py): a killed train worker leaves it 'running' until the broker redelivers "
-                   "its job after the visibility timeout (an hour). Reported; owned by the cycles engineer.")
 def test_train_worker_killed_mid_run_the_run_is_rerun_or_failed_never_stuck_running(tmp_path):
     from django.utils import timezone
 
@@ -150,9 +146,13 @@ def test_train_worker_killed_mid_run_the_run_is_rerun_or_failed_never_stuck_runn
         start_worker(stack, tmp_path, stack_env(), queues="train", name="train-rescuer")
 
         def settled():
+            training.runs_restart_stalled(older_than_seconds=5)  # the beat sweep, with the tests' short heartbeat
             run_now = TrainingRun.objects.get(pk=run.pk)
             return run_now.status == "failed" and run_now.error or run_now.started_at > killed_at
 
         wait_for(settled, 120, interval=1, what="the killed run to be re-run or failed")
+        rerun = TrainingRun.objects.get(pk=run.pk)
+        assert rerun.status == "running" and "its train worker stopped; the run starts over" in rerun.log
+        wait_for(lambda: TrainingRun.objects.get(pk=run.pk).progress > 0, 300, interval=0.5, what="training again")
     finally:
         stack.stop()
