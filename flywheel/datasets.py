@@ -32,7 +32,9 @@ from webapp.audit import audit_record
 from webapp.errors import ApplicationError
 
 RULES = ("reward", "review", "both")
-DEFAULT_ROUTING = {"rule": "reward", "reward_threshold": 1.0}
+# MiniWoB++ pays 1 - (time used / time limit) for a success, so a solved task earns 0.9..1.0 and never
+# exactly 1; a failure pays 0 or less. 0.5 splits them.
+DEFAULT_ROUTING = {"rule": "reward", "reward_threshold": 0.5}
 FILTER_KEYS = {"tasks", "split", "checkpoint", "mode", "created_after", "created_before", "only_new"}
 PROGRESS_EVERY = 200  # rows between progress writes
 
