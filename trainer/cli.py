@@ -1,4 +1,4 @@
-"""``python -m trainer {sft,dpo,rl,eval,serve,demos} ...``: options come from the config dataclasses.
+"""``python -m trainer {sft,dpo,rl,eval,serve,demos,tokenizer} ...``: options come from the config dataclasses.
 
 stdout carries only JSON lines (progress, then ``{"done": true, "out": ..., "metrics": ...}``);
 human logs go to stderr. Bad input exits with status 2 and one clear line on stderr.
@@ -26,6 +26,7 @@ HELP = {
     "eval": "roll a checkpoint out in the real env on held-out seeds; writes metrics.json",
     "serve": "OpenAI-compatible HTTP server with vLLM-style runtime LoRA loading",
     "demos": "scripted-solver demonstrations in the real env, written as SFT rows",
+    "tokenizer": "learn the tiny tokenizer's word and number merges from SFT rows",
 }
 
 
@@ -74,6 +75,10 @@ def run(command: str, config) -> tuple[str, dict]:
         from trainer.demos import write_demos
 
         return config.out, write_demos(config)
+    if command == "tokenizer":
+        from trainer.tokenizer import learn_tokenizer
+
+        return config.out, learn_tokenizer(config)
     if command == "serve":
         from trainer.serve import serve
 

@@ -133,6 +133,16 @@ class ServeConfig:
     threads: int = _f(0, "torch CPU threads (0 keeps torch's default)")
 
 
+@dataclass
+class TokenizerConfig:
+    """Learn the tiny tokenizer's word and number merges from SFT rows (trainer/tokenizer.py)."""
+
+    data: str = _f("", "JSONL of messages rows to learn from (e.g. demos over all the registered tasks)")
+    out: str = _f("trainer/tiny_merges.txt", "merges file to write (the tiny model's is trainer/tiny_merges.txt)")
+    vocab_size: int = _f(2048, "tokens in all: special tokens, the 256 bytes and the learned merges")
+    min_frequency: int = _f(3, "a pair seen fewer times than this is never merged")
+
+
 CONFIGS: dict[str, type] = {
     "sft": SFTConfig,
     "dpo": DPOConfig,
@@ -140,6 +150,7 @@ CONFIGS: dict[str, type] = {
     "eval": EvalConfig,
     "demos": DemosConfig,
     "serve": ServeConfig,
+    "tokenizer": TokenizerConfig,
 }
 
 

@@ -1,8 +1,9 @@
 """Models, tokenizers and the checkpoint format.
 
-``tiny`` is a small Llama-shaped decoder built from ``trainer/tiny_config.json`` with a byte-level
-tokenizer that this module builds itself (no download): 256 byte symbols plus a handful of
-special tokens, and a Jinja chat template so ``tokenizer.apply_chat_template(messages,
+``tiny`` is a small Llama-shaped decoder built from ``trainer/tiny_config.json`` with a tokenizer
+the project builds itself (no download, trainer/tokenizer.py): 256 byte symbols, whole-word and
+number tokens from the merges shipped in the repo, a handful of special tokens, and a Jinja chat
+template so ``tokenizer.apply_chat_template(messages,
 add_generation_prompt=True)`` works like it does for any chat model. Any other HF causal LM is
 loaded by path. A checkpoint is a plain HF directory (``model.safetensors``, ``config.json``,
 tokenizer files) plus ``loupe.json`` (what produced it, and the ``prompt_style`` of agent.prompt
@@ -23,16 +24,12 @@ from typing import Any
 
 import torch
 
+from trainer.tokenizer import CHAT_TEMPLATE, SPECIAL_TOKENS, build_tokenizer  # noqa: F401 (re-exported)
+
 log = logging.getLogger("trainer")
 
 TINY = "tiny"
 TINY_CONFIG_PATH = Path(__file__).with_name("tiny_config.json")
-SPECIAL_TOKENS = ["<pad>", "<unk>", "<s>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]
-# One turn is <|role|>content<|end|>; generation stops at <|end|>, the tokenizer's eos.
-CHAT_TEMPLATE = (
-    "{% for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}<|end|>{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
 LOUPE_FILE = "loupe.json"
 METRICS_FILE = "metrics.json"
 ADAPTER_DIR = "adapter"
@@ -43,53 +40,6 @@ DEFAULT_PROMPT_STYLE = "full"  # any other model, and checkpoints that predate p
 
 class TrainerError(Exception):
     """A problem with the trainer's input that a person can fix; the CLI prints it and exits 2."""
-
-
-def build_tokenizer():
-    """The tiny model's byte-level tokenizer as a ``PreTrainedTokenizerFast``.
-
-    Byte-level (not a learned BPE) so that any text, unicode included, round-trips, the vocabulary
-    is fixed by construction, and digits stay one token each (the model copies coordinates).
-    """
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    byte_symbols = _byte_symbols()
-    vocab = {token: index for index, token in enumerate(SPECIAL_TOKENS)}
-    for symbol in byte_symbols:
-        vocab[symbol] = len(vocab)
-    backend = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    backend.decoder = decoders.ByteLevel()
-    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        pad_token="<pad>",
-        unk_token="<unk>",
-        bos_token="<s>",
-        eos_token="<|end|>",
-        padding_side="left",
-        model_max_length=4096,
-    )
-    tokenizer.chat_template = CHAT_TEMPLATE
-    return tokenizer
-
-
-def _byte_symbols() -> list[str]:
-    """The 256 printable stand-ins ByteLevel uses for bytes 0..255, in byte order."""
-    # Same mapping as GPT-2's bytes_to_unicode: printable bytes map to themselves.
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
-        range(ord("®"), ord("ÿ") + 1)
-    )
-    codepoints = printable[:]
-    extra = 0
-    for byte in range(256):
-        if byte not in printable:
-            printable.append(byte)
-            codepoints.append(256 + extra)
-            extra += 1
-    by_byte = dict(zip(printable, codepoints))
-    return [chr(by_byte[b]) for b in range(256)]
 
 
 def tiny_config():
@@ -106,8 +56,7 @@ def build_tiny(seed: int = 0):
 
     tokenizer = build_tokenizer()
     config = tiny_config()
-    if config.vocab_size != len(tokenizer):
-        raise TrainerError(f"tiny_config.json vocab_size {config.vocab_size} != tokenizer size {len(tokenizer)}")
+    config.vocab_size = len(tokenizer)  # the shipped merges decide it (trainer/tokenizer.py)
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
