@@ -47,7 +47,9 @@ def policy_for(episode: Episode):
         key = ("openai", name)
         if key not in _policies:
             _policies[key] = make_policy("openai", base_url=settings.LOUPE_OPENAI_BASE_URL, model=name,
-                                         api_key=settings.LOUPE_OPENAI_API_KEY or None)
+                                         api_key=settings.LOUPE_OPENAI_API_KEY or None,
+                                         timeout=settings.LOUPE_OPENAI_TIMEOUT_SECONDS,
+                                         retries=settings.LOUPE_OPENAI_RETRIES)
         return _policies[key]
     if backend == "scripted":
         return make_policy("scripted", task=episode.task.task_name)

@@ -40,6 +40,7 @@ def coldstart_run_create(*, project: Project) -> TrainingRun:
         "tasks": COLDSTART_TASKS,
         "seeds": os.environ.get("LOUPE_COLDSTART_SEEDS", "0-149"),
         "augment": 6,
+        "quote_target": True,  # thoughts quote the clicked element's line: what lets the tiny model copy
         "max_steps": int(os.environ.get("LOUPE_COLDSTART_STEPS", "1000")),
         "max_seconds": int(os.environ.get("LOUPE_COLDSTART_SECONDS", "600")),
         "sft_args": ["--lr", "3e-3", "--warmup-steps", "10", "--batch-tokens", "4096"],
@@ -221,6 +222,7 @@ def _run_execute(run: TrainingRun, out: Path) -> str:
                 demos = out / "demos.jsonl"
                 _stream(run, _trainer_argv("demos", "--tasks", ",".join(run.config["tasks"]), "--seeds",
                                            run.config["seeds"], "--augment", str(run.config.get("augment", 0)),
+                                           *(["--quote-target"] if run.config.get("quote_target") else []),
                                            "--out", str(demos)), phase="demos", weight=(0.0, 0.3))
                 data, init = demos, "tiny"
             else:

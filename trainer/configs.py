@@ -119,6 +119,8 @@ class DemosConfig:
     augment: int = _f(0, "synthetic variants per solved one-step episode (coordinates re-drawn, target swapped)")
     prompt_style: str = _f("compact", "prompt style (agent.prompt) of the rows: compact for the tiny model, "
                            "full for real models", choices=["full", "compact"])
+    quote_target: bool = _f(False, "end each click's thought with the line of the element it clicks (teaches a tiny "
+                            "model to copy coordinates from the screen)")
 
 
 @dataclass

@@ -28,13 +28,37 @@ from trainer.optim import Timer, emit
 log = logging.getLogger("trainer")
 
 
+def quoting_target(turn, observation, style: str):
+    """``turn`` whose thought ends by quoting the line of the element its click lands on, e.g.
+    ``... I click it. [link] "sed." x=33, y=102`` (unchanged when no element is centred there).
+
+    The action then copies numbers the thought has just written, and the thought copies a line of
+    the prompt that starts with the word the instruction names: two copies a tiny model learns
+    (matching a prefix, then taking what follows it), where picking the coordinates of the right
+    element straight from the screen was a lookup it did not learn in ten minutes.
+    """
+    from agent.actions import Turn, format_turn
+    from agent.prompt import render_element
+
+    action = turn.action
+    if action is None or "x" not in action.args or "y" not in action.args:
+        return turn
+    at = [e for e in observation.elements if (e.x, e.y) == (action.args["x"], action.args["y"])]
+    if len(at) != 1:
+        return turn
+    thought = f"{turn.thought.strip()} {render_element(at[0], style)}"
+    return Turn(thought=thought, action=action, void_reason=None, raw=format_turn(thought, action))
+
+
 def demo_row(task: str, observation, history: list[tuple[str, str]], turns: list, meta: dict,
-             style: str = "compact"):
+             style: str = "compact", quote_target: bool = False):
     """(SFT row, solver turn, observation text) for one step: the prompt the policy would see, then the turn."""
     from agent.prompt import render_messages, render_observation
     from agent.solvers import solve_step
 
     turn = solve_step(task, observation, turns)
+    if quote_target:
+        turn = quoting_target(turn, observation, style)
     observation_text = render_observation(observation, style)
     messages = render_messages(instruction=observation.instruction, observation_text=observation_text,
                                history=history, style=style)
@@ -63,7 +87,8 @@ def augment_observation(observation, rng: random.Random):
     return dataclasses.replace(observation, instruction=instruction, elements=elements)
 
 
-def demo_episode(env, task: str, seed: int, max_steps: int, style: str = "compact") -> tuple[list[dict], float, object]:
+def demo_episode(env, task: str, seed: int, max_steps: int, style: str = "compact",
+                 quote_target: bool = False) -> tuple[list[dict], float, object]:
     """Solve one (task, seed) with the scripted solver. Returns (SFT rows, final reward, first observation)."""
     observation = env.reset(task, seed)
     first = observation
@@ -73,7 +98,8 @@ def demo_episode(env, task: str, seed: int, max_steps: int, style: str = "compac
     reward = 0.0
     for index in range(max_steps):
         row, turn, observation_text = demo_row(task, observation, history, turns,
-                                               {"task": task, "seed": seed, "step": index, "source": "solver"}, style)
+                                               {"task": task, "seed": seed, "step": index, "source": "solver"}, style,
+                                               quote_target)
         rows.append(row)
         result = env.step(turn.action)
         turns.append(turn)
@@ -85,7 +111,8 @@ def demo_episode(env, task: str, seed: int, max_steps: int, style: str = "compac
     return rows, reward, first
 
 
-def augmented_rows(task: str, seed: int, observation, count: int, style: str = "compact") -> list[dict]:
+def augmented_rows(task: str, seed: int, observation, count: int, style: str = "compact",
+                   quote_target: bool = False) -> list[dict]:
     """``count`` synthetic variants of a solved one-step episode (see the module docstring)."""
     from agent.solvers import SolverError
 
@@ -94,7 +121,8 @@ def augmented_rows(task: str, seed: int, observation, count: int, style: str = "
     for index in range(count):
         try:
             row, _, _ = demo_row(task, augment_observation(observation, rng), [], [],
-                                 {"task": task, "seed": seed, "step": 0, "source": "augment", "variant": index}, style)
+                                 {"task": task, "seed": seed, "step": 0, "source": "augment", "variant": index}, style,
+                                 quote_target)
         except SolverError:
             continue
         rows.append(row)
@@ -126,7 +154,7 @@ def write_demos(config: DemosConfig) -> dict:
                     counts[task]["episodes"] += 1
                     try:
                         rows, reward, first = demo_episode(env, task, seed, config.max_episode_steps,
-                                                           config.prompt_style)
+                                                           config.prompt_style, config.quote_target)
                     except SolverError as exc:
                         counts[task]["solver_errors"] += 1
                         log.warning("demos: %s seed %d: %s", task, seed, exc)
@@ -136,7 +164,8 @@ def write_demos(config: DemosConfig) -> dict:
                     elif not config.keep_failed:
                         continue
                     if reward > 0 and len(rows) == 1:
-                        rows += augmented_rows(task, seed, first, config.augment, config.prompt_style)
+                        rows += augmented_rows(task, seed, first, config.augment, config.prompt_style,
+                                               config.quote_target)
                     for row in rows:
                         fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                     counts[task]["rows"] += len(rows)

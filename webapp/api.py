@@ -1,6 +1,7 @@
 """Account endpoints (session login for the browser, tokens for scripts) and the health check."""
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 
@@ -17,6 +18,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp import auth
+
+log = logging.getLogger(__name__)
 
 
 class StrictSerializer(serializers.Serializer):
@@ -175,7 +178,23 @@ class HealthApi(APIView):
         body = {"status": "ok" if healthy else "degraded", "checks": checks}
         if not healthy:  # the same {"detail"} message every other error carries
             body["detail"] = "Degraded: " + "; ".join(f"{name}: {c['error']}" for name, c in checks.items() if not c["ok"])
+        _log_health_change(healthy, body.get("detail", ""))
         return Response(body, status=200 if healthy else 503)
+
+
+_last_health: bool | None = None  # this process's last answer; None before the first
+
+
+def _log_health_change(healthy: bool, detail: str) -> None:
+    """One log line when the answer turns, not one a probe: load balancers ask every few seconds, and
+    a 503 while the processes start is expected (django.request's per-503 line is filtered out)."""
+    global _last_health
+    if healthy != _last_health:
+        if not healthy and _last_health is not None:
+            log.warning("health: %s", detail)
+        elif healthy and _last_health is False:
+            log.info("health: ok again")
+    _last_health = healthy
 
 
 class MeApi(APIView):

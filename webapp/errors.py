@@ -56,3 +56,13 @@ def api_exception_handler(exc, context):
     elif isinstance(response.data, dict) and "detail" in response.data:
         response.data = {"detail": str(response.data["detail"])}
     return response
+
+
+class HealthProbeFilter:
+    """Drops django.request's "Service Unavailable: /api/v1/health" line: a degraded health answer is the
+    probe's content, not a server error (HealthApi logs when the answer changes)."""
+
+    def filter(self, record) -> bool:
+        request = getattr(record, "request", None)
+        path = getattr(request, "path", "")
+        return not (getattr(record, "status_code", None) == 503 and path.rstrip("/").endswith("/api/v1/health"))

@@ -262,6 +262,9 @@ LOUPE_TRAIN_STALLED_SECONDS = float(os.environ.get("LOUPE_TRAIN_STALLED_SECONDS"
 LOUPE_POLICY_BACKEND = os.environ.get("LOUPE_POLICY_BACKEND", "local")  # local | openai
 LOUPE_OPENAI_BASE_URL = os.environ.get("LOUPE_OPENAI_BASE_URL", "http://127.0.0.1:8100")
 LOUPE_OPENAI_API_KEY = os.environ.get("LOUPE_OPENAI_API_KEY", "")
+# one request's limit and how many times a failed or timed-out request is tried in all
+LOUPE_OPENAI_TIMEOUT_SECONDS = float(os.environ.get("LOUPE_OPENAI_TIMEOUT_SECONDS", "30"))
+LOUPE_OPENAI_RETRIES = int(os.environ.get("LOUPE_OPENAI_RETRIES", "3"))
 LOUPE_CHECKPOINT_DIR = Path(os.environ.get("LOUPE_CHECKPOINT_DIR", DATA_DIR / "checkpoints"))
 LOUPE_WHISPER_MODEL = os.environ.get("LOUPE_WHISPER_MODEL", "")
 LOUPE_HEARTBEAT_SECONDS = float(os.environ.get("LOUPE_HEARTBEAT_SECONDS", "5"))
@@ -283,7 +286,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"health_probe": {"()": "webapp.errors.HealthProbeFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOUPE_LOG_LEVEL", "INFO")},
-    "loggers": {"django.channels.server": {"level": "WARNING"}, "daphne": {"level": "WARNING"}},
+    "loggers": {"django.channels.server": {"level": "WARNING"}, "daphne": {"level": "WARNING"},
+                "django.request": {"filters": ["health_probe"]}},
 }

@@ -397,6 +397,7 @@ class MiniWoBEnv(Env):
             if state["ready"]:
                 break
             if time.monotonic() > deadline:
+                self._close_context()  # the next reset loads the page again, even when contexts are reused
                 raise EnvError(f"{task} (seed {seed}) never became ready in {self.ready_timeout_s} s")
             time.sleep(0.05)
         self._task = task

@@ -166,6 +166,26 @@ def test_crashed_browser_fails_the_episode_and_is_replaced_on_reset(env):
     assert env.browser_pid != pid and obs.instruction == "Click the button."
 
 
+def test_a_page_that_never_becomes_ready_fails_the_episode_with_the_reason_and_the_next_reset_recovers(env):
+    from agent.policies import make_policy
+    from agent.rollout import run_episode
+
+    saved = env.fresh_context, env.ready_timeout_s
+    env.fresh_context, env.ready_timeout_s = False, 1.0  # the page is reused, so the sabotage below sticks
+    try:
+        env.reset("click-test", 1)
+        # The task script hangs: a new episode never sets WOB_TASK_READY.
+        env._page.evaluate("() => { core.startEpisodeReal = () => { WOB_TASK_READY = false; }; }")
+        started = time.monotonic()
+        result = run_episode(env, make_policy("scripted", task="click-test"), task="click-test", seed=2, max_steps=3)
+        assert result.end_reason == "env_error" and "never became ready in 1.0 s" in result.error
+        assert result.steps == [] and time.monotonic() - started < 10
+        obs = env.reset("click-test", 2)  # the broken page was dropped, not reused
+        assert obs.instruction == "Click the button."
+    finally:
+        env.fresh_context, env.ready_timeout_s = saved
+
+
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_solver_reaches_reward_on_20_seeds(env, task):
     env.fresh_context = False  # seeds are the same episode either way (tested above); this is faster

@@ -19,3 +19,36 @@ def test_first_start_deploys_the_scripted_baseline_and_queues_the_cold_start(dja
     assert runs.count() == 1 and runs.get().config["deploy_as"] == "v0"
     assert not Deployment.objects.filter(project=empty).exists()
     assert len(callbacks) == 1  # the run is enqueued once it commits
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_the_cold_start_run_makes_demos_trains_and_deploys_v0_on_a_real_worker(celery_worker, monkeypatch):
+    """The whole cold start, shrunk: demonstrations in Chromium, SFT from tiny, v0 deployed for rollouts."""
+    import json
+    from pathlib import Path
+
+    from flywheel import training
+    from flywheel.models import RunStatus
+    from tests.stack import wait_for
+
+    monkeypatch.setenv("LOUPE_COLDSTART_SEEDS", "0-1")
+    monkeypatch.setenv("LOUPE_COLDSTART_STEPS", "3")
+    project = make_project()
+    run = training.coldstart_run_create(project=project)
+    wait_for(lambda: TrainingRun.objects.get(pk=run.pk).status in (RunStatus.SUCCEEDED, RunStatus.FAILED),
+             timeout=240, interval=0.5, what="the cold-start run")
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert [line["phase"] for line in run.metrics if "phase" in line][:1] == ["demos"]
+    active = Deployment.objects.get(project=project, active=True)
+    assert active.checkpoint == run.checkpoint and active.checkpoint.name == "v0" and active.backend == "local"
+    demos = Path(run.checkpoint.uri).parent / "demos.jsonl"
+    rows = [json.loads(line) for line in demos.read_text().splitlines()]
+    assert {row["meta"]["task"] for row in rows} == set(training.COLDSTART_TASKS)
+    # the thoughts quote the clicked element's line, as the prompt shows it
+    for row in rows:
+        answer, screen = row["messages"][-1]["content"], row["messages"][-2]["content"]
+        quoted = answer.splitlines()[0][answer.index("[") :] if "[" in answer else ""
+        assert quoted and quoted in screen.splitlines(), answer
+    assert json.loads((Path(run.checkpoint.uri) / "loupe.json").read_text())["prompt_style"] == "compact"

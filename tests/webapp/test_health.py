@@ -21,3 +21,16 @@ def test_health_is_degraded_without_a_worker():
     assert body["checks"]["database"]["ok"] and body["checks"]["channel_layer"]["ok"]
     assert body["checks"]["celery"]["ok"] is False
     assert "no Celery worker" in body["checks"]["celery"]["error"]
+
+
+@pytest.mark.django_db
+def test_a_degraded_probe_is_no_error_line_and_a_turn_to_degraded_is_one_warning(caplog, monkeypatch):
+    from webapp import api
+
+    monkeypatch.setattr(api, "_last_health", True)  # it was healthy; now no worker answers
+    caplog.set_level("INFO")
+    for _ in range(3):
+        assert APIClient().get("/api/v1/health").status_code == 503
+    assert not [r for r in caplog.records if r.name == "django.request"]  # no "Service Unavailable" per probe
+    warnings = [r for r in caplog.records if r.name == "webapp.api" and r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "no Celery worker" in warnings[0].getMessage()
