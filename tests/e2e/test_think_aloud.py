@@ -214,3 +214,55 @@ def test_audio_recorded_in_a_tab_closed_while_offline_is_uploaded_when_the_sessi
     wait_for(lambda: step_words(again, 0).count(" ") >= 8, 120, interval=0.5, what="the words in the transcript panel")
     assert word_error_rate(SENTENCE, step_words(again, 0)) <= MAX_WER, step_words(again, 0)
     screenshot(again, "think-aloud-reopened")
+
+
+def test_a_30_second_network_drop_while_recording_and_acting_loses_nothing(daphne_server, page, live_episode):
+    """The cable is out for 30 s while the person holds push-to-talk and approves the proposal: the socket
+    drops (not only new requests, as with the browser's offline switch), the approval waits in the page, the
+    chunks queue; back online, the approval is applied once, every chunk is stored once, the words arrive."""
+    from annotation.models import Command
+    from tests.netcut import CuttableProxy
+
+    proxy = CuttableProxy(int(daphne_server.rsplit(":", 1)[1]))
+    try:
+        puts = open_session(page, proxy.url, live_episode)
+        badge = page.get_by_test_id("connection-state")
+        page.keyboard.down("m")
+        page.locator('[data-testid="recording-indicator"][data-mode="push"]').wait_for(timeout=10_000)
+        page.wait_for_function("() => document.querySelector('[data-testid=upload-status]').dataset.uploaded === '1'",
+                               timeout=15_000)
+        proxy.cut()
+        page.context.set_offline(True)
+        page.locator('[data-testid="connection-state"]:not([data-state="open"])').wait_for(timeout=15_000)
+        page.get_by_test_id("cmd-approve").click()  # acting with the cable out: the page keeps the command
+        page.wait_for_timeout(30_000)
+        assert not Command.objects.filter(episode=live_episode, type="approve").exists()  # nothing got through
+        waiting = int(page.get_by_test_id("upload-status").get_attribute("data-waiting") or 0)
+        assert waiting >= 10, waiting  # ~30 s of speech in 2 s chunks, held in the page
+        screenshot(page, "network-drop-30s")
+        page.keyboard.up("m")
+        page.get_by_test_id("recording-indicator").wait_for(state="detached", timeout=10_000)
+        proxy.mend()
+        page.context.set_offline(False)
+
+        page.locator('[data-testid="connection-state"][data-state="open"]').wait_for(timeout=40_000)
+        wait_for(lambda: Command.objects.filter(episode=live_episode, type="approve", status="applied").exists(), 60,
+                 what="the approval sent while offline to be applied")
+        # step 0 ran (the one click solves click-button) and the page, reconnected, shows it
+        page.locator('[data-testid="transcript-step"][data-step="0"]').filter(has_text="click(").wait_for(timeout=60_000)
+        page.get_by_test_id("upload-status").filter(has_text="All audio uploaded").wait_for(timeout=90_000)
+        clip = AudioClip.objects.get(episode=live_episode)
+        wait_for(lambda: AudioClip.objects.get(pk=clip.pk).finished, 30, what="the finish call")
+        assert Command.objects.filter(episode=live_episode, type="approve").count() == 1  # resent, stored once
+        indices = list(AudioChunk.objects.filter(clip=clip).order_by("index").values_list("index", flat=True))
+        assert indices == list(range(len(indices))) and len(indices) >= waiting + 1, (indices, waiting)
+        # A chunk whose 201 was lost with the cable is sent again and answered 200: stored once either way.
+        assert {index for index, status in puts if status in (200, 201)} == set(indices), puts
+        assert all(status in (200, 201) for _, status in puts), puts
+        wait_for(lambda: step_words(page, 0).count(" ") >= 8, 120, interval=0.5, what="the words in the transcript")
+        assert word_error_rate(SENTENCE, step_words(page, 0)) <= MAX_WER, step_words(page, 0)
+        assert badge.get_attribute("data-state") == "open"
+        screenshot(page, "network-drop-recovered")
+        assert page.errors == []
+    finally:
+        proxy.close()
