@@ -41,7 +41,7 @@ run: setup
 
 test: setup
 	cd frontend && npm test --silent
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
 
 bench: setup
 	$(BIN)/python -m bench

@@ -2,6 +2,7 @@
 recipe): settings, "Run a cycle now", the live training, the rejection with its numbers, approving the
 candidate by hand, and rolling back to the earlier deployment. Annotators see the page but no controls."""
 import pytest
+from playwright.sync_api import expect
 
 from flywheel import datasets
 from flywheel.models import Deployment, Role
@@ -43,7 +44,7 @@ def test_manager_runs_a_cycle_approves_the_rejected_candidate_and_rolls_back(dap
     page.goto(f"{daphne_server}/projects/{project.pk}")
     page.get_by_role("link", name="Cycles").click()
     page.get_by_test_id("cycles-empty").wait_for()
-    assert page.get_by_test_id("cycles-active-checkpoint").inner_text() == "untrained"
+    expect(page.get_by_test_id("cycles-active-checkpoint")).to_have_text("untrained")  # once deployments load
 
     # a tiny recipe, two eval seeds, and a schedule
     page.get_by_test_id("setting-min-rows").fill("1")

@@ -226,7 +226,6 @@ def test_a_30_second_network_drop_while_recording_and_acting_loses_nothing(daphn
     proxy = CuttableProxy(int(daphne_server.rsplit(":", 1)[1]))
     try:
         puts = open_session(page, proxy.url, live_episode)
-        badge = page.get_by_test_id("connection-state")
         page.keyboard.down("m")
         page.locator('[data-testid="recording-indicator"][data-mode="push"]').wait_for(timeout=10_000)
         page.wait_for_function("() => document.querySelector('[data-testid=upload-status]').dataset.uploaded === '1'",
@@ -250,9 +249,13 @@ def test_a_30_second_network_drop_while_recording_and_acting_loses_nothing(daphn
                  what="the approval sent while offline to be applied")
         # step 0 ran (the one click solves click-button) and the page, reconnected, shows it
         page.locator('[data-testid="transcript-step"][data-step="0"]').filter(has_text="click(").wait_for(timeout=60_000)
-        page.get_by_test_id("upload-status").filter(has_text="All audio uploaded").wait_for(timeout=90_000)
-        clip = AudioClip.objects.get(episode=live_episode)
-        wait_for(lambda: AudioClip.objects.get(pk=clip.pk).finished, 30, what="the finish call")
+        # The finish call goes last, after every chunk. The episode may end meanwhile (one click solves the
+        # task), which replaces the microphone panel: then no upload may be left waiting in the page.
+        clip = wait_for(lambda: AudioClip.objects.filter(episode=live_episode, finished=True).first(), 120,
+                        what="every chunk and the finish call")
+        page.wait_for_function("() => { const s = document.querySelector('[data-testid=upload-status]');"
+                               " return !s || s.textContent.includes('All audio uploaded'); }", timeout=30_000)
+        assert page.get_by_test_id("pending-uploads").count() == 0
         assert Command.objects.filter(episode=live_episode, type="approve").count() == 1  # resent, stored once
         indices = list(AudioChunk.objects.filter(clip=clip).order_by("index").values_list("index", flat=True))
         assert indices == list(range(len(indices))) and len(indices) >= waiting + 1, (indices, waiting)
@@ -261,7 +264,6 @@ def test_a_30_second_network_drop_while_recording_and_acting_loses_nothing(daphn
         assert all(status in (200, 201) for _, status in puts), puts
         wait_for(lambda: step_words(page, 0).count(" ") >= 8, 120, interval=0.5, what="the words in the transcript")
         assert word_error_rate(SENTENCE, step_words(page, 0)) <= MAX_WER, step_words(page, 0)
-        assert badge.get_attribute("data-state") == "open"
         screenshot(page, "network-drop-recovered")
         assert page.errors == []
     finally:

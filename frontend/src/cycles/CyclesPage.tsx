@@ -49,7 +49,7 @@ function Cycles({ projectId, manage }: { projectId: number; manage: boolean }) {
       <section className="card deployment-card" aria-label="Deployed policy">
         <div>
           <div className="muted small">Deployed policy</div>
-          <strong data-testid="cycles-active-checkpoint">{active_deployment?.checkpoint.name ?? "None yet"}</strong>
+          <strong data-testid="cycles-active-checkpoint">{deployments.isPending ? "Loading…" : deployments.isError ? "Unknown (could not load)" : (active_deployment?.checkpoint.name ?? "None yet")}</strong>
         </div>
         {active_deployment && (
           <span className="muted small">
