@@ -21,16 +21,13 @@ import django  # noqa: E402
 
 django.setup()
 
+from bench.stats import percentile  # noqa: E402
+
 from asgiref.sync import async_to_sync  # noqa: E402
 from channels.layers import get_channel_layer  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 
 EPISODES, WATCHERS, STEPS, STEP_INTERVAL = 20, 5, 15, 0.5  # ~40 events/s in all
-
-
-def percentile(values, q):
-    values = sorted(values)
-    return round(values[min(len(values) - 1, int(q * len(values)))] * 1000, 2) if values else None
 
 
 def bare_layer_latency(n: int = 200) -> dict:

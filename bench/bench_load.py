@@ -23,13 +23,10 @@ import django  # noqa: E402
 
 django.setup()
 
+from bench.stats import percentile  # noqa: E402
+
 EPISODES, PEOPLE, SECONDS = 20, 5, float(os.environ.get("LOUPE_BENCH_LOAD_SECONDS", "30"))
 STEP_INTERVAL, COMMAND_INTERVAL = 0.5, 2.0
-
-
-def percentile(values, q):
-    values = sorted(values)
-    return round(values[min(len(values) - 1, int(q * len(values)))] * 1000, 2) if values else None
 
 
 def main() -> None:

@@ -23,6 +23,8 @@ import django  # noqa: E402
 
 django.setup()
 
+from bench.stats import percentile  # noqa: E402
+
 from django.conf import settings  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 
@@ -30,11 +32,6 @@ EPISODES = int(os.environ.get("LOUPE_BENCH_EPISODES", "100000"))
 STEPS_PER_EPISODE = int(os.environ.get("LOUPE_BENCH_STEPS_PER_EPISODE", "20"))
 SAMPLES = 40
 DB_NAME = f"loupe_bench_review_{EPISODES}x{STEPS_PER_EPISODE}"
-
-
-def percentile(values, q):
-    values = sorted(values)
-    return round(values[min(len(values) - 1, int(q * len(values)))] * 1000, 2)
 
 
 def use_bench_database() -> None:

@@ -6,9 +6,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote
 
@@ -112,6 +114,26 @@ def start_daphne(stack: ProcessStack, tmp_path: Path, env: dict, name: str = "da
 
     wait_for(up, 30, what=f"daphne on {base}\n{stack.tail()}")
     return base
+
+
+def start_policy_server(handler) -> ThreadingHTTPServer:
+    """A policy server the test writes (an http.server handler answering chat completions) on a free port,
+    served from a thread; the caller shuts it down."""
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def deploy_served_checkpoint(project, folder: Path, name: str):
+    """A tiny checkpoint (its files whole, as a deployment needs) deployed on the `openai` backend under
+    `name`: the rollouts of `project` then ask the policy server for that model."""
+    from flywheel import services
+    from flywheel.models import Checkpoint
+    from trainer.model import save_tiny_untrained
+
+    checkpoint = Checkpoint.objects.create(project=project, name=name, uri=str(save_tiny_untrained(folder / name)))
+    services.deployment_promote(project=project, checkpoint=checkpoint, backend="openai", served_name=name)
+    return checkpoint
 
 
 def start_worker(stack: ProcessStack, tmp_path: Path, env: dict, queues: str = "rollouts,audio,default,train",

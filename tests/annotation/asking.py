@@ -1,16 +1,13 @@
 """A supervised episode served by a policy server the test runs: it asks the user (call_user) on its
 first turn of an episode and clicks an empty spot afterwards. The worker has a short idle timeout."""
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from flywheel import services
-from flywheel.models import Checkpoint
 from tests.factories import make_member, make_project, make_task, make_user
-from tests.stack import ProcessStack, free_port, stack_env, start_daphne, start_worker
-from trainer.model import save_tiny_untrained
+from tests.stack import (ProcessStack, deploy_served_checkpoint, stack_env, start_daphne, start_policy_server,
+                         start_worker)
 
 EMPTY_SPOT = "click(x=3, y=207)"  # a corner of the task area with nothing on it
 IDLE_SECONDS = 6
@@ -41,8 +38,7 @@ class AskingModel(BaseHTTPRequestHandler):
 @pytest.fixture
 def asking_stack(tmp_path):
     AskingModel.prompts = []
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), AskingModel)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = start_policy_server(AskingModel)
     stack = ProcessStack([], [])
     env = stack_env(LOUPE_SUPERVISED_IDLE_SECONDS=IDLE_SECONDS,
                     LOUPE_OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_address[1]}")
@@ -53,10 +49,7 @@ def asking_stack(tmp_path):
         annotator = make_user("asked")
         make_member(project, annotator)
         task = make_task(project, "click-button", max_steps=6)
-        # the policy server "serves" this checkpoint; a deployment needs its files to be whole
-        checkpoint = Checkpoint.objects.create(project=project, name="asker",
-                                               uri=str(save_tiny_untrained(tmp_path / "asker")))
-        services.deployment_promote(project=project, checkpoint=checkpoint, backend="openai", served_name="asker")
+        deploy_served_checkpoint(project, tmp_path, "asker")  # what the policy server "serves"
         yield base, project, task, annotator
     finally:
         stack.stop()

@@ -3,17 +3,15 @@ shown, the void turns kept as steps, and the same rollout worker goes on to the 
 
 Its own module: the worker here talks to a policy server the test runs, with a one-second timeout."""
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from flywheel import services
-from flywheel.models import Checkpoint, Episode, EpisodeStatus, Step
+from flywheel.models import Episode, EpisodeStatus, Step
 from tests.factories import make_member, make_project, make_task, make_user
-from tests.stack import ProcessStack, free_port, stack_env, start_worker, wait_for
-from trainer.model import save_tiny_untrained
+from tests.stack import ProcessStack, deploy_served_checkpoint, stack_env, start_policy_server, start_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
@@ -44,8 +42,7 @@ class Model(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def bad_policy_stack(tmp_path):
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Model)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = start_policy_server(Model)
     stack = ProcessStack([], [])
     env = stack_env(LOUPE_OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_address[1]}",
                     LOUPE_OPENAI_TIMEOUT_SECONDS=1, LOUPE_OPENAI_RETRIES=1)
@@ -55,9 +52,7 @@ def bad_policy_stack(tmp_path):
         manager = make_user("runs-batches")
         make_member(project, manager, role="manager")
         task = make_task(project, "click-button", max_steps=4)
-        checkpoint = Checkpoint.objects.create(project=project, name="served",
-                                               uri=str(save_tiny_untrained(tmp_path / "served")))
-        services.deployment_promote(project=project, checkpoint=checkpoint, backend="openai", served_name="served")
+        deploy_served_checkpoint(project, tmp_path, "served")
         yield project, task, manager, server
     finally:
         stack.stop()
