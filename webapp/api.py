@@ -189,11 +189,11 @@ def _log_health_change(healthy: bool, detail: str) -> None:
     """One log line when the answer turns, not one a probe: load balancers ask every few seconds, and
     a 503 while the processes start is expected (django.request's per-503 line is filtered out)."""
     global _last_health
-    if healthy != _last_health:
-        if not healthy and _last_health is not None:
-            log.warning("health: %s", detail)
-        elif healthy and _last_health is False:
+    if _last_health is not None and healthy != _last_health:
+        if healthy:
             log.info("health: ok again")
+        else:
+            log.warning("health: %s", detail)
     _last_health = healthy
 
 

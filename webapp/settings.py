@@ -262,7 +262,7 @@ LOUPE_TRAIN_STALLED_SECONDS = float(os.environ.get("LOUPE_TRAIN_STALLED_SECONDS"
 LOUPE_POLICY_BACKEND = os.environ.get("LOUPE_POLICY_BACKEND", "local")  # local | openai
 LOUPE_OPENAI_BASE_URL = os.environ.get("LOUPE_OPENAI_BASE_URL", "http://127.0.0.1:8100")
 LOUPE_OPENAI_API_KEY = os.environ.get("LOUPE_OPENAI_API_KEY", "")
-# one request's limit and how many times a failed or timed-out request is tried in all
+# one policy request's time limit, and how many more tries a timed-out or failed (5xx) request gets
 LOUPE_OPENAI_TIMEOUT_SECONDS = float(os.environ.get("LOUPE_OPENAI_TIMEOUT_SECONDS", "30"))
 LOUPE_OPENAI_RETRIES = int(os.environ.get("LOUPE_OPENAI_RETRIES", "3"))
 LOUPE_CHECKPOINT_DIR = Path(os.environ.get("LOUPE_CHECKPOINT_DIR", DATA_DIR / "checkpoints"))
