@@ -14,6 +14,7 @@ import logging
 import time
 from urllib.parse import parse_qs
 
+from autobahn.exception import Disconnected
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
@@ -121,6 +122,15 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
             if seq <= self.last_seq:
                 return
         await self._send_event(message)
+
+    async def send(self, text_data=None, bytes_data=None, close=False):
+        """Every frame to the client goes through here. A broadcast (presence, an event) can reach this
+        consumer after its client went away and before daphne delivers the disconnect; that frame has no
+        one to go to, and disconnect() follows."""
+        try:
+            await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
+        except Disconnected:
+            pass
 
     async def send_json(self, payload: dict):
         await self.send(text_data=json.dumps(payload))
