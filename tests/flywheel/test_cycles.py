@@ -414,7 +414,7 @@ def test_a_cycle_deploys_a_better_candidate_then_rejects_a_worse_one(flywheel_pr
     project, manager = fp["project"], client_for(fp["manager"])
     scripted_demonstrations(fp, range(30))
     cycles.settings_set(project=project, actor=fp["manager"], eval_seeds=8, eval_max_steps=1,
-                        recipe=[{"algorithm": "sft", "max_steps": 150, "lr": 0.003}])
+                        recipe=[{"algorithm": "sft", "max_steps": 60, "lr": 0.005}])
     started = manager.post(f"/api/v1/projects/{project.pk}/cycles/")
     assert started.status_code == 202, started.content
     first = wait_cycle(started.json()["id"], timeout=900)
@@ -424,6 +424,7 @@ def test_a_cycle_deploys_a_better_candidate_then_rejects_a_worse_one(flywheel_pr
     assert [s["kind"] for s in body["snapshots"]] == ["sft"] and body["snapshots"][0]["rows"] == 30
     assert body["run"]["status"] == "succeeded" and body["run"]["metrics"] and body["candidate"]["name"] == "c1"
     rates = {e["role"]: e for e in body["evaluations"]}
+    print("cycle 1 success", {role: e["success_rate"] for role, e in rates.items()})
     assert rates["candidate"]["seeds"] == rates["deployed"]["seeds"] == {"click-test": "100000-100007"}
     assert rates["candidate"]["success_rate"] > rates["deployed"]["success_rate"] + 0.05 - 1e-9, rates
     assert body["decision"].startswith("promote: c1")

@@ -33,7 +33,7 @@ def project(tmp_path):
     for _ in range(3):
         make_finished_episode(project, train, steps=[{}], mode="supervised", reward=1.0)
     cycles.settings_set(project=project, actor=manager, min_new_rows=1, eval_seeds=3, margin=0.05,
-                        recipe=[{"algorithm": "sft", "max_steps": 40, "lr": 0.003}])
+                        recipe=[{"algorithm": "sft", "max_steps": 10, "lr": 0.003}])
     return project
 
 
@@ -85,7 +85,7 @@ def test_a_worker_killed_mid_state_resumes_to_the_same_result(project, tmp_path,
     from django.core.files.storage import default_storage
 
     again = trainer_json("sft", "--data", default_storage.path(snapshot.file), "--init", run.init_checkpoint.uri,
-                         "--out", str(tmp_path / "again"), "--max-steps", "40", "--lr", "0.003")
+                         "--out", str(tmp_path / "again"), "--max-steps", "10", "--lr", "0.003")
     assert again["metrics"]["final_loss"] == pytest.approx(run.checkpoint.metrics["final_loss"], rel=1e-4)
     for role, evaluation in evaluations.items():
         direct = trainer_json("eval", "--init", evaluation.checkpoint.uri, "--out", str(tmp_path / f"eval-{role}"),
