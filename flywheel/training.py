@@ -39,11 +39,12 @@ def coldstart_run_create(*, project: Project) -> TrainingRun:
         "coldstart": True,
         "tasks": COLDSTART_TASKS,
         "seeds": os.environ.get("LOUPE_COLDSTART_SEEDS", "0-149"),
-        "augment": 6,
+        "augment": 10,
         "quote_target": True,  # thoughts quote the clicked element's line: what lets the tiny model copy
-        "max_steps": int(os.environ.get("LOUPE_COLDSTART_STEPS", "1000")),
+        "relabel": 1.0,  # variants in random words: the target's name is copied from the instruction, not guessed
+        "max_steps": int(os.environ.get("LOUPE_COLDSTART_STEPS", "2600")),
         "max_seconds": int(os.environ.get("LOUPE_COLDSTART_SECONDS", "600")),
-        "sft_args": ["--lr", "3e-3", "--warmup-steps", "10", "--batch-tokens", "4096"],
+        "sft_args": ["--lr", "3e-3", "--warmup-steps", "10", "--batch-tokens", "2048"],
         "deploy_as": "v0",
     }
     run = TrainingRun.objects.create(project=project, algorithm="sft", config=config)
@@ -223,6 +224,7 @@ def _run_execute(run: TrainingRun, out: Path) -> str:
                 _stream(run, _trainer_argv("demos", "--tasks", ",".join(run.config["tasks"]), "--seeds",
                                            run.config["seeds"], "--augment", str(run.config.get("augment", 0)),
                                            *(["--quote-target"] if run.config.get("quote_target") else []),
+                                           "--relabel", str(run.config.get("relabel", 0.0)),
                                            "--out", str(demos)), phase="demos", weight=(0.0, 0.3))
                 data, init = demos, "tiny"
             else:

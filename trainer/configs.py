@@ -121,6 +121,8 @@ class DemosConfig:
                            "full for real models", choices=["full", "compact"])
     quote_target: bool = _f(False, "end each click's thought with the line of the element it clicks (teaches a tiny "
                             "model to copy coordinates from the screen)")
+    relabel: float = _f(0.0, "share (0-1) of augmented variants whose words are swapped for random ones, in the "
+                        "elements and the instruction's quotes alike: the target's name must be copied, not guessed")
 
 
 @dataclass

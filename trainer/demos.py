@@ -10,11 +10,18 @@ enough examples when the browser is slow): the observation's element coordinates
 inside the screen and, where the instruction quotes an element's text, the target is swapped to
 another element of the same role; the same solver then decides on the variant, so the label is
 still the solver's (it decides only from the observation), just not checked by the env.
+
+``relabel`` makes a share of those variants speak another vocabulary: every word of the elements and of
+the instruction's quotes is replaced, consistently, by a random word of the tiny tokenizer. A model
+then cannot guess the target's name from the few names a task uses (``Submit``, ``Yes``...), it can
+only copy it from the instruction; without this the tiny model learned the names' frequencies and
+never looked at the instruction at all.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import random
@@ -111,18 +118,48 @@ def demo_episode(env, task: str, seed: int, max_steps: int, style: str = "compac
     return rows, reward, first
 
 
+@functools.cache
+def relabel_words() -> tuple[str, ...]:
+    """The words a relabelled variant draws from: the tiny tokenizer's merged tokens made of letters only
+    and ASCII (so each is one token, as a real short label is)."""
+    from trainer.tokenizer import read_merges
+
+    words = {left + right for left, right in read_merges()}
+    return tuple(sorted(word for word in words if len(word) >= 2 and word.isascii() and word.isalpha()))
+
+
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def relabel_observation(observation, rng: random.Random, words: tuple[str, ...]):
+    """``observation`` with every word of its elements and of its instruction's quotes replaced by a random one
+    of ``words``; the same word always by the same one, so the instruction still names the same element."""
+    mapping: dict[str, str] = {}
+
+    def swap(text: str) -> str:
+        return _WORD.sub(lambda match: mapping.setdefault(match.group(0), rng.choice(words)), text)
+
+    elements = [dataclasses.replace(element, text=swap(element.text)) for element in observation.elements]
+    instruction = re.sub(r'"([^"]*)"', lambda match: f'"{swap(match.group(1))}"', observation.instruction)
+    return dataclasses.replace(observation, instruction=instruction, elements=elements)
+
+
 def augmented_rows(task: str, seed: int, observation, count: int, style: str = "compact",
-                   quote_target: bool = False) -> list[dict]:
+                   quote_target: bool = False, relabel: float = 0.0) -> list[dict]:
     """``count`` synthetic variants of a solved one-step episode (see the module docstring)."""
     from agent.solvers import SolverError
 
     rng = random.Random(f"{task}:{seed}")
     rows = []
     for index in range(count):
+        variant = augment_observation(observation, rng)
+        relabelled = relabel > 0 and rng.random() < relabel
+        if relabelled:
+            variant = relabel_observation(variant, rng, relabel_words())
         try:
-            row, _, _ = demo_row(task, augment_observation(observation, rng), [], [],
-                                 {"task": task, "seed": seed, "step": 0, "source": "augment", "variant": index}, style,
-                                 quote_target)
+            row, _, _ = demo_row(task, variant, [], [],
+                                 {"task": task, "seed": seed, "step": 0, "source": "augment", "variant": index,
+                                  "relabelled": relabelled}, style, quote_target)
         except SolverError:
             continue
         rows.append(row)
@@ -139,6 +176,8 @@ def write_demos(config: DemosConfig) -> dict:
         raise TrainerError("demos needs --tasks and --seeds")
     if not config.out:
         raise TrainerError("--out is required: the JSONL file to write")
+    if not 0 <= config.relabel <= 1:
+        raise TrainerError(f"--relabel is a share between 0 and 1, not {config.relabel}")
     out = Path(config.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     timer = Timer()
@@ -165,7 +204,7 @@ def write_demos(config: DemosConfig) -> dict:
                         continue
                     if reward > 0 and len(rows) == 1:
                         rows += augmented_rows(task, seed, first, config.augment, config.prompt_style,
-                                               config.quote_target)
+                                               config.quote_target, config.relabel)
                     for row in rows:
                         fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                     counts[task]["rows"] += len(rows)

@@ -25,7 +25,7 @@ TASKS = "click-button,click-link,focus-text"
 @pytest.mark.coldstart
 def test_sft_on_demos_lowers_loss_and_raises_success_on_held_out_seeds(tmp_path):
     demos = write_demos(DemosConfig(out=str(tmp_path / "demos.jsonl"), tasks=TASKS, seeds="0-9", augment=30,
-                                   quote_target=True))
+                                   quote_target=True, relabel=1.0))
     assert all(counts["solved"] >= 8 for counts in demos["per_task"].values()), demos
     rows = [json.loads(line) for line in open(tmp_path / "demos.jsonl")]
     assert {row["meta"]["task"] for row in rows} == set(TASKS.split(","))
@@ -35,7 +35,7 @@ def test_sft_on_demos_lowers_loss_and_raises_success_on_held_out_seeds(tmp_path)
     before = evaluate(EvalConfig(init=str(untrained), out=str(tmp_path / "eval0"), **held_out))
 
     sft = train_sft(SFTConfig(data=str(tmp_path / "demos.jsonl"), init="tiny", out=str(tmp_path / "v0"),
-                              max_steps=600, max_seconds=240, lr=3e-3, warmup_steps=10, batch_tokens=4096,
+                              max_steps=1200, max_seconds=240, lr=3e-3, warmup_steps=10, batch_tokens=2048,
                               log_every=50, threads=1))
     assert sft["final_loss"] < sft["first_loss"] / 5
 

@@ -1,8 +1,14 @@
 """Demonstration rows: the quoted-target thought (no browser: observations built by hand)."""
 
+import dataclasses
+
+import pytest
+
 from agent.actions import Action, parse_turn
 from agent.envs.base import Element, Observation
-from trainer.demos import augmented_rows, quoting_target
+from trainer.configs import DemosConfig
+from trainer.demos import augmented_rows, quoting_target, relabel_words, write_demos
+from trainer.model import TrainerError
 
 
 def _screen(instruction='Click on the link "sed".'):
@@ -37,3 +43,33 @@ def test_augmented_rows_quote_the_swapped_target_at_its_new_place():
         assert line in screen.splitlines()  # the quoted line is the prompt's own line for that element
         assert line.endswith(f'x={answer.action.args["x"]}, y={answer.action.args["y"]}')
         assert f'"{line.split(chr(34))[1]}"' in screen.splitlines()[0]  # ... of the element the task names
+
+
+def test_relabelled_variants_name_the_same_element_in_other_words():
+    screen = _screen()
+    screen = dataclasses.replace(screen, elements=[*screen.elements, Element("text", "sed, eu", 60, 150, 40, 10)])
+    rows = augmented_rows("click-link", 7, screen, 40, style="compact", quote_target=True, relabel=1.0)
+    assert len(rows) == 40 and all(row["meta"]["relabelled"] for row in rows)
+    words = set(relabel_words())
+    targets = set()
+    for row in rows:
+        lines = row["messages"][-2]["content"].splitlines()
+        texts = [line.split('"')[1] for line in lines[2:]]
+        new_eu, new_vitae, new_sed, phrase = texts
+        assert {new_eu, new_vitae, new_sed} <= words and phrase == f"{new_sed}, {new_eu}"  # one word, one swap
+        target = lines[0].split('"')[1]
+        assert target in (new_eu, new_sed)  # the instruction still names one of the links, in the new words
+        answer = parse_turn(row["messages"][-1]["content"])
+        clicked = lines[2 + texts.index(target)]
+        assert clicked.endswith(f'x={answer.action.args["x"]}, y={answer.action.args["y"]}')
+        assert answer.thought.endswith(clicked)
+        targets.add(target)
+    assert len(targets) > 30  # names drawn afresh, not a handful the model could guess
+
+
+def test_relabel_zero_keeps_the_words_and_a_share_outside_0_1_is_refused(tmp_path):
+    rows = augmented_rows("click-link", 7, _screen(), 12, style="compact", quote_target=True)
+    assert not any(row["meta"]["relabelled"] for row in rows)
+    assert all('"sed"' in row["messages"][-2]["content"] or '"eu"' in row["messages"][-2]["content"] for row in rows)
+    with pytest.raises(TrainerError, match="between 0 and 1"):
+        write_demos(DemosConfig(out=str(tmp_path / "d.jsonl"), tasks="click-link", seeds="0-1", relabel=1.5))
