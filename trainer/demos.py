@@ -73,6 +73,9 @@ def demo_row(task: str, observation, history: list[tuple[str, str]], turns: list
     return row, turn, observation_text
 
 
+_QUOTED = re.compile(r'"([^"]*)"')  # a text the instruction quotes: the target's name
+
+
 def augment_observation(observation, rng: random.Random):
     """A synthetic variant of a one-step observation: new element centres, maybe another target."""
     elements = []
@@ -83,7 +86,7 @@ def augment_observation(observation, rng: random.Random):
         y = rng.randint(half_h, max(half_h, observation.height - half_h - 1))
         elements.append(dataclasses.replace(element, x=x, y=y))
     instruction = observation.instruction
-    quoted = re.findall(r'"([^"]*)"', instruction)
+    quoted = _QUOTED.findall(instruction)
     if quoted:
         target = quoted[0]
         roles = {e.role for e in observation.elements if e.text.strip() == target}
@@ -140,7 +143,7 @@ def relabel_observation(observation, rng: random.Random, words: tuple[str, ...])
         return _WORD.sub(lambda match: mapping.setdefault(match.group(0), rng.choice(words)), text)
 
     elements = [dataclasses.replace(element, text=swap(element.text)) for element in observation.elements]
-    instruction = re.sub(r'"([^"]*)"', lambda match: f'"{swap(match.group(1))}"', observation.instruction)
+    instruction = _QUOTED.sub(lambda match: f'"{swap(match.group(1))}"', observation.instruction)
     return dataclasses.replace(observation, instruction=instruction, elements=elements)
 
 
