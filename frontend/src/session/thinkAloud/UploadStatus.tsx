@@ -11,12 +11,13 @@ export function useQueueStatus(queue: UploadQueue): QueueStatus {
 /** How the uploads stand: "3 chunks waiting, retrying in 4 s", with a retry button and any refusals. */
 export function UploadStatus({ queue }: { queue: UploadQueue }) {
   const status = useQueueStatus(queue);
-  const [now, setNow] = useState(() => Date.now());
+  // The countdown re-renders every half second; each render reads the clock afresh, so the first
+  // render of a retry never counts from a time before the retry was scheduled.
+  const [, setTick] = useState(0);
   const retrying = status.state === "retrying";
   useEffect(() => {
     if (!retrying) return;
-    setNow(Date.now());
-    const timer = setInterval(() => setNow(Date.now()), 500); // the countdown
+    const timer = setInterval(() => setTick((tick) => tick + 1), 500);
     return () => clearInterval(timer);
   }, [retrying]);
 
@@ -31,7 +32,7 @@ export function UploadStatus({ queue }: { queue: UploadQueue }) {
         data-uploaded={status.uploaded}
         role="status"
       >
-        {uploadStatusText(status, retrying ? now : Date.now())}
+        {uploadStatusText(status, Date.now())}
         {retrying && (
           <button type="button" className="button subtle small" onClick={() => queue.retryNow()}>
             Retry now
