@@ -1,13 +1,20 @@
 """The one prompt renderer: rollouts, dataset export and training all call it.
 
 The model is trained on exactly the text it is served, so every prompt comes from here, in the
-*prompt style* of the checkpoint that reads it. Two styles:
+*prompt style* of the checkpoint that reads it. Three styles:
 
 - ``full`` (the default, for real models): a system prompt that documents the whole action
   grammar, and element lines such as ``[button] "ok" at (30, 100)``.
-- ``compact`` (the tiny byte-level model): a one-line system prompt and terse element lines such as
-  ``[button] "ok" 30,100``. The full system prompt alone is ~600 byte tokens, more than the
-  whole compact prompt of a MiniWoB screen; a tiny model learns nothing from it.
+- ``compact`` (the tiny model's checkpoints before 2026-12-03): a one-line system prompt and terse
+  element lines such as ``[button] "ok" x=30, y=100``. The full system prompt alone is ~600 byte
+  tokens, more than the whole compact prompt of a MiniWoB screen; a tiny model learns nothing from it.
+- ``named`` (the tiny model): ``compact``, and each screen opens with a ``Named:`` line for every
+  element whose whole text the instruction quotes (``Named: [button] "ok" x=30, y=100``), before
+  the elements in their order. It is a candidate list by string match, the first stage of a
+  two-stage agent such as MindAct: which element to act on stays the model's to say (two elements
+  may carry the name, most instructions quote nothing), but the centre of the one a task names
+  stands at about the same place in every prompt. A three-layer model learns that copy; finding
+  the line among the screen's by its name, in ten minutes of CPU, it did not (trainer/README.md).
 
 A checkpoint records its style in ``loupe.json`` (``"prompt_style"``); the local policy reads it
 and the rollout loop renders with it. :func:`restyle_messages` turns messages rendered in one
@@ -34,10 +41,12 @@ from agent.envs.base import Element, Observation
 
 __all__ = [
     "COMPACT_SYSTEM_PROMPT",
+    "NAMED_SYSTEM_PROMPT",
     "DEFAULT_STYLE",
     "PROMPT_STYLES",
     "SYSTEM_PROMPT",
     "prompt_style_of",
+    "quoted_names",
     "render_element",
     "render_messages",
     "render_observation",
@@ -57,6 +66,7 @@ SYSTEM_PROMPT = (
     'Coordinates are whole pixels; strings are double-quoted, with \\" \\\\ and \\n escapes.'
 )
 COMPACT_SYSTEM_PROMPT = "Act on the screen. Reply Thought: then Action:."
+NAMED_SYSTEM_PROMPT = "Act on the screen; Named: is what the task quotes. Reply Thought: then Action:."
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,7 @@ class _Style:
     element: re.Pattern  # one element line; groups: role, text, x, y, flags
     element_format: str  # str.format with role, text, x, y
     max_text: int  # longer element texts are cut to this many characters, "..." included
+    named: str = ""  # prefix of the lines that repeat the elements the instruction quotes; empty: none
 
 
 _FLAGS = r"((?: checked| unchecked)?(?: focused)?)"
@@ -75,6 +86,9 @@ _STYLES = {
                    re.compile(r'\[([\w-]+)\] "(.*)" at \((-?\d+), (-?\d+)\)' + _FLAGS), '[{role}] "{text}" at ({x}, {y})', 60),
     "compact": _Style(COMPACT_SYSTEM_PROMPT, "Task: ", "Before: ",
                       re.compile(r'\[([\w-]+)\] "(.*)" x=(-?\d+), y=(-?\d+)' + _FLAGS), '[{role}] "{text}" x={x}, y={y}', 24),
+    "named": _Style(NAMED_SYSTEM_PROMPT, "Task: ", "Before: ",
+                    re.compile(r'\[([\w-]+)\] "(.*)" x=(-?\d+), y=(-?\d+)' + _FLAGS), '[{role}] "{text}" x={x}, y={y}', 24,
+                    named="Named: "),
 }
 PROMPT_STYLES: tuple[str, ...] = tuple(_STYLES)
 DEFAULT_STYLE = "full"
@@ -110,10 +124,22 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+_QUOTE = re.compile(r'"([^"]*)"')
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def quoted_names(instruction: str) -> frozenset[str]:
+    """The texts ``instruction`` quotes, whitespace collapsed: what a ``Named:`` line answers to."""
+    return frozenset(name for name in map(_squash, _QUOTE.findall(instruction)) if name)
+
+
 def render_element(element: Element, style: str = DEFAULT_STYLE) -> str:
     """One element's line: role, text (whitespace collapsed, cut to the style's length), centre, state."""
     spec = _style(style)
-    text = _cut(re.sub(r"\s+", " ", element.text).strip(), spec.max_text)
+    text = _cut(_squash(element.text), spec.max_text)
     line = spec.element_format.format(role=element.role, text=text, x=element.x, y=element.y)
     if element.checked is not None:
         line += " checked" if element.checked else " unchecked"
@@ -123,15 +149,21 @@ def render_element(element: Element, style: str = DEFAULT_STYLE) -> str:
 
 
 def render_observation(observation: Observation, style: str = DEFAULT_STYLE) -> str:
-    """Instruction, URL and the elements (one a line): the text of one step's screen."""
-    lines = [_style(style).instruction + observation.instruction]
+    """Instruction, the style's ``Named:`` lines, URL and the elements (one a line): one step's screen."""
+    spec = _style(style)
+    lines = [spec.instruction + observation.instruction]
+    if spec.named:
+        names = quoted_names(observation.instruction)
+        lines.extend(spec.named + render_element(element, style)
+                     for element in observation.elements if _squash(element.text) in names)
+    head = len(lines)
     url = _display_url(observation.url)
     if url:
         lines.append(f"URL: {url}")
     lines.extend(render_element(element, style) for element in observation.elements)
     if observation.screen_text:
         lines.append(observation.screen_text)
-    if len(lines) == (2 if url else 1):
+    if len(lines) == head + (1 if url else 0):
         lines.append("(no elements)")
     return "\n".join(lines)
 
@@ -214,8 +246,33 @@ def _restyle_line(line: str, source: _Style, target: _Style) -> str:
     return line
 
 
-def _restyle_text(text: str, source: _Style, target: _Style) -> str:
-    return "\n".join(_restyle_line(line, source, target) for line in text.split("\n"))
+def _restyle_text(text: str, source: _Style, target: _Style, names: frozenset[str]) -> str:
+    """One user content in ``target``: its lines converted; the source's ``Named:`` lines dropped and the
+    target's made afresh from the screen's element lines, after the header (instruction, summary)."""
+    lines = [line for line in text.split("\n") if not (source.named and line.startswith(source.named))]
+    head = 0
+    while head < len(lines) and lines[head].startswith((source.instruction, source.earlier)):
+        head += 1
+    named = []
+    if target.named:
+        for line in lines[head:]:
+            match = source.element.fullmatch(line)
+            if match and match.group(2) in names:
+                named.append(target.named + _restyle_line(line, source, target))
+    converted = [_restyle_line(line, source, target) for line in lines]
+    return "\n".join(converted[:head] + named + converted[head:])
+
+
+def _instruction_of(messages: list[dict], spec: _Style) -> str:
+    """The instruction stated at the top of the first user message (render_messages puts it there)."""
+    for message in messages:
+        if message.get("role") == "user":
+            content = message["content"]
+            text = content if isinstance(content, str) else next(
+                (part.get("text", "") for part in content if part.get("type") == "text"), "")
+            first = text.split("\n", 1)[0]
+            return first[len(spec.instruction):] if first.startswith(spec.instruction) else ""
+    return ""
 
 
 def restyle_messages(messages: list[dict], style: str) -> list[dict]:
@@ -230,14 +287,15 @@ def restyle_messages(messages: list[dict], style: str) -> list[dict]:
     if source_name is None or source_name == style:
         return messages
     source = _STYLES[source_name]
+    names = quoted_names(_instruction_of(messages, source))
     out = [{**messages[0], "content": target.system}]
     for message in messages[1:]:
         content = message["content"]
         if message["role"] == "user":
             if isinstance(content, str):
-                content = _restyle_text(content, source, target)
+                content = _restyle_text(content, source, target, names)
             else:
-                content = [{**part, "text": _restyle_text(part["text"], source, target)}
+                content = [{**part, "text": _restyle_text(part["text"], source, target, names)}
                            if part.get("type") == "text" else part for part in content]
         out.append({**message, "content": content})
     return out

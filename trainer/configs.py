@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from agent.prompt import PROMPT_STYLES
+
 
 def _f(default, help: str, **kw):  # noqa: A002 - "help" mirrors argparse
     """A dataclass field with a help text (kept short so the config reads as a table)."""
@@ -38,8 +40,8 @@ class CommonConfig:
     log_every: int = _f(10, "print a progress line every N steps")
     threads: int = _f(0, "torch CPU threads (0 keeps torch's default)")
     prompt_style: str = _f("auto", "prompt style (agent.prompt) the checkpoint reads and records; SFT and DPO rows are "
-                           "re-rendered in it, RL episodes keep theirs. auto: the init's (compact for tiny)",
-                           choices=["auto", "full", "compact"])
+                           "re-rendered in it, RL episodes keep theirs. auto: the init's (named for tiny)",
+                           choices=["auto", *PROMPT_STYLES])
 
 
 @dataclass
@@ -117,8 +119,8 @@ class DemosConfig:
     max_episode_steps: int = _f(4, "step limit per episode")
     keep_failed: bool = _f(False, "also write episodes the solver did not finish with reward > 0")
     augment: int = _f(0, "synthetic variants per solved one-step episode (coordinates re-drawn, target swapped)")
-    prompt_style: str = _f("compact", "prompt style (agent.prompt) of the rows: compact for the tiny model, "
-                           "full for real models", choices=["full", "compact"])
+    prompt_style: str = _f("named", "prompt style (agent.prompt) of the rows: named for the tiny model, "
+                           "full for real models", choices=list(PROMPT_STYLES))
     quote_target: bool = _f(False, "end each click's thought with the line of the element it clicks (teaches a tiny "
                             "model to copy coordinates from the screen)")
     relabel: float = _f(0.0, "share (0-1) of augmented variants whose words are swapped for random ones, in the "

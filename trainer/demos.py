@@ -58,7 +58,7 @@ def quoting_target(turn, observation, style: str):
 
 
 def demo_row(task: str, observation, history: list[tuple[str, str]], turns: list, meta: dict,
-             style: str = "compact", quote_target: bool = False):
+             style: str = "named", quote_target: bool = False):
     """(SFT row, solver turn, observation text) for one step: the prompt the policy would see, then the turn."""
     from agent.prompt import render_messages, render_observation
     from agent.solvers import solve_step
@@ -97,7 +97,7 @@ def augment_observation(observation, rng: random.Random):
     return dataclasses.replace(observation, instruction=instruction, elements=elements)
 
 
-def demo_episode(env, task: str, seed: int, max_steps: int, style: str = "compact",
+def demo_episode(env, task: str, seed: int, max_steps: int, style: str = "named",
                  quote_target: bool = False) -> tuple[list[dict], float, object]:
     """Solve one (task, seed) with the scripted solver. Returns (SFT rows, final reward, first observation)."""
     observation = env.reset(task, seed)
@@ -147,7 +147,7 @@ def relabel_observation(observation, rng: random.Random, words: tuple[str, ...])
     return dataclasses.replace(observation, instruction=instruction, elements=elements)
 
 
-def augmented_rows(task: str, seed: int, observation, count: int, style: str = "compact",
+def augmented_rows(task: str, seed: int, observation, count: int, style: str = "named",
                    quote_target: bool = False, relabel: float = 0.0) -> list[dict]:
     """``count`` synthetic variants of a solved one-step episode (see the module docstring)."""
     from agent.solvers import SolverError

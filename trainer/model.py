@@ -33,8 +33,9 @@ TINY_CONFIG_PATH = Path(__file__).with_name("tiny_config.json")
 LOUPE_FILE = "loupe.json"
 METRICS_FILE = "metrics.json"
 ADAPTER_DIR = "adapter"
-# The tiny model reads the compact prompt: the full system prompt alone is longer than its screens.
-TINY_PROMPT_STYLE = "compact"
+# The tiny model reads the named prompt (agent/prompt.py): the full system prompt alone is longer than
+# its screens, and without the Named: lines it does not learn to find the centre of the element a task names.
+TINY_PROMPT_STYLE = "named"
 DEFAULT_PROMPT_STYLE = "full"  # any other model, and checkpoints that predate prompt styles
 
 

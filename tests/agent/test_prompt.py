@@ -8,8 +8,8 @@ import pytest
 
 from agent.actions import ACTION_NAMES, Action, format_turn
 from agent.envs.base import Element, Observation
-from agent.prompt import (PROMPT_STYLES, SYSTEM_PROMPT, prompt_style_of, render_messages, render_observation,
-                          restyle_messages, system_prompt)
+from agent.prompt import (PROMPT_STYLES, SYSTEM_PROMPT, prompt_style_of, quoted_names, render_messages,
+                          render_observation, restyle_messages, system_prompt)
 
 
 def _obs(url="http://127.0.0.1:40123/miniwob/click-button.html"):
@@ -116,6 +116,38 @@ def test_compact_style_renders_a_one_line_system_prompt_and_terse_elements():
     assert len(system_prompt("compact")) < len(SYSTEM_PROMPT) / 5
     assert messages[1]["content"].startswith('Task: Click on the "ok" button.\nBefore: click(x=1, y=1); click(x=1, y=1)\n')
     assert sum(m["content"].count("Task:") for m in messages) == 1
+
+
+def test_named_style_repeats_the_elements_the_instruction_quotes_before_the_screen():
+    obs = _obs()
+    obs.elements += [Element("button", "  ok ", 80, 40, 20, 12), Element("link", "ok.", 50, 20, 10, 8)]
+    assert render_observation(obs, style="named").splitlines() == [
+        'Task: Click on the "ok" button.',
+        'Named: [button] "ok" x=30, y=100',  # both elements named "ok": which one is the model's to say
+        'Named: [button] "ok" x=80, y=40',
+        "URL: /miniwob/click-button.html",
+        '[button] "ok" x=30, y=100',
+        '[checkbox] "a" x=10, y=60 checked',
+        '[button] "ok" x=80, y=40',
+        '[link] "ok." x=50, y=20',  # only a whole text is a match
+    ]
+    unquoted = Observation("Focus into the textbox.", "", b"", 160, 210, obs.elements)
+    assert render_observation(unquoted, "named") == render_observation(unquoted, "compact")
+    assert render_observation(Observation('Click "x".', "", b"", 160, 210, []), "named") == 'Task: Click "x".\n(no elements)'
+    assert quoted_names('Pick "a  b" and " c ", not "".') == {"a b", "c"}
+
+
+def test_restyle_into_named_makes_the_named_lines_of_every_screen():
+    obs = _obs()
+    full, named, compact = _messages("full", obs), _messages("named", obs), _messages("compact", obs)
+    assert named[-1]["content"].startswith('Named: [button] "ok" x=30, y=100\n')  # a later screen: no Task line
+    assert named[1]["content"].splitlines()[:3] == ['Task: Click on the "ok" button.',
+                                                   "Before: click(x=1, y=2); click(x=1, y=2); click(x=1, y=2)",
+                                                   'Named: [button] "ok" x=30, y=100']
+    assert restyle_messages(full, "named") == named
+    assert restyle_messages(compact, "named") == named
+    assert restyle_messages(named, "full") == full
+    assert restyle_messages(named, "compact") == compact
 
 
 def test_default_style_is_full_and_unknown_styles_are_refused():

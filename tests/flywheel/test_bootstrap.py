@@ -51,4 +51,4 @@ def test_the_cold_start_run_makes_demos_trains_and_deploys_v0_on_a_real_worker(c
         answer, screen = row["messages"][-1]["content"], row["messages"][-2]["content"]
         quoted = answer.splitlines()[0][answer.index("[") :] if "[" in answer else ""
         assert quoted and quoted in screen.splitlines(), answer
-    assert json.loads((Path(run.checkpoint.uri) / "loupe.json").read_text())["prompt_style"] == "compact"
+    assert json.loads((Path(run.checkpoint.uri) / "loupe.json").read_text())["prompt_style"] == "named"

@@ -28,8 +28,8 @@ def test_autonomous_episode_records_every_step_and_event(celery_worker, rollout_
     steps = list(Step.objects.filter(episode=episode).order_by("index"))
     assert steps and [s.index for s in steps] == list(range(len(steps)))
     for step in steps:
-        # the tiny checkpoint reads the compact prompt style it was made with (its loupe.json)
-        assert step.prompt and step.prompt[0] == {"role": "system", "content": system_prompt("compact")}
+        # the tiny checkpoint reads the named prompt style it was made with (its loupe.json)
+        assert step.prompt and step.prompt[0] == {"role": "system", "content": system_prompt("named")}
         assert step.checkpoint_id == checkpoint.pk
         assert len(step.token_ids) == len(step.token_logprobs) > 0
         assert all(lp <= 0 for lp in step.token_logprobs)

@@ -73,3 +73,14 @@ def test_relabel_zero_keeps_the_words_and_a_share_outside_0_1_is_refused(tmp_pat
     assert all('"sed"' in row["messages"][-2]["content"] or '"eu"' in row["messages"][-2]["content"] for row in rows)
     with pytest.raises(TrainerError, match="between 0 and 1"):
         write_demos(DemosConfig(out=str(tmp_path / "d.jsonl"), tasks="click-link", seeds="0-1", relabel=1.5))
+
+
+def test_rows_in_the_tiny_models_named_style_quote_the_line_the_screen_names():
+    rows = augmented_rows("click-link", 7, _screen(), 12, quote_target=True)  # the default style: named
+    for row in rows:
+        lines = row["messages"][-2]["content"].splitlines()
+        named = [line.removeprefix("Named: ") for line in lines if line.startswith("Named: ")]
+        answer = parse_turn(row["messages"][-1]["content"])
+        line = answer.thought[answer.thought.index("[link]"):]
+        assert named == [line] and line in lines  # one Named: line, the element clicked, also in its place
+        assert f'"{line.split(chr(34))[1]}"' in lines[0]

@@ -36,22 +36,25 @@ def _sft(tmp_path, data, init="tiny", **kw):
     return out, metrics
 
 
-def test_sft_from_tiny_re_renders_full_rows_compact_and_records_the_style(tmp_path, caplog):
+def test_sft_from_tiny_re_renders_full_rows_named_and_records_the_style(tmp_path, caplog):
     caplog.set_level("INFO", logger="trainer")
     ckpt, metrics = _sft(tmp_path, _rows(tmp_path / "full.jsonl", "full"))
-    assert read_loupe(ckpt)["prompt_style"] == metrics["prompt_style"] == "compact"
-    assert "8 of 8 rows re-rendered in the compact prompt style" in caplog.text
-    assert LocalPolicy(ckpt).prompt_style == "compact"
-    # a checkpoint passes its style on; an explicit style overrides it
+    assert read_loupe(ckpt)["prompt_style"] == metrics["prompt_style"] == "named"
+    assert "8 of 8 rows re-rendered in the named prompt style" in caplog.text
+    assert LocalPolicy(ckpt).prompt_style == "named"
+    # a checkpoint passes its style on, an old compact one too; an explicit style overrides it
     child, _ = _sft(tmp_path, _rows(tmp_path / "compact.jsonl", "compact"), init=ckpt)
-    assert read_loupe(child)["prompt_style"] == "compact"
+    assert read_loupe(child)["prompt_style"] == "named"
+    old, _ = _sft(tmp_path, tmp_path / "compact.jsonl", prompt_style="compact")
+    old_child, _ = _sft(tmp_path, tmp_path / "full.jsonl", init=old)
+    assert read_loupe(old_child)["prompt_style"] == "compact" and LocalPolicy(old_child).prompt_style == "compact"
     full, _ = _sft(tmp_path, tmp_path / "full.jsonl", prompt_style="full")
     assert read_loupe(full)["prompt_style"] == "full" and LocalPolicy(full).prompt_style == "full"
 
 
 def test_plain_hf_dirs_and_old_checkpoints_read_the_full_prompt(tmp_path):
     ckpt = save_tiny_untrained(tmp_path / "old")
-    assert LocalPolicy(ckpt).prompt_style == "compact"
+    assert LocalPolicy(ckpt).prompt_style == "named"
     loupe = json.loads((ckpt / "loupe.json").read_text())
     del loupe["prompt_style"]
     (ckpt / "loupe.json").write_text(json.dumps(loupe))
@@ -71,24 +74,25 @@ class OneScreen(Env):
         pass
 
 
-def test_rollout_serves_a_compact_checkpoint_the_compact_prompt(tmp_path):
+def test_rollout_serves_a_tiny_checkpoint_the_named_prompt(tmp_path):
     policy = LocalPolicy(save_tiny_untrained(tmp_path / "tiny"), max_new_tokens=4)
     result = run_episode(OneScreen(), policy, task="click-button", seed=0, max_steps=2)
     first, second = (step.prompt for step in result.steps)
-    assert first[0]["content"] == system_prompt("compact")
-    assert first[1]["content"] == render_observation(_observation(30), "compact")
-    assert '[button] "ok" x=30, y=100' in first[1]["content"] and "at (" not in json.dumps(second)
+    assert first[0]["content"] == system_prompt("named")
+    assert first[1]["content"] == render_observation(_observation(30), "named")
+    assert 'Named: [button] "ok" x=30, y=100\n' in first[1]["content"] and "at (" not in json.dumps(second)
+    assert second[-1]["content"].startswith('Named: [button] "ok" x=30, y=100\n')
 
 
-def test_serve_re_renders_a_full_prompt_for_a_compact_checkpoint(tmp_path):
+def test_serve_re_renders_a_full_prompt_for_a_tiny_checkpoint(tmp_path):
     ckpt = save_tiny_untrained(tmp_path / "tiny")
     registry = ModelRegistry(str(ckpt), "v0", max_new_tokens=4)
     try:
         obs = _observation(30)
         full = render_messages(instruction=obs.instruction, observation_text=render_observation(obs), history=[])
-        compact = render_messages(instruction=obs.instruction, observation_text=render_observation(obs, "compact"),
-                                  history=[], style="compact")
-        answers = [chat_completion(registry, {"messages": m, "max_tokens": 4}) for m in (full, compact)]
+        named = render_messages(instruction=obs.instruction, observation_text=render_observation(obs, "named"),
+                                history=[], style="named")
+        answers = [chat_completion(registry, {"messages": m, "max_tokens": 4}) for m in (full, named)]
     finally:
         registry.close()
     assert answers[0]["usage"] == answers[1]["usage"]
