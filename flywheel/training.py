@@ -17,11 +17,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from flywheel.models import Project, RunStatus, TrainingRun
+from trainer import coldstart as recipe  # one cold-start recipe for the run and the benchmark
 from webapp.errors import ApplicationError
 
 log = logging.getLogger(__name__)
 
-COLDSTART_TASKS = ["click-button", "click-link", "focus-text"]
+COLDSTART_TASKS = list(recipe.TASKS)
 LOG_TAIL_CHARS = 20_000
 MAX_METRIC_POINTS = 500
 
@@ -38,13 +39,13 @@ def coldstart_run_create(*, project: Project) -> TrainingRun:
     config = {
         "coldstart": True,
         "tasks": COLDSTART_TASKS,
-        "seeds": os.environ.get("LOUPE_COLDSTART_SEEDS", "0-149"),
-        "augment": 10,
-        "quote_target": True,  # thoughts quote the clicked element's line: what lets the tiny model copy
-        "relabel": 1.0,  # variants in random words: the target's name is copied from the instruction, not guessed
-        "max_steps": int(os.environ.get("LOUPE_COLDSTART_STEPS", "2600")),
-        "max_seconds": int(os.environ.get("LOUPE_COLDSTART_SECONDS", "600")),
-        "sft_args": ["--lr", "3e-3", "--warmup-steps", "10", "--batch-tokens", "2048"],
+        "seeds": os.environ.get("LOUPE_COLDSTART_SEEDS", recipe.SEEDS),
+        "augment": recipe.AUGMENT,
+        "quote_target": recipe.QUOTE_TARGET,
+        "relabel": recipe.RELABEL,
+        "max_steps": int(os.environ.get("LOUPE_COLDSTART_STEPS", str(recipe.MAX_STEPS))),
+        "max_seconds": int(os.environ.get("LOUPE_COLDSTART_SECONDS", str(recipe.MAX_SECONDS))),
+        "sft_args": list(recipe.SFT_ARGS),
         "deploy_as": "v0",
     }
     run = TrainingRun.objects.create(project=project, algorithm="sft", config=config)
