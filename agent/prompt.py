@@ -44,6 +44,7 @@ __all__ = [
     "NAMED_SYSTEM_PROMPT",
     "DEFAULT_STYLE",
     "PROMPT_STYLES",
+    "QUOTED_TEXT",
     "SYSTEM_PROMPT",
     "prompt_style_of",
     "quoted_names",
@@ -124,7 +125,7 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-_QUOTE = re.compile(r'"([^"]*)"')
+QUOTED_TEXT = re.compile(r'"([^"]*)"')  # a text the instruction quotes: what it names
 
 
 def _squash(text: str) -> str:
@@ -133,7 +134,7 @@ def _squash(text: str) -> str:
 
 def quoted_names(instruction: str) -> frozenset[str]:
     """The texts ``instruction`` quotes, whitespace collapsed: what a ``Named:`` line answers to."""
-    return frozenset(name for name in map(_squash, _QUOTE.findall(instruction)) if name)
+    return frozenset(name for name in map(_squash, QUOTED_TEXT.findall(instruction)) if name)
 
 
 def render_element(element: Element, style: str = DEFAULT_STYLE) -> str:

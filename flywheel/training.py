@@ -222,11 +222,9 @@ def _run_execute(run: TrainingRun, out: Path) -> str:
         else:
             if run.config.get("coldstart"):
                 demos = out / "demos.jsonl"
-                _stream(run, _trainer_argv("demos", "--tasks", ",".join(run.config["tasks"]), "--seeds",
-                                           run.config["seeds"], "--augment", str(run.config.get("augment", 0)),
-                                           *(["--quote-target"] if run.config.get("quote_target") else []),
-                                           "--relabel", str(run.config.get("relabel", 0.0)),
-                                           "--out", str(demos)), phase="demos", weight=(0.0, 0.3))
+                args = recipe.demos_args(run.config["tasks"], run.config["seeds"], run.config.get("augment", 0),
+                                         run.config.get("quote_target", False), run.config.get("relabel", 0.0))
+                _stream(run, _trainer_argv("demos", *args, "--out", str(demos)), phase="demos", weight=(0.0, 0.3))
                 data, init = demos, "tiny"
             else:
                 if run.snapshot is None:

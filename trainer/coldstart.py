@@ -17,10 +17,12 @@ MAX_SECONDS = 600  # the 10-minute CPU budget of the whole run
 SFT_ARGS = ("--lr", "3e-3", "--warmup-steps", "10", "--batch-tokens", "2048")
 
 
-def demos_args(tasks=TASKS, seeds: str = SEEDS) -> list[str]:
-    """``python -m trainer demos`` options of the recipe (``--out`` is the caller's)."""
-    return ["--tasks", ",".join(tasks), "--seeds", seeds, "--augment", str(AUGMENT),
-            *(["--quote-target"] if QUOTE_TARGET else []), "--relabel", str(RELABEL)]
+def demos_args(tasks=TASKS, seeds: str = SEEDS, augment: int = AUGMENT, quote_target: bool = QUOTE_TARGET,
+               relabel: float = RELABEL) -> list[str]:
+    """``python -m trainer demos`` options of the recipe, or of the values a run recorded (``--out`` is the
+    caller's)."""
+    return ["--tasks", ",".join(tasks), "--seeds", seeds, "--augment", str(augment),
+            *(["--quote-target"] if quote_target else []), "--relabel", str(relabel)]
 
 
 def sft_args(max_steps: int = MAX_STEPS, max_seconds: int = MAX_SECONDS) -> list[str]:

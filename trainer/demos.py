@@ -28,8 +28,9 @@ import random
 import re
 from pathlib import Path
 
+from agent.prompt import QUOTED_TEXT
 from trainer.configs import DemosConfig, parse_seeds, parse_tasks
-from trainer.model import TrainerError
+from trainer.model import TINY_PROMPT_STYLE, TrainerError
 from trainer.optim import Timer, emit
 
 log = logging.getLogger("trainer")
@@ -58,7 +59,7 @@ def quoting_target(turn, observation, style: str):
 
 
 def demo_row(task: str, observation, history: list[tuple[str, str]], turns: list, meta: dict,
-             style: str = "named", quote_target: bool = False):
+             style: str = TINY_PROMPT_STYLE, quote_target: bool = False):
     """(SFT row, solver turn, observation text) for one step: the prompt the policy would see, then the turn."""
     from agent.prompt import render_messages, render_observation
     from agent.solvers import solve_step
@@ -73,9 +74,6 @@ def demo_row(task: str, observation, history: list[tuple[str, str]], turns: list
     return row, turn, observation_text
 
 
-_QUOTED = re.compile(r'"([^"]*)"')  # a text the instruction quotes: the target's name
-
-
 def augment_observation(observation, rng: random.Random):
     """A synthetic variant of a one-step observation: new element centres, maybe another target."""
     elements = []
@@ -86,7 +84,7 @@ def augment_observation(observation, rng: random.Random):
         y = rng.randint(half_h, max(half_h, observation.height - half_h - 1))
         elements.append(dataclasses.replace(element, x=x, y=y))
     instruction = observation.instruction
-    quoted = _QUOTED.findall(instruction)
+    quoted = QUOTED_TEXT.findall(instruction)
     if quoted:
         target = quoted[0]
         roles = {e.role for e in observation.elements if e.text.strip() == target}
@@ -97,7 +95,7 @@ def augment_observation(observation, rng: random.Random):
     return dataclasses.replace(observation, instruction=instruction, elements=elements)
 
 
-def demo_episode(env, task: str, seed: int, max_steps: int, style: str = "named",
+def demo_episode(env, task: str, seed: int, max_steps: int, style: str = TINY_PROMPT_STYLE,
                  quote_target: bool = False) -> tuple[list[dict], float, object]:
     """Solve one (task, seed) with the scripted solver. Returns (SFT rows, final reward, first observation)."""
     observation = env.reset(task, seed)
@@ -143,11 +141,11 @@ def relabel_observation(observation, rng: random.Random, words: tuple[str, ...])
         return _WORD.sub(lambda match: mapping.setdefault(match.group(0), rng.choice(words)), text)
 
     elements = [dataclasses.replace(element, text=swap(element.text)) for element in observation.elements]
-    instruction = _QUOTED.sub(lambda match: f'"{swap(match.group(1))}"', observation.instruction)
+    instruction = QUOTED_TEXT.sub(lambda match: f'"{swap(match.group(1))}"', observation.instruction)
     return dataclasses.replace(observation, instruction=instruction, elements=elements)
 
 
-def augmented_rows(task: str, seed: int, observation, count: int, style: str = "named",
+def augmented_rows(task: str, seed: int, observation, count: int, style: str = TINY_PROMPT_STYLE,
                    quote_target: bool = False, relabel: float = 0.0) -> list[dict]:
     """``count`` synthetic variants of a solved one-step episode (see the module docstring)."""
     from agent.solvers import SolverError
