@@ -12,3 +12,12 @@ export function formatReward(reward: number | null | undefined): string {
   if (reward === null || reward === undefined) return "—";
   return Number.isInteger(reward) ? String(reward) : reward.toFixed(3);
 }
+
+/**
+ * The number a person reads for a step. Steps are stored and sent from 0 (`index`, which data
+ * attributes and commands keep); people count from 1. Every page that shows a step number calls
+ * this, so the live session and the replay cannot disagree again.
+ */
+export function stepNumber(index: number): number {
+  return index + 1;
+}

@@ -1,6 +1,6 @@
 import { Link } from "react-router";
 import { ErrorBanner } from "../components/ErrorBanner";
-import { formatDateTime } from "../components/format";
+import { formatDateTime, stepNumber } from "../components/format";
 import { type Review, type ReviewStatus, STEP_LABELS, type StepLabel, type Verdict } from "./queries";
 import { ReviewStatusBadge } from "./ReviewStatusBadge";
 
@@ -118,7 +118,7 @@ export function ReviewForm({
           ) : (
             labelled.map(([index, label]) => (
               <button key={index} type="button" className={`review-label review-label-${label}`} onClick={() => onStep(Number(index))}>
-                step {Number(index) + 1}: {labelText(label)}
+                step {stepNumber(Number(index))}: {labelText(label)}
               </button>
             ))
           )}

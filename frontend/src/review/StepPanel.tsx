@@ -1,6 +1,6 @@
 import { useEffect, useRef } from "react";
 import type { Actor } from "../api/types";
-import { formatReward } from "../components/format";
+import { formatReward, stepNumber } from "../components/format";
 import { ScreenshotView } from "../components/ScreenshotView";
 import { type ReplayStep, STEP_LABELS, type StepLabel, type TranscriptWord } from "./queries";
 import { proposalActionText, proposalThought, stepActionText } from "./replay";
@@ -31,7 +31,7 @@ export function StepScreen({ step, episodeId }: { step: ReplayStep; episodeId: n
           src={step.screenshot_url}
           width={step.width}
           height={step.height}
-          alt={`Episode ${episodeId}, step ${step.index + 1}`}
+          alt={`Episode ${episodeId}, step ${stepNumber(step.index)}`}
           action={step.action}
           proposal={overridden}
           displayWidth={400}
@@ -68,10 +68,10 @@ export function StepPanel({ step, count, words, label, onLabel }: StepPanelProps
   const action = stepActionText(step);
   const spoken = words.map((w) => w.word.trim()).join(" ");
   return (
-    <section className="card replay-step" data-testid="replay-current" data-index={step.index} aria-label={`Step ${step.index + 1}`}>
+    <section className="card replay-step" data-testid="replay-current" data-index={step.index} aria-label={`Step ${stepNumber(step.index)}`}>
       <div className="section-header">
         <h2>
-          Step {step.index + 1} <span className="muted">of {count}</span>
+          Step {stepNumber(step.index)} <span className="muted">of {count}</span>
         </h2>
         <ActorBadge actor={step.actor} />
         {step.void && <span className="badge void">void turn</span>}
@@ -189,7 +189,7 @@ export function StepStrip({
                 <span className="timeline-noimg">no image</span>
               )}
               <span className="replay-thumb-caption">
-                <span>{step.index + 1}</span>
+                <span>{stepNumber(step.index)}</span>
                 {step.actor !== "model" && <span className={`replay-thumb-actor replay-thumb-actor-${step.actor}`}>{step.actor}</span>}
                 {step.void && <span className="replay-thumb-void">void</span>}
               </span>

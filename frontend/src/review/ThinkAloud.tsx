@@ -1,5 +1,6 @@
 import { useMemo, useRef, useState } from "react";
 import { API_ROOT } from "../api/client";
+import { stepNumber } from "../components/format";
 import type { AudioClip, ReplayStep, Transcript, TranscriptWord } from "./queries";
 import { stepForAudio, wordAtTime } from "./replay";
 
@@ -116,7 +117,7 @@ export function ThinkAloud({ transcript, steps, current, onStep }: ThinkAloudPro
                 onClick={() => group.step !== null && onStep(group.step)}
                 disabled={group.step === null}
               >
-                {group.step === null ? "—" : `step ${group.step + 1}`}
+                {group.step === null ? "—" : `step ${stepNumber(group.step)}`}
               </button>
               {group.words.map(({ word, at }) => (
                 <span
@@ -126,7 +127,7 @@ export function ThinkAloud({ transcript, steps, current, onStep }: ThinkAloudPro
                   className={at === active ? "replay-word active" : "replay-word"}
                   data-testid="transcript-word"
                   data-active={at === active ? "true" : undefined}
-                  title={`${word.username} at step ${word.step === null ? "?" : word.step + 1}`}
+                  title={`${word.username} at step ${word.step === null ? "?" : stepNumber(word.step)}`}
                   onClick={() => seek(word)}
                 >
                   {word.word.trim()}{" "}

@@ -1,5 +1,6 @@
 import { type FormEvent, type KeyboardEvent, useEffect, useRef, useState } from "react";
 import type { EpisodeOutcome } from "../api/types";
+import { stepNumber } from "../components/format";
 import type { Proposal } from "./episodeState";
 import { checkAction, outsideScreen } from "./grammar";
 
@@ -44,7 +45,7 @@ export function EditForm({
 
   return (
     <form className="card decision-form" aria-label="Edit the proposal" onSubmit={submit} onKeyDown={(e) => submitOnCtrlEnter(e, submit)}>
-      <h2>Edit step {proposal.index}</h2>
+      <h2>{proposal.index === null ? "Edit the step" : `Edit step ${stepNumber(proposal.index)}`}</h2>
       <label className="field">
         <span>Thought</span>
         <textarea data-testid="edit-thought" rows={3} value={thought} onChange={(e) => setThought(e.target.value)} />
@@ -104,7 +105,7 @@ export function RejectForm({
   }
   return (
     <form className="card decision-form" aria-label="Reject the proposal" onSubmit={submit} onKeyDown={(e) => submitOnCtrlEnter(e, submit)}>
-      <h2>Reject step {proposal.index}</h2>
+      <h2>{proposal.index === null ? "Reject the step" : `Reject step ${stepNumber(proposal.index)}`}</h2>
       <label className="field">
         <span>Reason (optional; the model reads it)</span>
         <input ref={ref} data-testid="reject-reason" value={reason} maxLength={2000} onChange={(e) => setReason(e.target.value)} />

@@ -229,6 +229,20 @@ describe("SessionPage", () => {
     expect(screen.getByRole("link", { name: "Back to live sessions" }).getAttribute("href")).toBe("/projects/1/episodes");
   });
 
+  it("numbers steps from 1 for people, as the replay does, while commands keep the 0-based index", async () => {
+    const socket = await openSession();
+    expect(screen.getByRole("heading", { name: "Latest step (1)" })).toBeTruthy(); // makeStep(0)
+    propose(socket, 1, 1);
+    expect(screen.getByTestId("episode-screenshot").getAttribute("alt")).toBe("Screen for proposed step 2");
+    fireEvent.keyDown(window, { key: "e" });
+    expect(await screen.findByRole("heading", { name: "Edit step 2" })).toBeTruthy();
+    fireEvent.keyDown(window, { key: "Escape" });
+    fireEvent.keyDown(window, { key: "r" });
+    expect(await screen.findByRole("heading", { name: "Reject step 2" })).toBeTruthy();
+    fireEvent.click(button("reject-submit"));
+    expect(lastSent(socket)).toMatchObject({ type: "reject", index: 1 });
+  });
+
   it("shows the model's proposal beside a person's correction in the timeline", async () => {
     const socket = await openSession();
     act(() =>

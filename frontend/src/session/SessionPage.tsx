@@ -6,7 +6,7 @@ import { OutcomeBadge, StatusBadge } from "../components/Badge";
 import { Breadcrumbs } from "../components/Breadcrumbs";
 import { ConnectionBadge } from "../components/ConnectionBadge";
 import { ErrorBanner } from "../components/ErrorBanner";
-import { formatDateTime, formatReward } from "../components/format";
+import { formatDateTime, formatReward, stepNumber } from "../components/format";
 import { ScreenshotView } from "../components/ScreenshotView";
 import { Spinner } from "../components/Spinner";
 import { useIdParam } from "../components/useIdParam";
@@ -33,9 +33,9 @@ const SCREENSHOT_WIDTH = 480;
 function StepDetails({ step, live }: { step: Step; live: boolean }) {
   const corrected = step.actor !== "model" && step.proposal;
   return (
-    <section className="card step-details" aria-label={live ? "Latest step" : `Step ${step.index}`}>
+    <section className="card step-details" aria-label={live ? "Latest step" : `Step ${stepNumber(step.index)}`}>
       <div className="section-header">
-        <h2>{live ? `Latest step (${step.index})` : `Step ${step.index}`}</h2>
+        <h2>{live ? `Latest step (${stepNumber(step.index)})` : `Step ${stepNumber(step.index)}`}</h2>
         <span className={`actor actor-${step.actor}`}>{step.actor}</span>
         {step.void && <span className="badge void">void turn</span>}
         <div className="header-spacer" />
@@ -181,7 +181,7 @@ export function SessionPage() {
         src: proposalShot.screenshot_url,
         width: proposalShot.width,
         height: proposalShot.height,
-        label: `Screen for proposed step ${proposalShot.index}`,
+        label: `Screen for proposed step ${proposalShot.index === null ? "" : stepNumber(proposalShot.index)}`,
         action: null,
       }
     : stepShown?.screenshot_url
@@ -189,7 +189,7 @@ export function SessionPage() {
           src: stepShown.screenshot_url,
           width: stepShown.width,
           height: stepShown.height,
-          label: `Screen at step ${stepShown.index}`,
+          label: `Screen at step ${stepNumber(stepShown.index)}`,
           action: following && proposal ? null : stepShown.action,
         }
       : null;
