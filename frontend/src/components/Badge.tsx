@@ -1,4 +1,5 @@
 import type { EpisodeOutcome, EpisodeStatus, Role } from "../api/types";
+import { describeEndReason } from "./endReason";
 
 /** A role badge; `null` (no membership, e.g. staff browsing) reads "viewer". */
 export function RoleBadge({ role }: { role: Role | null }) {
@@ -12,4 +13,15 @@ export function StatusBadge({ status }: { status: EpisodeStatus }) {
 export function OutcomeBadge({ outcome }: { outcome: EpisodeOutcome }) {
   if (!outcome) return <span className="muted">—</span>;
   return <span className={`badge outcome-${outcome}`}>{outcome}</span>;
+}
+
+/** Why an episode ended, in plain words (see endReason.ts); nothing while it has not ended. */
+export function EndReason({ reason, className = "muted small" }: { reason: string | null | undefined; className?: string }) {
+  const text = describeEndReason(reason);
+  if (!text) return null;
+  return (
+    <span className={`end-reason ${className}`} data-testid="end-reason" title={text}>
+      {text}
+    </span>
+  );
 }

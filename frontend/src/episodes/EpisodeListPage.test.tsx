@@ -45,6 +45,24 @@ describe("EpisodeListPage (the queue)", () => {
     expect((await screen.findByTestId("episode-table")).querySelectorAll("tbody tr")).toHaveLength(3);
   });
 
+  it("says in plain words why each ended episode ended, never the stored code", async () => {
+    mockFetch(
+      routes("annotator", {
+        "GET /api/v1/episodes/?project=1": page([
+          episode(9, "running"),
+          episode(8, "failed", { end_reason: "env_error: page crashed" }),
+          episode(7, "finished", { end_reason: "max_steps" }),
+        ]),
+      }),
+    );
+    renderApp("/projects/1/episodes");
+    const rows = (await screen.findByTestId("episode-table")).querySelectorAll("tbody tr");
+    expect(rows[0].querySelector("[data-testid=end-reason]")).toBeNull();
+    expect(rows[1].textContent).toContain("The environment (the browser page) failed: page crashed");
+    expect(rows[2].textContent).toContain("It reached the task's step limit.");
+    expect(rows[2].textContent).not.toContain("max_steps");
+  });
+
   it("starts a supervised episode for an annotator, who is not offered autonomous mode", async () => {
     const { requests } = mockFetch(
       routes("annotator", { "POST /api/v1/projects/1/episodes/": { status: 201, body: { results: [episode(10, "queued")] } } }),

@@ -1,7 +1,7 @@
 import { Link, useSearchParams } from "react-router";
 import { EPISODE_MODES, EPISODE_STATUSES, type Episode } from "../api/types";
 import { useSession } from "../auth/useSession";
-import { OutcomeBadge, StatusBadge } from "../components/Badge";
+import { EndReason, OutcomeBadge, StatusBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime, formatReward } from "../components/format";
 import { ProjectFrame } from "../components/ProjectFrame";
@@ -86,6 +86,7 @@ function EpisodeTable({ projectId }: { projectId: number }) {
                   <td>{episode.mode}</td>
                   <td>
                     <StatusBadge status={episode.status} />
+                    <EndReason reason={episode.end_reason} />
                   </td>
                   <td>
                     <OutcomeBadge outcome={episode.outcome} />

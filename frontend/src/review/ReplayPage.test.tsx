@@ -149,6 +149,13 @@ describe("ReplayPage", () => {
     expect((await screen.findByRole("alert")).textContent).toContain("review it once it has finished");
   });
 
+  it("says why the episode ended in plain words", async () => {
+    mockFetch(routes({ "GET /api/v1/episodes/42/": { body: { ...episode(), end_reason: "supervisor_finish: rejected_too_often" } } }));
+    renderApp("/projects/1/review/42");
+    await screen.findByTestId("replay-current");
+    expect(screen.getByTestId("end-reason").textContent).toBe("A person rejected the model's proposals for one step too many times.");
+  });
+
   it("does not offer to submit a review of an episode that is still running", async () => {
     mockFetch(routes({ "GET /api/v1/episodes/42/": { body: { ...episode(), status: "running" } } }));
     renderApp("/projects/1/review/42");

@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router";
 import { useSession } from "../auth/useSession";
-import { OutcomeBadge, StatusBadge } from "../components/Badge";
+import { EndReason, OutcomeBadge, StatusBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime, formatReward } from "../components/format";
 import { ManagersOnly } from "../components/ManagersOnly";
@@ -137,6 +137,7 @@ function Replay({ projectId, episode, transcript, reviews, userId, listQuery, pr
         <span>checkpoint {episode.checkpoint?.name ?? "—"}</span>
         {episode.created_by && <span>by {episode.created_by.username}</span>}
         <span>finished {formatDateTime(episode.finished_at)}</span>
+        <EndReason reason={episode.end_reason} className="" />
       </div>
       {step && <StepStrip steps={steps} current={step.index} labels={draft.step_labels} onSelect={setCurrent} />}
       <div className="replay-body">

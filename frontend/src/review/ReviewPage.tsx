@@ -1,6 +1,6 @@
 import { Link, useNavigate, useSearchParams } from "react-router";
 import { useSession } from "../auth/useSession";
-import { OutcomeBadge, StatusBadge } from "../components/Badge";
+import { EndReason, OutcomeBadge, StatusBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime, formatReward } from "../components/format";
 import { ManagersOnly } from "../components/ManagersOnly";
@@ -154,6 +154,7 @@ function ReviewList({ projectId }: { projectId: number }) {
                   <td>{episode.mode}</td>
                   <td>
                     <StatusBadge status={episode.status} />
+                    <EndReason reason={episode.end_reason} />
                   </td>
                   <td>
                     <OutcomeBadge outcome={episode.outcome} />

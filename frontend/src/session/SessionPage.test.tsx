@@ -219,11 +219,11 @@ describe("SessionPage", () => {
     expect(lastSent(socket)).toMatchObject({ type: "finish", outcome: "infeasible", comment: "no account given" });
 
     act(() =>
-      socket.receive({ type: "episode.finished", seq: 3, data: { status: "finished", end_reason: "annotator finished", reward: 0, outcome: "infeasible" } }),
+      socket.receive({ type: "episode.finished", seq: 3, data: { status: "finished", end_reason: "supervisor_finish", reward: 0, outcome: "infeasible" } }),
     );
     expect(screen.getByTestId("episode-status").dataset.status).toBe("finished");
     expect(screen.getByTestId("finished-outcome").textContent).toBe("infeasible");
-    expect(screen.getByTestId("finished-reason").textContent).toBe("annotator finished");
+    expect(screen.getByTestId("finished-reason").textContent).toBe("A person finished the episode.");
     expect(screen.getByTestId("finished-reward").textContent).toBe("0");
     expect(screen.queryByTestId("cmd-approve")).toBeNull();
     expect(screen.getByRole("link", { name: "Back to live sessions" }).getAttribute("href")).toBe("/projects/1/episodes");

@@ -2,7 +2,7 @@ import { useState } from "react";
 import { Link } from "react-router";
 import type { Step } from "../api/types";
 import { useSession } from "../auth/useSession";
-import { OutcomeBadge, StatusBadge } from "../components/Badge";
+import { EndReason, OutcomeBadge, StatusBadge } from "../components/Badge";
 import { Breadcrumbs } from "../components/Breadcrumbs";
 import { ConnectionBadge } from "../components/ConnectionBadge";
 import { ErrorBanner } from "../components/ErrorBanner";
@@ -273,7 +273,7 @@ export function SessionPage() {
             </div>
             <div>
               <dt>Ended because</dt>
-              <dd data-testid="finished-reason">{episode.end_reason || "—"}</dd>
+              <dd data-testid="finished-reason">{episode.end_reason ? <EndReason reason={episode.end_reason} className="" /> : "—"}</dd>
             </div>
             <div>
               <dt>Reward</dt>
