@@ -153,6 +153,37 @@ describe("SessionPage", () => {
     expect(socket.sent).toHaveLength(0);
   });
 
+  it("says why a shortcut did nothing when someone else controls the episode, then lets the hint go", async () => {
+    vi.useFakeTimers({ shouldAdvanceTime: true });
+    try {
+      const socket = await openSession("mia", "manager");
+      propose(socket, 1, 1);
+      act(() => socket.receive({ type: "control.changed", seq: 2, data: { control: { username: "bob" }, human_control: false } }));
+      for (const key of ["a", "e", "r", "t", " ", "f"]) {
+        fireEvent.keyDown(window, { key });
+        expect(screen.getByTestId("shortcut-hint").textContent).toBe("bob controls this episode; you are watching. Press C to claim control.");
+      }
+      expect(socket.sent).toHaveLength(0);
+      expect(screen.queryByTestId("edit-action")).toBeNull();
+      act(() => vi.advanceTimersByTime(7000));
+      expect(screen.queryByTestId("shortcut-hint")).toBeNull();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("explains that a void turn cannot be approved when A is pressed on it", async () => {
+    const socket = await openSession();
+    propose(socket, 1, 1, { action: null, action_text: "", void_reason: "no 'Action:' line found", raw: "I am not sure" });
+    fireEvent.keyDown(window, { key: "a" });
+    expect(socket.sent).toHaveLength(0);
+    expect(screen.getByTestId("shortcut-hint").textContent).toBe(
+      "The model's answer could not be read as an action, so it cannot be approved: edit it (E) or reject it (R).",
+    );
+    fireEvent.keyDown(window, { key: "e" }); // editing it is allowed
+    expect(await screen.findByTestId("edit-action")).toBeTruthy();
+  });
+
   it("lets a manager claim from someone else", async () => {
     const socket = await openSession("mia", "manager");
     act(() => socket.receive({ type: "control.changed", seq: 1, data: { control: { username: "bob" }, human_control: false } }));
@@ -191,7 +222,7 @@ describe("SessionPage", () => {
     const socket = await openSession();
     propose(socket, 1, 1, { action: null, action_text: "", void_reason: "no 'Action:' line found", raw: "I am not sure" });
     expect(screen.getByTestId("proposal-void").textContent).toContain("no 'Action:' line found");
-    expect(button("cmd-approve").title).toBe("A void turn cannot be approved; edit or reject it.");
+    expect(button("cmd-approve").title).toMatch(/^The model's answer could not be read as an action, so it cannot be approved/);
 
     fireEvent.click(button("cmd-reject"));
     fireEvent.change(screen.getByTestId("reject-reason"), { target: { value: "say something" } });

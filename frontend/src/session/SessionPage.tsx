@@ -1,4 +1,4 @@
-import { useState } from "react";
+import { useEffect, useState } from "react";
 import { Link } from "react-router";
 import type { Step } from "../api/types";
 import { useSession } from "../auth/useSession";
@@ -13,11 +13,11 @@ import { useIdParam } from "../components/useIdParam";
 import { useEpisode } from "../episodes/queries";
 import { useProject } from "../projects/queries";
 import { ControlBar, type FormName } from "./ControlBar";
-import { controlsFor } from "./controls";
+import { type ControlKey, controlsFor } from "./controls";
 import { EditForm, FinishForm, RejectForm } from "./DecisionForms";
 import { isTerminal } from "./episodeState";
 import { clickAction } from "./grammar";
-import { Notices } from "./Notices";
+import { type Hint, Notices } from "./Notices";
 import { ProposalPanel } from "./ProposalPanel";
 import { type ShortcutAction, useShortcuts } from "./shortcuts";
 import { ShortcutsOverlay } from "./ShortcutsOverlay";
@@ -29,6 +29,8 @@ import { PendingUploads } from "./thinkAloud/UploadStatus";
 import { useEpisodeStream } from "./useEpisodeStream";
 
 const SCREENSHOT_WIDTH = 480;
+/** How long a shortcut's "why not" hint stays on screen. */
+const HINT_MS = 6000;
 
 function StepDetails({ step, live }: { step: Step; live: boolean }) {
   const corrected = step.actor !== "model" && step.proposal;
@@ -90,6 +92,12 @@ export function SessionPage() {
   const [showHelp, setShowHelp] = useState(false);
   const [actThought, setActThought] = useState("");
   const [brokenShot, setBrokenShot] = useState<string | null>(null);
+  const [hint, setHint] = useState<Hint | null>(null);
+  useEffect(() => {
+    if (!hint) return;
+    const timer = setTimeout(() => setHint(null), HINT_MS);
+    return () => clearTimeout(timer);
+  }, [hint]);
 
   const { live, send } = stream;
   const me =
@@ -114,6 +122,13 @@ export function SessionPage() {
     setActThought("");
   }
 
+  /** A key whose command is not available now says why instead of doing nothing. */
+  function refused(control: ControlKey): boolean {
+    if (controls[control].enabled) return false;
+    setHint((current) => ({ key: (current?.key ?? 0) + 1, text: controls[control].why }));
+    return true;
+  }
+
   useShortcuts((action: ShortcutAction) => {
     switch (action) {
       case "help":
@@ -129,14 +144,15 @@ export function SessionPage() {
       case "pause-resume":
         if (controls.pause.enabled) command("pause");
         else if (controls.resume.enabled) command("resume");
+        else refused((live.episode ?? loaded.data)?.status === "paused" ? "resume" : "pause");
         return true;
       case "edit":
       case "reject":
       case "finish":
-        open(action);
+        if (!refused(action)) open(action);
         return true;
       default:
-        command(action);
+        if (!refused(action)) command(action);
         return true;
     }
   });
@@ -411,7 +427,7 @@ export function SessionPage() {
         selected={picked ? picked.index : null}
         onSelect={(index) => setSelected(index === latest?.index ? null : index)}
       />
-      <Notices notices={live.notices} onDismiss={stream.dismissNotice} />
+      <Notices notices={live.notices} onDismiss={stream.dismissNotice} hint={hint} onHintDismiss={() => setHint(null)} />
       {showHelp && <ShortcutsOverlay onClose={() => setShowHelp(false)} />}
     </main>
   );

@@ -1,6 +1,6 @@
 // @vitest-environment node
 import { describe, expect, it } from "vitest";
-import { makeEpisode } from "../test/factories";
+import { makeEpisode, makeStep } from "../test/factories";
 import { controlsFor } from "./controls";
 import { applyMessage, commandSent, fromDetail, type LiveEpisode } from "./episodeState";
 
@@ -30,20 +30,34 @@ describe("controlsFor", () => {
 
   it("refuses to approve a void turn but allows editing or rejecting it", () => {
     const c = controlsFor(withProposal(controlled("ann"), "no 'Action:' line found"), ann);
-    expect(c.approve.why).toBe("A void turn cannot be approved; edit or reject it.");
+    expect(c.approve.why).toBe(
+      "The model's answer could not be read as an action, so it cannot be approved: edit it (E) or reject it (R).",
+    );
     expect(c.edit.enabled && c.reject.enabled).toBe(true);
+  });
+
+  it("says why nothing can be decided: an autonomous agent acting on its own, or a void turn just recorded", () => {
+    const autonomous = applyMessage(controlled("ann"), { type: "episode.state", seq: 2, data: { mode: "autonomous", status: "running" } });
+    expect(controlsFor(autonomous, ann).approve.why).toBe(
+      "The agent acts on its own in this episode; pause it (Space) to decide its next step yourself.",
+    );
+    const afterVoid = applyMessage(controlled("ann"), { type: "step.executed", seq: 2, data: makeStep(1, { void: true, action: null, action_text: "" }) });
+    expect(controlsFor(afterVoid, ann).approve.why).toMatch(/^The model's last answer could not be read as an action/);
   });
 
   it("makes a watcher read who controls, and lets only a manager claim from them", () => {
     const state = withProposal(controlled("bob"));
     const annSees = controlsFor(state, ann);
     expect(annSees.approve.enabled).toBe(false);
-    expect(annSees.approve.why).toMatch(/^bob controls this episode; you are watching/);
+    expect(annSees.approve.why).toBe(
+      "bob controls this episode; you are watching. Ask them to release it if you need to act; only a manager can take it from them.",
+    );
     expect(annSees.claim.enabled).toBe(false);
     expect(annSees.claim.why).toMatch(/only a manager/);
     const miaSees = controlsFor(state, mia);
     expect(miaSees.claim.enabled).toBe(true);
     expect(miaSees.pause.enabled).toBe(false);
+    expect(miaSees.pause.why).toBe("bob controls this episode; you are watching. Press C to claim control.");
   });
 
   it("lets anyone command an episode nobody controls (the first command makes them controller)", () => {

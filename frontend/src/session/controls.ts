@@ -68,17 +68,28 @@ export function controlsFor(live: LiveEpisode, me: { username: string; role: Rol
   const release = !mine ? no("You do not control this episode.") : sent("release") ? no(sent("release")) : ok;
 
   if (other) {
-    const watching = no(`${owner} controls this episode; you are watching. Claim it to act.`);
+    const next = claim.enabled
+      ? "Press C to claim control."
+      : "Ask them to release it if you need to act; only a manager can take it from them.";
+    const watching = no(`${owner} controls this episode; you are watching. ${next}`);
     return { ...all(watching), claim, release };
   }
 
   const proposal = live.proposal;
+  const latest = live.steps[live.steps.length - 1];
   const deciding = live.pending.some((p) => DECISIONS.includes(p.type));
   const decision = (kind: "approve" | "edit" | "reject"): Availability => {
     if (live.humanControl) return no("You have taken over: act on the screen yourself, or hand back to the model.");
-    if (!proposal) return no("Nothing is proposed right now; wait for the next proposal.");
+    if (!proposal) {
+      if (live.episode?.mode === "autonomous" && status !== "paused")
+        return no("The agent acts on its own in this episode; pause it (Space) to decide its next step yourself.");
+      if (latest?.void)
+        return no("The model's last answer could not be read as an action, so there is nothing to approve; wait for its next proposal.");
+      return no("Nothing is proposed right now; wait for the next proposal.");
+    }
     if (deciding) return no("Your decision was sent; waiting for the server to confirm.");
-    if (kind === "approve" && proposal.void_reason) return no("A void turn cannot be approved; edit or reject it.");
+    if (kind === "approve" && proposal.void_reason)
+      return no("The model's answer could not be read as an action, so it cannot be approved: edit it (E) or reject it (R).");
     return ok;
   };
   const simple = (type: string, blocked: string): Availability => (blocked ? no(blocked) : sent(type) ? no(sent(type)) : ok);
