@@ -39,3 +39,22 @@ def test_logout_returns_to_the_login_page(daphne_server, page):
     page.get_by_test_id("login-username").wait_for(timeout=10_000)
     page.goto(daphne_server + "/")
     page.get_by_test_id("login-username").wait_for(timeout=10_000)
+
+
+def test_a_project_you_are_not_in_says_so_and_leads_back_without_retry(daphne_server, page):
+    from flywheel.models import Project
+
+    seed_demo(PASSWORD)
+    private = Project.objects.get(name="Private project")
+    login(page, daphne_server, "annotator", PASSWORD)
+    page.get_by_test_id("project-card").first.wait_for(timeout=20_000)
+    page.goto(f"{daphne_server}/projects/{private.pk}/episodes")
+    banner = page.get_by_test_id("no-access")
+    banner.wait_for(timeout=20_000)
+    screenshot(page, "project-not-a-member")
+    assert "You are not a member of this project" in banner.inner_text()
+    assert page.get_by_role("button", name="Retry").count() == 0
+    assert "Something went wrong" not in page.inner_text("body")
+    page.get_by_test_id("no-access-home").click()
+    page.get_by_test_id("project-card").first.wait_for(timeout=20_000)
+    assert page.errors == []

@@ -17,18 +17,34 @@ function describe(error: unknown): string {
   return "Something went wrong. Try again.";
 }
 
-/** A failure, said plainly, with what to do next (retry when a network failure may pass). */
+function heading(error: unknown): string {
+  if (!(error instanceof ApiError)) return "Something went wrong";
+  if (error.isNetwork) return "Server unreachable";
+  if (error.status === 403) return "Not allowed";
+  if (error.status === 404) return "Not found";
+  return "Something went wrong";
+}
+
+/**
+ * Whether trying the same request again may succeed: not after the server refused it for good
+ * (a 4xx other than a timeout or a rate limit: no access, no such record, invalid input).
+ */
+export function isRetryable(error: unknown): boolean {
+  if (!(error instanceof ApiError) || error.isNetwork) return true;
+  return !(error.status >= 400 && error.status < 500 && error.status !== 408 && error.status !== 429);
+}
+
+/** A failure, said plainly, with what to do next (Retry only when trying again may help). */
 export function ErrorBanner({ error, message, title, fieldErrors, onRetry }: ErrorBannerProps) {
   const text = message ?? describe(error);
   const fields = fieldErrors ?? (error instanceof ApiError ? error.fieldErrors : {});
-  const isNetwork = error instanceof ApiError && error.isNetwork;
-  const heading = title ?? (isNetwork ? "Server unreachable" : "Something went wrong");
+  const retry = onRetry && isRetryable(error) ? onRetry : undefined;
   const entries = Object.entries(fields);
 
   return (
     <div className="banner banner-error" role="alert" data-testid="error-banner">
       <div className="banner-body">
-        <strong>{heading}</strong>
+        <strong>{title ?? heading(error)}</strong>
         <p>{text}</p>
         {entries.length > 0 && (
           <ul className="banner-fields">
@@ -40,8 +56,8 @@ export function ErrorBanner({ error, message, title, fieldErrors, onRetry }: Err
           </ul>
         )}
       </div>
-      {onRetry && (
-        <button type="button" className="button" onClick={onRetry}>
+      {retry && (
+        <button type="button" className="button" onClick={retry}>
           Retry
         </button>
       )}

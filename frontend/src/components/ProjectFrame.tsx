@@ -2,7 +2,9 @@ import type { ReactNode } from "react";
 import type { Project } from "../api/types";
 import { useProject } from "../projects/queries";
 import { Breadcrumbs, type Crumb } from "./Breadcrumbs";
+import { Link } from "react-router";
 import { ErrorBanner } from "./ErrorBanner";
+import { LoadError } from "./NoAccess";
 import { ProjectNav } from "./ProjectNav";
 import { Spinner } from "./Spinner";
 
@@ -20,7 +22,8 @@ export function ProjectFrame({ projectId, trail = [], children }: ProjectFramePr
   if (!Number.isFinite(projectId)) {
     return (
       <main className="page">
-        <ErrorBanner message="This address does not name a project. Go back to the project list." />
+        <ErrorBanner title="No such page" message="This address does not name a project." />
+        <Link to="/">Back to your projects</Link>
       </main>
     );
   }
@@ -35,7 +38,7 @@ export function ProjectFrame({ projectId, trail = [], children }: ProjectFramePr
     return (
       <main className="page">
         <Breadcrumbs items={[{ label: "Projects", to: "/" }, { label: `Project ${projectId}` }]} />
-        <ErrorBanner error={project.error} onRetry={() => project.refetch()} />
+        <LoadError error={project.error} resource="project" onRetry={() => project.refetch()} />
       </main>
     );
   }

@@ -3,6 +3,7 @@ import { Link, useNavigate, useSearchParams } from "react-router";
 import { useSession } from "../auth/useSession";
 import { EndReason, OutcomeBadge, StatusBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
+import { LoadError } from "../components/NoAccess";
 import { formatDateTime, formatReward } from "../components/format";
 import { ManagersOnly } from "../components/ManagersOnly";
 import { ProjectFrame } from "../components/ProjectFrame";
@@ -197,7 +198,7 @@ function ReplayLoader({ projectId, episodeId }: { projectId: number; episodeId: 
   const link = (id: number | null | undefined) =>
     id ? `/projects/${projectId}/review/${id}${listQuery ? `?${listQuery}` : ""}` : null;
 
-  if (episode.isError) return <ErrorBanner error={episode.error} title="Could not load the episode" onRetry={() => episode.refetch()} />;
+  if (episode.isError) return <LoadError error={episode.error} resource="episode" title="Could not load the episode" onRetry={() => episode.refetch()} />;
   if (reviews.isError) return <ErrorBanner error={reviews.error} title="Could not load the reviews" onRetry={() => reviews.refetch()} />;
   if (episode.isPending || reviews.isPending) return <Spinner label="Loading the episode…" />;
   if (episode.data.project !== projectId) {

@@ -6,6 +6,7 @@ import { EndReason, OutcomeBadge, StatusBadge } from "../components/Badge";
 import { Breadcrumbs } from "../components/Breadcrumbs";
 import { ConnectionBadge } from "../components/ConnectionBadge";
 import { ErrorBanner } from "../components/ErrorBanner";
+import { LoadError } from "../components/NoAccess";
 import { formatDateTime, formatReward, stepNumber } from "../components/format";
 import { ScreenshotView } from "../components/ScreenshotView";
 import { Spinner } from "../components/Spinner";
@@ -160,7 +161,8 @@ export function SessionPage() {
   if (!Number.isFinite(episodeId)) {
     return (
       <main className="page">
-        <ErrorBanner message="This address does not name an episode. Go back to the project's episode list." />
+        <ErrorBanner title="No such page" message="This address does not name an episode." />
+        <Link to="/">Back to your projects</Link>
       </main>
     );
   }
@@ -174,7 +176,7 @@ export function SessionPage() {
   if (loaded.isError) {
     return (
       <main className="page">
-        <ErrorBanner error={loaded.error} onRetry={() => loaded.refetch()} />
+        <LoadError error={loaded.error} resource="episode" onRetry={() => loaded.refetch()} />
       </main>
     );
   }
