@@ -4,7 +4,7 @@ import { describeEndReason } from "./endReason";
 describe("describeEndReason", () => {
   it("says every end reason the server writes in plain words", () => {
     // agent/rollout.py END_REASONS, as flywheel/rollout_worker.py stores them (code, or "code: detail").
-    expect(describeEndReason("done")).toBe("The task's page reported the task over.");
+    expect(describeEndReason("done")).toBe("The task ended (the page reported it done).");
     expect(describeEndReason("finished")).toBe("The agent said it had finished the task.");
     expect(describeEndReason("max_steps")).toBe("It reached the task's step limit.");
     expect(describeEndReason("void_turns")).toBe("The model's answers could not be read as actions several times in a row.");

@@ -7,7 +7,7 @@
 
 /** Known codes, what they mean; `{detail}` is replaced by the text after the code's colon. */
 const REASONS: Record<string, { text: string; withDetail?: string }> = {
-  done: { text: "The task's page reported the task over." },
+  done: { text: "The task ended (the page reported it done)." },
   finished: { text: "The agent said it had finished the task." },
   max_steps: { text: "It reached the task's step limit." },
   void_turns: { text: "The model's answers could not be read as actions several times in a row." },
