@@ -21,3 +21,17 @@ export function formatReward(reward: number | null | undefined): string {
 export function stepNumber(index: number): number {
   return index + 1;
 }
+
+/**
+ * A length of audio as m:ss (h:mm:ss from an hour), or "—" when it is not known. Chromium reports
+ * `duration === Infinity` for MediaRecorder's WebM until it has read to the end, and NaN before
+ * the metadata: neither may reach the page as "Infinity" or "NaN".
+ */
+export function formatDuration(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds) || seconds < 0) return "—";
+  const whole = Math.round(seconds);
+  const h = Math.floor(whole / 3600);
+  const m = Math.floor((whole % 3600) / 60);
+  const s = String(whole % 60).padStart(2, "0");
+  return h > 0 ? `${h}:${String(m).padStart(2, "0")}:${s}` : `${m}:${s}`;
+}

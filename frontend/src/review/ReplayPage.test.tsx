@@ -191,6 +191,43 @@ describe("ReplayPage", () => {
     expect(current()).toBe("0");
   });
 
+  it("shows a recording's real length, not Infinity, without moving the step view while it finds it", async () => {
+    mockFetch(routes());
+    renderApp("/projects/1/review/42");
+    const audio = (await screen.findByTestId("replay-audio")) as HTMLAudioElement;
+    // Before the metadata: the transcript's last word (1015.5 s, origin 1000) bounds the length from below.
+    expect(screen.getByTestId("clip-duration").textContent).toBe("at least 0:20"); // committed_until: 20
+    // Chromium, for MediaRecorder's WebM: no duration in the file, so Infinity until it has read to the end.
+    let duration = Infinity;
+    Object.defineProperty(audio, "duration", { configurable: true, get: () => duration });
+    fireEvent.loadedMetadata(audio);
+    expect(audio.currentTime).toBeGreaterThan(1e9); // sought past the end, so the browser finds the length
+    fireEvent.timeUpdate(audio); // the probe's own time updates move no step
+    expect(current()).toBe("0");
+    expect(screen.getByTestId("clip-duration").textContent).not.toMatch(/Infinity|NaN/);
+    duration = 21.7;
+    fireEvent.durationChange(audio);
+    expect(audio.currentTime).toBe(0); // back to the start
+    fireEvent.seeked(audio);
+    expect(current()).toBe("0");
+    expect(screen.getByTestId("clip-duration").textContent).toBe("0:22");
+    // Then the person's playing moves the steps again.
+    audio.currentTime = 15.2;
+    fireEvent.timeUpdate(audio);
+    expect(current()).toBe("1");
+  });
+
+  it("shows the length a browser reports at once, and a dash rather than NaN when nothing is known", async () => {
+    mockFetch(routes({ "GET /api/v1/episodes/42/transcript": { body: { ...transcript, words: [], clips: [{ ...transcript.clips[0], committed_until: 0 }] } } }));
+    renderApp("/projects/1/review/42");
+    const audio = (await screen.findByTestId("replay-audio")) as HTMLAudioElement;
+    expect(screen.getByTestId("clip-duration").textContent).toBe("—");
+    Object.defineProperty(audio, "duration", { configurable: true, get: () => 65 });
+    fireEvent.loadedMetadata(audio);
+    expect(audio.currentTime).toBe(0);
+    expect(screen.getByTestId("clip-duration").textContent).toBe("1:05");
+  });
+
   it("moves to the previous and next episode of the filtered list, keeping the list's query", async () => {
     mockFetch(routes({
       [`GET /api/v1/episodes/42/neighbours?project=1&status=finished&has_void=true&review_status=unreviewed`]: { body: { previous: null, next: 41 } },

@@ -1,6 +1,6 @@
 import { useMemo, useRef, useState } from "react";
 import { API_ROOT } from "../api/client";
-import { stepNumber } from "../components/format";
+import { formatDuration, stepNumber } from "../components/format";
 import type { AudioClip, ReplayStep, Transcript, TranscriptWord } from "./queries";
 import { stepForAudio, wordAtTime } from "./replay";
 
@@ -12,9 +12,99 @@ interface ThinkAloudProps {
   onStep: (index: number) => void;
 }
 
+/** Clip seconds up to which the transcript has heard speech: a lower bound of the clip's length. */
+function heardUntil(clip: AudioClip, words: TranscriptWord[]): number {
+  const ends = words.filter((w) => w.clip === clip.id).map((w) => w.end - clip.origin);
+  return Math.max(0, clip.committed_until || 0, ...ends);
+}
+
 function clipTitle(clip: AudioClip, words: TranscriptWord[]): string {
   const who = words.find((w) => w.clip === clip.id)?.username;
   return who ? `${who}'s recording` : `Recording ${clip.id}`;
+}
+
+/** How far the player is in learning a clip's length (see ClipPlayer). */
+type Probe = "idle" | "to-end" | "rewinding";
+
+/**
+ * One clip's player and its length. MediaRecorder's WebM carries no duration, so Chromium reports
+ * `Infinity` until it has read to the end (and its own controls cannot show a length or seek well):
+ * the player seeks far past the end once, which makes the browser find the real length, then goes
+ * back to the start. While it probes, its time updates are not the person's playing and move no
+ * step. Until the length is known, the transcript's last word gives a lower bound.
+ */
+function ClipPlayer({
+  clip,
+  heardUntil,
+  register,
+  onPlay,
+  onTime,
+}: {
+  clip: AudioClip;
+  /** Clip seconds up to which speech is known (the last word's end); 0 when none. */
+  heardUntil: number;
+  register: (element: HTMLAudioElement | null) => void;
+  onPlay: () => void;
+  onTime: (element: HTMLAudioElement) => void;
+}) {
+  const probe = useRef<Probe>("idle");
+  const [duration, setDuration] = useState<number | null>(null);
+
+  function learnt(element: HTMLAudioElement): boolean {
+    if (!Number.isFinite(element.duration)) return false;
+    setDuration(element.duration);
+    return true;
+  }
+  function onProbeProgress(element: HTMLAudioElement) {
+    if (probe.current === "to-end" && learnt(element)) {
+      probe.current = "rewinding";
+      element.currentTime = 0;
+    }
+  }
+
+  const length = duration !== null ? formatDuration(duration) : heardUntil > 0 ? `at least ${formatDuration(heardUntil)}` : "—";
+  return (
+    <div className="replay-clip">
+      <audio
+        controls
+        preload="metadata"
+        src={`${API_ROOT}/audio/${clip.id}/file`}
+        data-testid="replay-audio"
+        data-clip={clip.id}
+        ref={register}
+        onLoadedMetadata={(e) => {
+          const element = e.currentTarget;
+          if (learnt(element)) return;
+          probe.current = "to-end";
+          element.currentTime = Number.MAX_SAFE_INTEGER; // the browser reads to the end and learns the length
+        }}
+        onDurationChange={(e) => {
+          if (probe.current === "idle") learnt(e.currentTarget);
+          else onProbeProgress(e.currentTarget);
+        }}
+        onPlay={() => {
+          probe.current = "idle"; // the person pressed play: their time counts from here
+          onPlay();
+        }}
+        onTimeUpdate={(e) => {
+          if (probe.current === "idle") onTime(e.currentTarget);
+          else onProbeProgress(e.currentTarget);
+        }}
+        onSeeked={(e) => {
+          const element = e.currentTarget;
+          if (probe.current === "to-end") return onProbeProgress(element);
+          if (probe.current === "rewinding") {
+            probe.current = "idle";
+            return;
+          }
+          onTime(element);
+        }}
+      />
+      <span className="muted small replay-clip-length" data-testid="clip-duration" data-known={duration !== null}>
+        {length}
+      </span>
+    </div>
+  );
 }
 
 /**
@@ -85,23 +175,19 @@ export function ThinkAloud({ transcript, steps, current, onStep }: ThinkAloudPro
         <span className="muted small">The step view follows the audio as it plays; click a word to jump there.</span>
       </div>
       {clips.map((clip) => (
-        <div key={clip.id} className="replay-clip">
+        <div key={clip.id}>
           <div className="muted small">{clipTitle(clip, words)}</div>
-          <audio
-            controls
-            preload="metadata"
-            src={`${API_ROOT}/audio/${clip.id}/file`}
-            data-testid="replay-audio"
-            data-clip={clip.id}
-            ref={(element) => {
+          <ClipPlayer
+            clip={clip}
+            heardUntil={heardUntil(clip, words)}
+            register={(element) => {
               if (element) players.current.set(clip.id, element);
               else players.current.delete(clip.id);
             }}
             onPlay={() => {
               lastStep.current = null; // pressing play brings the step view to where the audio is
             }}
-            onTimeUpdate={(e) => follow(clip, e.currentTarget)}
-            onSeeked={(e) => follow(clip, e.currentTarget)}
+            onTime={(element) => follow(clip, element)}
           />
         </div>
       ))}
