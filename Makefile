@@ -6,6 +6,9 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 CHROMIUM ?= /usr/bin/chromium
+# Where the setup steps' full output goes (make run's processes log there too): the terminal keeps a line a
+# step, and a failing step's tail.
+SETUP_LOGS := $(abspath $(or $(LOUPE_LOG_DIR),$(or $(LOUPE_DATA_DIR),.data)/logs))
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: setup run test bench soak coldstart flywheel frontend chromium clean stop lint
@@ -13,21 +16,30 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 setup: $(VENV)/.installed frontend/dist/index.html chromium
 
 $(VENV)/.installed: requirements.txt
+	@echo "Installing Python packages into $(VENV) (requirements.txt; about 2 minutes on a first run)…"
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements.txt
+	@$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	@$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
 	@touch $@
 
 $(BIN)/node: $(VENV)/.installed
-	$(BIN)/nodeenv -p --node=system
+	@echo "Installing Node.js into $(VENV) (nodeenv, using the system's Node)…"
+	@mkdir -p $(SETUP_LOGS)
+	@$(BIN)/nodeenv -p --node=system >$(SETUP_LOGS)/setup-node.log 2>&1 \
+	  || { tail -n 30 $(SETUP_LOGS)/setup-node.log; echo "nodeenv failed; see $(SETUP_LOGS)/setup-node.log"; exit 1; }
 	@touch $@
 
 frontend/node_modules/.installed: frontend/package-lock.json $(BIN)/node
-	cd frontend && npm ci --no-audit --no-fund
+	@echo "Installing the frontend's packages (npm ci; about a minute on a first run)…"
+	@cd frontend && npm ci --no-audit --no-fund --no-progress --loglevel=error
 	@touch $@
 
 frontend/dist/index.html: frontend/node_modules/.installed $(shell find frontend/src frontend/index.html frontend/vite.config.* -type f 2>/dev/null)
-	cd frontend && npm run build
+	@echo "Building the frontend (type check and Vite build)…"
+	@mkdir -p $(SETUP_LOGS)
+	@cd frontend && npm run build --silent >$(SETUP_LOGS)/frontend-build.log 2>&1 \
+	  || { tail -n 40 $(SETUP_LOGS)/frontend-build.log; echo "The frontend build failed; see $(SETUP_LOGS)/frontend-build.log"; exit 1; }
+	@grep -iE "warn|error" $(SETUP_LOGS)/frontend-build.log || true
 
 frontend: frontend/dist/index.html
 
@@ -37,7 +49,7 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive $(if $(shell command -v sudo),sudo) apt-get install -y -qq chromium >/dev/null; }
 
 run: setup
-	$(BIN)/python manage.py loupe_run --host $(HOST) --port $(PORT)
+	@$(BIN)/python manage.py loupe_run --host $(HOST) --port $(PORT)
 
 test: setup
 	cd frontend && npm test --silent

@@ -1,18 +1,61 @@
-"""`make run`: migrate, seed the demo, then start daphne, the Celery workers and beat; Ctrl-C stops all."""
+"""`make run`: migrate, seed the demo, then start daphne, the Celery workers and beat; Ctrl-C stops all.
+
+The terminal shows what a person needs (progress, the ready message, warnings and errors); each process's
+full output (daphne's access log, Celery's banners and task logs) goes to a file in LOUPE_LOG_DIR."""
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from pathlib import Path
+from typing import IO
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from webapp.demo import DEMO_USERS, demo_password, seed_demo
+
+
+def process_commands(*, python: str, host: str, port: int, log_dir: Path, beat_schedule: Path,
+                     rollout_concurrency: str = "3", worker_log_level: str = "WARNING") -> dict[str, list[str]]:
+    """The argv of every process `make run` starts. Daphne writes its access log (a line a request) to
+    access.log, not the terminal; the workers' and beat's banners go to their stdout, which run() sends to
+    their log files."""
+    celery = [python, "-m", "celery", "-A", "webapp"]
+    return {
+        "web": [python, "-m", "daphne", "-b", host, "-p", str(port), "--proxy-headers",
+                "--access-log", str(log_dir / "access.log"), "webapp.asgi:application"],
+        "worker": [*celery, "worker", "-Q", "rollouts,audio,default", "-n", "live@%h", "-c", rollout_concurrency,
+                   "-O", "fair", "--loglevel", worker_log_level],
+        "train": [*celery, "worker", "-Q", "train", "-n", "train@%h", "-c", "1", "--loglevel", worker_log_level],
+        "beat": [*celery, "beat", "--loglevel", "WARNING", "-s", str(beat_schedule)],
+    }
+
+
+def log_dir() -> Path:
+    return Path(os.environ.get("LOUPE_LOG_DIR") or settings.DATA_DIR / "logs")
+
+
+# Django logs every 4xx answer as a django.request WARNING ("Unauthorized: /api/v1/auth/session"): a line a
+# request, like the access log, so it stays in web.log and off the terminal (5xx are ERRORs and show).
+LOG_ONLY = (b" WARNING django.request: ",)
+
+
+def relay(name: str, stream: IO[bytes], log: IO[bytes], terminal: IO[bytes]) -> None:
+    """Copy a process's stderr (its warnings and errors) to its log file and, marked with its name, to the
+    terminal, line by line until the process closes it."""
+    for line in iter(stream.readline, b""):
+        log.write(line)
+        log.flush()
+        if not any(marker in line for marker in LOG_ONLY):
+            terminal.write(f"[{name}] ".encode() + line)
+            terminal.flush()
+    stream.close()
 
 
 class Command(BaseCommand):
@@ -24,27 +67,26 @@ class Command(BaseCommand):
 
     def handle(self, *args, host: str, port: int, **options):
         started = time.monotonic()
+        self.stdout.write("Preparing the database (migrations, demo project)…")
         call_command("migrate", interactive=False, verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)  # the admin's styles and scripts
         password, generated = demo_password()
         seed_demo(password)
         from flywheel.bootstrap import ensure_default_deployment  # trains/registers the tiny v0 when missing
 
         ensure_default_deployment(log=self.stdout.write)
 
-        python = sys.executable
         env = dict(os.environ)  # DATABASE_URL / REDIS_URL are set by now (embedded or given)
-        rollout_concurrency = os.environ.get("LOUPE_ROLLOUT_CONCURRENCY", "3")
-        worker_log = os.environ.get("LOUPE_WORKER_LOG_LEVEL", "WARNING")
-        commands = {
-            "web": [python, "-m", "daphne", "-b", host, "-p", str(port), "--proxy-headers", "webapp.asgi:application"],
-            "worker": [python, "-m", "celery", "-A", "webapp", "worker", "-Q", "rollouts,audio,default", "-n", "live@%h",
-                       "-c", rollout_concurrency, "-O", "fair", "--loglevel", worker_log],
-            "train": [python, "-m", "celery", "-A", "webapp", "worker", "-Q", "train", "-n", "train@%h", "-c", "1",
-                      "--loglevel", worker_log],
-            "beat": [python, "-m", "celery", "-A", "webapp", "beat", "--loglevel", "WARNING",
-                     "-s", str(settings.DATA_DIR / "celerybeat-schedule")],
-        }
+        logs = log_dir()
+        logs.mkdir(parents=True, exist_ok=True)
+        commands = process_commands(
+            python=sys.executable, host=host, port=port, log_dir=logs,
+            beat_schedule=settings.DATA_DIR / "celerybeat-schedule",
+            rollout_concurrency=os.environ.get("LOUPE_ROLLOUT_CONCURRENCY", "3"),
+            worker_log_level=os.environ.get("LOUPE_WORKER_LOG_LEVEL", "WARNING"))
         processes: dict[str, subprocess.Popen] = {}
+        log_files: list[IO[bytes]] = []
+        relays: list[threading.Thread] = []
         stopping = False
 
         def stop(*_):
@@ -68,12 +110,25 @@ class Command(BaseCommand):
                 if embedded.started_here():
                     embedded.redis_stop()
                     embedded.postgres_stop()
+            for thread in relays:
+                thread.join(timeout=2)  # the processes have exited: their last lines are on their way
+            for log in log_files:
+                log.close()
             self.stdout.write("Stopped.")
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
+        self.stdout.write(f"Starting the web server, the workers and beat (their logs: {logs}/)…")
         for name, argv in commands.items():
-            processes[name] = subprocess.Popen(argv, env=env, start_new_session=True)
+            log = open(logs / f"{name}.log", "ab")
+            log_files.append(log)
+            log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} make run: {' '.join(argv)}\n".encode())
+            log.flush()
+            processes[name] = subprocess.Popen(argv, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+                                               stdout=log, stderr=subprocess.PIPE)
+            relays.append(threading.Thread(target=relay, args=(name, processes[name].stderr, log, sys.stderr.buffer),
+                                           name=f"relay-{name}", daemon=True))
+            relays[-1].start()
 
         url = f"http://{host}:{port}/"
         if self._wait_ready(url, processes):
@@ -81,11 +136,14 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS(
                 f"\nLoupe is ready at {url}  (in {time.monotonic() - started:.1f} s)\n"
                 f"Demo logins: {', '.join(DEMO_USERS)} / password: {password}{note}\n"
-                f"Health: {url}api/v1/health   Admin: {url}admin/   Press Ctrl-C to stop.\n"))
+                f"Health: {url}api/v1/health   Admin: {url}admin/\n"
+                f"Logs: {logs}/ (web.log, access.log: every request, worker.log, train.log, beat.log); "
+                f"warnings and errors show here too.\nPress Ctrl-C to stop.\n"))
         while not stopping:
             for name, proc in processes.items():
                 if proc.poll() is not None and not stopping:
-                    self.stderr.write(f"{name} exited with {proc.returncode}; stopping everything.")
+                    self.stderr.write(f"{name} exited with {proc.returncode}; stopping everything "
+                                      f"(its output: {logs / f'{name}.log'}).")
                     stop()
                     sys.exit(1)
             time.sleep(0.5)
