@@ -137,15 +137,12 @@ def clip_transcribe(*, clip_id: int, final: bool = False) -> int:
 def _interim_publish(clip: AudioClip, pcm, *, origin: float, committed_until: float) -> None:
     """Send the uncommitted audio's provisional words to the episode's watchers. They are a view, not a
     record: not stored, carrying no seq, replaced by the next interim or by the committed words."""
-    from asgiref.sync import async_to_sync
-    from channels.layers import get_channel_layer
-
-    from flywheel.events import episode_group
+    from flywheel.events import episode_group, group_send
 
     try:
         words = speech.transcribe_interim(speech.load_model(settings.LOUPE_WHISPER_MODEL or None), pcm,
                                           committed_until=committed_until)
-        async_to_sync(get_channel_layer().group_send)(episode_group(clip.episode_id), {
+        group_send(episode_group(clip.episode_id), {
             "type": "transcript.interim", "clip": clip.pk, "username": clip.user.username,
             "committed_until": origin + committed_until,
             "words": [{"word": w.text, "start": origin + w.start, "end": origin + w.end} for w in words]})

@@ -1,8 +1,9 @@
 """Think-aloud audio: checking uploaded chunks, decoding them, and transcribing them incrementally.
 
 The browser's MediaRecorder uploads a WebM/Opus (Chrome) or Ogg/Opus (Firefox) stream in ~2 s
-timeslices. Only chunk 0 carries the container header, so every check and decode here works on
-chunk 0 followed by later chunks, never on a later chunk alone.
+timeslices. Only chunk 0 carries the container header, so decoding works on chunk 0 followed by
+every later chunk in order, never on a later chunk alone (see `check_chunk` for what is checked
+of a later chunk on upload).
 
 Transcription is incremental: each call looks only at audio after `committed_until` and commits
 words up to a pause in the speech, so a word is neither cut in two nor transcribed twice (only
@@ -121,10 +122,16 @@ def check_chunk(*, data: bytes, content_type: str, max_bytes: int, header: bytes
     """Refuse an uploaded chunk that could never become audio, before it is stored.
 
     `header` is None for chunk 0 (or a whole-file upload), which must decode on its own. For a
-    later chunk it is chunk 0's bytes: chunk 0 followed by `data` must decode, and at least one
-    audio packet must come from `data` itself, so garbage appended to a good chunk 0 is refused.
+    later chunk it is chunk 0's bytes, and a later chunk is NOT decoded here. A recorder cuts its
+    stream at whatever byte its muxer had written when the timeslice fired: Chromium's chunks end
+    with the first byte of the next block, and on a loaded machine a cut may fall anywhere inside
+    a block. So a later chunk continues the chunk before it, not chunk 0, and a short last chunk
+    may hold only the tail of a block; judging it as "chunk 0 + this chunk" refused real speech.
+    A later chunk is checked for what can be told from its own bytes (type, size, not empty, not
+    the start of another recording) and stored; the transcription decodes the whole stream, where
+    a damaged stretch costs only itself (`decode_pcm`).
     WAV is accepted only whole, as chunk 0; a WAV continuation has no packets of its own.
-    Raises AudioError with status 415 (type), 413 (size) or 400 (not decodable).
+    Raises AudioError with status 415 (type), 413 (size) or 400 (not audio).
 
     Safe on hostile input: the size is checked before any parsing, the demuxer is chosen from the
     declared type (FFmpeg never guesses), and the work is bounded by the byte count.
@@ -156,23 +163,39 @@ def check_chunk(*, data: bytes, content_type: str, max_bytes: int, header: bytes
             status=400,
         )
     if header is None:
-        _require_decodable_packet(data, container_kind, first_byte=0, part="chunk 0")
-    else:
-        _require_decodable_packet(header + data, container_kind, first_byte=len(header),
-                                  part="this chunk (after chunk 0)")
+        _require_decodable_packet(data, container_kind, part="chunk 0")
+        return
+    if container_kind == "wav":
+        raise AudioError("WAV audio is accepted only whole, as chunk 0; record WebM/Opus or Ogg/Opus "
+                         "to upload in chunks", status=400)
+    if _starts_a_stream(data, container_kind):
+        raise AudioError(
+            f"this chunk starts a new {label} recording (it carries a stream header); "
+            "upload it as chunk 0 of a new clip",
+            status=400,
+        )
 
 
-def _require_decodable_packet(stream_bytes: bytes, container_kind: str, *, first_byte: int,
-                              part: str) -> None:
-    """AudioError(400) unless an audio packet starting at or after `first_byte` decodes."""
+def _starts_a_stream(data: bytes, container_kind: str) -> bool:
+    """Whether `data` opens a stream of its own: a WebM EBML header, or an Ogg page that begins
+    a logical stream. An Ogg continuation is made of pages too, so only the begin flag counts."""
+    if container_kind == "webm":
+        return data.startswith(b"\x1a\x45\xdf\xa3")
+    if container_kind == "ogg":
+        return data.startswith(b"OggS") and len(data) > 5 and bool(data[5] & 0x02)
+    return False
+
+
+def _require_decodable_packet(stream_bytes: bytes, container_kind: str, *, part: str) -> None:
+    """AudioError(400) unless an audio packet of the stream decodes."""
     label = _CONTAINER_LABEL[container_kind]
     try:
         with av.open(io.BytesIO(stream_bytes), mode="r", format=_DEMUXER[container_kind],
                      metadata_errors="ignore") as container:
             stream = _audio_stream(container, label)
             for packet in container.demux(stream):
-                if packet.size == 0 or packet.pos is None or packet.pos < first_byte:
-                    continue  # the flush packet, or one from chunk 0 when checking a later chunk
+                if packet.size == 0:
+                    continue  # the flush packet
                 try:
                     if packet.decode():
                         return
@@ -183,7 +206,7 @@ def _require_decodable_packet(stream_bytes: bytes, container_kind: str, *, first
     except _DECODE_ERRORS as error:
         raise AudioError(f"{part} is not a decodable {label} stream ({error})", status=400) from None
     raise AudioError(
-        f"{part} holds no decodable {label} audio; send the recorder's chunks unchanged and in order",
+        f"{part} holds no decodable {label} audio",
         status=400,
     )
 

@@ -46,11 +46,17 @@ def _group_send(group: str, message: dict) -> None:
     async_to_sync(get_channel_layer().group_send)(group, message)
 
 
+def group_send(group: str, message: dict, timeout: float = 10) -> None:
+    """Send to a channel-layer group from synchronous code, whatever runs on the caller's thread: every
+    broadcast from a worker goes through here (a worker process that ran a rollout keeps Playwright's
+    event loop on its thread, and async_to_sync there raises). Raises what the send raised."""
+    _publisher.submit(_group_send, group, message).result(timeout=timeout)
+
+
 def publish(episode_id: int, message: dict) -> None:
     """Best effort: a Redis outage loses no event (it is stored); watchers fill the gap from the log."""
     try:
-        _publisher.submit(_group_send, episode_group(episode_id),
-                          {"type": "episode.event", "message": message}).result(timeout=10)
+        group_send(episode_group(episode_id), {"type": "episode.event", "message": message})
     except Exception:  # the event is stored; say so and carry on
         log.warning("could not publish event %s of episode %s; watchers will replay it", message.get("seq"),
                     episode_id, exc_info=True)

@@ -137,6 +137,49 @@ def split_like_chrome(stream: bytes, *, timeslice: float = 2.0) -> list[Chunk]:
     return _group_by_timeslice(bytes(live), blocks[1:], timeslice)
 
 
+def split_inside_blocks(stream: bytes, *, timeslice: float = 2.0, into_block: int = 1) -> list[Chunk]:
+    """Cut a live WebM stream as a recorder does when the timeslice fires while its muxer is part way
+    through a block: each cut falls `into_block` bytes into the SimpleBlock that opens a slice
+    (1: just after the block's ID byte, the byte Chromium's chunks end with; more: inside its size
+    or payload, as on a loaded machine). The last chunk holds only the tail of the last block, so
+    no chunk after 0 starts at an element boundary and the last one holds no block of its own."""
+    blocks = simple_blocks(stream)
+    if len(blocks) < 3:
+        raise ValueError("too few SimpleBlocks to cut inside them")
+    chunks = _group_by_timeslice(stream, blocks[1:-1], timeslice)
+    cuts = [chunk_start(stream, chunk) + into_block for chunk in chunks[1:]] + [blocks[-1][0] + into_block]
+    starts = [0, *cuts]
+    ends = [*cuts, len(stream)]
+    seconds = [0.0, *(chunk.start for chunk in chunks[1:]), blocks[-1][1]]
+    return [Chunk(index=i, start=seconds[i], data=stream[a:b]) for i, (a, b) in enumerate(zip(starts, ends))]
+
+
+def chunk_start(stream: bytes, chunk: Chunk) -> int:
+    """Where `chunk` begins in `stream` (its bytes are a slice of it)."""
+    return stream.index(chunk.data)
+
+
+def simple_blocks(stream: bytes) -> list[tuple[int, float]]:
+    """Byte offset and time (seconds) of every SimpleBlock of a live WebM stream, whose clusters
+    may have unknown sizes."""
+    found: list[tuple[int, float]] = []
+    offsets = _cluster_offsets(stream)
+    for number, (offset, cluster_seconds) in enumerate(offsets):
+        _, pos, _ = _read_vint(stream, offset, keep_marker=True)
+        size, pos, unknown = _read_vint(stream, pos, keep_marker=False)
+        end = offsets[number + 1][0] if unknown and number + 1 < len(offsets) else (
+            len(stream) if unknown else pos + size)
+        while pos < end:
+            child_id, child_pos, _ = _read_vint(stream, pos, keep_marker=True)
+            child_size, body, _ = _read_vint(stream, child_pos, keep_marker=False)
+            if child_id == _SIMPLE_BLOCK_ID:
+                _, timecode_at, _ = _read_vint(stream, body, keep_marker=False)  # track number
+                relative_ms = int.from_bytes(stream[timecode_at : timecode_at + 2], "big", signed=True)
+                found.append((pos, cluster_seconds + relative_ms / 1000))
+            pos = body + child_size
+    return found
+
+
 def _group_by_timeslice(stream: bytes, cut_points: list[tuple[int, float]], timeslice: float) -> list[Chunk]:
     """Chunks of `stream` that start at the first of `cut_points` (offset, seconds) in each slice."""
     # A point up to 50 ms before a slice boundary opens that slice: Opus packet timestamps sit

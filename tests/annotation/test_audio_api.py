@@ -8,7 +8,8 @@ from annotation.models import AudioChunk, AudioClip, TranscriptWord
 from annotation.speech import word_error_rate
 from flywheel.events import event_append
 from flywheel.models import Episode, Event, Step
-from tests.annotation.audio_fixtures import encode_webm_opus, missing_tools, split_like_media_recorder, synthesize_wav
+from tests.annotation.audio_fixtures import (encode_webm_opus, missing_tools, split_inside_blocks, split_like_media_recorder,
+                                            synthesize_wav)
 from tests.factories import make_member, make_project, make_task, make_user
 from tests.stack import wait_for
 
@@ -25,6 +26,8 @@ def speech_chunks(tmp_path_factory):
     for name, text in (("a", PHRASE_A), ("b", PHRASE_B)):
         stream = encode_webm_opus(synthesize_wav(text, path / f"{name}.wav"))
         chunks[name] = split_like_media_recorder(stream)
+    # Phrase B as a loaded recorder cuts it: chunks start inside blocks, the last holds a block's tail only.
+    chunks["b"] = split_inside_blocks(encode_webm_opus(path / "b.wav"), into_block=5)
     return chunks
 
 
@@ -81,6 +84,8 @@ def test_bad_chunks_get_their_status_and_lose_nothing(speech_chunks, settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_uploaded_speech_is_transcribed_and_lands_on_the_steps_it_was_spoken_in(celery_worker, speech_chunks):
+    """Phrase B's chunks are cut inside blocks, as a recorder does on a loaded machine: each is stored (none
+    refused as undecodable on its own) and the whole phrase is heard."""
     episode, user, client = setup_episode()
     t0 = 1_800_000_000.0
     running = event_append(episode_id=episode.pk, type="episode.state", payload={"status": "running"})
@@ -161,3 +166,38 @@ def test_speech_still_going_on_reaches_watchers_as_interim_words_that_are_not_st
              TranscriptWord.objects.filter(clip_id=clip_id).exists(), 120, interval=0.5, what="committed words")
     stored = " ".join(TranscriptWord.objects.filter(clip_id=clip_id).order_by("position").values_list("word", flat=True))
     assert word_error_rate(PHRASE_A, stored) <= 0.15, stored
+
+
+@pytest.mark.django_db
+def test_interim_words_are_sent_from_a_worker_thread_that_keeps_an_event_loop(speech_chunks):
+    """A worker process that has run a rollout keeps Playwright's event loop running on its thread; the
+    interim broadcast must still go out from there (async_to_sync refused to run beside the loop, so after
+    the first rollout only final words arrived)."""
+    import asyncio
+
+    import numpy as np
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from annotation import audio, speech
+    from flywheel.events import episode_group
+
+    episode, user, client = setup_episode()
+    clip = AudioClip.objects.select_related("user").get(pk=clip_for(client, episode, 1000.0))
+    pcm = speech.decode_pcm(speech_chunks["a"][0].data)
+    assert len(pcm) > speech.SAMPLE_RATE and np.abs(pcm).max() > 0.01  # speech, not silence
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(episode_group(episode.pk), channel)
+
+    async def inside_a_running_loop():  # what Playwright's sync API leaves on a rollout worker's thread
+        audio._interim_publish(clip, pcm, origin=1000.0, committed_until=0.0)
+
+    asyncio.run(inside_a_running_loop())
+
+    async def receive():
+        return await asyncio.wait_for(layer.receive(channel), timeout=10)
+
+    message = async_to_sync(receive)()
+    assert message["type"] == "transcript.interim" and message["clip"] == clip.pk
+    assert message["words"], message

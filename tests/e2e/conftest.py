@@ -24,6 +24,20 @@ def browser():
         browser.close()
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keep what the page showed when a browser test fails (test-artifacts/failed-<test>.png)."""
+    report = yield
+    if report.when == "call" and report.failed:
+        page = item.funcargs.get("page")
+        if page is not None and not page.is_closed():
+            try:
+                screenshot(page, f"failed-{item.name}"[:120])
+            except Exception:  # the browser may be what failed
+                pass
+    return report
+
+
 @pytest.fixture
 def page(browser):
     context = browser.new_context(viewport={"width": 1280, "height": 860})

@@ -101,7 +101,7 @@ def open_session(page, base: str, episode: Episode, puts: list | None = None, lo
     page.set_default_timeout(60_000)  # the machine is shared: a page may load slowly while the rollout starts
     if log_in:
         login(page, base, "thinker", PASSWORD)
-        page.get_by_test_id("project-card").first.wait_for(timeout=20_000)
+        page.get_by_test_id("project-card").first.wait_for(timeout=60_000)
     page.goto(f"{base}/episodes/{episode.pk}")
     page.locator('[data-testid="proposal"][data-index="0"]').wait_for(timeout=90_000)
     page.get_by_test_id("mic-continuous").wait_for(timeout=10_000)

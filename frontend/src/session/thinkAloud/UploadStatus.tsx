@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useState, useSyncExternalStore } from "react";
-import { chunkCount, type QueueStatus, type UploadQueue, uploadQueueFor, uploadStatusText } from "./uploadQueue";
+import { type QueueStatus, type UploadQueue, uploadQueueFor, uploadStatusText } from "./uploadQueue";
 
 export function useQueueStatus(queue: UploadQueue): QueueStatus {
   return useSyncExternalStore(
@@ -45,9 +45,16 @@ export function UploadStatus({ queue }: { queue: UploadQueue }) {
       {status.failed.length > 0 && (
         <ul className="upload-failures" data-testid="upload-failures">
           {status.failed.map((failure) => (
-            <li key={`${failure.clientId}:${failure.index}`} className="field-error">
-              {failure.index >= 0 ? "A recorded chunk was refused" : "Finishing a recording failed"}
-              {failure.lost > 0 ? ` (with ${chunkCount(failure.lost)} after it)` : ""}: {failure.message}
+            <li
+              key={`${failure.clientId}:${failure.index}`}
+              className="field-error"
+              title={failure.detail || undefined}
+              data-testid="upload-failure"
+            >
+              {failure.index >= 0
+                ? `A piece of your recording could not be saved${failure.lost > 0 ? `, nor the ${failure.lost} after it` : ""}`
+                : "Closing a recording failed"}
+              : {failure.message}
             </li>
           ))}
         </ul>

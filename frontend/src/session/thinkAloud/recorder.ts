@@ -4,8 +4,8 @@
  *
  * A clip is ONE MediaRecorder run with a 2 s timeslice, so its chunks are what the server expects
  * (annotation/speech.py, annotation/audio.py): chunk 0 carries the WebM header and every later
- * chunk is continuation bytes; the server checks each chunk as chunk 0 + that chunk and
- * transcribes the concatenation of chunks 0..N. Stopping and restarting the recorder every 2 s
+ * chunk is continuation bytes, cut wherever the muxer stood when the timeslice fired (even inside
+ * a block); the server stores each one and transcribes the concatenation of chunks 0..N. Stopping and restarting the recorder every 2 s
  * would instead make each piece a separate stream with its own header, which the concatenation
  * cannot decode. Each press of push-to-talk, or each continuous stretch, is a new clip.
  */

@@ -200,7 +200,13 @@ describe("UploadQueue", () => {
     };
     await settle();
     expect(queue.status.failed).toEqual([
-      { clientId: "clip-a", index: 0, lost: 1, message: "chunk 0 holds no decodable WebM audio" },
+      {
+        clientId: "clip-a",
+        index: 0,
+        lost: 1,
+        message: "The server could not read this piece of the recording.",
+        detail: "chunk 0 holds no decodable WebM audio",
+      },
     ]);
     expect(server.chunks).toEqual(new Map([["2/0", "b0"]]));
     expect(server.finished.size).toBe(0);
@@ -251,6 +257,15 @@ describe("classifyFailure", () => {
     for (const status of [400, 403, 404, 409, 413, 415]) {
       expect(classifyFailure(http(status, "why")).retry).toBe(false);
     }
-    expect(classifyFailure(http(415, "Audio of type 'x' is not accepted")).message).toBe("Audio of type 'x' is not accepted");
+    expect(classifyFailure(http(415, "Audio of type 'x' is not accepted")).detail).toBe("Audio of type 'x' is not accepted");
+  });
+
+  it("tells the person what a refusal means in plain words, never the server's protocol text", () => {
+    const protocol = /chunk|WebM|header|\d{3}|content type/i;
+    for (const status of [400, 403, 404, 409, 413, 415, 418, 500, 429]) {
+      const { message } = classifyFailure(http(status, "this chunk (after chunk 0) holds no decodable WebM audio"));
+      expect(message).not.toMatch(protocol);
+      expect(message).toMatch(/^[A-Z].*\.$/);
+    }
   });
 });

@@ -25,7 +25,9 @@ export interface FailedUpload {
   /** The chunk refused (-1: the finish call), and how many later chunks of its clip went with it. */
   index: number;
   lost: number;
+  /** Why, in plain words; `detail` is the server's own message (shown on hover). */
   message: string;
+  detail: string;
 }
 
 export interface QueueStatus {
@@ -80,15 +82,31 @@ export interface UploadQueueOptions {
   requestTimeoutMs?: number;
 }
 
+/** What a refusal that will not pass means for the person, in their words (the server's own, more technical
+ * message stays in `detail`). */
+const REFUSED: Record<number, string> = {
+  400: "the server could not read this piece of the recording.",
+  403: "you may not add audio to this recording any more (you lost access to the project, or it is someone else's).",
+  404: "the episode or its recording is gone, or you no longer have access to its project.",
+  409: "the recording was already closed, or the server holds other audio at this place in it.",
+  413: "this piece of the recording is larger than the server accepts.",
+  415: "this browser records audio in a format the server does not take; use Chrome, Edge or Firefox.",
+};
+
 /** Whether a failed attempt may succeed if repeated, and what to tell the person. */
-export function classifyFailure(error: unknown): { retry: boolean; message: string } {
-  if (!(error instanceof ApiError)) return { retry: true, message: "No answer from the server." };
-  if (error.isNetwork) return { retry: true, message: "Could not reach the server." };
+export function classifyFailure(error: unknown): { retry: boolean; message: string; detail: string } {
+  if (!(error instanceof ApiError)) return { retry: true, message: "No answer from the server.", detail: "" };
+  if (error.isNetwork) return { retry: true, message: "Could not reach the server.", detail: "" };
   if (error.status === 401)
-    return { retry: true, message: "You are logged out; log in again (in another tab) and the audio uploads." };
+    return {
+      retry: true,
+      message: "You are logged out; log in again (in another tab) and the audio uploads.",
+      detail: error.detail,
+    };
   if (error.status >= 500 || error.status === 408 || error.status === 429)
-    return { retry: true, message: `The server is busy or failing (${error.status}).` };
-  return { retry: false, message: error.detail };
+    return { retry: true, message: "The server is busy or failing.", detail: error.detail };
+  const message = REFUSED[error.status] ?? "the server refused this piece of the recording.";
+  return { retry: false, message: message.charAt(0).toUpperCase() + message.slice(1), detail: error.detail };
 }
 
 export function chunkCount(n: number): string {
@@ -265,7 +283,7 @@ export class UploadQueue {
             this.scheduleRetry(verdict.message);
             return;
           }
-          this.drop(item, verdict.message);
+          this.drop(item, verdict.message, verdict.detail);
           continue;
         }
         this.attempt = 0;
@@ -295,7 +313,7 @@ export class UploadQueue {
 
   /** The server refused this item for good. A refused chunk 0 takes its clip with it: every
    * later chunk continues chunk 0's stream and would be refused too. */
-  private drop(item: UploadItem, message: string): void {
+  private drop(item: UploadItem, message: string, detail: string): void {
     const doomed = [...this.items.values()].filter(
       (other) => other.id === item.id || (item.kind === "chunk" && item.index === 0 && other.clip.clientId === item.clip.clientId),
     );
@@ -304,7 +322,7 @@ export class UploadQueue {
       this.store.remove(other.id).catch(() => undefined);
     }
     const lost = doomed.filter((other) => other.kind === "chunk" && other.id !== item.id).length;
-    const failure: FailedUpload = { clientId: item.clip.clientId, index: item.index, lost, message };
+    const failure: FailedUpload = { clientId: item.clip.clientId, index: item.index, lost, message, detail };
     this.update({ failed: [...this.statusValue.failed, failure].slice(-MAX_FAILED_SHOWN), lastError: "" });
   }
 
