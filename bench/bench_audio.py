@@ -173,14 +173,11 @@ class _Api:
 
 def upload_to_socket_latency(repeat: int) -> dict:
     """Latency from a chunk's upload to its words on the session's socket, while a rollout runs."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-    os.environ.setdefault("LOUPE_CHANNEL_PREFIX", f"benchaudio{os.getpid()}")
-    os.environ.setdefault("LOUPE_FAST_PASSWORD_HASHER", "1")
     import threading
 
-    import django
+    from bench.django_setup import setup_django
 
-    django.setup()
+    setup_django(channel_prefix=f"benchaudio{os.getpid()}")  # settings, and the database migrated
     import websocket
     from django.contrib.auth import get_user_model
     from django.db import connection

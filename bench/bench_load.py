@@ -15,13 +15,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-os.environ.setdefault("LOUPE_CHANNEL_PREFIX", f"bench{os.getpid()}")
-os.environ.setdefault("LOUPE_FAST_PASSWORD_HASHER", "1")
 
-import django  # noqa: E402
+from bench.django_setup import setup_django  # noqa: E402
 
-django.setup()
+setup_django(channel_prefix=f"bench{os.getpid()}")  # settings, and the database migrated
 
 from bench.stats import percentile  # noqa: E402
 
