@@ -66,14 +66,15 @@ def generate(project, tasks, checkpoint, annotator) -> float:
                      "steps": STEPS_PER_EPISODE, "n": EPISODES})
         cur.execute("""
             INSERT INTO flywheel_step (episode_id, index, screenshot, width, height, url, instruction, elements, prompt,
-                raw_output, token_ids, token_logprobs, thought, action, action_text, actor, proposal, reward, done,
-                void, void_reason, human_thought, info, timings, checkpoint_id, created_at)
+                raw_output, token_ids, token_logprobs, thought, action, action_text, actor, proposal, correction, reward,
+                done, void, void_reason, human_thought, info, timings, checkpoint_id, created_at)
             SELECT e.id, s, '', 160, 210, '/miniwob/click-button.html', 'Click OK', '[]', %(prompt)s,
                 'Thought: the OK button\nAction: click(x=80, y=100)', '[1,2,3]', '[-0.1,-0.2,-0.3]', 'the OK button',
                 '{"name": "click", "args": {"x": 80, "y": 100}}', 'click(x=80, y=100)',
                 CASE WHEN e.n_interventions > 0 AND s < 2 THEN 'edited' ELSE 'model' END,
                 CASE WHEN e.n_interventions > 0 AND s < 2
                      THEN '{"thought": "cancel", "action": {"name": "click", "args": {"x": 5, "y": 5}}, "raw": "Thought: cancel\\nAction: click(x=5, y=5)"}'::jsonb END,
+                CASE WHEN e.n_interventions > 0 AND s < 2 THEN 'action' ELSE '' END,
                 0.0, s = %(last)s, false, '', '', '{}', '{}', e.checkpoint_id, e.created_at
             FROM flywheel_episode e CROSS JOIN generate_series(0, %(last)s) AS s
             WHERE e.project_id = %(project)s""", {"prompt": prompt, "last": STEPS_PER_EPISODE - 1, "project": project.pk})
