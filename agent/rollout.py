@@ -8,6 +8,11 @@ Supervised mode: each proposal goes to ``supervisor.review`` before it runs, and
 one of ``approve`` (run the proposal), ``edit`` (run the person's corrected turn; the proposal is
 kept for DPO), ``reject`` (ask the policy again, with feedback), ``act`` (the person acted
 instead), ``finish`` (end the episode now, with the person's outcome).
+
+A reject changes what the model is asked: the next prompt says which proposals of this step were
+rejected and why. A greedy policy may still answer the same; then it is asked again, sampling
+(``repeat_temperature``), up to ``repeat_retries`` times, and a proposal that still repeats a
+rejected one reaches the supervisor as such (``Proposal.repeated``), so a person is told.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from agent.envs.base import Env, EnvError, Observation
 from agent.policies.base import Policy, PolicyOutput
 from agent.prompt import DEFAULT_STYLE, render_messages, render_observation
 
-__all__ = ["END_REASONS", "Decision", "EpisodeResult", "StepRecord", "Supervisor", "run_episode"]
+__all__ = ["END_REASONS", "Decision", "EpisodeResult", "RejectedProposal", "StepRecord", "Supervisor",
+           "rejection_feedback", "run_episode"]
 
 END_REASONS = ("done", "max_steps", "void_turns", "finished", "env_error", "policy_error", "supervisor_finish")
 DECISION_KINDS = ("approve", "edit", "reject", "act", "finish")
@@ -69,10 +75,38 @@ def _text_prompt(prompt: list[dict]) -> list[dict]:
 
 
 @dataclass
+class RejectedProposal:
+    """A proposal a person rejected before it ran: what the model was asked and answered, and why."""
+
+    index: int  # the step it was proposed for
+    attempt: int  # 1 for the step's first proposal, 2 for the one after the first reject...
+    prompt: list[dict]
+    output: PolicyOutput
+    turn: Turn
+    reason: str
+    repeated: bool  # its action is one already rejected at this step
+
+
+def _same_turn_key(turn: Turn) -> str:
+    """What makes two proposals "the same step": the canonical action (a void turn: its raw text)."""
+    return turn.action.to_text() if turn.action is not None else "void:" + " ".join(turn.raw.split())
+
+
+def rejection_feedback(rejected: list[tuple[Turn, str]]) -> str:
+    """What the model is told after a person rejected its proposals for this step, with their reasons."""
+    parts = []
+    for turn, reason in rejected:
+        shown = turn.action.to_text() if turn.action is not None else "(an answer that was not an action)"
+        parts.append(f"{shown} (reason: {reason.strip()})" if reason.strip() else shown)
+    which = "your proposal" if len(parts) == 1 else "your proposals"
+    return f"A person rejected {which} {'; '.join(parts)}. Propose a different action."
+
+
+@dataclass
 class Decision:
     kind: str  # "approve" | "edit" | "reject" | "act" | "finish"
     turn: Turn | None = None
-    feedback: str | None = None
+    reason: str = ""  # a reject's reason, in the person's words: the model reads it
     outcome: str | None = None
 
     def __post_init__(self) -> None:
@@ -84,7 +118,9 @@ class Decision:
 
 @runtime_checkable
 class Supervisor(Protocol):
-    def review(self, index: int, observation: Observation, proposal: Turn) -> Decision: ...
+    def review(self, index: int, observation: Observation, proposal: Turn, *, attempt: int = 1,
+               repeated: bool = False) -> Decision:
+        """Decide one proposal: the step's ``attempt``-th; ``repeated`` when its action was already rejected."""
 
 
 @dataclass
@@ -120,6 +156,9 @@ def run_episode(
     history_window: int = 4,
     with_image: bool = False,
     max_rejections: int = 20,
+    on_reject: Callable[[RejectedProposal], None] | None = None,
+    repeat_retries: int = 2,
+    repeat_temperature: float = 1.0,
 ) -> EpisodeResult:
     """Run one episode to its end and say why it ended (one of ``END_REASONS``).
 
@@ -129,6 +168,7 @@ def run_episode(
     stored them the first time; they count towards ``max_steps``. ``with_image`` attaches
     the screenshot to the prompt (for multimodal servers). A supervisor may also offer
     ``answer_call_user(index, question) -> str | None``; its answer reaches the next prompt.
+    ``on_reject`` receives every proposal a supervisor rejected (the caller stores it).
     """
     steps: list[StepRecord] = []
     history: list[tuple[str, str]] = []
@@ -170,24 +210,33 @@ def run_episode(
         image = observation.screenshot if with_image else None
         observe_ms = _ms(started)
         policy_ms = 0.0
-        rejected: list[dict] = []
+        rejected: list[tuple[Turn, str]] = []  # this step's proposals a person turned down, with why
         while True:
+            told = " ".join(part for part in (feedback, rejection_feedback(rejected) if rejected else None) if part)
             prompt = render_messages(
                 instruction=observation.instruction, observation_text=observation_text, history=history,
-                image=image, history_window=history_window, feedback=feedback, style=style,
+                image=image, history_window=history_window, feedback=told or None, style=style,
             )
-            asked = time.perf_counter()
-            output = policy.act(prompt)
-            policy_ms += _ms(asked)
-            if output.error is not None:
-                return end("policy_error", error=output.error)
-            proposal = parse_turn(output.text)
-            decision = supervisor.review(index, observation, proposal) if supervisor else Decision("approve")
+            rejected_keys = {_same_turn_key(turn) for turn, _ in rejected}
+            for retry in range(1 + (repeat_retries if rejected else 0)):
+                asked = time.perf_counter()
+                output = policy.act(prompt, temperature=repeat_temperature if retry else None)
+                policy_ms += _ms(asked)
+                if output.error is not None:
+                    return end("policy_error", error=output.error)
+                proposal = parse_turn(output.text)
+                repeated = _same_turn_key(proposal) in rejected_keys
+                if not repeated:
+                    break
+            attempt = len(rejected) + 1
+            decision = (supervisor.review(index, observation, proposal, attempt=attempt, repeated=repeated)
+                        if supervisor else Decision("approve"))
             if decision.kind != "reject":
                 break
-            shown = proposal.action.to_text() if proposal.action else "(void turn)"
-            feedback = decision.feedback or f"Your previous proposal {shown} was rejected by the annotator."
-            rejected.append({"text": output.text, "feedback": feedback})
+            rejected.append((proposal, decision.reason))
+            if on_reject:
+                on_reject(RejectedProposal(index=index, attempt=attempt, prompt=prompt, output=output,
+                                           turn=proposal, reason=decision.reason, repeated=repeated))
             if len(rejected) >= max_rejections:
                 return end("supervisor_finish", outcome="rejected_too_often")
         feedback = None
@@ -199,7 +248,7 @@ def run_episode(
         else:
             assert decision.turn is not None  # checked by Decision
             turn, actor, overridden = decision.turn, ("edited" if decision.kind == "edit" else "human"), proposal
-        info: dict = {"rejected": rejected} if rejected else {}
+        info: dict = {"rejections": len(rejected)} if rejected else {}
         timings = {"observe": observe_ms, "policy": policy_ms, "execute": 0.0}
 
         if turn.is_void:

@@ -70,7 +70,7 @@ class EpisodeSupervisor:
         if TranscriptWord.objects.filter(clip__episode_id=self.episode_id, step__isnull=True).exists():
             words_align(episode_id=self.episode_id)  # words of the open step now have their step
 
-    def review(self, index: int, observation, proposal):
+    def review(self, index: int, observation, proposal, *, attempt: int = 1, repeated: bool = False):
         from agent.rollout import Decision
 
         opened_as = None  # a proposal is shown again when control changes hands (model <-> person)
@@ -100,7 +100,7 @@ class EpisodeSupervisor:
                 flywheel_services.proposal_open(
                     episode=episode, index=index, turn=flywheel_services.turn_payload(proposal),
                     screenshot=observation.screenshot, width=observation.width, height=observation.height,
-                    url=observation.url, reason=reason)
+                    url=observation.url, reason=reason, repeated=repeated)
                 opened_as = mode
             if time.monotonic() - self._last_activity > settings.LOUPE_SUPERVISED_IDLE_SECONDS:
                 raise SupervisorIdle(f"no annotator acted for {settings.LOUPE_SUPERVISED_IDLE_SECONDS:.0f} s")
@@ -182,10 +182,7 @@ class EpisodeSupervisor:
             return Decision(kind="edit", turn=turn)
         if kind == "reject":
             services.command_apply(command=command, step_index=index, proposal=proposal_dict)
-            action_text = proposal.action.to_text() if proposal.action else "(void)"
-            reason = payload.get("reason") or ""
-            feedback = f"Your previous proposal {action_text} was rejected by the annotator." + (
-                f" Reason: {reason}" if reason else "")
-            return Decision(kind="reject", feedback=feedback)
+            self.deciders[index] = command.user  # who rejected it (the worker stores the rejection), until
+            return Decision(kind="reject", reason=payload.get("reason") or "")  # someone decides the step
         services.command_refuse(command=command, reason=f"'{kind}' cannot be applied now.")
         return None

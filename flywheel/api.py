@@ -204,7 +204,7 @@ class EpisodeOutput(serializers.Serializer):
 class EpisodeDetailOutput(serializers.Serializer):
     def to_representation(self, episode):
         data = services.episode_payload(episode)
-        data["steps"] = [services.step_payload(step) for step in episode.steps.order_by("index")]
+        data["steps"] = [services.step_payload(step) for step in services.steps_with_rejections(episode)]
         data["last_seq"] = episode.last_seq
         return data
 

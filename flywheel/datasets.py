@@ -3,7 +3,9 @@
 V(episode) per project (``Project.settings["routing"]``):
   rule ``reward``: env reward >= threshold; ``review``: the reviews accept it; ``both``: both.
 Buckets: V=1 episodes -> ``sft`` (autonomous successes are tagged ``rft``), V=0 -> ``ct``; every
-edited step -> a ``dpo`` pair; finished autonomous model episodes with a reward -> ``rl``.
+corrected step -> a ``dpo`` pair (a person's turn over the model's proposal, only where it changed the
+action, or only the thought and marked so), and every rejected proposal of a step that then did
+something else -> a ``dpo`` pair too; finished autonomous model episodes with a reward -> ``rl``.
 Rows use the trainer's formats (trainer/data.py) and the one prompt renderer (agent/prompt.py).
 """
 from __future__ import annotations
@@ -20,14 +22,14 @@ from collections.abc import Iterator
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from agent.actions import Action, format_turn
 from agent.envs.base import Element, Observation
 from agent.prompt import render_messages, render_observation
-from flywheel.models import (Actor, DatasetSnapshot, Episode, EpisodeStatus, Mode, Project, ReviewStatus,
-                             SnapshotEpisode, SnapshotKind, SnapshotStatus, Split, Step)
+from flywheel.models import (Actor, Correction, DatasetSnapshot, Episode, EpisodeStatus, Mode, Project, Rejection,
+                             ReviewStatus, SnapshotEpisode, SnapshotKind, SnapshotStatus, Split, Step)
 from webapp.audit import audit_record
 from webapp.errors import ApplicationError
 
@@ -84,14 +86,23 @@ def bucket_episodes(project: Project, kind: str, routing: dict | None = None) ->
     if kind == SnapshotKind.CT:
         return finished.filter(invalid)
     if kind == SnapshotKind.DPO:
-        return finished.filter(Exists(_dpo_steps().filter(episode=OuterRef("pk"))))
+        return finished.filter(Exists(_dpo_steps().filter(episode=OuterRef("pk")))
+                               | Exists(_dpo_rejections().filter(episode=OuterRef("pk"))))
     if kind == SnapshotKind.RL:
         return finished.filter(mode=Mode.AUTONOMOUS, env_reward__isnull=False, n_interventions=0)
     raise ApplicationError(f"Unknown kind '{kind}'; use sft, dpo, rl or ct.", errors={"kind": ["Invalid choice."]})
 
 
 def _dpo_steps() -> QuerySet[Step]:
-    return Step.objects.filter(proposal__isnull=False, action__isnull=False, actor__in=[Actor.EDITED, Actor.HUMAN])
+    """Steps where a person's turn replaced the model's and changed something: the action, or (an edit) the
+    thought. A takeover that did what the model proposed teaches nothing."""
+    return Step.objects.filter(proposal__isnull=False, action__isnull=False, actor__in=[Actor.EDITED, Actor.HUMAN],
+                               correction__in=[Correction.ACTION, Correction.THOUGHT])
+
+
+def _dpo_rejections() -> QuerySet[Rejection]:
+    """Rejected proposals whose step then ran another action: the executed turn is preferred over them."""
+    return Rejection.objects.filter(step__isnull=False, step__action__isnull=False).exclude(action=F("step__action"))
 
 
 def bucket_steps(kind: str, episodes: QuerySet[Episode]) -> QuerySet[Step]:
@@ -100,13 +111,17 @@ def bucket_steps(kind: str, episodes: QuerySet[Episode]) -> QuerySet[Step]:
     if kind in (SnapshotKind.SFT, SnapshotKind.CT):
         return steps.filter(void=False)
     if kind == SnapshotKind.DPO:
-        return steps.filter(pk__in=_dpo_steps().filter(episode__in=episodes).values("pk"))
+        return steps.filter(Q(pk__in=_dpo_steps().filter(episode__in=episodes).values("pk"))
+                            | Q(pk__in=_dpo_rejections().filter(episode__in=episodes).values("step_id")))
     return steps
 
 
 def _row_count(kind: str, episodes: QuerySet[Episode]) -> int:
     if kind == SnapshotKind.RL:
         return episodes.count()
+    if kind == SnapshotKind.DPO:
+        return (_dpo_steps().filter(episode__in=episodes).count()
+                + _dpo_rejections().filter(episode__in=episodes).count())
     return bucket_steps(kind, episodes).count()
 
 
@@ -247,8 +262,35 @@ def _meta(episode: Episode, step: Step | None = None, **extra) -> dict:
     meta = {"episode_id": episode.pk, "task": episode.task.task_name, "seed": episode.seed, "mode": episode.mode,
             "checkpoint": episode.checkpoint.name if episode.checkpoint_id else None, "episode_reward": episode.env_reward}
     if step is not None:
-        meta.update(step_index=step.index, step_id=step.pk, actor=step.actor)
+        meta.update(step_index=step.index, step_id=step.pk, actor=step.actor,
+                    rejected=[{"attempt": r.attempt, "reason": r.reason,
+                               "action": Action.from_dict(r.action).to_text() if r.action else "(not an action)"}
+                              for r in step.rejections.all()])
     return {**meta, **extra}
+
+
+def _dpo_rows(step: Step, prompt: list[dict], turn_text: str, image: str, episode: Episode) -> list[dict]:
+    """The preference pairs one step makes: the person's turn over the model's proposal it replaced (when it
+    changed the action, or only the thought: marked ``"differs": "thought"``), and the executed turn over
+    each rejected proposal of the step whose action differs, under the prompt that proposal answered."""
+    images = [image] if image else []
+    rows = []
+    if step.actor != Actor.MODEL and step.correction in (Correction.ACTION, Correction.THOUGHT) and step.proposal:
+        proposal = step.proposal
+        rejected = proposal.get("raw") or _turn_text(proposal.get("thought", ""), proposal.get("action"), "")
+        rows.append({"prompt": prompt, "chosen": [{"role": "assistant", "content": turn_text}],
+                     "rejected": [{"role": "assistant", "content": rejected}], "images": images,
+                     "meta": _meta(episode, step, pair="correction", differs=step.correction)})
+    if step.action is not None:
+        for rejection in step.rejections.all():
+            if rejection.action == step.action:
+                continue  # the person approved, in the end, what they had rejected: no preference
+            rows.append({"prompt": _text_messages(rejection.prompt) if rejection.prompt else prompt,
+                         "chosen": [{"role": "assistant", "content": turn_text}],
+                         "rejected": [{"role": "assistant", "content": rejection.raw_output}], "images": images,
+                         "meta": _meta(episode, step, pair="rejection", differs=Correction.ACTION,
+                                       attempt=rejection.attempt, reason=rejection.reason)})
+    return rows
 
 
 def episode_rows(kind: str, episode: Episode, steps: list[Step]) -> list[dict]:
@@ -263,13 +305,8 @@ def episode_rows(kind: str, episode: Episode, steps: list[Step]) -> list[dict]:
             source = "rft" if episode.mode == Mode.AUTONOMOUS else "supervised"
             rows.append({"messages": [*prompt, {"role": "assistant", "content": turn_text}],
                          "images": [image] if image else [], "meta": _meta(episode, step, source=source)})
-        elif kind == SnapshotKind.DPO and step.proposal and step.action and step.actor != Actor.MODEL:
-            proposal = step.proposal
-            rejected = proposal.get("raw") or _turn_text(proposal.get("thought", ""), proposal.get("action"), "")
-            if rejected.strip() and rejected.strip() != turn_text.strip():
-                rows.append({"prompt": prompt, "chosen": [{"role": "assistant", "content": turn_text}],
-                             "rejected": [{"role": "assistant", "content": rejected}],
-                             "images": [image] if image else [], "meta": _meta(episode, step)})
+        elif kind == SnapshotKind.DPO:
+            rows.extend(_dpo_rows(step, prompt, turn_text, image, episode))
         elif kind == SnapshotKind.RL:
             rl_steps.append({"prompt": prompt, "output": step.raw_output, "output_token_ids": step.token_ids,
                              "old_logprobs": step.token_logprobs, "reward": step.reward, "void": step.void,
@@ -291,7 +328,9 @@ def rows_iter(kind: str, episodes: QuerySet[Episode], chunk: int = 200) -> Itera
         if not batch:
             return
         by_episode: dict[int, list[Step]] = {e.pk: [] for e in batch}
-        for step in Step.objects.filter(episode_id__in=by_episode).order_by("episode_id", "index").iterator(chunk_size=2000):
+        steps = Step.objects.filter(episode_id__in=by_episode).order_by("episode_id", "index").prefetch_related(
+            Prefetch("rejections", queryset=Rejection.objects.order_by("attempt")))
+        for step in steps.iterator(chunk_size=2000):
             by_episode[step.episode_id].append(step)
         for episode in batch:
             yield episode, episode_rows(kind, episode, by_episode[episode.pk])

@@ -195,6 +195,16 @@ class Actor(models.TextChoices):
     EDITED = "edited"
 
 
+class Correction(models.TextChoices):
+    """What a person's step changed of the model's proposal: the action, only the thought, or nothing (a
+    takeover that did what the model proposed). Model steps carry none."""
+
+    NONE = ""
+    ACTION = "action"
+    THOUGHT = "thought"
+    SAME = "same"
+
+
 class Step(models.Model):
     episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="steps")
     index = models.PositiveIntegerField()
@@ -213,6 +223,8 @@ class Step(models.Model):
     action_text = models.CharField(max_length=1000, blank=True)
     actor = models.CharField(max_length=8, choices=Actor.choices, default=Actor.MODEL)
     proposal = models.JSONField(null=True, blank=True, help_text="The model's turn when a person overrode it.")
+    correction = models.CharField(max_length=8, choices=Correction.choices, blank=True, default=Correction.NONE,
+                                  help_text="What the person's turn changed of the proposal (see Correction).")
     intervened_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     reward = models.FloatField(default=0.0)
     done = models.BooleanField(default=False)
@@ -228,6 +240,36 @@ class Step(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["episode", "index"], name="step_unique_index")]
         ordering = ["episode_id", "index"]
+
+
+class Rejection(models.Model):
+    """A model proposal a person rejected before it ran: the prompt it answered, what the model said (with
+    its logprobs), and the person's reason. Linked to its step once the step runs; a DPO pair when the step
+    did something else."""
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="rejections")
+    step_index = models.PositiveIntegerField()
+    attempt = models.PositiveIntegerField(help_text="1 for the step's first proposal, 2 for the next...")
+    step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="rejections")
+    prompt = models.JSONField(default=list, blank=True, help_text="The exact chat messages the policy saw.")
+    raw_output = models.TextField(blank=True)
+    token_ids = models.JSONField(default=list, blank=True)
+    token_logprobs = models.JSONField(default=list, blank=True)
+    thought = models.TextField(blank=True)
+    action = models.JSONField(null=True, blank=True)
+    action_text = models.CharField(max_length=1000, blank=True)
+    void_reason = models.CharField(max_length=300, blank=True)
+    reason = models.TextField(blank=True, help_text="Why the person rejected it, in their words.")
+    repeated = models.BooleanField(default=False, help_text="Its action had already been rejected at this step.")
+    rejected_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+    checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["episode", "step_index", "attempt"],
+                                               name="rejection_unique_attempt")]
+        ordering = ["episode_id", "step_index", "attempt"]
 
 
 class Event(models.Model):

@@ -116,6 +116,17 @@ def record_step(episode: Episode, record, *, index_offset: int = 0, intervened_b
     )
 
 
+def record_rejection(episode: Episode, record, *, index_offset: int = 0, rejected_by=None):
+    """Store one agent.rollout.RejectedProposal."""
+    turn, out = record.turn, record.output
+    return services.rejection_record(
+        episode=episode, index=record.index + index_offset, attempt=record.attempt, prompt=record.prompt,
+        raw_output=out.text, token_ids=list(out.token_ids), token_logprobs=[float(x) for x in out.token_logprobs],
+        thought=turn.thought, action=turn.action.to_dict() if turn.action else None,
+        action_text=turn.action.to_text() if turn.action else "", void_reason=turn.void_reason, reason=record.reason,
+        repeated=record.repeated, rejected_by=rejected_by)
+
+
 def _json_safe(value):
     if isinstance(value, dict):
         return {str(k): _json_safe(v) for k, v in value.items()}
@@ -155,9 +166,13 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
                 if supervisor is not None:
                     supervisor.after_step(step)
 
+            def on_reject(record):
+                record_rejection(episode, record, index_offset=index_offset,
+                                 rejected_by=supervisor.actor_for(record.index) if supervisor else None)
+
             result = run_episode(env, policy, task=episode.task.task_name, seed=episode.seed,
                                  max_steps=episode.task.max_steps, supervisor=supervisor, on_step=on_step,
-                                 replay=replay or None)
+                                 on_reject=on_reject, replay=replay or None)
         except EpisodeStop as exc:
             services.episode_finish(episode_id=episode.pk, status=exc.status, end_reason=str(exc))
             return "stopped"

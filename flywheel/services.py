@@ -11,13 +11,13 @@ from django.contrib.auth import get_user_model
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Prefetch
 from django.utils import timezone
 from django.utils.text import slugify
 
 from flywheel.events import event_append
-from flywheel.models import (Actor, Checkpoint, Deployment, Episode, EpisodeStatus, Membership, Mode, Project, ReviewStatus,
-                             Role, Split, Step, TaskSpec)
+from flywheel.models import (Actor, Checkpoint, Correction, Deployment, Episode, EpisodeStatus, Membership, Mode, Project,
+                             Rejection, ReviewStatus, Role, Split, Step, TaskSpec)
 from webapp.audit import audit_record
 from webapp.errors import ApplicationError
 
@@ -252,16 +252,67 @@ def turn_payload(turn) -> dict | None:
             "void_reason": turn.void_reason}
 
 
+def rejection_payload(rejection: Rejection) -> dict:
+    return {"attempt": rejection.attempt, "thought": rejection.thought, "action": rejection.action,
+            "action_text": rejection.action_text, "void_reason": rejection.void_reason, "reason": rejection.reason,
+            "repeated": rejection.repeated,
+            "rejected_by": rejection.rejected_by.username if rejection.rejected_by_id else None,
+            "created_at": rejection.created_at.isoformat() if rejection.created_at else None}
+
+
+def steps_with_rejections(episode: Episode):
+    """The episode's steps in order, each with its rejected proposals prefetched (for step_payload)."""
+    return episode.steps.order_by("index").prefetch_related(
+        Prefetch("rejections", queryset=Rejection.objects.select_related("rejected_by").order_by("attempt")))
+
+
 def step_payload(step: Step) -> dict:
     return {
         "index": step.index, "actor": step.actor, "thought": step.thought, "action": step.action,
         "action_text": step.action_text, "void": step.void, "void_reason": step.void_reason,
-        "proposal": step.proposal, "reward": step.reward, "done": step.done,
+        "proposal": step.proposal, "correction": step.correction,
+        "rejections": [rejection_payload(r) for r in step.rejections.all()],
+        "reward": step.reward, "done": step.done,
         "screenshot_url": f"/api/v1/episodes/{step.episode_id}/steps/{step.index}/screenshot" if step.screenshot else "",
         "width": step.width, "height": step.height, "url": step.url, "human_thought": step.human_thought,
         "info": step.info, "timings": step.timings,
         "created_at": step.created_at.isoformat() if step.created_at else None,
     }
+
+
+def correction_of(*, actor: str, action: dict | None, thought: str, proposal: dict | None) -> str:
+    """What a person's turn changed of the model's proposal (Correction): its action; only its thought (an
+    edit that rewrote the reasoning); or nothing (a takeover that did what the model proposed)."""
+    if actor == Actor.MODEL or proposal is None:
+        return Correction.NONE
+    if action != proposal.get("action"):
+        return Correction.ACTION
+    if actor == Actor.EDITED and " ".join(thought.split()) != " ".join((proposal.get("thought") or "").split()):
+        return Correction.THOUGHT
+    return Correction.SAME
+
+
+@transaction.atomic
+def rejection_record(*, episode: Episode, index: int, attempt: int, prompt: list, raw_output: str,
+                     token_ids: list[int], token_logprobs: list[float], thought: str, action: dict | None,
+                     action_text: str, void_reason: str | None, reason: str, repeated: bool,
+                     rejected_by=None) -> Rejection:
+    """Store a proposal a person rejected. Idempotent on (episode, step, attempt): a resumed episode that
+    proposes its step again numbers its proposals after the ones already stored."""
+    existing = Rejection.objects.filter(episode=episode, step_index=index).order_by("-attempt").first()
+    if existing is not None and existing.attempt >= attempt:
+        attempt = existing.attempt + 1
+    return Rejection.objects.create(
+        episode=episode, step_index=index, attempt=attempt, prompt=prompt, raw_output=raw_output,
+        token_ids=token_ids, token_logprobs=token_logprobs, thought=thought, action=action,
+        action_text=action_text[:1000], void_reason=(void_reason or "")[:300], reason=reason[:2000],
+        repeated=repeated, rejected_by=rejected_by, checkpoint_id=episode.checkpoint_id)
+
+
+def rejections_of(*, episode_id: int, index: int) -> list[Rejection]:
+    """The proposals rejected so far at one step of an episode, oldest first."""
+    return list(Rejection.objects.filter(episode_id=episode_id, step_index=index).select_related("rejected_by")
+                .order_by("attempt"))
 
 
 @transaction.atomic
@@ -276,18 +327,23 @@ def step_record(*, episode: Episode, index: int, screenshot: bytes, width: int, 
     existing = Step.objects.filter(episode=episode, index=index).first()
     if existing is not None:
         return existing
+    correction = correction_of(actor=actor, action=action, thought=thought, proposal=proposal)
     step = Step.objects.create(
         episode=episode, index=index, screenshot=screenshot_store(screenshot) if screenshot else "", width=width,
         height=height, url=url[:500], instruction=instruction, elements=elements, prompt=prompt, raw_output=raw_output,
         token_ids=token_ids, token_logprobs=token_logprobs, thought=thought, action=action,
-        action_text=action_text[:1000], actor=actor, proposal=proposal, reward=reward, done=done,
+        action_text=action_text[:1000], actor=actor, proposal=proposal, correction=correction, reward=reward, done=done,
         void=action is None, void_reason=(void_reason or "")[:300], info=info, timings=timings,
         checkpoint_id=episode.checkpoint_id, intervened_by=intervened_by, started_at=started_at,
     )
+    Rejection.objects.filter(episode=episode, step_index=index, step__isnull=True).update(step=step)
+    # a person's step that did what the model proposed is not a correction; rejections before it are
+    corrected = correction in (Correction.ACTION, Correction.THOUGHT) or step.rejections.exists()
     Episode.objects.filter(pk=episode.pk).update(
         n_steps=F("n_steps") + 1, n_void=F("n_void") + (1 if action is None else 0),
-        n_interventions=F("n_interventions") + (1 if actor != Actor.MODEL else 0), heartbeat_at=timezone.now(),
+        n_interventions=F("n_interventions") + (1 if corrected else 0), heartbeat_at=timezone.now(),
     )
+    step = steps_with_rejections(episode).get(pk=step.pk)
     event_append(episode_id=episode.pk, type="step.executed", payload=step_payload(step))
     return step
 
@@ -468,12 +524,16 @@ def _episode_update_and_announce(episode_id: int, **fields) -> Episode:
 
 @transaction.atomic
 def proposal_open(*, episode: Episode, index: int, turn: dict, screenshot: bytes, width: int, height: int,
-                  url: str, reason: str = "") -> None:
-    """A model proposal now waits for a person: stored as a `step.proposed` event, shown to every watcher."""
+                  url: str, reason: str = "", repeated: bool = False) -> None:
+    """A model proposal now waits for a person: stored as a `step.proposed` event, shown to every watcher.
+    After rejects it carries which proposal of the step it is (`attempt`), the rejected ones, and whether
+    it repeats one of them (`repeated`)."""
     name = screenshot_store(screenshot) if screenshot else ""
     Episode.objects.filter(pk=episode.pk).update(pending_index=index, screen_width=width, screen_height=height)
+    rejected = [rejection_payload(r) for r in rejections_of(episode_id=episode.pk, index=index)]
     event_append(episode_id=episode.pk, type="step.proposed", payload={
         "index": index, **turn, "width": width, "height": height, "url": url, "reason": reason,
+        "attempt": len(rejected) + 1, "rejected": rejected, "repeated": repeated,
         "screenshot_url": f"/api/v1/episodes/{episode.pk}/proposals/{index}/screenshot" if name else "",
         "screenshot": name,
     })

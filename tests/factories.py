@@ -105,7 +105,8 @@ def make_finished_episode(project: Project, task: TaskSpec, *, steps: list[dict]
     """A finished episode whose steps are stored through the same service the rollout worker uses.
 
     Each step spec may give ``action`` (a dict, None for a void turn), ``thought``, ``actor``,
-    ``proposal`` (the model's overridden turn: {"thought", "action", "raw"}), ``reward`` and ``human_thought``.
+    ``proposal`` (the model's overridden turn: {"thought", "action", "raw"}), ``reward``, ``human_thought`` and
+    ``rejections`` (proposals a person rejected before the step ran: {"action", "thought", "raw", "reason"}).
     """
     from flywheel import services
     from flywheel.models import Episode
@@ -119,6 +120,14 @@ def make_finished_episode(project: Project, task: TaskSpec, *, steps: list[dict]
         prompt = [{"role": "system", "content": "sys"},
                   {"role": "user", "content": [{"type": "text", "text": f"Instruction: do {index}"},
                                                {"type": "image_url", "image_url": {"url": "screenshot"}}]}]
+        for attempt, rejected in enumerate(spec.get("rejections", []), 1):
+            services.rejection_record(
+                episode=episode, index=index, attempt=attempt,
+                prompt=[*prompt[:1], {"role": "user", "content": f"Instruction: do {index} (attempt {attempt})"}],
+                raw_output=rejected.get("raw", ""), token_ids=[4, 5], token_logprobs=[-1.0, -2.0],
+                thought=rejected.get("thought", ""), action=rejected.get("action"), action_text="",
+                void_reason=None if rejected.get("action") else "no action", reason=rejected.get("reason", ""),
+                repeated=False)
         step = services.step_record(
             episode=episode, index=index, screenshot=jpeg(episode.pk * 100 + index), width=16, height=16,
             url="/task.html", instruction="Click it", elements=[], prompt=prompt, raw_output=raw,

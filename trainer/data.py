@@ -28,6 +28,7 @@ trainer (offline data from another policy). Every reader here validates each row
 from __future__ import annotations
 
 import json
+import logging
 import math
 import random
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ from pathlib import Path
 import torch
 
 from trainer.model import TrainerError, chat_ids
+
+log = logging.getLogger(__name__)
 
 ROLES = ("system", "user", "assistant")
 IGNORE = -100  # label value the loss skips
@@ -108,18 +111,32 @@ class DPORow:
     rejected: list[dict]
 
 
+def _completion_text(messages: list[dict]) -> str:
+    return " ".join(" ".join(str(m.get("content", "")).split()) for m in messages)
+
+
 def read_dpo(path: str | Path) -> list[DPORow]:
-    """prompt / chosen / rejected of every DPO row."""
-    out = []
+    """prompt / chosen / rejected of every DPO row. A row whose chosen and rejected completions are the same
+    text prefers nothing (DPO would report it learnt, at accuracy 1.0): it is left out, and said so."""
+    out, same = [], 0
     for lineno, row in read_jsonl(path):
         missing = [k for k in ("prompt", "chosen", "rejected") if k not in row]
         if missing:
             raise TrainerError(f"{path}:{lineno}: a DPO row needs prompt, chosen and rejected; missing {missing}")
-        out.append(DPORow(
+        parsed = DPORow(
             prompt=_check_messages(row["prompt"], f"{path}:{lineno}: prompt"),
             chosen=_check_messages(row["chosen"], f"{path}:{lineno}: chosen", assistant_only=True),
             rejected=_check_messages(row["rejected"], f"{path}:{lineno}: rejected", assistant_only=True),
-        ))
+        )
+        if _completion_text(parsed.chosen) == _completion_text(parsed.rejected):
+            same += 1
+            continue
+        out.append(parsed)
+    if same:
+        log.warning("%s: %d DPO row(s) left out: their chosen and rejected completions are the same", path, same)
+        if not out:
+            raise TrainerError(f"{path}: every DPO row's chosen completion equals its rejected one; "
+                               "there is no preference to learn")
     return out
 
 

@@ -39,5 +39,8 @@ class Policy(ABC):
     name: str = ""
 
     @abstractmethod
-    def act(self, messages: list[dict]) -> PolicyOutput:
-        """Produce the next turn. Errors come back as ``PolicyOutput(error=...)``; never hangs."""
+    def act(self, messages: list[dict], *, temperature: float | None = None) -> PolicyOutput:
+        """Produce the next turn. Errors come back as ``PolicyOutput(error=...)``; never hangs.
+
+        ``temperature`` overrides the policy's own for this turn (the rollout loop samples when a
+        proposal repeats one a person rejected); None keeps the policy's setting."""

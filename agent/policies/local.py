@@ -109,11 +109,12 @@ class LocalPolicy(Policy):
         model.eval()
         return model, tokenizer
 
-    def act(self, messages: list[dict]) -> PolicyOutput:
+    def act(self, messages: list[dict], *, temperature: float | None = None) -> PolicyOutput:
         started = time.perf_counter()
         try:
             with self._lock:
-                text, ids, logprobs = self._generate(messages, started)
+                text, ids, logprobs = self._generate(
+                    messages, started, self.temperature if temperature is None else temperature)
             return PolicyOutput(text=text, token_ids=ids, token_logprobs=logprobs, model=self.model_name,
                                 latency_ms=(time.perf_counter() - started) * 1000)
         except Exception as exc:  # noqa: BLE001 - act() reports, it does not raise
@@ -128,7 +129,7 @@ class LocalPolicy(Policy):
         )
         return list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
-    def _generate(self, messages: list[dict], started: float) -> tuple[str, list[int], list[float]]:
+    def _generate(self, messages: list[dict], started: float, temperature: float) -> tuple[str, list[int], list[float]]:
         import torch
 
         model, tokenizer = self.model, self.tokenizer
@@ -150,8 +151,8 @@ class LocalPolicy(Policy):
                 past = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
                 logits = out.logits[0, -1].float()
                 log_probs = torch.log_softmax(logits, dim=-1)
-                if self.temperature and self.temperature > 0:
-                    probs = torch.softmax(logits / self.temperature, dim=-1)
+                if temperature and temperature > 0:
+                    probs = torch.softmax(logits / temperature, dim=-1)
                     token = int(torch.multinomial(probs, 1, generator=self._generator).item())
                 else:
                     token = int(torch.argmax(logits).item())

@@ -58,10 +58,11 @@ class OpenAIPolicy(Policy):
         self.backoff_s = backoff_s
         self.extra_body = dict(extra_body or {})
 
-    def act(self, messages: list[dict]) -> PolicyOutput:
+    def act(self, messages: list[dict], *, temperature: float | None = None) -> PolicyOutput:
         started = time.perf_counter()
         body = {
-            "model": self.model, "messages": messages, "temperature": self.temperature,
+            "model": self.model, "messages": messages,
+            "temperature": self.temperature if temperature is None else temperature,
             "max_tokens": self.max_tokens, "logprobs": True, **self.extra_body,
         }
         error = "no attempt made"

@@ -53,7 +53,7 @@ class ScriptedPolicy(Policy):
     def __init__(self, task: str) -> None:
         self.task = task
 
-    def act(self, messages: list[dict]) -> PolicyOutput:
+    def act(self, messages: list[dict], *, temperature: float | None = None) -> PolicyOutput:
         from agent.solvers import solve_step
 
         started = time.perf_counter()

@@ -28,13 +28,14 @@ class Recorder(Policy):
     name = "recorder"
 
     def __init__(self, inner: Policy | None = None, text: str | None = None):
-        self.inner, self.text, self.prompts = inner, text, []
+        self.inner, self.text, self.prompts, self.temperatures = inner, text, [], []
 
-    def act(self, messages):
+    def act(self, messages, *, temperature=None):
         self.prompts.append(messages)
+        self.temperatures.append(temperature)
         if self.text is not None:
             return PolicyOutput(text=self.text, model="fixed")
-        return self.inner.act(messages)
+        return self.inner.act(messages, temperature=temperature)
 
 
 def _target(observation: Observation) -> Element:
@@ -65,10 +66,11 @@ class ScriptSupervisor:
     """Answers each review with the next decision built from the observation."""
 
     def __init__(self, *decide):
-        self.decide, self.reviews = list(decide), []
+        self.decide, self.reviews, self.attempts = list(decide), [], []
 
-    def review(self, index, observation, proposal):
+    def review(self, index, observation, proposal, *, attempt=1, repeated=False):
         self.reviews.append((index, proposal))
+        self.attempts.append((attempt, repeated))
         return self.decide.pop(0)(observation, proposal)
 
 
@@ -96,15 +98,72 @@ def test_supervisor_edit_runs_the_correction_and_keeps_the_proposal(env):
 def test_supervisor_reject_asks_again_with_feedback(env):
     policy = Recorder(make_policy("scripted", task="click-button"))
     supervisor = ScriptSupervisor(
-        lambda obs, p: Decision("reject", feedback="Not that one, look again."),
+        lambda obs, p: Decision("reject", reason="Not that one, look again."),
         lambda obs, p: Decision("approve"),
     )
-    result = run_episode(env, policy, task="click-button", seed=6, max_steps=3, supervisor=supervisor)
-    assert result.end_reason == "done" and len(policy.prompts) == 2
+    rejections = []
+    result = run_episode(env, policy, task="click-button", seed=6, max_steps=3, supervisor=supervisor,
+                         on_reject=rejections.append)
+    assert result.end_reason == "done" and len(policy.prompts) >= 2
     assert "Feedback" not in policy.prompts[0][-1]["content"]
-    assert policy.prompts[1][-1]["content"].endswith("\nFeedback: Not that one, look again.")
-    assert result.steps[0].info["rejected"][0]["feedback"] == "Not that one, look again."
-    assert result.steps[0].prompt == policy.prompts[1]
+    [rejection] = rejections
+    assert rejection.index == 0 and rejection.attempt == 1 and rejection.reason == "Not that one, look again."
+    assert rejection.prompt == policy.prompts[0] and rejection.turn == supervisor.reviews[0][1]
+    assert policy.prompts[1][-1]["content"].endswith(
+        f"\nFeedback: A person rejected your proposal {rejection.turn.action.to_text()} "
+        "(reason: Not that one, look again.). Propose a different action.")
+    assert result.steps[0].info["rejections"] == 1
+    assert result.steps[0].prompt == policy.prompts[-1]
+
+
+def _texts_policy(*texts):
+    """A policy that answers the given texts in turn (the last one for ever)."""
+    answers = list(texts)
+    policy = Recorder(text="")
+
+    def act(messages, *, temperature=None):
+        policy.prompts.append(messages)
+        policy.temperatures.append(temperature)
+        return PolicyOutput(text=answers.pop(0) if len(answers) > 1 else answers[0])
+
+    policy.act = act
+    return policy
+
+
+def test_every_reject_of_a_step_is_in_the_next_prompt_with_its_reason():
+    policy = _texts_policy("Thought: a\nAction: click(x=1, y=1)", "Thought: b\nAction: click(x=2, y=2)",
+                           "Thought: c\nAction: wait()")
+    supervisor = ScriptSupervisor(lambda obs, p: Decision("reject", reason="wrong button"),
+                                  lambda obs, p: Decision("reject"), lambda obs, p: Decision("approve"))
+    result = run_episode(FakeEnv(), policy, task="t", seed=0, max_steps=1, supervisor=supervisor)
+    assert [p.action.to_text() for _, p in supervisor.reviews] == ["click(x=1, y=1)", "click(x=2, y=2)", "wait()"]
+    assert supervisor.attempts == [(1, False), (2, False), (3, False)]
+    assert policy.prompts[2][-1]["content"].endswith(
+        "Feedback: A person rejected your proposals click(x=1, y=1) (reason: wrong button); click(x=2, y=2). "
+        "Propose a different action.")
+    assert result.steps[0].turn.action.to_text() == "wait()" and result.steps[0].actor == "model"
+
+
+def test_a_proposal_that_repeats_a_rejected_one_is_sampled_again_and_flagged_if_it_still_repeats():
+    same = "Thought: a\nAction: click(x=1, y=1)"
+    # greedy repeats, the first sampled answer repeats too, the second differs
+    policy = _texts_policy(same, same, same, "Thought: b\nAction: click(x=5, y=5)")
+    supervisor = ScriptSupervisor(lambda obs, p: Decision("reject"), lambda obs, p: Decision("approve"))
+    run_episode(FakeEnv(), policy, task="t", seed=0, max_steps=1, supervisor=supervisor, repeat_retries=2,
+                repeat_temperature=0.9)
+    assert policy.temperatures == [None, None, 0.9, 0.9]
+    assert supervisor.attempts == [(1, False), (2, False)]
+    assert supervisor.reviews[1][1].action.to_text() == "click(x=5, y=5)"
+
+    stubborn = _texts_policy(same)  # always the same answer, however it is asked
+    supervisor = ScriptSupervisor(lambda obs, p: Decision("reject"), lambda obs, p: Decision("reject"),
+                                  lambda obs, p: Decision("approve"))
+    rejections = []
+    run_episode(FakeEnv(), stubborn, task="t", seed=0, max_steps=1, supervisor=supervisor, repeat_retries=2,
+                on_reject=rejections.append)
+    assert supervisor.attempts == [(1, False), (2, True), (3, True)]  # the person is told it repeats
+    assert [(r.attempt, r.repeated) for r in rejections] == [(1, False), (2, True)]
+    assert stubborn.temperatures == [None, None, 1.0, 1.0, None, 1.0, 1.0]
 
 
 @pytest.mark.browser
@@ -173,7 +232,7 @@ def test_max_steps_policy_error_env_error_and_finished():
     assert run_episode(FakeEnv(), Recorder(text="Thought: x\nAction: wait()"), task="t", seed=0,
                        max_steps=4).end_reason == "max_steps"
     failing = Recorder(text="")
-    failing.act = lambda messages: PolicyOutput(text="", error="server down")
+    failing.act = lambda messages, **_: PolicyOutput(text="", error="server down")
     broken = run_episode(FakeEnv(), failing, task="t", seed=0, max_steps=4)
     assert broken.end_reason == "policy_error" and broken.error == "server down"
     crashed = run_episode(FakeEnv(fail_on_step=1), Recorder(text="Thought: x\nAction: wait()"), task="t", seed=0,
@@ -186,7 +245,7 @@ def test_max_steps_policy_error_env_error_and_finished():
 
 def test_call_user_answer_reaches_the_next_prompt():
     class Answering:
-        def review(self, index, observation, proposal):
+        def review(self, index, observation, proposal, **_):
             return Decision("approve")
 
         def answer_call_user(self, index, question):
@@ -194,7 +253,7 @@ def test_call_user_answer_reaches_the_next_prompt():
 
     texts = iter(['Thought: unsure\nAction: call_user(question="Which?")', "Thought: ok\nAction: wait()"])
     policy = Recorder(text="")
-    policy.act = lambda messages: (policy.prompts.append(messages), PolicyOutput(text=next(texts)))[1]
+    policy.act = lambda messages, **_: (policy.prompts.append(messages), PolicyOutput(text=next(texts)))[1]
     result = run_episode(FakeEnv(), policy, task="t", seed=0, max_steps=2, supervisor=Answering())
     assert result.end_reason == "max_steps"
     assert policy.prompts[1][-1]["content"].endswith("Feedback: The user answered: the blue one")

@@ -7,7 +7,7 @@ import websocket
 from rest_framework.test import APIClient
 
 from annotation.models import Command, Intervention
-from flywheel.models import Episode, EpisodeStatus, Step
+from flywheel.models import Episode, EpisodeStatus, Rejection, Step
 from tests.factories import PASSWORD, make_member, make_project, make_task, make_tiny_checkpoint, make_user
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
@@ -82,11 +82,19 @@ def test_annotator_edits_rejects_takes_over_hands_back_and_finishes(supervised):
     assert edited["actor"] == "edited" and edited["action_text"] == EMPTY_SPOT
     assert edited["proposal"]["raw"] == first["raw"]
 
-    s.wait_type("step.proposed", index=1)
+    proposed = s.wait_type("step.proposed", index=1)["data"]
+    assert proposed["attempt"] == 1 and proposed["rejected"] == []
     cid = s.send("reject", index=1, reason="not useful")
     assert s.ack(cid)["type"] == "ack"
-    again = s.wait_type("step.proposed", index=1)  # the model proposes again, told it was rejected
-    assert again["seq"] > 0
+    again = s.wait_type("step.proposed", index=1)["data"]  # the model proposes again, told it was rejected
+    assert again["attempt"] == 2
+    assert [(r["reason"], r["rejected_by"], r["action_text"]) for r in again["rejected"]] == [
+        ("not useful", "ann", proposed["action_text"])]
+    assert again["repeated"] == (again["raw"] == proposed["raw"] or (
+        again["action"] is not None and again["action"] == proposed["action"]))
+    rejection = Rejection.objects.get(episode_id=episode_id, step_index=1)
+    assert rejection.raw_output == proposed["raw"] and rejection.rejected_by.username == "ann"
+    assert "Feedback: A person rejected your proposal" not in json.dumps(rejection.prompt)  # it answered the first ask
 
     s.send("takeover")
     s.wait(lambda m: m["type"] == "control.changed" and m["data"]["human_control"], "takeover")
@@ -96,6 +104,7 @@ def test_annotator_edits_rejects_takes_over_hands_back_and_finishes(supervised):
     assert s.ack(cid)["type"] == "ack"
     human = s.wait_type("step.executed", index=1)["data"]
     assert human["actor"] == "human" and human["thought"] == "I click the corner myself."
+    assert [r["reason"] for r in human["rejections"]] == ["not useful"]  # the step keeps its rejected proposal
     # re-sending the same id changes nothing
     s.ws.send(json.dumps({"type": "act", "id": cid, "action": EMPTY_SPOT}))
     assert s.ack(cid)["duplicate"] is True

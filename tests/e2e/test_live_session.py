@@ -57,8 +57,16 @@ def test_annotator_steers_a_supervised_episode_in_the_browser(daphne_server, cel
 
     wait_proposal(page, 1)
     page.get_by_test_id("cmd-reject").click()
+    page.get_by_test_id("reject-reason").fill("not that one")
     page.get_by_test_id("reject-submit").click()
     wait_for(lambda: Intervention.objects.filter(episode_id=episode_id, kind="reject").exists(), 60, what="reject")
+    # The proposal after a reject says so; the scripted solver cannot change its mind, and the page says that too.
+    again = page.locator('[data-testid="proposal"][data-index="1"][data-attempt="2"]')
+    again.wait_for(timeout=60_000)
+    assert "Proposal 2 for this step, after your reject." in again.get_by_test_id("proposal-attempt").inner_text()
+    assert "not that one" in again.get_by_test_id("proposal-rejected").inner_text()
+    again.get_by_test_id("proposal-repeated").wait_for(timeout=5_000)
+    screenshot(page, "session-after-reject")
 
     page.get_by_test_id("cmd-takeover").click()
     page.get_by_test_id("cmd-handback").wait_for(timeout=30_000)

@@ -86,6 +86,50 @@ def test_every_edited_step_yields_a_dpo_pair_of_correction_over_proposal(demo):
     assert row["images"] == [datasets.image_path(step.screenshot)]
 
 
+def test_dpo_pairs_only_where_a_person_changed_the_action_or_rewrote_the_thought(demo):
+    """Takeovers that did what the model proposed, and edits that changed nothing, teach nothing: no pair, and
+    not counted as interventions. An edit of the thought alone is a pair, marked so."""
+    project, task = demo["project"], demo["task"]
+    proposal = {"thought": "click ok", "action": {"name": "click", "args": {"x": 10, "y": 20}},
+                "raw": "Thought: click ok\nAction: click(x=10, y=20)"}
+    same_takeover = {"actor": "human", "thought": "", "action": proposal["action"], "proposal": proposal}
+    same_edit = {"actor": "edited", "thought": "click  ok", "action": proposal["action"], "proposal": proposal}
+    thought_edit = {"actor": "edited", "thought": "the OK button is the first one", "action": proposal["action"],
+                    "proposal": proposal}
+    episode = make_finished_episode(project, task, steps=[same_takeover, same_edit, thought_edit, EDITED],
+                                    mode="supervised", reward=0.0)
+    steps = {s.index: s for s in Step.objects.filter(episode=episode)}
+    assert [steps[i].correction for i in range(4)] == ["same", "same", "thought", "action"]
+    assert episode.n_interventions == 2
+    assert datasets.buckets(project)["dpo"]["rows"] == 2
+    rows = datasets.snapshot_preview(build(project, "dpo"), 10)
+    assert [(r["meta"]["step_index"], r["meta"]["differs"]) for r in rows] == [(2, "thought"), (3, "action")]
+    assert rows[0]["chosen"][0]["content"] == "Thought: the OK button is the first one\nAction: click(x=10, y=20)"
+
+
+def test_a_rejected_proposal_is_a_dpo_pair_under_the_prompt_it_answered(demo):
+    project, task = demo["project"], demo["task"]
+    wrong = {"action": {"name": "click", "args": {"x": 1, "y": 1}}, "thought": "top left?",
+             "raw": "Thought: top left?\nAction: click(x=1, y=1)", "reason": "that is the logo"}
+    same_as_run = {"action": {"name": "click", "args": {"x": 11, "y": 20}}, "thought": "fine",
+                   "raw": "Thought: fine\nAction: click(x=11, y=20)", "reason": "not sure yet"}
+    episode = make_finished_episode(project, task, steps=[{}, {"rejections": [wrong, same_as_run]}],
+                                    mode="supervised", reward=1.0)
+    step = Step.objects.get(episode=episode, index=1)
+    assert [(r.attempt, r.step_id) for r in step.rejections.order_by("attempt")] == [(1, step.pk), (2, step.pk)]
+    assert episode.n_interventions == 1  # the model's step ran, after a person's rejects
+    assert datasets.buckets(project)["dpo"]["rows"] == 1
+    (row,) = datasets.snapshot_preview(build(project, "dpo"), 10)
+    assert row["rejected"] == [{"role": "assistant", "content": "Thought: top left?\nAction: click(x=1, y=1)"}]
+    assert row["chosen"] == [{"role": "assistant", "content": "Thought: step 1\nAction: click(x=11, y=20)"}]
+    assert row["prompt"][-1] == {"role": "user", "content": "Instruction: do 1 (attempt 1)"}  # what it answered
+    assert row["meta"]["pair"] == "rejection" and row["meta"]["reason"] == "that is the logo"
+    sft = datasets.snapshot_preview(build(project, "sft"), 10)
+    assert sft[1]["meta"]["rejected"] == [
+        {"attempt": 1, "action": "click(x=1, y=1)", "reason": "that is the logo"},
+        {"attempt": 2, "action": "click(x=11, y=20)", "reason": "not sure yet"}]
+
+
 def test_rl_rows_are_whole_autonomous_episodes_with_logprobs_and_void_turns_flagged(demo):
     project, task = demo["project"], demo["task"]
     auto = make_finished_episode(project, task, steps=[{"action": None}, {"reward": 1.0}], reward=1.0)

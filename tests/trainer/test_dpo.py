@@ -24,3 +24,22 @@ def test_dpo_raises_chosen_over_rejected_margin(tmp_path):
     assert metrics["reward_margin"] > 0.1
     assert metrics["final_loss"] < metrics["first_loss"]
     assert read_loupe(tmp_path / "ck")["algorithm"] == "dpo"
+
+
+def test_pairs_whose_chosen_equals_rejected_are_left_out_and_a_file_of_only_those_is_refused(tmp_path):
+    import pytest
+
+    from trainer.data import read_dpo
+    from trainer.model import TrainerError
+
+    prompt = [{"role": "user", "content": "Click it."}]
+    same = {"prompt": prompt, "chosen": [{"role": "assistant", "content": "Action: click(x=1, y=2)"}],
+            "rejected": [{"role": "assistant", "content": "Action:  click(x=1, y=2) "}]}
+    differs = {"prompt": prompt, "chosen": [{"role": "assistant", "content": "Action: click(x=1, y=2)"}],
+               "rejected": [{"role": "assistant", "content": "Action: click(x=9, y=9)"}]}
+    data = tmp_path / "pairs.jsonl"
+    data.write_text(json.dumps(same) + "\n" + json.dumps(differs) + "\n")
+    assert [row.rejected[0]["content"] for row in read_dpo(data)] == ["Action: click(x=9, y=9)"]
+    data.write_text(json.dumps(same) + "\n")
+    with pytest.raises(TrainerError, match="no preference to learn"):
+        read_dpo(data)

@@ -91,6 +91,22 @@ export interface Action {
 
 export type Actor = "model" | "human" | "edited";
 
+/** A proposal of the model that a person rejected before its step ran (the model was asked again). */
+export interface Rejection {
+  /** 1 for the step's first proposal, 2 for the one after the first reject... */
+  attempt: number;
+  thought: string;
+  action: Action | null;
+  action_text: string;
+  void_reason: string;
+  /** Why, in the person's words (the model read it). */
+  reason: string;
+  /** Its action had already been rejected at this step: the model repeated itself. */
+  repeated: boolean;
+  rejected_by: string | null;
+  created_at: string | null;
+}
+
 export interface Step {
   index: number;
   actor: Actor;
@@ -101,6 +117,10 @@ export interface Step {
   void_reason: string;
   /** What the model proposed, for a step a person edited or acted in its place. */
   proposal: { thought: string; action_text: string; action?: Action | null } | null;
+  /** What the person's turn changed of the proposal: "same" when a takeover did what the model proposed. */
+  correction?: "" | "action" | "thought" | "same";
+  /** The model's proposals for this step that a person rejected first, oldest first. */
+  rejections?: Rejection[];
   reward: number | null;
   screenshot_url: string;
   width: number;

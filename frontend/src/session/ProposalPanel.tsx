@@ -1,5 +1,14 @@
 import { useState } from "react";
+import { stepNumber } from "../components/format";
 import type { Proposal } from "./episodeState";
+
+/** "Proposal 2 for this step, after your reject" / "... after ann's rejects". */
+export function attemptLine(proposal: Proposal, me: string | null): string {
+  const people = [...new Set(proposal.rejected.map((r) => r.rejected_by ?? "someone"))];
+  const whose = people.length === 1 && people[0] === me ? "your" : `${people.map((p) => (p === me ? "your" : `${p}'s`)).join(" and ")}`;
+  const rejects = proposal.rejected.length === 1 ? "reject" : "rejects";
+  return `Proposal ${proposal.attempt} for this step, after ${whose} ${rejects}`;
+}
 
 /** The open proposal: what the model thinks and wants to do, waiting for the controller. */
 export function ProposalPanel({
@@ -7,9 +16,12 @@ export function ProposalPanel({
   deciding,
   humanControl = false,
   onAnswer,
+  me = null,
 }: {
   proposal: Proposal;
   deciding: boolean;
+  /** Who is looking (their own rejects read "your"). */
+  me?: string | null;
   /** A person took over: the proposal stays for reference, but nobody decides it. */
   humanControl?: boolean;
   /** Approve the model's call_user with the person's reply; absent for people who only watch. */
@@ -18,14 +30,43 @@ export function ProposalPanel({
   const question = proposal.action?.name === "call_user" ? String(proposal.action.args.question ?? "") : "";
   const [answer, setAnswer] = useState("");
   return (
-    <section className="card proposal" aria-label="Proposed step" data-testid="proposal" data-index={proposal.index ?? ""}>
+    <section
+      className="card proposal"
+      aria-label="Proposed step"
+      data-testid="proposal"
+      data-index={proposal.index ?? ""}
+      data-attempt={proposal.attempt}
+    >
       <div className="section-header">
-        <h2>{humanControl ? "The model would do" : "Proposed step"} {proposal.index ?? ""}</h2>
+        <h2>
+          {humanControl ? "The model would do" : "Proposed step"} {proposal.index === null ? "" : stepNumber(proposal.index)}
+        </h2>
         <span className="badge status-paused">
           {humanControl ? "a person acts instead" : deciding ? "decision sent…" : "awaiting decision"}
         </span>
         {proposal.void_reason && <span className="badge void">void turn</span>}
       </div>
+      {proposal.attempt > 1 && (
+        <div className="proposal-attempt" data-testid="proposal-attempt" role="status">
+          <strong>{attemptLine(proposal, me)}.</strong>
+          {proposal.repeated ? (
+            <p className="field-error" data-testid="proposal-repeated">
+              The model proposed the same step again, even asked to try something else. Edit it, take over, or reject it
+              with a reason that says what to do instead.
+            </p>
+          ) : (
+            <p className="muted small">The model was told what you rejected and why, and proposed this instead.</p>
+          )}
+          <ul className="rejected-list" data-testid="proposal-rejected">
+            {proposal.rejected.map((rejection) => (
+              <li key={rejection.attempt}>
+                <span className="mono strike">{rejection.action_text || "(not an action)"}</span>
+                {rejection.reason ? <span className="muted"> — “{rejection.reason}”</span> : null}
+              </li>
+            ))}
+          </ul>
+        </div>
+      )}
       {question && (
         <div className="call-user" role="alert" data-testid="call-user">
           <strong>The agent asks you:</strong>

@@ -1,4 +1,5 @@
 import type { Step } from "../api/types";
+import { stepNumber } from "../components/format";
 
 /**
  * Every executed step as a thumbnail strip with who acted; a step a person edited or took shows
@@ -23,14 +24,15 @@ export function StepTimeline({
   return (
     <ol className="timeline" data-testid="step-timeline" aria-label="Steps">
       {steps.map((step) => {
-        const corrected = step.actor !== "model" && step.proposal;
+        const corrected = step.actor !== "model" && step.proposal && step.correction !== "same";
+        const rejections = step.rejections ?? [];
         return (
           <li key={step.index}>
             <button
               type="button"
               className={`timeline-step${selected === step.index ? " selected" : ""}${step.void ? " void" : ""}${corrected ? " corrected" : ""}`}
               aria-pressed={selected === step.index}
-              aria-label={`Step ${step.index} by ${step.actor}: ${step.action_text || "no action"}`}
+              aria-label={`Step ${stepNumber(step.index)} by ${step.actor}: ${step.action_text || "no action"}`}
               title={step.action_text || step.void_reason || "no action"}
               onClick={() => onSelect(step.index)}
               data-actor={step.actor}
@@ -41,7 +43,7 @@ export function StepTimeline({
                 <span className="timeline-noimg">no screenshot</span>
               )}
               <span className="timeline-caption">
-                <span className="mono">#{step.index}</span>
+                <span className="mono">#{stepNumber(step.index)}</span>
                 <span className={`actor actor-${step.actor}`}>{step.actor}</span>
               </span>
               <span className="timeline-action mono" data-testid="timeline-action">
@@ -50,6 +52,15 @@ export function StepTimeline({
               {corrected && (
                 <span className="timeline-proposal mono" data-testid="timeline-proposal" title={`The model proposed: ${step.proposal?.action_text || "(void)"}`}>
                   was {step.proposal?.action_text || "void"}
+                </span>
+              )}
+              {rejections.length > 0 && (
+                <span
+                  className="timeline-rejections"
+                  data-testid="timeline-rejections"
+                  title={rejections.map((r) => `rejected ${r.action_text || "(not an action)"}${r.reason ? `: ${r.reason}` : ""}`).join("\n")}
+                >
+                  {rejections.length} rejected
                 </span>
               )}
             </button>

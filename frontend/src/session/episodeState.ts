@@ -4,7 +4,7 @@
  * the page's rules (who may press what) can be tested without a browser.
  */
 import type { ServerMessage } from "../api/ws";
-import type { Action, Episode, EpisodeDetail, EpisodeStatus, Role, Step } from "../api/types";
+import type { Action, Episode, EpisodeDetail, EpisodeStatus, Rejection, Role, Step } from "../api/types";
 
 export interface Control {
   username: string;
@@ -25,6 +25,12 @@ export interface Proposal {
   /** "call_user": the model asks the person a question and the episode waits. */
   reason: "" | "call_user";
   screenshot_url: string;
+  /** Which proposal of this step it is: 2 and more come after a person's rejects. */
+  attempt: number;
+  /** The proposals of this step rejected so far, oldest first. */
+  rejected: Rejection[];
+  /** Its action repeats one already rejected here (the model was asked again and still said it). */
+  repeated: boolean;
 }
 
 export interface TranscriptWord {
@@ -129,6 +135,9 @@ function proposalFrom(data: Record<string, unknown>): Proposal {
     url: String(data.url ?? ""),
     reason: data.reason === "call_user" ? "call_user" : "",
     screenshot_url: String(data.screenshot_url ?? ""),
+    attempt: typeof data.attempt === "number" && data.attempt >= 1 ? data.attempt : 1,
+    rejected: Array.isArray(data.rejected) ? (data.rejected as Rejection[]) : [],
+    repeated: data.repeated === true,
   };
 }
 
