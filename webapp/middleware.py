@@ -1,17 +1,64 @@
 """Middleware: a database outage is a 503 with a retry hint (HTTP) or a 4503 close (WebSocket), not a 500 or a
-traceback; and under /api/ every error, even one raised outside DRF's exception handler, is JSON with a `detail`."""
+traceback; under /api/ every error, even one raised outside DRF's exception handler, is JSON with a `detail`; and
+every response carries a Content-Security-Policy."""
 from __future__ import annotations
 
 import json
 import logging
 
-from django.core.exceptions import RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent
+from django.core.exceptions import DisallowedHost, RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent
 from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
 
 log = logging.getLogger("django.request")
 
 RETRY_AFTER_SECONDS = 5
+
+
+# What a Loupe page may load, and from where: its own origin only. The built frontend has no inline script
+# (frontend/dist/index.html loads one module file) and no inline style (React's style props are set through
+# the CSSOM, which style-src does not govern), and neither has the Django admin, so neither needs
+# 'unsafe-inline'. Screenshots and the favicon may be data: or blob: URLs, recorded audio blob: ones; the
+# live session's WebSocket is added per request (connect-src 'self' covers ws: only in CSP Level 3 browsers).
+CONTENT_SECURITY_POLICY = {
+    "default-src": "'self'",
+    "script-src": "'self'",
+    "style-src": "'self'",
+    "img-src": "'self' data: blob:",
+    "media-src": "'self' blob:",
+    "connect-src": "'self'",
+    "font-src": "'self'",
+    "object-src": "'none'",
+    "base-uri": "'self'",
+    "form-action": "'self'",
+    "frame-ancestors": "'none'",
+}
+
+
+def content_security_policy(host: str | None) -> str:
+    """The policy as a header value; `host` (the request's, validated) adds its WebSocket origins."""
+    policy = dict(CONTENT_SECURITY_POLICY)
+    if host:
+        policy["connect-src"] += f" ws://{host} wss://{host}"
+    return "; ".join(f"{name} {sources}" for name, sources in policy.items())
+
+
+class ContentSecurityPolicyMiddleware:
+    """Sets Content-Security-Policy on every response (pages, the SPA's files, the API, the admin) that has
+    none. A small middleware rather than django-csp: one fixed policy, no new dependency."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if "Content-Security-Policy" not in response:
+            try:
+                host = request.get_host()
+            except DisallowedHost:
+                host = None  # the 400 for a foreign Host header gets the policy without WebSocket origins
+            response["Content-Security-Policy"] = content_security_policy(host)
+        return response
 
 
 class DatabaseUnavailableMiddleware:
