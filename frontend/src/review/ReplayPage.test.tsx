@@ -1,4 +1,4 @@
-import { fireEvent, screen, waitFor } from "@testing-library/react";
+import { act, fireEvent, screen, waitFor } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { makeStep } from "../test/factories";
 import { mockFetch, type Routes } from "../test/http";
@@ -9,6 +9,23 @@ import type { ReplayEpisode, Review, Transcript } from "./queries";
 afterEach(() => vi.unstubAllGlobals());
 
 const at = (seconds: number) => new Date(seconds * 1000).toISOString();
+
+/** The silent element the replay asks a recording's length with (review/clipLength.ts), driven by hand. */
+class FakeAudio extends EventTarget {
+  static made: FakeAudio[] = [];
+  duration = NaN;
+  currentTime = 0;
+  preload = "";
+  muted = false;
+  src = "";
+  constructor() {
+    super();
+    FakeAudio.made.push(this);
+  }
+  removeAttribute(name: string) {
+    if (name === "src") this.src = "";
+  }
+}
 
 function episode(): ReplayEpisode {
   return {
@@ -191,41 +208,41 @@ describe("ReplayPage", () => {
     expect(current()).toBe("0");
   });
 
-  it("shows a recording's real length, not Infinity, without moving the step view while it finds it", async () => {
+  it("shows a recording's real length, not Infinity, learnt without moving the person's player", async () => {
+    vi.stubGlobal("Audio", FakeAudio);
+    FakeAudio.made = [];
     mockFetch(routes());
     renderApp("/projects/1/review/42");
     const audio = (await screen.findByTestId("replay-audio")) as HTMLAudioElement;
-    // Before the metadata: the transcript's last word (1015.5 s, origin 1000) bounds the length from below.
-    expect(screen.getByTestId("clip-duration").textContent).toBe("at least 0:20"); // committed_until: 20
+    // Before anything is known: the transcript bounds the length from below (committed_until 20 s).
+    expect(screen.getByTestId("clip-duration").textContent).toBe("at least 0:20");
     // Chromium, for MediaRecorder's WebM: no duration in the file, so Infinity until it has read to the end.
-    let duration = Infinity;
-    Object.defineProperty(audio, "duration", { configurable: true, get: () => duration });
-    fireEvent.loadedMetadata(audio);
-    expect(audio.currentTime).toBeGreaterThan(1e9); // sought past the end, so the browser finds the length
-    fireEvent.timeUpdate(audio); // the probe's own time updates move no step
-    expect(current()).toBe("0");
-    expect(screen.getByTestId("clip-duration").textContent).not.toMatch(/Infinity|NaN/);
-    duration = 21.7;
+    Object.defineProperty(audio, "duration", { configurable: true, get: () => Infinity });
     fireEvent.durationChange(audio);
-    expect(audio.currentTime).toBe(0); // back to the start
-    fireEvent.seeked(audio);
-    expect(current()).toBe("0");
+    expect(screen.getByTestId("clip-duration").textContent).not.toMatch(/Infinity|NaN/);
+    const probe = FakeAudio.made[FakeAudio.made.length - 1];
+    expect(probe.src).toBe("/api/v1/audio/9/file");
+    probe.duration = Infinity;
+    act(() => probe.dispatchEvent(new Event("loadedmetadata")));
+    expect(probe.currentTime).toBeGreaterThan(1e9); // the probe, not the person's player, asks for the end
+    probe.duration = 21.7;
+    act(() => probe.dispatchEvent(new Event("durationchange")));
     expect(screen.getByTestId("clip-duration").textContent).toBe("0:22");
-    // Then the person's playing moves the steps again.
-    audio.currentTime = 15.2;
-    fireEvent.timeUpdate(audio);
-    expect(current()).toBe("1");
+    expect(audio.currentTime).toBe(0);
+    expect(current()).toBe("0");
   });
 
   it("shows the length a browser reports at once, and a dash rather than NaN when nothing is known", async () => {
+    vi.stubGlobal("Audio", FakeAudio);
+    FakeAudio.made = [];
     mockFetch(routes({ "GET /api/v1/episodes/42/transcript": { body: { ...transcript, words: [], clips: [{ ...transcript.clips[0], committed_until: 0 }] } } }));
     renderApp("/projects/1/review/42");
     const audio = (await screen.findByTestId("replay-audio")) as HTMLAudioElement;
     expect(screen.getByTestId("clip-duration").textContent).toBe("—");
     Object.defineProperty(audio, "duration", { configurable: true, get: () => 65 });
-    fireEvent.loadedMetadata(audio);
-    expect(audio.currentTime).toBe(0);
+    fireEvent.durationChange(audio);
     expect(screen.getByTestId("clip-duration").textContent).toBe("1:05");
+    expect(FakeAudio.made.every((probe) => probe.src === "")).toBe(true); // no probe left fetching
   });
 
   it("moves to the previous and next episode of the filtered list, keeping the list's query", async () => {

@@ -1,6 +1,7 @@
 import { useMemo, useRef, useState } from "react";
 import { API_ROOT } from "../api/client";
 import { formatDuration, stepNumber } from "../components/format";
+import { useClipLength } from "./clipLength";
 import type { AudioClip, ReplayStep, Transcript, TranscriptWord } from "./queries";
 import { stepForAudio, wordAtTime } from "./replay";
 
@@ -23,15 +24,9 @@ function clipTitle(clip: AudioClip, words: TranscriptWord[]): string {
   return who ? `${who}'s recording` : `Recording ${clip.id}`;
 }
 
-/** How far the player is in learning a clip's length (see ClipPlayer). */
-type Probe = "idle" | "to-end" | "rewinding";
-
 /**
- * One clip's player and its length. MediaRecorder's WebM carries no duration, so Chromium reports
- * `Infinity` until it has read to the end (and its own controls cannot show a length or seek well):
- * the player seeks far past the end once, which makes the browser find the real length, then goes
- * back to the start. While it probes, its time updates are not the person's playing and move no
- * step. Until the length is known, the transcript's last word gives a lower bound.
+ * One clip's player and its length beside it: the browser's own when it knows it, else learnt by
+ * useClipLength, and until then the transcript's last word as a lower bound. Never Infinity or NaN.
  */
 function ClipPlayer({
   clip,
@@ -47,58 +42,23 @@ function ClipPlayer({
   onPlay: () => void;
   onTime: (element: HTMLAudioElement) => void;
 }) {
-  const probe = useRef<Probe>("idle");
-  const [duration, setDuration] = useState<number | null>(null);
-
-  function learnt(element: HTMLAudioElement): boolean {
-    if (!Number.isFinite(element.duration)) return false;
-    setDuration(element.duration);
-    return true;
-  }
-  function onProbeProgress(element: HTMLAudioElement) {
-    if (probe.current === "to-end" && learnt(element)) {
-      probe.current = "rewinding";
-      element.currentTime = 0;
-    }
-  }
-
+  const src = `${API_ROOT}/audio/${clip.id}/file`;
+  const [reported, setReported] = useState<number | null>(null);
+  const duration = useClipLength(src, reported);
   const length = duration !== null ? formatDuration(duration) : heardUntil > 0 ? `at least ${formatDuration(heardUntil)}` : "—";
   return (
     <div className="replay-clip">
       <audio
         controls
         preload="metadata"
-        src={`${API_ROOT}/audio/${clip.id}/file`}
+        src={src}
         data-testid="replay-audio"
         data-clip={clip.id}
         ref={register}
-        onLoadedMetadata={(e) => {
-          const element = e.currentTarget;
-          if (learnt(element)) return;
-          probe.current = "to-end";
-          element.currentTime = Number.MAX_SAFE_INTEGER; // the browser reads to the end and learns the length
-        }}
-        onDurationChange={(e) => {
-          if (probe.current === "idle") learnt(e.currentTarget);
-          else onProbeProgress(e.currentTarget);
-        }}
-        onPlay={() => {
-          probe.current = "idle"; // the person pressed play: their time counts from here
-          onPlay();
-        }}
-        onTimeUpdate={(e) => {
-          if (probe.current === "idle") onTime(e.currentTarget);
-          else onProbeProgress(e.currentTarget);
-        }}
-        onSeeked={(e) => {
-          const element = e.currentTarget;
-          if (probe.current === "to-end") return onProbeProgress(element);
-          if (probe.current === "rewinding") {
-            probe.current = "idle";
-            return;
-          }
-          onTime(element);
-        }}
+        onDurationChange={(e) => setReported(e.currentTarget.duration)}
+        onPlay={onPlay}
+        onTimeUpdate={(e) => onTime(e.currentTarget)}
+        onSeeked={(e) => onTime(e.currentTarget)}
       />
       <span className="muted small replay-clip-length" data-testid="clip-duration" data-known={duration !== null}>
         {length}
