@@ -74,7 +74,8 @@ def test_manager_runs_a_cycle_approves_the_rejected_candidate_and_rolls_back(dap
 
     page.get_by_test_id("approve-candidate").click()
     page.wait_for_selector("[data-testid=cycle][data-state=deployed]")
-    page.wait_for_function("document.querySelector('[data-testid=cycles-active-checkpoint]').textContent === 'c1'")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=cycles-active-checkpoint]').textContent === 'c1'")
     assert Deployment.objects.get(project=project, active=True).checkpoint.name == "c1"
 
     rows = page.get_by_test_id("deployment-row")
@@ -82,7 +83,8 @@ def test_manager_runs_a_cycle_approves_the_rejected_candidate_and_rolls_back(dap
     earlier.get_by_test_id("rollback").click()
     earlier.get_by_test_id("rollback-confirm").click()
     page.get_by_test_id("rollback-done").wait_for()
-    page.wait_for_function("document.querySelector('[data-testid=cycles-active-checkpoint]').textContent === 'untrained'")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=cycles-active-checkpoint]').textContent === 'untrained'")
     assert Deployment.objects.get(project=project, active=True).checkpoint.name == "untrained"
     screenshot(page, "cycles-rolled-back")
     assert not page.errors, page.errors

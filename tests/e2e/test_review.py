@@ -49,7 +49,7 @@ def test_manager_filters_replays_grades_and_accepts_then_freezes_a_snapshot(daph
     page.get_by_test_id("review-filter-has_interventions").select_option("true")
     if page.get_by_test_id("review-apply").count():
         page.get_by_test_id("review-apply").click()
-    page.wait_for_function("document.querySelectorAll('[data-testid=review-row]').length === 1")
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=review-row]').length === 1")
     assert rows.first.get_attribute("data-episode-id") == str(edited.pk)
     assert "has_interventions=true" in page.url  # the view is a link
     screenshot(page, "review-list")
@@ -60,12 +60,12 @@ def test_manager_filters_replays_grades_and_accepts_then_freezes_a_snapshot(daph
     assert current.get_attribute("data-index") == "0"
     assert page.get_by_test_id("replay-step").count() == 3
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("document.querySelector('[data-testid=replay-current]').dataset.index === '1'")
+    page.wait_for_function("() => document.querySelector('[data-testid=replay-current]').dataset.index === '1'")
     proposal = page.get_by_test_id("replay-proposal")
     assert "click(x=2, y=2)" in proposal.inner_text()  # the model's proposal beside the correction
     page.get_by_test_id("step-label").select_option("good")
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("document.querySelector('[data-testid=replay-current]').dataset.index === '2'")
+    page.wait_for_function("() => document.querySelector('[data-testid=replay-current]').dataset.index === '2'")
     assert page.get_by_test_id("replay-void").is_visible()
     screenshot(page, "review-replay")
 
@@ -94,7 +94,8 @@ def test_manager_filters_replays_grades_and_accepts_then_freezes_a_snapshot(daph
     snapshot = DatasetSnapshot.objects.get(name="first freeze")
     assert ready.first.get_attribute("data-snapshot-id") == str(snapshot.pk) and snapshot.rows == 6
     # Frozen: nothing in the SFT bucket is new any more.
-    page.wait_for_function("document.querySelector('[data-testid=bucket-sft]').textContent.includes('nothing new')")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=bucket-sft]').textContent.includes('nothing new')")
     screenshot(page, "datasets-snapshot")
 
     href = ready.first.get_by_test_id("snapshot-download").get_attribute("href")
@@ -164,26 +165,27 @@ def test_replay_follows_the_think_aloud_audio(daphne_server, page, review_projec
     page.goto(f"{daphne_server}/projects/{project.pk}/review/{episode.pk}")
     page.get_by_test_id("replay-current").wait_for()
     player = page.get_by_test_id("replay-audio")
-    page.wait_for_function("document.querySelector('[data-testid=replay-audio]')?.readyState >= 1", timeout=20_000)
+    page.wait_for_function("() => document.querySelector('[data-testid=replay-audio]')?.readyState >= 1",
+                           timeout=20_000)
     assert player.evaluate("a => a.duration") > 5  # the real recording, served by the API
 
     def at_audio_time(seconds: float) -> None:
         player.evaluate("(a, t) => { a.currentTime = t; }", seconds)
 
     at_audio_time(4.6)
-    page.wait_for_function("document.querySelector('[data-testid=replay-current]').dataset.index === '2'")
+    page.wait_for_function("() => document.querySelector('[data-testid=replay-current]').dataset.index === '2'")
     page.wait_for_function(
-        "document.querySelector('[data-testid=transcript-word][data-active]')?.textContent.trim() === 'wrong'")
+        "() => document.querySelector('[data-testid=transcript-word][data-active]')?.textContent.trim() === 'wrong'")
     at_audio_time(2.6)
-    page.wait_for_function("document.querySelector('[data-testid=replay-current]').dataset.index === '1'")
+    page.wait_for_function("() => document.querySelector('[data-testid=replay-current]').dataset.index === '1'")
     screenshot(page, "review-replay-audio")
     # Playing moves on by itself.
     player.evaluate("a => { a.muted = true; return a.play(); }")
-    page.wait_for_function("document.querySelector('[data-testid=replay-current]').dataset.index === '2'",
+    page.wait_for_function("() => document.querySelector('[data-testid=replay-current]').dataset.index === '2'",
                            timeout=10_000)
     player.evaluate("a => a.pause()")
     # A click on a word takes the audio (and the step) back to it.
     page.get_by_test_id("transcript-word").first.click()
-    page.wait_for_function("document.querySelector('[data-testid=replay-current]').dataset.index === '0'")
+    page.wait_for_function("() => document.querySelector('[data-testid=replay-current]').dataset.index === '0'")
     assert abs(player.evaluate("a => a.currentTime") - 0.5) < 0.3
     assert page.errors == []
