@@ -30,7 +30,8 @@ def _clean_labels(episode: Episode, step_labels: dict) -> dict:
             raise ApplicationError(f"Step label key '{key}' is not a step index.",
                                    errors={"step_labels": [f"Bad index {key}."]}) from None
         if index not in indices:
-            raise ApplicationError(f"Episode {episode.pk} has no step {index}.", errors={"step_labels": [f"No step {index}."]})
+            raise ApplicationError(f"Episode {episode.pk} has no step {index + 1} (labels are keyed by the step's index "
+                                   f"from 0: {index}).", errors={"step_labels": [f"No step at index {index}."]})
         if label not in STEP_LABELS:
             raise ApplicationError(f"Unknown step label '{label}'; use {', '.join(STEP_LABELS)}.",
                                    errors={"step_labels": [f"Bad label {label}."]})

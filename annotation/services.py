@@ -29,6 +29,11 @@ class CommandResult:
     duplicate: bool = False
 
 
+def step_name(index) -> str:
+    """A step as people count it, from 1 ("step 3" for index 2); whatever a client sent, readably."""
+    return f"step {index + 1}" if isinstance(index, int) and not isinstance(index, bool) else f"step {index!r}"
+
+
 def notify_channel(episode_id: int) -> str:
     return f"loupe_episode_{episode_id}"
 
@@ -70,7 +75,8 @@ def _validate_payload(kind: str, frame: dict, episode: Episode) -> tuple[dict, s
         if episode.pending_index is None:
             return {}, "Nothing is proposed right now; wait for the next proposal."
         if index != episode.pending_index:
-            return {}, f"Proposal {index} was already decided; the open one is {episode.pending_index}."
+            return {}, (f"The proposal for {step_name(index)} was already decided; the open one is for "
+                        f"{step_name(episode.pending_index)}.")
         payload: dict = {"index": index}
         if kind == "edit":
             action, error = action_of()

@@ -160,11 +160,13 @@ class EpisodeSupervisor:
             return Decision(kind="act", turn=turn)
         # approve / edit / reject answer one proposal
         if episode.human_control or payload.get("index") != index:
-            services.command_refuse(command=command, reason=f"Proposal {payload.get('index')} is no longer open.")
+            services.command_refuse(command=command, reason=f"The proposal for {services.step_name(payload.get('index'))} "
+                                                            "is no longer open.")
             return None
         if kind == "approve":
             if proposal.is_void:
-                services.command_refuse(command=command, reason="A void turn cannot be approved; edit or reject it.")
+                services.command_refuse(command=command, reason="The model's answer could not be read as an action, so "
+                                                                "it cannot be approved: edit it or reject it.")
                 return None
             services.command_apply(command=command, step_index=index, proposal=proposal_dict)
             self.deciders[index] = command.user

@@ -244,7 +244,7 @@ def upload_to_socket_latency(repeat: int) -> dict:
         env = stack_env()
         base = start_daphne(stack, folder, env)
         start_worker(stack, folder, env, queues="audio", name="audio")
-        start_worker(stack, folder, env, queues="rollouts", name="rollouts")
+        start_worker(stack, folder, env, queues="live,rollouts", name="rollouts")
         roller.start()
         wait_for(lambda: Episode.objects.filter(project=project, mode="autonomous", status="running").exists(), 180,
                  what="a rollout to be running")

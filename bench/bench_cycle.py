@@ -98,7 +98,7 @@ def main() -> None:
     stack = ProcessStack([], [])
     try:
         env = stack_env(LOUPE_CHECKPOINT_DIR=work / "checkpoints", LOUPE_WORKER_LOG_LEVEL="WARNING")
-        start_worker(stack, work, env, queues="rollouts,default", name="live", concurrency=2)
+        start_worker(stack, work, env, queues="live,rollouts,default", name="live", concurrency=2)
         start_worker(stack, work, env, queues="train", name="train", concurrency=1)
 
         # the routed data (the scripted solvers stand in for the annotators)

@@ -341,11 +341,15 @@ class RunCreateInput(StrictSerializer):
     algorithm = serializers.ChoiceField(choices=["sft", "dpo", "rl"], required=False)
     init_checkpoint = serializers.IntegerField(required=False)
     max_steps = serializers.IntegerField(required=False, min_value=1, max_value=1_000_000)
+    max_epochs = serializers.IntegerField(
+        required=False, min_value=0, max_value=1000,
+        help_text="Stop after this many passes over the rows (0: no cap); a few rows trained longer are memorised.")
 
 
 def run_output(r) -> dict:
     return {"id": r.pk, "algorithm": r.algorithm, "status": r.status, "progress": r.progress, "config": r.config,
-            "snapshot": r.snapshot_id, "metrics": r.metrics[-200:], "error": r.error, "log_tail": r.log[-4000:],
+            "snapshot": r.snapshot_id, "metrics": r.metrics[-200:], "warnings": r.warnings, "error": r.error,
+            "log_tail": r.log[-4000:],
             "checkpoint": {"id": r.checkpoint_id, "name": r.checkpoint.name} if r.checkpoint_id else None,
             "created_at": r.created_at, "started_at": r.started_at, "finished_at": r.finished_at}
 
@@ -376,6 +380,7 @@ class RunListApi(APIView):
                                        errors={"init_checkpoint": ["Unknown."]})
         run = training.run_create(project=project, snapshot=snapshot, algorithm=data.validated_data.get("algorithm"),
                                   init_checkpoint=init, max_steps=data.validated_data.get("max_steps"),
+                                  max_epochs=data.validated_data.get("max_epochs", training.DEFAULT_MAX_EPOCHS),
                                   actor=request.user)
         return Response(run_output(run), status=status.HTTP_202_ACCEPTED)
 
@@ -383,7 +388,8 @@ class RunListApi(APIView):
 # --- routing and snapshots (managers) --------------------------------------------------------------
 class RoutingInput(StrictSerializer):
     rule = serializers.ChoiceField(choices=list(datasets.RULES), required=False)
-    reward_threshold = serializers.FloatField(required=False, min_value=-1e6, max_value=1e6)
+    reward_threshold = serializers.FloatField(required=False, min_value=0, max_value=1,
+                                              help_text="share of the full reward an episode needs to count as a success")
 
 
 class RoutingApi(APIView):
@@ -415,8 +421,9 @@ def snapshot_output(snapshot: DatasetSnapshot) -> dict:
         "sha256": snapshot.sha256, "size_bytes": snapshot.size_bytes, "lineage": snapshot.lineage,
         "created_by": {"id": snapshot.created_by_id, "username": snapshot.created_by.username}
         if snapshot.created_by_id else None,
-        "created_at": snapshot.created_at, "finished_at": snapshot.finished_at,
+        "created_at": snapshot.created_at, "started_at": snapshot.started_at, "finished_at": snapshot.finished_at,
         "export_url": f"/api/v1/snapshots/{snapshot.pk}/export",
+        "duplicate": getattr(snapshot, "duplicate", False),
     }
 
 
@@ -433,13 +440,15 @@ class SnapshotListApi(APIView):
         rows = project.snapshots.select_related("created_by")[:200]
         return Response({"results": [snapshot_output(s) for s in rows], "next": None})
 
-    @extend_schema(request=SnapshotCreateInput, responses={202: dict})
+    @extend_schema(request=SnapshotCreateInput, responses={202: dict, 200: dict})
     def post(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         data = SnapshotCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
         snapshot = datasets.snapshot_create(project=project, actor=request.user, **data.validated_data)
-        return Response(snapshot_output(snapshot), status=status.HTTP_202_ACCEPTED)
+        # the same data frozen again (a double click): the snapshot that holds it, not a copy
+        return Response(snapshot_output(snapshot),
+                        status=status.HTTP_200_OK if snapshot.duplicate else status.HTTP_202_ACCEPTED)
 
 
 def _snapshot_for(request, snapshot_id: int) -> DatasetSnapshot:

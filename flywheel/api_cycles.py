@@ -108,6 +108,7 @@ class StageInput(StrictSerializer):
     algorithm = serializers.ChoiceField(choices=["sft", "dpo", "rl"])
     max_steps = serializers.IntegerField(required=False)
     max_seconds = serializers.IntegerField(required=False)
+    max_epochs = serializers.IntegerField(required=False, help_text="passes over the stage's rows at most (0: no cap)")
     lr = serializers.FloatField(required=False)
     lora = serializers.CharField(required=False, allow_blank=True, max_length=100)
 

@@ -39,10 +39,13 @@ from webapp.errors import ApplicationError
 log = logging.getLogger(__name__)
 
 BUCKET_FOR_ALGORITHM = {"sft": SnapshotKind.SFT, "dpo": SnapshotKind.DPO, "rl": SnapshotKind.RL}
-STAGE_KEYS = {"algorithm", "max_steps", "max_seconds", "lr", "lora"}
+STAGE_KEYS = {"algorithm", "max_steps", "max_seconds", "max_epochs", "lr", "lora"}
 DEFAULTS = {
     "min_new_rows": 20,  # new routed rows (recipe buckets, train split) since the last trained cycle
-    "recipe": [{"algorithm": "sft", "max_steps": 200, "lr": 0.003}, {"algorithm": "dpo", "max_steps": 30}],
+    # max_epochs: a stage stops after this many passes over its rows, whatever max_steps says (3 rows trained
+    # 200 steps were memorised and the candidate forgot everything): the trainer says so on the run
+    "recipe": [{"algorithm": "sft", "max_steps": 200, "lr": 0.003, "max_epochs": training.DEFAULT_MAX_EPOCHS},
+               {"algorithm": "dpo", "max_steps": 30, "max_epochs": training.DEFAULT_MAX_EPOCHS}],
     "eval_tasks": [],  # TaskSpec ids of the eval split; empty: every eval task of the project
     "eval_seeds": 10,  # the first N seeds of each eval task's range, the same in every cycle
     "eval_max_steps": 0,  # step limit of an eval episode; 0: the task's own max_steps
@@ -113,6 +116,8 @@ def _recipe_clean(recipe) -> list[dict]:
         clean = {"algorithm": algorithm, "max_steps": _int("recipe", stage.get("max_steps", 100), 1, 1_000_000)}
         if stage.get("max_seconds") not in (None, 0):
             clean["max_seconds"] = _int("recipe", stage["max_seconds"], 1, 7 * 86400)
+        if algorithm != "rl":  # RL iterates over fresh batches: passes over the rows mean nothing there
+            clean["max_epochs"] = _int("recipe", stage.get("max_epochs", training.DEFAULT_MAX_EPOCHS), 0, 1000)
         if stage.get("lr") is not None:
             lr = stage["lr"]
             if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < 1:

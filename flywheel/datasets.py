@@ -10,10 +10,13 @@ Rows use the trainer's formats (trainer/data.py) and the one prompt renderer (ag
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
+import math
 import os
+import time
 import tempfile
 import zipfile
 from collections import Counter
@@ -21,7 +24,7 @@ from collections.abc import Iterator
 
 from django.core.files import File
 from django.core.files.storage import default_storage
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet
 from django.utils import timezone
 
@@ -56,6 +59,12 @@ def routing_set(*, project: Project, actor, rule: str | None = None, reward_thre
             raise ApplicationError(f"Unknown rule '{rule}'; use reward, review or both.", errors={"rule": ["Invalid choice."]})
         routing["rule"] = rule
     if reward_threshold is not None:
+        if isinstance(reward_threshold, bool) or not isinstance(reward_threshold, (int, float)) or \
+                not math.isfinite(reward_threshold) or not 0 <= reward_threshold <= 1:
+            raise ApplicationError(
+                "The reward threshold is a share of the full reward, from 0 to 1 (MiniWoB++ pays 0.9-1.0 for a "
+                "success and 0 or less for a failure: 0.5 splits them).",
+                errors={"reward_threshold": ["Use a number from 0 to 1."]})
         routing["reward_threshold"] = float(reward_threshold)
     locked.settings = {**(locked.settings or {}), "routing": routing}
     locked.save(update_fields=["settings"])
@@ -338,38 +347,100 @@ def rows_iter(kind: str, episodes: QuerySet[Episode], chunk: int = 200) -> Itera
 
 
 # --- snapshots --------------------------------------------------------------------------------------
-@transaction.atomic
+def _source_key(kind: str, cleaned: dict, routing: dict, episode_ids: list[int]) -> str:
+    """What a freeze asks for: the same key means the same rows."""
+    digest = hashlib.sha256(json.dumps([kind, cleaned, routing], sort_keys=True).encode())
+    for pk in episode_ids:
+        digest.update(pk.to_bytes(8, "big"))
+    return digest.hexdigest()
+
+
 def snapshot_create(*, project: Project, kind: str, name: str = "", filter: dict | None = None, actor=None,
                     build: bool = True) -> DatasetSnapshot:
-    """Queue a snapshot of ``kind`` over the episodes ``filter`` selects; a job writes it (snapshot_build)."""
+    """Queue a snapshot of ``kind`` over the episodes ``filter`` selects; a job writes it (snapshot_build).
+
+    Freezing the same data twice (a double click, two managers at once, a retried request) makes one snapshot:
+    while one with the same kind, filter, routing and episodes is building or ready, it is returned, with
+    ``duplicate = True`` set on the instance."""
+    snapshot, created = _snapshot_create(project=project, kind=kind, name=name, filter=filter, actor=actor, build=build)
+    snapshot.duplicate = not created
+    return snapshot
+
+
+@transaction.atomic
+def _snapshot_create(*, project: Project, kind: str, name: str, filter: dict | None, actor,
+                     build: bool) -> tuple[DatasetSnapshot, bool]:
     from flywheel import tasks as flywheel_tasks
 
     if kind not in SnapshotKind.values:
         raise ApplicationError(f"Unknown kind '{kind}'; use sft, dpo, rl or ct.", errors={"kind": ["Invalid choice."]})
     cleaned = filter_clean(project, filter)
-    if not filter_apply(bucket_episodes(project, kind), project, kind, cleaned).exists():
+    Project.objects.select_for_update().filter(pk=project.pk).first()  # one freeze of a project at a time
+    routing = routing_of(project)
+    episode_ids = list(filter_apply(bucket_episodes(project, kind, routing), project, kind, cleaned)
+                       .order_by("pk").values_list("pk", flat=True))
+    if not episode_ids:
         raise ApplicationError(f"No {kind} rows match this filter: nothing to snapshot. Finish or review episodes first, "
                                "or widen the filter.", errors={"filter": ["Matches no rows."]})
+    key = _source_key(kind, cleaned, routing, episode_ids)
+    same = (DatasetSnapshot.objects.filter(project=project, source_key=key)
+            .exclude(status=SnapshotStatus.FAILED).order_by("-id").first())
+    if same is not None:
+        return same, False
     snapshot = DatasetSnapshot.objects.create(
         project=project, kind=kind, name=(name or f"{kind} {timezone.now():%Y-%m-%d %H:%M}")[:200], filter=cleaned,
-        routing=routing_of(project), created_by=actor if actor and actor.is_authenticated else None)
+        routing=routing, source_key=key, created_by=actor if actor and actor.is_authenticated else None)
     audit_record(actor=actor, action="snapshot.create", target=snapshot, data={"kind": kind, "filter": cleaned})
     if build:
         transaction.on_commit(lambda: flywheel_tasks.snapshot_build.delay(snapshot.pk))
-    return snapshot
+    return snapshot, True
 
 
-def _progress(snapshot_id: int, value: float) -> None:
-    DatasetSnapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.BUILDING).update(progress=min(value, 0.99))
+class _Progress:
+    """Writes a building snapshot's progress at most twice a second, whatever the size of its episodes."""
+
+    def __init__(self, snapshot_id: int) -> None:
+        self.snapshot_id, self.last = snapshot_id, 0.0
+
+    def __call__(self, value: float, force: bool = False) -> None:
+        if force or time.monotonic() - self.last >= 0.5:
+            self.last = time.monotonic()
+            DatasetSnapshot.objects.filter(pk=self.snapshot_id, status=SnapshotStatus.BUILDING).update(
+                progress=min(value, 0.99))
+
+
+_BUILD_LOCK = 0x10_0EE  # the advisory-lock namespace of snapshot builds
+
+
+@contextlib.contextmanager
+def _build_lock(snapshot_id: int):
+    """One builder a snapshot: a second one (a duplicated job, a cycle building a snapshot it shares with a
+    manager's freeze) waits for the first, then finds it written. A dead worker's session lets go of it."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s, %s)", [_BUILD_LOCK, snapshot_id])
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_BUILD_LOCK, snapshot_id])
 
 
 def snapshot_build(*, snapshot_id: int) -> DatasetSnapshot:
-    """Write the rows once (JSONL + Parquet), with their hash and lineage. Safe to run twice: a snapshot
-    that is already ready or failed is left alone."""
-    snapshot = DatasetSnapshot.objects.select_related("project").get(pk=snapshot_id)
-    if snapshot.status != SnapshotStatus.BUILDING:
-        return snapshot
+    """Write the rows once (JSONL + Parquet), with their hash and lineage. Safe to run twice, even at once: a
+    snapshot that is already ready or failed is left alone."""
+    with _build_lock(snapshot_id):
+        snapshot = DatasetSnapshot.objects.select_related("project").get(pk=snapshot_id)
+        if snapshot.status != SnapshotStatus.BUILDING:
+            return snapshot
+        return _snapshot_write(snapshot)
+
+
+def _snapshot_write(snapshot: DatasetSnapshot) -> DatasetSnapshot:
+    snapshot_id = snapshot.pk
     project, kind = snapshot.project, snapshot.kind
+    DatasetSnapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.BUILDING).update(
+        started_at=timezone.now(), progress=0.0)
+    progress = _Progress(snapshot_id)
     routing = snapshot.routing or routing_of(project)
     episodes = filter_apply(bucket_episodes(project, kind, routing), project, kind, snapshot.filter)
     # Freeze the membership first: the rows are made from exactly these episodes, whatever changes meanwhile.
@@ -393,12 +464,12 @@ def snapshot_build(*, snapshot_id: int) -> DatasetSnapshot:
                         lineage_rows.append(SnapshotEpisode(snapshot_id=snapshot_id, episode_id=episode.pk, rows=len(rows)))
                         by_task[episode.task.task_name] += len(rows)
                         by_checkpoint[episode.checkpoint.name if episode.checkpoint_id else "(none)"] += len(rows)
-                    if done % 20 == 0:
-                        _progress(snapshot_id, 0.9 * done / total)
+                    progress(0.85 * done / total)
             if n_rows == 0:
                 raise ApplicationError(f"No {kind} rows match this filter: nothing to snapshot.")
             parquet_path = os.path.join(tmp, "data.parquet")
-            jsonl_to_parquet(jsonl_path, parquet_path)
+            jsonl_to_parquet(jsonl_path, parquet_path, on_rows=lambda written: progress(0.85 + 0.1 * written / n_rows))
+            progress(0.97, force=True)
             base = f"snapshots/{project.pk}/{snapshot_id}-{kind}"
             with open(jsonl_path, "rb") as fh:
                 file_name = default_storage.save(f"{base}.jsonl", File(fh))
@@ -424,9 +495,9 @@ def snapshot_fail(*, snapshot_id: int, error: str) -> None:
         status=SnapshotStatus.FAILED, error=error[:2000], finished_at=timezone.now())
 
 
-def jsonl_to_parquet(jsonl_path: str, parquet_path: str, batch: int = 1000) -> None:
+def jsonl_to_parquet(jsonl_path: str, parquet_path: str, batch: int = 1000, on_rows=None) -> None:
     """Parquet beside the JSONL, written in batches. ``meta`` (free-form) is kept as a JSON string so
-    every batch has one schema."""
+    every batch has one schema. ``on_rows(n)`` hears how many rows are written so far."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -441,7 +512,7 @@ def jsonl_to_parquet(jsonl_path: str, parquet_path: str, batch: int = 1000) -> N
             writer = pq.ParquetWriter(parquet_path, schema)
         writer.write_table(table)
 
-    rows = []
+    rows, written = [], 0
     with open(jsonl_path, encoding="utf-8") as fh:
         for line in fh:
             row = json.loads(line)
@@ -449,7 +520,10 @@ def jsonl_to_parquet(jsonl_path: str, parquet_path: str, batch: int = 1000) -> N
             rows.append(row)
             if len(rows) >= batch:
                 flush(rows)
+                written += len(rows)
                 rows = []
+                if on_rows:
+                    on_rows(written)
     if rows or writer is None:
         flush(rows)
     writer.close()

@@ -183,6 +183,8 @@ class Episode(models.Model):
             models.Index(fields=["project", "created_by", "-id"], name="episode_project_annotator"),
             models.Index(fields=["project", "-n_steps", "-id"], name="episode_project_steps"),
             models.Index(fields=["project", "-n_interventions", "-id"], name="episode_project_interventions"),
+            # a queued episode's place in its lane (selectors.episode_queue_position)
+            models.Index(fields=["mode", "id"], condition=Q(status="queued"), name="episode_queued_lane"),
         ]
 
     def __str__(self) -> str:
@@ -310,6 +312,10 @@ class DatasetSnapshot(models.Model):
     routing = models.JSONField(default=dict, blank=True, help_text="The validator settings the rows were routed with.")
     status = models.CharField(max_length=12, choices=SnapshotStatus.choices, default=SnapshotStatus.BUILDING)
     progress = models.FloatField(default=0.0)
+    source_key = models.CharField(max_length=64, blank=True, db_index=True,
+                                  help_text="sha256 of kind, filter, routing and the episodes asked for: a second "
+                                            "freeze of the same data returns this snapshot instead of a copy.")
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When a worker began writing it.")
     error = models.TextField(blank=True)
     rows = models.PositiveIntegerField(default=0)
     episodes = models.PositiveIntegerField(default=0)
@@ -357,6 +363,8 @@ class TrainingRun(models.Model):
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
     progress = models.FloatField(default=0.0)
     metrics = models.JSONField(default=list, blank=True, help_text="The trainer's progress lines, in order.")
+    warnings = models.JSONField(default=list, blank=True, help_text="What a person should know about how training "
+                                                                    "went (cut by its time budget, capped epochs).")
     log = models.TextField(blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -162,3 +162,17 @@ def episode_neighbours(episodes: QuerySet[Episode], *, episode: Episode, orderin
     ids = episodes.values_list("id", flat=True)
     return {"previous": ids.filter(before).order_by(*backward).first(),
             "next": ids.filter(after).order_by(*forward).first()}
+
+
+def episode_queue_position(episode: Episode) -> dict | None:
+    """Where a queued episode stands in its lane: how many queued episodes of the same lane (supervised:
+    people's lane; autonomous: the machines') were queued before it, and how many of the lane run now.
+    None when it is not waiting."""
+    from flywheel.models import EpisodeStatus, Mode
+
+    if episode.status != EpisodeStatus.QUEUED:
+        return None
+    lane = Episode.objects.filter(mode=episode.mode)
+    return {"lane": "people" if episode.mode == Mode.SUPERVISED else "machines",
+            "ahead": lane.filter(status=EpisodeStatus.QUEUED, pk__lt=episode.pk).count(),
+            "running": lane.filter(status__in=[EpisodeStatus.RUNNING, EpisodeStatus.PAUSED]).count()}

@@ -15,6 +15,7 @@ from django.db.models import F, Prefetch
 from django.utils import timezone
 from django.utils.text import slugify
 
+from flywheel import selectors
 from flywheel.events import event_append
 from flywheel.models import (Actor, Checkpoint, Correction, Deployment, Episode, EpisodeStatus, Membership, Mode, Project,
                              Rejection, ReviewStatus, Role, Split, Step, TaskSpec)
@@ -138,6 +139,17 @@ def task_delete(*, task: TaskSpec, actor) -> None:
 
 ACTIVE_STATUSES = (EpisodeStatus.QUEUED, EpisodeStatus.RUNNING, EpisodeStatus.PAUSED)
 MAX_BATCH = 500
+# People never wait behind machines: a supervised episode runs on the `live` queue, which workers kept for
+# people consume, and autonomous ones on `rollouts`, however many a batch queued.
+LANES = {Mode.SUPERVISED: "live", Mode.AUTONOMOUS: "rollouts"}
+
+
+def episode_enqueue(episode: Episode) -> None:
+    """Send an episode to its lane's workers once the surrounding transaction commits."""
+    from flywheel import tasks as rollout_tasks
+
+    queue = LANES.get(episode.mode, "rollouts")
+    transaction.on_commit(lambda: rollout_tasks.episode_run.apply_async((episode.pk,), queue=queue))
 
 
 def episode_payload(episode: Episode) -> dict:
@@ -157,6 +169,7 @@ def episode_payload(episode: Episode) -> dict:
         "created_at": episode.created_at.isoformat() if episode.created_at else None,
         "started_at": episode.started_at.isoformat() if episode.started_at else None,
         "finished_at": episode.finished_at.isoformat() if episode.finished_at else None,
+        "queue": selectors.episode_queue_position(episode),
     }
 
 
@@ -167,9 +180,7 @@ def _episode_state_event(episode: Episode) -> None:
 
 @transaction.atomic
 def episodes_start(*, project, task, seeds: list[int], mode: str, actor) -> list[Episode]:
-    """Queue one episode per seed; each runs on the `rollouts` queue once this transaction commits."""
-    from flywheel import tasks as rollout_tasks
-
+    """Queue one episode per seed; each runs in its lane (LANES) once this transaction commits."""
     if task.project_id != project.pk:
         raise ApplicationError("That task belongs to another project.", status=404)
     if mode not in Mode.values:
@@ -194,7 +205,7 @@ def episodes_start(*, project, task, seeds: list[int], mode: str, actor) -> list
     ]
     for episode in episodes:
         _episode_state_event(episode)
-        transaction.on_commit(lambda pk=episode.pk: rollout_tasks.episode_run.delay(pk))
+        episode_enqueue(episode)
     audit_record(actor=actor, action="episodes.start", target=f"task:{task.pk}", project_id=project.pk,
                  data={"episodes": [e.pk for e in episodes], "mode": mode})
     return episodes
@@ -390,15 +401,13 @@ def episodes_mark_interrupted(*, older_than_seconds: float) -> list[int]:
 
 @transaction.atomic
 def episode_resume(*, episode: Episode, actor) -> Episode:
-    from flywheel import tasks as rollout_tasks
-
     if episode.status != EpisodeStatus.INTERRUPTED:
         raise ApplicationError(f"Only an interrupted episode can be resumed; this one is {episode.status}.", status=409)
     Episode.objects.filter(pk=episode.pk).update(status=EpisodeStatus.QUEUED, worker="", heartbeat_at=None)
     episode.refresh_from_db()
     _episode_state_event(episode)
     audit_record(actor=actor, action="episode.resume", target=f"episode:{episode.pk}", project_id=episode.project_id)
-    transaction.on_commit(lambda: rollout_tasks.episode_run.delay(episode.pk))
+    episode_enqueue(episode)
     return episode
 
 

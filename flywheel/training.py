@@ -56,9 +56,14 @@ def coldstart_run_create(*, project: Project) -> TrainingRun:
 ALGORITHM_FOR_KIND = {"sft": "sft", "ct": "sft", "dpo": "dpo", "rl": "rl"}
 
 
+# A few rows trained for hundreds of steps are memorised, and the model forgets what it knew: runs on
+# snapshots stop after this many passes over the rows unless asked otherwise (the trainer says so).
+DEFAULT_MAX_EPOCHS = 5
+
+
 @transaction.atomic
 def run_create(*, project: Project, snapshot, algorithm: str | None = None, init_checkpoint=None,
-               max_steps: int | None = None, actor=None) -> TrainingRun:
+               max_steps: int | None = None, max_epochs: int = DEFAULT_MAX_EPOCHS, actor=None) -> TrainingRun:
     """A training run on a ready snapshot (SFT for sft/ct rows, DPO for pairs, RL for episodes), from the
     given checkpoint or else the deployed one, queued on the `train` worker."""
     from flywheel import tasks
@@ -79,12 +84,21 @@ def run_create(*, project: Project, snapshot, algorithm: str | None = None, init
             Path(deployment.checkpoint.uri).is_dir() else None
     elif init_checkpoint.project_id != project.pk:
         raise ApplicationError("That checkpoint belongs to another project.", status=404)
-    config = {"max_steps": max_steps} if max_steps else {}
+    config = {**({"max_steps": max_steps} if max_steps else {}),
+              **({"max_epochs": max_epochs} if max_epochs and algorithm != "rl" else {})}
     run = TrainingRun.objects.create(project=project, algorithm=algorithm, snapshot=snapshot,
                                      init_checkpoint=init_checkpoint, config=config)
     audit_record(actor=actor, action="run.create", target=run, data={"snapshot": snapshot.pk, "algorithm": algorithm})
     transaction.on_commit(lambda: tasks.training_run_execute.delay(run.pk))
     return run
+
+
+def _warnings_add(run: TrainingRun, final: dict, *, phase: str = "") -> None:
+    """Keep the trainer's warnings (a time budget that cut training, capped epochs) on the run, for people."""
+    new = [f"{phase}: {text}" if phase else text for text in final.get("metrics", {}).get("warnings", [])]
+    if new:
+        run.warnings = [*run.warnings, *new]
+        TrainingRun.objects.filter(pk=run.pk).update(warnings=run.warnings)
 
 
 def _trainer_argv(*args: str) -> list[str]:
@@ -155,7 +169,7 @@ def _stream(run: TrainingRun, argv: list[str], *, phase: str, weight: tuple[floa
     return final
 
 
-STAGE_OPTIONS = ("max_steps", "max_seconds", "lr", "lora")  # recipe keys passed to the trainer as --max-steps ...
+STAGE_OPTIONS = ("max_steps", "max_seconds", "max_epochs", "lr", "lora")  # passed to the trainer as --max-steps ...
 
 
 def _stages_execute(run: TrainingRun, out: Path) -> tuple[Path, dict]:
@@ -177,6 +191,7 @@ def _stages_execute(run: TrainingRun, out: Path) -> tuple[Path, dict]:
                 argv += ["--" + key.replace("_", "-"), str(stage[key])]
         final = _stream(run, argv, phase=stage["algorithm"], weight=(i / len(stages), (i + 1) / len(stages)))
         metrics.append({"algorithm": stage["algorithm"], "snapshot": snapshot.pk, **final.get("metrics", {})})
+        _warnings_add(run, final, phase=stage["algorithm"].upper() if len(stages) > 1 else "")
         init = str(ckpt)
     return ckpt, {**metrics[-1], "stages": metrics}
 
@@ -201,9 +216,9 @@ def run_execute(*, run_id: int) -> str:
     if run.status in (RunStatus.SUCCEEDED, RunStatus.CANCELLED):
         return run.status
     started = timezone.now()
-    run.status, run.started_at, run.heartbeat_at, run.progress, run.metrics, run.error = (
-        RunStatus.RUNNING, started, started, 0.0, [], "")
-    run.save(update_fields=["status", "started_at", "heartbeat_at", "progress", "metrics", "error"])
+    run.status, run.started_at, run.heartbeat_at, run.progress, run.metrics, run.error, run.warnings = (
+        RunStatus.RUNNING, started, started, 0.0, [], "", [])
+    run.save(update_fields=["status", "started_at", "heartbeat_at", "progress", "metrics", "error", "warnings"])
     out = run_dir(run)
     out.mkdir(parents=True, exist_ok=True)
     # a worker that dies stops beating; runs_restart_stalled then starts the run again on another worker
@@ -233,12 +248,12 @@ def _run_execute(run: TrainingRun, out: Path) -> str:
                 init = run.init_checkpoint.uri if run.init_checkpoint else "tiny"
             ckpt = out / "checkpoint"
             argv = _trainer_argv(run.algorithm, "--data", str(data), "--init", init, "--out", str(ckpt))
-            if run.config.get("max_steps"):
-                argv += ["--max-steps", str(run.config["max_steps"])]
-            if run.config.get("max_seconds"):
-                argv += ["--max-seconds", str(run.config["max_seconds"])]
+            for key in ("max_steps", "max_seconds", "max_epochs"):
+                if run.config.get(key):
+                    argv += ["--" + key.replace("_", "-"), str(run.config[key])]
             argv += [str(a) for a in run.config.get("sft_args", [])]
             final = _stream(run, argv, phase=run.algorithm, weight=(0.3 if run.config.get("coldstart") else 0.0, 1.0))
+            _warnings_add(run, final)
         name = run.config.get("deploy_as") or run.config.get("checkpoint_name") or f"run-{run.pk}"
         checkpoint = services.checkpoint_register(
             project=run.project, name=name, uri=str(ckpt), parent=run.init_checkpoint, produced_by=run,

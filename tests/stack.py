@@ -136,7 +136,7 @@ def deploy_served_checkpoint(project, folder: Path, name: str):
     return checkpoint
 
 
-def start_worker(stack: ProcessStack, tmp_path: Path, env: dict, queues: str = "rollouts,audio,default,train",
+def start_worker(stack: ProcessStack, tmp_path: Path, env: dict, queues: str = "live,rollouts,audio,default,train",
                  name: str = "worker", concurrency: int = 1) -> subprocess.Popen:
     argv = [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", queues, "-n", f"{name}{os.getpid()}@%h",
             "-c", str(concurrency), "--pool", "prefork", "--without-gossip", "--without-mingle", "--loglevel", "INFO"]

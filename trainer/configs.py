@@ -48,7 +48,7 @@ class CommonConfig:
 class SFTConfig(CommonConfig):
     """Supervised fine-tuning on multi-turn ``messages`` rows; loss on assistant tokens only."""
 
-    epochs_cap: int = _f(0, "stop after this many passes over the data (0: only max_steps counts)")
+    max_epochs: int = _f(0, "stop after this many passes over the data (0: only max_steps counts)")
     shared_prefix: bool = _f(True, "run the prompt prefix all rows share (the system prompt) once a batch")
 
 
@@ -60,6 +60,7 @@ class DPOConfig(CommonConfig):
     max_steps: int = _f(100, "optimizer steps")
     beta: float = _f(0.1, "DPO temperature: how far the policy may move from the reference")
     sft_weight: float = _f(0.0, "weight of an extra NLL loss on the chosen completion (RPO); 0 disables")
+    max_epochs: int = _f(0, "stop after this many passes over the pairs (0: only max_steps counts)")
 
 
 @dataclass

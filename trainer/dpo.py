@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import random
 
 import torch
 
@@ -17,7 +18,8 @@ from trainer.configs import DPOConfig, config_dict
 from trainer.core_algos import dpo_loss
 from trainer.model import (TrainerError, load, resolve_device, resolve_dtype, save_checkpoint, sha256_file,
                            training_prompt_style)
-from trainer.optim import Timer, clip_and_step, emit, make_optimizer, set_seed, set_threads
+from trainer.optim import (Timer, clip_and_step, emit, log_interval, make_optimizer, planned_steps, set_seed,
+                           set_threads, stop_report)
 
 log = logging.getLogger("trainer")
 
@@ -78,11 +80,17 @@ def train_dpo(config: DPOConfig) -> dict:
                 return sequence_logps(model, examples, pad, device)
 
     logp_before = logp_margins(model, pairs, pad, device)
-    optimizer, scheduler = make_optimizer(model.parameters(), config)
+    planned = planned_steps(config, len(D.length_batches(lengths, config.batch_tokens, random.Random(0))))
+    optimizer, scheduler = make_optimizer(model.parameters(), config, total=planned)
+    every = log_interval(config, planned)
     timer = Timer()
     batches: list[list[int]] = []
     history: list[dict] = []
-    for step in range(config.max_steps):
+    timed_out = False
+    for step in range(planned):
+        if config.max_seconds and timer.elapsed() > config.max_seconds:
+            timed_out = True
+            break
         if not batches:
             batches = D.length_batches(lengths, config.batch_tokens, rng)
         picked = [pairs[i] for i in batches.pop()]
@@ -100,9 +108,9 @@ def train_dpo(config: DPOConfig) -> dict:
         margin = chosen_r - rejected_r
         history.append({"loss": float(loss.detach()), "margin": float(margin.mean()),
                         "accuracy": float((margin > 0).float().mean())})
-        if (step + 1) % config.log_every == 0 or step + 1 == config.max_steps:
-            recent = history[-config.log_every:]
-            emit({"step": step + 1, "total": config.max_steps,
+        if (step + 1) % every == 0 or step + 1 == planned:
+            recent = history[-every:]
+            emit({"step": step + 1, "total": planned,
                   **{k: sum(h[k] for h in recent) / len(recent) for k in ("loss", "margin", "accuracy")},
                   "lr": scheduler.get_last_lr()[0]})
     model.eval()
@@ -120,6 +128,9 @@ def train_dpo(config: DPOConfig) -> dict:
         "pairs_improved": float((logp_after > logp_before).float().mean()),
         "accuracy": float((logp_after > 0).float().mean()),
         "train_seconds": timer.elapsed(),
+        "planned_steps": planned,
+        **stop_report(config, steps=len(history), planned=planned, rows=len(pairs), what="pairs",
+                      timed_out=timed_out),
     }
     save_checkpoint(loaded, config.out, algorithm="dpo", config=config_dict(config),
                     data_sha256=sha256_file(config.data), metrics=metrics)

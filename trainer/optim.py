@@ -45,11 +45,43 @@ def lr_factor(step: int, *, warmup: int, total: int, schedule: str, time_progres
     return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+def planned_steps(config, batches_per_epoch: int) -> int:
+    """The steps a run will take: ``max_steps``, or fewer when ``max_epochs`` passes over the data come first
+    (a few rows trained for hundreds of steps are only memorised)."""
+    cap = getattr(config, "max_epochs", 0)
+    if cap and batches_per_epoch:
+        return max(1, min(config.max_steps, int(cap * batches_per_epoch)))
+    return config.max_steps
+
+
+def log_interval(config, planned: int) -> int:
+    """Steps between progress lines: ``log_every``, unless that gives a short run a single point, which draws
+    no curve: then about five points."""
+    if planned >= 2 * config.log_every:
+        return config.log_every
+    return max(1, planned // 5)
+
+
+def stop_report(config, *, steps: int, planned: int, rows: int, what: str, timed_out: bool) -> dict:
+    """How a run ended and what a person should know about it: ``stopped_by`` (max_steps, max_epochs or
+    max_seconds) and plain-language ``warnings``."""
+    if timed_out:
+        return {"stopped_by": "max_seconds", "warnings": [
+            f"The time budget of {config.max_seconds:.0f} s cut training at step {steps} of {planned}: the model "
+            f"trained less than its recipe asks. Give it more time (or a faster machine) for the full result."]}
+    if planned < config.max_steps:
+        return {"stopped_by": "max_epochs", "warnings": [
+            f"Trained {steps} steps, not {config.max_steps}: that is {config.max_epochs} passes over the "
+            f"{rows} {what}, and more would only memorise them. Collect more data for a longer training."]}
+    return {"stopped_by": "max_steps", "warnings": []}
+
+
 class Schedule:
     """Sets the optimizer's learning rate before each step (warmup, decay, optional time budget)."""
 
-    def __init__(self, optimizer, config: CommonConfig, peak: float) -> None:
+    def __init__(self, optimizer, config: CommonConfig, peak: float, total: int | None = None) -> None:
         self.optimizer, self.config, self.peak = optimizer, config, peak
+        self.total = total or config.max_steps
         self.started = time.perf_counter()
         self.step_index = 0
         self.apply()
@@ -57,7 +89,7 @@ class Schedule:
     def apply(self) -> None:
         budget = self.config.max_seconds
         time_progress = (time.perf_counter() - self.started) / budget if budget else 0.0
-        factor = lr_factor(self.step_index, warmup=self.config.warmup_steps, total=self.config.max_steps,
+        factor = lr_factor(self.step_index, warmup=self.config.warmup_steps, total=self.total,
                            schedule=self.config.schedule, time_progress=time_progress)
         for group in self.optimizer.param_groups:
             group["lr"] = self.peak * factor
@@ -70,12 +102,12 @@ class Schedule:
         return [group["lr"] for group in self.optimizer.param_groups]
 
 
-def make_optimizer(params, config: CommonConfig, lr: float | None = None):
-    """AdamW over trainable ``params`` and its :class:`Schedule`."""
+def make_optimizer(params, config: CommonConfig, lr: float | None = None, total: int | None = None):
+    """AdamW over trainable ``params`` and its :class:`Schedule` (over ``total`` steps; default max_steps)."""
     trainable = [p for p in params if p.requires_grad]
     peak = lr or config.lr
     optimizer = torch.optim.AdamW(trainable, lr=peak, weight_decay=config.weight_decay, betas=(0.9, 0.95))
-    return optimizer, Schedule(optimizer, config, peak)
+    return optimizer, Schedule(optimizer, config, peak, total)
 
 
 def clip_and_step(model, optimizer, scheduler, grad_clip: float, *, advance: bool = True) -> float:

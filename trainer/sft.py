@@ -7,6 +7,7 @@ grad clipping, one JSON progress line every ``log_every`` steps, then an HF chec
 from __future__ import annotations
 
 import logging
+import random
 
 import torch
 
@@ -14,7 +15,8 @@ from trainer import data as D
 from trainer.configs import SFTConfig, config_dict
 from trainer.model import (TrainerError, load, resolve_device, resolve_dtype, save_checkpoint, sha256_file,
                            training_prompt_style)
-from trainer.optim import Timer, clip_and_step, emit, make_optimizer, set_seed, set_threads
+from trainer.optim import (Timer, clip_and_step, emit, log_interval, make_optimizer, planned_steps, set_seed,
+                           set_threads, stop_report)
 
 log = logging.getLogger("trainer")
 
@@ -90,7 +92,12 @@ def train_sft(config: SFTConfig) -> dict:
     log.info("sft: %d rows, %d tokens (%d trained on), device %s %s", len(examples), sum(lengths),
              sum(sum(1 for t in e.labels if t != D.IGNORE) for e in examples), device, dtype)
 
-    optimizer, scheduler = make_optimizer(model.parameters(), config)
+    planned = planned_steps(config, len(D.length_batches(lengths, config.batch_tokens, random.Random(0))))
+    if planned < config.max_steps:
+        log.info("sft: %d steps, not %d: %s passes over %d rows", planned, config.max_steps, config.max_epochs,
+                 len(examples))
+    optimizer, scheduler = make_optimizer(model.parameters(), config, total=planned)
+    every = log_interval(config, planned)
     model.train()
     timer = Timer()
     batches: list[list[int]] = []
@@ -98,14 +105,13 @@ def train_sft(config: SFTConfig) -> dict:
     window = Timer()
     losses: list[float] = []
     first_loss = None
-    for step in range(config.max_steps):
+    timed_out = False
+    for step in range(planned):
         if config.max_seconds and timer.elapsed() > config.max_seconds:
             log.info("sft: time budget of %.0f s spent after %d steps", config.max_seconds, step)
+            timed_out = True
             break
         if not batches:
-            if config.epochs_cap and epoch >= config.epochs_cap:
-                log.info("sft: stopping after %d epochs", epoch)
-                break
             batches = D.length_batches(lengths, config.batch_tokens, rng)
             epoch += 1
         batch = D.collate([examples[i] for i in batches.pop()], tokenizer.pad_token_id)
@@ -119,8 +125,8 @@ def train_sft(config: SFTConfig) -> dict:
         n_tokens = int(batch["attention_mask"].sum()) + prefix_len * batch["input_ids"].shape[0]
         tokens_seen += n_tokens
         window_tokens += n_tokens
-        if (step + 1) % config.log_every == 0 or step + 1 == config.max_steps:
-            emit({"step": step + 1, "total": config.max_steps, "loss": sum(losses[-config.log_every:]) / len(losses[-config.log_every:]),
+        if (step + 1) % every == 0 or step + 1 == planned:
+            emit({"step": step + 1, "total": planned, "loss": sum(losses[-every:]) / len(losses[-every:]),
                   "lr": scheduler.get_last_lr()[0], "grad_norm": grad_norm, "epoch": epoch,
                   "tokens_per_s": window_tokens / max(window.elapsed(), 1e-9)})
             window, window_tokens = Timer(), 0
@@ -138,6 +144,9 @@ def train_sft(config: SFTConfig) -> dict:
         "tokens_per_s": tokens_seen / max(timer.elapsed(), 1e-9),
         "rows": len(examples),
         "prompt_style": style,
+        "planned_steps": planned,
+        **stop_report(config, steps=len(losses), planned=planned, rows=len(examples), what="rows",
+                      timed_out=timed_out),
     }
     save_checkpoint(loaded, config.out, algorithm="sft", config=config_dict(config),
                     data_sha256=sha256_file(config.data), metrics=metrics)

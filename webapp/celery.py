@@ -1,4 +1,5 @@
-"""The Celery app. Queues: rollouts (agent episodes), audio (Whisper), train (trainer subprocess), default."""
+"""The Celery app. Queues: live (supervised episodes: people's lane), rollouts (autonomous episodes), audio
+(Whisper), train (trainer subprocess), default."""
 import os
 
 from celery import Celery
@@ -9,7 +10,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 app = Celery("loupe")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.task_queues = [Queue(name) for name in ("default", "rollouts", "audio", "train")]
+app.conf.task_queues = [Queue(name) for name in ("default", "live", "rollouts", "audio", "train")]
 app.autodiscover_tasks()
 
 

@@ -5,7 +5,7 @@ from django.conf import settings
 from django.http import HttpResponse
 from django.views.decorators.csrf import ensure_csrf_cookie
 
-_MISSING = """<!doctype html><title>Loupe</title><body style="font-family:sans-serif;margin:3em">
+_MISSING = """<!doctype html><title>Loupe</title><body>
 <h1>Loupe</h1><p>The frontend is not built yet. Run <code>make frontend</code> (or <code>make run</code>),
 then reload. The API is at <a href="/api/v1/openapi.json">/api/v1/</a>.</p></body>"""
 

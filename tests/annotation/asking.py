@@ -44,7 +44,7 @@ def asking_stack(tmp_path):
                     LOUPE_OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_address[1]}")
     try:
         base = start_daphne(stack, tmp_path, env)
-        start_worker(stack, tmp_path, env, queues="rollouts")
+        start_worker(stack, tmp_path, env, queues="live,rollouts")
         project = make_project()
         annotator = make_user("asked")
         make_member(project, annotator)

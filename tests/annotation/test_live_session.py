@@ -76,7 +76,7 @@ def test_annotator_edits_rejects_takes_over_hands_back_and_finishes(supervised):
     if first["action"] is None:  # an untrained model's proposal is a void turn: it cannot be approved
         refused = s.ack(s.send("approve", index=0))
         assert refused["type"] == "ack"  # stored; the worker then refuses it on the log
-        s.wait(lambda m: m["type"] == "error" and "void turn" in m["data"]["message"], "the refusal")
+        s.wait(lambda m: m["type"] == "error" and "could not be read as an action" in m["data"]["message"], "the refusal")
     assert s.ack(s.send("edit", index=0, thought="The target is elsewhere.", action=EMPTY_SPOT))["type"] == "ack"
     edited = s.wait_type("step.executed", index=0)["data"]
     assert edited["actor"] == "edited" and edited["action_text"] == EMPTY_SPOT

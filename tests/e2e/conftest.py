@@ -26,7 +26,8 @@ def browser():
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
-    """Keep what the page showed when a browser test fails (test-artifacts/failed-<test>.png)."""
+    """Keep what the page showed when a browser test fails (test-artifacts/failed-<test>.png), and show the
+    tails of the server logs (daphne, workers) in the report."""
     report = yield
     if report.when == "call" and report.failed:
         page = item.funcargs.get("page")
@@ -35,6 +36,11 @@ def pytest_runtest_makereport(item, call):
                 screenshot(page, f"failed-{item.name}"[:120])
             except Exception:  # the browser may be what failed
                 pass
+        for name in ("module_stack", "process_stack"):
+            stack = item.funcargs.get(name)
+            stack = stack[0] if isinstance(stack, tuple) else stack
+            if stack is not None and getattr(stack, "logs", None):
+                report.sections.append((f"server logs ({name})", stack.tail(80)))
     return report
 
 

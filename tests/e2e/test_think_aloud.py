@@ -58,7 +58,7 @@ def module_workers(module_stack):
     audio worker beside it, so transcription runs while the rollout does."""
     stack, path = module_stack
     env = stack_env()
-    start_worker(stack, path, env, queues="rollouts,default", name="rollouts")
+    start_worker(stack, path, env, queues="live,rollouts,default", name="rollouts")
     start_worker(stack, path, env, queues="audio", name="audio")
 
 

@@ -59,7 +59,7 @@ def test_cycle_settings_are_validated_field_by_field(flywheel_project):
         assert response.status_code == 400, (body, response.content)
         assert field in response.json()["errors"], (body, response.json())
     before = manager.get(url).json()
-    assert before["margin"] == 0.05 and before["recipe"] == [{"algorithm": "sft", "max_steps": 2}]
+    assert before["margin"] == 0.05 and before["recipe"] == [{"algorithm": "sft", "max_steps": 2, "max_epochs": 5}]
 
     changed = manager.patch(url, {"margin": 0.1, "auto_deploy": False, "recipe": [
         {"algorithm": "sft", "max_steps": 5, "lr": 0.003}, {"algorithm": "dpo", "max_steps": 3}]}, format="json")
@@ -207,9 +207,13 @@ def test_snapshot_and_train_skip_a_recipe_bucket_whose_episodes_make_no_rows(fly
     fp = flywheel_project
     cycles.settings_set(project=fp["project"], actor=fp["manager"],
                         recipe=[{"algorithm": "sft", "max_steps": 5}, {"algorithm": "dpo", "max_steps": 5}])
-    same = {"thought": "t", "action": {"name": "click", "args": {"x": 1, "y": 2}}}
-    make_finished_episode(fp["project"], fp["train"], mode="supervised", reward=1.0, steps=[  # a correction equal to
-        {**same, "actor": "edited", "proposal": {**same, "raw": "Thought: t\nAction: click(x=1, y=2)"}}])  # the proposal
+    # a successful episode of void turns only is in the SFT bucket but makes no SFT row; a real correction makes a
+    # DPO pair (a correction equal to the proposal is in no bucket at all: tests/flywheel/test_datasets.py)
+    make_finished_episode(fp["project"], fp["train"], mode="supervised", reward=1.0, steps=[{"action": None}])
+    make_finished_episode(fp["project"], fp["train"], mode="supervised", reward=0.0, steps=[{
+        "actor": "edited", "thought": "t", "action": {"name": "click", "args": {"x": 1, "y": 2}},
+        "proposal": {"thought": "t", "action": {"name": "click", "args": {"x": 9, "y": 9}},
+                     "raw": "Thought: t\nAction: click(x=9, y=9)"}}])
     with django_capture_on_commit_callbacks(execute=False):
         cycle = cycles.cycle_start(project=fp["project"], actor=fp["manager"])
         assert cycles.cycle_gate(cycle_id=cycle.pk) == CycleState.SNAPSHOT
@@ -218,9 +222,9 @@ def test_snapshot_and_train_skip_a_recipe_bucket_whose_episodes_make_no_rows(fly
         assert cycles.cycle_train(cycle_id=cycle.pk) == "training"
         assert cycles.cycle_train(cycle_id=cycle.pk) == "training"  # a duplicate creates no second run
     cycle.refresh_from_db()
-    assert dict(cycle.snapshots.values_list("kind", "status")) == {"sft": "ready", "dpo": "failed"}
+    assert dict(cycle.snapshots.values_list("kind", "status")) == {"sft": "failed", "dpo": "ready"}
     run = TrainingRun.objects.get(config__cycle=cycle.pk)
-    assert [s["algorithm"] for s in run.config["stages"]] == ["sft"] and run.init_checkpoint == fp["untrained"]
+    assert [s["algorithm"] for s in run.config["stages"]] == ["dpo"] and run.init_checkpoint == fp["untrained"]
     assert run.config["checkpoint_name"] == "c1" and cycle.run == run
 
 
@@ -414,7 +418,7 @@ def test_a_cycle_deploys_a_better_candidate_then_rejects_a_worse_one(flywheel_pr
     project, manager = fp["project"], client_for(fp["manager"])
     scripted_demonstrations(fp, range(30))
     cycles.settings_set(project=project, actor=fp["manager"], eval_seeds=8, eval_max_steps=1,
-                        recipe=[{"algorithm": "sft", "max_steps": 60, "lr": 0.005}])
+                        recipe=[{"algorithm": "sft", "max_steps": 60, "lr": 0.005, "max_epochs": 0}])  # no cap: 60 passes
     started = manager.post(f"/api/v1/projects/{project.pk}/cycles/")
     assert started.status_code == 202, started.content
     first = wait_cycle(started.json()["id"], timeout=900)

@@ -24,7 +24,7 @@ def workers(module_stack, tmp_path_factory):
     """As `make run` starts them: live work (rollouts, default) with two processes, training on its own."""
     stack, path = module_stack
     env = stack_env(LOUPE_CHECKPOINT_DIR=tmp_path_factory.mktemp("checkpoints"))
-    start_worker(stack, path, env, queues="rollouts,default", name="live", concurrency=2)
+    start_worker(stack, path, env, queues="live,rollouts,default", name="live", concurrency=2)
     start_worker(stack, path, env, queues="train", name="train", concurrency=1)
 
 

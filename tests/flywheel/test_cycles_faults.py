@@ -85,7 +85,8 @@ def test_a_worker_killed_mid_state_resumes_to_the_same_result(project, tmp_path,
     from django.core.files.storage import default_storage
 
     again = trainer_json("sft", "--data", default_storage.path(snapshot.file), "--init", run.init_checkpoint.uri,
-                         "--out", str(tmp_path / "again"), "--max-steps", "10", "--lr", "0.003")
+                         "--out", str(tmp_path / "again"), "--max-steps", "10", "--lr", "0.003",
+                         "--max-epochs", str(run.config["stages"][0]["max_epochs"]))
     assert again["metrics"]["final_loss"] == pytest.approx(run.checkpoint.metrics["final_loss"], rel=1e-4)
     for role, evaluation in evaluations.items():
         direct = trainer_json("eval", "--init", evaluation.checkpoint.uri, "--out", str(tmp_path / f"eval-{role}"),

@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 from annotation.reviews import review_submit
 from flywheel import datasets
 from flywheel.models import DatasetSnapshot, SnapshotStatus, Step
+from webapp.errors import ApplicationError
 from tests.factories import make_finished_episode, make_task
 
 pytestmark = pytest.mark.django_db
@@ -279,6 +280,76 @@ def test_routing_api_changes_the_rule_and_reports_buckets(demo):
     assert client.patch(url, {"rule": "vibes"}, format="json").status_code == 400
 
 
+@pytest.mark.parametrize("threshold", [-3, 7, 1.0001, "NaN", "Infinity"])
+def test_a_reward_threshold_outside_0_to_1_is_refused_with_a_reason(demo, threshold):
+    url = f"/api/v1/projects/{demo['project'].pk}/routing"
+    response = client_for(demo["manager"]).patch(url, {"reward_threshold": threshold}, format="json")
+    assert response.status_code == 400 and "reward_threshold" in response.json()["errors"], response.json()
+    if not isinstance(threshold, str):
+        with pytest.raises(ApplicationError, match="from 0 to 1"):
+            datasets.routing_set(project=demo["project"], actor=demo["manager"], reward_threshold=threshold)
+    assert datasets.routing_of(demo["project"])["reward_threshold"] == 0.5
+
+
+def test_freezing_the_same_data_twice_makes_one_snapshot_and_new_data_a_new_one(demo):
+    project = demo["project"]
+    make_finished_episode(project, demo["task"], steps=[{}], reward=1.0)
+    client, url = client_for(demo["manager"]), f"/api/v1/projects/{project.pk}/snapshots/"
+    first = client.post(url, {"kind": "sft"}, format="json")
+    again = client.post(url, {"kind": "sft", "name": "double click"}, format="json")
+    assert (first.status_code, again.status_code) == (202, 200)
+    assert again.json()["id"] == first.json()["id"] and again.json()["duplicate"] is True
+    datasets.snapshot_build(snapshot_id=first.json()["id"])
+    assert client.post(url, {"kind": "sft"}, format="json").json()["id"] == first.json()["id"]  # ready: still it
+    assert client.post(url, {"kind": "sft", "filter": {"split": "train"}}, format="json").status_code == 202
+    make_finished_episode(project, demo["task"], steps=[{}], reward=1.0)
+    newer = client.post(url, {"kind": "sft"}, format="json")
+    assert newer.status_code == 202 and newer.json()["id"] != first.json()["id"]
+    assert DatasetSnapshot.objects.filter(project=project, kind="sft").count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_freezes_at_the_same_moment_make_one_snapshot(demo):
+    import threading
+
+    from django.db import connection
+
+    project = demo["project"]
+    make_finished_episode(project, demo["task"], steps=[{}], reward=1.0)
+    barrier, made = threading.Barrier(2), []
+
+    def freeze():
+        try:
+            barrier.wait()
+            made.append(datasets.snapshot_create(project=project, kind="sft", build=False).pk)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=freeze) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(made) == 2 and made[0] == made[1]
+    assert DatasetSnapshot.objects.filter(project=project).count() == 1
+
+
+def test_a_build_reports_its_start_and_rising_progress(demo, monkeypatch):
+    seen = []
+    real = datasets._Progress.__call__
+
+    def spy(self, value, force=False):
+        seen.append(round(value, 3))
+        return real(self, value, force=True)
+
+    monkeypatch.setattr(datasets._Progress, "__call__", spy)
+    for _ in range(3):
+        make_finished_episode(demo["project"], demo["task"], steps=[{}, {}], reward=1.0)
+    snapshot = build(demo["project"], "sft")
+    assert snapshot.status == SnapshotStatus.READY and snapshot.started_at is not None
+    assert seen == sorted(seen) and len(seen) >= 4 and seen[-1] >= 0.95, seen
+
+
 def test_snapshot_create_command_writes_a_snapshot(demo, capsys):
     make_finished_episode(demo["project"], demo["task"], steps=[{}], reward=1.0)
     call_command("snapshot_create", demo["project"].slug, "sft", "--name", "nightly")
@@ -310,8 +381,10 @@ def test_a_manager_trains_on_a_ready_snapshot_and_gets_a_checkpoint(celery_worke
     client, url = client_for(demo["manager"]), f"/api/v1/projects/{demo['project'].pk}/runs/"
     assert client.post(url, {"snapshot": snapshot.pk, "algorithm": "sft"}, format="json").status_code == 400
     assert client_for(demo["annotator"]).post(url, {"snapshot": snapshot.pk}, format="json").status_code == 403
-    created = client.post(url, {"snapshot": snapshot.pk, "max_steps": 2}, format="json")
+    assert client.post(url, {"snapshot": snapshot.pk, "max_epochs": -1}, format="json").status_code == 400
+    created = client.post(url, {"snapshot": snapshot.pk, "max_steps": 40}, format="json")
     assert created.status_code == 202 and created.json()["algorithm"] == "dpo", created.json()
+    assert created.json()["config"]["max_epochs"] == 5  # the default guard
 
     def finished():
         runs = client.get(url).json()["results"]
@@ -320,6 +393,10 @@ def test_a_manager_trains_on_a_ready_snapshot_and_gets_a_checkpoint(celery_worke
     run = wait_for(finished, timeout=180, what="the training run")
     assert run["status"] == "succeeded", (run["error"], run["log_tail"])
     assert run["checkpoint"] is not None and run["snapshot"] == snapshot.pk and run["metrics"]
+    # 40 steps on 2 pairs would memorise them: the run stopped after 5 passes, and says so
+    assert run["metrics"][-1]["total"] < 40
+    [warning] = run["warnings"]
+    assert "not 40: that is 5 passes over the 2 pairs" in warning, warning
 
 
 def test_rft_counts_the_autonomous_successes_among_the_sft_rows(demo):

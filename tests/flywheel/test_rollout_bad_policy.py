@@ -47,7 +47,7 @@ def bad_policy_stack(tmp_path):
     env = stack_env(LOUPE_OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_address[1]}",
                     LOUPE_OPENAI_TIMEOUT_SECONDS=1, LOUPE_OPENAI_RETRIES=1)
     try:
-        start_worker(stack, tmp_path, env, queues="rollouts")
+        start_worker(stack, tmp_path, env, queues="live,rollouts")
         project = make_project()
         manager = make_user("runs-batches")
         make_member(project, manager, role="manager")

@@ -32,7 +32,7 @@ def test_killed_worker_leaves_the_episode_interrupted_and_resumable(rollout_proj
         return Episode.objects.get(pk=episode_id).pending_index == index
 
     try:
-        worker = start_worker(stack, tmp_path, stack_env(), queues="rollouts", name="victim")
+        worker = start_worker(stack, tmp_path, stack_env(), queues="live,rollouts", name="victim")
         episode_id = services.episodes_start(project=project, task=task, seeds=[11], mode="supervised",
                                              actor=annotator)[0].pk
         for index in (0, 1):
@@ -47,7 +47,7 @@ def test_killed_worker_leaves_the_episode_interrupted_and_resumable(rollout_proj
             episodes_sweep_interrupted.apply()  # the liveness sweep, as beat runs it
             return Episode.objects.get(pk=episode_id).status == EpisodeStatus.INTERRUPTED
         wait_for(interrupted, 30, interval=1, what="the episode to be interrupted")
-        start_worker(stack, tmp_path, stack_env(), queues="rollouts", name="rescuer")
+        start_worker(stack, tmp_path, stack_env(), queues="live,rollouts", name="rescuer")
         response = client.post(f"/api/v1/episodes/{episode_id}/resume")
         assert response.status_code == 202, response.content
         # the new worker replays the two stored steps on the same seed and asks about step 2 again

@@ -82,7 +82,7 @@ def test_redis_restarted_during_a_live_session_loses_and_doubles_nothing(tmp_pat
         redis = PrivateRedis(stack, tmp_path)
         env = stack_env(REDIS_URL=redis.url)
         base = start_daphne(stack, tmp_path, env, name="daphne-redis")
-        start_worker(stack, tmp_path, env, queues="rollouts", name="rollouts-redis")
+        start_worker(stack, tmp_path, env, queues="live,rollouts", name="rollouts-redis")
 
         def start_episode(seed: int) -> int:  # through the API: the test process itself talks to another Redis
             status, _, body = api(base, "POST", f"/api/v1/projects/{project.pk}/episodes/", tokens[0],

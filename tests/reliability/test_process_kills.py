@@ -26,7 +26,7 @@ def test_daphne_killed_with_annotators_connected_they_reconnect_and_carry_on(tmp
     try:
         port = free_port()
         base = start_daphne_on(stack, tmp_path, stack_env(), port, name="daphne-1")
-        start_worker(stack, tmp_path, stack_env(), queues="rollouts", name="rollouts-kill")
+        start_worker(stack, tmp_path, stack_env(), queues="live,rollouts", name="rollouts-kill")
         episode_id = services.episodes_start(project=project, task=task, seeds=[7], mode="supervised",
                                              actor=users[0])[0].pk
         steer = Watcher(base, episode_id, tokens[0], approve=True, name="steer")

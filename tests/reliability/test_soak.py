@@ -114,7 +114,7 @@ def test_soak_live_episodes_with_watchers_and_think_aloud(tmp_path):
         services_pids = {"daphne": stack.processes[-1].pid}
         half = max(1, LIVE // 2)
         for n in (1, 2):
-            services_pids[f"rollouts-{n}"] = start_worker(stack, tmp_path, stack_env(), queues="rollouts",
+            services_pids[f"rollouts-{n}"] = start_worker(stack, tmp_path, stack_env(), queues="live,rollouts",
                                                           name=f"rollouts-soak-{n}", concurrency=half).pid
         services_pids["audio"] = start_worker(stack, tmp_path, stack_env(), queues="audio", name="audio-soak").pid
 

@@ -20,13 +20,13 @@ def test_watchers_on_either_daphne_see_every_event_of_episodes_on_either_worker(
     watchers: list[Watcher] = []
     try:
         daphnes = [start_daphne(stack, tmp_path, stack_env(), name=f"daphne-{n}") for n in "ab"]
-        start_worker(stack, tmp_path, stack_env(), queues="rollouts", name="host1")
+        start_worker(stack, tmp_path, stack_env(), queues="live,rollouts", name="host1")
         # supervised: the first episode waits for a person at each step, so host1 is still busy with it
         # when the second is queued, and host2 must take that one
         first = services.episodes_start(project=project, task=task, seeds=[3], mode="supervised",
                                         actor=users[0])[0].pk
         wait_for(lambda: Episode.objects.get(pk=first).pending_index is not None, 180, what="the first proposal")
-        start_worker(stack, tmp_path, stack_env(), queues="rollouts", name="host2")
+        start_worker(stack, tmp_path, stack_env(), queues="live,rollouts", name="host2")
         second = services.episodes_start(project=project, task=task, seeds=[4], mode="supervised",
                                          actor=users[1])[0].pk
         # each episode is steered through the daphne that does not watch it first, and watched on both

@@ -25,9 +25,13 @@ def test_daphne_writes_its_access_log_to_a_file_not_the_terminal(tmp_path):
 
 def test_workers_and_beat_run_at_the_chosen_log_level_on_their_queues(tmp_path):
     argv = commands(tmp_path)
-    assert argv["worker"][argv["worker"].index("-Q") + 1] == "rollouts,audio,default"
-    assert argv["train"][argv["train"].index("-Q") + 1] == "train"
-    for name in ("worker", "train", "beat"):
+    queues = {name: args[args.index("-Q") + 1] for name, args in argv.items() if "-Q" in args}
+    # people's episodes and their audio have workers of their own: machines' work cannot fill them
+    assert queues == {"live": "live", "audio": "audio", "rollouts": "rollouts", "jobs": "default", "train": "train"}
+    from webapp.celery import app
+    assert set(queues.values()) == {queue.name for queue in app.conf.task_queues}  # every queue has a worker
+    assert argv["rollouts"][argv["rollouts"].index("-c") + 1] == "3" and argv["live"][argv["live"].index("-c") + 1] == "2"
+    for name in ("live", "audio", "rollouts", "jobs", "train", "beat"):
         assert argv[name][argv[name].index("--loglevel") + 1] == "WARNING"
     assert argv["beat"][argv["beat"].index("-s") + 1] == str(tmp_path / "schedule")
 

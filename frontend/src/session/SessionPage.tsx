@@ -380,6 +380,7 @@ export function SessionPage() {
               proposal={proposal}
               deciding={deciding}
               humanControl={live.humanControl}
+              me={me?.username ?? null}
               onAnswer={
                 controls.approve.enabled ? (answer) => send({ type: "approve", index: proposal.index, answer }) : undefined
               }

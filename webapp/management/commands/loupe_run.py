@@ -22,17 +22,29 @@ from webapp.demo import DEMO_USERS, demo_password, seed_demo
 
 
 def process_commands(*, python: str, host: str, port: int, log_dir: Path, beat_schedule: Path,
-                     rollout_concurrency: str = "3", worker_log_level: str = "WARNING") -> dict[str, list[str]]:
+                     rollout_concurrency: str = "3", live_concurrency: str = "2",
+                     worker_log_level: str = "WARNING") -> dict[str, list[str]]:
     """The argv of every process `make run` starts. Daphne writes its access log (a line a request) to
     access.log, not the terminal; the workers' and beat's banners go to their stdout, which run() sends to
-    their log files."""
+    their log files.
+
+    One worker a queue, so people never wait behind machines: supervised episodes (`live`) and think-aloud
+    transcription (`audio`) have workers of their own that a batch of autonomous rollouts (`rollouts`) or a
+    snapshot build (`default`) cannot fill."""
     celery = [python, "-m", "celery", "-A", "webapp"]
+
+    def worker(queue: str, concurrency: str) -> list[str]:
+        return [*celery, "worker", "-Q", queue, "-n", f"{queue}@%h", "-c", concurrency, "-O", "fair",
+                "--loglevel", worker_log_level]
+
     return {
         "web": [python, "-m", "daphne", "-b", host, "-p", str(port), "--proxy-headers",
                 "--access-log", str(log_dir / "access.log"), "webapp.asgi:application"],
-        "worker": [*celery, "worker", "-Q", "rollouts,audio,default", "-n", "live@%h", "-c", rollout_concurrency,
-                   "-O", "fair", "--loglevel", worker_log_level],
-        "train": [*celery, "worker", "-Q", "train", "-n", "train@%h", "-c", "1", "--loglevel", worker_log_level],
+        "live": worker("live", live_concurrency),
+        "audio": worker("audio", "1"),
+        "rollouts": worker("rollouts", rollout_concurrency),
+        "jobs": worker("default", "1"),
+        "train": worker("train", "1"),
         "beat": [*celery, "beat", "--loglevel", "WARNING", "-s", str(beat_schedule)],
     }
 
@@ -83,6 +95,7 @@ class Command(BaseCommand):
             python=sys.executable, host=host, port=port, log_dir=logs,
             beat_schedule=settings.DATA_DIR / "celerybeat-schedule",
             rollout_concurrency=os.environ.get("LOUPE_ROLLOUT_CONCURRENCY", "3"),
+            live_concurrency=os.environ.get("LOUPE_LIVE_CONCURRENCY", "2"),
             worker_log_level=os.environ.get("LOUPE_WORKER_LOG_LEVEL", "WARNING"))
         processes: dict[str, subprocess.Popen] = {}
         log_files: list[IO[bytes]] = []

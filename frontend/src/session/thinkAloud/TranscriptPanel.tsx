@@ -6,6 +6,7 @@ import { ErrorBanner } from "../../components/ErrorBanner";
 import type { InterimWords } from "../episodeState";
 import { transcriptGet } from "./audioApi";
 import { groupByStep, type LiveWord, mergeWords, wordsText } from "./transcript";
+import { stepNumber } from "../../components/format";
 
 export const transcriptKey = (episodeId: number) => ["episode", episodeId, "transcript"] as const;
 
@@ -77,7 +78,7 @@ export function TranscriptPanel({ episodeId, steps, liveWords, connection, inter
                 data-step={group.step ?? ""}
               >
                 <div className="transcript-step-head">
-                  <strong>{group.step === null ? "Not yet on a step" : `Step ${group.step}`}</strong>
+                  <strong>{group.step === null ? "Not yet on a step" : `Step ${stepNumber(group.step)}`}</strong>
                   {step ? (
                     <span className="mono small muted">{step.action_text || step.actor}</span>
                   ) : (
