@@ -51,9 +51,13 @@ chromium:
 run: setup
 	@$(BIN)/python manage.py loupe_run --host $(HOST) --port $(PORT)
 
+# Two pytest workers (pytest-xdist), a test module each at a time: most tests wait on real servers, browsers
+# and workers, so two run in about the time of one even on 2 cores. TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
+
 test: setup
 	cd frontend && npm test --silent
-	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --durations=25 $(PYTEST_ARGS)
 
 bench: setup
 	$(BIN)/python -m bench

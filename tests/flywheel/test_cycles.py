@@ -402,7 +402,7 @@ def scripted_demonstrations(fp, seeds) -> None:
     episodes = services.episodes_start(project=project, task=fp["train"], seeds=list(seeds), mode="autonomous",
                                        actor=fp["manager"])
     ids = [e.pk for e in episodes]
-    wait_for(lambda: Episode.objects.filter(pk__in=ids, status="finished").count() == len(ids), 180, interval=0.5,
+    wait_for(lambda: Episode.objects.filter(pk__in=ids, status="finished").count() == len(ids), 420, interval=0.5,
              what="the scripted episodes")
     assert Episode.objects.filter(pk__in=ids, env_reward__gte=0.5).count() == len(ids)
     services.deployment_promote(project=project, checkpoint=fp["untrained"], reason="back to the untrained policy")

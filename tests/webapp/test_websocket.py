@@ -46,7 +46,7 @@ def episode_setup(transactional_db):
 def connect(base: str, episode_id: int, *, cookie: str | None = None, origin: str | None = None, after: int = 0,
             header: list[str] | None = None):
     url = base.replace("http", "ws") + f"/ws/episodes/{episode_id}/?after={after}"
-    ws = websocket.create_connection(url, cookie=cookie, origin=origin, header=header or [], timeout=10,
+    ws = websocket.create_connection(url, cookie=cookie, origin=origin, header=header or [], timeout=30,
                                      suppress_origin=origin is None)
     return ws
 
