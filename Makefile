@@ -11,7 +11,7 @@ CHROMIUM ?= /usr/bin/chromium
 SETUP_LOGS := $(abspath $(or $(LOUPE_LOG_DIR),$(or $(LOUPE_DATA_DIR),.data)/logs))
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup run test bench soak coldstart flywheel frontend chromium clean stop lint
+.PHONY: setup run test test-tools bench soak coldstart flywheel frontend chromium clean stop lint
 
 setup: $(VENV)/.installed frontend/dist/index.html chromium
 
@@ -48,6 +48,14 @@ chromium:
 	  $(if $(shell command -v sudo),sudo) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(if $(shell command -v sudo),sudo) apt-get install -y -qq chromium >/dev/null; }
 
+# The tests also speak (espeak-ng), cut audio (ffmpeg, sox): Debian packages, installed when missing.
+TEST_PACKAGES := espeak-ng ffmpeg sox
+test-tools:
+	@missing=""; for pkg in $(TEST_PACKAGES); do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
+	if [ -n "$$missing" ]; then echo "Installing$$missing (Debian packages the tests use)…"; \
+	  $(if $(shell command -v sudo),sudo) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(if $(shell command -v sudo),sudo) apt-get install -y -qq $$missing >/dev/null; fi
+
 run: setup
 	@$(BIN)/python manage.py loupe_run --host $(HOST) --port $(PORT)
 
@@ -55,7 +63,7 @@ run: setup
 # and workers, so two run in about the time of one even on 2 cores. TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 2
 
-test: setup
+test: setup test-tools
 	cd frontend && npm test --silent
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --durations=25 $(PYTEST_ARGS)
 

@@ -12,8 +12,8 @@ from annotation import audio, reviews
 from annotation.models import AudioClip, TranscriptWord
 from flywheel import dashboards, selectors
 from flywheel.models import Role
-from webapp.api import StrictSerializer
-from webapp.errors import ApplicationError
+from core.api import StrictSerializer
+from core.errors import ApplicationError
 
 
 class RawAudioParser(BaseParser):

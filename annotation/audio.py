@@ -20,7 +20,7 @@ from annotation.models import AudioChunk, AudioClip, TranscriptWord
 from flywheel import services as flywheel_services
 from flywheel.events import event_append
 from flywheel.models import Event, Step
-from webapp.errors import ApplicationError
+from core.errors import ApplicationError
 
 log = logging.getLogger(__name__)
 

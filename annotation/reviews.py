@@ -10,8 +10,8 @@ from django.db import transaction
 from annotation.models import Review, Verdict
 from flywheel import services as flywheel_services
 from flywheel.models import Episode, EpisodeStatus
-from webapp.audit import audit_record
-from webapp.errors import ApplicationError
+from core.audit import audit_record
+from core.errors import ApplicationError
 
 STEP_LABELS = ("good", "wasteful", "wrong", "critical")
 

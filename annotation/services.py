@@ -14,7 +14,7 @@ from annotation.models import Command, CommandStatus, CommandType, Intervention
 from flywheel import services as flywheel_services
 from flywheel.models import Episode, EpisodeStatus, Role
 from flywheel.selectors import project_role, role_at_least
-from webapp.audit import audit_record
+from core.audit import audit_record
 
 CONTROL_COMMANDS = ("claim", "release")
 WORKER_COMMANDS = tuple(c for c in CommandType.values if c not in CONTROL_COMMANDS)

@@ -45,14 +45,14 @@ def main() -> None:
     from trainer import coldstart as recipe
 
     work = Path(tempfile.mkdtemp(prefix="bench-coldstart-"))
-    demos_s, _ = _trainer("demos", *recipe.demos_args(), "--out", str(work / "demos.jsonl"))
-    sft_s, progress = _trainer("sft", "--data", str(work / "demos.jsonl"), "--init", "tiny", "--out", str(work / "v0"),
-                               *recipe.sft_args())
-    eval_s, _ = _trainer("eval", "--init", str(work / "v0"), "--tasks", ",".join(recipe.TASKS), "--seeds", args.seeds,
+    coldstart_s, progress = _trainer("coldstart", "--out", str(work))  # what the flywheel's cold-start run runs
+    sft = next(line["metrics"] for line in progress if line.get("done"))
+    demos_s = sft["demos"]["seconds"]
+    sft_s = coldstart_s - demos_s
+    eval_s, _ = _trainer("eval", "--init", str(work / "checkpoint"), "--tasks", ",".join(recipe.TASKS), "--seeds", args.seeds,
                          "--max-episode-steps", "3", "--out", str(work / "eval"))
     metrics = json.loads((work / "eval" / "metrics.json").read_text())
-    sft = next(line["metrics"] for line in progress if line.get("done"))
-    curve = [(line["step"], line["loss"]) for line in progress if "loss" in line and "step" in line]
+    curve = [(line["step"], line["loss"]) for line in progress if line.get("phase") == "sft" and "loss" in line]
     results = ROOT / "bench" / "results"
     results.mkdir(exist_ok=True)
     (results / "coldstart_loss.svg").write_text(line_chart_svg(

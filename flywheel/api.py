@@ -12,8 +12,8 @@ from rest_framework.views import APIView
 
 from flywheel import datasets, selectors, services
 from flywheel.models import DatasetSnapshot, Episode, Membership, Role, SnapshotKind, Step, TaskSpec
-from webapp.api import StrictSerializer
-from webapp.errors import ApplicationError
+from core.api import StrictSerializer
+from core.errors import ApplicationError
 
 
 class Page(CursorPagination):

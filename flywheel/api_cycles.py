@@ -10,8 +10,8 @@ from rest_framework.views import APIView
 from flywheel import cycles, selectors, services
 from flywheel.api import paginate, run_output
 from flywheel.models import Cycle, CycleState, Deployment, Evaluation, Role
-from webapp.api import StrictSerializer
-from webapp.errors import ApplicationError
+from core.api import StrictSerializer
+from core.errors import ApplicationError
 
 
 def _ref(checkpoint) -> dict | None:

@@ -33,8 +33,8 @@ from django.utils import timezone
 from flywheel import datasets, services, training
 from flywheel.models import (CYCLE_TERMINAL, Checkpoint, Cycle, CycleState, Deployment, Evaluation, Project, RunStatus,
                              SnapshotEpisode, SnapshotKind, SnapshotStatus, Split, TaskSpec, TrainingRun)
-from webapp.audit import audit_record
-from webapp.errors import ApplicationError
+from core.audit import audit_record
+from core.errors import ApplicationError
 
 log = logging.getLogger(__name__)
 

@@ -33,8 +33,8 @@ from agent.envs.base import Element, Observation
 from agent.prompt import render_messages, render_observation
 from flywheel.models import (Actor, Correction, DatasetSnapshot, Episode, EpisodeStatus, Mode, Project, Rejection,
                              ReviewStatus, SnapshotEpisode, SnapshotKind, SnapshotStatus, Split, Step)
-from webapp.audit import audit_record
-from webapp.errors import ApplicationError
+from core.audit import audit_record
+from core.errors import ApplicationError
 
 RULES = ("reward", "review", "both")
 # MiniWoB++ pays 1 - (time used / time limit) for a success, so a solved task earns 0.9..1.0 and never

@@ -147,6 +147,8 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
     episode = services.episode_claim(episode_id=episode_id, worker=worker)
     if episode is None:
         return "nothing to run"
+    log.info("episode %s claimed by %s (task %s, seed %s, %s)", episode.pk, worker, episode.task.task_name,
+             episode.seed, episode.mode)
     stored = list(episode.steps.order_by("index").values_list("action", flat=True))
     replay = [Action.from_dict(a) for a in stored if a]  # void turns changed nothing on the page
     index_offset = len(stored) - len(replay)  # new steps continue after every stored one, void ones included
@@ -157,6 +159,7 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
         try:
             env = env_for(episode.task.env_kind)
             policy = policy_for(episode)
+            log.info("episode %s: environment and policy ready after %.1f s", episode.pk, time.monotonic() - started)
             # every episode gets the supervisor: watchers may pause or take over autonomous ones too
             supervisor = supervisor_factory(episode) if supervisor_factory else None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from flywheel.models import Episode, Membership, Project, Role, TaskSpec
-from webapp.errors import ApplicationError
+from core.errors import ApplicationError
 
 ROLE_RANK = {Role.ANNOTATOR: 1, Role.MANAGER: 2, Role.ADMIN: 3}
 

@@ -19,8 +19,8 @@ from flywheel import selectors
 from flywheel.events import event_append
 from flywheel.models import (Actor, Checkpoint, Correction, Deployment, Episode, EpisodeStatus, Membership, Mode, Project,
                              Rejection, ReviewStatus, Role, Split, Step, TaskSpec)
-from webapp.audit import audit_record
-from webapp.errors import ApplicationError
+from core.audit import audit_record
+from core.errors import ApplicationError
 
 User = get_user_model()
 

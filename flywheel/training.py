@@ -17,12 +17,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from flywheel.models import Project, RunStatus, TrainingRun
-from trainer import coldstart as recipe  # one cold-start recipe for the run and the benchmark
-from webapp.errors import ApplicationError
+from core.errors import ApplicationError
 
 log = logging.getLogger(__name__)
 
-COLDSTART_TASKS = list(recipe.TASKS)
 LOG_TAIL_CHARS = 20_000
 MAX_METRIC_POINTS = 500
 
@@ -31,24 +29,20 @@ def run_dir(run: TrainingRun) -> Path:
     return settings.LOUPE_CHECKPOINT_DIR / f"project-{run.project_id}" / f"run-{run.pk}"
 
 
+# The cold start's recipe lives with the trainer (trainer/coldstart.py, `python -m trainer coldstart`); a run
+# records only what the environment changes of it (the tests shrink it), and the trainer fills in the rest.
+COLDSTART_ENV = {"seeds": "LOUPE_COLDSTART_SEEDS", "max_steps": "LOUPE_COLDSTART_STEPS",
+                 "max_seconds": "LOUPE_COLDSTART_SECONDS"}
+
+
 @transaction.atomic
 def coldstart_run_create(*, project: Project) -> TrainingRun:
     """Checkpoint v0: SFT from the tiny model on scripted demonstrations, queued on the `train` worker."""
     from flywheel import tasks
 
-    config = {
-        "coldstart": True,
-        "tasks": COLDSTART_TASKS,
-        "seeds": os.environ.get("LOUPE_COLDSTART_SEEDS", recipe.SEEDS),
-        "augment": recipe.AUGMENT,
-        "quote_target": recipe.QUOTE_TARGET,
-        "relabel": recipe.RELABEL,
-        "max_steps": int(os.environ.get("LOUPE_COLDSTART_STEPS", str(recipe.MAX_STEPS))),
-        "max_seconds": int(os.environ.get("LOUPE_COLDSTART_SECONDS", str(recipe.MAX_SECONDS))),
-        "sft_args": list(recipe.SFT_ARGS),
-        "deploy_as": "v0",
-    }
-    run = TrainingRun.objects.create(project=project, algorithm="sft", config=config)
+    options = {key: os.environ[name] for key, name in COLDSTART_ENV.items() if os.environ.get(name)}
+    run = TrainingRun.objects.create(project=project, algorithm="sft",
+                                     config={"coldstart": True, "options": options, "deploy_as": "v0"})
     transaction.on_commit(lambda: tasks.training_run_execute.delay(run.pk))
     return run
 
@@ -68,7 +62,7 @@ def run_create(*, project: Project, snapshot, algorithm: str | None = None, init
     given checkpoint or else the deployed one, queued on the `train` worker."""
     from flywheel import tasks
     from flywheel.models import SnapshotStatus
-    from webapp.audit import audit_record
+    from core.audit import audit_record
 
     if snapshot.project_id != project.pk:
         raise ApplicationError("That snapshot belongs to another project.", status=404)
@@ -143,16 +137,18 @@ def trainer_failure(phase: str, returncode: int, stderr: str) -> str:
     return f"trainer {phase} exited with {returncode}: {tail[0]}"
 
 
-def _stream(run: TrainingRun, argv: list[str], *, phase: str, weight: tuple[float, float]) -> dict:
-    """Run one trainer command; progress lines update the run. Returns the final {"done": true} line."""
-    lo, hi = weight
+def _stream(run: TrainingRun, argv: list[str], *, phase: str, weight: tuple[float, float],
+            phases: dict[str, tuple[float, float]] | None = None) -> dict:
+    """Run one trainer command; progress lines update the run. Returns the final {"done": true} line. A command
+    of several parts names each line's ``phase``; ``phases`` gives each its share of the run's progress."""
     last_save = 0.0
 
     def on_progress(item):
         nonlocal last_save
         if not item.get("total"):
             return
-        item["phase"] = phase
+        item.setdefault("phase", phase)
+        lo, hi = (phases or {}).get(item["phase"], weight)
         run.progress = round(lo + (hi - lo) * min(1.0, item["step"] / item["total"]), 4)
         run.metrics.append(item)
         if len(run.metrics) > MAX_METRIC_POINTS:
@@ -236,23 +232,23 @@ def _run_execute(run: TrainingRun, out: Path) -> str:
             final = {"metrics": final}
         else:
             if run.config.get("coldstart"):
-                demos = out / "demos.jsonl"
-                args = recipe.demos_args(run.config["tasks"], run.config["seeds"], run.config.get("augment", 0),
-                                         run.config.get("quote_target", False), run.config.get("relabel", 0.0))
-                _stream(run, _trainer_argv("demos", *args, "--out", str(demos)), phase="demos", weight=(0.0, 0.3))
-                data, init = demos, "tiny"
+                ckpt = out / "checkpoint"
+                argv = _trainer_argv("coldstart", "--out", str(out))
+                for key, value in run.config.get("options", {}).items():
+                    argv += ["--" + key.replace("_", "-"), str(value)]
+                final = _stream(run, argv, phase="sft", weight=(0.0, 1.0), phases={"demos": (0.0, 0.3),
+                                                                                   "sft": (0.3, 1.0)})
             else:
                 if run.snapshot is None:
                     raise ApplicationError("This run has no dataset snapshot to train on.")
                 data = Path(default_storage.path(run.snapshot.file))
                 init = run.init_checkpoint.uri if run.init_checkpoint else "tiny"
-            ckpt = out / "checkpoint"
-            argv = _trainer_argv(run.algorithm, "--data", str(data), "--init", init, "--out", str(ckpt))
-            for key in ("max_steps", "max_seconds", "max_epochs"):
-                if run.config.get(key):
-                    argv += ["--" + key.replace("_", "-"), str(run.config[key])]
-            argv += [str(a) for a in run.config.get("sft_args", [])]
-            final = _stream(run, argv, phase=run.algorithm, weight=(0.3 if run.config.get("coldstart") else 0.0, 1.0))
+                ckpt = out / "checkpoint"
+                argv = _trainer_argv(run.algorithm, "--data", str(data), "--init", init, "--out", str(ckpt))
+                for key in ("max_steps", "max_seconds", "max_epochs"):
+                    if run.config.get(key):
+                        argv += ["--" + key.replace("_", "-"), str(run.config[key])]
+                final = _stream(run, argv, phase=run.algorithm, weight=(0.0, 1.0))
             _warnings_add(run, final)
         name = run.config.get("deploy_as") or run.config.get("checkpoint_name") or f"run-{run.pk}"
         checkpoint = services.checkpoint_register(

@@ -1,4 +1,4 @@
-"""``python -m trainer {sft,dpo,rl,eval,serve,demos,tokenizer} ...``: options come from the config dataclasses.
+"""``python -m trainer {sft,dpo,rl,eval,serve,demos,coldstart,tokenizer} ...``: options come from the config dataclasses.
 
 stdout carries only JSON lines (progress, then ``{"done": true, "out": ..., "metrics": ...}``);
 human logs go to stderr. Bad input exits with status 2 and one clear line on stderr.
@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from trainer.configs import CONFIGS
@@ -26,6 +27,7 @@ HELP = {
     "eval": "roll a checkpoint out in the real env on held-out seeds; writes metrics.json",
     "serve": "OpenAI-compatible HTTP server with vLLM-style runtime LoRA loading",
     "demos": "scripted-solver demonstrations in the real env, written as SFT rows",
+    "coldstart": "checkpoint v0: demonstrations, then SFT of the tiny model on them (trainer/coldstart.py)",
     "tokenizer": "learn the tiny tokenizer's word and number merges from SFT rows",
 }
 
@@ -75,6 +77,10 @@ def run(command: str, config) -> tuple[str, dict]:
         from trainer.demos import write_demos
 
         return config.out, write_demos(config)
+    if command == "coldstart":
+        from trainer.coldstart import run_coldstart
+
+        return str(Path(config.out) / "checkpoint"), run_coldstart(config)
     if command == "tokenizer":
         from trainer.tokenizer import learn_tokenizer
 

@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from agent.prompt import PROMPT_STYLES
+from trainer import coldstart as recipe
 
 
 def _f(default, help: str, **kw):  # noqa: A002 - "help" mirrors argparse
@@ -129,6 +130,26 @@ class DemosConfig:
 
 
 @dataclass
+class ColdstartConfig:
+    """Checkpoint v0 in one command: the scripted solvers' demonstrations, then SFT of the tiny model on them
+    (trainer/coldstart.py holds the recipe; every option defaults to it). Writes OUT/demos.jsonl and OUT/checkpoint."""
+
+    out: str = _f("", "directory to write demos.jsonl and the checkpoint (OUT/checkpoint) to")
+    tasks: str = _f(",".join(recipe.TASKS), "comma-separated tasks to demonstrate")
+    seeds: str = _f(recipe.SEEDS, "seed range of the demonstrations, e.g. 0-149")
+    augment: int = _f(recipe.AUGMENT, "synthetic variants per solved one-step episode")
+    quote_target: bool = _f(recipe.QUOTE_TARGET, "thoughts quote the clicked element's line")
+    relabel: float = _f(recipe.RELABEL, "share (0-1) of augmented variants in random words")
+    max_steps: int = _f(recipe.MAX_STEPS, "SFT optimizer steps")
+    max_seconds: float = _f(recipe.MAX_SECONDS, "SFT time budget in seconds, a safety net (0: no limit)")
+    lr: float = _f(recipe.LR, "peak SFT learning rate")
+    warmup_steps: int = _f(recipe.WARMUP_STEPS, "linear warmup steps")
+    batch_tokens: int = _f(recipe.BATCH_TOKENS, "tokens per SFT batch")
+    log_every: int = _f(10, "print a progress line every N SFT steps")
+    threads: int = _f(0, "torch CPU threads (0 keeps torch's default)")
+
+
+@dataclass
 class ServeConfig:
     """OpenAI-compatible HTTP server around agent's LocalPolicy."""
 
@@ -156,6 +177,7 @@ CONFIGS: dict[str, type] = {
     "rl": RLConfig,
     "eval": EvalConfig,
     "demos": DemosConfig,
+    "coldstart": ColdstartConfig,
     "serve": ServeConfig,
     "tokenizer": TokenizerConfig,
 }

@@ -6,6 +6,7 @@ logs go to stderr through ``logging``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -122,8 +123,23 @@ def clip_and_step(model, optimizer, scheduler, grad_clip: float, *, advance: boo
     return float(norm)
 
 
+_PHASE: list[str] = []
+
+
+@contextlib.contextmanager
+def phase(name: str):
+    """Progress lines emitted inside carry ``"phase": name`` (a command of several parts, e.g. coldstart)."""
+    _PHASE.append(name)
+    try:
+        yield
+    finally:
+        _PHASE.pop()
+
+
 def emit(record: dict) -> None:
     """One progress line on stdout, flushed at once so a parent process sees it live."""
+    if _PHASE and not record.get("done"):
+        record = {**record, "phase": _PHASE[-1]}
     clean = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in record.items()}
     sys.stdout.write(json.dumps(clean) + "\n")
     sys.stdout.flush()

@@ -17,20 +17,10 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.api import StrictSerializer
 from webapp import auth
 
 log = logging.getLogger(__name__)
-
-
-class StrictSerializer(serializers.Serializer):
-    """Unknown fields are an error, not silently dropped."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, dict):
-            unknown = set(data) - set(self.fields)
-            if unknown:
-                raise serializers.ValidationError({name: ["Unknown field."] for name in sorted(unknown)})
-        return super().to_internal_value(data)
 
 
 class UserOutput(serializers.Serializer):

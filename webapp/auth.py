@@ -11,8 +11,9 @@ from django.db import transaction
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
-from webapp.errors import ApplicationError
-from webapp.models import ApiToken, AuditEntry, token_digest
+from core.errors import ApplicationError
+from core.models import AuditEntry
+from webapp.models import ApiToken, token_digest
 
 
 def user_for_token(raw: str):

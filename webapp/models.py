@@ -1,4 +1,4 @@
-"""Accounts-level records: API tokens and the audit log."""
+"""Accounts-level records: API tokens (the audit log is core.models.AuditEntry)."""
 from __future__ import annotations
 
 import hashlib
@@ -25,18 +25,3 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} {self.prefix}…"
-
-
-class AuditEntry(models.Model):
-    """Who did what, when: interventions, reviews, snapshots, deployments, rollbacks, token changes."""
-
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    action = models.CharField(max_length=64)
-    target = models.CharField(max_length=128, blank=True)
-    project_id = models.BigIntegerField(null=True, blank=True, db_index=True)
-    data = models.JSONField(default=dict, blank=True)
-    at = models.DateTimeField(auto_now_add=True, db_index=True)
-
-    class Meta:
-        ordering = ["-at"]
-        verbose_name_plural = "audit entries"

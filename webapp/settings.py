@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "channels",
     "django_celery_beat",
+    "core",
     "webapp",
     "flywheel",
     "annotation",
@@ -213,7 +214,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
         "rest_framework.parsers.FormParser",
     ],
-    "EXCEPTION_HANDLER": "webapp.errors.api_exception_handler",
+    "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
@@ -287,7 +288,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "filters": {"health_probe": {"()": "webapp.errors.HealthProbeFilter"}},
+    "filters": {"health_probe": {"()": "core.errors.HealthProbeFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOUPE_LOG_LEVEL", "INFO")},
     "loggers": {"django.channels.server": {"level": "WARNING"}, "daphne": {"level": "WARNING"},

@@ -10,8 +10,8 @@ from flywheel import cycles, datasets, services
 from flywheel.models import Cycle, CycleState, Deployment, Evaluation, TrainingRun
 from tests.factories import make_finished_episode, make_member, make_project, make_task, make_tiny_checkpoint, make_user
 from tests.stack import stack_env, start_worker, wait_for, worker_quiet
-from webapp.errors import ApplicationError
-from webapp.models import AuditEntry
+from core.errors import ApplicationError
+from core.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
 FAST_RECIPE = [{"algorithm": "sft", "max_steps": 2}]
@@ -402,8 +402,15 @@ def scripted_demonstrations(fp, seeds) -> None:
     episodes = services.episodes_start(project=project, task=fp["train"], seeds=list(seeds), mode="autonomous",
                                        actor=fp["manager"])
     ids = [e.pk for e in episodes]
-    wait_for(lambda: Episode.objects.filter(pk__in=ids, status="finished").count() == len(ids), 420, interval=0.5,
-             what="the scripted episodes")
+    try:
+        wait_for(lambda: Episode.objects.filter(pk__in=ids, status="finished").count() == len(ids), 420,
+                 interval=0.5, what="the scripted episodes")
+    except AssertionError:
+        from collections import Counter
+
+        statuses = Counter(Episode.objects.filter(pk__in=ids).values_list("status", flat=True))
+        raise AssertionError(f"scripted episodes not all finished after 420 s: {dict(statuses)}\n"
+                             f"{_STACK.tail(80) if _STACK else ''}") from None
     assert Episode.objects.filter(pk__in=ids, env_reward__gte=0.5).count() == len(ids)
     services.deployment_promote(project=project, checkpoint=fp["untrained"], reason="back to the untrained policy")
 

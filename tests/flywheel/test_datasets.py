@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from annotation.reviews import review_submit
 from flywheel import datasets
 from flywheel.models import DatasetSnapshot, SnapshotStatus, Step
-from webapp.errors import ApplicationError
+from core.errors import ApplicationError
 from tests.factories import make_finished_episode, make_task
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ from annotation.models import Command
 from flywheel import datasets, services
 from flywheel.models import Checkpoint
 from tests.factories import make_finished_episode
-from webapp.models import AuditEntry
+from core.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
 

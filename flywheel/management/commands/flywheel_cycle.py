@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from flywheel import cycles
 from flywheel.models import CYCLE_TERMINAL, Cycle, Project
-from webapp.errors import ApplicationError
+from core.errors import ApplicationError
 
 
 class Command(BaseCommand):

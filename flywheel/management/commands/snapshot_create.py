@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from flywheel import datasets
 from flywheel.models import Project
-from webapp.errors import ApplicationError
+from core.errors import ApplicationError
 
 
 class Command(BaseCommand):

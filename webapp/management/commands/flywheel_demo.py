@@ -11,6 +11,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from flywheel.simulated_annotators import Api, ApiFailure, annotate, cycle_figures, cycle_run
+from webapp.demo import demo_password
 
 
 class Command(BaseCommand):
@@ -30,8 +31,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, url, project, manager, annotators, password, tasks, episodes, cycles, **options):
         if not password:
-            from webapp.demo import demo_password
-
             password = demo_password()[0]
         try:
             lead = Api(url, manager, password)

@@ -1,8 +1,9 @@
+"""The audit log's one writer."""
 from __future__ import annotations
 
 from django.db import models
 
-from webapp.models import AuditEntry
+from core.models import AuditEntry
 
 
 def audit_target(target) -> tuple[str, int | None]:

@@ -1,0 +1,40 @@
+"""DESIGN.md's import rules hold (pyproject's [tool.importlinter] contracts, checked by import-linter)."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LINT = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"]
+
+
+def _lint(cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*LINT, "--no-cache"], cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(cwd)})
+
+
+def test_the_apps_keep_the_import_rules():
+    result = _lint(ROOT)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "0 broken" in result.stdout
+
+
+def test_an_app_importing_what_its_rule_forbids_breaks_the_lint(tmp_path):
+    """The contracts bite: a copy of the tree where flywheel imports the trainer and agent imports Django fails."""
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    for package in ("agent", "trainer", "core", "flywheel", "annotation", "webapp"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "django").mkdir()
+    (tmp_path / "django" / "__init__.py").write_text("")
+    for name in ("celery", "channels"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+    (tmp_path / "flywheel" / "training.py").write_text("from trainer import coldstart\n")
+    (tmp_path / "trainer" / "coldstart.py").write_text("")
+    (tmp_path / "agent" / "policy.py").write_text("import django\n")
+    result = _lint(tmp_path)
+    assert result.returncode != 0
+    assert "flywheel.training -> trainer.coldstart" in result.stdout, result.stdout[-3000:]
+    assert "agent.policy -> django" in result.stdout, result.stdout[-3000:]
+    assert "2 broken" in result.stdout
