@@ -72,7 +72,22 @@ def test_manager_runs_a_cycle_approves_the_rejected_candidate_and_rolls_back(dap
     assert page.locator(".success-card path[data-series]").count() == 2
     screenshot(page, "cycles-rejected")
 
-    page.get_by_test_id("approve-candidate").click()
+    # Deploying a candidate the gate rejected is a deliberate act: a secondary button, then a confirmation
+    # with the numbers and the gate's reason, Cancel focused (Enter does not deploy it).
+    approve = page.get_by_test_id("approve-candidate")
+    assert "primary" not in (approve.get_attribute("class") or "")
+    approve.click()
+    confirm = page.get_by_test_id("approve-anyway-confirm")
+    confirm.wait_for()
+    assert "0.0%" in page.get_by_test_id("approve-anyway-numbers").inner_text()
+    assert page.get_by_test_id("approve-anyway-reason").inner_text().strip()
+    page.wait_for_function("() => document.activeElement?.dataset.testid === 'approve-anyway-cancel'")
+    screenshot(page, "cycles-approve-anyway")
+    page.keyboard.press("Enter")  # the focused Cancel: nothing deployed
+    confirm.wait_for(state="detached")
+    assert Deployment.objects.get(project=project, active=True).checkpoint.name != "c1"
+    approve.click()
+    page.get_by_test_id("approve-anyway-deploy").click()
     page.wait_for_selector("[data-testid=cycle][data-state=deployed]")
     page.wait_for_function(
         "() => document.querySelector('[data-testid=cycles-active-checkpoint]').textContent === 'c1'")

@@ -97,6 +97,13 @@ def test_manager_filters_replays_grades_and_accepts_then_freezes_a_snapshot(daph
     page.wait_for_function(
         "() => document.querySelector('[data-testid=bucket-sft]').textContent.includes('nothing new')")
     screenshot(page, "datasets-snapshot")
+    # Freezing the same rows again makes no second copy and says which snapshot holds them.
+    page.get_by_test_id("snapshot-only-new").uncheck()
+    page.get_by_test_id("snapshot-create").click()
+    page.wait_for_function("() => document.querySelector('[data-testid=snapshot-freeze-result]')?.textContent"
+                           ".includes('Already frozen as snapshot #')")
+    assert f"#{snapshot.pk}" in page.get_by_test_id("snapshot-freeze-result").inner_text()
+    assert DatasetSnapshot.objects.filter(project=project).count() == 1
 
     href = ready.first.get_by_test_id("snapshot-download").get_attribute("href")
     download = page.request.get(daphne_server + href)

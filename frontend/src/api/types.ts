@@ -81,6 +81,20 @@ export interface Episode {
   pending_index?: number | null;
   /** A person has taken over acting. */
   human_control?: boolean;
+  /** Where a queued episode stands in its lane; null unless it is queued. */
+  queue: EpisodeQueue | null;
+}
+
+/**
+ * A queued episode's place in line. Supervised episodes wait in the people's lane, on workers kept
+ * for people; autonomous ones in the machines' lane.
+ */
+export interface EpisodeQueue {
+  lane: "people" | "machines";
+  /** Queued episodes of the same lane that were queued before this one. */
+  ahead: number;
+  /** Episodes of the same lane running now. */
+  running: number;
 }
 
 /** An action as the parser stores it: `click(x=120, y=48)` is `{name: "click", args: {x: 120, y: 48}}`. */
@@ -154,6 +168,8 @@ export interface TrainingRun {
   progress: number;
   config: Record<string, unknown>;
   metrics: RunMetric[];
+  /** What a person should know about how training went (cut by its time budget, capped epochs), in plain words. */
+  warnings: string[];
   error: string;
   log_tail: string;
   checkpoint: { id: number; name: string } | null;
@@ -234,6 +250,8 @@ export interface RecipeStage {
   algorithm: TrainAlgorithm;
   max_steps: number;
   max_seconds?: number;
+  /** Passes over the stage's rows at most, whatever max_steps says (0: no cap); not for rl stages. */
+  max_epochs?: number;
   lr?: number;
   lora?: string;
 }

@@ -1,9 +1,11 @@
-import { useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import type { Cycle } from "../api/types";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime } from "../components/format";
 import { RunCard } from "../runs/RunsPage";
+import { runWarnings } from "../runs/runView";
 import {
+  approveAnywayText,
   CYCLE_STEPS,
   cycleSeconds,
   cycleSummary,
@@ -124,23 +126,80 @@ function Decision({ cycle }: { cycle: Cycle }) {
   );
 }
 
+/**
+ * Deploying a candidate the gate rejected: says what is about to happen, with the numbers, before it
+ * does; Cancel has the focus, so Enter or a second click does not deploy by accident.
+ */
+function ApproveAnywayConfirm({
+  cycle,
+  pending,
+  onConfirm,
+  onCancel,
+}: {
+  cycle: Cycle;
+  pending: boolean;
+  onConfirm: () => void;
+  onCancel: () => void;
+}) {
+  const cancel = useRef<HTMLButtonElement>(null);
+  useEffect(() => cancel.current?.focus(), []);
+  const text = approveAnywayText(cycle);
+  return (
+    <div
+      className="confirm-panel"
+      role="alertdialog"
+      aria-labelledby={`approve-anyway-${cycle.id}`}
+      aria-describedby={`approve-anyway-${cycle.id}-numbers`}
+      data-testid="approve-anyway-confirm"
+      onKeyDown={(e) => {
+        if (e.key === "Escape") onCancel();
+      }}
+    >
+      <strong id={`approve-anyway-${cycle.id}`}>{text.question}</strong>
+      <p id={`approve-anyway-${cycle.id}-numbers`} data-testid="approve-anyway-numbers">
+        {text.numbers}
+      </p>
+      <p className="small">
+        <span className="muted">The gate's reason: </span>
+        <span data-testid="approve-anyway-reason">{text.reason}</span>
+      </p>
+      <p className="muted small">New episodes use it at once; running ones finish on their checkpoint. You can roll back below.</p>
+      <div className="button-row">
+        <button type="button" className="button" ref={cancel} onClick={onCancel} data-testid="approve-anyway-cancel">
+          Cancel
+        </button>
+        <button type="button" className="button danger" disabled={pending} onClick={onConfirm} data-testid="approve-anyway-deploy">
+          {pending ? "Deploying…" : `Deploy ${cycle.candidate?.name ?? "the candidate"} anyway`}
+        </button>
+      </div>
+    </div>
+  );
+}
+
 function Actions({ cycle, projectId }: { cycle: Cycle; projectId: number }) {
   const approve = useApproveCycle(projectId);
   const reject = useRejectCycle(projectId);
   const [reason, setReason] = useState("");
+  const [confirming, setConfirming] = useState(false);
+  const approveButton = useRef<HTMLButtonElement>(null);
   const canApprove = cycle.awaiting_approval || (cycle.state === "rejected" && cycle.candidate !== null);
   if (!canApprove) return null;
+  // The gate passed and a manager's word is all that is missing: the plain approve is the main action.
+  // The gate refused: approving anyway is possible, but quiet and confirmed first.
+  const anyway = !cycle.awaiting_approval;
   return (
     <div className="cycle-actions">
       <div className="inline-form">
         <button
           type="button"
-          className="button primary"
-          disabled={approve.isPending}
+          ref={approveButton}
+          className={anyway ? "button" : "button primary"}
+          disabled={approve.isPending || confirming}
+          aria-expanded={anyway ? confirming : undefined}
           data-testid="approve-candidate"
-          onClick={() => approve.mutate(cycle)}
+          onClick={() => (anyway ? setConfirming(true) : approve.mutate(cycle))}
         >
-          {approve.isPending ? "Deploying…" : cycle.awaiting_approval ? "Approve candidate" : "Approve candidate anyway"}
+          {approve.isPending && !anyway ? "Deploying…" : anyway ? "Approve candidate anyway…" : "Approve candidate"}
         </button>
         {cycle.awaiting_approval && (
           <>
@@ -160,8 +219,20 @@ function Actions({ cycle, projectId }: { cycle: Cycle; projectId: number }) {
           </>
         )}
       </div>
-      {!cycle.awaiting_approval && (
+      {anyway && !confirming && (
         <p className="muted small">Approving deploys {cycle.candidate?.name} although the gate turned it down; you can roll back below.</p>
+      )}
+      {anyway && confirming && (
+        <ApproveAnywayConfirm
+          cycle={cycle}
+          pending={approve.isPending}
+          onCancel={() => {
+            setConfirming(false);
+            // back where the person was (the confirmation is gone, and the focus with it)
+            setTimeout(() => approveButton.current?.focus(), 0);
+          }}
+          onConfirm={() => approve.mutate(cycle, { onSettled: () => setConfirming(false) })}
+        />
       )}
       {approve.isError && <ErrorBanner error={approve.error} title="The candidate was not deployed" />}
       {reject.isError && <ErrorBanner error={reject.error} title="The candidate was not rejected" />}
@@ -174,6 +245,7 @@ export function CycleCard({ cycle, projectId, manage, open = false }: { cycle: C
   const [expanded, setExpanded] = useState(open);
   const active = isCycleActive(cycle);
   const showDetails = expanded || active;
+  const warnings = cycle.run ? runWarnings(cycle.run) : [];
   return (
     <li className="card cycle-card" data-testid="cycle" data-state={cycle.state} data-iteration={cycle.iteration}>
       <div className="section-header">
@@ -181,6 +253,11 @@ export function CycleCard({ cycle, projectId, manage, open = false }: { cycle: C
         <span className={`badge cycle-${cycle.state}`} data-testid="cycle-state">
           {cycle.awaiting_approval ? "awaiting approval" : cycle.state}
         </span>
+        {warnings.length > 0 && (
+          <span className="badge status-warning" data-testid="cycle-run-warning" title={warnings.join("\n")}>
+            training warning
+          </span>
+        )}
         <span className="muted small">
           {cycle.trigger}
           {cycle.triggered_by ? ` by ${cycle.triggered_by.username}` : ""}
@@ -198,6 +275,12 @@ export function CycleCard({ cycle, projectId, manage, open = false }: { cycle: C
       </div>
       <Steps cycle={cycle} />
       {!showDetails && <p className="muted small cycle-summary">{cycleSummary(cycle)}</p>}
+      {!showDetails && warnings.length > 0 && (
+        <p className="small warn-text" data-testid="cycle-run-warning-line">
+          Training {cycle.run?.status === "succeeded" ? "finished with a warning" : "warned"}: {warnings[0]}
+          {warnings.length > 1 ? ` (and ${warnings.length - 1} more under Details)` : ""}
+        </p>
+      )}
       {showDetails && (
         <>
           <StateProgress cycle={cycle} />

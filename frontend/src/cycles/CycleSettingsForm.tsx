@@ -13,8 +13,17 @@ const ALGORITHMS: { algorithm: TrainAlgorithm; label: string; data: string }[] =
 interface StageDraft {
   on: boolean;
   maxSteps: string;
+  /** Passes over the stage's rows at most; not asked of RL, which trains on fresh batches. */
+  maxEpochs: string;
   lr: string;
 }
+
+/** The server's default cap on passes over a stage's rows (flywheel/training.py DEFAULT_MAX_EPOCHS). */
+export const DEFAULT_MAX_EPOCHS = 5;
+const MAX_EPOCHS_LIMIT = 1000;
+const EPOCHS_HELP =
+  "the stage stops after this many passes over its rows, whatever max steps says: a few rows trained for hundreds of steps are memorised. 0: no cap.";
+const hasEpochs = (algorithm: TrainAlgorithm) => algorithm !== "rl";
 
 interface Draft {
   minNewRows: string;
@@ -33,7 +42,12 @@ interface Draft {
 function draftOf(settings: CycleSettings): Draft {
   const stage = (algorithm: TrainAlgorithm): StageDraft => {
     const found = settings.recipe.find((s) => s.algorithm === algorithm);
-    return { on: Boolean(found), maxSteps: String(found?.max_steps ?? 100), lr: found?.lr !== undefined ? String(found.lr) : "" };
+    return {
+      on: Boolean(found),
+      maxSteps: String(found?.max_steps ?? 100),
+      maxEpochs: String(found?.max_epochs ?? DEFAULT_MAX_EPOCHS),
+      lr: found?.lr !== undefined ? String(found.lr) : "",
+    };
   };
   return {
     minNewRows: String(settings.min_new_rows),
@@ -64,6 +78,7 @@ export function CycleSettingsForm({ projectId, settings, manage }: { projectId: 
   const recipe: RecipeStage[] = ALGORITHMS.filter(({ algorithm }) => draft.stages[algorithm].on).map(({ algorithm }) => {
     const stage = draft.stages[algorithm];
     const out: RecipeStage = { algorithm, max_steps: whole(stage.maxSteps) };
+    if (hasEpochs(algorithm)) out.max_epochs = whole(stage.maxEpochs);
     if (stage.lr.trim()) out.lr = Number(stage.lr);
     return out;
   });
@@ -77,6 +92,9 @@ export function CycleSettingsForm({ projectId, settings, manage }: { projectId: 
   if (recipe.length === 0) problems.push("Choose at least one training stage.");
   if (recipe.some((s) => Number.isNaN(s.max_steps) || (s.lr !== undefined && !Number.isFinite(s.lr)))) {
     problems.push("Each stage needs whole max steps and, if given, a numeric learning rate.");
+  }
+  if (recipe.some((s) => s.max_epochs !== undefined && (Number.isNaN(s.max_epochs) || s.max_epochs > MAX_EPOCHS_LIMIT))) {
+    problems.push(`Max epochs is a whole number from 0 to ${MAX_EPOCHS_LIMIT} (0: no cap).`);
   }
   const gate = settings.gate;
 
@@ -182,6 +200,22 @@ export function CycleSettingsForm({ projectId, settings, manage }: { projectId: 
                   data-testid={`stage-${algorithm}-steps`}
                 />
               </label>
+              {hasEpochs(algorithm) && (
+                <label className="field" title={`Max epochs: ${EPOCHS_HELP}`}>
+                  <span>max epochs (0: no cap)</span>
+                  <input
+                    type="number"
+                    min={0}
+                    max={MAX_EPOCHS_LIMIT}
+                    step={1}
+                    value={draft.stages[algorithm].maxEpochs}
+                    disabled={!draft.stages[algorithm].on}
+                    onChange={(e) => setStage(algorithm, { maxEpochs: e.target.value })}
+                    aria-describedby="recipe-epochs-help"
+                    data-testid={`stage-${algorithm}-epochs`}
+                  />
+                </label>
+              )}
               <label className="field">
                 <span>learning rate (blank: trainer default)</span>
                 <input
@@ -193,6 +227,9 @@ export function CycleSettingsForm({ projectId, settings, manage }: { projectId: 
               </label>
             </div>
           ))}
+          <p className="muted small" id="recipe-epochs-help" data-testid="recipe-epochs-help">
+            Max epochs: {EPOCHS_HELP}
+          </p>
         </fieldset>
         <details className="cycle-serving">
           <summary>Serving: {draft.backend === "openai" ? `openai (vLLM), ${draft.exportAs === "lora" ? "LoRA adapter" : "full weights"}` : "local (in the rollout workers)"}</summary>

@@ -13,7 +13,7 @@ function makeRun(extra: Partial<TrainingRun> = {}): TrainingRun {
   return {
     id: 7, algorithm: "sft", status: "running", progress: 0.4, config: { cycle: 3 },
     metrics: [{ step: 10, total: 100, loss: 2.1, phase: "sft" }, { step: 40, total: 100, loss: 0.9, phase: "sft" }],
-    error: "", log_tail: "", checkpoint: null, created_at: T0, started_at: T0, finished_at: null, ...extra,
+    warnings: [], error: "", log_tail: "", checkpoint: null, created_at: T0, started_at: T0, finished_at: null, ...extra,
   };
 }
 
@@ -165,6 +165,7 @@ describe("CyclesPage", () => {
     }));
     renderApp("/projects/1/cycles");
     fireEvent.click(await screen.findByTestId("approve-candidate"));
+    fireEvent.click(screen.getByTestId("approve-anyway-deploy"));
     await waitFor(() => expect(requests.some((r) => r.method === "POST" && r.url === "/api/v1/cycles/2/approve")).toBe(true));
     fireEvent.click(screen.getByTestId("rollback"));
     fireEvent.click(screen.getByTestId("rollback-confirm"));
@@ -221,5 +222,112 @@ describe("CyclesPage", () => {
     expect(screen.queryByTestId("approve-candidate")).toBeNull();
     expect(screen.queryByTestId("rollback")).toBeNull();
     expect((await screen.findByTestId("setting-margin")).closest("fieldset")?.disabled).toBe(true);
+  });
+
+  it("asks before deploying a candidate the gate rejected: a quiet button, the numbers, Cancel focused", async () => {
+    const zero = makeCycle({
+      ...rejected,
+      decision: "rejected: c2 0.0% vs deployed c1 40.0% on the same 20 eval episodes; gain -40.0 points, the margin is 5.0",
+      decision_data: {
+        decision: {
+          text: "rejected", promote: false, margin: 0.05, gain: -0.4,
+          candidate: { checkpoint: "c2", success_rate: 0, episodes: 20 }, deployed: { checkpoint: "c1", success_rate: 0.4, episodes: 20 },
+        },
+      },
+    });
+    const { requests } = mockFetch(routes("manager", [zero], { "POST /api/v1/cycles/2/approve": { body: { ...zero, state: "deployed" } } }));
+    const approvals = () => requests.filter((r) => r.method === "POST" && r.url === "/api/v1/cycles/2/approve").length;
+    renderApp("/projects/1/cycles");
+    const anyway = (await screen.findByTestId("approve-candidate")) as HTMLButtonElement;
+    expect(anyway.textContent).toBe("Approve candidate anyway…");
+    expect(anyway.className).not.toContain("primary");
+
+    fireEvent.click(anyway);
+    const confirm = screen.getByTestId("approve-anyway-confirm");
+    expect(confirm.getAttribute("role")).toBe("alertdialog");
+    expect(confirm.textContent).toContain("Deploy c2 although the gate rejected it?");
+    expect(screen.getByTestId("approve-anyway-numbers").textContent).toBe(
+      "Candidate c2 succeeded in 0.0%, the deployed c1 in 40.0% on the same 20 eval episodes (same seeds).",
+    );
+    expect(screen.getByTestId("approve-anyway-reason").textContent).toContain("gain -40.0 points, the margin is 5.0");
+    expect(document.activeElement).toBe(screen.getByTestId("approve-anyway-cancel"));
+    expect(approvals()).toBe(0);
+
+    fireEvent.click(screen.getByTestId("approve-anyway-cancel"));
+    expect(screen.queryByTestId("approve-anyway-confirm")).toBeNull();
+    fireEvent.click(screen.getByTestId("approve-candidate"));
+    fireEvent.keyDown(screen.getByTestId("approve-anyway-cancel"), { key: "Escape" });
+    expect(screen.queryByTestId("approve-anyway-confirm")).toBeNull();
+    expect(approvals()).toBe(0);
+
+    fireEvent.click(screen.getByTestId("approve-candidate"));
+    fireEvent.click(screen.getByTestId("approve-anyway-deploy"));
+    await waitFor(() => expect(approvals()).toBe(1));
+  });
+
+  it("approves a candidate that passed the gate and awaits a manager with one primary click", async () => {
+    const awaiting = makeCycle({
+      id: 4, iteration: 4, state: "decide", awaiting_approval: true, finished_at: null, deployment: null,
+      candidate: { id: 13, name: "c3" }, decision: "promote: c3 60.0% vs deployed c1 40.0%; awaiting a manager's approval",
+    });
+    const { requests } = mockFetch(routes("manager", [awaiting], { "POST /api/v1/cycles/4/approve": { body: { ...awaiting, state: "deployed", awaiting_approval: false } } }));
+    renderApp("/projects/1/cycles");
+    const approve = (await screen.findByTestId("approve-candidate")) as HTMLButtonElement;
+    expect(approve.textContent).toBe("Approve candidate");
+    expect(approve.className).toContain("primary");
+    fireEvent.click(approve);
+    expect(screen.queryByTestId("approve-anyway-confirm")).toBeNull();
+    await waitFor(() => expect(requests.some((r) => r.method === "POST" && r.url === "/api/v1/cycles/4/approve")).toBe(true));
+  });
+
+  it("shows the training's warnings on the cycle's card, folded or not", async () => {
+    const memorised =
+      "Trained 5 steps, not 200: that is 5 passes over the 3 rows, and more would only memorise them. Collect more data for a longer training.";
+    const warned = makeCycle({ ...rejected, run: makeRun({ status: "succeeded", progress: 1, warnings: [memorised] }) });
+    mockFetch(routes("manager", [makeCycle({ id: 5, iteration: 3 }), warned]));
+    renderApp("/projects/1/cycles");
+    const cards = await screen.findAllByTestId("cycle");
+    expect(within(cards[0]).queryByTestId("cycle-run-warning")).toBeNull();
+    const card = cards[1];
+    expect(within(card).getByTestId("cycle-run-warning").textContent).toBe("training warning");
+    expect(within(card).getByTestId("cycle-run-warning-line").textContent).toContain("Training finished with a warning: Trained 5 steps, not 200");
+    fireEvent.click(within(card).getByRole("button", { name: "Details" }));
+    expect(within(card).getByTestId("run-status").textContent).toBe("finished with a warning");
+    expect(within(card).getByTestId("run-warnings").textContent).toContain("5 passes over the 3 rows");
+  });
+
+  it("sets each stage's max epochs (0: no cap), explains it, and asks none of RL", async () => {
+    let saved: unknown = null;
+    mockFetch(routes("manager", [], {
+      "GET /api/v1/projects/1/cycle-settings": {
+        body: { ...settings, recipe: [{ algorithm: "sft", max_steps: 200, lr: 0.003, max_epochs: 5 }, { algorithm: "rl", max_steps: 20 }] },
+      },
+      "PATCH /api/v1/projects/1/cycle-settings": (init) => {
+        saved = JSON.parse(String(init.body));
+        return { body: settings };
+      },
+    }));
+    renderApp("/projects/1/cycles");
+    const epochs = (await screen.findByTestId("stage-sft-epochs")) as HTMLInputElement;
+    expect(epochs.value).toBe("5");
+    expect((screen.getByTestId("stage-dpo-epochs") as HTMLInputElement).value).toBe("5"); // the default, off until ticked
+    expect(screen.queryByTestId("stage-rl-epochs")).toBeNull();
+    expect(screen.getByTestId("recipe-epochs-help").textContent).toContain(
+      "the stage stops after this many passes over its rows, whatever max steps says: a few rows trained for hundreds of steps are memorised",
+    );
+
+    fireEvent.change(epochs, { target: { value: "1001" } });
+    expect(screen.getByTestId("cycle-settings-problems").textContent).toContain("Max epochs is a whole number from 0 to 1000");
+    expect((screen.getByTestId("cycle-settings-save") as HTMLButtonElement).disabled).toBe(true);
+    fireEvent.change(epochs, { target: { value: "0" } });
+    fireEvent.click(screen.getByTestId("cycle-settings-save"));
+    await screen.findByTestId("cycle-settings-saved");
+    expect(saved).toMatchObject({
+      recipe: [
+        { algorithm: "sft", max_steps: 200, max_epochs: 0, lr: 0.003 },
+        { algorithm: "rl", max_steps: 20 },
+      ],
+    });
+    expect((saved as { recipe: Record<string, unknown>[] }).recipe[1]).not.toHaveProperty("max_epochs");
   });
 });

@@ -105,3 +105,29 @@ export function cycleSummary(cycle: Cycle): string {
   if (cycle.progress.label) return cycle.progress.label;
   return `In ${cycle.state}.`;
 }
+
+/**
+ * What approving a candidate the gate rejected means, with its numbers: the candidate's and the deployed
+ * checkpoint's success on the same eval seeds, and the gate's reason. Shown before anything is deployed.
+ */
+export function approveAnywayText(cycle: Cycle): { question: string; numbers: string; reason: string } {
+  const decision = cycle.decision_data.decision;
+  const candidateEval = cycle.evaluations.find((e) => e.role === "candidate");
+  const deployedEval = cycle.evaluations.find((e) => e.role === "deployed");
+  const candidate = {
+    name: decision?.candidate.checkpoint ?? cycle.candidate?.name ?? candidateEval?.checkpoint.name ?? "the candidate",
+    rate: decision ? decision.candidate.success_rate : (candidateEval?.success_rate ?? null),
+    episodes: decision?.candidate.episodes ?? candidateEval?.episodes ?? 0,
+  };
+  const deployedName = decision?.deployed?.checkpoint ?? deployedEval?.checkpoint.name ?? cycle.baseline?.name ?? null;
+  const deployedRate = decision?.deployed ? decision.deployed.success_rate : (deployedEval?.success_rate ?? null);
+  const episodes = candidate.episodes ? ` on the same ${candidate.episodes} eval episode${candidate.episodes === 1 ? "" : "s"} (same seeds)` : "";
+  const numbers = deployedName
+    ? `Candidate ${candidate.name} succeeded in ${formatRate(candidate.rate)}, the deployed ${deployedName} in ${formatRate(deployedRate)}${episodes}.`
+    : `Candidate ${candidate.name} succeeded in ${formatRate(candidate.rate)}${episodes}; no deployed checkpoint was measured to compare.`;
+  return {
+    question: `Deploy ${candidate.name} although the gate rejected it?`,
+    numbers,
+    reason: cycle.decision || "The gate gave no reason.",
+  };
+}

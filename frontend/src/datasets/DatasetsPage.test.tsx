@@ -21,7 +21,7 @@ function snapshot(extra: Partial<Snapshot> = {}): Snapshot {
   return {
     id: 21, project: 1, kind: "sft", name: "first freeze", filter: {}, routing: { rule: "reward", reward_threshold: 1 },
     status: "ready", progress: 1, error: "", rows: 6, episodes: 3, sha256: "ab".repeat(32), size_bytes: 2048,
-    lineage: {}, created_by: { id: 1, username: "mia" }, created_at: "2026-01-02T10:00:00Z", finished_at: "2026-01-02T10:00:05Z",
+    lineage: {}, created_by: { id: 1, username: "mia" }, created_at: "2026-01-02T10:00:00Z", started_at: "2026-01-02T10:00:01Z", finished_at: "2026-01-02T10:00:05Z",
     export_url: "/api/v1/snapshots/21/export", ...extra,
   };
 }
@@ -122,6 +122,99 @@ describe("DatasetsPage", () => {
     expect((await screen.findByTestId("managers-only")).textContent).toContain("Only managers");
     expect(screen.queryByTestId("snapshot-create")).toBeNull();
     expect(requests.some((r) => r.url.includes("/routing") || r.url.includes("/snapshots"))).toBe(false);
+  });
+});
+
+describe("DatasetsPage: nothing a manager does is silent", () => {
+  it("says a second freeze of the same data made no copy, and sends one request however often Freeze is pressed", async () => {
+    const { fn, requests } = mockFetch(
+      routes({
+        "GET /api/v1/projects/1/snapshots/": { body: { results: [snapshot()], next: null } },
+        "POST /api/v1/projects/1/snapshots/": { status: 200, body: { ...snapshot(), duplicate: true } },
+      }),
+    );
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    vi.stubGlobal("fetch", async (input: RequestInfo | URL, init?: RequestInit) => {
+      if (init?.method === "POST") await held;
+      return fn(input, init);
+    });
+    renderApp("/projects/1/datasets");
+    await screen.findByTestId("snapshot-row");
+    const freeze = screen.getByTestId("snapshot-create") as HTMLButtonElement;
+    fireEvent.click(freeze);
+    await waitFor(() => expect(freeze.disabled).toBe(true));
+    fireEvent.click(freeze);
+    fireEvent.submit(freeze.closest("form")!); // even a submit the disabled button would not stop
+    release();
+    const result = await screen.findByTestId("snapshot-freeze-result");
+    expect(result.textContent).toBe("Already frozen as snapshot #21 (“first freeze”): nothing new since, so no second copy was made.");
+    expect(result.getAttribute("data-duplicate")).toBe("true");
+    expect(requests.filter((r) => r.method === "POST")).toHaveLength(1);
+    expect(screen.getAllByTestId("snapshot-row")).toHaveLength(1);
+    expect(freeze.disabled).toBe(false);
+  });
+
+  it("says when the same data is being frozen right now", async () => {
+    const building = snapshot({ status: "building", progress: 0.2, rows: 0, sha256: "", duplicate: true });
+    mockFetch(routes({ "POST /api/v1/projects/1/snapshots/": { status: 200, body: building } }));
+    renderApp("/projects/1/datasets");
+    fireEvent.click(await screen.findByTestId("snapshot-create"));
+    expect((await screen.findByTestId("snapshot-freeze-result")).textContent).toBe(
+      "Already being frozen as snapshot #21 (“first freeze”): the same data, so no second copy was made.",
+    );
+  });
+
+  it("shows a snapshot waiting for a worker as waiting, not as a 0 % bar, then its progress once started", async () => {
+    let polls = 0;
+    mockFetch(
+      routes({
+        "GET /api/v1/projects/1/snapshots/": () => {
+          polls += 1;
+          const s = polls === 1
+            ? snapshot({ status: "building", progress: 0, rows: 0, sha256: "", started_at: null })
+            : snapshot({ status: "building", progress: 0.55, rows: 0, sha256: "" });
+          return { body: { results: [s], next: null } };
+        },
+      }),
+    );
+    renderApp("/projects/1/datasets");
+    expect((await screen.findByTestId("snapshot-waiting")).textContent).toBe("Waiting for a free worker…");
+    expect(screen.queryByTestId("snapshot-progress")).toBeNull();
+    const bar = await screen.findByTestId("snapshot-progress", {}, { timeout: 3000 });
+    expect(bar.getAttribute("aria-valuenow")).toBe("55");
+    expect(screen.queryByTestId("snapshot-waiting")).toBeNull();
+  });
+
+  it("keeps the routing threshold between 0 and 1, and shows the server's refusal beside it", async () => {
+    const { requests } = mockFetch(
+      routes({
+        "PATCH /api/v1/projects/1/routing": {
+          status: 400,
+          body: {
+            detail: "reward_threshold: Ensure this value is less than or equal to 1.",
+            errors: { reward_threshold: ["Ensure this value is less than or equal to 1."] },
+          },
+        },
+      }),
+    );
+    renderApp("/projects/1/datasets");
+    const threshold = (await screen.findByTestId("routing-threshold")) as HTMLInputElement;
+    expect([threshold.min, threshold.max, threshold.step]).toEqual(["0", "1", "0.05"]);
+    const save = screen.getByTestId("routing-save") as HTMLButtonElement;
+    for (const bad of ["7", "-3", ""]) {
+      fireEvent.change(threshold, { target: { value: bad } });
+      expect(screen.getByTestId("routing-threshold-error").textContent).toContain("a number from 0 to 1");
+      expect(save.disabled).toBe(true);
+    }
+    fireEvent.change(threshold, { target: { value: "0.5" } });
+    expect(screen.queryByTestId("routing-threshold-error")).toBeNull();
+    fireEvent.click(save);
+    expect((await screen.findByTestId("routing-threshold-error")).textContent).toBe("Refused: Ensure this value is less than or equal to 1.");
+    const banner = screen.getByRole("alert");
+    expect(banner.textContent).toContain("The routing was not changed");
+    expect(banner.textContent).not.toContain("reward_threshold");
+    expect(requests.filter((r) => r.method === "PATCH").map((r) => r.body)).toEqual([{ rule: "reward", reward_threshold: 0.5 }]);
   });
 });
 

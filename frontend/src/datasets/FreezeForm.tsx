@@ -1,8 +1,8 @@
-import { useState } from "react";
+import { useRef, useState } from "react";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { useTasks } from "../projects/queries";
 import { useCheckpoints } from "../review/queries";
-import { SNAPSHOT_KINDS, type SnapshotFilter, type SnapshotKind, useCreateSnapshot, useRouting } from "./queries";
+import { type Snapshot, SNAPSHOT_KINDS, type SnapshotFilter, type SnapshotKind, useCreateSnapshot, useRouting } from "./queries";
 
 /** The filter a form state asks for: only what was set. */
 export function filterOf(form: {
@@ -25,6 +25,17 @@ export function filterOf(form: {
   return filter;
 }
 
+/**
+ * What a freeze did, said plainly: a new snapshot queued, or (the same data frozen again: a double
+ * click, nothing new since) the snapshot that already holds it, with no copy made.
+ */
+export function freezeResult(snapshot: Snapshot): string {
+  const which = `snapshot #${snapshot.id} (“${snapshot.name}”)`;
+  if (!snapshot.duplicate) return `Freezing ${which}: it shows below while a worker writes it.`;
+  if (snapshot.status === "building") return `Already being frozen as ${which}: the same data, so no second copy was made.`;
+  return `Already frozen as ${which}: nothing new since, so no second copy was made.`;
+}
+
 /** Freeze the rows of one kind, optionally filtered; a worker builds it and the list below shows its progress. */
 export function FreezeForm({ projectId }: { projectId: number }) {
   const create = useCreateSnapshot(projectId);
@@ -41,6 +52,8 @@ export function FreezeForm({ projectId }: { projectId: number }) {
   const [createdAfter, setCreatedAfter] = useState("");
   const [createdBefore, setCreatedBefore] = useState("");
   const bucket = routing.data?.buckets[kind];
+  // One request at a time, even for a double click that lands before the button is re-rendered disabled.
+  const inFlight = useRef(false);
 
   function toggleTask(id: number) {
     setChosenTasks((old) => (old.includes(id) ? old.filter((t) => t !== id) : [...old, id]));
@@ -52,14 +65,33 @@ export function FreezeForm({ projectId }: { projectId: number }) {
       aria-label="Freeze a snapshot"
       onSubmit={(e) => {
         e.preventDefault();
+        if (inFlight.current) return;
+        inFlight.current = true;
         const filter = filterOf({ onlyNew, tasks: chosenTasks, split, mode, checkpoint, createdAfter, createdBefore });
-        create.mutate({ kind, name: name.trim(), filter }, { onSuccess: () => setName("") });
+        create.mutate(
+          { kind, name: name.trim(), filter },
+          {
+            onSuccess: (snapshot) => {
+              if (!snapshot.duplicate) setName("");
+            },
+            onSettled: () => {
+              inFlight.current = false;
+            },
+          },
+        );
       }}
     >
       <div className="freeze-grid">
         <label className="field">
           <span>Kind</span>
-          <select value={kind} data-testid="snapshot-kind" onChange={(e) => setKind(e.target.value as SnapshotKind)}>
+          <select
+            value={kind}
+            data-testid="snapshot-kind"
+            onChange={(e) => {
+              setKind(e.target.value as SnapshotKind);
+              create.reset();
+            }}
+          >
             {SNAPSHOT_KINDS.map((k) => (
               <option key={k.kind} value={k.kind}>
                 {k.label}
@@ -143,6 +175,17 @@ export function FreezeForm({ projectId }: { projectId: number }) {
         </div>
       </details>
       {create.isError && <ErrorBanner error={create.error} title="Nothing was frozen" />}
+      {create.isSuccess && (
+        <p
+          className={create.data.duplicate ? "banner banner-info" : "muted small"}
+          role="status"
+          data-testid="snapshot-freeze-result"
+          data-duplicate={create.data.duplicate ? "true" : "false"}
+          data-snapshot-id={create.data.id}
+        >
+          {freezeResult(create.data)}
+        </p>
+      )}
       <div className="form-actions">
         <button type="submit" className="button primary" disabled={create.isPending} data-testid="snapshot-create">
           {create.isPending ? "Queuing…" : `Freeze ${kind.toUpperCase()} snapshot`}

@@ -1,4 +1,5 @@
 import { useEffect, useState } from "react";
+import { ApiError } from "../api/client";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Spinner } from "../components/Spinner";
 import { type Bucket, type Routing, type Rule, SNAPSHOT_KINDS, useRouting, useSetRouting } from "./queries";
@@ -19,13 +20,18 @@ function ValidatorForm({ projectId, routing }: { projectId: number; routing: Rou
     setThreshold(String(routing.reward_threshold));
   }, [routing.rule, routing.reward_threshold]);
   const number = Number(threshold);
-  const valid = threshold.trim() !== "" && Number.isFinite(number);
+  // A share of the full reward, as the server checks it.
+  const valid = threshold.trim() !== "" && Number.isFinite(number) && number >= 0 && number <= 1;
   const dirty = rule !== routing.rule || (valid && number !== routing.reward_threshold);
+  const fieldErrors = save.error instanceof ApiError ? save.error.fieldErrors : {};
+  const refused = fieldErrors.reward_threshold ?? [];
+  const otherErrors = Object.fromEntries(Object.entries(fieldErrors).filter(([field]) => field !== "reward_threshold"));
 
   return (
     <form
       className="routing-form"
       data-testid="routing-form"
+      noValidate
       onSubmit={(e) => {
         e.preventDefault();
         if (valid) save.mutate({ rule, reward_threshold: number });
@@ -52,24 +58,47 @@ function ValidatorForm({ projectId, routing }: { projectId: number; routing: Rou
       </fieldset>
       <div className="inline-form">
         <label className="field">
-          <span>Reward threshold</span>
+          <span>Reward threshold (share of the full reward, 0 to 1)</span>
           <input
             type="number"
-            step="any"
+            min={0}
+            max={1}
+            step={0.05}
             value={threshold}
-            aria-invalid={!valid}
+            aria-invalid={!valid || refused.length > 0}
+            aria-describedby="routing-threshold-error"
             disabled={rule === "review"}
             data-testid="routing-threshold"
-            onChange={(e) => setThreshold(e.target.value)}
+            onChange={(e) => {
+              setThreshold(e.target.value);
+              if (save.isError) save.reset();
+            }}
           />
+          {!valid && (
+            <span className="field-error" id="routing-threshold-error" data-testid="routing-threshold-error">
+              The threshold is a share of the full reward: a number from 0 to 1, e.g. 1 or 0.5.
+            </span>
+          )}
+          {valid && refused.length > 0 && (
+            <span className="field-error" id="routing-threshold-error" data-testid="routing-threshold-error">
+              Refused: {refused.join(" ")}
+            </span>
+          )}
         </label>
         <button type="submit" className="button primary" disabled={!dirty || !valid || save.isPending} data-testid="routing-save">
           {save.isPending ? "Saving…" : "Save routing"}
         </button>
         {save.isSuccess && !dirty && <span className="muted small" data-testid="routing-saved">Saved; the buckets below use it.</span>}
       </div>
-      {!valid && <p className="field-error">Enter the threshold as a number, e.g. 1 or 0.5.</p>}
-      {save.isError && <ErrorBanner error={save.error} title="The routing was not changed" />}
+      {save.isError && (
+        <ErrorBanner
+          error={save.error}
+          title="The routing was not changed"
+          // the threshold's refusal shows beside the field, in the server's words
+          message={refused.length ? "The reward threshold was refused; the reason is beside the field." : undefined}
+          fieldErrors={otherErrors}
+        />
+      )}
     </form>
   );
 }

@@ -25,6 +25,15 @@ export function describeFilter(filter: SnapshotFilter, taskNames: Record<number,
 }
 
 function Progress({ snapshot }: { snapshot: Snapshot }) {
+  if (!snapshot.started_at) {
+    // Queued behind other jobs: a 0 % bar would read as stuck.
+    return (
+      <div className="snapshot-building" data-testid="snapshot-waiting">
+        <span className="spinner" aria-hidden="true" />
+        <span className="muted small">Waiting for a free worker…</span>
+      </div>
+    );
+  }
   const percent = Math.round(Math.min(1, Math.max(0, snapshot.progress || 0)) * 100);
   return (
     <div className="snapshot-building">

@@ -60,8 +60,12 @@ export interface Snapshot {
   lineage: { tasks?: Record<string, number>; checkpoints?: Record<string, number> };
   created_by: { id: number; username: string } | null;
   created_at: string;
+  /** When a worker began writing it; null while it waits for one. */
+  started_at: string | null;
   finished_at: string | null;
   export_url: string;
+  /** In a freeze's answer: the same data (kind, filter, routing, episodes) is already frozen or being frozen as this one. */
+  duplicate?: boolean;
 }
 
 export const routingKey = (projectId: number) => ["project", projectId, "routing"] as const;
@@ -120,7 +124,10 @@ export function useCreateSnapshot(projectId: number) {
     mutationFn: (request: { kind: SnapshotKind; name: string; filter: SnapshotFilter }) =>
       apiFetch<Snapshot>(`projects/${projectId}/snapshots/`, { method: "POST", body: request }),
     onSuccess: (snapshot) => {
-      client.setQueryData<Snapshot[]>(snapshotsKey(projectId), (old) => [snapshot, ...(old ?? []).filter((s) => s.id !== snapshot.id)]);
+      // A new snapshot goes on top at once; a duplicate is one the list already holds, where it is.
+      if (!snapshot.duplicate) {
+        client.setQueryData<Snapshot[]>(snapshotsKey(projectId), (old) => [snapshot, ...(old ?? []).filter((s) => s.id !== snapshot.id)]);
+      }
       client.invalidateQueries({ queryKey: snapshotsKey(projectId) });
     },
   });

@@ -91,4 +91,26 @@ describe("EpisodeListPage (the queue)", () => {
     fireEvent.click(screen.getByTestId("start-submit"));
     expect((await screen.findByRole("alert")).textContent).toContain("needs the manager role");
   });
+
+  it("shows each queued episode's place in line, in the live queue and in the table", async () => {
+    const waiting = episode(11, "queued", { queue: { lane: "people", ahead: 2, running: 2 }, started_at: null });
+    const next = episode(12, "queued", { queue: { lane: "people", ahead: 0, running: 2 }, started_at: null });
+    mockFetch(
+      routes("annotator", {
+        "GET /api/v1/episodes/?project=1&status=queued": page([waiting, next]),
+        "GET /api/v1/episodes/?project=1": page([next, waiting, episode(9, "running")]),
+      }),
+    );
+    renderApp("/projects/1/episodes");
+    const items = await screen.findAllByTestId("queue-item");
+    const queued = items.filter((i) => i.getAttribute("data-status") === "queued");
+    expect(queued.map((i) => i.textContent)).toEqual([
+      expect.stringContaining("starting: 2 ahead · 2 running"),
+      expect.stringContaining("starting: next in line · 2 running"),
+    ]);
+    const rows = (await screen.findByTestId("episode-table")).querySelectorAll("tbody tr");
+    expect(rows[0].querySelector("[data-testid=queue-place]")?.textContent).toBe("next in line · 2 running");
+    expect(rows[1].querySelector("[data-testid=queue-place]")?.textContent).toBe("2 ahead · 2 running");
+    expect(rows[2].querySelector("[data-testid=queue-place]")).toBeNull();
+  });
 });

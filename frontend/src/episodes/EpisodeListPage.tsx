@@ -9,6 +9,7 @@ import { Spinner } from "../components/Spinner";
 import { useIdParam } from "../components/useIdParam";
 import { canManage } from "../projects/permissions";
 import { useEpisodeList, useLiveEpisodes } from "./queries";
+import { queueShort } from "./queue";
 import { StartEpisodeForm } from "./StartEpisodeForm";
 
 function EpisodeTable({ projectId }: { projectId: number }) {
@@ -86,6 +87,11 @@ function EpisodeTable({ projectId }: { projectId: number }) {
                   <td>{episode.mode}</td>
                   <td>
                     <StatusBadge status={episode.status} />
+                    {episode.status === "queued" && (
+                      <span className="queue-place" data-testid="queue-place">
+                        {queueShort(episode)}
+                      </span>
+                    )}
                     <EndReason reason={episode.end_reason} />
                   </td>
                   <td>
@@ -118,7 +124,7 @@ function EpisodeTable({ projectId }: { projectId: number }) {
 
 function controlText(episode: Episode): string {
   if (episode.control) return `${episode.control.username} controls`;
-  if (episode.status === "queued") return "starting soon";
+  if (episode.status === "queued") return `starting: ${queueShort(episode)}`;
   return episode.mode === "supervised" ? "nobody controls — join to steer" : "running on its own";
 }
 

@@ -1,6 +1,7 @@
 import { useInfiniteQuery, useQueries, useQuery } from "@tanstack/react-query";
 import type { Episode, EpisodeStatus } from "../api/types";
 import { episodeGet, episodeListPage, type EpisodeFilter } from "../api/client";
+import { QUEUE_POLL_MS } from "./queue";
 
 export const episodesKey = (filter: EpisodeFilter) => ["episodes", filter] as const;
 export const episodeKey = (episodeId: number) => ["episode", episodeId] as const;
@@ -17,11 +18,16 @@ export function useEpisodeList(filter: EpisodeFilter) {
   });
 }
 
+/**
+ * One episode with its steps. While it is queued it is asked again every few seconds: its place in
+ * line changes when *other* episodes start, and its own socket says nothing about those.
+ */
 export function useEpisode(episodeId: number) {
   return useQuery({
     queryKey: episodeKey(episodeId),
     queryFn: ({ signal }) => episodeGet(episodeId, signal),
     enabled: Number.isFinite(episodeId),
+    refetchInterval: (query) => (query.state.data?.status === "queued" ? QUEUE_POLL_MS : false),
   });
 }
 

@@ -4,6 +4,7 @@ import { makeStep } from "../test/factories";
 import { mockFetch, type Routes } from "../test/http";
 import { renderApp } from "../test/render";
 import { baseRoutes, reviewEpisode } from "../test/review";
+import type { Rejection } from "../api/types";
 import type { ReplayEpisode, Review, Transcript } from "./queries";
 
 afterEach(() => vi.unstubAllGlobals());
@@ -255,5 +256,58 @@ describe("ReplayPage", () => {
     expect((screen.getByTestId("replay-previous-episode") as HTMLButtonElement).disabled).toBe(true);
     press("]");
     expect(screen.getByTestId("location").textContent).toBe("/projects/1/review/41?has_void=true");
+  });
+
+  it("shows the proposals a person rejected before a step ran, marks repeats, and marks such steps in the strip", async () => {
+    const rejection = (attempt: number, extra: Partial<Rejection> = {}): Rejection => ({
+      attempt, thought: "the logo is a button", action: { name: "click", args: { x: 1, y: 1 } }, action_text: "",
+      void_reason: "", reason: "that is the logo", repeated: false, rejected_by: "ann", created_at: at(1005), ...extra,
+    });
+    const rejected = episode();
+    rejected.steps[0] = {
+      ...rejected.steps[0],
+      rejections: [rejection(1), rejection(2, { reason: "", repeated: true, rejected_by: null, action_text: "click(x=1, y=1)" })],
+    };
+    rejected.steps[1] = { ...rejected.steps[1], rejections: [] };
+    mockFetch(routes({ "GET /api/v1/episodes/42/": { body: rejected } }));
+    renderApp("/projects/1/review/42");
+    await screen.findByTestId("replay-current");
+    const list = screen.getByTestId("step-rejections");
+    expect(list.textContent).toContain("Rejected before this step ran");
+    const items = screen.getAllByTestId("step-rejection");
+    expect(items[0].textContent).toContain("click(x=1, y=1) — “that is the logo” (ann), proposal 1");
+    expect(items[0].querySelector("[data-testid=rejection-repeated]")).toBeNull();
+    expect(items[1].textContent).toContain("click(x=1, y=1) — no reason given, proposal 2");
+    expect(items[1].querySelector("[data-testid=rejection-repeated]")?.textContent).toBe("the model repeated a rejected step");
+
+    const thumbs = screen.getAllByTestId("replay-step");
+    expect(thumbs[0].className).toContain("has-rejections");
+    expect(thumbs[0].querySelector("[data-testid=replay-step-rejected]")?.textContent).toBe("2 rejected");
+    expect(thumbs[0].getAttribute("title")).toContain("Rejected before it ran:\nclick(x=1, y=1) — “that is the logo” (ann), proposal 1");
+    expect(thumbs[1].className).not.toContain("has-rejections");
+    press("ArrowRight");
+    expect(screen.queryByTestId("step-rejections")).toBeNull();
+  });
+
+  it("shows a takeover that did what the model proposed as no correction", async () => {
+    const same = episode();
+    same.steps[1] = {
+      ...same.steps[1],
+      actor: "human",
+      correction: "same",
+      action: { name: "click", args: { x: 2, y: 2 } },
+      thought: "",
+      proposal: { thought: "click cancel", action: { name: "click", args: { x: 2, y: 2 } } },
+    };
+    mockFetch(routes({ "GET /api/v1/episodes/42/": { body: same } }));
+    renderApp("/projects/1/review/42");
+    await screen.findByTestId("replay-current");
+    press("ArrowRight");
+    expect(current()).toBe("1");
+    expect(screen.queryByTestId("replay-proposal")).toBeNull();
+    expect(screen.queryByTestId("replay-correction")).toBeNull();
+    expect(screen.getByTestId("replay-same").textContent).toBe("Took over; did what the model proposed (no correction).");
+    expect(screen.getByTestId("replay-action").textContent).toBe("click(x=2, y=2)");
+    expect(screen.getAllByTestId("replay-step")[1].className).not.toContain("is-corrected");
   });
 });

@@ -1,6 +1,7 @@
 import { useEffect, useRef } from "react";
 import type { Actor } from "../api/types";
 import { formatReward, stepNumber } from "../components/format";
+import { RejectedProposals, rejectionLine, sameAsProposalText } from "../components/RejectedProposals";
 import { ScreenshotView } from "../components/ScreenshotView";
 import { type ReplayStep, STEP_LABELS, type StepLabel, type TranscriptWord } from "./queries";
 import { proposalActionText, proposalThought, stepActionText } from "./replay";
@@ -23,7 +24,8 @@ function actorTitle(actor: Actor): string {
 
 /** The step's screenshot with what was done drawn solid and, when a person overrode it, the model's proposal dashed. */
 export function StepScreen({ step, episodeId }: { step: ReplayStep; episodeId: number }) {
-  const overridden = step.actor !== "model" && step.proposal?.action ? step.proposal.action : null;
+  // a takeover that did what the model proposed draws no second mark: there is nothing to compare
+  const overridden = step.actor !== "model" && step.correction !== "same" && step.proposal?.action ? step.proposal.action : null;
   return (
     <div className="replay-screen">
       {step.screenshot_url ? (
@@ -67,6 +69,7 @@ interface StepPanelProps {
 export function StepPanel({ step, count, words, label, onLabel }: StepPanelProps) {
   const action = stepActionText(step);
   const spoken = words.map((w) => w.word.trim()).join(" ");
+  const corrected = step.proposal !== null && step.correction !== "same";
   return (
     <section className="card replay-step" data-testid="replay-current" data-index={step.index} aria-label={`Step ${stepNumber(step.index)}`}>
       <div className="section-header">
@@ -85,7 +88,8 @@ export function StepPanel({ step, count, words, label, onLabel }: StepPanelProps
           the turn is masked out of RL and left out of SFT rows.
         </div>
       )}
-      {step.proposal ? (
+      <RejectedProposals rejections={step.rejections} />
+      {corrected && step.proposal ? (
         <div className="replay-compare">
           <div className="replay-compare-side replay-compare-proposal" data-testid="replay-proposal">
             <h3>Model proposed</h3>
@@ -100,6 +104,11 @@ export function StepPanel({ step, count, words, label, onLabel }: StepPanelProps
         </div>
       ) : (
         <>
+          {step.correction === "same" && step.actor !== "model" && (
+            <p className="muted small" data-testid="replay-same">
+              {sameAsProposalText(step)}
+            </p>
+          )}
           <h3>Thought</h3>
           <p className="thought" data-testid="replay-thought">
             {step.thought || <span className="muted">(no thought)</span>}
@@ -140,7 +149,10 @@ export function StepPanel({ step, count, words, label, onLabel }: StepPanelProps
   );
 }
 
-/** One thumbnail a step: click to show it. The current one is marked, void and corrected steps stand out. */
+/**
+ * One thumbnail a step: click to show it. The current one is marked; void and corrected steps, and
+ * steps whose proposals a person rejected first, stand out.
+ */
 export function StepStrip({
   steps,
   current,
@@ -170,8 +182,11 @@ export function StepStrip({
         const classes = ["replay-thumb"];
         if (step.index === current) classes.push("is-current");
         if (step.void) classes.push("is-void");
-        if (step.actor !== "model") classes.push("is-corrected");
+        if (step.actor !== "model" && step.correction !== "same") classes.push("is-corrected");
+        const rejections = step.rejections ?? [];
+        if (rejections.length) classes.push("has-rejections");
         const label = labels[String(step.index)];
+        const title = step.void ? `Void: ${step.void_reason}` : stepActionText(step);
         return (
           <li key={step.index}>
             <button
@@ -181,7 +196,8 @@ export function StepStrip({
               data-index={step.index}
               aria-current={step.index === current ? "step" : undefined}
               onClick={() => onSelect(step.index)}
-              title={step.void ? `Void: ${step.void_reason}` : stepActionText(step)}
+              data-rejections={rejections.length || undefined}
+              title={rejections.length ? `${title}\nRejected before it ran:\n${rejections.map(rejectionLine).join("\n")}` : title}
             >
               {step.screenshot_url ? (
                 <img src={step.screenshot_url} alt="" loading="lazy" />
@@ -193,6 +209,11 @@ export function StepStrip({
                 {step.actor !== "model" && <span className={`replay-thumb-actor replay-thumb-actor-${step.actor}`}>{step.actor}</span>}
                 {step.void && <span className="replay-thumb-void">void</span>}
               </span>
+              {rejections.length > 0 && (
+                <span className="replay-thumb-rejected" data-testid="replay-step-rejected">
+                  {rejections.length} rejected
+                </span>
+              )}
               {label && <span className={`review-label review-label-${label}`}>{label}</span>}
             </button>
           </li>

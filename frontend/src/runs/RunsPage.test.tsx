@@ -1,9 +1,9 @@
-import { screen, waitFor } from "@testing-library/react";
+import { screen, waitFor, within } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { TrainingRun } from "../api/types";
 import { mockFetch, type Routes } from "../test/http";
 import { renderApp } from "../test/render";
-import { lossSeries, nextSteps, runTitle } from "./runView";
+import { lossSeries, nextSteps, runStatusText, runTitle } from "./runView";
 
 afterEach(() => vi.unstubAllGlobals());
 
@@ -20,6 +20,7 @@ function makeRun(extra: Partial<TrainingRun> = {}): TrainingRun {
       { step: 0, total: 40, loss: 1.2, phase: "sft" },
       { step: 10, total: 40, loss: 0.8, phase: "sft" },
     ],
+    warnings: [],
     error: "",
     log_tail: "",
     checkpoint: null,
@@ -105,5 +106,40 @@ describe("RunsPage", () => {
     expect(failure.textContent).toContain("trainer dpo exited with 1: no training rows");
     expect(screen.getByTestId("run-log").textContent).toContain("ValueError: no training rows");
     expect(screen.getByTestId("run-next-steps").textContent).toMatch(/nothing to train on/);
+  });
+
+  it("does not let a run that finished with warnings look like a plain success", async () => {
+    const cut =
+      "The time budget of 3600 s cut training at step 1147 of 2600: the model trained less than its recipe asks. Give it more time (or a faster machine) for the full result.";
+    mockFetch({
+      ...base,
+      "GET /api/v1/projects/1/runs/": {
+        body: {
+          results: [
+            makeRun({ id: 6, status: "succeeded", progress: 1, warnings: [cut], checkpoint: { id: 3, name: "v0" } }),
+            makeRun({ id: 5, status: "succeeded", progress: 1, config: {}, checkpoint: { id: 2, name: "c1" } }),
+          ],
+          next: null,
+        },
+      },
+    });
+    renderApp("/projects/1/runs");
+    const [warned, plain] = await screen.findAllByTestId("run");
+    expect(within(warned).getByTestId("run-status").textContent).toBe("finished with a warning");
+    expect(within(warned).getByTestId("run-status").className).toContain("status-warning");
+    const banner = within(warned).getByTestId("run-warnings");
+    expect(banner.textContent).toContain("Finished with a warning");
+    expect(banner.textContent).toContain("cut training at step 1147 of 2600");
+    expect(within(warned).getByTestId("run-progress").className).toContain("warn");
+    expect(within(plain).getByTestId("run-status").textContent).toBe("succeeded");
+    expect(within(plain).queryByTestId("run-warnings")).toBeNull();
+  });
+});
+
+describe("runStatusText", () => {
+  it("counts the warnings of a succeeded run, and leaves other statuses as they are", () => {
+    expect(runStatusText(makeRun({ status: "succeeded", warnings: ["a", "b"] }))).toBe("finished with 2 warnings");
+    expect(runStatusText(makeRun({ status: "succeeded", warnings: [] }))).toBe("succeeded");
+    expect(runStatusText(makeRun({ status: "failed", warnings: ["a"] }))).toBe("failed");
   });
 });

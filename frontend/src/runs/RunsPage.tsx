@@ -6,7 +6,7 @@ import { ProjectFrame } from "../components/ProjectFrame";
 import { Spinner } from "../components/Spinner";
 import { useIdParam } from "../components/useIdParam";
 import { isActive, useDeployments, useRuns } from "./queries";
-import { isColdStart, latestMetric, lossSeries, nextSteps, runTitle } from "./runView";
+import { isColdStart, latestMetric, lossSeries, nextSteps, runStatusText, runTitle, runWarnings } from "./runView";
 
 function ActiveDeployment({ deployments }: { deployments: Deployment[] | undefined }) {
   const active = deployments?.find((d) => d.active);
@@ -34,7 +34,8 @@ function ActiveDeployment({ deployments }: { deployments: Deployment[] | undefin
 
 function ProgressBar({ run }: { run: TrainingRun }) {
   const percent = Math.round(Math.min(1, Math.max(0, run.progress || 0)) * 100);
-  const tone = run.status === "succeeded" ? " done" : run.status === "failed" ? " failed" : "";
+  const tone =
+    run.status === "succeeded" ? (runWarnings(run).length ? " warn" : " done") : run.status === "failed" ? " failed" : "";
   return (
     <div
       className={`progress${tone}`}
@@ -52,14 +53,19 @@ function ProgressBar({ run }: { run: TrainingRun }) {
 
 export function RunCard({ run }: { run: TrainingRun }) {
   const series = lossSeries(run);
+  const warned = runWarnings(run).length > 0;
   const latest = latestMetric(run);
   const percent = Math.round(Math.min(1, Math.max(0, run.progress || 0)) * 100);
   return (
     <li className="card run-card" data-testid="run" data-status={run.status}>
       <div className="section-header">
         <h2 data-testid="run-title">{runTitle(run)}</h2>
-        <span className={`badge status-${run.status}`} data-testid="run-status">
-          {run.status}
+        <span
+          className={`badge status-${run.status}${warned && run.status === "succeeded" ? " status-warning" : ""}`}
+          data-testid="run-status"
+          data-warnings={warned ? "true" : undefined}
+        >
+          {runStatusText(run)}
         </span>
         {isColdStart(run) && <span className="badge">cold start</span>}
         <div className="header-spacer" />
@@ -67,6 +73,7 @@ export function RunCard({ run }: { run: TrainingRun }) {
           {run.finished_at ? `finished ${formatDateTime(run.finished_at)}` : run.started_at ? `started ${formatDateTime(run.started_at)}` : `queued ${formatDateTime(run.created_at)}`}
         </span>
       </div>
+      <RunWarnings run={run} />
       <ProgressBar run={run} />
       <p className="muted small">
         {percent}%
@@ -98,6 +105,30 @@ export function RunCard({ run }: { run: TrainingRun }) {
         </div>
       )}
     </li>
+  );
+}
+
+/** What a person should know about how training went, above the numbers (a budget that cut it short...). */
+export function RunWarnings({ run }: { run: TrainingRun }) {
+  const warnings = runWarnings(run);
+  if (warnings.length === 0) return null;
+  return (
+    <div className="banner banner-warning" role="note" data-testid="run-warnings">
+      <div className="banner-body">
+        <strong>{run.status === "succeeded" ? "Finished with a warning" : "Warning"}</strong>
+        {warnings.length === 1 ? (
+          <p data-testid="run-warning">{warnings[0]}</p>
+        ) : (
+          <ul className="banner-list">
+            {warnings.map((warning) => (
+              <li key={warning} data-testid="run-warning">
+                {warning}
+              </li>
+            ))}
+          </ul>
+        )}
+      </div>
+    </div>
   );
 }
 

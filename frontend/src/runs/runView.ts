@@ -14,6 +14,18 @@ export function runTitle(run: TrainingRun): string {
   return `${run.algorithm.toUpperCase()} run #${run.id}`;
 }
 
+/** The run's warnings (a time budget that cut it, epochs that capped it), in the server's words. */
+export function runWarnings(run: TrainingRun): string[] {
+  return (run.warnings ?? []).filter((w) => typeof w === "string" && w.trim() !== "");
+}
+
+/** The status a person reads: a run that succeeded with warnings must not look like a plain success. */
+export function runStatusText(run: TrainingRun): string {
+  const count = runWarnings(run).length;
+  if (run.status === "succeeded" && count > 0) return count === 1 ? "finished with a warning" : `finished with ${count} warnings`;
+  return run.status;
+}
+
 /** One loss series per phase (demos, sft, dpo, rl, ...), in the order the phases ran. */
 export function lossSeries(run: TrainingRun): Series[] {
   const byPhase = new Map<string, { x: number; y: number }[]>();

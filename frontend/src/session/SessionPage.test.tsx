@@ -288,4 +288,82 @@ describe("SessionPage", () => {
     expect(items[1].querySelector("[data-testid=timeline-proposal]")?.textContent).toBe("was click(x=80, y=100)");
     expect(screen.getByTestId("step-proposal").textContent).toContain("click(x=80, y=100)");
   });
+
+  it("while queued, says its place in line and asks again every few seconds, until it starts", async () => {
+    vi.useFakeTimers({ shouldAdvanceTime: true });
+    try {
+      const queued = (ahead: number, running: number) => ({
+        ...makeEpisode([]),
+        status: "queued" as const,
+        started_at: null,
+        queue: { lane: "people" as const, ahead, running },
+      });
+      let answers = [queued(2, 2), queued(0, 2), { ...makeEpisode([]), status: "running" as const, queue: null }];
+      const { requests } = mockFetch({
+        "GET /api/v1/auth/session": { body: { user: { id: 1, username: "ann", is_staff: false } } },
+        "GET /api/v1/episodes/42/": () => {
+          const body = answers[0];
+          if (answers.length > 1) answers = answers.slice(1);
+          return { body };
+        },
+        "GET /api/v1/projects/1/": { body: { id: 1, slug: "demo", name: "Demo project", description: "", role: "annotator", created_at: "" } },
+        "GET /api/v1/projects/": { body: { results: [], next: null } },
+        "GET /api/v1/health": { body: { status: "ok", checks: {} } },
+      });
+      const episodeGets = () => requests.filter((r) => r.url === "/api/v1/episodes/42/").length;
+      renderApp("/episodes/42");
+      const card = await screen.findByTestId("queue-position");
+      expect(card.textContent).toContain("Starting… waiting for a free live slot: 2 episodes ahead of yours (2 running).");
+      expect(card.getAttribute("role")).toBe("status");
+      const before = episodeGets();
+
+      // others start: no event reaches this episode's socket, the page asks again
+      await act(() => vi.advanceTimersByTimeAsync(3100));
+      await waitFor(() => expect(screen.getByTestId("queue-position").textContent).toContain("Starting… next in line for a free live slot (2 running)."));
+      expect(episodeGets()).toBe(before + 1);
+
+      // it starts (the socket says so too): the card goes, and the page stops asking
+      await act(() => vi.advanceTimersByTimeAsync(3100));
+      const socket = MockWebSocket.latest();
+      act(() => {
+        socket.open();
+        socket.receive({ type: "episode.state", seq: 1, data: { status: "running", queue: null } });
+      });
+      await waitFor(() => expect(screen.queryByTestId("queue-position")).toBeNull());
+      const after = episodeGets();
+      await act(() => vi.advanceTimersByTimeAsync(10_000));
+      expect(episodeGets()).toBe(after);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("shows a takeover that did what the model proposed as no correction, and the rejects before a step", async () => {
+    const socket = await openSession();
+    act(() =>
+      socket.receive({
+        type: "step.executed",
+        seq: 1,
+        data: makeStep(1, {
+          actor: "human",
+          action_text: "click(x=80, y=100)",
+          proposal: { thought: "m", action_text: "click(x=80, y=100)" },
+          correction: "same",
+          rejections: [
+            {
+              attempt: 1, thought: "the logo", action: { name: "click", args: { x: 1, y: 1 } }, action_text: "click(x=1, y=1)",
+              void_reason: "", reason: "that is the logo", repeated: false, rejected_by: "ann", created_at: null,
+            },
+          ],
+        }),
+      }),
+    );
+    const items = screen.getByTestId("step-timeline").querySelectorAll("li");
+    expect(items[1].querySelector("[data-testid=timeline-proposal]")).toBeNull();
+    expect(items[1].querySelector("[data-testid=timeline-same]")?.textContent).toBe("took over; did what the model proposed");
+    expect(items[1].querySelector("[data-testid=timeline-rejections]")?.textContent).toBe("1 rejected");
+    expect(screen.queryByTestId("step-proposal")).toBeNull();
+    expect(screen.getByTestId("step-same").textContent).toBe("Took over; did what the model proposed (no correction).");
+    expect(screen.getByTestId("step-rejection").textContent).toContain("click(x=1, y=1) — “that is the logo” (ann), proposal 1");
+  });
 });

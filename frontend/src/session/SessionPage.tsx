@@ -8,10 +8,12 @@ import { ConnectionBadge } from "../components/ConnectionBadge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { LoadError } from "../components/NoAccess";
 import { formatDateTime, formatReward, stepNumber } from "../components/format";
+import { RejectedProposals, sameAsProposalText } from "../components/RejectedProposals";
 import { ScreenshotView } from "../components/ScreenshotView";
 import { Spinner } from "../components/Spinner";
 import { useIdParam } from "../components/useIdParam";
 import { useEpisode } from "../episodes/queries";
+import { waitingText } from "../episodes/queue";
 import { useProject } from "../projects/queries";
 import { ControlBar, type FormName } from "./ControlBar";
 import { type ControlKey, controlsFor } from "./controls";
@@ -34,7 +36,8 @@ const SCREENSHOT_WIDTH = 480;
 const HINT_MS = 6000;
 
 function StepDetails({ step, live }: { step: Step; live: boolean }) {
-  const corrected = step.actor !== "model" && step.proposal;
+  // "same": a takeover that did what the model proposed corrected nothing
+  const corrected = step.actor !== "model" && step.proposal && step.correction !== "same";
   return (
     <section className="card step-details" aria-label={live ? "Latest step" : `Step ${stepNumber(step.index)}`}>
       <div className="section-header">
@@ -44,6 +47,12 @@ function StepDetails({ step, live }: { step: Step; live: boolean }) {
         <div className="header-spacer" />
         <span className="muted small">reward {formatReward(step.reward)}</span>
       </div>
+      <RejectedProposals rejections={step.rejections} />
+      {step.actor !== "model" && step.correction === "same" && (
+        <p className="muted small" data-testid="step-same">
+          {sameAsProposalText(step)}
+        </p>
+      )}
       <div className={corrected ? "correction" : undefined}>
         <div>
           {corrected && <h3>{step.actor === "human" ? "The person did" : "The person's edit"}</h3>}
@@ -215,6 +224,9 @@ export function SessionPage() {
   // Whoever may act on the episode may think aloud; watchers (someone else controls it) read the transcript.
   const canThinkAloud = !ended && me !== null && (!live.control || live.control.username === me.username);
   const shown = stepShown;
+  // The place in line: the REST copy is asked again every few seconds while queued (others starting
+  // move it; this episode's socket does not hear of them), the socket's copy is from its own last change.
+  const queue = loaded.data.status === "queued" ? loaded.data.queue : (episode.queue ?? null);
 
   return (
     <main className="page page-wide session-page">
@@ -306,6 +318,26 @@ export function SessionPage() {
         </section>
       )}
 
+      {episode.status === "queued" && (
+        <section
+          className="card waiting-card"
+          role="status"
+          aria-label="Waiting to start"
+          data-testid="queue-position"
+          data-ahead={queue ? queue.ahead : ""}
+        >
+          <span className="spinner" aria-hidden="true" />
+          <div>
+            <strong data-testid="queue-position-text">{waitingText(queue)}</strong>
+            <p className="muted small">
+              {queue?.lane === "machines"
+                ? "Autonomous episodes wait for a rollout worker; supervised ones have workers of their own."
+                : "Live sessions have workers of their own: autonomous batches never hold you back. The screen appears here as soon as a slot is free."}
+            </p>
+          </div>
+        </section>
+      )}
+
       {!ended && (
         <ControlBar
           controls={controls}
@@ -339,7 +371,7 @@ export function SessionPage() {
             </div>
           ) : (
             <div className="screenshot-placeholder" data-testid="episode-screenshot-empty">
-              {episode.status === "queued" ? "Waiting for a worker to start this episode…" : "No screenshot yet."}
+              {episode.status === "queued" ? "The screen appears once the episode starts." : "No screenshot yet."}
             </div>
           )}
           {following && proposal?.screenshot_url && proposal.screenshot_url === brokenShot && (

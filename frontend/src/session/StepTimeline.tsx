@@ -1,5 +1,6 @@
 import type { Step } from "../api/types";
 import { stepNumber } from "../components/format";
+import { rejectionLine } from "../components/RejectedProposals";
 
 /**
  * Every executed step as a thumbnail strip with who acted; a step a person edited or took shows
@@ -25,6 +26,7 @@ export function StepTimeline({
     <ol className="timeline" data-testid="step-timeline" aria-label="Steps">
       {steps.map((step) => {
         const corrected = step.actor !== "model" && step.proposal && step.correction !== "same";
+        const same = step.actor !== "model" && step.correction === "same";
         const rejections = step.rejections ?? [];
         return (
           <li key={step.index}>
@@ -54,11 +56,16 @@ export function StepTimeline({
                   was {step.proposal?.action_text || "void"}
                 </span>
               )}
+              {same && (
+                <span className="timeline-same" data-testid="timeline-same" title="A person acted, and did exactly what the model proposed">
+                  {step.actor === "edited" ? "edited; no change" : "took over; did what the model proposed"}
+                </span>
+              )}
               {rejections.length > 0 && (
                 <span
                   className="timeline-rejections"
                   data-testid="timeline-rejections"
-                  title={rejections.map((r) => `rejected ${r.action_text || "(not an action)"}${r.reason ? `: ${r.reason}` : ""}`).join("\n")}
+                  title={`Rejected before this step ran:\n${rejections.map(rejectionLine).join("\n")}`}
                 >
                   {rejections.length} rejected
                 </span>

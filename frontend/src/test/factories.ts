@@ -38,6 +38,7 @@ export function makeEpisode(steps: Step[] = []): EpisodeDetail {
     created_at: "2026-01-01T00:00:00Z",
     started_at: "2026-01-01T00:00:01Z",
     finished_at: null,
+    queue: null,
     steps,
   };
 }
