@@ -1,8 +1,8 @@
 import { QueryClientProvider, type QueryClient } from "@tanstack/react-query";
 import { BrowserRouter, Link, Route, Routes } from "react-router";
 import { LoginPage } from "./auth/LoginPage";
-import { RequireAuth } from "./auth/RequireAuth";
-import { Layout } from "./components/Layout";
+import { RequireAuth } from "./shell/RequireAuth";
+import { Layout } from "./shell/Layout";
 import { DatasetsPage } from "./datasets/DatasetsPage";
 import { EpisodeListPage } from "./episodes/EpisodeListPage";
 import { SessionPage } from "./session/SessionPage";

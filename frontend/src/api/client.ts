@@ -118,7 +118,12 @@ export async function errorFromResponse(response: Response): Promise<ApiError> {
 
 export interface RequestOptions {
   method?: "GET" | "POST" | "PATCH" | "PUT" | "DELETE";
+  /** A JSON body (sent as `application/json`). */
   body?: unknown;
+  /** Bytes sent as they are (an audio chunk), instead of `body`; name their Content-Type in `headers`. */
+  rawBody?: Blob | ArrayBuffer | string;
+  /** Headers of this request besides Accept and CSRF (a raw body's Content-Type, X-Chunk-Start). */
+  headers?: Record<string, string>;
   signal?: AbortSignal;
 }
 
@@ -129,7 +134,8 @@ export interface RequestOptions {
 export async function apiFetch<T>(path: string, options: RequestOptions = {}): Promise<T> {
   const method = options.method ?? "GET";
   const headers: Record<string, string> = { Accept: "application/json" };
-  if (options.body !== undefined) headers["Content-Type"] = "application/json";
+  if (options.body !== undefined && options.rawBody === undefined) headers["Content-Type"] = "application/json";
+  Object.assign(headers, options.headers);
   if (method !== "GET") {
     const token = getCookie("csrftoken");
     if (token) headers["X-CSRFToken"] = token;
@@ -142,7 +148,7 @@ export async function apiFetch<T>(path: string, options: RequestOptions = {}): P
       method,
       headers,
       credentials: "same-origin",
-      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+      body: options.rawBody ?? (options.body === undefined ? undefined : JSON.stringify(options.body)),
       signal: options.signal,
     });
   } catch (cause) {
@@ -265,6 +271,10 @@ export const episodeStart = (
 
 export const runList = (projectId: number, signal?: AbortSignal) =>
   apiFetch<Page<TrainingRun>>(`projects/${projectId}/runs/`, { signal }).then((page) => page.results);
+
+/** Train on a ready snapshot (managers); the run is queued. */
+export const runCreate = (projectId: number, snapshotId: number) =>
+  apiFetch<TrainingRun>(`projects/${projectId}/runs/`, { method: "POST", body: { snapshot: snapshotId } });
 
 export const deploymentList = (projectId: number, signal?: AbortSignal) =>
   apiFetch<Page<Deployment>>(`projects/${projectId}/deployments/`, { signal }).then((page) => page.results);

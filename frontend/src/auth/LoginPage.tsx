@@ -2,7 +2,7 @@ import { type FormEvent, useState } from "react";
 import { Navigate, useLocation, useNavigate } from "react-router";
 import { ApiError } from "../api/client";
 import { ErrorBanner } from "../components/ErrorBanner";
-import { useLogin, useSession } from "./useSession";
+import { useLogin, useSession } from "../components/useSession";
 
 /** Where to go after logging in: back where the person was sent from, never off-site. */
 function returnPath(state: unknown): string {

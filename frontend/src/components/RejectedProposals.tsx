@@ -1,5 +1,5 @@
 import type { Rejection, Step } from "../api/types";
-import { actionText } from "../session/grammar";
+import { actionText } from "./grammar";
 
 /** What a rejected proposal would have done, as the grammar writes it. */
 export function rejectedAction(rejection: Pick<Rejection, "action" | "action_text">): string {

@@ -1,9 +1,9 @@
-import { useSession } from "../auth/useSession";
+import { useSession } from "../components/useSession";
 import { ErrorBanner } from "../components/ErrorBanner";
-import { ProjectFrame } from "../components/ProjectFrame";
+import { ProjectFrame } from "../shell/ProjectFrame";
 import { Spinner } from "../components/Spinner";
 import { useIdParam } from "../components/useIdParam";
-import { canManage } from "../projects/permissions";
+import { canManage } from "../components/permissions";
 import { useDeployments } from "../runs/queries";
 import { CycleCard } from "./CycleCard";
 import { CycleSettingsForm } from "./CycleSettingsForm";

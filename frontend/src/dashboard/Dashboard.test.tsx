@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { mockFetch } from "../test/http";
 import { renderApp } from "../test/render";
 import { baseRoutes } from "../test/review";
-import type { DashboardData } from "./queries";
+import type { DashboardData } from "../api/dashboard";
 import { agreementBars, dayNumber, dayTicks, growthSeries, successSeries, throughputBars } from "./series";
 
 afterEach(() => vi.unstubAllGlobals());

@@ -1,31 +1,13 @@
-/** The project's dashboard series and reviewer agreement (`GET /projects/<id>/dashboard`, managers). */
+/** The project's dashboard as server state (the call and its shape are in api/dashboard.ts). */
 import { useQuery } from "@tanstack/react-query";
-import { apiFetch } from "../api/client";
-
-export interface Agreement {
-  episodes_with_multiple_reviews: number;
-  /** Share of multiply-reviewed episodes whose verdicts all agree; null with none. */
-  agreement: number | null;
-  /** Cohen's kappa over every pair of reviews of one episode; null when undefined. */
-  kappa: number | null;
-  reviewers: { username: string; reviews: number; accepts: number }[];
-}
-
-export interface DashboardData {
-  success_by_checkpoint: { checkpoint: string; day: string; episodes: number; success_rate: number }[];
-  interventions: { day: string; episodes: number; per_episode: number }[];
-  void_rate: { day: string; steps: number; rate: number }[];
-  annotator_throughput: { username: string; day: string; episodes: number; steps: number }[];
-  dataset_growth: { created_at: string; kind: string; rows: number; name: string }[];
-  agreement: Agreement;
-}
+import { dashboardGet } from "../api/dashboard";
 
 export const dashboardKey = (projectId: number) => ["project", projectId, "dashboard"] as const;
 
 export function useDashboard(projectId: number) {
   return useQuery({
     queryKey: dashboardKey(projectId),
-    queryFn: ({ signal }) => apiFetch<DashboardData>(`projects/${projectId}/dashboard`, { signal }),
+    queryFn: ({ signal }) => dashboardGet(projectId, signal),
     enabled: Number.isFinite(projectId),
     refetchInterval: 60_000,
   });

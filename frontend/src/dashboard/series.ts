@@ -4,7 +4,7 @@
  */
 import type { Bar } from "../components/BarChart";
 import type { Series } from "../components/LineChart";
-import type { DashboardData } from "./queries";
+import type { DashboardData } from "../api/dashboard";
 
 const DAY_MS = 86_400_000;
 
@@ -54,11 +54,6 @@ export function interventionSeries(data: DashboardData): Series[] {
 
 export function voidSeries(data: DashboardData): Series[] {
   return [{ name: "void-turn rate", points: data.void_rate.map((r) => ({ x: dayNumber(r.day), y: r.rate })) }];
-}
-
-/** Supervised episodes finished per annotator, per day. */
-export function throughputSeries(data: DashboardData): Series[] {
-  return groupBy(data.annotator_throughput, (r) => r.username, (r) => ({ x: dayNumber(r.day), y: r.episodes }));
 }
 
 /** Each annotator's total, largest first. */

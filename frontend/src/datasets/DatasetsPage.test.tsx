@@ -1,10 +1,10 @@
 import { fireEvent, screen, waitFor, within } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { DashboardData } from "../dashboard/queries";
+import type { DashboardData } from "../api/dashboard";
 import { mockFetch, type Routes } from "../test/http";
 import { renderApp } from "../test/render";
 import { baseRoutes } from "../test/review";
-import type { Routing, Snapshot } from "./queries";
+import type { Routing, Snapshot } from "../api/datasets";
 import { describeFilter, formatBytes } from "./SnapshotList";
 
 afterEach(() => vi.unstubAllGlobals());

@@ -1,10 +1,10 @@
-import { useSession } from "../auth/useSession";
+import { useSession } from "../components/useSession";
 import { Dashboard } from "../dashboard/Dashboard";
 import { ManagersOnly } from "../components/ManagersOnly";
-import { ProjectFrame } from "../components/ProjectFrame";
+import { ProjectFrame } from "../shell/ProjectFrame";
 import { useIdParam } from "../components/useIdParam";
-import { canManage } from "../projects/permissions";
-import { useTasks } from "../projects/queries";
+import { canManage } from "../components/permissions";
+import { useTasks } from "../components/projectQueries";
 import { FreezeForm } from "./FreezeForm";
 import { RoutingCard } from "./RoutingCard";
 import { SnapshotList } from "./SnapshotList";

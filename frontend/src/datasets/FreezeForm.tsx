@@ -1,8 +1,9 @@
 import { useRef, useState } from "react";
 import { ErrorBanner } from "../components/ErrorBanner";
-import { useTasks } from "../projects/queries";
+import { useTasks } from "../components/projectQueries";
 import { useCheckpoints } from "../review/queries";
-import { type Snapshot, SNAPSHOT_KINDS, type SnapshotFilter, type SnapshotKind, useCreateSnapshot, useRouting } from "./queries";
+import type { Snapshot, SnapshotFilter, SnapshotKind } from "../api/datasets";
+import { SNAPSHOT_KINDS, useCreateSnapshot, useRouting } from "./queries";
 
 /** The filter a form state asks for: only what was set. */
 export function filterOf(form: {

@@ -2,7 +2,8 @@ import { useEffect, useState } from "react";
 import { ApiError } from "../api/client";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Spinner } from "../components/Spinner";
-import { type Bucket, type Routing, type Rule, SNAPSHOT_KINDS, useRouting, useSetRouting } from "./queries";
+import type { Bucket, Routing, Rule } from "../api/datasets";
+import { SNAPSHOT_KINDS, useRouting, useSetRouting } from "./queries";
 
 const RULES: { rule: Rule; label: string; help: string }[] = [
   { rule: "reward", label: "Env reward", help: "V=1 when the environment's reward reaches the threshold" },

@@ -2,7 +2,8 @@ import { Link } from "react-router";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime } from "../components/format";
 import { Spinner } from "../components/Spinner";
-import { type Snapshot, type SnapshotFilter, useSnapshots, useTrainOnSnapshot } from "./queries";
+import type { Snapshot, SnapshotFilter } from "../api/datasets";
+import { useSnapshots, useTrainOnSnapshot } from "./queries";
 
 export function formatBytes(bytes: number): string {
   if (!bytes) return "0 B";

@@ -1,16 +1,21 @@
 /**
  * Server state of the Datasets page: the project's validator V and bucket counts (`/routing`),
- * snapshots (polled while one builds), and training on a ready snapshot. Shapes follow
- * flywheel/api.py and flywheel/datasets.py.
+ * snapshots (polled while one builds), and training on a ready snapshot. The calls and their
+ * shapes are in api/datasets.ts.
  */
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useRef } from "react";
-import { apiFetch } from "../api/client";
-import type { TrainingRun } from "../api/types";
-
-export type SnapshotKind = "sft" | "dpo" | "rl" | "ct";
-export type Rule = "reward" | "review" | "both";
-export type SnapshotStatus = "building" | "ready" | "failed";
+import { runCreate } from "../api/client";
+import {
+  type RoutingInput,
+  routingGet,
+  routingUpdate,
+  type Snapshot,
+  snapshotCreate,
+  type SnapshotInput,
+  type SnapshotKind,
+  snapshotList,
+} from "../api/datasets";
 
 export const SNAPSHOT_KINDS: { kind: SnapshotKind; label: string; help: string }[] = [
   { kind: "sft", label: "SFT", help: "V=1 episodes, every non-void step a row (autonomous successes are the RFT part)" },
@@ -19,55 +24,6 @@ export const SNAPSHOT_KINDS: { kind: SnapshotKind; label: string; help: string }
   { kind: "ct", label: "CT", help: "V=0 episodes, for continual training on what went wrong" },
 ];
 
-export interface Bucket {
-  rows: number;
-  episodes: number;
-  /** Rows of episodes that no ready snapshot of this kind holds yet. */
-  new_rows: number;
-}
-
-export interface Routing {
-  rule: Rule;
-  reward_threshold: number;
-  buckets: Record<SnapshotKind | "rft", Bucket>;
-}
-
-export interface SnapshotFilter {
-  tasks?: number[];
-  split?: string;
-  checkpoint?: number;
-  mode?: string;
-  created_after?: string;
-  created_before?: string;
-  only_new?: boolean;
-}
-
-export interface Snapshot {
-  id: number;
-  project: number;
-  kind: SnapshotKind;
-  name: string;
-  filter: SnapshotFilter;
-  routing: { rule?: Rule; reward_threshold?: number };
-  status: SnapshotStatus;
-  /** 0..1 */
-  progress: number;
-  error: string;
-  rows: number;
-  episodes: number;
-  sha256: string;
-  size_bytes: number;
-  lineage: { tasks?: Record<string, number>; checkpoints?: Record<string, number> };
-  created_by: { id: number; username: string } | null;
-  created_at: string;
-  /** When a worker began writing it; null while it waits for one. */
-  started_at: string | null;
-  finished_at: string | null;
-  export_url: string;
-  /** In a freeze's answer: the same data (kind, filter, routing, episodes) is already frozen or being frozen as this one. */
-  duplicate?: boolean;
-}
-
 export const routingKey = (projectId: number) => ["project", projectId, "routing"] as const;
 export const snapshotsKey = (projectId: number) => ["project", projectId, "snapshots"] as const;
 export const SNAPSHOT_POLL_MS = 1_000;
@@ -75,7 +31,7 @@ export const SNAPSHOT_POLL_MS = 1_000;
 export function useRouting(projectId: number) {
   return useQuery({
     queryKey: routingKey(projectId),
-    queryFn: ({ signal }) => apiFetch<Routing>(`projects/${projectId}/routing`, { signal }),
+    queryFn: ({ signal }) => routingGet(projectId, signal),
     enabled: Number.isFinite(projectId),
   });
 }
@@ -83,8 +39,7 @@ export function useRouting(projectId: number) {
 export function useSetRouting(projectId: number) {
   const client = useQueryClient();
   return useMutation({
-    mutationFn: (changes: { rule?: Rule; reward_threshold?: number }) =>
-      apiFetch<Routing>(`projects/${projectId}/routing`, { method: "PATCH", body: changes }),
+    mutationFn: (changes: RoutingInput) => routingUpdate(projectId, changes),
     onSuccess: (routing) => {
       client.setQueryData(routingKey(projectId), routing);
       client.invalidateQueries({ queryKey: ["project", projectId, "dashboard"] });
@@ -100,8 +55,7 @@ export function useSnapshots(projectId: number) {
   const client = useQueryClient();
   const query = useQuery({
     queryKey: snapshotsKey(projectId),
-    queryFn: ({ signal }) =>
-      apiFetch<{ results: Snapshot[] }>(`projects/${projectId}/snapshots/`, { signal }).then((r) => r.results),
+    queryFn: ({ signal }) => snapshotList(projectId, signal),
     enabled: Number.isFinite(projectId),
     staleTime: 0,
     refetchInterval: (q) => (q.state.data?.some((s) => s.status === "building") ? SNAPSHOT_POLL_MS : false),
@@ -121,8 +75,7 @@ export function useSnapshots(projectId: number) {
 export function useCreateSnapshot(projectId: number) {
   const client = useQueryClient();
   return useMutation({
-    mutationFn: (request: { kind: SnapshotKind; name: string; filter: SnapshotFilter }) =>
-      apiFetch<Snapshot>(`projects/${projectId}/snapshots/`, { method: "POST", body: request }),
+    mutationFn: (request: SnapshotInput) => snapshotCreate(projectId, request),
     onSuccess: (snapshot) => {
       // A new snapshot goes on top at once; a duplicate is one the list already holds, where it is.
       if (!snapshot.duplicate) {
@@ -136,8 +89,7 @@ export function useCreateSnapshot(projectId: number) {
 export function useTrainOnSnapshot(projectId: number) {
   const client = useQueryClient();
   return useMutation({
-    mutationFn: (snapshotId: number) =>
-      apiFetch<TrainingRun>(`projects/${projectId}/runs/`, { method: "POST", body: { snapshot: snapshotId } }),
+    mutationFn: (snapshotId: number) => runCreate(projectId, snapshotId),
     onSuccess: () => client.invalidateQueries({ queryKey: ["project", projectId, "runs"] }),
   });
 }

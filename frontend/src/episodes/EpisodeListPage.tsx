@@ -1,13 +1,13 @@
 import { Link, useSearchParams } from "react-router";
 import { EPISODE_MODES, EPISODE_STATUSES, type Episode } from "../api/types";
-import { useSession } from "../auth/useSession";
+import { useSession } from "../components/useSession";
 import { EndReason, OutcomeBadge, StatusBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime, formatReward } from "../components/format";
-import { ProjectFrame } from "../components/ProjectFrame";
+import { ProjectFrame } from "../shell/ProjectFrame";
 import { Spinner } from "../components/Spinner";
 import { useIdParam } from "../components/useIdParam";
-import { canManage } from "../projects/permissions";
+import { canManage } from "../components/permissions";
 import { useEpisodeList, useLiveEpisodes } from "./queries";
 import { queueShort } from "./queue";
 import { StartEpisodeForm } from "./StartEpisodeForm";

@@ -5,7 +5,7 @@ import { ApiError, episodeStart } from "../api/client";
 import { EPISODE_MODES, type Episode, type EpisodeMode } from "../api/types";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Spinner } from "../components/Spinner";
-import { useTasks } from "../projects/queries";
+import { useTasks } from "../components/projectQueries";
 import { parseSeeds } from "./seeds";
 
 /**

@@ -1,10 +1,8 @@
-import { useInfiniteQuery, useQueries, useQuery } from "@tanstack/react-query";
+import { useInfiniteQuery, useQueries } from "@tanstack/react-query";
 import type { Episode, EpisodeStatus } from "../api/types";
-import { episodeGet, episodeListPage, type EpisodeFilter } from "../api/client";
-import { QUEUE_POLL_MS } from "./queue";
+import { episodeListPage, type EpisodeFilter } from "../api/client";
 
 export const episodesKey = (filter: EpisodeFilter) => ["episodes", filter] as const;
-export const episodeKey = (episodeId: number) => ["episode", episodeId] as const;
 
 /** Episodes page by page (keyset `next` links), newest first as the server orders them. */
 export function useEpisodeList(filter: EpisodeFilter) {
@@ -15,19 +13,6 @@ export function useEpisodeList(filter: EpisodeFilter) {
     getNextPageParam: (last) => last.next,
     // Live sessions change state on their own; keep the list fresh while it is open.
     refetchInterval: 10_000,
-  });
-}
-
-/**
- * One episode with its steps. While it is queued it is asked again every few seconds: its place in
- * line changes when *other* episodes start, and its own socket says nothing about those.
- */
-export function useEpisode(episodeId: number) {
-  return useQuery({
-    queryKey: episodeKey(episodeId),
-    queryFn: ({ signal }) => episodeGet(episodeId, signal),
-    enabled: Number.isFinite(episodeId),
-    refetchInterval: (query) => (query.state.data?.status === "queued" ? QUEUE_POLL_MS : false),
   });
 }
 

@@ -5,9 +5,6 @@
  */
 import type { Episode, EpisodeQueue } from "../api/types";
 
-/** How often a page asks again while an episode waits: nothing is pushed when *other* episodes start. */
-export const QUEUE_POLL_MS = 3_000;
-
 const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
 
 function slotOf(queue: EpisodeQueue | null | undefined): string {

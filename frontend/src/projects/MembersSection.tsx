@@ -5,7 +5,7 @@ import type { Role } from "../api/types";
 import { RoleBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Spinner } from "../components/Spinner";
-import { membersKey, useMembers } from "./queries";
+import { membersKey, useMembers } from "../components/projectQueries";
 
 const ROLES: Role[] = ["annotator", "manager", "admin"];
 

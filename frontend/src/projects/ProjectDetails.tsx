@@ -4,7 +4,7 @@ import { ApiError, projectUpdate } from "../api/client";
 import type { Project } from "../api/types";
 import { RoleBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
-import { PROJECTS_KEY, projectKey } from "./queries";
+import { PROJECTS_KEY, projectKey } from "../components/projectQueries";
 
 /** The project's name and description; managers and admins edit them in place. */
 export function ProjectDetails({ project, editable }: { project: Project; editable: boolean }) {

@@ -2,7 +2,7 @@ import { Link } from "react-router";
 import { RoleBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Spinner } from "../components/Spinner";
-import { useProjects } from "./queries";
+import { useProjects } from "../components/projectQueries";
 
 /** `/`: the projects the person belongs to, each with their role in it. */
 export function ProjectListPage() {

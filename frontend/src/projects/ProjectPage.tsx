@@ -1,9 +1,9 @@
 import { Link, useSearchParams } from "react-router";
-import { useSession } from "../auth/useSession";
-import { ProjectFrame } from "../components/ProjectFrame";
+import { useSession } from "../components/useSession";
+import { ProjectFrame } from "../shell/ProjectFrame";
 import { useIdParam } from "../components/useIdParam";
 import { MembersSection } from "./MembersSection";
-import { canAdminister, canManage } from "./permissions";
+import { canAdminister, canManage } from "../components/permissions";
 import { ProjectDetails } from "./ProjectDetails";
 import { TasksSection } from "./TasksSection";
 

@@ -4,7 +4,7 @@ import { ApiError, taskAdd, taskRemove } from "../api/client";
 import type { Split, TaskInput, TaskSpec } from "../api/types";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Spinner } from "../components/Spinner";
-import { tasksKey, useTasks } from "./queries";
+import { tasksKey, useTasks } from "../components/projectQueries";
 
 const EMPTY_TASK: TaskInput = {
   env_kind: "miniwob",

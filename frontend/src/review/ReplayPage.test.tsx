@@ -5,7 +5,7 @@ import { mockFetch, type Routes } from "../test/http";
 import { renderApp } from "../test/render";
 import { baseRoutes, reviewEpisode } from "../test/review";
 import type { Rejection } from "../api/types";
-import type { ReplayEpisode, Review, Transcript } from "./queries";
+import type { ReplayEpisode, Review, Transcript } from "../api/review";
 
 afterEach(() => vi.unstubAllGlobals());
 

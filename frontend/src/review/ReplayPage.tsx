@@ -1,28 +1,20 @@
 import { useEffect, useRef, useState } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router";
-import { useSession } from "../auth/useSession";
+import { useSession } from "../components/useSession";
 import { EndReason, OutcomeBadge, StatusBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { LoadError } from "../components/NoAccess";
 import { formatDateTime, formatReward } from "../components/format";
 import { ManagersOnly } from "../components/ManagersOnly";
-import { ProjectFrame } from "../components/ProjectFrame";
+import { ProjectFrame } from "../shell/ProjectFrame";
 import { Spinner } from "../components/Spinner";
 import { useIdParam } from "../components/useIdParam";
-import { canManage } from "../projects/permissions";
+import { canManage } from "../components/permissions";
+import { shortcutHints, shortcutLabel } from "../components/shortcuts";
 import { apiParams } from "./filters";
-import {
-  type ReplayEpisode,
-  type Review,
-  type StepLabel,
-  type Transcript,
-  useNeighbours,
-  useReplay,
-  useReviews,
-  useSubmitReview,
-  useTranscript,
-} from "./queries";
-import { replayCommand, SHORTCUTS } from "./replay";
+import type { ReplayEpisode, Review, StepLabel, Transcript } from "../api/review";
+import { useNeighbours, useReplay, useReviews, useSubmitReview, useTranscript } from "./queries";
+import { replayCommand } from "./replay";
 import { type Draft, draftOf, ReviewForm } from "./ReviewForm";
 import { ReviewStatusBadge } from "./ReviewStatusBadge";
 import { StepPanel, StepScreen, StepStrip } from "./StepPanel";
@@ -112,7 +104,7 @@ function Replay({ projectId, episode, transcript, reviews, userId, listQuery, pr
             data-testid="replay-previous-episode"
             title="Previous episode in the list"
           >
-            ← Previous <kbd>[</kbd>
+            ← Previous <kbd>{shortcutLabel("previous-episode", "replay")}</kbd>
           </button>
           <button
             type="button"
@@ -122,7 +114,7 @@ function Replay({ projectId, episode, transcript, reviews, userId, listQuery, pr
             data-testid="replay-next-episode"
             title="Next episode in the list"
           >
-            Next <kbd>]</kbd> →
+            Next <kbd>{shortcutLabel("next-episode", "replay")}</kbd> →
           </button>
         </div>
       </div>
@@ -149,9 +141,9 @@ function Replay({ projectId, episode, transcript, reviews, userId, listQuery, pr
             <StepScreen step={step} episodeId={episode.id} />
           )}
           <p className="replay-shortcuts muted small" aria-label="Keyboard shortcuts">
-            {SHORTCUTS.map(([keys, what]) => (
-              <span key={keys}>
-                <kbd>{keys}</kbd> {what}
+            {shortcutHints("replay").map(({ label, hint }) => (
+              <span key={label}>
+                <kbd>{label}</kbd> {hint}
               </span>
             ))}
           </p>

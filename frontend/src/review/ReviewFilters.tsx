@@ -1,8 +1,9 @@
 import { useEffect, useState, type ReactNode } from "react";
 import { EPISODE_MODES, EPISODE_STATUSES } from "../api/types";
-import { useMembers, useTasks } from "../projects/queries";
+import { useMembers, useTasks } from "../components/projectQueries";
 import { changedFilters, type FilterKey, type Filters, ORDERINGS } from "./filters";
-import { REVIEW_STATUSES, useCheckpoints } from "./queries";
+import { REVIEW_STATUSES } from "../api/review";
+import { useCheckpoints } from "./queries";
 
 interface ReviewFiltersProps {
   projectId: number;

@@ -1,7 +1,9 @@
 import { Link } from "react-router";
 import { ErrorBanner } from "../components/ErrorBanner";
+import { shortcutLabel } from "../components/shortcuts";
 import { formatDateTime, stepNumber } from "../components/format";
-import { type Review, type ReviewStatus, STEP_LABELS, type StepLabel, type Verdict } from "./queries";
+import type { Review, ReviewStatus, StepLabel, Verdict } from "../api/review";
+import { STEP_LABELS } from "./queries";
 import { ReviewStatusBadge } from "./ReviewStatusBadge";
 
 export interface Draft {
@@ -83,7 +85,7 @@ export function ReviewForm({
               data-testid="verdict-accept"
               onClick={() => onChange({ ...draft, verdict: "accept" })}
             >
-              ✓ Accept <kbd>a</kbd>
+              ✓ Accept <kbd>{shortcutLabel("accept", "replay")}</kbd>
             </button>
             <button
               type="button"
@@ -92,7 +94,7 @@ export function ReviewForm({
               data-testid="verdict-reject"
               onClick={() => onChange({ ...draft, verdict: "reject" })}
             >
-              ✗ Reject <kbd>r</kbd>
+              ✗ Reject <kbd>{shortcutLabel("reject", "replay")}</kbd>
             </button>
           </div>
           <div className="button-row review-grades" role="group" aria-label="Grade">
@@ -168,7 +170,7 @@ export function ReviewForm({
           </div>
           {nextEpisode && (
             <Link className="button small" to={nextEpisode} data-testid="review-next-episode">
-              Next episode <kbd>]</kbd>
+              Next episode <kbd>{shortcutLabel("next-episode", "replay")}</kbd>
             </Link>
           )}
         </div>

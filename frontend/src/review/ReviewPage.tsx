@@ -1,15 +1,16 @@
 import { Link, useNavigate, useSearchParams } from "react-router";
-import { useSession } from "../auth/useSession";
+import { useSession } from "../components/useSession";
 import { EndReason, OutcomeBadge, StatusBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime, formatReward } from "../components/format";
 import { ManagersOnly } from "../components/ManagersOnly";
-import { ProjectFrame } from "../components/ProjectFrame";
+import { ProjectFrame } from "../shell/ProjectFrame";
 import { Spinner } from "../components/Spinner";
 import { useIdParam } from "../components/useIdParam";
-import { canManage } from "../projects/permissions";
+import { canManage } from "../components/permissions";
 import { apiParams, type FilterKey, readFilters, withFilter } from "./filters";
-import { cursorOf, type ReviewEpisode, useReviewList } from "./queries";
+import { cursorOf, type ReviewEpisode } from "../api/review";
+import { useReviewList } from "./queries";
 import { ReviewFilters } from "./ReviewFilters";
 import { ReviewStatusBadge } from "./ReviewStatusBadge";
 

@@ -1,4 +1,4 @@
-import type { ReviewStatus } from "./queries";
+import type { ReviewStatus } from "../api/review";
 
 /** unreviewed / accepted / rejected / disputed, coloured like outcomes. */
 export function ReviewStatusBadge({ status, testId }: { status: ReviewStatus; testId?: string }) {

@@ -3,7 +3,8 @@ import type { Actor } from "../api/types";
 import { formatReward, stepNumber } from "../components/format";
 import { RejectedProposals, rejectionLine, sameAsProposalText } from "../components/RejectedProposals";
 import { ScreenshotView } from "../components/ScreenshotView";
-import { type ReplayStep, STEP_LABELS, type StepLabel, type TranscriptWord } from "./queries";
+import type { ReplayStep, StepLabel, TranscriptWord } from "../api/review";
+import { STEP_LABELS } from "./queries";
 import { proposalActionText, proposalThought, stepActionText } from "./replay";
 
 const ACTOR_TEXT: Record<Actor, string> = { model: "model", human: "human", edited: "edited" };

@@ -1,8 +1,8 @@
 import { useMemo, useRef, useState } from "react";
-import { API_ROOT } from "../api/client";
+import { clipFileUrl } from "../api/audio";
 import { formatDuration, stepNumber } from "../components/format";
 import { useClipLength } from "./clipLength";
-import type { AudioClip, ReplayStep, Transcript, TranscriptWord } from "./queries";
+import type { AudioClip, ReplayStep, Transcript, TranscriptWord } from "../api/review";
 import { stepForAudio, wordAtTime } from "./replay";
 
 interface ThinkAloudProps {
@@ -42,7 +42,7 @@ function ClipPlayer({
   onPlay: () => void;
   onTime: (element: HTMLAudioElement) => void;
 }) {
-  const src = `${API_ROOT}/audio/${clip.id}/file`;
+  const src = clipFileUrl(clip.id);
   const [reported, setReported] = useState<number | null>(null);
   const duration = useClipLength(src, reported);
   const length = duration !== null ? formatDuration(duration) : heardUntil > 0 ? `at least ${formatDuration(heardUntil)}` : "—";

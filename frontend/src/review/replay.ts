@@ -1,14 +1,15 @@
 /**
  * Pure helpers of the replay: what an action reads as, where the audio's time falls among the
- * words and steps, and which key does what.
+ * words and steps, and which key does what (the keys are the replay's rows of components/shortcuts.ts).
  *
  * Times are on the session clock (server epoch seconds): transcript words carry it, a clip's
  * audio time t is `clip.origin + t`, and a step's window ends when it was stored (`created_at`),
  * as annotation/audio.py `step_windows` aligns words.
  */
 import type { Action } from "../api/types";
-import { actionText } from "../session/grammar";
-import type { ReplayStep, StoredProposal, TranscriptWord } from "./queries";
+import { REPLAY_SHORTCUTS, type ReplayAction } from "../components/shortcuts";
+import { actionText } from "../components/grammar";
+import type { ReplayStep, StoredProposal, TranscriptWord } from "../api/review";
 
 /** An action as the grammar writes it: `click(x=8, y=12)`. */
 export function formatAction(action: Action | null | undefined): string {
@@ -77,31 +78,13 @@ export function stepForAudio(
   return stepAtTime(steps, t);
 }
 
-export type ReplayCommand =
-  | "previous-step"
-  | "next-step"
-  | "first-step"
-  | "last-step"
-  | "previous-episode"
-  | "next-episode"
-  | "accept"
-  | "reject"
-  | { grade: number };
-
-/** The shortcuts, for the help line and the overlay. */
-export const SHORTCUTS: [string, string][] = [
-  ["← / k", "previous step"],
-  ["→ / j", "next step"],
-  ["[", "previous episode"],
-  ["]", "next episode"],
-  ["a / r", "accept / reject"],
-  ["1–5", "grade"],
-];
+export type ReplayCommand = Exclude<ReplayAction, "grade"> | { grade: number };
 
 /**
- * The command a key press means in the replay, or null. Nothing is taken from a person typing
- * (text fields, the comment box) or seeking in an audio player; in a drop-down (the step label)
- * only ← / → move between steps, so its own keys keep choosing labels.
+ * The command a key press means in the replay, or null; the keys are the replay's rows of the
+ * shortcut table. Nothing is taken from a person typing (text fields, the comment box) or seeking
+ * in an audio player; in a drop-down (the step label) only ← / → move between steps, so its own
+ * keys keep choosing labels.
  */
 export function replayCommand(event: Pick<KeyboardEvent, "key" | "altKey" | "ctrlKey" | "metaKey" | "shiftKey" | "target">): ReplayCommand | null {
   if (event.altKey || event.ctrlKey || event.metaKey) return null;
@@ -110,32 +93,10 @@ export function replayCommand(event: Pick<KeyboardEvent, "key" | "altKey" | "ctr
   if (tag === "INPUT" || tag === "TEXTAREA" || tag === "AUDIO" || tag === "VIDEO" || target?.isContentEditable) {
     return null;
   }
-  const inSelect = tag === "SELECT";
-  switch (event.key) {
-    case "ArrowLeft":
-      return event.shiftKey ? "previous-episode" : "previous-step";
-    case "ArrowRight":
-      return event.shiftKey ? "next-episode" : "next-step";
-  }
-  if (inSelect) return null;
-  switch (event.key) {
-    case "k":
-      return "previous-step";
-    case "j":
-      return "next-step";
-    case "Home":
-      return "first-step";
-    case "End":
-      return "last-step";
-    case "[":
-      return "previous-episode";
-    case "]":
-      return "next-episode";
-    case "a":
-      return "accept";
-    case "r":
-      return "reject";
-  }
-  if (/^[1-5]$/.test(event.key)) return { grade: Number(event.key) };
-  return null;
+  if (tag === "SELECT" && event.key !== "ArrowLeft" && event.key !== "ArrowRight") return null;
+  const withKey = (key: string) => REPLAY_SHORTCUTS.find((s) => s.keys.includes(key));
+  // Shift makes a chord only where the table names one (Shift+← / →); elsewhere it is ignored.
+  const shortcut = (event.shiftKey ? withKey(`Shift+${event.key}`) : undefined) ?? withKey(event.key);
+  if (!shortcut) return null;
+  return shortcut.action === "grade" ? { grade: Number(event.key) } : shortcut.action;
 }

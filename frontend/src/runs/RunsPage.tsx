@@ -2,7 +2,7 @@ import type { Deployment, TrainingRun } from "../api/types";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime } from "../components/format";
 import { LineChart } from "../components/LineChart";
-import { ProjectFrame } from "../components/ProjectFrame";
+import { ProjectFrame } from "../shell/ProjectFrame";
 import { Spinner } from "../components/Spinner";
 import { useIdParam } from "../components/useIdParam";
 import { isActive, useDeployments, useRuns } from "./queries";

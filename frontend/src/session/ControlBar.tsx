@@ -1,5 +1,5 @@
 import type { Controls, ControlKey } from "./controls";
-import { type ShortcutAction, shortcutLabel } from "./shortcuts";
+import { type SessionAction, shortcutLabel } from "../components/shortcuts";
 
 export type FormName = "edit" | "reject" | "finish";
 
@@ -26,7 +26,7 @@ function CommandButton({
   control: Controls[ControlKey];
   testId: string;
   label: string;
-  shortcut?: ShortcutAction;
+  shortcut?: SessionAction;
   onClick: () => void;
   tone?: string;
   pressed?: boolean;

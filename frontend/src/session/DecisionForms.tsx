@@ -2,7 +2,7 @@ import { type FormEvent, type KeyboardEvent, useEffect, useRef, useState } from 
 import type { EpisodeOutcome } from "../api/types";
 import { stepNumber } from "../components/format";
 import type { Proposal } from "./episodeState";
-import { checkAction, outsideScreen } from "./grammar";
+import { checkAction, outsideScreen } from "../components/grammar";
 
 /** Ctrl+Enter (or Cmd+Enter) submits a form from any of its fields. */
 function submitOnCtrlEnter(event: KeyboardEvent<HTMLElement>, submit: () => void) {

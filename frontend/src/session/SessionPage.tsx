@@ -1,7 +1,7 @@
 import { useEffect, useState } from "react";
 import { Link } from "react-router";
 import type { Step } from "../api/types";
-import { useSession } from "../auth/useSession";
+import { useSession } from "../components/useSession";
 import { EndReason, OutcomeBadge, StatusBadge } from "../components/Badge";
 import { Breadcrumbs } from "../components/Breadcrumbs";
 import { ConnectionBadge } from "../components/ConnectionBadge";
@@ -12,17 +12,17 @@ import { RejectedProposals, sameAsProposalText } from "../components/RejectedPro
 import { ScreenshotView } from "../components/ScreenshotView";
 import { Spinner } from "../components/Spinner";
 import { useIdParam } from "../components/useIdParam";
-import { useEpisode } from "../episodes/queries";
+import { useEpisode } from "../components/episodeQueries";
 import { waitingText } from "../episodes/queue";
-import { useProject } from "../projects/queries";
+import { useProject } from "../components/projectQueries";
 import { ControlBar, type FormName } from "./ControlBar";
 import { type ControlKey, controlsFor } from "./controls";
 import { EditForm, FinishForm, RejectForm } from "./DecisionForms";
 import { isTerminal } from "./episodeState";
-import { clickAction } from "./grammar";
+import { clickAction } from "../components/grammar";
 import { type Hint, Notices } from "./Notices";
 import { ProposalPanel } from "./ProposalPanel";
-import { type ShortcutAction, useShortcuts } from "./shortcuts";
+import { type SessionAction, shortcutLabel, useShortcuts } from "../components/shortcuts";
 import { ShortcutsOverlay } from "./ShortcutsOverlay";
 import { StepTimeline } from "./StepTimeline";
 import { TakeoverPanel } from "./TakeoverPanel";
@@ -139,13 +139,15 @@ export function SessionPage() {
     return true;
   }
 
-  useShortcuts((action: ShortcutAction) => {
+  useShortcuts((action: SessionAction) => {
     switch (action) {
       case "help":
         setShowHelp((v) => !v);
         return true;
       case "talk":
         return false; // the microphone control handles it: push-to-talk also needs the key's release
+      case "submit":
+        return false; // the open form handles Ctrl+Enter itself
       case "close":
         if (!showHelp && !openForm) return false;
         setShowHelp(false);
@@ -249,8 +251,8 @@ export function SessionPage() {
         <OutcomeBadge outcome={episode.outcome} />
         <div className="header-spacer" />
         <ConnectionBadge state={stream.connection} detail={stream.connectionDetail} onRetry={stream.reconnect} />
-        <button type="button" className="button subtle small" onClick={() => setShowHelp(true)} title="Keyboard shortcuts (?)">
-          Shortcuts <kbd>?</kbd>
+        <button type="button" className="button subtle small" onClick={() => setShowHelp(true)} title={`Keyboard shortcuts (${shortcutLabel("help")})`}>
+          Shortcuts <kbd>{shortcutLabel("help")}</kbd>
         </button>
       </div>
       <dl className="facts">

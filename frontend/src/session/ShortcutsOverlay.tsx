@@ -1,6 +1,6 @@
-import { SHORTCUTS } from "./shortcuts";
+import { shortcutHints } from "../components/shortcuts";
 
-/** The `?` overlay: every shortcut of the live session page. */
+/** The `?` overlay: every shortcut of the live session page, from the shortcut table. */
 export function ShortcutsOverlay({ onClose }: { onClose: () => void }) {
   return (
     <div className="overlay" role="presentation" onClick={onClose}>
@@ -21,20 +21,14 @@ export function ShortcutsOverlay({ onClose }: { onClose: () => void }) {
         </div>
         <table className="shortcuts">
           <tbody>
-            {SHORTCUTS.map((s) => (
-              <tr key={s.action}>
+            {shortcutHints("session").map(({ label, hint }) => (
+              <tr key={label}>
                 <td>
-                  <kbd>{s.label}</kbd>
+                  <kbd>{label}</kbd>
                 </td>
-                <td>{s.description}</td>
+                <td>{hint}</td>
               </tr>
             ))}
-            <tr>
-              <td>
-                <kbd>Ctrl+Enter</kbd>
-              </td>
-              <td>Submit the open form</td>
-            </tr>
           </tbody>
         </table>
         <p className="muted small">Shortcuts do nothing while you type in a field.</p>

@@ -1,6 +1,6 @@
 import { type FormEvent, useState } from "react";
 import type { Availability } from "./controls";
-import { type Direction, hotkeyAction, scrollAction, typeAction } from "./grammar";
+import { type Direction, hotkeyAction, scrollAction, typeAction } from "../components/grammar";
 
 const KEYS: { testId: string; label: string; keys: string }[] = [
   { testId: "key-enter", label: "Enter", keys: "enter" },

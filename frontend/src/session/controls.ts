@@ -3,6 +3,7 @@
  * keyboard shortcuts and the tests all follow the same rules the server enforces
  * (annotation/services.py): the server still judges, this only saves a person a refused click.
  */
+import { shortcutLabel } from "../components/shortcuts";
 import type { Role } from "../api/types";
 import { isTerminal, type LiveEpisode } from "./episodeState";
 
@@ -35,11 +36,6 @@ export function isManager(role: Role | null | undefined): boolean {
   return role === "manager" || role === "admin";
 }
 
-/** The person this page acts for: `hello` says it; the session's user fills in before it arrives. */
-export function whoAmI(live: LiveEpisode, fallback: { username: string; role: Role | null } | null) {
-  return live.me ?? fallback;
-}
-
 export function controlsFor(live: LiveEpisode, me: { username: string; role: Role | null } | null): Controls {
   const status = live.episode?.status;
   const all = (a: Availability) =>
@@ -69,7 +65,7 @@ export function controlsFor(live: LiveEpisode, me: { username: string; role: Rol
 
   if (other) {
     const next = claim.enabled
-      ? "Press C to claim control."
+      ? `Press ${shortcutLabel("claim")} to claim control.`
       : "Ask them to release it if you need to act; only a manager can take it from them.";
     const watching = no(`${owner} controls this episode; you are watching. ${next}`);
     return { ...all(watching), claim, release };

@@ -1,5 +1,5 @@
 /** Records and routes for the review, replay and datasets page tests. */
-import type { ReviewEpisode } from "../review/queries";
+import type { ReviewEpisode } from "../api/review";
 import { makeEpisode } from "./factories";
 import type { Routes } from "./http";
 

@@ -1,7 +1,7 @@
 import { act, fireEvent, render, screen, waitFor } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ApiError } from "../../api/client";
-import type { ClipMeta } from "./audioApi";
+import type { ClipMeta } from "../../api/audio";
 import { SessionClock } from "./clock";
 import { FakeMediaRecorder, fakeEnv } from "./fakeMedia";
 import { MicrophoneControl } from "./MicrophoneControl";

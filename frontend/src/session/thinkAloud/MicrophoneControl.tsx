@@ -1,6 +1,6 @@
 import { useCallback, useEffect, useMemo, useRef, useState, useSyncExternalStore } from "react";
-import { shortcutFor, shortcutLabel } from "../shortcuts";
-import type { ClipMeta } from "./audioApi";
+import { SESSION_SHORTCUTS, shortcutFor, shortcutLabel } from "../../components/shortcuts";
+import type { ClipMeta } from "../../api/audio";
 import { browserMsFromPerformance, browserNowMs, type SessionClock } from "./clock";
 import {
   browserEnv,
@@ -26,6 +26,8 @@ interface MicrophoneControlProps {
 }
 
 const LEVEL_INTERVAL_MS = 80;
+/** The push-to-talk key(s), whose release ends the clip. */
+const TALK_KEYS = SESSION_SHORTCUTS.find((s) => s.action === "talk")?.keys ?? [];
 
 function formatElapsed(ms: number): string {
   const seconds = Math.max(0, Math.floor(ms / 1000));
@@ -140,7 +142,7 @@ export function MicrophoneControl({ episodeId, username, clock, env, queue: inje
       void begin("push");
     }
     function onKeyUp(event: KeyboardEvent) {
-      if (event.key.toLowerCase() === "m") end("push");
+      if (TALK_KEYS.includes(event.key.toLowerCase())) end("push");
     }
     const onBlur = () => end("push"); // the key's release may never reach a page that lost focus
     window.addEventListener("keydown", onKeyDown);

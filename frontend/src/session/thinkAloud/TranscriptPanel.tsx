@@ -4,7 +4,7 @@ import type { Step } from "../../api/types";
 import type { ConnectionState } from "../../api/ws";
 import { ErrorBanner } from "../../components/ErrorBanner";
 import type { InterimWords } from "../episodeState";
-import { transcriptGet } from "./audioApi";
+import { transcriptGet } from "../../api/audio";
 import { groupByStep, type LiveWord, mergeWords, wordsText } from "./transcript";
 import { stepNumber } from "../../components/format";
 

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ApiError } from "../../api/client";
-import type { ClipMeta } from "./audioApi";
+import type { ClipMeta } from "../../api/audio";
 import {
   type AudioCalls,
   classifyFailure,

@@ -15,7 +15,7 @@
  */
 import { ApiError } from "../../api/client";
 import { type BackoffOptions, backoffDelay } from "../../api/ws";
-import { chunkPut, type ClipMeta, clipCreate, clipFinish } from "./audioApi";
+import { chunkPut, type ClipMeta, clipCreate, clipFinish } from "../../api/audio";
 import { IndexedDbUploadStore, MemoryUploadStore, type UploadItem, type UploadStore } from "./uploadStore";
 
 export type QueueState = "idle" | "uploading" | "retrying" | "offline";

@@ -2,7 +2,7 @@
  * Where waiting uploads are kept: in memory always, and in IndexedDB where the browser has it,
  * so audio recorded while offline survives a reload or a closed tab until it is uploaded.
  */
-import type { ClipMeta } from "./audioApi";
+import type { ClipMeta } from "../../api/audio";
 
 /** One upload waiting its turn: a chunk of a clip, or the call that finishes the clip. */
 export interface UploadItem {

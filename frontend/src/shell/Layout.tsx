@@ -1,7 +1,7 @@
 import { Link, Outlet, useMatch, useNavigate } from "react-router";
-import { useLogout, useSession } from "../auth/useSession";
-import { useEpisode } from "../episodes/queries";
-import { useProjects } from "../projects/queries";
+import { useLogout, useSession } from "../components/useSession";
+import { useEpisode } from "../components/episodeQueries";
+import { useProjects } from "../components/projectQueries";
 import { HealthDot } from "./HealthDot";
 
 /** Switch to another project's page, keeping the person's place in the app otherwise. */

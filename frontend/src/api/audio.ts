@@ -1,10 +1,10 @@
 /**
  * The think-aloud endpoints (annotation/api.py): create a clip, PUT its chunks, finish it, read
- * the episode's transcript. JSON calls go through the one API client; a chunk is raw bytes, so
- * its PUT is a plain fetch with the same CSRF header and the same error shape.
+ * the episode's transcript, play a clip back. Every call goes through the one API client; a chunk
+ * is raw bytes, sent as the client's `rawBody` with the same CSRF header and the same error shape.
  */
-import { API_ROOT, ApiError, apiFetch, errorFromResponse, getCookie, NETWORK_ERROR_DETAIL } from "../../api/client";
-import type { AudioClip, Transcript } from "../../api/types";
+import { API_ROOT, ApiError, apiFetch, NETWORK_ERROR_DETAIL } from "./client";
+import type { AudioClip, Transcript } from "./types";
 
 /** What the server needs to create (or find again) a clip: creation is idempotent by `client_id`. */
 export interface ClipMeta {
@@ -13,6 +13,14 @@ export interface ClipMeta {
   contentType: string;
   /** Session seconds (server epoch) when recording began. */
   startedAt: number;
+}
+
+/** The server's answer to a chunk PUT. */
+export interface ChunkStored {
+  clip: number;
+  index: number;
+  size: number;
+  duplicate: boolean;
 }
 
 export const clipCreate = (clip: ClipMeta, signal?: AbortSignal) =>
@@ -28,6 +36,9 @@ export const clipFinish = (clipId: number, signal?: AbortSignal) =>
 export const transcriptGet = (episodeId: number, signal?: AbortSignal) =>
   apiFetch<Transcript>(`episodes/${episodeId}/transcript`, { signal });
 
+/** Where a clip's recorded audio is played from (an `<audio src>`). */
+export const clipFileUrl = (clipId: number) => `${API_ROOT}/audio/${clipId}/file`;
+
 /**
  * PUT one chunk. `start` is the chunk's start on the session clock (X-Chunk-Start). The server
  * answers 201 (stored) or 200 (the same bytes were stored already), so a retry is always safe.
@@ -39,27 +50,20 @@ export async function chunkPut(
   contentType: string,
   start: number,
   signal?: AbortSignal,
-): Promise<{ clip: number; index: number; size: number; duplicate: boolean }> {
-  const headers: Record<string, string> = {
-    Accept: "application/json",
-    "Content-Type": contentType,
-    "X-Chunk-Start": start.toFixed(3),
-  };
-  const token = getCookie("csrftoken");
-  if (token) headers["X-CSRFToken"] = token;
-  let response: Response;
+): Promise<ChunkStored> {
   try {
-    response = await fetch(`${API_ROOT}/audio/${clipId}/chunks/${index}`, {
+    return await apiFetch<ChunkStored>(`audio/${clipId}/chunks/${index}`, {
       method: "PUT",
-      headers,
-      credentials: "same-origin",
-      body: data,
+      rawBody: data,
+      headers: { "Content-Type": contentType, "X-Chunk-Start": start.toFixed(3) },
       signal,
     });
-  } catch {
-    // No answer (offline, timed out): whether the server stored it is unknown, which a retry settles.
-    throw new ApiError({ kind: "network", status: 0, detail: NETWORK_ERROR_DETAIL });
+  } catch (error) {
+    // A PUT cut short (the upload queue's timeout aborts it) got no answer: whether the server
+    // stored it is unknown, which a retry settles. It reads as any other lost answer.
+    if (error instanceof DOMException && error.name === "AbortError") {
+      throw new ApiError({ kind: "network", status: 0, detail: NETWORK_ERROR_DETAIL });
+    }
+    throw error;
   }
-  if (!response.ok) throw await errorFromResponse(response);
-  return response.json();
 }

@@ -2,7 +2,7 @@ import type { ReactNode } from "react";
 import { Navigate, useLocation } from "react-router";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Spinner } from "../components/Spinner";
-import { useSession } from "./useSession";
+import { useSession } from "../components/useSession";
 
 /** Renders its children for a logged-in person; otherwise sends them to /login and back after. */
 export function RequireAuth({ children }: { children: ReactNode }) {

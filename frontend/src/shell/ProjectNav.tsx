@@ -1,7 +1,7 @@
 import { NavLink } from "react-router";
-import { useSession } from "../auth/useSession";
-import { canManage } from "../projects/permissions";
-import { useProject } from "../projects/queries";
+import { useSession } from "../components/useSession";
+import { canManage } from "../components/permissions";
+import { useProject } from "../components/projectQueries";
 
 /** The parts of a project, the same on every project page; review and datasets only for its managers. */
 export function ProjectNav({ projectId }: { projectId: number }) {

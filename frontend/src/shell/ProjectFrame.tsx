@@ -1,12 +1,12 @@
 import type { ReactNode } from "react";
 import type { Project } from "../api/types";
-import { useProject } from "../projects/queries";
-import { Breadcrumbs, type Crumb } from "./Breadcrumbs";
+import { useProject } from "../components/projectQueries";
+import { Breadcrumbs, type Crumb } from "../components/Breadcrumbs";
 import { Link } from "react-router";
-import { ErrorBanner } from "./ErrorBanner";
-import { LoadError } from "./NoAccess";
+import { ErrorBanner } from "../components/ErrorBanner";
+import { LoadError } from "../components/NoAccess";
 import { ProjectNav } from "./ProjectNav";
-import { Spinner } from "./Spinner";
+import { Spinner } from "../components/Spinner";
 
 interface ProjectFrameProps {
   projectId: number;

@@ -1,0 +1,83 @@
+// @vitest-environment node
+/**
+ * The import rules of the frontend, checked by reading the source (no linter needed):
+ *
+ * - Every REST call goes through `src/api/` (the one client: CSRF, `ApiError`): no file outside it
+ *   calls `fetch(`.
+ * - `src/api/` stands on its own: it imports nothing of the app's.
+ * - `src/components/` (shared pieces) imports only `api/` and itself; `src/shell/` (header, project
+ *   frame and tabs, the login gate) imports only `api/`, `components/` and itself. Neither imports
+ *   a page folder (`session/`, `review/`, `datasets/`, ...).
+ *
+ * Tests are left out: a test may mount a page to check how shared pieces are wired.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve, sep } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+const SRC = dirname(fileURLToPath(import.meta.url));
+
+/** The folders under src/ that are not pages. */
+const LAYERS = ["api", "components", "shell", "test"];
+
+function sourceFiles(): string[] {
+  return (readdirSync(SRC, { recursive: true }) as string[])
+    .map((name) => name.split(sep).join("/"))
+    .filter((name) => /\.(ts|tsx)$/.test(name) && !/\.test\.(ts|tsx)$/.test(name) && !name.startsWith("test/"));
+}
+
+const read = (file: string) => readFileSync(join(SRC, file), "utf8");
+
+/** The top-level folder (or file, for src/App.tsx and the like) under src/ that each relative import of `file` reaches. */
+function importedAreas(file: string): { spec: string; area: string }[] {
+  const found: { spec: string; area: string }[] = [];
+  const pattern = /(?:\bfrom\s*|\bimport\s*\(?\s*)["'](\.{1,2}\/[^"']*)["']/g;
+  for (const match of read(file).matchAll(pattern)) {
+    const target = relative(SRC, resolve(SRC, dirname(file), match[1])).split(sep).join("/");
+    found.push({ spec: match[1], area: target.split("/")[0] });
+  }
+  return found;
+}
+
+const pageFolders = () =>
+  readdirSync(SRC, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory() && !LAYERS.includes(entry.name))
+    .map((entry) => entry.name);
+
+describe("the frontend's import rules", () => {
+  it("finds the source and the page folders it checks", () => {
+    expect(sourceFiles()).toContain("api/client.ts");
+    expect(sourceFiles()).toContain("shell/Layout.tsx");
+    expect(pageFolders()).toEqual(expect.arrayContaining(["auth", "session", "review", "datasets", "dashboard", "cycles", "runs", "episodes", "projects"]));
+  });
+
+  it("makes REST calls only in src/api/", () => {
+    // `fetch(` as a call of its own (or window./globalThis.fetch), not refetch() or fetchAll().
+    const call = /(?:^|[^\w$.]|(?:window|globalThis|self)\.)fetch\s*\(/m;
+    const offenders = sourceFiles().filter((file) => !file.startsWith("api/") && call.test(read(file)));
+    expect(offenders).toEqual([]);
+  });
+
+  it("keeps src/api/ free of the rest of the app", () => {
+    const offenders = sourceFiles()
+      .filter((file) => file.startsWith("api/"))
+      .flatMap((file) => importedAreas(file).filter(({ area }) => area !== "api").map(({ spec }) => `${file} imports ${spec}`));
+    expect(offenders).toEqual([]);
+  });
+
+  it("keeps shared components and the shell free of page code", () => {
+    const allowed: Record<string, string[]> = {
+      components: ["api", "components"],
+      shell: ["api", "components", "shell"],
+    };
+    const offenders = sourceFiles()
+      .filter((file) => file.split("/")[0] in allowed)
+      .flatMap((file) =>
+        importedAreas(file)
+          .filter(({ area }) => !allowed[file.split("/")[0]].includes(area))
+          .map(({ spec }) => `${file} imports ${spec}`),
+      );
+    expect(offenders).toEqual([]);
+  });
+});
