@@ -3,7 +3,8 @@
 Before each step executes, the loop asks `review()`. Commands that people sent over the WebSocket
 were stored by annotation/services.py and announced with PostgreSQL NOTIFY; here the worker wakes
 on that notification, reads the stored commands in order and applies them at this point of the
-step: approve / edit / reject the proposal, pause / resume, take over and act, hand back, finish.
+step, each by its kind's class in annotation/commands.py: approve / edit / reject the proposal,
+pause / resume, take over and act, hand back, finish.
 In autonomous mode the proposal runs at once unless someone paused or took over."""
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ import psycopg
 from django.conf import settings
 from django.db import close_old_connections
 
+from agent.rollout import Decision
 from annotation import services
-from annotation.models import Command
+from annotation.audio import words_align
+from annotation.commands import COMMANDS, CommandRefused, StepPoint, command_refuse
+from annotation.models import Command, TranscriptWord
 from flywheel import services as flywheel_services
 from flywheel.models import Episode, EpisodeStatus, Mode
 from flywheel.rollout_worker import EpisodeStop
@@ -64,15 +68,10 @@ class EpisodeSupervisor:
 
     def after_step(self, step) -> None:
         services.interventions_link_step(episode_id=self.episode_id, step=step)
-        from annotation.audio import words_align
-        from annotation.models import TranscriptWord
-
         if TranscriptWord.objects.filter(clip__episode_id=self.episode_id, step__isnull=True).exists():
             words_align(episode_id=self.episode_id)  # words of the open step now have their step
 
     def review(self, index: int, observation, proposal, *, attempt: int = 1, repeated: bool = False):
-        from agent.rollout import Decision
-
         opened_as = None  # a proposal is shown again when control changes hands (model <-> person)
         while True:
             close_old_connections()
@@ -82,7 +81,7 @@ class EpisodeSupervisor:
                                                          screen=(observation.width, observation.height))
             for command in services.commands_pending(episode_id=self.episode_id):
                 self._last_activity = time.monotonic()
-                decision = self._apply(command, index, proposal, Decision)
+                decision = self._apply(command, index, proposal)
                 if decision is not None:
                     flywheel_services.proposal_close(episode=episode)
                     return decision
@@ -111,80 +110,14 @@ class EpisodeSupervisor:
         for _ in self._listen.notifies(timeout=timeout, stop_after=1):
             pass
 
-    def _apply(self, command: Command, index: int, proposal, Decision):
+    def _apply(self, command: Command, index: int, proposal) -> Decision | None:
         """Apply one stored command at this point of the step; a Decision ends the review."""
-        from agent.actions import Action, Turn, format_turn
-
-        kind, payload = command.type, command.payload
-        proposal_dict = flywheel_services.turn_payload(proposal)
-        episode = Episode.objects.get(pk=self.episode_id)
-
-        def human_turn() -> Turn:
-            action = Action.from_dict(payload["action"])
-            thought = payload.get("thought", "")
-            return Turn(thought=thought, action=action, void_reason=None, raw=format_turn(thought, action))
-
-        if kind == "pause":
-            flywheel_services.episode_live_state_set(episode_id=self.episode_id, status=EpisodeStatus.PAUSED)
-            services.command_apply(command=command)
+        at = StepPoint(episode=Episode.objects.get(pk=self.episode_id), index=index, proposal=proposal,
+                       deciders=self.deciders, answers=self.answers)
+        try:
+            if command.type not in COMMANDS:
+                raise CommandRefused(f"'{command.type}' cannot be applied now.")
+            return COMMANDS[command.type].apply(command, at)
+        except CommandRefused as exc:
+            command_refuse(command=command, reason=exc.message)
             return None
-        if kind == "resume":
-            flywheel_services.episode_live_state_set(episode_id=self.episode_id, status=EpisodeStatus.RUNNING)
-            services.command_apply(command=command)
-            return None
-        if kind == "takeover":
-            flywheel_services.episode_live_state_set(episode_id=self.episode_id, human_control=True,
-                                                     status=EpisodeStatus.RUNNING)
-            services.command_apply(command=command, step_index=index, proposal=proposal_dict)
-            return None
-        if kind == "handback":
-            flywheel_services.episode_live_state_set(episode_id=self.episode_id, human_control=False,
-                                                     status=EpisodeStatus.RUNNING)
-            services.command_apply(command=command, step_index=index)
-            return None
-        if kind == "finish":
-            flywheel_services.episode_outcome_set(episode_id=self.episode_id, outcome=payload["outcome"],
-                                                  comment=payload.get("comment", ""))
-            services.command_apply(command=command, step_index=index)
-            return Decision(kind="finish", outcome=payload["outcome"])
-        if kind == "act":
-            if not episode.human_control:
-                services.command_refuse(command=command, reason="Take over first: the model is acting.")
-                return None
-            turn = human_turn()
-            services.command_apply(command=command, step_index=index, proposal=proposal_dict,
-                                   correction=flywheel_services.turn_payload(turn))
-            self.deciders[index] = command.user
-            if episode.status == EpisodeStatus.PAUSED:
-                flywheel_services.episode_live_state_set(episode_id=self.episode_id, status=EpisodeStatus.RUNNING)
-            return Decision(kind="act", turn=turn)
-        # approve / edit / reject answer one proposal
-        if episode.human_control or payload.get("index") != index:
-            services.command_refuse(command=command, reason=f"The proposal for {services.step_name(payload.get('index'))} "
-                                                            "is no longer open.")
-            return None
-        if kind == "approve":
-            if proposal.is_void:
-                services.command_refuse(command=command, reason="The model's answer could not be read as an action, so "
-                                                                "it cannot be approved: edit it or reject it.")
-                return None
-            services.command_apply(command=command, step_index=index, proposal=proposal_dict)
-            self.deciders[index] = command.user
-            if payload.get("answer") and proposal.action.name == "call_user":
-                self.answers[index] = payload["answer"]
-            return Decision(kind="approve")
-        if kind == "edit":
-            turn = human_turn()
-            if not turn.thought:
-                turn = Turn(thought=proposal.thought, action=turn.action, void_reason=None,
-                            raw=format_turn(proposal.thought, turn.action))
-            services.command_apply(command=command, step_index=index, proposal=proposal_dict,
-                                   correction=flywheel_services.turn_payload(turn))
-            self.deciders[index] = command.user
-            return Decision(kind="edit", turn=turn)
-        if kind == "reject":
-            services.command_apply(command=command, step_index=index, proposal=proposal_dict)
-            self.deciders[index] = command.user  # who rejected it (the worker stores the rejection), until
-            return Decision(kind="reject", reason=payload.get("reason") or "")  # someone decides the step
-        services.command_refuse(command=command, reason=f"'{kind}' cannot be applied now.")
-        return None

@@ -1,0 +1,116 @@
+"""Each kind of live command in the registry (annotation/commands.py) takes a good frame and refuses a bad one
+with the message a person reads; the checks that validation and application share refuse the same at both."""
+import pytest
+
+from agent.actions import Action, Turn
+from annotation.commands import COMMANDS, CommandRefused, StepPoint
+from annotation.models import Command, CommandType
+from annotation.services import CONTROL_COMMANDS, command_submit
+from flywheel.models import Episode, EpisodeStatus
+from tests.factories import make_member, make_project, make_task, make_user
+
+pytestmark = pytest.mark.django_db
+
+CLICK = {"name": "click", "args": {"x": 10, "y": 20}}
+
+# kind: (episode state, good frame, its stored payload, bad episode state, bad frame, the refusal)
+CASES = {
+    "pause": ({}, {}, {}, {"status": EpisodeStatus.PAUSED}, {}, "The episode is already paused."),
+    "resume": ({"status": EpisodeStatus.PAUSED}, {}, {}, {}, {}, "The episode is not paused."),
+    "approve": ({"pending_index": 2}, {"index": 2, "answer": " The blue one. "},
+                {"index": 2, "answer": "The blue one."},
+                {"pending_index": None}, {"index": 2}, "Nothing is proposed right now; wait for the next proposal."),
+    "edit": ({"pending_index": 0}, {"index": 0, "action": "click(x=10, y=20)", "thought": "The corner."},
+             {"index": 0, "action": CLICK, "thought": "The corner."},
+             {"pending_index": 0}, {"index": 0, "action": "click(x=500, y=20)"},
+             "(500, 20) is outside the 100x80 screenshot."),
+    "reject": ({"pending_index": 1}, {"index": 1, "reason": "r" * 3000}, {"index": 1, "reason": "r" * 2000},
+               {"pending_index": 2}, {"index": 1},
+               "The proposal for step 2 was already decided; the open one is for step 3."),
+    "takeover": ({}, {}, {}, {"human_control": True}, {}, "You already have taken over."),
+    "act": ({"human_control": True}, {"action": "click(x=10, y=20)"}, {"action": CLICK, "thought": ""},
+            {}, {"action": "click(x=10, y=20)"}, "Take over first: the model is acting."),
+    "handback": ({"human_control": True}, {}, {}, {}, {}, "The model is already acting."),
+    "finish": ({}, {"outcome": "success", "comment": "Done."}, {"outcome": "success", "comment": "Done."},
+               {}, {"outcome": "maybe"}, "'finish' needs an outcome: one of success, failure, infeasible."),
+}
+
+
+def _episode(**state) -> Episode:
+    project = make_project()
+    fields = {"status": EpisodeStatus.RUNNING, "mode": "supervised", "screen_width": 100, "screen_height": 80, **state}
+    return Episode.objects.create(project=project, task=make_task(project), seed=1, **fields)
+
+
+def test_every_kind_has_a_case_and_the_registry_is_the_stored_types_the_worker_applies():
+    assert set(CASES) == set(COMMANDS)
+    # the registry's order is CommandType's: the "Unknown command type" message lists them so
+    assert list(COMMANDS) == [t for t in CommandType.values if t not in CONTROL_COMMANDS]
+    assert all(cls.kind == kind for kind, cls in COMMANDS.items())
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+def test_a_kind_takes_a_good_frame_and_refuses_a_bad_one(kind):
+    good_state, good_frame, payload, bad_state, bad_frame, message = CASES[kind]
+    assert COMMANDS[kind].validate({"type": kind, "id": "c1", **good_frame}, _episode(**good_state)) == payload
+    with pytest.raises(CommandRefused) as refused:
+        COMMANDS[kind].validate({"type": kind, "id": "c2", **bad_frame}, _episode(**bad_state))
+    assert refused.value.message == message
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+def test_every_kind_refuses_a_thought_too_long(kind):
+    good_state, good_frame = CASES[kind][:2]
+    with pytest.raises(CommandRefused) as refused:
+        COMMANDS[kind].validate({**good_frame, "thought": "t" * 2001}, _episode(**good_state))
+    assert refused.value.message == "'thought' must be text of at most 2000 characters."
+
+
+@pytest.mark.parametrize("kind, bad_frame, message", [
+    ("edit", {"index": 0}, "'edit' needs an 'action' like click(x=10, y=20)."),
+    ("act", {"action": "clack(x=1)"},
+     "That action does not parse: unknown action 'clack'; expected one of: click, double_click, right_click, drag, "
+     "type, hotkey, scroll, wait, finished, call_user"),
+])
+def test_an_action_is_needed_and_must_parse(kind, bad_frame, message):
+    with pytest.raises(CommandRefused) as refused:
+        COMMANDS[kind].validate(bad_frame, _episode(pending_index=0, human_control=True))
+    assert refused.value.message == message
+
+
+def _at(episode: Episode, index: int, proposal: Turn | None = None) -> StepPoint:
+    proposal = proposal or Turn(thought="", action=Action.from_dict(CLICK), void_reason=None, raw="")
+    return StepPoint(episode=episode, index=index, proposal=proposal, deciders={}, answers={})
+
+
+def test_what_changed_since_the_command_was_sent_refuses_it_when_applied():
+    """The worker applies a stored command later; the checks shared with validation refuse it then (nothing is
+    recorded: these raise before any write)."""
+    episode = _episode(pending_index=1)
+    user = make_user()
+    act = Command(episode=episode, user=user, type="act", payload={"action": CLICK, "thought": ""})
+    with pytest.raises(CommandRefused, match="^Take over first: the model is acting.$"):
+        COMMANDS["act"].apply(act, _at(episode, 1))
+    for kind in ("approve", "edit", "reject"):
+        answer = Command(episode=episode, user=user, type=kind, payload={"index": 1, "action": CLICK})
+        with pytest.raises(CommandRefused) as refused:
+            COMMANDS[kind].apply(answer, _at(episode, 2))
+        assert refused.value.message == "The proposal for step 2 is no longer open."
+    void = Turn(thought="", action=None, void_reason="no action", raw="gibberish")
+    with pytest.raises(CommandRefused) as refused:
+        COMMANDS["approve"].apply(Command(episode=episode, user=user, type="approve", payload={"index": 1}),
+                                  _at(episode, 1, void))
+    assert refused.value.message.startswith("The model's answer could not be read as an action")
+    assert not Command.objects.exists()
+
+
+def test_command_submit_answers_a_refusal_as_an_error_and_stores_nothing():
+    episode = _episode()
+    user = make_user()
+    make_member(episode.project, user)
+    result = command_submit(episode_id=episode.pk, user=user, frame={"type": "resume", "id": "r1"})
+    assert result.message == {"type": "error", "id": "r1", "data": {"message": "The episode is not paused."}}
+    assert not Command.objects.filter(episode=episode).exists()
+    result = command_submit(episode_id=episode.pk, user=user, frame={"type": "pause", "id": "p1"})
+    assert result.ok and result.message["command"] == "pause"
+    assert Command.objects.get(episode=episode, client_id="p1").payload == {}
