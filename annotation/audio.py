@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from annotation import speech
 from annotation.alignment import StepWindow, align_words
 from annotation.models import AudioChunk, AudioClip, TranscriptWord
-from flywheel import services as flywheel_services
+from flywheel import episodes
 from flywheel.events import event_append
 from flywheel.models import Event, Step
 from core.errors import ApplicationError
@@ -172,7 +172,7 @@ def words_align(*, episode_id: int) -> dict[int, int | None]:
         step = steps[index]
         text = " ".join(t.strip() for t in texts).strip()
         if step.actor != "model" and step.human_thought != text:
-            flywheel_services.step_human_thought_set(step=step, text=text)
+            episodes.step_human_thought_set(step=step, text=text)
     return result
 
 

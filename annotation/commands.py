@@ -21,7 +21,7 @@ from agent.actions import Action, ActionSyntaxError, Turn, format_turn, parse_ac
 from agent.rollout import Decision
 from annotation.models import Command, CommandStatus, Intervention
 from core.audit import audit_record
-from flywheel import services as flywheel_services
+from flywheel import episodes
 from flywheel.events import event_append
 from flywheel.models import Episode, EpisodeStatus
 
@@ -56,7 +56,7 @@ class StepPoint:
 
     @property
     def proposal_dict(self) -> dict | None:
-        return flywheel_services.turn_payload(self.proposal)
+        return episodes.turn_payload(self.proposal)
 
 
 # --- what applying or refusing a stored command records ------------------------------------------
@@ -144,7 +144,7 @@ class Pause(LiveCommand):
 
     @classmethod
     def apply(cls, command, at):
-        flywheel_services.episode_live_state_set(episode_id=at.episode.pk, status=EpisodeStatus.PAUSED)
+        episodes.episode_live_state_set(episode_id=at.episode.pk, status=EpisodeStatus.PAUSED)
         command_apply(command=command)
         return None
 
@@ -160,7 +160,7 @@ class Resume(LiveCommand):
 
     @classmethod
     def apply(cls, command, at):
-        flywheel_services.episode_live_state_set(episode_id=at.episode.pk, status=EpisodeStatus.RUNNING)
+        episodes.episode_live_state_set(episode_id=at.episode.pk, status=EpisodeStatus.RUNNING)
         command_apply(command=command)
         return None
 
@@ -176,7 +176,7 @@ class Takeover(LiveCommand):
 
     @classmethod
     def apply(cls, command, at):
-        flywheel_services.episode_live_state_set(episode_id=at.episode.pk, human_control=True,
+        episodes.episode_live_state_set(episode_id=at.episode.pk, human_control=True,
                                                  status=EpisodeStatus.RUNNING)
         command_apply(command=command, step_index=at.index, proposal=at.proposal_dict)
         return None
@@ -202,10 +202,10 @@ class Act(LiveCommand):
         cls._check_control(at.episode)
         turn = _human_turn(command.payload)
         command_apply(command=command, step_index=at.index, proposal=at.proposal_dict,
-                      correction=flywheel_services.turn_payload(turn))
+                      correction=episodes.turn_payload(turn))
         at.deciders[at.index] = command.user
         if at.episode.status == EpisodeStatus.PAUSED:
-            flywheel_services.episode_live_state_set(episode_id=at.episode.pk, status=EpisodeStatus.RUNNING)
+            episodes.episode_live_state_set(episode_id=at.episode.pk, status=EpisodeStatus.RUNNING)
         return Decision(kind="act", turn=turn)
 
 
@@ -220,7 +220,7 @@ class Handback(LiveCommand):
 
     @classmethod
     def apply(cls, command, at):
-        flywheel_services.episode_live_state_set(episode_id=at.episode.pk, human_control=False,
+        episodes.episode_live_state_set(episode_id=at.episode.pk, human_control=False,
                                                  status=EpisodeStatus.RUNNING)
         command_apply(command=command, step_index=at.index)
         return None
@@ -239,7 +239,7 @@ class Finish(LiveCommand):
     @classmethod
     def apply(cls, command, at):
         payload = command.payload
-        flywheel_services.episode_outcome_set(episode_id=at.episode.pk, outcome=payload["outcome"],
+        episodes.episode_outcome_set(episode_id=at.episode.pk, outcome=payload["outcome"],
                                               comment=payload.get("comment", ""))
         command_apply(command=command, step_index=at.index)
         return Decision(kind="finish", outcome=payload["outcome"])
@@ -313,7 +313,7 @@ class Edit(ProposalAnswer):
             turn = Turn(thought=at.proposal.thought, action=turn.action, void_reason=None,
                         raw=format_turn(at.proposal.thought, turn.action))
         command_apply(command=command, step_index=at.index, proposal=at.proposal_dict,
-                      correction=flywheel_services.turn_payload(turn))
+                      correction=episodes.turn_payload(turn))
         return Decision(kind="edit", turn=turn)
 
 

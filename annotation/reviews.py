@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from django.db import transaction
 
 from annotation.models import Review, Verdict
-from flywheel import services as flywheel_services
+from flywheel import episodes
 from flywheel.models import Episode, EpisodeStatus
 from core.audit import audit_record
 from core.errors import ApplicationError
@@ -55,7 +55,7 @@ def review_submit(*, episode: Episode, reviewer, verdict: str, grade: int | None
         episode=episode, reviewer=reviewer,
         defaults={"verdict": verdict, "grade": grade, "step_labels": labels, "comment": comment[:5000]})
     rows = list(episode.reviews.values_list("verdict", "grade"))
-    flywheel_services.episode_review_summary_set(episode_id=episode.pk, verdicts=[v for v, _ in rows],
+    episodes.episode_review_summary_set(episode_id=episode.pk, verdicts=[v for v, _ in rows],
                                                  grades=[g for _, g in rows if g is not None])
     audit_record(actor=reviewer, action="review.create" if created else "review.update", target=episode,
                  data={"verdict": verdict, "grade": grade})

@@ -11,11 +11,9 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 from django.utils import timezone
 
-# command_apply now lives in annotation/commands.py (each kind's apply() records through it: were it here, the two
-# modules would import each other); services.command_apply stays its name for callers outside the worker.
-from annotation.commands import COMMANDS, CommandRefused, command_apply  # noqa: F401
+from annotation.commands import COMMANDS, CommandRefused
 from annotation.models import Command, CommandStatus, Intervention
-from flywheel import services as flywheel_services
+from flywheel import episodes
 from flywheel.models import Episode, EpisodeStatus, Role
 from flywheel.selectors import project_role, role_at_least
 from core.audit import audit_record
@@ -80,7 +78,7 @@ def command_submit(*, episode_id: int, user, frame: dict) -> CommandResult:
         if kind in CONTROL_COMMANDS:
             return _control(episode, user, role, kind, command_id)
         if episode.controller_id is None:
-            flywheel_services.episode_control_set(episode_id=episode.pk, controller=user)
+            episodes.episode_control_set(episode_id=episode.pk, controller=user)
             episode.controller_id = user.pk
         elif episode.controller_id != user.pk:
             return _error(f"{episode.controller.username} controls this episode; you are watching. "
@@ -108,7 +106,7 @@ def _control(episode: Episode, user, role: str | None, kind: str, command_id: st
         new_controller = None
     command = Command.objects.create(episode=episode, client_id=command_id, user=user, type=kind, payload={}, status=CommandStatus.APPLIED,
                                      applied_at=timezone.now())
-    flywheel_services.episode_control_set(episode_id=episode.pk, controller=new_controller)
+    episodes.episode_control_set(episode_id=episode.pk, controller=new_controller)
     audit_record(actor=user, action=f"control.{kind}", target=f"episode:{episode.pk}", project_id=episode.project_id)
     return _ack(command)
 

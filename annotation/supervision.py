@@ -20,9 +20,9 @@ from annotation import services
 from annotation.audio import words_align
 from annotation.commands import COMMANDS, CommandRefused, StepPoint, command_refuse
 from annotation.models import Command, TranscriptWord
-from flywheel import services as flywheel_services
+from flywheel import episodes
 from flywheel.models import Episode, EpisodeStatus, Mode
-from flywheel.rollout_worker import EpisodeStop
+from flywheel.episodes import EpisodeStop
 
 log = logging.getLogger(__name__)
 
@@ -77,13 +77,13 @@ class EpisodeSupervisor:
             close_old_connections()
             episode = Episode.objects.get(pk=self.episode_id)
             if (episode.screen_width, episode.screen_height) != (observation.width, observation.height):
-                flywheel_services.episode_live_state_set(episode_id=self.episode_id,
+                episodes.episode_live_state_set(episode_id=self.episode_id,
                                                          screen=(observation.width, observation.height))
             for command in services.commands_pending(episode_id=self.episode_id):
                 self._last_activity = time.monotonic()
                 decision = self._apply(command, index, proposal)
                 if decision is not None:
-                    flywheel_services.proposal_close(episode=episode)
+                    episodes.proposal_close(episode=episode)
                     return decision
             episode.refresh_from_db()
             asks_user = proposal.action is not None and proposal.action.name == "call_user"
@@ -91,13 +91,13 @@ class EpisodeSupervisor:
                     and not asks_user):
                 return Decision(kind="approve")
             if asks_user and episode.status != EpisodeStatus.PAUSED and not episode.human_control:
-                flywheel_services.episode_live_state_set(episode_id=self.episode_id, status=EpisodeStatus.PAUSED)
+                episodes.episode_live_state_set(episode_id=self.episode_id, status=EpisodeStatus.PAUSED)
             mode = "takeover" if episode.human_control else "review"
             if opened_as != mode:
                 # under a takeover this still shows the current screen (and what the model would do)
                 reason = "takeover" if episode.human_control else ("call_user" if asks_user else "")
-                flywheel_services.proposal_open(
-                    episode=episode, index=index, turn=flywheel_services.turn_payload(proposal),
+                episodes.proposal_open(
+                    episode=episode, index=index, turn=episodes.turn_payload(proposal),
                     screenshot=observation.screenshot, width=observation.width, height=observation.height,
                     url=observation.url, reason=reason, repeated=repeated)
                 opened_as = mode

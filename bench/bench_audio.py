@@ -182,7 +182,7 @@ def upload_to_socket_latency(repeat: int) -> dict:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from flywheel import services
+    from flywheel import deployments, episodes
     from flywheel.models import Checkpoint, Deployment, Episode, Membership, Project, Step, TaskSpec
     from tests.stack import ProcessStack, stack_env, start_daphne, start_worker, wait_for
     from trainer.model import save_tiny_untrained
@@ -202,7 +202,7 @@ def upload_to_socket_latency(repeat: int) -> dict:
     if not Deployment.objects.filter(project=project, active=True).exists():
         checkpoint = Checkpoint.objects.create(project=project, name="bench-tiny",
                                                uri=str(save_tiny_untrained(folder / "tiny")))
-        services.deployment_promote(project=project, checkpoint=checkpoint, backend="local", reason="bench")
+        deployments.deployment_promote(project=project, checkpoint=checkpoint, backend="local", reason="bench")
     _, token = token_create(user=user, name="bench-audio")
     listened = Episode.objects.create(project=project, task=task, seed=0, mode="supervised")
 
@@ -220,7 +220,7 @@ def upload_to_socket_latency(repeat: int) -> dict:
                 live = Episode.objects.filter(project=project, mode="autonomous", status__in=["queued", "running"])
                 if live.count() < 2:
                     seed += 1
-                    rollouts.extend(e.pk for e in services.episodes_start(
+                    rollouts.extend(e.pk for e in episodes.episodes_start(
                         project=project, task=task, seeds=[seed % 1000], mode="autonomous", actor=user))
                 stop.wait(0.5)
         finally:

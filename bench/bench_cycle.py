@@ -53,14 +53,14 @@ def wait(predicate, timeout: float, what: str, interval: float = 0.2):
 
 def promotion_latency(project, task, checkpoints, user) -> list[float]:
     """Promote, then start an episode as a person would; seconds until its first step ran on the new checkpoint."""
-    from flywheel import services
+    from flywheel import deployments, episodes
     from flywheel.models import Step
 
     out = []
     for i in range(PROMOTIONS):
         checkpoint = checkpoints[i % len(checkpoints)]
-        deployment = services.deployment_promote(project=project, checkpoint=checkpoint, reason="bench promotion")
-        episode = services.episodes_start(project=project, task=task, seeds=[50_000 + i], mode="autonomous",
+        deployment = deployments.deployment_promote(project=project, checkpoint=checkpoint, reason="bench promotion")
+        episode = episodes.episodes_start(project=project, task=task, seeds=[50_000 + i], mode="autonomous",
                                           actor=user)[0]
         step = wait(lambda: Step.objects.filter(episode=episode).order_by("index").first(), 120, "first step")
         assert step.checkpoint_id == checkpoint.pk, "the episode ran on another checkpoint"
@@ -72,7 +72,7 @@ def promotion_latency(project, task, checkpoints, user) -> list[float]:
 def main() -> None:
     from django.contrib.auth import get_user_model
 
-    from flywheel import cycles, datasets, services
+    from flywheel import cycle_settings, cycles, datasets, deployments, episodes, projects
     from flywheel.models import CYCLE_TERMINAL, Checkpoint, Cycle, Episode, TaskSpec
     from tests.stack import ProcessStack, stack_env, start_worker
     from trainer.model import save_tiny_untrained
@@ -81,18 +81,18 @@ def main() -> None:
     connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
     work = Path(tempfile.mkdtemp(prefix="loupe-bench-cycle-"))
     user = get_user_model().objects.create_user(username="bench-manager", password="x" * 12)
-    project = services.project_create(name="Bench cycle", owner=user)
+    project = projects.project_create(name="Bench cycle", owner=user)
     train = {name: TaskSpec.objects.create(project=project, task_name=name, seed_start=0, seed_end=99_999, max_steps=3)
              for name in TASKS}
     for name in TASKS:
         TaskSpec.objects.create(project=project, task_name=name, split="eval", seed_start=100_000, seed_end=100_099,
                                 max_steps=2)
     datasets.routing_set(project=project, actor=user, reward_threshold=0.5)
-    cycles.settings_set(project=project, actor=user, min_new_rows=1, eval_seeds=EVAL_SEEDS, margin=0.05,
+    cycle_settings.settings_set(project=project, actor=user, min_new_rows=1, eval_seeds=EVAL_SEEDS, margin=0.05,
                         recipe=[{"algorithm": "sft", "max_steps": SFT_STEPS, "lr": 0.003},
                                 {"algorithm": "dpo", "max_steps": 10}])
     oracle = Checkpoint.objects.create(project=project, name="scripted-baseline", uri="scripted:")
-    untrained = services.checkpoint_register(project=project, name="untrained",
+    untrained = deployments.checkpoint_register(project=project, name="untrained",
                                              uri=str(save_tiny_untrained(work / "untrained")))
 
     stack = ProcessStack([], [])
@@ -102,16 +102,16 @@ def main() -> None:
         start_worker(stack, work, env, queues="train", name="train", concurrency=1)
 
         # the routed data (the scripted solvers stand in for the annotators)
-        services.deployment_promote(project=project, checkpoint=oracle, backend="scripted", reason="bench data")
+        deployments.deployment_promote(project=project, checkpoint=oracle, backend="scripted", reason="bench data")
         started = time.monotonic()
         ids = []
         for i in range(EPISODES):
-            ids += [e.pk for e in services.episodes_start(project=project, task=train[TASKS[i % len(TASKS)]],
+            ids += [e.pk for e in episodes.episodes_start(project=project, task=train[TASKS[i % len(TASKS)]],
                                                           seeds=[i], mode="autonomous", actor=user)]
         wait(lambda: Episode.objects.filter(pk__in=ids, status__in=["finished", "failed"]).count() == len(ids), 600,
              "the data episodes", interval=0.5)
         data_seconds = time.monotonic() - started
-        services.deployment_promote(project=project, checkpoint=untrained, reason="bench: the deployed policy")
+        deployments.deployment_promote(project=project, checkpoint=untrained, reason="bench: the deployed policy")
 
         started = time.monotonic()
         cycle = cycles.cycle_start(project=project, actor=user, trigger="command")

@@ -97,7 +97,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from rest_framework.test import APIClient
 
-    from flywheel import datasets, services
+    from flywheel import episodes, snapshots
     from flywheel.models import Checkpoint, Episode, Membership, Project, TaskSpec
 
     use_bench_database()
@@ -129,23 +129,23 @@ def main() -> None:
     if replay_episode is None:
         replay_episode = Episode.objects.create(project=project, task=tasks[0], seed=1, status="running")
         for index in range(50):
-            services.step_record(
+            episodes.step_record(
                 episode=replay_episode, index=index, screenshot=b"", width=160, height=210, url="/x", instruction="Click",
                 elements=[], prompt=[], raw_output="", token_ids=[], token_logprobs=[], thought="t",
                 action={"name": "click", "args": {"x": 1, "y": 2}}, action_text="click(x=1, y=2)", actor="model",
                 proposal=None, reward=0.0, done=False, void_reason=None, info={}, timings={})
-        services.episode_finish(episode_id=replay_episode.pk, status="finished", end_reason="done", reward=1.0)
+        episodes.episode_finish(episode_id=replay_episode.pk, status="finished", end_reason="done", reward=1.0)
     replay = {"detail": timed(client, f"/api/v1/episodes/{replay_episode.pk}/"),
               "transcript": timed(client, f"/api/v1/episodes/{replay_episode.pk}/transcript")}
 
     # Snapshot of one task's accepted-by-reward episodes, then its export streamed to nowhere.
-    snapshot = datasets.snapshot_create(project=project, kind="sft", filter={"tasks": [tasks[1].pk]}, build=False)
+    snapshot = snapshots.snapshot_create(project=project, kind="sft", filter={"tasks": [tasks[1].pk]}, build=False)
     started = time.monotonic()
-    snapshot = datasets.snapshot_build(snapshot_id=snapshot.pk)
+    snapshot = snapshots.snapshot_build(snapshot_id=snapshot.pk)
     build_s = time.monotonic() - started
     tracemalloc.start()
     started = time.monotonic()
-    exported = sum(len(piece) for piece in datasets.export_stream(snapshot))
+    exported = sum(len(piece) for piece in snapshots.export_stream(snapshot))
     export_s = time.monotonic() - started
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()

@@ -2,7 +2,7 @@
 (PostgreSQL rows, the screenshot file, the event and its publish) costs as a share of the whole step.
 
 Episodes run through the worker's own code (`flywheel.rollout_worker.run`: claim, the MiniWoB page in
-Chromium, the policy, the supervisor-free rollout loop, `services.step_record`), in this process, on a
+Chromium, the policy, the supervisor-free rollout loop, `episodes.step_record`), in this process, on a
 database of its own (`loupe_bench_rollout`). Two policies: the scripted solvers (no model time, so the
 figure is the env + recording ceiling) and the untrained tiny local model (a real forward pass a step).
 `LOUPE_BENCH_ROLLOUT_EPISODES` sets episodes per policy (default 20). Prints JSON.
@@ -43,10 +43,10 @@ def _summary(values: list[float]) -> dict:
 
 
 def run_policy(project, task, checkpoint, backend: str) -> dict:
-    from flywheel import rollout_worker, services
+    from flywheel import deployments, rollout_worker
     from flywheel.models import Episode, Step
 
-    services.deployment_promote(project=project, checkpoint=checkpoint, backend=backend, reason="bench")
+    deployments.deployment_promote(project=project, checkpoint=checkpoint, backend=backend, reason="bench")
     record_ms: list[float] = []
     real_record = rollout_worker.record_step
 
@@ -62,40 +62,40 @@ def run_policy(project, task, checkpoint, backend: str) -> dict:
         warm = Episode.objects.create(project=project, task=task, seed=999, mode="autonomous")
         rollout_worker.run(warm.pk)  # browser start and model load are not measured
         record_ms.clear()
-        episodes = [Episode.objects.create(project=project, task=task, seed=seed, mode="autonomous")
-                    for seed in range(EPISODES)]
+        batch = [Episode.objects.create(project=project, task=task, seed=seed, mode="autonomous")
+                 for seed in range(EPISODES)]
         started = time.perf_counter()
-        for episode in episodes:
+        for episode in batch:
             rollout_worker.run(episode.pk)
         wall = time.perf_counter() - started
     finally:
         rollout_worker.record_step = real_record
-    steps = list(Step.objects.filter(episode__in=episodes).values_list("timings", flat=True))
+    steps = list(Step.objects.filter(episode__in=batch).values_list("timings", flat=True))
     step_ms = [sum(float(t.get(k, 0.0)) for k in ("observe", "policy", "execute")) for t in steps]
     policy_ms = [float(t.get("policy", 0.0)) for t in steps]
     total_record = sum(record_ms)
     return {
-        "episodes": len(episodes), "steps": len(steps),
+        "episodes": len(batch), "steps": len(steps),
         "persisted_steps_per_s": round(len(steps) / wall, 2),
         "record": _summary(record_ms),
         "step_without_record": _summary(step_ms),
         "policy": _summary(policy_ms),
         "record_share": round(total_record / (total_record + sum(step_ms)), 3),
-        "success_rate": round(sum(1 for e in Episode.objects.filter(pk__in=[e.pk for e in episodes])
-                                  if (e.env_reward or 0) > 0) / len(episodes), 3),
+        "success_rate": round(sum(1 for e in Episode.objects.filter(pk__in=[e.pk for e in batch])
+                                  if (e.env_reward or 0) > 0) / len(batch), 3),
     }
 
 
 def main() -> None:
-    from flywheel import services
+    from flywheel import projects
     from flywheel.models import Checkpoint
     from flywheel.rollout_worker import _envs
     from trainer.model import save_tiny_untrained
 
     settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = "loupe_bench_rollout"
     connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
-    project = services.project_create(name="Bench rollouts")
-    task = services.task_create(project=project, actor=None, task_name=TASK, max_steps=8)
+    project = projects.project_create(name="Bench rollouts")
+    task = projects.task_create(project=project, actor=None, task_name=TASK, max_steps=8)
     scripted = Checkpoint.objects.create(project=project, name="scripted", uri="scripted:", base_model="scripted")
     tiny_dir = save_tiny_untrained(Path(tempfile.mkdtemp(prefix="loupe-bench-tiny-")) / "tiny")
     tiny = Checkpoint.objects.create(project=project, name="tiny-untrained", uri=str(tiny_dir))

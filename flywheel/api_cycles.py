@@ -7,7 +7,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flywheel import cycles, selectors, services
+from flywheel import cycle_settings, cycles, deployments, evaluation, selectors
 from flywheel.api import paginate, run_output
 from flywheel.models import Cycle, CycleState, Deployment, Evaluation, Role
 from core.api import StrictSerializer
@@ -129,14 +129,14 @@ class CycleSettingsInput(StrictSerializer):
 
 def settings_output(project) -> dict:
     """The settings, the schedule, what the gate sees now and the eval plan (or why there is none)."""
-    config = cycles.settings_of(project)
+    config = cycle_settings.settings_of(project)
     try:
-        plan, plan_error = cycles.eval_plan(project, config), ""
+        plan, plan_error = evaluation.eval_plan(project, config), ""
     except ApplicationError as exc:
         plan, plan_error = [], exc.message
     rows = cycles.bucket_rows(project, config)
     eval_tasks = project.tasks.filter(split="eval").order_by("task_name")
-    return {**{k: config[k] for k in cycles.DEFAULTS}, **cycles.cadence_of(project),
+    return {**{k: config[k] for k in cycle_settings.DEFAULTS}, **cycle_settings.cadence_of(project),
             "gate": {"buckets": rows, "new_rows": sum(b["new_rows"] for b in rows.values()),
                      "min_new_rows": config["min_new_rows"]},
             "eval_plan": plan, "eval_plan_error": plan_error,
@@ -160,7 +160,7 @@ class CycleSettingsApi(APIView):
         changes = dict(data.validated_data)
         if "recipe" in changes:
             changes["recipe"] = [dict(stage) for stage in changes["recipe"]]
-        cycles.settings_set(project=project, actor=request.user, **changes)
+        cycle_settings.settings_set(project=project, actor=request.user, **changes)
         project.refresh_from_db()
         return Response(settings_output(project))
 
@@ -174,7 +174,7 @@ class DeploymentRollbackApi(APIView):
         deployment = Deployment.objects.select_related("checkpoint").filter(pk=deployment_id, project=project).first()
         if deployment is None:
             raise ApplicationError("No such deployment in this project.", status=404)
-        restored = services.deployment_rollback(project=project, deployment=deployment, actor=request.user)
+        restored = deployments.deployment_rollback(project=project, deployment=deployment, actor=request.user)
         return Response({"id": restored.pk, "checkpoint": _ref(restored.checkpoint), "backend": restored.backend,
                          "served_name": restored.served_name, "active": restored.active,
                          "activated_at": restored.activated_at, "deactivated_at": restored.deactivated_at,

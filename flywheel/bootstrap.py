@@ -12,7 +12,7 @@ from flywheel.models import Checkpoint, Deployment, Project, RunStatus, Training
 
 
 def ensure_default_deployment(*, log=print) -> None:
-    from flywheel import services, training
+    from flywheel import deployments, training
 
     for project in Project.objects.filter(tasks__isnull=False).distinct():
         if Checkpoint.objects.filter(project=project, name="v0").exists():
@@ -21,10 +21,10 @@ def ensure_default_deployment(*, log=print) -> None:
             baseline, _ = Checkpoint.objects.get_or_create(
                 project=project, name="scripted-baseline",
                 defaults={"uri": "scripted:", "base_model": "scripted solvers (no model)"})
-            services.deployment_promote(project=project, checkpoint=baseline, backend="scripted",
-                                        reason="baseline until the cold-start checkpoint v0 is trained")
+            deployments.deployment_promote(project=project, checkpoint=baseline, backend="scripted",
+                                           reason="baseline until the cold-start checkpoint v0 is trained")
             log(f"{project.name}: rollouts use the scripted-solver baseline until v0 is trained.")
-        pending = TrainingRun.objects.filter(project=project, config__coldstart=True,
+        pending = TrainingRun.objects.filter(project=project, config__stages__0__algorithm=training.COLDSTART,
                                              status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).first()
         if pending:
             # called before any worker starts, so a "running" run was cut off by the last stop: run it again

@@ -14,6 +14,10 @@ The database holds everything a cycle knows, so any state can be retried:
   in any state stops heartbeating; ``cycles_resume`` (a beat task) then re-sends the state's task, which
   takes over the stale lease. Lost messages (a Redis restart) are re-sent the same way.
 
+This module is the state machine only (settings: cycle_settings.py; measuring: evaluation.py; leases:
+leases.py); it is longer than 400 lines because each state's compare-and-set, lease and retry read best
+beside the others.
+
 Evaluation runs on the ``train`` queue: it is ``python -m trainer eval`` as a subprocess, next to the
 checkpoints the training wrote (on a GPU host in production), one job at a time like training, and
 it does not take browsers from the ``rollouts`` workers that serve people's live sessions.
@@ -30,217 +34,16 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from flywheel import datasets, services, training
-from flywheel.models import (CYCLE_TERMINAL, Checkpoint, Cycle, CycleState, Deployment, Evaluation, Project, RunStatus,
-                             SnapshotEpisode, SnapshotKind, SnapshotStatus, Split, TaskSpec, TrainingRun)
 from core.audit import audit_record
 from core.errors import ApplicationError
+from flywheel import cycle_settings, datasets, deployments, evaluation, policy_server, snapshots, training
+from flywheel.leases import Heartbeat, worker_name
+from flywheel.models import (CYCLE_TERMINAL, Checkpoint, Cycle, CycleState, Deployment, Evaluation, Project, RunStatus,
+                             SnapshotEpisode, SnapshotStatus, Split, TrainingRun)
 
 log = logging.getLogger(__name__)
 
-BUCKET_FOR_ALGORITHM = {"sft": SnapshotKind.SFT, "dpo": SnapshotKind.DPO, "rl": SnapshotKind.RL}
-STAGE_KEYS = {"algorithm", "max_steps", "max_seconds", "max_epochs", "lr", "lora"}
-DEFAULTS = {
-    "min_new_rows": 20,  # new routed rows (recipe buckets, train split) since the last trained cycle
-    # max_epochs: a stage stops after this many passes over its rows, whatever max_steps says (3 rows trained
-    # 200 steps were memorised and the candidate forgot everything): the trainer says so on the run
-    "recipe": [{"algorithm": "sft", "max_steps": 200, "lr": 0.003, "max_epochs": training.DEFAULT_MAX_EPOCHS},
-               {"algorithm": "dpo", "max_steps": 30, "max_epochs": training.DEFAULT_MAX_EPOCHS}],
-    "eval_tasks": [],  # TaskSpec ids of the eval split; empty: every eval task of the project
-    "eval_seeds": 10,  # the first N seeds of each eval task's range, the same in every cycle
-    "eval_max_steps": 0,  # step limit of an eval episode; 0: the task's own max_steps
-    "margin": 0.05,  # the candidate must beat the deployed checkpoint's success rate by this much
-    "auto_deploy": True,  # False: a manager approves every candidate that passes the gate
-    "backend": "",  # local | openai; empty: LOUPE_POLICY_BACKEND
-    "export": "lora",  # openai backend: load the LoRA adapter (vLLM) or the full weights (trainer serve)
-    "base_checkpoint": None,  # openai + lora: the checkpoint the server was launched with (adapters fit it)
-}
-SCHEDULE_TASK = "flywheel.tasks.cycle_scheduled"
-MAX_CADENCE_MINUTES = 60 * 24 * 31
-
-
-# --- settings ------------------------------------------------------------------------------------
-def _schedule_name(project_id: int) -> str:
-    return f"flywheel cycle: project {project_id}"
-
-
-def cadence_of(project: Project) -> dict:
-    """The schedule, read from its PeriodicTask (the one source of truth, editable in the admin too)."""
-    from django_celery_beat.models import PeriodicTask
-
-    task = PeriodicTask.objects.filter(name=_schedule_name(project.pk)).select_related("interval").first()
-    if task is None or not task.enabled:
-        return {"cadence_minutes": 0, "schedule": "manual only", "last_scheduled_at": task.last_run_at if task else None}
-    minutes = None
-    if task.interval is not None:
-        seconds = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1, "microseconds": 1e-6}[task.interval.period]
-        minutes = round(task.interval.every * seconds / 60, 2)
-    return {"cadence_minutes": minutes, "schedule": str(task.schedule if task.interval is None else task.interval),
-            "last_scheduled_at": task.last_run_at}
-
-
-def settings_of(project: Project) -> dict:
-    """The project's cycle settings with defaults filled in (without the cadence; see cadence_of)."""
-    stored = (project.settings or {}).get("cycle", {})
-    out = {**DEFAULTS, **stored}
-    out["backend"] = out["backend"] or settings.LOUPE_POLICY_BACKEND
-    return out
-
-
-def _bad(field: str, message: str):
-    raise ApplicationError(f"{field}: {message}", errors={field: [message]})
-
-
-def _int(field: str, value, lo: int, hi: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        _bad(field, f"use a whole number from {lo} to {hi}.")
-    return value
-
-
-def _recipe_clean(recipe) -> list[dict]:
-    if not isinstance(recipe, list) or not 1 <= len(recipe) <= 3:
-        _bad("recipe", "give 1 to 3 stages, e.g. [{\"algorithm\": \"sft\", \"max_steps\": 200}].")
-    out, seen = [], set()
-    for i, stage in enumerate(recipe):
-        if not isinstance(stage, dict):
-            _bad("recipe", f"stage {i + 1} must be an object.")
-        unknown = sorted(set(stage) - STAGE_KEYS)
-        if unknown:
-            _bad("recipe", f"stage {i + 1} has an unknown key '{unknown[0]}'; known: {', '.join(sorted(STAGE_KEYS))}.")
-        algorithm = stage.get("algorithm")
-        if algorithm not in BUCKET_FOR_ALGORITHM:
-            _bad("recipe", f"stage {i + 1}: algorithm must be sft, dpo or rl.")
-        if algorithm in seen:
-            _bad("recipe", f"{algorithm} appears twice.")
-        seen.add(algorithm)
-        clean = {"algorithm": algorithm, "max_steps": _int("recipe", stage.get("max_steps", 100), 1, 1_000_000)}
-        if stage.get("max_seconds") not in (None, 0):
-            clean["max_seconds"] = _int("recipe", stage["max_seconds"], 1, 7 * 86400)
-        if algorithm != "rl":  # RL iterates over fresh batches: passes over the rows mean nothing there
-            clean["max_epochs"] = _int("recipe", stage.get("max_epochs", training.DEFAULT_MAX_EPOCHS), 0, 1000)
-        if stage.get("lr") is not None:
-            lr = stage["lr"]
-            if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < 1:
-                _bad("recipe", f"stage {i + 1}: lr must be a number between 0 and 1.")
-            clean["lr"] = float(lr)
-        if stage.get("lora"):
-            if not isinstance(stage["lora"], str) or not stage["lora"].startswith("r="):
-                _bad("recipe", f"stage {i + 1}: lora looks like 'r=8' or 'r=16,alpha=32'.")
-            clean["lora"] = stage["lora"]
-        out.append(clean)
-    return out
-
-
-def settings_clean(project: Project, changes: dict) -> dict:
-    """The project's cycle settings with ``changes`` applied, validated; raises naming the bad field."""
-    merged = {**settings_of(project), **changes}
-    clean = {
-        "min_new_rows": _int("min_new_rows", merged["min_new_rows"], 0, 10_000_000),
-        "recipe": _recipe_clean(merged["recipe"]),
-        "eval_seeds": _int("eval_seeds", merged["eval_seeds"], 1, 1000),
-        "eval_max_steps": _int("eval_max_steps", merged["eval_max_steps"], 0, 200),
-    }
-    tasks = merged["eval_tasks"]
-    if not isinstance(tasks, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tasks):
-        _bad("eval_tasks", "give a list of task ids.")
-    known = set(project.tasks.filter(pk__in=tasks, split=Split.EVAL).values_list("pk", flat=True))
-    missing = [t for t in tasks if t not in known]
-    if missing:
-        _bad("eval_tasks", f"task {missing[0]} is not an eval-split task of this project.")
-    clean["eval_tasks"] = sorted(known)
-    margin = merged["margin"]
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin <= 1:
-        _bad("margin", "use a share of episodes from 0 to 1 (0.05 is 5 points of success rate).")
-    clean["margin"] = float(margin)
-    if not isinstance(merged["auto_deploy"], bool):
-        _bad("auto_deploy", "use true or false.")
-    clean["auto_deploy"] = merged["auto_deploy"]
-    if merged["backend"] not in ("local", "openai"):
-        _bad("backend", "use local or openai.")
-    clean["backend"] = merged["backend"]
-    if merged["export"] not in ("lora", "full"):
-        _bad("export", "use lora or full.")
-    clean["export"] = merged["export"]
-    base = merged["base_checkpoint"]
-    if base is not None and not project.checkpoints.filter(pk=base).exists():
-        _bad("base_checkpoint", "no such checkpoint in this project.")
-    clean["base_checkpoint"] = base
-    if clean["backend"] == "openai" and clean["export"] == "lora":
-        if base is None:
-            _bad("base_checkpoint", "the openai backend with LoRA export needs the checkpoint the server was started "
-                                    "with: adapters are trained from it.")
-        if len(clean["recipe"]) != 1:
-            _bad("recipe", "with LoRA export a cycle trains one adapter on the served base: use one stage.")
-        clean["recipe"] = [{**stage, "lora": stage.get("lora", "r=8")} for stage in clean["recipe"]]
-    return clean
-
-
-@transaction.atomic
-def settings_set(*, project: Project, actor, cadence_minutes: int | None = None, **changes) -> dict:
-    """Change a project's cycle settings (and its schedule); returns settings + cadence."""
-    unknown = sorted(set(changes) - set(DEFAULTS))
-    if unknown:
-        _bad(unknown[0], f"unknown setting; known: {', '.join(sorted([*DEFAULTS, 'cadence_minutes']))}.")
-    locked = Project.objects.select_for_update().get(pk=project.pk)
-    clean = settings_clean(locked, changes)
-    if cadence_minutes is not None:
-        _int("cadence_minutes", cadence_minutes, 0, MAX_CADENCE_MINUTES)
-    locked.settings = {**(locked.settings or {}), "cycle": clean}
-    locked.save(update_fields=["settings"])
-    project.settings = locked.settings
-    if cadence_minutes is not None:
-        schedule_set(project=locked, minutes=cadence_minutes)
-    audit_record(actor=actor, action="cycle.settings", target=f"project:{project.pk}", project_id=project.pk,
-                 data={**changes, **({"cadence_minutes": cadence_minutes} if cadence_minutes is not None else {})})
-    return {**clean, **cadence_of(locked)}
-
-
-def schedule_set(*, project: Project, minutes: int) -> None:
-    """Create, change or pause the project's PeriodicTask (django-celery-beat): a cycle every ``minutes``."""
-    import json
-
-    from django_celery_beat.models import IntervalSchedule, PeriodicTask
-
-    name = _schedule_name(project.pk)
-    if not minutes:
-        PeriodicTask.objects.filter(name=name).update(enabled=False)
-        return
-    interval, _ = IntervalSchedule.objects.get_or_create(every=minutes, period=IntervalSchedule.MINUTES)
-    PeriodicTask.objects.update_or_create(name=name, defaults={
-        "task": SCHEDULE_TASK, "interval": interval, "crontab": None, "args": json.dumps([project.pk]),
-        "enabled": True, "description": f"Flywheel cycle of {project.name} (Cycles page settings)."})
-
-
 # --- what a cycle reads --------------------------------------------------------------------------
-def eval_plan(project: Project, config: dict) -> list[dict]:
-    """The eval episodes, the same for the candidate and the deployed checkpoint (and in every cycle): the first
-    ``eval_seeds`` seeds of each eval task, grouped into one trainer call per (seeds, step limit)."""
-    tasks = TaskSpec.objects.filter(project=project, split=Split.EVAL)
-    if config["eval_tasks"]:
-        tasks = tasks.filter(pk__in=config["eval_tasks"])
-    tasks = list(tasks.order_by("task_name", "pk"))
-    if not tasks:
-        raise ApplicationError("This project has no eval-split task, so a candidate cannot be measured. Add a task "
-                               "with split 'eval' and seeds no training episode uses.", status=409)
-    groups: dict[tuple, dict] = {}
-    for task in tasks:
-        last = min(task.seed_end, task.seed_start + config["eval_seeds"] - 1)
-        overlap = TaskSpec.objects.filter(project=project, split=Split.TRAIN, env_kind=task.env_kind,
-                                          task_name=task.task_name, seed_start__lte=last, seed_end__gte=task.seed_start)
-        if overlap.exists():
-            train = overlap.first()
-            raise ApplicationError(
-                f"The eval seeds {task.seed_start}-{last} of {task.task_name} overlap the seeds {train.seed_start}-"
-                f"{train.seed_end} its train task uses; move one range so that no snapshot holds an eval seed.",
-                status=409)
-        steps = config["eval_max_steps"] or task.max_steps
-        key = (task.env_kind, task.seed_start, last, steps)
-        group = groups.setdefault(key, {"env": task.env_kind, "seeds": f"{task.seed_start}-{last}",
-                                        "max_steps": steps, "tasks": []})
-        group["tasks"].append(task.task_name)
-    return list(groups.values())
-
-
 def _trained_on(project: Project, kind: str):
     """Episodes whose rows of ``kind`` a candidate has already been trained on (snapshots of trained cycles)."""
     return SnapshotEpisode.objects.filter(snapshot__project=project, snapshot__kind=kind,
@@ -251,10 +54,10 @@ def bucket_rows(project: Project, config: dict) -> dict:
     """Per recipe bucket: train-split rows in all, and rows no cycle has trained on yet."""
     out = {}
     for stage in config["recipe"]:
-        kind = BUCKET_FOR_ALGORITHM[stage["algorithm"]]
+        kind = cycle_settings.BUCKET_FOR_ALGORITHM[stage["algorithm"]]
         episodes = datasets.filter_apply(datasets.bucket_episodes(project, kind), project, kind, {"split": Split.TRAIN})
-        out[kind] = {"rows": datasets._row_count(kind, episodes),
-                     "new_rows": datasets._row_count(kind, episodes.exclude(pk__in=_trained_on(project, kind)))}
+        out[kind] = {"rows": datasets.row_count(kind, episodes),
+                     "new_rows": datasets.row_count(kind, episodes.exclude(pk__in=_trained_on(project, kind)))}
     return out
 
 
@@ -302,14 +105,6 @@ def _locked(cycle_id: int, state: str) -> Cycle | None:
     return cycle if cycle is not None and cycle.state == state else None
 
 
-class StateFailed(ApplicationError):
-    """A state could not finish; ``log_tail`` is what the subprocess said."""
-
-    def __init__(self, message: str, log_tail: str = ""):
-        super().__init__(message, status=409)
-        self.log_tail = log_tail
-
-
 def _fail(cycle_id: int, error: str, log_tail: str = "") -> None:
     with transaction.atomic():
         cycle = Cycle.objects.select_for_update().filter(pk=cycle_id).first()
@@ -331,19 +126,11 @@ STATE_TASKS = {CycleState.GATE: "cycle_gate", CycleState.SNAPSHOT: "cycle_snapsh
                CycleState.EVALUATE: "cycle_evaluate", CycleState.DECIDE: "cycle_decide"}
 
 
-def _worker() -> str:
-    from flywheel.rollout_worker import worker_name
-
-    return worker_name()
-
-
 @contextlib.contextmanager
 def _lease(cycle_id: int, state: str):
     """Hold the cycle's lease while a long state runs; yields False when a live worker holds it already
     (or the cycle has left ``state``). The lease of a worker that stopped heartbeating may be taken over."""
-    from flywheel.rollout_worker import Heartbeat
-
-    me = _worker()
+    me = worker_name()
     stale = timezone.now() - timedelta(seconds=settings.LOUPE_INTERRUPTED_AFTER_SECONDS)
     free = Q(worker="") | Q(worker=me) | Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale)
     held = Cycle.objects.filter(Q(pk=cycle_id, state=state) & free).update(worker=me, heartbeat_at=timezone.now())
@@ -375,8 +162,8 @@ def cycle_start(*, project: Project, actor=None, trigger: str = "manual") -> Cyc
     if running is not None:
         raise ApplicationError(f"Cycle {running.iteration} is still in state '{running.state}'; a project runs one "
                                "cycle at a time. Wait for it to end.", status=409)
-    config = settings_clean(locked, {})
-    eval_plan(locked, config)  # refuse now, not halfway, when there is nothing to measure on
+    config = cycle_settings.settings_clean(locked, {})
+    evaluation.eval_plan(locked, config)  # refuse now, not halfway, when there is nothing to measure on
     iteration = (Cycle.objects.filter(project=locked).aggregate(n=Max("iteration"))["n"] or 0) + 1
     try:
         with transaction.atomic():
@@ -399,7 +186,7 @@ def cycle_scheduled(*, project_id: int) -> Cycle | None:
     if project is None or Cycle.objects.filter(project=project).exclude(state__in=CYCLE_TERMINAL).exists():
         return None
     try:
-        config = settings_clean(project, {})
+        config = cycle_settings.settings_clean(project, {})
         new = sum(b["new_rows"] for b in bucket_rows(project, config).values())
         if new < max(1, config["min_new_rows"]):
             log.info("project %s: %s new rows, a cycle needs %s; not starting one", project_id, new,
@@ -441,7 +228,7 @@ def cycle_snapshot(*, cycle_id: int) -> str:
             return "busy or moved on"
         try:
             cycle = Cycle.objects.select_related("project").get(pk=cycle_id)
-            kinds = [BUCKET_FOR_ALGORITHM[s["algorithm"]] for s in cycle.config["recipe"]]
+            kinds = [cycle_settings.BUCKET_FOR_ALGORITHM[s["algorithm"]] for s in cycle.config["recipe"]]
             total = len(kinds)
             for done, kind in enumerate(kinds):
                 Cycle.objects.filter(pk=cycle_id).update(progress={"done": done, "total": total,
@@ -450,14 +237,14 @@ def cycle_snapshot(*, cycle_id: int) -> str:
                 if snapshot is None:
                     with transaction.atomic():
                         try:
-                            snapshot = datasets.snapshot_create(
+                            snapshot = snapshots.snapshot_create(
                                 project=cycle.project, kind=kind, filter={"split": Split.TRAIN}, build=False,
                                 name=f"cycle {cycle.iteration} {kind}")
                         except ApplicationError:
                             continue  # this bucket has no rows: its stage is skipped
                         cycle.snapshots.add(snapshot)
                 if snapshot.status == SnapshotStatus.BUILDING:
-                    snapshot = datasets.snapshot_build(snapshot_id=snapshot.pk)
+                    snapshot = snapshots.snapshot_build(snapshot_id=snapshot.pk)
                 if snapshot.status == SnapshotStatus.FAILED and snapshot.rows == 0 and "nothing to snapshot" in snapshot.error:
                     continue  # its episodes made no rows (e.g. corrections identical to the proposals): stage skipped
                 if snapshot.status == SnapshotStatus.FAILED:
@@ -497,8 +284,8 @@ def cycle_train(*, cycle_id: int) -> str:
             return "moved on"
         if cycle.run_id is None:
             snapshots = {s.kind: s for s in cycle.snapshots.filter(status=SnapshotStatus.READY)}
-            stages = [{**stage, "snapshot": snapshots[BUCKET_FOR_ALGORITHM[stage["algorithm"]]].pk}
-                      for stage in cycle.config["recipe"] if BUCKET_FOR_ALGORITHM[stage["algorithm"]] in snapshots]
+            stages = [{**stage, "snapshot": snapshots[cycle_settings.BUCKET_FOR_ALGORITHM[stage["algorithm"]]].pk}
+                      for stage in cycle.config["recipe"] if cycle_settings.BUCKET_FOR_ALGORITHM[stage["algorithm"]] in snapshots]
             run = training.recipe_run_create(project=cycle.project, stages=stages, init_checkpoint=_candidate_init(cycle),
                                              checkpoint_name=f"c{cycle.iteration}", extra={"cycle": cycle.pk})
             cycle.run, cycle.progress = run, {"label": f"training run #{run.pk} queued", "sent_at": _now_iso()}
@@ -549,48 +336,6 @@ def cycle_run_execute(*, run_id: int) -> str:
     return status
 
 
-def _evaluate_one(cycle: Cycle, checkpoint: Checkpoint, role: str, plan: list[dict], progress: tuple[int, int]) -> None:
-    """Roll ``checkpoint`` out on the plan with `python -m trainer eval`; store one Evaluation row."""
-    import json
-
-    if Evaluation.objects.filter(cycle=cycle, checkpoint=checkpoint).exists():
-        return  # measured before the worker was killed: greedy decoding on fixed seeds gives the same numbers
-    services.checkpoint_check_files(checkpoint.uri)
-    offset, total = progress
-    episodes, per_task, seeds, seconds, log_text = 0, {}, {}, 0.0, ""
-    for g, group in enumerate(plan):
-        out = cycle_dir(cycle) / f"eval-{role}-{checkpoint.pk}-{g}"
-        argv = [*training._trainer_argv("eval", "--init", checkpoint.uri, "--out", str(out), "--tasks",
-                                        ",".join(group["tasks"]), "--seeds", group["seeds"], "--env", group["env"],
-                                        "--max-episode-steps", str(group["max_steps"]))]
-        base = offset + episodes
-
-        def on_progress(item, base=base):
-            Cycle.objects.filter(pk=cycle.pk).update(progress={
-                "done": base + item["step"], "total": total, "label": f"evaluating {role} {checkpoint.name}"})
-
-        final, stderr, returncode = training.trainer_stream(argv, on_progress)
-        log_text += f"$ {' '.join(argv[2:])}\n{stderr}"
-        if returncode != 0:
-            raise StateFailed(training.trainer_failure(f"eval of {checkpoint.name}", returncode, stderr), log_text)
-        metrics = json.loads((out / "metrics.json").read_text())
-        for task in group["tasks"]:
-            per_task[task] = metrics["per_task"][task]
-            seeds[task] = group["seeds"]
-        episodes += metrics["overall"]["episodes"]
-        seconds += metrics.get("eval_seconds", 0.0)
-    successes = sum(t["success_rate"] * t["episodes"] for t in per_task.values())
-    rewards = sum(t["mean_reward"] * t["episodes"] for t in per_task.values())
-    try:
-        with transaction.atomic():
-            Evaluation.objects.create(
-                checkpoint=checkpoint, cycle=cycle, role=role, split=Split.EVAL, seeds=seeds, episodes=episodes,
-                success_rate=successes / episodes if episodes else 0.0, mean_reward=rewards / episodes if episodes else 0.0,
-                details={"per_task": per_task, "eval_seconds": round(seconds, 2)})
-    except IntegrityError:
-        pass  # a duplicate task measured it at the same moment; the numbers are the same
-
-
 def cycle_evaluate(*, cycle_id: int) -> str:
     """Measure the candidate and the deployed checkpoint on the same eval seeds in this cycle (`train` queue)."""
     with _lease(cycle_id, CycleState.EVALUATE) as held:
@@ -603,13 +348,14 @@ def cycle_evaluate(*, cycle_id: int) -> str:
                 if baseline is not None:
                     Cycle.objects.filter(pk=cycle_id).update(baseline=baseline)
                 cycle.baseline = baseline
-            plan = eval_plan(cycle.project, cycle.config)
-            per_checkpoint = sum(len(g["tasks"]) * _seed_count(g["seeds"]) for g in plan)
+            plan = evaluation.eval_plan(cycle.project, cycle.config)
+            per_checkpoint = sum(len(g["tasks"]) * evaluation.seed_count(g["seeds"]) for g in plan)
             measured = [(cycle.candidate, "candidate")]
             if _has_weights(cycle.baseline) and cycle.baseline_id != cycle.candidate_id:
                 measured.append((cycle.baseline, "deployed"))
             for i, (checkpoint, role) in enumerate(measured):
-                _evaluate_one(cycle, checkpoint, role, plan, (i * per_checkpoint, len(measured) * per_checkpoint))
+                evaluation.evaluate_checkpoint(cycle, checkpoint, role, plan,
+                                               (i * per_checkpoint, len(measured) * per_checkpoint), cycle_dir(cycle))
         except ApplicationError as exc:
             _fail(cycle_id, exc.message, getattr(exc, "log_tail", ""))
             return CycleState.FAILED
@@ -620,11 +366,6 @@ def cycle_evaluate(*, cycle_id: int) -> str:
             _move(cycle, CycleState.DECIDE)
             _next("cycle_decide", cycle.pk)
     return CycleState.DECIDE
-
-
-def _seed_count(spec: str) -> int:
-    lo, _, hi = spec.partition("-")
-    return int(hi or lo) - int(lo) + 1
 
 
 def _pct(rate: float | None) -> str:
@@ -710,20 +451,20 @@ def _deploy(cycle_id: int, data: dict, *, actor, from_states: tuple) -> str:
     try:
         if candidate is None:
             raise ApplicationError("This cycle has no candidate checkpoint to deploy.", status=409)
-        services.checkpoint_check_files(candidate.uri)
+        deployments.checkpoint_check_files(candidate.uri)
         if config["backend"] == "openai":
-            served_name = services.served_name_for(candidate)
+            served_name = policy_server.served_name_for(candidate)
             path = Path(candidate.uri) / "adapter" if config["export"] == "lora" else Path(candidate.uri)
             if not path.is_dir():
                 raise ApplicationError(f"{path} does not exist: the candidate was not trained with LoRA, so it has no "
                                        "adapter to load. Set the recipe's stage to lora or the export to full.", status=409)
-            services.served_model_load(name=served_name, path=str(path))
+            policy_server.served_model_load(name=served_name, path=str(path))
         with transaction.atomic():
             cycle = Cycle.objects.select_for_update().get(pk=cycle_id)
             if cycle.state not in from_states:
                 return "moved on"
             who = f"approved by {actor.username}" if actor is not None else "auto-deployed"
-            deployment = services.deployment_promote(
+            deployment = deployments.deployment_promote(
                 project=cycle.project, checkpoint=candidate, actor=actor, backend=config["backend"],
                 served_name=served_name, reason=f"cycle {cycle.iteration}: {who}")
             if actor is None:

@@ -1,4 +1,4 @@
-"""Routing (UI-TARS-2's validator V), dataset rows, immutable snapshots and their export bundle.
+"""Routing (UI-TARS-2's validator V), buckets, filters and dataset rows (snapshots.py freezes them).
 
 V(episode) per project (``Project.settings["routing"]``):
   rule ``reward``: env reward >= threshold; ``review``: the reviews accept it; ``both``: both.
@@ -10,28 +10,18 @@ Rows use the trainer's formats (trainer/data.py) and the one prompt renderer (ag
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import hashlib
-import json
 import math
 import os
-import time
-import tempfile
-import zipfile
-from collections import Counter
 from collections.abc import Iterator
 
-from django.core.files import File
-from django.core.files.storage import default_storage
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet
-from django.utils import timezone
 
 from agent.actions import Action, format_turn
 from agent.envs.base import Element, Observation
 from agent.prompt import render_messages, render_observation
-from flywheel.models import (Actor, Correction, DatasetSnapshot, Episode, EpisodeStatus, Mode, Project, Rejection,
+from flywheel.models import (Actor, Correction, Episode, EpisodeStatus, Mode, Project, Rejection,
                              ReviewStatus, SnapshotEpisode, SnapshotKind, SnapshotStatus, Split, Step)
 from core.audit import audit_record
 from core.errors import ApplicationError
@@ -41,7 +31,6 @@ RULES = ("reward", "review", "both")
 # exactly 1; a failure pays 0 or less. 0.5 splits them.
 DEFAULT_ROUTING = {"rule": "reward", "reward_threshold": 0.5}
 FILTER_KEYS = {"tasks", "split", "checkpoint", "mode", "created_after", "created_before", "only_new"}
-PROGRESS_EVERY = 200  # rows between progress writes
 
 
 # --- routing -------------------------------------------------------------------------------------
@@ -125,7 +114,7 @@ def bucket_steps(kind: str, episodes: QuerySet[Episode]) -> QuerySet[Step]:
     return steps
 
 
-def _row_count(kind: str, episodes: QuerySet[Episode]) -> int:
+def row_count(kind: str, episodes: QuerySet[Episode]) -> int:
     if kind == SnapshotKind.RL:
         return episodes.count()
     if kind == SnapshotKind.DPO:
@@ -143,12 +132,12 @@ def buckets(project: Project) -> dict:
         episodes = bucket_episodes(project, kind, routing)
         frozen = SnapshotEpisode.objects.filter(snapshot__project=project, snapshot__kind=kind,
                                                 snapshot__status=SnapshotStatus.READY).values("episode_id")
-        out[kind] = {"rows": _row_count(kind, episodes), "episodes": episodes.count(),
-                     "new_rows": _row_count(kind, episodes.exclude(pk__in=frozen))}
+        out[kind] = {"rows": row_count(kind, episodes), "episodes": episodes.count(),
+                     "new_rows": row_count(kind, episodes.exclude(pk__in=frozen))}
         if kind == SnapshotKind.SFT:
             rft = episodes.filter(mode=Mode.AUTONOMOUS)
-            out["rft"] = {"rows": _row_count(kind, rft), "episodes": rft.count(),
-                          "new_rows": _row_count(kind, rft.exclude(pk__in=frozen))}
+            out["rft"] = {"rows": row_count(kind, rft), "episodes": rft.count(),
+                          "new_rows": row_count(kind, rft.exclude(pk__in=frozen))}
     return out
 
 
@@ -344,265 +333,3 @@ def rows_iter(kind: str, episodes: QuerySet[Episode], chunk: int = 200) -> Itera
         for episode in batch:
             yield episode, episode_rows(kind, episode, by_episode[episode.pk])
         last = batch[-1].pk
-
-
-# --- snapshots --------------------------------------------------------------------------------------
-def _source_key(kind: str, cleaned: dict, routing: dict, episode_ids: list[int]) -> str:
-    """What a freeze asks for: the same key means the same rows."""
-    digest = hashlib.sha256(json.dumps([kind, cleaned, routing], sort_keys=True).encode())
-    for pk in episode_ids:
-        digest.update(pk.to_bytes(8, "big"))
-    return digest.hexdigest()
-
-
-def snapshot_create(*, project: Project, kind: str, name: str = "", filter: dict | None = None, actor=None,
-                    build: bool = True) -> DatasetSnapshot:
-    """Queue a snapshot of ``kind`` over the episodes ``filter`` selects; a job writes it (snapshot_build).
-
-    Freezing the same data twice (a double click, two managers at once, a retried request) makes one snapshot:
-    while one with the same kind, filter, routing and episodes is building or ready, it is returned, with
-    ``duplicate = True`` set on the instance."""
-    snapshot, created = _snapshot_create(project=project, kind=kind, name=name, filter=filter, actor=actor, build=build)
-    snapshot.duplicate = not created
-    return snapshot
-
-
-@transaction.atomic
-def _snapshot_create(*, project: Project, kind: str, name: str, filter: dict | None, actor,
-                     build: bool) -> tuple[DatasetSnapshot, bool]:
-    from flywheel import tasks as flywheel_tasks
-
-    if kind not in SnapshotKind.values:
-        raise ApplicationError(f"Unknown kind '{kind}'; use sft, dpo, rl or ct.", errors={"kind": ["Invalid choice."]})
-    cleaned = filter_clean(project, filter)
-    Project.objects.select_for_update().filter(pk=project.pk).first()  # one freeze of a project at a time
-    routing = routing_of(project)
-    episode_ids = list(filter_apply(bucket_episodes(project, kind, routing), project, kind, cleaned)
-                       .order_by("pk").values_list("pk", flat=True))
-    if not episode_ids:
-        raise ApplicationError(f"No {kind} rows match this filter: nothing to snapshot. Finish or review episodes first, "
-                               "or widen the filter.", errors={"filter": ["Matches no rows."]})
-    key = _source_key(kind, cleaned, routing, episode_ids)
-    same = (DatasetSnapshot.objects.filter(project=project, source_key=key)
-            .exclude(status=SnapshotStatus.FAILED).order_by("-id").first())
-    if same is not None:
-        return same, False
-    snapshot = DatasetSnapshot.objects.create(
-        project=project, kind=kind, name=(name or f"{kind} {timezone.now():%Y-%m-%d %H:%M}")[:200], filter=cleaned,
-        routing=routing, source_key=key, created_by=actor if actor and actor.is_authenticated else None)
-    audit_record(actor=actor, action="snapshot.create", target=snapshot, data={"kind": kind, "filter": cleaned})
-    if build:
-        transaction.on_commit(lambda: flywheel_tasks.snapshot_build.delay(snapshot.pk))
-    return snapshot, True
-
-
-class _Progress:
-    """Writes a building snapshot's progress at most twice a second, whatever the size of its episodes."""
-
-    def __init__(self, snapshot_id: int) -> None:
-        self.snapshot_id, self.last = snapshot_id, 0.0
-
-    def __call__(self, value: float, force: bool = False) -> None:
-        if force or time.monotonic() - self.last >= 0.5:
-            self.last = time.monotonic()
-            DatasetSnapshot.objects.filter(pk=self.snapshot_id, status=SnapshotStatus.BUILDING).update(
-                progress=min(value, 0.99))
-
-
-_BUILD_LOCK = 0x10_0EE  # the advisory-lock namespace of snapshot builds
-
-
-@contextlib.contextmanager
-def _build_lock(snapshot_id: int):
-    """One builder a snapshot: a second one (a duplicated job, a cycle building a snapshot it shares with a
-    manager's freeze) waits for the first, then finds it written. A dead worker's session lets go of it."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_lock(%s, %s)", [_BUILD_LOCK, snapshot_id])
-    try:
-        yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_BUILD_LOCK, snapshot_id])
-
-
-def snapshot_build(*, snapshot_id: int) -> DatasetSnapshot:
-    """Write the rows once (JSONL + Parquet), with their hash and lineage. Safe to run twice, even at once: a
-    snapshot that is already ready or failed is left alone."""
-    with _build_lock(snapshot_id):
-        snapshot = DatasetSnapshot.objects.select_related("project").get(pk=snapshot_id)
-        if snapshot.status != SnapshotStatus.BUILDING:
-            return snapshot
-        return _snapshot_write(snapshot)
-
-
-def _snapshot_write(snapshot: DatasetSnapshot) -> DatasetSnapshot:
-    snapshot_id = snapshot.pk
-    project, kind = snapshot.project, snapshot.kind
-    DatasetSnapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.BUILDING).update(
-        started_at=timezone.now(), progress=0.0)
-    progress = _Progress(snapshot_id)
-    routing = snapshot.routing or routing_of(project)
-    episodes = filter_apply(bucket_episodes(project, kind, routing), project, kind, snapshot.filter)
-    # Freeze the membership first: the rows are made from exactly these episodes, whatever changes meanwhile.
-    episode_ids = list(episodes.order_by("pk").values_list("pk", flat=True))
-    total = len(episode_ids) or 1
-    digest = hashlib.sha256()
-    counts, lineage_rows = Counter(), []
-    by_task, by_checkpoint = Counter(), Counter()
-    n_rows = 0
-    try:
-        with tempfile.TemporaryDirectory(prefix="loupe-snapshot-") as tmp:
-            jsonl_path = os.path.join(tmp, "data.jsonl")
-            with open(jsonl_path, "wb") as out:
-                for done, (episode, rows) in enumerate(rows_iter(kind, Episode.objects.filter(pk__in=episode_ids)), 1):
-                    for row in rows:
-                        line = (json.dumps(row, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n").encode()
-                        out.write(line)
-                        digest.update(line)
-                    if rows:
-                        n_rows += len(rows)
-                        lineage_rows.append(SnapshotEpisode(snapshot_id=snapshot_id, episode_id=episode.pk, rows=len(rows)))
-                        by_task[episode.task.task_name] += len(rows)
-                        by_checkpoint[episode.checkpoint.name if episode.checkpoint_id else "(none)"] += len(rows)
-                    progress(0.85 * done / total)
-            if n_rows == 0:
-                raise ApplicationError(f"No {kind} rows match this filter: nothing to snapshot.")
-            parquet_path = os.path.join(tmp, "data.parquet")
-            jsonl_to_parquet(jsonl_path, parquet_path, on_rows=lambda written: progress(0.85 + 0.1 * written / n_rows))
-            progress(0.97, force=True)
-            base = f"snapshots/{project.pk}/{snapshot_id}-{kind}"
-            with open(jsonl_path, "rb") as fh:
-                file_name = default_storage.save(f"{base}.jsonl", File(fh))
-            with open(parquet_path, "rb") as fh:
-                parquet_name = default_storage.save(f"{base}.parquet", File(fh))
-            size = os.path.getsize(jsonl_path)
-    except ApplicationError as exc:
-        DatasetSnapshot.objects.filter(pk=snapshot_id).update(status=SnapshotStatus.FAILED, error=exc.message,
-                                                              finished_at=timezone.now())
-        return DatasetSnapshot.objects.get(pk=snapshot_id)
-    with transaction.atomic():
-        SnapshotEpisode.objects.bulk_create(lineage_rows, batch_size=2000, ignore_conflicts=True)
-        DatasetSnapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.BUILDING).update(
-            status=SnapshotStatus.READY, progress=1.0, rows=n_rows, episodes=len(lineage_rows), size_bytes=size,
-            sha256=digest.hexdigest(), file=file_name, parquet_file=parquet_name, finished_at=timezone.now(),
-            lineage={"episodes": len(lineage_rows), "rows": n_rows, "tasks": dict(by_task),
-                     "checkpoints": dict(by_checkpoint)})
-    return DatasetSnapshot.objects.get(pk=snapshot_id)
-
-
-def snapshot_fail(*, snapshot_id: int, error: str) -> None:
-    DatasetSnapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.BUILDING).update(
-        status=SnapshotStatus.FAILED, error=error[:2000], finished_at=timezone.now())
-
-
-def jsonl_to_parquet(jsonl_path: str, parquet_path: str, batch: int = 1000, on_rows=None) -> None:
-    """Parquet beside the JSONL, written in batches. ``meta`` (free-form) is kept as a JSON string so
-    every batch has one schema. ``on_rows(n)`` hears how many rows are written so far."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    writer = None
-    schema = None
-
-    def flush(rows):
-        nonlocal writer, schema
-        table = pa.Table.from_pylist(rows, schema=schema)
-        if writer is None:
-            schema = table.schema
-            writer = pq.ParquetWriter(parquet_path, schema)
-        writer.write_table(table)
-
-    rows, written = [], 0
-    with open(jsonl_path, encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            row["meta"] = json.dumps(row.get("meta", {}), sort_keys=True)
-            rows.append(row)
-            if len(rows) >= batch:
-                flush(rows)
-                written += len(rows)
-                rows = []
-                if on_rows:
-                    on_rows(written)
-    if rows or writer is None:
-        flush(rows)
-    writer.close()
-
-
-def snapshot_preview(snapshot: DatasetSnapshot, limit: int) -> list[dict]:
-    if snapshot.status != SnapshotStatus.READY:
-        raise ApplicationError("This snapshot is not ready yet.", status=409)
-    out = []
-    with default_storage.open(snapshot.file, "rb") as fh:
-        for line in fh:
-            out.append(json.loads(line))
-            if len(out) >= limit:
-                break
-    return out
-
-
-# --- export ----------------------------------------------------------------------------------------
-class _Sink:
-    """A write-only file for zipfile that hands out what was written, so a zip streams as it is made."""
-
-    def __init__(self):
-        self._parts: list[bytes] = []
-
-    def write(self, data) -> int:
-        self._parts.append(bytes(data))
-        return len(data)
-
-    def flush(self) -> None:
-        pass
-
-    def take(self) -> bytes:
-        data, self._parts = b"".join(self._parts), []
-        return data
-
-
-def _screenshot_names(snapshot: DatasetSnapshot) -> Iterator[str]:
-    """Distinct screenshot files behind the rows, read in id order (constant memory)."""
-    episodes = SnapshotEpisode.objects.filter(snapshot=snapshot).values("episode_id")
-    steps = bucket_steps(snapshot.kind, Episode.objects.filter(pk__in=episodes)).exclude(screenshot="")
-    yield from steps.order_by("screenshot").values_list("screenshot", flat=True).distinct().iterator(chunk_size=2000)
-
-
-def snapshot_card(snapshot: DatasetSnapshot) -> dict:
-    return {"id": snapshot.pk, "project": snapshot.project_id, "kind": snapshot.kind, "name": snapshot.name,
-            "filter": snapshot.filter, "routing": snapshot.routing, "rows": snapshot.rows, "episodes": snapshot.episodes,
-            "sha256": snapshot.sha256, "size_bytes": snapshot.size_bytes, "lineage": snapshot.lineage,
-            "created_at": snapshot.created_at.isoformat() if snapshot.created_at else None,
-            "files": {"jsonl": "data.jsonl", "parquet": "data.parquet", "images": "images/",
-                      "lineage": "lineage.jsonl"}}
-
-
-def export_stream(snapshot: DatasetSnapshot, block: int = 1 << 20) -> Iterator[bytes]:
-    """The export bundle as a zip, produced piece by piece: data.jsonl, data.parquet, lineage.jsonl,
-    snapshot.json and every screenshot under images/. Memory stays at one block whatever the size."""
-    if snapshot.status != SnapshotStatus.READY:
-        raise ApplicationError("This snapshot is not ready yet; wait until its status is ready.", status=409)
-    sink = _Sink()
-    with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as bundle:
-        def copy(storage_name: str, arcname: str, compress: bool = True) -> Iterator[bytes]:
-            info = zipfile.ZipInfo(arcname, date_time=snapshot.created_at.timetuple()[:6])
-            info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
-            with default_storage.open(storage_name, "rb") as src, bundle.open(info, "w", force_zip64=True) as dst:
-                for piece in iter(lambda: src.read(block), b""):
-                    dst.write(piece)
-                    yield sink.take()
-            yield sink.take()
-
-        yield from copy(snapshot.file, "data.jsonl")
-        if snapshot.parquet_file:
-            yield from copy(snapshot.parquet_file, "data.parquet", compress=False)
-        bundle.writestr("snapshot.json", json.dumps(snapshot_card(snapshot), indent=2))
-        with bundle.open("lineage.jsonl", "w") as dst:
-            members = SnapshotEpisode.objects.filter(snapshot=snapshot).order_by("episode_id")
-            for member in members.values("episode_id", "rows").iterator(chunk_size=5000):
-                dst.write((json.dumps(member) + "\n").encode())
-        yield sink.take()
-        for name in _screenshot_names(snapshot):
-            if default_storage.exists(name):
-                yield from copy(name, image_path(name), compress=False)
-    yield sink.take()
-

@@ -1,5 +1,7 @@
 """The core records of DESIGN.md: projects, tasks, checkpoints, deployments, episodes, steps, events,
-snapshots, training runs, evaluations and cycles. Writes go through flywheel/services.py."""
+snapshots, training runs, evaluations and cycles (one file: Django finds an app's models here, and the records
+refer to each other). Writes go through the topic modules: projects, episodes, deployments, snapshots,
+training, cycles."""
 from __future__ import annotations
 
 from django.conf import settings

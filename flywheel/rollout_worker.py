@@ -4,25 +4,19 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import socket
-import threading
 import time
 
 from django.conf import settings
-from django.db import close_old_connections
 
-from flywheel import services
+from flywheel import episodes
+from flywheel.episodes import EpisodeStop
+from flywheel.leases import Heartbeat, worker_name
 from flywheel.models import Deployment, Episode, EpisodeStatus, Step
 
 log = logging.getLogger(__name__)
 
 _envs: dict = {}
 _policies: dict = {}
-
-
-def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def env_for(kind: str):
@@ -66,51 +60,18 @@ def policy_for(episode: Episode):
     return _policies[key]
 
 
-class Heartbeat:
-    """Calls `beat` every LOUPE_HEARTBEAT_SECONDS while a long job runs (it keeps a `heartbeat_at` fresh), so a
-    dead worker is noticed within seconds. Used by episodes here and by flywheel cycles."""
-
-    def __init__(self, beat, name: str):
-        self.beat, self.name = beat, name
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name=name)
-
-    def _run(self):
-        while not self._stop.wait(settings.LOUPE_HEARTBEAT_SECONDS):
-            try:
-                self.beat()
-            except Exception:  # the database may blip; the next beat retries
-                log.warning("%s failed", self.name, exc_info=True)
-            finally:
-                close_old_connections()
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-
-class EpisodeStop(Exception):
-    """Raised by a supervisor to end an episode early with `status` (e.g. interrupted when nobody is there)."""
-
-    status = EpisodeStatus.INTERRUPTED
-
-
 def record_step(episode: Episode, record, *, index_offset: int = 0, intervened_by=None) -> Step:
     """Store one agent.rollout.StepRecord."""
     obs = record.observation
     out = record.output
     turn = record.turn
-    return services.step_record(
+    return episodes.step_record(
         episode=episode, index=record.index + index_offset, screenshot=obs.screenshot, width=obs.width,
         height=obs.height, url=obs.url, instruction=obs.instruction, elements=[e.to_dict() for e in obs.elements],
         prompt=record.prompt or [], raw_output=out.text if out else turn.raw, token_ids=list(out.token_ids) if out else [],
         token_logprobs=[float(x) for x in out.token_logprobs] if out else [], thought=turn.thought,
         action=turn.action.to_dict() if turn.action else None, action_text=turn.action.to_text() if turn.action else "",
-        actor=record.actor, proposal=services.turn_payload(record.proposal), reward=float(record.reward), done=bool(record.done),
+        actor=record.actor, proposal=episodes.turn_payload(record.proposal), reward=float(record.reward), done=bool(record.done),
         void_reason=turn.void_reason, info=_json_safe(record.info), timings=record.timings,
         intervened_by=intervened_by,
     )
@@ -119,7 +80,7 @@ def record_step(episode: Episode, record, *, index_offset: int = 0, intervened_b
 def record_rejection(episode: Episode, record, *, index_offset: int = 0, rejected_by=None):
     """Store one agent.rollout.RejectedProposal."""
     turn, out = record.turn, record.output
-    return services.rejection_record(
+    return episodes.rejection_record(
         episode=episode, index=record.index + index_offset, attempt=record.attempt, prompt=record.prompt,
         raw_output=out.text, token_ids=list(out.token_ids), token_logprobs=[float(x) for x in out.token_logprobs],
         thought=turn.thought, action=turn.action.to_dict() if turn.action else None,
@@ -144,7 +105,7 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
     from agent.rollout import run_episode
 
     worker = worker_name()
-    episode = services.episode_claim(episode_id=episode_id, worker=worker)
+    episode = episodes.episode_claim(episode_id=episode_id, worker=worker)
     if episode is None:
         return "nothing to run"
     log.info("episode %s claimed by %s (task %s, seed %s, %s)", episode.pk, worker, episode.task.task_name,
@@ -153,7 +114,7 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
     replay = [Action.from_dict(a) for a in stored if a]  # void turns changed nothing on the page
     index_offset = len(stored) - len(replay)  # new steps continue after every stored one, void ones included
     started = time.monotonic()
-    beat = functools.partial(services.episode_heartbeat, episode_id=episode.pk, worker=worker)
+    beat = functools.partial(episodes.episode_heartbeat, episode_id=episode.pk, worker=worker)
     with Heartbeat(beat, f"heartbeat-{episode.pk}"):
         supervisor = None
         try:
@@ -177,15 +138,15 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
                                  max_steps=episode.task.max_steps, supervisor=supervisor, on_step=on_step,
                                  on_reject=on_reject, replay=replay or None)
         except EpisodeStop as exc:
-            services.episode_finish(episode_id=episode.pk, status=exc.status, end_reason=str(exc))
+            episodes.episode_finish(episode_id=episode.pk, status=exc.status, end_reason=str(exc))
             return "stopped"
         except EnvError as exc:
-            services.episode_finish(episode_id=episode.pk, status=EpisodeStatus.FAILED,
+            episodes.episode_finish(episode_id=episode.pk, status=EpisodeStatus.FAILED,
                                     end_reason=f"environment failed: {exc}")
             return "env_error"
         except Exception as exc:
             log.exception("episode %s crashed", episode.pk)
-            services.episode_finish(episode_id=episode.pk, status=EpisodeStatus.FAILED,
+            episodes.episode_finish(episode_id=episode.pk, status=EpisodeStatus.FAILED,
                                     end_reason=f"{type(exc).__name__}: {exc}")
             raise
         finally:
@@ -195,7 +156,7 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
     outcome = result.outcome if result.outcome in ("success", "failure", "infeasible") else ""
     detail = result.error or (result.outcome if result.outcome and not outcome else "")
     status = EpisodeStatus.FAILED if reason in ("env_error", "policy_error") else EpisodeStatus.FINISHED
-    services.episode_finish(episode_id=episode.pk, status=status, end_reason=f"{reason}: {detail}" if detail else reason,
+    episodes.episode_finish(episode_id=episode.pk, status=status, end_reason=f"{reason}: {detail}" if detail else reason,
                             reward=float(result.reward), outcome=outcome)
     log.info("episode %s ended (%s) in %.1f s", episode.pk, reason, time.monotonic() - started)
     return reason

@@ -5,7 +5,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from flywheel import services
+from flywheel import episodes
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=False, max_retries=0)
@@ -21,7 +21,7 @@ def episode_run(episode_id: int) -> str:
 @shared_task
 def episodes_sweep_interrupted() -> list[int]:
     """Beat task: mark episodes whose worker stopped heartbeating as interrupted."""
-    return services.episodes_mark_interrupted(older_than_seconds=settings.LOUPE_INTERRUPTED_AFTER_SECONDS)
+    return episodes.episodes_mark_interrupted(older_than_seconds=settings.LOUPE_INTERRUPTED_AFTER_SECONDS)
 
 
 @shared_task
@@ -45,12 +45,12 @@ def training_run_execute(run_id: int) -> str:
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def snapshot_build(snapshot_id: int) -> str:
     """Write a snapshot on the `default` queue. A crash marks it failed with the reason, never half-written."""
-    from flywheel import datasets
+    from flywheel import snapshots
 
     try:
-        return datasets.snapshot_build(snapshot_id=snapshot_id).status
+        return snapshots.snapshot_build(snapshot_id=snapshot_id).status
     except Exception as exc:
-        datasets.snapshot_fail(snapshot_id=snapshot_id, error=f"The snapshot job crashed: {exc}")
+        snapshots.snapshot_fail(snapshot_id=snapshot_id, error=f"The snapshot job crashed: {exc}")
         raise
 
 

@@ -59,12 +59,12 @@ def demo(db):
 
 def make_tiny_checkpoint(project: Project, path, name: str = "untrained"):
     """An untrained tiny checkpoint on disk, registered and deployed for `project`."""
-    from flywheel import services
+    from flywheel import deployments
     from trainer.model import save_tiny_untrained
 
     save_tiny_untrained(path)
-    checkpoint = services.checkpoint_register(project=project, name=name, uri=str(path))
-    services.deployment_promote(project=project, checkpoint=checkpoint, reason="test")
+    checkpoint = deployments.checkpoint_register(project=project, name=name, uri=str(path))
+    deployments.deployment_promote(project=project, checkpoint=checkpoint, reason="test")
     return checkpoint
 
 
@@ -108,7 +108,7 @@ def make_finished_episode(project: Project, task: TaskSpec, *, steps: list[dict]
     ``proposal`` (the model's overridden turn: {"thought", "action", "raw"}), ``reward``, ``human_thought`` and
     ``rejections`` (proposals a person rejected before the step ran: {"action", "thought", "raw", "reason"}).
     """
-    from flywheel import services
+    from flywheel import episodes
     from flywheel.models import Episode
 
     episode = Episode.objects.create(project=project, task=task, seed=next(_counter), mode=mode, status="running",
@@ -121,14 +121,14 @@ def make_finished_episode(project: Project, task: TaskSpec, *, steps: list[dict]
                   {"role": "user", "content": [{"type": "text", "text": f"Instruction: do {index}"},
                                                {"type": "image_url", "image_url": {"url": "screenshot"}}]}]
         for attempt, rejected in enumerate(spec.get("rejections", []), 1):
-            services.rejection_record(
+            episodes.rejection_record(
                 episode=episode, index=index, attempt=attempt,
                 prompt=[*prompt[:1], {"role": "user", "content": f"Instruction: do {index} (attempt {attempt})"}],
                 raw_output=rejected.get("raw", ""), token_ids=[4, 5], token_logprobs=[-1.0, -2.0],
                 thought=rejected.get("thought", ""), action=rejected.get("action"), action_text="",
                 void_reason=None if rejected.get("action") else "no action", reason=rejected.get("reason", ""),
                 repeated=False)
-        step = services.step_record(
+        step = episodes.step_record(
             episode=episode, index=index, screenshot=jpeg(episode.pk * 100 + index), width=16, height=16,
             url="/task.html", instruction="Click it", elements=[], prompt=prompt, raw_output=raw,
             token_ids=[1, 2, 3], token_logprobs=[-0.1, -0.2, -0.3], thought=thought, action=action,
@@ -138,5 +138,5 @@ def make_finished_episode(project: Project, task: TaskSpec, *, steps: list[dict]
         if spec.get("human_thought"):
             step.human_thought = spec["human_thought"]
             step.save(update_fields=["human_thought"])
-    return services.episode_finish(episode_id=episode.pk, status="finished", end_reason="done", reward=reward,
+    return episodes.episode_finish(episode_id=episode.pk, status="finished", end_reason="done", reward=reward,
                                    outcome=outcome)

@@ -140,18 +140,23 @@ def test_speech_still_going_on_reaches_watchers_as_interim_words_that_are_not_st
     first = speech_chunks["a"][0]  # two seconds into the phrase: nobody has paused yet
     assert put_chunk(client, clip_id, 0, first.data, t0 + first.start).status_code == 201
 
-    def interim():
-        async def receive():
-            import asyncio
+    async def first_interim():
+        # One event loop for every receive: the channel layer's receive buffer is bound to the loop that
+        # first waited on it, and a new async_to_sync call would bring a new loop.
+        import asyncio
 
-            try:
-                return await asyncio.wait_for(layer.receive(channel), timeout=2)
-            except asyncio.TimeoutError:
-                return None
-        message = async_to_sync(receive)()
-        return message if message and message["type"] == "transcript.interim" and message["words"] else None
+        async def loop():
+            while True:
+                message = await layer.receive(channel)
+                if message["type"] == "transcript.interim" and message["words"]:
+                    return message
 
-    message = wait_for(interim, 120, interval=0, what="interim words")
+        try:
+            return await asyncio.wait_for(loop(), timeout=120)
+        except asyncio.TimeoutError:
+            raise AssertionError("no interim words within 120 s") from None
+
+    message = async_to_sync(first_interim)()
     said = [w["word"] for w in message["words"]]
     assert message["clip"] == clip_id and message["username"] == user.username
     assert word_error_rate(" ".join(PHRASE_A.split()[:len(said)]), " ".join(said)) <= 0.5, said

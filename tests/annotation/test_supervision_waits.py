@@ -9,7 +9,7 @@ import time
 import pytest
 
 from annotation.models import Command, Intervention
-from flywheel import services
+from flywheel import episodes
 from flywheel.models import Episode, EpisodeStatus, Step
 from tests.annotation.asking import IDLE_SECONDS, AskingModel, asking_stack  # noqa: F401
 from tests.annotation.test_live_session import EMPTY_SPOT, Session
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
 def test_call_user_pauses_the_episode_and_the_answer_reaches_the_model(asking_stack):
     base, project, task, annotator = asking_stack
-    episode_id = services.episodes_start(project=project, task=task, seeds=[3], mode="supervised", actor=annotator)[0].pk
+    episode_id = episodes.episodes_start(project=project, task=task, seeds=[3], mode="supervised", actor=annotator)[0].pk
     s = Session(base, episode_id, "asked")
     asked = s.wait_type("step.proposed", index=0)["data"]
     assert asked["action"]["name"] == "call_user" and asked["reason"] == "call_user"
@@ -49,7 +49,7 @@ def test_call_user_pauses_the_episode_and_the_answer_reaches_the_model(asking_st
 
 def test_unattended_supervised_episode_ends_interrupted_after_the_idle_timeout(asking_stack):
     base, project, task, annotator = asking_stack
-    episode_id = services.episodes_start(project=project, task=task, seeds=[4], mode="supervised", actor=annotator)[0].pk
+    episode_id = episodes.episodes_start(project=project, task=task, seeds=[4], mode="supervised", actor=annotator)[0].pk
     s = Session(base, episode_id, "asked")
     s.wait_type("step.proposed", index=0)
     s.send("edit", index=0, action=EMPTY_SPOT, thought="I click the corner.")

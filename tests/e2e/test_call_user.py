@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from flywheel import services
+from flywheel import episodes
 from tests.annotation.asking import QUESTION, AskingModel, asking_stack  # noqa: F401
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD
@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
 def test_annotator_answers_the_question_in_the_page(asking_stack, page):
     base, project, task, annotator = asking_stack
-    episode_id = services.episodes_start(project=project, task=task, seeds=[5], mode="supervised", actor=annotator)[0].pk
+    episode_id = episodes.episodes_start(project=project, task=task, seeds=[5], mode="supervised", actor=annotator)[0].pk
     login(page, base, "asked", PASSWORD)
     page.get_by_test_id("project-card").first.wait_for(timeout=60_000)
     page.goto(f"{base}/episodes/{episode_id}")

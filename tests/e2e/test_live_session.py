@@ -7,7 +7,7 @@ approves the model's click, which solves the task."""
 import pytest
 
 from annotation.models import Intervention
-from flywheel import services
+from flywheel import deployments
 from flywheel.models import Checkpoint, Episode, Step
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD, make_member, make_project, make_task, make_user
@@ -28,7 +28,7 @@ def scripted_project(tmp_path):
     task = make_task(project, "click-button", max_steps=10)
     save_tiny_untrained(tmp_path / "ckpt")
     checkpoint = Checkpoint.objects.create(project=project, name="scripted-solver", uri=str(tmp_path / "ckpt"))
-    services.deployment_promote(project=project, checkpoint=checkpoint, backend="scripted", reason="test oracle")
+    deployments.deployment_promote(project=project, checkpoint=checkpoint, backend="scripted", reason="test oracle")
     return project, task
 
 

@@ -11,7 +11,7 @@ import pytest
 from annotation.models import AudioChunk, AudioClip, TranscriptWord
 from annotation.services import command_submit
 from annotation.speech import word_error_rate
-from flywheel import services
+from flywheel import deployments, episodes
 from flywheel.models import Checkpoint, Episode
 from tests.annotation.audio_fixtures import missing_tools, synthesize_wav
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, login, screenshot
@@ -79,8 +79,8 @@ def live_episode(tmp_path, workers):
     task = make_task(project, "click-button", max_steps=10)
     save_tiny_untrained(tmp_path / "ckpt")
     checkpoint = Checkpoint.objects.create(project=project, name="scripted-solver", uri=str(tmp_path / "ckpt"))
-    services.deployment_promote(project=project, checkpoint=checkpoint, backend="scripted", reason="test oracle")
-    [episode] = services.episodes_start(project=project, task=task, seeds=[3], mode="supervised", actor=user)
+    deployments.deployment_promote(project=project, checkpoint=checkpoint, backend="scripted", reason="test oracle")
+    [episode] = episodes.episodes_start(project=project, task=task, seeds=[3], mode="supervised", actor=user)
     yield episode
     # A supervised episode waits for its person; end it so the rollout worker is free for the next test.
     episode.refresh_from_db()

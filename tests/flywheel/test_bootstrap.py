@@ -15,7 +15,7 @@ def test_first_start_deploys_the_scripted_baseline_and_queues_the_cold_start(dja
         ensure_default_deployment(log=lambda *_: None)  # a second start queues nothing new
     active = Deployment.objects.get(project=project, active=True)
     assert active.backend == "scripted" and active.checkpoint.name == "scripted-baseline"
-    runs = TrainingRun.objects.filter(project=project, config__coldstart=True)
+    runs = TrainingRun.objects.filter(project=project, config__stages__0__algorithm="coldstart")
     assert runs.count() == 1 and runs.get().config["deploy_as"] == "v0"
     assert not Deployment.objects.filter(project=empty).exists()
     assert len(callbacks) == 1  # the run is enqueued once it commits

@@ -6,7 +6,7 @@ import threading
 import pytest
 from rest_framework.test import APIClient
 
-from flywheel import cycles, datasets, services
+from flywheel import cycle_settings, cycles, datasets, deployments, episodes
 from flywheel.models import Cycle, CycleState, Deployment, Evaluation, TrainingRun
 from tests.factories import make_finished_episode, make_member, make_project, make_task, make_tiny_checkpoint, make_user
 from tests.stack import stack_env, start_worker, wait_for, worker_quiet
@@ -36,7 +36,7 @@ def flywheel_project(tmp_path):
     make_task(project, "click-test", split="eval", seed_start=100_000, seed_end=100_099, max_steps=2)
     untrained = make_tiny_checkpoint(project, tmp_path / "untrained")
     datasets.routing_set(project=project, actor=users["manager"], reward_threshold=0.5)
-    cycles.settings_set(project=project, actor=users["manager"], min_new_rows=1, recipe=FAST_RECIPE, eval_seeds=4,
+    cycle_settings.settings_set(project=project, actor=users["manager"], min_new_rows=1, recipe=FAST_RECIPE, eval_seeds=4,
                         margin=0.05)
     return {"project": project, "train": train, "untrained": untrained, **users}
 
@@ -137,7 +137,7 @@ def test_only_managers_run_approve_configure_and_roll_back(flywheel_project, dja
     for url in reads:
         assert annotator.get(url).status_code == 200, url
         assert outsider.get(url).status_code == 404, url
-    assert cycles.settings_of(fp["project"])["margin"] == 0.05
+    assert cycle_settings.settings_of(fp["project"])["margin"] == 0.05
 
 
 # --- one cycle at a time --------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ def test_a_cycle_needs_eval_tasks_whose_seeds_no_training_uses(flywheel_project)
 # --- gate --------------------------------------------------------------------------------------------------
 def test_gate_skips_with_the_counts_when_new_rows_are_too_few(flywheel_project, django_capture_on_commit_callbacks):
     fp = flywheel_project
-    cycles.settings_set(project=fp["project"], actor=fp["manager"], min_new_rows=3)
+    cycle_settings.settings_set(project=fp["project"], actor=fp["manager"], min_new_rows=3)
     sft_episode(fp)
     sft_episode(fp, reward=0.0)  # a failure is a CT row, not in the SFT recipe
     make_finished_episode(fp["project"], fp["project"].tasks.get(split="eval"), steps=[{}], reward=1.0)  # eval split
@@ -205,7 +205,7 @@ def test_gate_skips_with_the_counts_when_new_rows_are_too_few(flywheel_project, 
 def test_snapshot_and_train_skip_a_recipe_bucket_whose_episodes_make_no_rows(flywheel_project,
                                                                          django_capture_on_commit_callbacks):
     fp = flywheel_project
-    cycles.settings_set(project=fp["project"], actor=fp["manager"],
+    cycle_settings.settings_set(project=fp["project"], actor=fp["manager"],
                         recipe=[{"algorithm": "sft", "max_steps": 5}, {"algorithm": "dpo", "max_steps": 5}])
     # a successful episode of void turns only is in the SFT bucket but makes no SFT row; a real correction makes a
     # DPO pair (a correction equal to the proposal is in no bucket at all: tests/flywheel/test_datasets.py)
@@ -233,10 +233,10 @@ def _decided_cycle(fp, tmp_path, candidate_rate: float, deployed_rate: float, **
     """A cycle that reached `decide` with a real candidate checkpoint and measured success rates."""
     from trainer.model import save_tiny_untrained
 
-    candidate = services.checkpoint_register(project=fp["project"], name="c1",
+    candidate = deployments.checkpoint_register(project=fp["project"], name="c1",
                                              uri=str(save_tiny_untrained(tmp_path / "c1", seed=1)))
     cycle = Cycle.objects.create(project=fp["project"], iteration=1, state=CycleState.DECIDE, candidate=candidate,
-                                 baseline=fp["untrained"], config={**cycles.settings_clean(fp["project"], {}), **config})
+                                 baseline=fp["untrained"], config={**cycle_settings.settings_clean(fp["project"], {}), **config})
     for checkpoint, rate, role in ((candidate, candidate_rate, "candidate"), (fp["untrained"], deployed_rate, "deployed")):
         Evaluation.objects.create(checkpoint=checkpoint, cycle=cycle, role=role, episodes=20, success_rate=rate)
     return cycle
@@ -275,7 +275,7 @@ def test_the_first_trained_candidate_replaces_the_scripted_baseline(flywheel_pro
 
     fp = flywheel_project
     oracle = Checkpoint.objects.create(project=fp["project"], name="scripted-baseline", uri="scripted:")
-    services.deployment_promote(project=fp["project"], checkpoint=oracle, backend="scripted")
+    deployments.deployment_promote(project=fp["project"], checkpoint=oracle, backend="scripted")
     cycle = _decided_cycle(fp, tmp_path, candidate_rate=0.1, deployed_rate=0.0)
     Evaluation.objects.filter(cycle=cycle, role="deployed").delete()  # the baseline has no weights to evaluate
     Cycle.objects.filter(pk=cycle.pk).update(baseline=oracle)
@@ -318,7 +318,7 @@ def test_a_corrupt_candidate_is_refused_and_the_deployment_stays(flywheel_projec
     assert cycle.error.startswith("The deployment was refused: The weights in") and "corrupt" in cycle.error
     assert Deployment.objects.get(project=fp["project"], active=True).checkpoint == fp["untrained"]
     with pytest.raises(ApplicationError, match="corrupt"):
-        services.deployment_promote(project=fp["project"], checkpoint=cycle.candidate)
+        deployments.deployment_promote(project=fp["project"], checkpoint=cycle.candidate)
 
 
 # --- rollback ------------------------------------------------------------------------------------------------
@@ -328,8 +328,8 @@ def test_rollback_restores_an_earlier_deployment_in_one_call_and_is_audited(flyw
     fp = flywheel_project
     project = fp["project"]
     first = Deployment.objects.get(project=project, active=True)
-    newer = services.checkpoint_register(project=project, name="v2", uri=str(save_tiny_untrained(tmp_path / "v2")))
-    services.deployment_promote(project=project, checkpoint=newer)
+    newer = deployments.checkpoint_register(project=project, name="v2", uri=str(save_tiny_untrained(tmp_path / "v2")))
+    deployments.deployment_promote(project=project, checkpoint=newer)
     manager = client_for(fp["manager"])
     response = manager.post(f"/api/v1/projects/{project.pk}/deployments/{first.pk}/rollback")
     assert response.status_code == 200, response.content
@@ -349,9 +349,9 @@ def test_rollback_to_a_deleted_checkpoint_is_refused_and_nothing_changes(flywhee
 
     fp = flywheel_project
     project = fp["project"]
-    gone = services.checkpoint_register(project=project, name="gone", uri=str(save_tiny_untrained(tmp_path / "gone")))
-    old = services.deployment_promote(project=project, checkpoint=gone)
-    current = services.deployment_promote(project=project, checkpoint=fp["untrained"])
+    gone = deployments.checkpoint_register(project=project, name="gone", uri=str(save_tiny_untrained(tmp_path / "gone")))
+    old = deployments.deployment_promote(project=project, checkpoint=gone)
+    current = deployments.deployment_promote(project=project, checkpoint=fp["untrained"])
     shutil.rmtree(tmp_path / "gone")
     response = client_for(fp["manager"]).post(f"/api/v1/projects/{project.pk}/deployments/{old.pk}/rollback")
     assert response.status_code == 409 and "does not exist" in response.json()["detail"]
@@ -398,10 +398,10 @@ def scripted_demonstrations(fp, seeds) -> None:
 
     project = fp["project"]
     oracle = Checkpoint.objects.create(project=project, name="scripted-baseline", uri="scripted:")
-    services.deployment_promote(project=project, checkpoint=oracle, backend="scripted", reason="test demonstrations")
-    episodes = services.episodes_start(project=project, task=fp["train"], seeds=list(seeds), mode="autonomous",
-                                       actor=fp["manager"])
-    ids = [e.pk for e in episodes]
+    deployments.deployment_promote(project=project, checkpoint=oracle, backend="scripted", reason="test demonstrations")
+    started = episodes.episodes_start(project=project, task=fp["train"], seeds=list(seeds), mode="autonomous",
+                                      actor=fp["manager"])
+    ids = [e.pk for e in started]
     try:
         wait_for(lambda: Episode.objects.filter(pk__in=ids, status="finished").count() == len(ids), 420,
                  interval=0.5, what="the scripted episodes")
@@ -412,7 +412,7 @@ def scripted_demonstrations(fp, seeds) -> None:
         raise AssertionError(f"scripted episodes not all finished after 420 s: {dict(statuses)}\n"
                              f"{_STACK.tail(80) if _STACK else ''}") from None
     assert Episode.objects.filter(pk__in=ids, env_reward__gte=0.5).count() == len(ids)
-    services.deployment_promote(project=project, checkpoint=fp["untrained"], reason="back to the untrained policy")
+    deployments.deployment_promote(project=project, checkpoint=fp["untrained"], reason="back to the untrained policy")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -424,7 +424,7 @@ def test_a_cycle_deploys_a_better_candidate_then_rejects_a_worse_one(flywheel_pr
     fp = flywheel_project
     project, manager = fp["project"], client_for(fp["manager"])
     scripted_demonstrations(fp, range(30))
-    cycles.settings_set(project=project, actor=fp["manager"], eval_seeds=8, eval_max_steps=1,
+    cycle_settings.settings_set(project=project, actor=fp["manager"], eval_seeds=8, eval_max_steps=1,
                         recipe=[{"algorithm": "sft", "max_steps": 60, "lr": 0.005, "max_epochs": 0}])  # no cap: 60 passes
     started = manager.post(f"/api/v1/projects/{project.pk}/cycles/")
     assert started.status_code == 202, started.content
@@ -443,13 +443,13 @@ def test_a_cycle_deploys_a_better_candidate_then_rejects_a_worse_one(flywheel_pr
     active = Deployment.objects.get(project=project, active=True)
     assert active.checkpoint.name == "c1" and body["deployment"] == active.pk
     # an episode started after the promotion runs on the new checkpoint, with no restart of the worker
-    after = services.episodes_start(project=project, task=fp["train"], seeds=[500], mode="autonomous",
+    after = episodes.episodes_start(project=project, task=fp["train"], seeds=[500], mode="autonomous",
                                     actor=fp["manager"])[0]
     wait_for(lambda: Episode.objects.get(pk=after.pk).status in ("finished", "failed"), 120, what="the episode")
     assert Episode.objects.get(pk=after.pk).checkpoint.name == "c1"
 
     # a second cycle whose recipe wrecks the weights (a learning rate 150 times too high): measured, then rejected
-    cycles.settings_set(project=project, actor=fp["manager"], min_new_rows=0,
+    cycle_settings.settings_set(project=project, actor=fp["manager"], min_new_rows=0,
                         recipe=[{"algorithm": "sft", "max_steps": 4, "lr": 0.45}])
     second = wait_cycle(manager.post(f"/api/v1/projects/{project.pk}/cycles/").json()["id"], timeout=600)
     assert second.state == "rejected", (second.error, second.decision)
@@ -471,7 +471,7 @@ def test_a_killed_training_subprocess_fails_the_cycle_with_its_log_and_keeps_the
     fp = flywheel_project
     for _ in range(3):
         sft_episode(fp)
-    cycles.settings_set(project=fp["project"], actor=fp["manager"], recipe=[{"algorithm": "sft", "max_steps": 100000}])
+    cycle_settings.settings_set(project=fp["project"], actor=fp["manager"], recipe=[{"algorithm": "sft", "max_steps": 100000}])
     cycle = cycles.cycle_start(project=fp["project"], actor=fp["manager"])
 
     def training():
@@ -486,7 +486,7 @@ def test_a_killed_training_subprocess_fails_the_cycle_with_its_log_and_keeps_the
     ended = wait_cycle(cycle.pk, timeout=120)
     assert ended.state == "failed" and ended.error.startswith(f"The training run #{run.pk} failed: trainer sft exited "
                                                                "with -9"), ended.error
-    assert "$ trainer sft --data" in ended.log_tail and ended.decision == "failed in train; the deployment is unchanged"
+    assert "$ python -m trainer sft --data" in ended.log_tail and ended.decision == "failed in train; the deployment is unchanged"
     assert Deployment.objects.get(project=fp["project"], active=True).checkpoint == fp["untrained"]
     worker_quiet()
 
@@ -528,12 +528,12 @@ def test_openai_deploy_loads_the_adapter_by_a_new_name_and_rollouts_ask_for_it(f
     subprocess.run([sys.executable, "-m", "trainer", "sft", "--data", str(rows), "--init", base.uri, "--out",
                     str(tmp_path / "c1"), "--lora", "r=4", "--max-steps", "2"], check=True, capture_output=True)
     assert (tmp_path / "c1" / "adapter" / "adapter_config.json").is_file()
-    candidate = services.checkpoint_register(project=project, name="c1", uri=str(tmp_path / "c1"), parent=base)
-    config = cycles.settings_set(project=project, actor=fp["manager"], backend="openai", export="lora",
+    candidate = deployments.checkpoint_register(project=project, name="c1", uri=str(tmp_path / "c1"), parent=base)
+    config = cycle_settings.settings_set(project=project, actor=fp["manager"], backend="openai", export="lora",
                                  base_checkpoint=base.pk)
     assert config["recipe"][0]["lora"] == "r=8"  # adapters are trained on the served base
     cycle = Cycle.objects.create(project=project, iteration=1, state=CycleState.REJECTED, candidate=candidate,
-                                 baseline=base, config=cycles.settings_clean(project, {}),
+                                 baseline=base, config=cycle_settings.settings_clean(project, {}),
                                  decision_data={"decision": {"text": "rejected: c1 0.0% vs untrained 0.0%"}})
     server, url = start_policy_server(base.uri, tmp_path, "base")
     try:
@@ -549,7 +549,7 @@ def test_openai_deploy_loads_the_adapter_by_a_new_name_and_rollouts_ask_for_it(f
         out = policy.act(render_messages(instruction="Click", observation_text="Task: Click", history=[]))
         assert out.error is None and out.model == active.served_name, out.error
 
-        services.deployment_promote(project=project, checkpoint=base, reason="back to local")
+        deployments.deployment_promote(project=project, checkpoint=base, reason="back to local")
         server.terminate()
         server.wait()
         server, url = start_policy_server(base.uri, tmp_path, "restarted")  # the adapter is gone with the old server
@@ -562,7 +562,7 @@ def test_openai_deploy_loads_the_adapter_by_a_new_name_and_rollouts_ask_for_it(f
         current = client_for(fp["manager"]).post(
             f"/api/v1/projects/{project.pk}/deployments/{rolled.json()['id']}/rollback")
         assert current.status_code == 409  # already the active one
-        services.deployment_promote(project=project, checkpoint=base, reason="local again")
+        deployments.deployment_promote(project=project, checkpoint=base, reason="local again")
         refused = client_for(fp["manager"]).post(f"/api/v1/projects/{project.pk}/deployments/{active.pk}/rollback")
         assert refused.status_code == 502 and "cannot be reached" in refused.json()["detail"]
         assert Deployment.objects.get(project=project, active=True).checkpoint == base

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from flywheel import cycles, datasets
+from flywheel import cycle_settings, cycles, datasets
 from flywheel.models import Cycle, Evaluation, TrainingRun
 from flywheel.tasks import cycles_resume
 from tests.factories import (PASSWORD, make_finished_episode, make_member, make_project, make_task, make_tiny_checkpoint,
@@ -32,7 +32,7 @@ def project(tmp_path):
     datasets.routing_set(project=project, actor=manager, reward_threshold=0.5)
     for _ in range(3):
         make_finished_episode(project, train, steps=[{}], mode="supervised", reward=1.0)
-    cycles.settings_set(project=project, actor=manager, min_new_rows=1, eval_seeds=3, margin=0.05,
+    cycle_settings.settings_set(project=project, actor=manager, min_new_rows=1, eval_seeds=3, margin=0.05,
                         recipe=[{"algorithm": "sft", "max_steps": 10, "lr": 0.003}])
     return project
 

@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from rest_framework.test import APIClient
 
 from annotation.reviews import review_submit
-from flywheel import datasets
+from flywheel import datasets, snapshots
 from flywheel.models import DatasetSnapshot, SnapshotStatus, Step
 from core.errors import ApplicationError
 from tests.factories import make_finished_episode, make_task
@@ -30,8 +30,8 @@ def client_for(user) -> APIClient:
 
 
 def build(project, kind, **filter_):
-    snapshot = datasets.snapshot_create(project=project, kind=kind, filter=filter_, build=False)
-    return datasets.snapshot_build(snapshot_id=snapshot.pk)
+    snapshot = snapshots.snapshot_create(project=project, kind=kind, filter=filter_, build=False)
+    return snapshots.snapshot_build(snapshot_id=snapshot.pk)
 
 
 def episode_ids(project, kind) -> set[int]:
@@ -78,7 +78,7 @@ def test_every_edited_step_yields_a_dpo_pair_of_correction_over_proposal(demo):
     episode = make_finished_episode(project, task, steps=[{}, EDITED], mode="supervised", reward=0.0)
     snapshot = build(project, "dpo")
     assert snapshot.status == SnapshotStatus.READY and snapshot.rows == 1
-    (row,) = datasets.snapshot_preview(snapshot, 10)
+    (row,) = snapshots.snapshot_preview(snapshot, 10)
     assert row["chosen"] == [{"role": "assistant", "content": "Thought: the OK button is lower\nAction: click(x=80, y=120)"}]
     assert row["rejected"] == [{"role": "assistant", "content": "Thought: click cancel\nAction: click(x=5, y=5)"}]
     assert row["prompt"][-1] == {"role": "user", "content": "Instruction: do 1"}  # the prompt the model saw, text only
@@ -103,7 +103,7 @@ def test_dpo_pairs_only_where_a_person_changed_the_action_or_rewrote_the_thought
     assert [steps[i].correction for i in range(4)] == ["same", "same", "thought", "action"]
     assert episode.n_interventions == 2
     assert datasets.buckets(project)["dpo"]["rows"] == 2
-    rows = datasets.snapshot_preview(build(project, "dpo"), 10)
+    rows = snapshots.snapshot_preview(build(project, "dpo"), 10)
     assert [(r["meta"]["step_index"], r["meta"]["differs"]) for r in rows] == [(2, "thought"), (3, "action")]
     assert rows[0]["chosen"][0]["content"] == "Thought: the OK button is the first one\nAction: click(x=10, y=20)"
 
@@ -120,12 +120,12 @@ def test_a_rejected_proposal_is_a_dpo_pair_under_the_prompt_it_answered(demo):
     assert [(r.attempt, r.step_id) for r in step.rejections.order_by("attempt")] == [(1, step.pk), (2, step.pk)]
     assert episode.n_interventions == 1  # the model's step ran, after a person's rejects
     assert datasets.buckets(project)["dpo"]["rows"] == 1
-    (row,) = datasets.snapshot_preview(build(project, "dpo"), 10)
+    (row,) = snapshots.snapshot_preview(build(project, "dpo"), 10)
     assert row["rejected"] == [{"role": "assistant", "content": "Thought: top left?\nAction: click(x=1, y=1)"}]
     assert row["chosen"] == [{"role": "assistant", "content": "Thought: step 1\nAction: click(x=11, y=20)"}]
     assert row["prompt"][-1] == {"role": "user", "content": "Instruction: do 1 (attempt 1)"}  # what it answered
     assert row["meta"]["pair"] == "rejection" and row["meta"]["reason"] == "that is the logo"
-    sft = datasets.snapshot_preview(build(project, "sft"), 10)
+    sft = snapshots.snapshot_preview(build(project, "sft"), 10)
     assert sft[1]["meta"]["rejected"] == [
         {"attempt": 1, "action": "click(x=1, y=1)", "reason": "that is the logo"},
         {"attempt": 2, "action": "click(x=11, y=20)", "reason": "not sure yet"}]
@@ -136,7 +136,7 @@ def test_rl_rows_are_whole_autonomous_episodes_with_logprobs_and_void_turns_flag
     auto = make_finished_episode(project, task, steps=[{"action": None}, {"reward": 1.0}], reward=1.0)
     make_finished_episode(project, task, steps=[EDITED], mode="supervised", reward=1.0)
     snapshot = build(project, "rl")
-    (row,) = datasets.snapshot_preview(snapshot, 10)
+    (row,) = snapshots.snapshot_preview(snapshot, 10)
     assert row["episode_id"] == auto.pk and row["reward"] == 1.0
     assert [s["void"] for s in row["steps"]] == [True, False]
     assert row["steps"][1]["old_logprobs"] == [-0.1, -0.2, -0.3] and row["steps"][1]["output_token_ids"] == [1, 2, 3]
@@ -160,7 +160,7 @@ def test_a_person_who_only_spoke_contributes_their_spoken_thought(demo):
     project, task = demo["project"], demo["task"]
     make_finished_episode(project, task, reward=1.0, mode="supervised",
                           steps=[{"actor": "human", "thought": "", "human_thought": "the submit button is green"}])
-    (row,) = datasets.snapshot_preview(build(project, "sft"), 1)
+    (row,) = snapshots.snapshot_preview(build(project, "sft"), 1)
     assert row["messages"][-1]["content"].startswith("Thought: the submit button is green\nAction: click(")
 
 
@@ -221,7 +221,7 @@ def test_new_rows_count_what_no_snapshot_of_that_kind_holds_yet(demo):
     assert datasets.buckets(project)["sft"]["new_rows"] == 1
     second = build(project, "sft", only_new=True)
     assert second.rows == 1 and second.lineage["episodes"] == 1
-    assert {row["meta"]["episode_id"] for row in datasets.snapshot_preview(second, 10)} == {later.pk}
+    assert {row["meta"]["episode_id"] for row in snapshots.snapshot_preview(second, 10)} == {later.pk}
 
 
 def test_snapshot_filter_by_task_and_split(demo):
@@ -232,7 +232,7 @@ def test_snapshot_filter_by_task_and_split(demo):
     snapshot = build(project, "sft", split="eval")
     assert snapshot.rows == 2 and snapshot.lineage["tasks"] == {"click-link": 2}
     assert build(project, "sft", tasks=[held_out.pk]).lineage["episodes"] == 1
-    assert {r["meta"]["episode_id"] for r in datasets.snapshot_preview(snapshot, 10)} == {kept.pk}
+    assert {r["meta"]["episode_id"] for r in snapshots.snapshot_preview(snapshot, 10)} == {kept.pk}
 
 
 def test_empty_and_invalid_snapshots_are_refused_with_a_message(demo):
@@ -299,7 +299,7 @@ def test_freezing_the_same_data_twice_makes_one_snapshot_and_new_data_a_new_one(
     again = client.post(url, {"kind": "sft", "name": "double click"}, format="json")
     assert (first.status_code, again.status_code) == (202, 200)
     assert again.json()["id"] == first.json()["id"] and again.json()["duplicate"] is True
-    datasets.snapshot_build(snapshot_id=first.json()["id"])
+    snapshots.snapshot_build(snapshot_id=first.json()["id"])
     assert client.post(url, {"kind": "sft"}, format="json").json()["id"] == first.json()["id"]  # ready: still it
     assert client.post(url, {"kind": "sft", "filter": {"split": "train"}}, format="json").status_code == 202
     make_finished_episode(project, demo["task"], steps=[{}], reward=1.0)
@@ -321,7 +321,7 @@ def test_two_freezes_at_the_same_moment_make_one_snapshot(demo):
     def freeze():
         try:
             barrier.wait()
-            made.append(datasets.snapshot_create(project=project, kind="sft", build=False).pk)
+            made.append(snapshots.snapshot_create(project=project, kind="sft", build=False).pk)
         finally:
             connection.close()
 
@@ -336,13 +336,13 @@ def test_two_freezes_at_the_same_moment_make_one_snapshot(demo):
 
 def test_a_build_reports_its_start_and_rising_progress(demo, monkeypatch):
     seen = []
-    real = datasets._Progress.__call__
+    real = snapshots._Progress.__call__
 
     def spy(self, value, force=False):
         seen.append(round(value, 3))
         return real(self, value, force=True)
 
-    monkeypatch.setattr(datasets._Progress, "__call__", spy)
+    monkeypatch.setattr(snapshots._Progress, "__call__", spy)
     for _ in range(3):
         make_finished_episode(demo["project"], demo["task"], steps=[{}, {}], reward=1.0)
     snapshot = build(demo["project"], "sft")
@@ -384,7 +384,7 @@ def test_a_manager_trains_on_a_ready_snapshot_and_gets_a_checkpoint(celery_worke
     assert client.post(url, {"snapshot": snapshot.pk, "max_epochs": -1}, format="json").status_code == 400
     created = client.post(url, {"snapshot": snapshot.pk, "max_steps": 40}, format="json")
     assert created.status_code == 202 and created.json()["algorithm"] == "dpo", created.json()
-    assert created.json()["config"]["max_epochs"] == 5  # the default guard
+    assert created.json()["config"]["stages"][0]["max_epochs"] == 5  # the default guard
 
     def finished():
         runs = client.get(url).json()["results"]

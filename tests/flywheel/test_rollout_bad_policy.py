@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from flywheel import services
+from flywheel import episodes
 from flywheel.models import Episode, EpisodeStatus, Step
 from tests.factories import make_member, make_project, make_task, make_user
 from tests.stack import ProcessStack, deploy_served_checkpoint, stack_env, start_policy_server, start_worker, wait_for
@@ -60,7 +60,7 @@ def bad_policy_stack(tmp_path):
 
 
 def _run(project, task, manager, seed) -> Episode:
-    episode = services.episodes_start(project=project, task=task, seeds=[seed], mode="autonomous", actor=manager)[0]
+    episode = episodes.episodes_start(project=project, task=task, seeds=[seed], mode="autonomous", actor=manager)[0]
     wait_for(lambda: Episode.objects.get(pk=episode.pk).status in (EpisodeStatus.FINISHED, EpisodeStatus.FAILED),
              timeout=90, what=f"episode {episode.pk} to end")
     return Episode.objects.get(pk=episode.pk)

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from flywheel import services
+from flywheel import episodes
 from flywheel.models import Episode, EpisodeStatus, Step
 from flywheel.tasks import episodes_sweep_interrupted
 from tests.factories import make_member, make_user
@@ -33,7 +33,7 @@ def test_killed_worker_leaves_the_episode_interrupted_and_resumable(rollout_proj
 
     try:
         worker = start_worker(stack, tmp_path, stack_env(), queues="live,rollouts", name="victim")
-        episode_id = services.episodes_start(project=project, task=task, seeds=[11], mode="supervised",
+        episode_id = episodes.episodes_start(project=project, task=task, seeds=[11], mode="supervised",
                                              actor=annotator)[0].pk
         for index in (0, 1):
             wait_for(lambda: proposal_open(index), 300, interval=0.1, what=f"proposal {index}")

@@ -163,14 +163,14 @@ class PrivatePostgres:
 
 def scripted_project(task_name: str = "login-user", *, max_steps: int = 8, annotators: int = 2):
     """A project whose rollouts use the scripted solvers (backend `scripted`), and annotators with tokens."""
-    from flywheel import services
+    from flywheel import deployments
     from webapp.auth import token_create
 
     project = make_project()
     task = make_task(project, task_name, max_steps=max_steps)
     baseline = Checkpoint.objects.create(project=project, name="scripted-baseline", uri="scripted:",
                                          base_model="scripted solvers (no model)")
-    services.deployment_promote(project=project, checkpoint=baseline, backend="scripted", reason="fault tests")
+    deployments.deployment_promote(project=project, checkpoint=baseline, backend="scripted", reason="fault tests")
     users = [make_user() for _ in range(annotators)]
     for user in users:
         Membership.objects.create(project=project, user=user, role="annotator")

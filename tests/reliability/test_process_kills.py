@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from flywheel import services
+from flywheel import episodes
 from flywheel.models import Episode, Step
 from tests.reliability.live import (Watcher, assert_acked_commands_stored_once, assert_saw_the_whole_log,
                                     scripted_project, start_daphne_on, wait_episodes_end)
@@ -27,7 +27,7 @@ def test_daphne_killed_with_annotators_connected_they_reconnect_and_carry_on(tmp
         port = free_port()
         base = start_daphne_on(stack, tmp_path, stack_env(), port, name="daphne-1")
         start_worker(stack, tmp_path, stack_env(), queues="live,rollouts", name="rollouts-kill")
-        episode_id = services.episodes_start(project=project, task=task, seeds=[7], mode="supervised",
+        episode_id = episodes.episodes_start(project=project, task=task, seeds=[7], mode="supervised",
                                              actor=users[0])[0].pk
         steer = Watcher(base, episode_id, tokens[0], approve=True, name="steer")
         watchers += [steer, Watcher(base, episode_id, tokens[1], name="watch")]
@@ -124,7 +124,7 @@ def test_audio_worker_killed_mid_transcription_the_sweep_finishes_the_transcript
 def test_train_worker_killed_mid_run_the_run_is_rerun_or_failed_never_stuck_running(tmp_path):
     from django.utils import timezone
 
-    from flywheel import datasets, training
+    from flywheel import snapshots, training
     from flywheel.models import TrainingRun
     from tests.factories import make_finished_episode, make_member, make_project, make_task, make_user
 
@@ -133,7 +133,7 @@ def test_train_worker_killed_mid_run_the_run_is_rerun_or_failed_never_stuck_runn
     task = make_task(project, "click-test")
     for seed in range(3):
         make_finished_episode(project, task, steps=[{}, {}], reward=1.0)
-    snapshot = datasets.snapshot_build(snapshot_id=datasets.snapshot_create(project=project, kind="sft",
+    snapshot = snapshots.snapshot_build(snapshot_id=snapshots.snapshot_create(project=project, kind="sft",
                                                                              actor=manager).pk)
     stack = ProcessStack([], [])
     try:

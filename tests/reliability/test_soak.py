@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from flywheel import services
+from flywheel import episodes
 from flywheel.models import Episode, Event
 from tests.reliability.live import Watcher, assert_acked_commands_stored_once, scripted_project, wait_episodes_end
 from tests.stack import ROOT, ProcessStack, stack_env, start_daphne, start_worker
@@ -130,7 +130,7 @@ def test_soak_live_episodes_with_watchers_and_think_aloud(tmp_path):
         while time.monotonic() - started < SECONDS:
             while len(live) < LIVE:
                 seed += 1
-                episode_id = services.episodes_start(project=project, task=task, seeds=[seed], mode="supervised",
+                episode_id = episodes.episodes_start(project=project, task=task, seeds=[seed], mode="supervised",
                                                      actor=users[0])[0].pk
                 live[episode_id] = [Watcher(base, episode_id, tokens[0], approve=True, approve_after=2.0,
                                             name=f"steer-{episode_id}"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from flywheel import services
+from flywheel import episodes
 from flywheel.models import Episode
 from tests.reliability.live import (Watcher, assert_acked_commands_stored_once, assert_saw_the_whole_log,
                                     scripted_project, wait_episodes_end)
@@ -23,11 +23,11 @@ def test_watchers_on_either_daphne_see_every_event_of_episodes_on_either_worker(
         start_worker(stack, tmp_path, stack_env(), queues="live,rollouts", name="host1")
         # supervised: the first episode waits for a person at each step, so host1 is still busy with it
         # when the second is queued, and host2 must take that one
-        first = services.episodes_start(project=project, task=task, seeds=[3], mode="supervised",
+        first = episodes.episodes_start(project=project, task=task, seeds=[3], mode="supervised",
                                         actor=users[0])[0].pk
         wait_for(lambda: Episode.objects.get(pk=first).pending_index is not None, 180, what="the first proposal")
         start_worker(stack, tmp_path, stack_env(), queues="live,rollouts", name="host2")
-        second = services.episodes_start(project=project, task=task, seeds=[4], mode="supervised",
+        second = episodes.episodes_start(project=project, task=task, seeds=[4], mode="supervised",
                                          actor=users[1])[0].pk
         # each episode is steered through the daphne that does not watch it first, and watched on both
         for episode_id, steer_on, token in ((first, daphnes[1], tokens[0]), (second, daphnes[0], tokens[1])):

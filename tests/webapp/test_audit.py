@@ -2,9 +2,9 @@
 who, what (action and 'kind:id' target, with the project), and when."""
 import pytest
 
-from annotation import reviews, services as annotation_services
+from annotation import commands, reviews, services as annotation_services
 from annotation.models import Command
-from flywheel import datasets, services
+from flywheel import deployments, snapshots
 from flywheel.models import Checkpoint
 from tests.factories import make_finished_episode
 from core.models import AuditEntry
@@ -26,16 +26,16 @@ def test_each_kind_of_change_is_logged_with_who_what_and_where(demo):
     review = entry("review.create")
     assert (review.actor, review.target, review.project_id) == (manager, f"episode:{episode.pk}", project.pk)
 
-    snapshot = datasets.snapshot_create(project=project, kind="sft", actor=manager)
+    snapshot = snapshots.snapshot_create(project=project, kind="sft", actor=manager)
     logged = entry("snapshot.create")
     assert (logged.actor, logged.target, logged.project_id) == (manager, f"snapshot:{snapshot.pk}", project.pk)
 
     first = Checkpoint.objects.create(project=project, name="a", uri="scripted:")
     second = Checkpoint.objects.create(project=project, name="b", uri="scripted:")
-    old = services.deployment_promote(project=project, checkpoint=first, actor=manager, backend="scripted")
-    services.deployment_promote(project=project, checkpoint=second, actor=manager, backend="scripted")
+    old = deployments.deployment_promote(project=project, checkpoint=first, actor=manager, backend="scripted")
+    deployments.deployment_promote(project=project, checkpoint=second, actor=manager, backend="scripted")
     old.refresh_from_db()
-    services.deployment_rollback(project=project, deployment=old, actor=manager)
+    deployments.deployment_rollback(project=project, deployment=old, actor=manager)
     rollback = entry("deployment.rollback")
     assert (rollback.actor, rollback.target, rollback.project_id) == (manager, f"deployment:{old.pk}", project.pk)
     assert AuditEntry.objects.filter(action="deployment.promote", project_id=project.pk).count() == 3
@@ -45,7 +45,7 @@ def test_each_kind_of_change_is_logged_with_who_what_and_where(demo):
     live.save(update_fields=["status"])
     assert annotation_services.command_submit(episode_id=live.pk, user=annotator,
                                               frame={"type": "pause", "id": "p1"}).ok
-    annotation_services.command_apply(command=Command.objects.get(client_id="p1"))
+    commands.command_apply(command=Command.objects.get(client_id="p1"))
     intervention = entry("intervention.pause")
     assert (intervention.actor, intervention.target, intervention.project_id) == (
         annotator, f"episode:{live.pk}", project.pk)

@@ -41,7 +41,7 @@ class World:
 
     def __init__(self, checkpoint_dir, webm: bytes):
         from annotation import audio
-        from flywheel import cycles, services
+        from flywheel import cycle_settings, deployments
         from flywheel.events import event_append
 
         self.checkpoint_dir, self.webm = checkpoint_dir, webm
@@ -54,9 +54,9 @@ class World:
         self.extra_membership = make_member(self.project, self.users["extra"], "annotator")
         self.train_task = make_task(self.project, "click-test", instruction_template=MARKER)
         self.spare_task = make_task(self.project, "click-link", split="eval", seed_start=100_000, seed_end=100_099)
-        self.checkpoint = services.checkpoint_register(project=self.project, name="first", uri=str(checkpoint_dir))
-        self.deployment = services.deployment_promote(project=self.project, checkpoint=self.checkpoint)
-        cycles.settings_set(project=self.project, actor=self.users["manager"], min_new_rows=1)
+        self.checkpoint = deployments.checkpoint_register(project=self.project, name="first", uri=str(checkpoint_dir))
+        self.deployment = deployments.deployment_promote(project=self.project, checkpoint=self.checkpoint)
+        cycle_settings.settings_set(project=self.project, actor=self.users["manager"], min_new_rows=1)
         self.episode = make_finished_episode(self.project, self.train_task, steps=[{}, {}], mode="supervised",
                                              created_by=self.users["annotator"], outcome="success")
         step0 = self.episode.steps.get(index=0)
@@ -85,28 +85,28 @@ class World:
 
     @cached_property
     def earlier_deployment_id(self) -> int:
-        from flywheel import services
+        from flywheel import deployments
 
-        newer = services.checkpoint_register(project=self.project, name="second", uri=str(self.checkpoint_dir))
-        services.deployment_promote(project=self.project, checkpoint=newer)
+        newer = deployments.checkpoint_register(project=self.project, name="second", uri=str(self.checkpoint_dir))
+        deployments.deployment_promote(project=self.project, checkpoint=newer)
         return self.deployment.pk
 
     @cached_property
     def snapshot_id(self) -> int:
-        from flywheel import datasets
+        from flywheel import snapshots
 
-        snapshot = datasets.snapshot_create(project=self.project, kind="sft", actor=self.users["manager"])
-        return datasets.snapshot_build(snapshot_id=snapshot.pk).pk
+        snapshot = snapshots.snapshot_create(project=self.project, kind="sft", actor=self.users["manager"])
+        return snapshots.snapshot_build(snapshot_id=snapshot.pk).pk
 
     @cached_property
     def cycle_id(self) -> int:
-        from flywheel import cycles, services
+        from flywheel import cycle_settings, deployments
         from flywheel.models import Cycle, CycleState
 
-        candidate = services.checkpoint_register(project=self.project, name="candidate", uri=str(self.checkpoint_dir))
+        candidate = deployments.checkpoint_register(project=self.project, name="candidate", uri=str(self.checkpoint_dir))
         return Cycle.objects.create(
             project=self.project, iteration=1, state=CycleState.DECIDE, candidate=candidate, baseline=self.checkpoint,
-            config=cycles.settings_clean(self.project, {}),
+            config=cycle_settings.settings_clean(self.project, {}),
             decision_data={"awaiting_approval": True, "decision": {"text": "candidate 50% vs deployed 10%"}}).pk
 
     def client(self, role: str) -> APIClient:

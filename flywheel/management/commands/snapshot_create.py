@@ -3,7 +3,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from flywheel import datasets
+from flywheel import snapshots
 from flywheel.models import Project
 from core.errors import ApplicationError
 
@@ -23,9 +23,9 @@ class Command(BaseCommand):
         if found is None:
             raise CommandError(f"No project '{project}'.")
         try:
-            snapshot = datasets.snapshot_create(project=found, kind=kind, name=name, filter=json.loads(filter),
+            snapshot = snapshots.snapshot_create(project=found, kind=kind, name=name, filter=json.loads(filter),
                                                 build=False)
-            snapshot = datasets.snapshot_build(snapshot_id=snapshot.pk)
+            snapshot = snapshots.snapshot_build(snapshot_id=snapshot.pk)
         except json.JSONDecodeError as exc:
             raise CommandError(f"--filter is not JSON: {exc}") from None
         except ApplicationError as exc:

@@ -5,8 +5,10 @@
 import type { TrainingRun } from "../api/types";
 import type { Series } from "../components/LineChart";
 
+/** A run is a list of stages; the cold start is the one whose stage is `coldstart` (demos, then SFT). */
 export function isColdStart(run: TrainingRun): boolean {
-  return run.config?.coldstart === true;
+  const stages = run.config?.stages;
+  return Array.isArray(stages) && stages.some((stage) => (stage as { algorithm?: unknown } | null)?.algorithm === "coldstart");
 }
 
 export function runTitle(run: TrainingRun): string {

@@ -1,143 +1,30 @@
-"""Writes to the core records. Each service is keyword-only, validates, runs in one transaction and
-raises ApplicationError with a message a person can act on."""
+"""Episodes and their steps: starting them in their lane, a worker claiming and finishing them, each executed
+step and rejected proposal stored with its event, and the live state people change (control, pause, outcome)."""
 from __future__ import annotations
 
 import hashlib
 from datetime import timedelta
-from pathlib import Path
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import F, Prefetch
 from django.utils import timezone
-from django.utils.text import slugify
 
-from flywheel import selectors
-from flywheel.events import event_append
-from flywheel.models import (Actor, Checkpoint, Correction, Deployment, Episode, EpisodeStatus, Membership, Mode, Project,
-                             Rejection, ReviewStatus, Role, Split, Step, TaskSpec)
 from core.audit import audit_record
 from core.errors import ApplicationError
+from flywheel import selectors
+from flywheel.events import event_append
+from flywheel.models import (Actor, Correction, Deployment, Episode, EpisodeStatus, Mode, Rejection, ReviewStatus,
+                             Step)
 
-User = get_user_model()
+class EpisodeStop(Exception):
+    """Raised by a supervisor to end an episode early with `status` (e.g. interrupted when nobody is there)."""
 
-
-@transaction.atomic
-def project_create(*, name: str, slug: str = "", description: str = "", owner=None) -> Project:
-    slug = slug or slugify(name)[:64]
-    if not slug:
-        raise ApplicationError("A project needs a name made of letters or digits.")
-    if Project.objects.filter(slug=slug).exists():
-        raise ApplicationError(f"A project with the slug '{slug}' already exists.", status=409)
-    project = Project.objects.create(name=name, slug=slug, description=description)
-    if owner is not None:
-        Membership.objects.create(project=project, user=owner, role=Role.ADMIN)
-    audit_record(actor=owner, action="project.create", target=f"project:{project.pk}", project_id=project.pk)
-    return project
+    status = EpisodeStatus.INTERRUPTED
 
 
-@transaction.atomic
-def project_update(*, project: Project, actor, name: str | None = None, description: str | None = None) -> Project:
-    if name is not None:
-        if not name.strip():
-            raise ApplicationError("The project name cannot be empty.", errors={"name": ["This field may not be blank."]})
-        project.name = name.strip()
-    if description is not None:
-        project.description = description
-    project.save(update_fields=["name", "description"])
-    audit_record(actor=actor, action="project.update", target=f"project:{project.pk}", project_id=project.pk)
-    return project
-
-
-@transaction.atomic
-def membership_set(*, project: Project, actor, username: str, role: str) -> Membership:
-    if role not in Role.values:
-        raise ApplicationError(f"Unknown role '{role}'; use one of {', '.join(Role.values)}.", errors={"role": ["Invalid choice."]})
-    user = User.objects.filter(username=username).first()
-    if user is None:
-        raise ApplicationError(f"There is no user called '{username}'.", status=404)
-    membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
-    audit_record(actor=actor, action="membership.set", target=f"user:{user.pk}", project_id=project.pk, data={"role": role})
-    return membership
-
-
-@transaction.atomic
-def membership_remove(*, membership: Membership, actor) -> None:
-    project = membership.project
-    if membership.role == Role.ADMIN and not project.memberships.filter(role=Role.ADMIN).exclude(pk=membership.pk).exists():
-        raise ApplicationError("This is the project's last admin; make someone else admin first.", status=409)
-    audit_record(actor=actor, action="membership.remove", target=f"user:{membership.user_id}", project_id=project.pk)
-    membership.delete()
-
-
-def _task_validate(*, env_kind: str, task_name: str, seed_start: int, seed_end: int, split: str, max_steps: int) -> None:
-    errors = {}
-    if split not in Split.values:
-        errors["split"] = [f"Use one of {', '.join(Split.values)}."]
-    if seed_end < seed_start:
-        errors["seed_end"] = ["The seed range ends before it starts."]
-    if not 1 <= max_steps <= 200:
-        errors["max_steps"] = ["Use between 1 and 200 steps."]
-    from agent.envs import tasks_for
-
-    try:
-        known = tasks_for(env_kind)
-    except ValueError:
-        errors["env_kind"] = [f"Unknown environment kind '{env_kind}'."]
-        known = None
-    if known is not None and task_name not in known:
-        errors["task_name"] = [f"'{task_name}' is not a registered {env_kind} task."]
-    if errors:
-        raise ApplicationError(next(iter(errors.values()))[0], errors=errors)
-
-
-@transaction.atomic
-def task_create(*, project: Project, actor, task_name: str, env_kind: str = "miniwob", instruction_template: str = "",
-                seed_start: int = 0, seed_end: int = 999, split: str = Split.TRAIN, max_steps: int = 10) -> TaskSpec:
-    _task_validate(env_kind=env_kind, task_name=task_name, seed_start=seed_start, seed_end=seed_end, split=split,
-                   max_steps=max_steps)
-    try:
-        with transaction.atomic():
-            task = TaskSpec.objects.create(
-                project=project, env_kind=env_kind, task_name=task_name, instruction_template=instruction_template,
-                seed_start=seed_start, seed_end=seed_end, split=split, max_steps=max_steps,
-            )
-    except IntegrityError:
-        raise ApplicationError(f"{task_name} ({split}) is already a task of this project.", status=409)
-    audit_record(actor=actor, action="task.create", target=f"task:{task.pk}", project_id=project.pk)
-    return task
-
-
-@transaction.atomic
-def task_update(*, task: TaskSpec, actor, **fields) -> TaskSpec:
-    allowed = {"instruction_template", "seed_start", "seed_end", "split", "max_steps"}
-    unknown = set(fields) - allowed
-    if unknown:
-        raise ApplicationError(f"These fields cannot be changed: {', '.join(sorted(unknown))}.")
-    for key, value in fields.items():
-        setattr(task, key, value)
-    _task_validate(env_kind=task.env_kind, task_name=task.task_name, seed_start=task.seed_start,
-                   seed_end=task.seed_end, split=task.split, max_steps=task.max_steps)
-    task.save()
-    audit_record(actor=actor, action="task.update", target=f"task:{task.pk}", project_id=task.project_id, data=fields)
-    return task
-
-
-@transaction.atomic
-def task_delete(*, task: TaskSpec, actor) -> None:
-    if task.episodes.exists():
-        raise ApplicationError("This task has episodes; it cannot be deleted (their data would lose its task).", status=409)
-    audit_record(actor=actor, action="task.delete", target=f"task:{task.pk}", project_id=task.project_id)
-    task.delete()
-
-
-# --- episodes and steps ----------------------------------------------------------------------------
-
-
-ACTIVE_STATUSES = (EpisodeStatus.QUEUED, EpisodeStatus.RUNNING, EpisodeStatus.PAUSED)
 MAX_BATCH = 500
 # People never wait behind machines: a supervised episode runs on the `live` queue, which workers kept for
 # people consume, and autonomous ones on `rollouts`, however many a batch queued.
@@ -411,119 +298,8 @@ def episode_resume(*, episode: Episode, actor) -> Episode:
     return episode
 
 
-# --- checkpoints and deployments -------------------------------------------------------------------
 
-
-def checkpoint_check_files(uri: str) -> None:
-    """Refuse a checkpoint whose files are missing or unreadable, before anything serves it."""
-    path = Path(uri)
-    if not path.is_dir():
-        raise ApplicationError(f"The checkpoint directory {uri} does not exist.", status=409)
-    if not (path / "config.json").exists():
-        raise ApplicationError(f"{uri} has no config.json; it is not an HF-format checkpoint.", status=409)
-    weights = list(path.glob("*.safetensors")) + list(path.glob("*.bin"))
-    if not weights or any(w.stat().st_size == 0 for w in weights):
-        raise ApplicationError(f"{uri} has no readable weights (model.safetensors).", status=409)
-    try:
-        from safetensors import safe_open
-
-        for w in path.glob("*.safetensors"):
-            with safe_open(str(w), framework="pt") as handle:
-                list(handle.keys())
-    except Exception as exc:
-        raise ApplicationError(f"The weights in {uri} are corrupt: {exc}", status=409)
-
-
-@transaction.atomic
-def checkpoint_register(*, project, name: str, uri: str, base_model: str = "tiny", parent=None, produced_by=None,
-                        metrics: dict | None = None) -> Checkpoint:
-    checkpoint_check_files(uri)
-    checkpoint, _ = Checkpoint.objects.get_or_create(
-        project=project, name=name,
-        defaults={"uri": uri, "base_model": base_model, "parent": parent, "produced_by": produced_by,
-                  "metrics": metrics or {}},
-    )
-    return checkpoint
-
-
-@transaction.atomic
-def deployment_promote(*, project, checkpoint: Checkpoint, actor=None, backend: str = "local", served_name: str = "",
-                       reason: str = "") -> Deployment:
-    """Make `checkpoint` the one active deployment of `project`, in one transaction (so is rollback)."""
-    if checkpoint.project_id != project.pk:
-        raise ApplicationError("That checkpoint belongs to another project.", status=404)
-    if backend != "scripted":  # the scripted baseline has no weights
-        checkpoint_check_files(checkpoint.uri)
-    now = timezone.now()
-    Project.objects.select_for_update().get(pk=project.pk)  # serialise promotions of one project
-    Deployment.objects.filter(project=project, active=True).update(active=False, deactivated_at=now)
-    deployment = Deployment.objects.create(project=project, checkpoint=checkpoint, backend=backend,
-                                           served_name=served_name, active=True, activated_at=now,
-                                           created_by=actor if getattr(actor, "is_authenticated", False) else None,
-                                           reason=reason[:300])
-    audit_record(actor=actor, action="deployment.promote", target=f"checkpoint:{checkpoint.pk}", project_id=project.pk,
-                 data={"backend": backend, "reason": reason})
-    return deployment
-
-
-def served_name_for(checkpoint: Checkpoint) -> str:
-    """The model name a checkpoint answers to on the openai (vLLM) server: unique across projects."""
-    return f"{checkpoint.project.slug}-{checkpoint.name}"[:200]
-
-
-def served_model_load(*, name: str, path: str) -> None:
-    """Load a checkpoint into the running OpenAI-compatible server under ``name``, without a restart: vLLM's
-    runtime LoRA loading (``POST /v1/load_lora_adapter``; vLLM needs ``--enable-lora`` and
-    ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``). Loading a name that is already loaded is a success."""
-    import json
-    import urllib.error
-    import urllib.request
-
-    url = settings.LOUPE_OPENAI_BASE_URL.rstrip("/")
-    url = (url[:-3] if url.endswith("/v1") else url) + "/v1/load_lora_adapter"
-    headers = {"Content-Type": "application/json"}
-    if settings.LOUPE_OPENAI_API_KEY:
-        headers["Authorization"] = f"Bearer {settings.LOUPE_OPENAI_API_KEY}"
-    request = urllib.request.Request(url, data=json.dumps({"lora_name": name, "lora_path": path}).encode(),
-                                     headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=600):
-            return
-    except urllib.error.HTTPError as exc:
-        body = exc.read().decode(errors="replace")
-        if exc.code == 400 and "already been loaded" in body:
-            return
-        raise ApplicationError(f"The policy server at {url} refused to load {name} from {path} ({exc.code}): "
-                               f"{body[:300]}", status=502) from None
-    except OSError as exc:
-        raise ApplicationError(f"The policy server at {url} cannot be reached ({exc}); start it (see trainer/README.md "
-                               "for vLLM's flags) or check LOUPE_OPENAI_BASE_URL.", status=502) from None
-
-
-def deployment_rollback(*, project, deployment: Deployment, actor) -> Deployment:
-    """Make an earlier deployment's checkpoint active again, the same way it was served, in one transaction.
-    On the openai backend its model is (re)loaded into the server first; that is idempotent."""
-    if deployment.project_id != project.pk:
-        raise ApplicationError("No such deployment in this project.", status=404)
-    if deployment.active:
-        raise ApplicationError(f"Deployment #{deployment.pk} ({deployment.checkpoint.name}) is already the active one.",
-                               status=409)
-    checkpoint = deployment.checkpoint
-    if deployment.backend == "openai":
-        checkpoint_check_files(checkpoint.uri)
-        adapter = Path(checkpoint.uri) / "adapter"
-        served_model_load(name=deployment.served_name or served_name_for(checkpoint),
-                          path=str(adapter if adapter.is_dir() else checkpoint.uri))
-    with transaction.atomic():
-        restored = deployment_promote(project=project, checkpoint=checkpoint, actor=actor, backend=deployment.backend,
-                                      served_name=deployment.served_name,
-                                      reason=f"rollback to deployment #{deployment.pk} ({checkpoint.name})")
-        audit_record(actor=actor, action="deployment.rollback", target=f"deployment:{deployment.pk}",
-                     project_id=project.pk, data={"new_deployment": restored.pk, "checkpoint": checkpoint.pk})
-    return restored
-
-
-# --- live control (called by the human layer through these services) -------------------------------
+# --- live control (called by the human layer) ------------------------------------------------------
 def _episode_update_and_announce(episode_id: int, **fields) -> Episode:
     Episode.objects.filter(pk=episode_id).update(**fields)
     episode = Episode.objects.select_related("task", "checkpoint", "created_by", "controller").get(pk=episode_id)

@@ -1,0 +1,181 @@
+"""A project's cycle settings: the recipe, the gate, the evaluation and the schedule, validated with messages a
+manager can act on; the schedule is a django-celery-beat periodic task."""
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.db import transaction
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+from core.audit import audit_record
+from core.errors import ApplicationError
+from flywheel.models import Project, SnapshotKind, Split
+from flywheel.training import DEFAULT_MAX_EPOCHS
+
+
+BUCKET_FOR_ALGORITHM = {"sft": SnapshotKind.SFT, "dpo": SnapshotKind.DPO, "rl": SnapshotKind.RL}
+STAGE_KEYS = {"algorithm", "max_steps", "max_seconds", "max_epochs", "lr", "lora"}
+DEFAULTS = {
+    "min_new_rows": 20,  # new routed rows (recipe buckets, train split) since the last trained cycle
+    # max_epochs: a stage stops after this many passes over its rows, whatever max_steps says (3 rows trained
+    # 200 steps were memorised and the candidate forgot everything): the trainer says so on the run
+    "recipe": [{"algorithm": "sft", "max_steps": 200, "lr": 0.003, "max_epochs": DEFAULT_MAX_EPOCHS},
+               {"algorithm": "dpo", "max_steps": 30, "max_epochs": DEFAULT_MAX_EPOCHS}],
+    "eval_tasks": [],  # TaskSpec ids of the eval split; empty: every eval task of the project
+    "eval_seeds": 10,  # the first N seeds of each eval task's range, the same in every cycle
+    "eval_max_steps": 0,  # step limit of an eval episode; 0: the task's own max_steps
+    "margin": 0.05,  # the candidate must beat the deployed checkpoint's success rate by this much
+    "auto_deploy": True,  # False: a manager approves every candidate that passes the gate
+    "backend": "",  # local | openai; empty: LOUPE_POLICY_BACKEND
+    "export": "lora",  # openai backend: load the LoRA adapter (vLLM) or the full weights (trainer serve)
+    "base_checkpoint": None,  # openai + lora: the checkpoint the server was launched with (adapters fit it)
+}
+SCHEDULE_TASK = "flywheel.tasks.cycle_scheduled"
+MAX_CADENCE_MINUTES = 60 * 24 * 31
+
+
+# --- settings ------------------------------------------------------------------------------------
+def _schedule_name(project_id: int) -> str:
+    return f"flywheel cycle: project {project_id}"
+
+
+def cadence_of(project: Project) -> dict:
+    """The schedule, read from its PeriodicTask (the one source of truth, editable in the admin too)."""
+    task = PeriodicTask.objects.filter(name=_schedule_name(project.pk)).select_related("interval").first()
+    if task is None or not task.enabled:
+        return {"cadence_minutes": 0, "schedule": "manual only", "last_scheduled_at": task.last_run_at if task else None}
+    minutes = None
+    if task.interval is not None:
+        seconds = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1, "microseconds": 1e-6}[task.interval.period]
+        minutes = round(task.interval.every * seconds / 60, 2)
+    return {"cadence_minutes": minutes, "schedule": str(task.schedule if task.interval is None else task.interval),
+            "last_scheduled_at": task.last_run_at}
+
+
+def settings_of(project: Project) -> dict:
+    """The project's cycle settings with defaults filled in (without the cadence; see cadence_of)."""
+    stored = (project.settings or {}).get("cycle", {})
+    out = {**DEFAULTS, **stored}
+    out["backend"] = out["backend"] or settings.LOUPE_POLICY_BACKEND
+    return out
+
+
+def _bad(field: str, message: str):
+    raise ApplicationError(f"{field}: {message}", errors={field: [message]})
+
+
+def _int(field: str, value, lo: int, hi: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        _bad(field, f"use a whole number from {lo} to {hi}.")
+    return value
+
+
+def _recipe_clean(recipe) -> list[dict]:
+    if not isinstance(recipe, list) or not 1 <= len(recipe) <= 3:
+        _bad("recipe", "give 1 to 3 stages, e.g. [{\"algorithm\": \"sft\", \"max_steps\": 200}].")
+    out, seen = [], set()
+    for i, stage in enumerate(recipe):
+        if not isinstance(stage, dict):
+            _bad("recipe", f"stage {i + 1} must be an object.")
+        unknown = sorted(set(stage) - STAGE_KEYS)
+        if unknown:
+            _bad("recipe", f"stage {i + 1} has an unknown key '{unknown[0]}'; known: {', '.join(sorted(STAGE_KEYS))}.")
+        algorithm = stage.get("algorithm")
+        if algorithm not in BUCKET_FOR_ALGORITHM:
+            _bad("recipe", f"stage {i + 1}: algorithm must be sft, dpo or rl.")
+        if algorithm in seen:
+            _bad("recipe", f"{algorithm} appears twice.")
+        seen.add(algorithm)
+        clean = {"algorithm": algorithm, "max_steps": _int("recipe", stage.get("max_steps", 100), 1, 1_000_000)}
+        if stage.get("max_seconds") not in (None, 0):
+            clean["max_seconds"] = _int("recipe", stage["max_seconds"], 1, 7 * 86400)
+        if algorithm != "rl":  # RL iterates over fresh batches: passes over the rows mean nothing there
+            clean["max_epochs"] = _int("recipe", stage.get("max_epochs", DEFAULT_MAX_EPOCHS), 0, 1000)
+        if stage.get("lr") is not None:
+            lr = stage["lr"]
+            if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < 1:
+                _bad("recipe", f"stage {i + 1}: lr must be a number between 0 and 1.")
+            clean["lr"] = float(lr)
+        if stage.get("lora"):
+            if not isinstance(stage["lora"], str) or not stage["lora"].startswith("r="):
+                _bad("recipe", f"stage {i + 1}: lora looks like 'r=8' or 'r=16,alpha=32'.")
+            clean["lora"] = stage["lora"]
+        out.append(clean)
+    return out
+
+
+def settings_clean(project: Project, changes: dict) -> dict:
+    """The project's cycle settings with ``changes`` applied, validated; raises naming the bad field."""
+    merged = {**settings_of(project), **changes}
+    clean = {
+        "min_new_rows": _int("min_new_rows", merged["min_new_rows"], 0, 10_000_000),
+        "recipe": _recipe_clean(merged["recipe"]),
+        "eval_seeds": _int("eval_seeds", merged["eval_seeds"], 1, 1000),
+        "eval_max_steps": _int("eval_max_steps", merged["eval_max_steps"], 0, 200),
+    }
+    tasks = merged["eval_tasks"]
+    if not isinstance(tasks, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tasks):
+        _bad("eval_tasks", "give a list of task ids.")
+    known = set(project.tasks.filter(pk__in=tasks, split=Split.EVAL).values_list("pk", flat=True))
+    missing = [t for t in tasks if t not in known]
+    if missing:
+        _bad("eval_tasks", f"task {missing[0]} is not an eval-split task of this project.")
+    clean["eval_tasks"] = sorted(known)
+    margin = merged["margin"]
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin <= 1:
+        _bad("margin", "use a share of episodes from 0 to 1 (0.05 is 5 points of success rate).")
+    clean["margin"] = float(margin)
+    if not isinstance(merged["auto_deploy"], bool):
+        _bad("auto_deploy", "use true or false.")
+    clean["auto_deploy"] = merged["auto_deploy"]
+    if merged["backend"] not in ("local", "openai"):
+        _bad("backend", "use local or openai.")
+    clean["backend"] = merged["backend"]
+    if merged["export"] not in ("lora", "full"):
+        _bad("export", "use lora or full.")
+    clean["export"] = merged["export"]
+    base = merged["base_checkpoint"]
+    if base is not None and not project.checkpoints.filter(pk=base).exists():
+        _bad("base_checkpoint", "no such checkpoint in this project.")
+    clean["base_checkpoint"] = base
+    if clean["backend"] == "openai" and clean["export"] == "lora":
+        if base is None:
+            _bad("base_checkpoint", "the openai backend with LoRA export needs the checkpoint the server was started "
+                                    "with: adapters are trained from it.")
+        if len(clean["recipe"]) != 1:
+            _bad("recipe", "with LoRA export a cycle trains one adapter on the served base: use one stage.")
+        clean["recipe"] = [{**stage, "lora": stage.get("lora", "r=8")} for stage in clean["recipe"]]
+    return clean
+
+
+@transaction.atomic
+def settings_set(*, project: Project, actor, cadence_minutes: int | None = None, **changes) -> dict:
+    """Change a project's cycle settings (and its schedule); returns settings + cadence."""
+    unknown = sorted(set(changes) - set(DEFAULTS))
+    if unknown:
+        _bad(unknown[0], f"unknown setting; known: {', '.join(sorted([*DEFAULTS, 'cadence_minutes']))}.")
+    locked = Project.objects.select_for_update().get(pk=project.pk)
+    clean = settings_clean(locked, changes)
+    if cadence_minutes is not None:
+        _int("cadence_minutes", cadence_minutes, 0, MAX_CADENCE_MINUTES)
+    locked.settings = {**(locked.settings or {}), "cycle": clean}
+    locked.save(update_fields=["settings"])
+    project.settings = locked.settings
+    if cadence_minutes is not None:
+        schedule_set(project=locked, minutes=cadence_minutes)
+    audit_record(actor=actor, action="cycle.settings", target=f"project:{project.pk}", project_id=project.pk,
+                 data={**changes, **({"cadence_minutes": cadence_minutes} if cadence_minutes is not None else {})})
+    return {**clean, **cadence_of(locked)}
+
+
+def schedule_set(*, project: Project, minutes: int) -> None:
+    """Create, change or pause the project's PeriodicTask (django-celery-beat): a cycle every ``minutes``."""
+    name = _schedule_name(project.pk)
+    if not minutes:
+        PeriodicTask.objects.filter(name=name).update(enabled=False)
+        return
+    interval, _ = IntervalSchedule.objects.get_or_create(every=minutes, period=IntervalSchedule.MINUTES)
+    PeriodicTask.objects.update_or_create(name=name, defaults={
+        "task": SCHEDULE_TASK, "interval": interval, "crontab": None, "args": json.dumps([project.pk]),
+        "enabled": True, "description": f"Flywheel cycle of {project.name} (Cycles page settings)."})

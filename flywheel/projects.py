@@ -1,0 +1,122 @@
+"""Projects, their members and their tasks. Each service is keyword-only, validates, runs in one transaction and
+raises ApplicationError with a message a person can act on."""
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.utils.text import slugify
+
+from core.audit import audit_record
+from core.errors import ApplicationError
+from flywheel.models import Membership, Project, Role, Split, TaskSpec
+
+User = get_user_model()
+
+
+@transaction.atomic
+def project_create(*, name: str, slug: str = "", description: str = "", owner=None) -> Project:
+    slug = slug or slugify(name)[:64]
+    if not slug:
+        raise ApplicationError("A project needs a name made of letters or digits.")
+    if Project.objects.filter(slug=slug).exists():
+        raise ApplicationError(f"A project with the slug '{slug}' already exists.", status=409)
+    project = Project.objects.create(name=name, slug=slug, description=description)
+    if owner is not None:
+        Membership.objects.create(project=project, user=owner, role=Role.ADMIN)
+    audit_record(actor=owner, action="project.create", target=f"project:{project.pk}", project_id=project.pk)
+    return project
+
+
+@transaction.atomic
+def project_update(*, project: Project, actor, name: str | None = None, description: str | None = None) -> Project:
+    if name is not None:
+        if not name.strip():
+            raise ApplicationError("The project name cannot be empty.", errors={"name": ["This field may not be blank."]})
+        project.name = name.strip()
+    if description is not None:
+        project.description = description
+    project.save(update_fields=["name", "description"])
+    audit_record(actor=actor, action="project.update", target=f"project:{project.pk}", project_id=project.pk)
+    return project
+
+
+@transaction.atomic
+def membership_set(*, project: Project, actor, username: str, role: str) -> Membership:
+    if role not in Role.values:
+        raise ApplicationError(f"Unknown role '{role}'; use one of {', '.join(Role.values)}.", errors={"role": ["Invalid choice."]})
+    user = User.objects.filter(username=username).first()
+    if user is None:
+        raise ApplicationError(f"There is no user called '{username}'.", status=404)
+    membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
+    audit_record(actor=actor, action="membership.set", target=f"user:{user.pk}", project_id=project.pk, data={"role": role})
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, membership: Membership, actor) -> None:
+    project = membership.project
+    if membership.role == Role.ADMIN and not project.memberships.filter(role=Role.ADMIN).exclude(pk=membership.pk).exists():
+        raise ApplicationError("This is the project's last admin; make someone else admin first.", status=409)
+    audit_record(actor=actor, action="membership.remove", target=f"user:{membership.user_id}", project_id=project.pk)
+    membership.delete()
+
+
+def _task_validate(*, env_kind: str, task_name: str, seed_start: int, seed_end: int, split: str, max_steps: int) -> None:
+    errors = {}
+    if split not in Split.values:
+        errors["split"] = [f"Use one of {', '.join(Split.values)}."]
+    if seed_end < seed_start:
+        errors["seed_end"] = ["The seed range ends before it starts."]
+    if not 1 <= max_steps <= 200:
+        errors["max_steps"] = ["Use between 1 and 200 steps."]
+    from agent.envs import tasks_for
+
+    try:
+        known = tasks_for(env_kind)
+    except ValueError:
+        errors["env_kind"] = [f"Unknown environment kind '{env_kind}'."]
+        known = None
+    if known is not None and task_name not in known:
+        errors["task_name"] = [f"'{task_name}' is not a registered {env_kind} task."]
+    if errors:
+        raise ApplicationError(next(iter(errors.values()))[0], errors=errors)
+
+
+@transaction.atomic
+def task_create(*, project: Project, actor, task_name: str, env_kind: str = "miniwob", instruction_template: str = "",
+                seed_start: int = 0, seed_end: int = 999, split: str = Split.TRAIN, max_steps: int = 10) -> TaskSpec:
+    _task_validate(env_kind=env_kind, task_name=task_name, seed_start=seed_start, seed_end=seed_end, split=split,
+                   max_steps=max_steps)
+    try:
+        with transaction.atomic():
+            task = TaskSpec.objects.create(
+                project=project, env_kind=env_kind, task_name=task_name, instruction_template=instruction_template,
+                seed_start=seed_start, seed_end=seed_end, split=split, max_steps=max_steps,
+            )
+    except IntegrityError:
+        raise ApplicationError(f"{task_name} ({split}) is already a task of this project.", status=409)
+    audit_record(actor=actor, action="task.create", target=f"task:{task.pk}", project_id=project.pk)
+    return task
+
+
+@transaction.atomic
+def task_update(*, task: TaskSpec, actor, **fields) -> TaskSpec:
+    allowed = {"instruction_template", "seed_start", "seed_end", "split", "max_steps"}
+    unknown = set(fields) - allowed
+    if unknown:
+        raise ApplicationError(f"These fields cannot be changed: {', '.join(sorted(unknown))}.")
+    for key, value in fields.items():
+        setattr(task, key, value)
+    _task_validate(env_kind=task.env_kind, task_name=task.task_name, seed_start=task.seed_start,
+                   seed_end=task.seed_end, split=task.split, max_steps=task.max_steps)
+    task.save()
+    audit_record(actor=actor, action="task.update", target=f"task:{task.pk}", project_id=task.project_id, data=fields)
+    return task
+
+
+@transaction.atomic
+def task_delete(*, task: TaskSpec, actor) -> None:
+    if task.episodes.exists():
+        raise ApplicationError("This task has episodes; it cannot be deleted (their data would lose its task).", status=409)
+    audit_record(actor=actor, action="task.delete", target=f"task:{task.pk}", project_id=task.project_id)
+    task.delete()
