@@ -23,7 +23,8 @@ class CommonConfig:
     """Options every training algorithm shares."""
 
     data: str = _f("", "snapshot file (JSONL) to train on")
-    init: str = _f("tiny", "checkpoint dir, any HF causal LM dir, or 'tiny' for the built-in tiny model")
+    init: str = _f("tiny", "checkpoint dir, any HF causal LM dir, a vision-language (Qwen2.5-VL) dir (SFT and DPO "
+                   "through TRL, trainer/vlm.py), or 'tiny' for the built-in tiny model")
     out: str = _f("", "output checkpoint dir")
     max_steps: int = _f(200, "optimizer steps")
     seed: int = _f(0, "random seed (data order, init of the tiny model, sampling)")
@@ -33,7 +34,8 @@ class CommonConfig:
     schedule: str = _f("cosine", "learning-rate schedule after warmup", choices=["cosine", "linear", "constant"])
     grad_clip: float = _f(1.0, "max global grad norm (0 disables)")
     batch_tokens: int = _f(8192, "tokens per batch (rows are grouped by length and padded)")
-    max_length: int = _f(2048, "rows longer than this many tokens are truncated from the left")
+    max_length: int = _f(2048, "rows longer than this many tokens are truncated from the left (vision-language "
+                         "rows are not cut: a batch is batch_tokens / max_length of them)")
     device: str = _f("auto", "auto (cuda when available, else cpu), cpu or cuda")
     dtype: str = _f("auto", "auto (bf16 on cuda, fp32 on cpu), fp32 or bf16")
     lora: str = _f("", "LoRA through PEFT, e.g. 'r=8' or 'r=16,alpha=32,dropout=0.05'; empty trains all weights")

@@ -20,6 +20,7 @@ from trainer.model import (TrainerError, load, resolve_device, resolve_dtype, sa
                            training_prompt_style)
 from trainer.optim import (Timer, clip_and_step, emit, log_interval, make_optimizer, planned_steps, set_seed,
                            set_threads, stop_report)
+from trainer.vlm import is_vlm, train_dpo_vlm
 
 log = logging.getLogger("trainer")
 
@@ -49,6 +50,8 @@ def logp_margins(model, pairs, pad_id: int, device) -> torch.Tensor:
 
 def train_dpo(config: DPOConfig) -> dict:
     """Train ``config.init`` on the pairs in ``config.data``; save to ``config.out``. Returns metrics."""
+    if is_vlm(config.init):  # a vision-language checkpoint: TRL's trainer (trainer/vlm.py)
+        return train_dpo_vlm(config)
     if not config.out:
         raise TrainerError("--out is required: the dir to write the checkpoint to")
     set_threads(config.threads)

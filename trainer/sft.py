@@ -17,6 +17,7 @@ from trainer.model import (TrainerError, load, resolve_device, resolve_dtype, sa
                            training_prompt_style)
 from trainer.optim import (Timer, clip_and_step, emit, log_interval, make_optimizer, planned_steps, set_seed,
                            set_threads, stop_report)
+from trainer.vlm import is_vlm, train_sft_vlm
 
 log = logging.getLogger("trainer")
 
@@ -67,6 +68,8 @@ def prefix_shared_loss(model, prefix: torch.Tensor, batch: dict[str, torch.Tenso
 
 def train_sft(config: SFTConfig) -> dict:
     """Train on ``config.data`` from ``config.init`` and save to ``config.out``. Returns the metrics."""
+    if is_vlm(config.init):  # a vision-language checkpoint: TRL's trainer (trainer/vlm.py)
+        return train_sft_vlm(config)
     if not config.out:
         raise TrainerError("--out is required: the dir to write the checkpoint to")
     set_threads(config.threads)

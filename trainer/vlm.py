@@ -1,0 +1,160 @@
+"""Vision-language checkpoints: which ``--init`` is one, and its rows with their screenshots.
+
+``python -m trainer sft|dpo --init DIR`` trains through TRL (trainer/vlm_trl.py) when DIR's config.json has a
+``vision_config`` (Qwen2.5-VL, ``python -c "from trainer.tiny_vlm import save_tiny_vlm; save_tiny_vlm('vlm')"``);
+``tiny`` and text models keep the hand-written loops of sft.py and dpo.py.
+
+Rows are the snapshot rows of data.py, message contents plain strings, with the screenshots in ``images``::
+
+    {"messages": [{"role": "system", ...}, {"role": "user", ...}, {"role": "assistant", ...}, ...],
+     "images": ["images/step-3.png", ...]}                       # SFT
+    {"prompt": [...], "chosen": [...], "rejected": [...], "images": [...]}   # DPO
+
+Each image is a path relative to the JSONL file's directory (the flywheel's export bundle keeps them in
+``images/``), an absolute path, or a ``data:image/...;base64,`` URI. Images go one to a user turn, to the last
+``len(images)`` user turns in order: one image per user turn when there are as many, and a single image is the
+screen of the last user turn (a step row: the earlier screens are in the history as text). In its turn the image
+follows the text, as agent.prompt.render_messages places it when the policy acts. More images than user turns is
+an error naming the file and line.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import os
+from pathlib import Path
+
+from trainer import data as D
+from trainer.configs import DPOConfig, SFTConfig
+from trainer.model import TINY, TrainerError, checkpoint_prompt_style
+
+log = logging.getLogger("trainer")
+
+DATA_URI = "data:image/"
+
+
+def is_vlm(init: str | os.PathLike) -> bool:
+    """Whether ``init`` is a checkpoint dir of a vision-language model (its config.json has a vision part)."""
+    if str(init) == TINY:
+        return False
+    file = Path(init) / "config.json"
+    if not file.is_file():
+        return False
+    return "vision_config" in json.loads(file.read_text())
+
+
+def prompt_style(config) -> str:
+    """The prompt style a VLM run trains in: the option's, or for 'auto' the init's (full for a plain HF dir)."""
+    return config.prompt_style if config.prompt_style != "auto" else checkpoint_prompt_style(config.init)
+
+
+def image_ref(spec, base: Path, where: str) -> dict:
+    """One ``images`` entry as a datasets Image value: ``{"path": ..., "bytes": None}`` or the decoded data URI."""
+    if not isinstance(spec, str) or not spec:
+        raise TrainerError(f"{where}: an image must be a path or a data:image/...;base64 URI, got {spec!r}")
+    if spec.startswith(DATA_URI):
+        header, _, payload = spec.partition(",")
+        if not header.endswith(";base64") or not payload:
+            raise TrainerError(f"{where}: a data URI image must be data:image/<type>;base64,<data>")
+        try:
+            return {"path": None, "bytes": base64.b64decode(payload, validate=True)}
+        except binascii.Error:
+            raise TrainerError(f"{where}: the data URI image is not valid base64") from None
+    path = Path(spec) if Path(spec).is_absolute() else base / spec
+    if not path.is_file():
+        raise TrainerError(f"{where}: image {spec!r} not found (looked at {path})")
+    return {"path": str(path.resolve()), "bytes": None}
+
+
+def structured(messages: list[dict], images: int, where: str) -> list[dict]:
+    """``messages`` with every content a list of parts, and an image part after the text of each of the last
+    ``images`` user turns (the datasets column needs one content type; TRL fills the image parts in order)."""
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    if images > len(users):
+        raise TrainerError(f"{where}: {images} images but {len(users)} user turns; each image goes with a user turn")
+    with_image = set(users[len(users) - images:]) if images else set()
+    return [{"role": m["role"],
+             "content": [{"type": "text", "text": m["content"]}] + ([{"type": "image", "text": None}]
+                                                                    if i in with_image else [])}
+            for i, m in enumerate(messages)]
+
+
+def _images(row: dict, base: Path, where: str) -> list[dict]:
+    images = row.get("images") or []
+    if not isinstance(images, list):
+        raise TrainerError(f"{where}: 'images' must be a list of paths or data URIs")
+    return [image_ref(spec, base, f"{where}: images[{i}]") for i, spec in enumerate(images)]
+
+
+def read_sft_rows(path: str | os.PathLike, style: str) -> list[dict]:
+    """SFT rows as TRL's conversational vision rows: ``{"messages": [structured], "images": [refs]}``.
+    The messages are re-rendered in prompt ``style`` first, as sft.py does for text models."""
+    base = Path(path).resolve().parent
+    rows = []
+    for lineno, row in D.read_jsonl(path):
+        where = f"{path}:{lineno}"
+        if "messages" not in row:
+            raise TrainerError(f"{where}: an SFT row needs a 'messages' list (keys found: {sorted(row)})")
+        messages = D._check_messages(row["messages"], f"{where}: messages")
+        if not any(m["role"] == "assistant" for m in messages):
+            raise TrainerError(f"{where}: messages: no assistant turn, nothing to learn from")
+        (messages,), _ = D.restyle([messages], style)
+        images = _images(row, base, where)
+        rows.append({"messages": structured(messages, len(images), where), "images": images})
+    return rows
+
+
+def read_dpo_rows(path: str | os.PathLike, style: str) -> list[dict]:
+    """DPO rows as TRL's vision preference rows (``prompt``, ``chosen``, ``rejected`` structured, ``images``).
+    A row whose chosen and rejected completions are the same text is left out, as data.read_dpo does."""
+    base = Path(path).resolve().parent
+    rows, same = [], 0
+    for lineno, row in D.read_jsonl(path):
+        where = f"{path}:{lineno}"
+        missing = [k for k in ("prompt", "chosen", "rejected") if k not in row]
+        if missing:
+            raise TrainerError(f"{where}: a DPO row needs prompt, chosen and rejected; missing {missing}")
+        prompt = D._check_messages(row["prompt"], f"{where}: prompt")
+        chosen = D._check_messages(row["chosen"], f"{where}: chosen", assistant_only=True)
+        rejected = D._check_messages(row["rejected"], f"{where}: rejected", assistant_only=True)
+        if D._completion_text(chosen) == D._completion_text(rejected):
+            same += 1
+            continue
+        (prompt,), _ = D.restyle([prompt], style)
+        images = _images(row, base, where)
+        rows.append({"prompt": structured(prompt, len(images), where), "chosen": structured(chosen, 0, where),
+                     "rejected": structured(rejected, 0, where), "images": images})
+    if same and not rows:
+        raise TrainerError(f"{path}: every DPO row's chosen completion equals its rejected one; "
+                           "there is no preference to learn")
+    if same:
+        log.warning("%s: %d DPO row(s) left out: their chosen and rejected completions are the same", path, same)
+    return rows
+
+
+def train_sft_vlm(config: SFTConfig) -> dict:
+    """SFT of a vision-language checkpoint through TRL's SFTTrainer. Returns the metrics."""
+    # trl, datasets, peft and transformers' Trainer take seconds to import; text runs, which only ask is_vlm, skip them
+    from trainer import vlm_trl
+
+    if not config.out:
+        raise TrainerError("--out is required: the dir to write the checkpoint to")
+    style = prompt_style(config)
+    return vlm_trl.train_sft(config, read_sft_rows(config.data, style), style)
+
+
+def train_dpo_vlm(config: DPOConfig) -> dict:
+    """DPO of a vision-language checkpoint through TRL's DPOTrainer. Returns the metrics."""
+    # see train_sft_vlm: the heavy imports only for VLM runs
+    from trainer import vlm_trl
+
+    if not config.out:
+        raise TrainerError("--out is required: the dir to write the checkpoint to")
+    style = prompt_style(config)
+    return vlm_trl.train_dpo(config, read_dpo_rows(config.data, style), style)
+
+
+__all__ = ["is_vlm", "read_sft_rows", "read_dpo_rows", "train_sft_vlm", "train_dpo_vlm"]
