@@ -50,29 +50,6 @@ class StepRecord:
     info: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)  # ms: observe, policy, execute
 
-    def to_dict(self) -> dict:
-        """JSON-safe (the screenshot stays out: ``observation.screenshot`` is stored as a file)."""
-        return {
-            "index": self.index, "observation": self.observation.to_dict(), "prompt": _text_prompt(self.prompt),
-            "output": self.output.to_dict() if self.output else None, "thought": self.turn.thought,
-            "action": self.turn.action.to_dict() if self.turn.action else None, "raw": self.turn.raw,
-            "void_reason": self.turn.void_reason, "actor": self.actor,
-            "proposal": self.proposal.to_text() if self.proposal else None, "reward": self.reward,
-            "done": self.done, "info": self.info, "timings": self.timings,
-        }
-
-
-def _text_prompt(prompt: list[dict]) -> list[dict]:
-    """The prompt with image parts replaced by a marker (the image is the step's screenshot)."""
-    out = []
-    for message in prompt:
-        content = message["content"]
-        if isinstance(content, list):
-            marker = {"type": "image_url", "image_url": {"url": "screenshot"}}
-            content = [marker if part.get("type") == "image_url" else part for part in content]
-        out.append({**message, "content": content})
-    return out
-
 
 @dataclass
 class RejectedProposal:

@@ -1,6 +1,8 @@
 """REST for think-aloud audio: clips, chunk uploads (idempotent), transcripts; served only to members."""
 from __future__ import annotations
 
+from django.conf import settings
+from django.core.files.storage import default_storage
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -22,8 +24,6 @@ class RawAudioParser(BaseParser):
     media_type = "*/*"
 
     def parse(self, stream, media_type=None, parser_context=None):
-        from django.conf import settings
-
         if not stream:
             return b""
         limit = settings.LOUPE_AUDIO_MAX_BYTES
@@ -141,8 +141,6 @@ class ClipAudioApi(APIView):
 
     @extend_schema(responses={(200, "audio/webm"): bytes, (206, "audio/webm"): bytes})
     def get(self, request, clip_id: int):
-        from django.core.files.storage import default_storage
-
         clip = _clip_for(request, clip_id)
         body = b"".join(default_storage.open(c.file, "rb").read() for c in clip.chunks.order_by("index"))
         content_type = clip.content_type.split(";")[0]

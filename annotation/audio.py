@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
+from django.db.models import Count, Max
+from django.utils import timezone
 
 from annotation import speech
 from annotation.alignment import StepWindow, align_words
 from annotation.models import AudioChunk, AudioClip, TranscriptWord
 from flywheel import episodes
-from flywheel.events import event_append
+from flywheel.events import episode_group, event_append, group_send
 from flywheel.models import Event, Step
 from core.errors import ApplicationError
 
@@ -137,8 +140,6 @@ def clip_transcribe(*, clip_id: int, final: bool = False) -> int:
 def _interim_publish(clip: AudioClip, pcm, *, origin: float, committed_until: float) -> None:
     """Send the uncommitted audio's provisional words to the episode's watchers. They are a view, not a
     record: not stored, carrying no seq, replaced by the next interim or by the committed words."""
-    from flywheel.events import episode_group, group_send
-
     try:
         words = speech.transcribe_interim(speech.load_model(settings.LOUPE_WHISPER_MODEL or None), pcm,
                                           committed_until=committed_until)
@@ -181,11 +182,6 @@ def clips_stalled(*, older_than_seconds: float, within_seconds: float = 3600) ->
     finished clip whose final pass has not committed up to its last chunk (its job's worker was killed: the
     broker redelivers an unacknowledged job only after its visibility timeout). Only clips whose newest chunk
     came between `within_seconds` and `older_than_seconds` ago. Returns (clip id, finished)."""
-    from datetime import timedelta
-
-    from django.db.models import Count, Max
-    from django.utils import timezone
-
     now = timezone.now()
     candidates = (AudioClip.objects.annotate(n=Count("chunks"), newest=Max("chunks__created_at"))
                   .filter(n__gt=0, newest__lt=now - timedelta(seconds=older_than_seconds),

@@ -14,19 +14,21 @@ import logging
 import time
 from urllib.parse import parse_qs
 
+import redis.asyncio as aioredis
 from autobahn.exception import Disconnected
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from annotation.services import command_submit
 from flywheel.events import episode_group, events_after
+from flywheel.models import Episode
 from flywheel.selectors import project_role
 
 log = logging.getLogger(__name__)
 
 CLOSE_NOT_AUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
-CLOSE_NOT_FOUND = 4404
 # RFC 6455's 1009 ("message too big") cannot be sent by a daphne application: autobahn only lets a
 # server close with 1000 or 3000-4999. 4009 is its application-range twin.
 CLOSE_TOO_BIG = 4009
@@ -54,8 +56,6 @@ class FrameBucket:
 
 @database_sync_to_async
 def _episode_role(user, episode_id: int):
-    from flywheel.models import Episode
-
     project_id = Episode.objects.filter(pk=episode_id).values_list("project_id", flat=True).first()
     if project_id is None:
         return None, None
@@ -171,8 +171,6 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
         return f"{settings.CHANNEL_LAYERS['default']['CONFIG']['prefix']}:presence:{self.episode_id}"
 
     async def _presence_update(self, joined: bool):
-        import redis.asyncio as aioredis
-
         client = aioredis.from_url(settings.REDIS_URL)
         try:
             key = self._presence_key()
@@ -203,8 +201,6 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
         await self._presence_update(joined=False)
 
     async def on_command(self, frame: dict):
-        from annotation.services import command_submit
-
         try:
             result = await database_sync_to_async(command_submit)(episode_id=self.episode_id,
                                                                   user=self.scope["user"], frame=frame)

@@ -15,6 +15,9 @@ the same words.
 This module does not import Django: the upload view calls `check_chunk`, the audio Celery worker
 calls `decode_pcm` and `transcribe_increment`. faster-whisper is imported lazily so that the web
 process, which only checks chunks, never loads it.
+
+Over 400 lines: one pipeline (container checks, decoding, VAD cuts, Whisper) whose steps share the
+audio arithmetic; split, each file would import the others' internals.
 """
 
 from __future__ import annotations

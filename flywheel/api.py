@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 
+from django.core.files.storage import default_storage
 from django.http import FileResponse, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -12,8 +13,8 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flywheel import datasets, episodes, projects, selectors, snapshots
-from flywheel.models import DatasetSnapshot, Episode, Membership, Role, SnapshotKind, Step, TaskSpec
+from flywheel import datasets, episodes, projects, selectors, snapshots, training
+from flywheel.models import DatasetSnapshot, Episode, Event, Membership, Role, SnapshotKind, Step, TaskSpec
 from core.api import StrictSerializer
 from core.errors import ApplicationError
 
@@ -296,8 +297,6 @@ class StepScreenshotApi(APIView):
 
     @extend_schema(responses={(200, "image/jpeg"): bytes})
     def get(self, request, episode_id: int, index: int):
-        from django.core.files.storage import default_storage
-
         episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id)
         name = Step.objects.filter(episode=episode, index=index).values_list("screenshot", flat=True).first()
         if not name:
@@ -312,10 +311,6 @@ class ProposalScreenshotApi(APIView):
 
     @extend_schema(responses={(200, "image/jpeg"): bytes})
     def get(self, request, episode_id: int, index: int):
-        from django.core.files.storage import default_storage
-
-        from flywheel.models import Event
-
         episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id)
         name = (Event.objects.filter(episode=episode, type="step.proposed", payload__index=index)
                 .order_by("-seq").values_list("payload__screenshot", flat=True).first())
@@ -366,8 +361,6 @@ class RunListApi(APIView):
     @extend_schema(request=RunCreateInput, responses={202: dict})
     def post(self, request, project_id: int):
         """Train on a ready snapshot (managers)."""
-        from flywheel import training
-
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         data = RunCreateInput(data=request.data)
         data.is_valid(raise_exception=True)

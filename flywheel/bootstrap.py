@@ -8,12 +8,11 @@ its run succeeds.
 """
 from __future__ import annotations
 
+from flywheel import deployments, training
 from flywheel.models import Checkpoint, Deployment, Project, RunStatus, TrainingRun
 
 
 def ensure_default_deployment(*, log=print) -> None:
-    from flywheel import deployments, training
-
     for project in Project.objects.filter(tasks__isnull=False).distinct():
         if Checkpoint.objects.filter(project=project, name="v0").exists():
             continue

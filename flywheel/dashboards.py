@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.db.models import Avg, Count, Q, Sum
 from django.db.models.functions import TruncDate
 
+from flywheel.datasets import routing_of
 from flywheel.models import EpisodeStatus, Outcome, Project, SnapshotStatus
 
 
@@ -14,8 +15,6 @@ def _finished(project: Project):
 
 
 def _success_q(project: Project) -> Q:
-    from flywheel.datasets import routing_of
-
     return Q(outcome=Outcome.SUCCESS) | Q(env_reward__gte=routing_of(project)["reward_threshold"])
 
 

@@ -1,9 +1,12 @@
 """Reads. Every read a person can trigger is filtered by project membership; staff see everything."""
 from __future__ import annotations
 
-from django.db.models import QuerySet
+import datetime as dt
 
-from flywheel.models import Episode, Membership, Project, Role, TaskSpec
+from django.db.models import Q, QuerySet
+
+from flywheel.models import (Episode, EpisodeStatus, Membership, Mode, Outcome, Project, ReviewStatus, Role, Split,
+                             TaskSpec)
 from core.errors import ApplicationError
 
 ROLE_RANK = {Role.ANNOTATOR: 1, Role.MANAGER: 2, Role.ADMIN: 3}
@@ -73,10 +76,6 @@ _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 def episodes_filter(episodes: QuerySet[Episode], params) -> QuerySet[Episode]:
     """The review list's filters, from query parameters; a bad value is refused naming the parameter."""
-    import datetime as dt
-
-    from flywheel.models import EpisodeStatus, Mode, Outcome, ReviewStatus, Split
-
     def bad(name: str, message: str):
         raise ApplicationError(f"'{name}': {message}", errors={name: [message]})
 
@@ -141,8 +140,6 @@ def episode_neighbours(episodes: QuerySet[Episode], *, episode: Episode, orderin
     """The episodes just before and after ``episode`` in ``episodes`` as the review list orders them
     (``ordering``, then newest id first): the replay's previous / next. ``episode`` itself need not
     match the filters any more (reviewing it may have taken it out of an "unreviewed" view)."""
-    from django.db.models import Q
-
     if ordering not in EPISODE_ORDERINGS:
         raise ApplicationError(f"'ordering': '{ordering}' is not one of {', '.join(EPISODE_ORDERINGS)}.",
                                errors={"ordering": ["Invalid choice."]})
@@ -168,8 +165,6 @@ def episode_queue_position(episode: Episode) -> dict | None:
     """Where a queued episode stands in its lane: how many queued episodes of the same lane (supervised:
     people's lane; autonomous: the machines') were queued before it, and how many of the lane run now.
     None when it is not waiting."""
-    from flywheel.models import EpisodeStatus, Mode
-
     if episode.status != EpisodeStatus.QUEUED:
         return None
     lane = Episode.objects.filter(mode=episode.mode)

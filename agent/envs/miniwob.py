@@ -19,6 +19,9 @@
   ``episode_max_ms`` before the episode starts: a model on a CPU, or a person supervising it, is
   much slower than the timer assumes. The default disables it; ``max_steps`` bounds episodes.
 - Playwright's sync API is bound to the thread that started it: use an env from one thread.
+
+Over 400 lines: one environment (server, browser lifecycle, observation, actions) kept whole like the
+other envs.
 """
 
 from __future__ import annotations

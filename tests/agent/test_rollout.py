@@ -264,16 +264,3 @@ def test_decision_validates_kind_and_turn():
         Decision("maybe")
     with pytest.raises(ValueError, match="needs a turn"):
         Decision("edit", turn=parse_turn("nonsense"))
-
-
-def test_step_record_to_dict_is_json_safe_without_image_bytes():
-    import json
-
-    env = FakeEnv()
-    env._obs = lambda: Observation("Do it.", "fake://", b"\xff\xd8img", 10, 10, [Element("button", "OK", 5, 5, 4, 4)])
-    result = run_episode(env, Recorder(text="Thought: x\nAction: wait()"), task="t", seed=0, max_steps=1,
-                         with_image=True)
-    data = json.loads(json.dumps(result.steps[0].to_dict()))
-    assert data["action"] == {"name": "wait", "args": {}} and data["actor"] == "model" and data["thought"] == "x"
-    assert data["prompt"][-1]["content"][1]["image_url"]["url"] == "screenshot"
-    assert data["observation"]["elements"][0]["text"] == "OK" and "screenshot" not in data["observation"]

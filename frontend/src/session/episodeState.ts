@@ -37,9 +37,8 @@ export interface TranscriptWord {
   word: string;
   start?: number;
   end?: number;
-  /** The step the server attached it to (`step`; older clients typed it `step_index`). */
+  /** The step the server attached it to. */
   step?: number | null;
-  step_index?: number | null;
   clip?: number;
 }
 

@@ -26,8 +26,8 @@ describe("mergeWords", () => {
     expect(words).toEqual([{ word: "next", start: 5, end: 5.2, step: 3, username: undefined }]);
   });
 
-  it("reads the step from `step` or `step_index`, and skips words without a time", () => {
-    const words = mergeWords([], [{ word: "a", start: 1, step_index: 2 }, { word: "b" }]);
+  it("reads the step from `step`, and skips words without a time", () => {
+    const words = mergeWords([], [{ word: "a", start: 1, step: 2 }, { word: "b" }]);
     expect(words).toEqual([{ word: "a", start: 1, end: 1, step: 2 }]);
   });
 });

@@ -19,21 +19,18 @@ export interface StepWords {
   words: SpokenWord[];
 }
 
-/** A word from a `transcript.words` event (`step`), or as an older client typed it (`step_index`). */
+/** A word from a `transcript.words` event: `step` is the step the server attached it to. */
 export interface LiveWord {
   word: string;
   start?: number;
   end?: number;
   step?: number | null;
-  step_index?: number | null;
 }
 
 const key = (word: { word: string; start: number }) => `${word.start.toFixed(3)}|${word.word}`;
 
 function stepOf(word: LiveWord): number | null {
-  if (typeof word.step === "number") return word.step;
-  if (typeof word.step_index === "number") return word.step_index;
-  return null;
+  return typeof word.step === "number" ? word.step : null;
 }
 
 /**
