@@ -115,7 +115,10 @@ def build_tiny_vlm(seed: int = 0):
 def load_processor(path: str | os.PathLike) -> ProcessorMixin:
     """The processor of a checkpoint dir: ``AutoProcessor``'s, or for a Qwen2.5-VL dir where torchvision is missing
     the image-only one (also for dirs that name the stock class, as the Hub's do)."""
-    if not is_torchvision_available() and AutoConfig.from_pretrained(path).model_type == Qwen2_5_VLConfig.model_type:
+    if AutoConfig.from_pretrained(path).model_type == Qwen2_5_VLConfig.model_type and (
+            not is_torchvision_available() or not (Path(path) / "video_preprocessor_config.json").is_file()):
+        # Without torchvision the stock processor cannot load; with it, the stock one insists on a video processor,
+        # which a screenshot-only dir (the tiny VLM's) does not have. Seen on a CUDA machine with torchvision.
         return ImageOnlyQwen2_5_VLProcessor.from_pretrained(path)
     return AutoProcessor.from_pretrained(path)
 

@@ -11,13 +11,13 @@ import pytest
 import torch
 from PIL import Image, ImageDraw
 from safetensors.torch import load_file
-from transformers import AutoModelForImageTextToText, AutoProcessor
+from transformers import AutoModelForImageTextToText
 
 from trainer.configs import DPOConfig, SFTConfig
 from trainer.dpo import train_dpo
 from trainer.model import TrainerError, read_loupe
 from trainer.sft import train_sft
-from trainer.tiny_vlm import save_tiny_vlm
+from trainer.tiny_vlm import load_processor, save_tiny_vlm
 from trainer.vlm import is_vlm, read_dpo_rows, read_sft_rows
 from trainer.vlm_trl import prepare_sft
 
@@ -76,7 +76,7 @@ def progress_lines(text: str) -> list[dict]:
 
 def test_tiny_vlm_saves_and_loads_and_reads_a_screenshot(vlm_dir):
     model = AutoModelForImageTextToText.from_pretrained(vlm_dir)
-    processor = AutoProcessor.from_pretrained(vlm_dir)
+    processor = load_processor(vlm_dir)
     assert type(model).__name__ == "Qwen2_5_VLForConditionalGeneration"
     assert type(processor.image_processor).__name__ == "Qwen2VLImageProcessorPil"  # no torchvision needed
     assert model.config.text_config.hidden_size == 64 and model.config.text_config.num_hidden_layers == 2
@@ -171,7 +171,8 @@ def test_sft_full_finetune_trains_the_vision_tower_and_keeps_the_contract(tmp_pa
     loupe = read_loupe(out)
     assert loupe["algorithm"] == "sft" and loupe["parent"] == str(vlm_dir.resolve()) and loupe["adapter"] is None
     assert json.loads((out / "metrics.json").read_text())["steps"] == 3
-    assert type(AutoProcessor.from_pretrained(out).image_processor).__name__ == "Qwen2VLImageProcessorPil"
+    # the PIL image processor here; where torchvision is installed (a CUDA machine) transformers picks its own
+    assert type(load_processor(out).image_processor).__name__.startswith("Qwen2VLImageProcessor")
 
 
 def test_sft_lora_saves_an_adapter_and_leaves_the_base_weights(tmp_path, vlm_dir, sft_data):
@@ -187,9 +188,11 @@ def test_sft_lora_saves_an_adapter_and_leaves_the_base_weights(tmp_path, vlm_dir
     scale = config["lora_alpha"] / config["r"]
     delta = adapter[ADAPTED_TEXT + ".lora_B.weight"] @ adapter[ADAPTED_TEXT + ".lora_A.weight"] * scale
     assert delta.abs().max() > 0  # the adapter learned something ...
-    torch.testing.assert_close(merged[TEXT], base[TEXT] + delta)  # ... and is all that moved
+    # ... and is all that moved (on CUDA the merged weights are saved in the bf16 they trained in)
+    dtype = merged[TEXT].dtype
+    torch.testing.assert_close(merged[TEXT], (base[TEXT] + delta).to(dtype))
     adapted = {k.replace("base_model.model.model.language_model.", "model.").replace(".lora_A.", ".") for k in adapter}
-    assert all(torch.equal(base[k], merged[k]) for k in base if k not in adapted)
+    assert all(torch.equal(base[k].to(merged[k].dtype), merged[k]) for k in base if k not in adapted)
     assert read_loupe(out)["adapter"] == "adapter"
 
 
