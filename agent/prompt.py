@@ -20,24 +20,40 @@ A checkpoint records its style in ``loupe.json`` (``"prompt_style"``); the local
 and the rollout loop renders with it. :func:`restyle_messages` turns messages rendered in one
 style into the other, line by line, so rows rendered for one model can train another.
 
+A checkpoint also speaks an *action format* (agent/formats: ``loupe``, ``uitars``, ``qwen-relative``,
+``pyautogui``) and may read screenshots. In a format other than ``loupe`` the system prompt is the
+format's (:data:`FORMAT_SYSTEM_PROMPTS`) and every earlier assistant turn is written in the format from
+the step's canonical action (what ran, a person's correction included), so the model reads its history
+as it would have written it; the screen text stays in the user turns. A reading policy gets the current
+screenshot and up to N earlier ones, each in the user turn of the step it shows.
+
 Message layout (OpenAI / TRL chat format)::
 
-    system     the style's system prompt
-    user       Instruction: ...  [Earlier actions: a; b]  observation text of step k
+    system     the style's (format's) system prompt
+    user       Instruction: ...  [Earlier actions: a; b]  observation text of step k   [+ its screenshot]
     assistant  Thought: ... / Action: ...            (for each of the last ``history_window`` steps)
     ...
     user       observation text of the current step   [+ Feedback: ...]   [+ screenshot]
+
+A user turn with a screenshot is a list of parts, text first: ``[{"type": "text", "text": ...},
+{"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,..."}}]``; every other content is
+a plain string. :func:`map_image_urls` rewrites the image URLs (the flywheel stores references to its
+screenshot files instead of the base64, and turns them back), :func:`image_bytes` reads a data URL.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
-from agent.actions import parse_turn
+from agent import formats
+from agent.actions import Action, Turn, parse_turn
 from agent.envs.base import Element, Observation
 
 __all__ = [
@@ -45,9 +61,14 @@ __all__ = [
     "NAMED_SYSTEM_PROMPT",
     "DEFAULT_STYLE",
     "FORMAT_SYSTEM_PROMPTS",
+    "HistoryStep",
     "PROMPT_STYLES",
     "QUOTED_TEXT",
     "SYSTEM_PROMPT",
+    "action_in_format",
+    "image_bytes",
+    "image_url",
+    "map_image_urls",
     "prompt_style_of",
     "quoted_names",
     "render_element",
@@ -171,40 +192,152 @@ def render_observation(observation: Observation, style: str = DEFAULT_STYLE) -> 
     return "\n".join(lines)
 
 
-def _action_line(turn_text: str) -> str:
-    turn = parse_turn(turn_text)
-    return turn.action.to_text() if turn.action is not None else "(void turn)"
+class HistoryStep(NamedTuple):
+    """One earlier step as :func:`render_messages` shows it.
+
+    ``turn`` is what ran: a :class:`~agent.actions.Turn`, or its canonical text (Loupe's grammar; a void
+    turn: the text the model wrote). ``width`` x ``height`` is the step's screenshot, where a format other
+    than ``loupe`` writes the action's coordinates. A plain ``(observation_text, turn_text)`` pair is
+    read as a HistoryStep without a size (enough for format ``loupe``).
+    """
+
+    observation_text: str
+    turn: Turn | str
+    width: int = 0
+    height: int = 0
+
+
+def _as_turn(turn: Turn | str) -> Turn:
+    return turn if isinstance(turn, Turn) else parse_turn(turn)
+
+
+def action_in_format(action: Action, action_format: str, width: int, height: int) -> str:
+    """``action`` on one line, as a model of ``action_format`` writes it (coordinates on its grid over a
+    ``width`` x ``height`` screenshot): how summaries and rejection feedback name an action to that model."""
+    if action_format == "loupe":
+        return action.to_text()
+    text = formats.render("", action, format=action_format, width=width, height=height)
+    lines = [line.strip() for line in text.split("\n")[1:] if line.strip()]  # line 1 is the (empty) thought header
+    line = " ".join(lines)
+    return line[len("Action: "):] if line.startswith("Action: ") else line
+
+
+def _assistant_text(step: HistoryStep, action_format: str) -> str:
+    if action_format == "loupe":
+        return step.turn if isinstance(step.turn, str) else step.turn.to_text()
+    turn = _as_turn(step.turn)
+    if turn.action is None:
+        return turn.raw  # a void turn, as the model wrote it
+    return formats.render(turn.thought, turn.action, format=action_format, width=step.width, height=step.height)
+
+
+def _summary(step: HistoryStep, action_format: str) -> str:
+    turn = _as_turn(step.turn)
+    if turn.action is None:
+        return "(void turn)"
+    return action_in_format(turn.action, action_format, step.width, step.height)
+
+
+def _mime(image: bytes) -> str:
+    if image.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if image[:4] == b"RIFF" and image[8:12] == b"WEBP":
+        return "image/webp"
+    return "image/jpeg"  # what every env writes (agent/envs/base.py)
+
+
+def image_url(image: bytes) -> str:
+    """A screenshot as the ``data:`` URL of an image part."""
+    return f"data:{_mime(image)};base64,{base64.b64encode(image).decode('ascii')}"
+
+
+def image_bytes(url: str) -> bytes:
+    """The image a ``data:image/...;base64,`` URL holds; ValueError for anything else."""
+    header, comma, payload = url.partition(",") if isinstance(url, str) else ("", "", "")
+    if not (header.startswith("data:image/") and header.endswith(";base64") and comma):
+        raise ValueError(f"not a base64 data:image URL: {str(url)[:40]!r}")
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("the data:image URL is not valid base64") from None
 
 
 def _image_part(image: bytes) -> dict:
-    encoded = base64.b64encode(image).decode("ascii")
-    return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{encoded}"}}
+    return {"type": "image_url", "image_url": {"url": image_url(image)}}
+
+
+def map_image_urls(messages: list[dict], change: Callable[[str], str]) -> list[dict]:
+    """``messages`` with the URL of every image part replaced by ``change(url)``; the rest as it was.
+
+    The flywheel stores a prompt with each screenshot's base64 replaced by a reference to its stored file,
+    and puts the base64 back when it needs the prompt as it was sent (see flywheel/episodes.py)."""
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = [{**part, "image_url": {**part["image_url"], "url": change(part["image_url"]["url"])}}
+                       if part.get("type") == "image_url" and isinstance(part.get("image_url"), dict) else part
+                       for part in content]
+            message = {**message, "content": content}
+        out.append(message)
+    return out
+
+
+def _user(text: str, image: bytes | None) -> dict:
+    if image is None:
+        return {"role": "user", "content": text}
+    return {"role": "user", "content": [{"type": "text", "text": text}, _image_part(image)]}
 
 
 def render_messages(
     *,
     instruction: str,
     observation_text: str,
-    history: list[tuple[str, str]],
+    history: Sequence[HistoryStep | tuple],
     image: bytes | None = None,
     history_window: int = 4,
     feedback: str | None = None,
     style: str = DEFAULT_STYLE,
+    action_format: str = "loupe",
+    images: Sequence[bytes | None] | None = None,
 ) -> list[dict]:
-    """Chat messages for the next turn, in prompt ``style``.
+    """Chat messages for the next turn, in prompt ``style`` and ``action_format``.
 
-    ``history`` holds ``(observation_text, assistant_turn_text)`` of earlier steps, oldest first;
-    observation texts come from :func:`render_observation` with the same ``style``.
-    Only the last ``history_window`` of them appear in full; older ones are summarised as their
-    action lines. The instruction is stated once, at the top of the first user message (an
-    observation text's own leading instruction line is dropped). With ``image`` the last user
-    content is a list of text and image parts; otherwise every content is a plain string.
+    ``history`` holds the earlier steps (:class:`HistoryStep`, or ``(observation_text, turn_text)``
+    pairs), oldest first; observation texts come from :func:`render_observation` with the same
+    ``style``. Only the last ``history_window`` of them appear in full; older ones are summarised as
+    their actions (in the format). The instruction is stated once, at the top of the first user
+    message (an observation text's own leading instruction line is dropped).
+
+    ``images``: screenshots, oldest first, the last one the current screen's; ``images[-1 - k]`` goes
+    with the user turn of the step ``k`` steps back (None: that turn has none). When they reach further
+    back than ``history_window``, the window widens to hold them. ``image`` is ``images=[image]``.
+    A user content with an image is a list of a text and an image part; every other is a plain string.
+    With format ``loupe`` and no images the messages are those Loupe's text models were trained on.
     """
     if history_window < 0:
         raise ValueError("history_window must be >= 0")
+    formats.check_format(action_format)
+    if image is not None and images is not None:
+        raise ValueError("give image (the current screen) or images (with earlier ones), not both")
+    shots = list(images) if images is not None else ([image] if image is not None else [])
+    if len(shots) > len(history) + 1:
+        raise ValueError(f"{len(shots)} images for {len(history) + 1} user turns; one image per step at most")
+    steps = [item if isinstance(item, HistoryStep) else HistoryStep(*item) for item in history]
+    if action_format != "loupe":
+        for number, step in enumerate(steps):
+            if step.width <= 0 or step.height <= 0:
+                raise ValueError(f"history step {number} has no screenshot size; format {action_format} writes "
+                                 "coordinates on it")
     spec = _style(style)
-    cut = max(len(history) - history_window, 0)
-    older, recent = history[:cut], history[cut:]
+    window = max(history_window, len(shots) - 1)
+    cut = max(len(steps) - window, 0)
+    older, recent = steps[:cut], steps[cut:]
+    # shots[-1] is the current screen's; the one before it belongs to recent[-1], and so on
+    recent_shots: list[bytes | None] = [None] * len(recent)
+    for back, shot in enumerate(reversed(shots[:-1]), start=1):
+        recent_shots[-back] = shot
+    current_shot = shots[-1] if shots else None
 
     # The instruction is said once, at the top; later screens drop their own instruction line.
     instruction_line = spec.instruction + instruction
@@ -214,20 +347,18 @@ def render_messages(
 
     header = [instruction_line]
     if older:
-        header.append(spec.earlier + "; ".join(_action_line(text) for _, text in older))
+        header.append(spec.earlier + "; ".join(_summary(step, action_format) for step in older))
 
-    messages: list[dict] = [{"role": "system", "content": spec.system}]
-    for index, (obs_text, turn_text) in enumerate(recent):
-        content = "\n".join([*header, screen(obs_text)]) if index == 0 else screen(obs_text)
-        messages.append({"role": "user", "content": content})
-        messages.append({"role": "assistant", "content": turn_text})
+    system = spec.system if action_format == "loupe" else FORMAT_SYSTEM_PROMPTS[action_format]
+    messages: list[dict] = [{"role": "system", "content": system}]
+    for index, step in enumerate(recent):
+        content = "\n".join([*header, screen(step.observation_text)]) if index == 0 else screen(step.observation_text)
+        messages.append(_user(content, recent_shots[index]))
+        messages.append({"role": "assistant", "content": _assistant_text(step, action_format)})
     last = "\n".join([*header, screen(observation_text)]) if not recent else screen(observation_text)
     if feedback:
         last += "\nFeedback: " + " ".join(feedback.split())
-    if image is not None:
-        messages.append({"role": "user", "content": [{"type": "text", "text": last}, _image_part(image)]})
-    else:
-        messages.append({"role": "user", "content": last})
+    messages.append(_user(last, current_shot))
     return messages
 
 

@@ -13,6 +13,14 @@ A reject changes what the model is asked: the next prompt says which proposals o
 rejected and why. A greedy policy may still answer the same; then it is asked again, sampling
 (``repeat_temperature``), up to ``repeat_retries`` times, and a proposal that still repeats a
 rejected one reaches the supervisor as such (``Proposal.repeated``), so a person is told.
+
+Action formats: the policy answers in ``action_format`` (agent/formats); each answer is read with
+``agent.formats.parse`` against the screenshot it was given, so every turn the loop handles (and a
+supervisor sees, and ``on_step`` receives) is canonical: Loupe's actions in screenshot pixels. Prompts
+are rendered in the format too (agent.prompt.render_messages): earlier turns, a person's corrections
+among them, and the actions named in rejection feedback. ``with_image`` sends the screenshot, and
+``history_images`` the screenshots of that many earlier steps, each with its step's user turn: the very
+bytes the step's observation holds, which the caller stores as the step's screenshot.
 """
 
 from __future__ import annotations
@@ -22,10 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from agent.actions import Action, Turn, format_turn, parse_turn
+from agent import formats
+from agent.actions import Action, Turn, format_turn
 from agent.envs.base import Env, EnvError, Observation
 from agent.policies.base import Policy, PolicyOutput
-from agent.prompt import DEFAULT_STYLE, render_messages, render_observation
+from agent.prompt import DEFAULT_STYLE, HistoryStep, action_in_format, render_messages, render_observation
 
 __all__ = ["END_REASONS", "Decision", "EpisodeResult", "RejectedProposal", "StepRecord", "Supervisor",
            "rejection_feedback", "run_episode"]
@@ -49,6 +58,7 @@ class StepRecord:
     done: bool
     info: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)  # ms: observe, policy, execute
+    action_format: str = "loupe"  # the format ``output`` was written and read in (replayed steps: loupe)
 
 
 @dataclass
@@ -62,6 +72,7 @@ class RejectedProposal:
     turn: Turn
     reason: str
     repeated: bool  # its action is one already rejected at this step
+    action_format: str = "loupe"  # the format ``output`` was written and read in
 
 
 def _same_turn_key(turn: Turn) -> str:
@@ -69,11 +80,14 @@ def _same_turn_key(turn: Turn) -> str:
     return turn.action.to_text() if turn.action is not None else "void:" + " ".join(turn.raw.split())
 
 
-def rejection_feedback(rejected: list[tuple[Turn, str]]) -> str:
-    """What the model is told after a person rejected its proposals for this step, with their reasons."""
+def rejection_feedback(rejected: list[tuple[Turn, str]], action_format: str = "loupe", width: int = 0,
+                       height: int = 0) -> str:
+    """What the model is told after a person rejected its proposals for this step, with their reasons; the
+    actions as the model writes them (``action_format``, on the ``width`` x ``height`` screenshot)."""
     parts = []
     for turn, reason in rejected:
-        shown = turn.action.to_text() if turn.action is not None else "(an answer that was not an action)"
+        shown = (action_in_format(turn.action, action_format, width, height) if turn.action is not None
+                 else "(an answer that was not an action)")
         parts.append(f"{shown} (reason: {reason.strip()})" if reason.strip() else shown)
     which = "your proposal" if len(parts) == 1 else "your proposals"
     return f"A person rejected {which} {'; '.join(parts)}. Propose a different action."
@@ -136,6 +150,8 @@ def run_episode(
     on_reject: Callable[[RejectedProposal], None] | None = None,
     repeat_retries: int = 2,
     repeat_temperature: float = 1.0,
+    action_format: str = "loupe",
+    history_images: int = 0,
 ) -> EpisodeResult:
     """Run one episode to its end and say why it ended (one of ``END_REASONS``).
 
@@ -143,13 +159,23 @@ def run_episode(
     resume an interrupted episode; their records are returned (actor "human",
     ``info["replayed"]``, void turns skipped) but not passed to ``on_step``, since the caller
     stored them the first time; they count towards ``max_steps``. ``with_image`` attaches
-    the screenshot to the prompt (for multimodal servers). A supervisor may also offer
+    the screenshot to the prompt (for multimodal servers), and with it ``history_images`` the
+    screenshots of up to that many earlier steps. ``action_format`` is the format the policy
+    answers in (see the module docstring). A supervisor may also offer
     ``answer_call_user(index, question) -> str | None``; its answer reaches the next prompt.
     ``on_reject`` receives every proposal a supervisor rejected (the caller stores it).
     """
+    formats.check_format(action_format)
+    if isinstance(history_images, bool) or not isinstance(history_images, int) or history_images < 0:
+        raise ValueError(f"history_images must be a whole number >= 0, got {history_images!r}")
     steps: list[StepRecord] = []
-    history: list[tuple[str, str]] = []
+    history: list[HistoryStep] = []
+    screenshots: list[bytes] = []  # history's screenshots, one a step
     style = getattr(policy, "prompt_style", DEFAULT_STYLE)  # the prompt style the policy's model was trained on
+
+    def remember(observation: Observation, observation_text: str, turn: Turn) -> None:
+        history.append(HistoryStep(observation_text, turn, observation.width, observation.height))
+        screenshots.append(observation.screenshot)
 
     def end(reason: str, reward: float = 0.0, **extra: str | None) -> EpisodeResult:
         return EpisodeResult(reward=reward, steps=steps, end_reason=reason, task=task, seed=seed, **extra)
@@ -173,7 +199,7 @@ def run_episode(
             proposal=None, reward=result.reward, done=result.done, info={**result.info, "replayed": True},
             timings={"observe": 0.0, "policy": 0.0, "execute": _ms(started)},
         ))
-        history.append((render_observation(observation, style), turn.to_text()))
+        remember(observation, render_observation(observation, style), turn)
         observation = result.observation
         if result.done:
             return end("finished" if turn.action.name == "finished" else "done", reward=result.reward)
@@ -184,15 +210,19 @@ def run_episode(
         index = len(steps)
         started = time.perf_counter()
         observation_text = render_observation(observation, style)
-        image = observation.screenshot if with_image else None
+        earlier = screenshots[len(screenshots) - history_images:] if history_images else []
+        images = [*earlier, observation.screenshot] if with_image else None
         observe_ms = _ms(started)
         policy_ms = 0.0
         rejected: list[tuple[Turn, str]] = []  # this step's proposals a person turned down, with why
         while True:
-            told = " ".join(part for part in (feedback, rejection_feedback(rejected) if rejected else None) if part)
+            rejects = (rejection_feedback(rejected, action_format, observation.width, observation.height)
+                       if rejected else None)
+            told = " ".join(part for part in (feedback, rejects) if part)
             prompt = render_messages(
                 instruction=observation.instruction, observation_text=observation_text, history=history,
-                image=image, history_window=history_window, feedback=told or None, style=style,
+                images=images, history_window=history_window, feedback=told or None, style=style,
+                action_format=action_format,
             )
             rejected_keys = {_same_turn_key(turn) for turn, _ in rejected}
             for retry in range(1 + (repeat_retries if rejected else 0)):
@@ -201,7 +231,8 @@ def run_episode(
                 policy_ms += _ms(asked)
                 if output.error is not None:
                     return end("policy_error", error=output.error)
-                proposal = parse_turn(output.text)
+                proposal = formats.parse(output.text, format=action_format, width=observation.width,
+                                         height=observation.height)
                 repeated = _same_turn_key(proposal) in rejected_keys
                 if not repeated:
                     break
@@ -213,7 +244,8 @@ def run_episode(
             rejected.append((proposal, decision.reason))
             if on_reject:
                 on_reject(RejectedProposal(index=index, attempt=attempt, prompt=prompt, output=output,
-                                           turn=proposal, reason=decision.reason, repeated=repeated))
+                                           turn=proposal, reason=decision.reason, repeated=repeated,
+                                           action_format=action_format))
             if len(rejected) >= max_rejections:
                 return end("supervisor_finish", outcome="rejected_too_often")
         feedback = None
@@ -232,11 +264,12 @@ def run_episode(
             consecutive_void += 1
             record = StepRecord(index=index, observation=observation, prompt=prompt, output=output, turn=turn,
                                 actor=actor, proposal=overridden, reward=0.0, done=False,
-                                info={**info, "void": turn.void_reason}, timings=timings)
+                                info={**info, "void": turn.void_reason}, timings=timings,
+                                action_format=action_format)
             steps.append(record)
             if on_step:
                 on_step(record)
-            history.append((observation_text, turn.to_text()))
+            remember(observation, observation_text, turn)
             if consecutive_void >= max_consecutive_void:
                 return end("void_turns")
             continue
@@ -251,11 +284,11 @@ def run_episode(
         timings["execute"] = _ms(executed)
         record = StepRecord(index=index, observation=observation, prompt=prompt, output=output, turn=turn,
                             actor=actor, proposal=overridden, reward=result.reward, done=result.done,
-                            info={**info, **result.info}, timings=timings)
+                            info={**info, **result.info}, timings=timings, action_format=action_format)
         steps.append(record)
         if on_step:
             on_step(record)
-        history.append((observation_text, turn.to_text()))
+        remember(observation, observation_text, turn)
         observation = result.observation
         if turn.action.name == "finished":
             return end("finished", reward=result.reward)

@@ -1,4 +1,4 @@
-"""The one prompt renderer: layout, history window, images, feedback, prompt styles."""
+"""The one prompt renderer: layout, history window, images, feedback, prompt styles, action formats."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ import base64
 
 import pytest
 
-from agent.actions import ACTION_NAMES, Action, format_turn
+from agent import formats
+from agent.actions import ACTION_NAMES, Action, Turn, format_turn, parse_turn
 from agent.envs.base import Element, Observation
-from agent.prompt import (PROMPT_STYLES, SYSTEM_PROMPT, prompt_style_of, quoted_names, render_messages,
-                          render_observation, restyle_messages, system_prompt)
+from agent.formats import uitars
+from agent.prompt import (FORMAT_SYSTEM_PROMPTS, PROMPT_STYLES, SYSTEM_PROMPT, HistoryStep, image_bytes, image_url,
+                          map_image_urls, prompt_style_of, quoted_names, render_messages, render_observation,
+                          restyle_messages, system_prompt)
 
 
 def _obs(url="http://127.0.0.1:40123/miniwob/click-button.html"):
@@ -187,3 +190,112 @@ def test_restyle_turns_messages_of_one_style_into_exactly_those_of_the_other():
 def test_restyle_leaves_messages_of_no_known_style_alone():
     messages = [{"role": "system", "content": "custom"}, {"role": "user", "content": '[button] "ok" at (1, 2)'}]
     assert restyle_messages(messages, "compact") is messages
+
+
+# --- action formats and screenshots (policies that read the screen: UI-TARS, Qwen2.5-VL, OpenCUA) ----------
+W, H = 160, 210  # a MiniWoB screenshot
+
+
+def _turn(thought: str, action: str) -> Turn:
+    return parse_turn(format_turn(thought, parse_turn(f"Thought: x\nAction: {action}").action))
+
+
+def _history(*actions: str) -> list[HistoryStep]:
+    return [HistoryStep(f"screen {i + 1}", _turn(f"thought {i + 1}", a), W, H) for i, a in enumerate(actions)]
+
+
+@pytest.mark.parametrize("action_format", formats.FORMATS)
+def test_each_format_has_its_system_prompt_and_earlier_turns_written_in_it(action_format):
+    history = _history("click(x=80, y=105)", 'type(text="hello")')
+    messages = render_messages(instruction="Do X.", observation_text="screen 3", history=history,
+                               action_format=action_format)
+    assert messages[0] == {"role": "system", "content": FORMAT_SYSTEM_PROMPTS[action_format]}
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+    for step, message in zip(history, (messages[2], messages[4])):
+        assert message["content"] == formats.render(step.turn.thought, step.turn.action, format=action_format,
+                                                    width=W, height=H)
+        back = formats.parse(message["content"], format=action_format, width=W, height=H)
+        assert back.thought == step.turn.thought
+        if action_format == "loupe":  # in pixels, exactly; the other grids come back within a pixel
+            assert back.action == step.turn.action
+        else:
+            assert back.action.name == step.turn.action.name
+    assert messages[1]["content"] == "Instruction: Do X.\nscreen 1"  # the user turns as Loupe writes them
+
+
+def test_format_loupe_with_turns_renders_the_same_messages_as_with_their_text():
+    history = _history("click(x=80, y=105)", "wait()")
+    as_text = [(step.observation_text, step.turn.to_text()) for step in history]
+    for window in (0, 1, 4):
+        assert render_messages(instruction="Do X.", observation_text="s", history=history, history_window=window) == \
+            render_messages(instruction="Do X.", observation_text="s", history=as_text, history_window=window)
+    assert render_messages(instruction="Do X.", observation_text="s", history=as_text)[0]["content"] == SYSTEM_PROMPT
+
+
+def test_uitars_history_writes_a_persons_correction_on_the_smart_resized_grid_and_void_turns_as_said():
+    grid = uitars.grid(W, H)  # UI-TARS sees 160x210 as a larger image (at least 100 patches of 28x28)
+    gx, gy = grid.from_pixels(80, 105)
+    void = parse_turn("I would click the button")  # an answer the model wrote that did not parse
+    history = [HistoryStep("screen 1", _turn("the ok button", "click(x=80, y=105)"), W, H),
+               HistoryStep("screen 2", void, W, H)]
+    messages = render_messages(instruction="Do X.", observation_text="screen 3", history=history,
+                               action_format="uitars")
+    assert messages[2]["content"] == (f"Thought: the ok button\nAction: click(start_box='<|box_start|>({gx},{gy})"
+                                      "<|box_end|>')")
+    assert (grid.units_x, grid.units_y) != (W, H) and (gx, gy) != (80, 105)
+    assert messages[4]["content"] == "I would click the button"
+
+    older = render_messages(instruction="Do X.", observation_text="screen 3", history=history, history_window=0,
+                            action_format="uitars")
+    assert older[1]["content"] == ("Instruction: Do X.\nEarlier actions: click(start_box='<|box_start|>"
+                                   f"({gx},{gy})<|box_end|>'); (void turn)\nscreen 3")
+
+
+def test_images_go_text_first_into_the_user_turns_of_their_steps_widening_the_window():
+    history = _history("wait()", "wait()", "wait()", "wait()")
+    shots = [b"\xff\xd8two", b"\xff\xd8three", b"\xff\xd8four", b"\xff\xd8now"]
+    messages = render_messages(instruction="Do X.", observation_text="screen 5", history=history, history_window=1,
+                               images=shots, action_format="uitars")
+    users = [m for m in messages if m["role"] == "user"]
+    assert len(users) == 4  # steps 2-4 in full although the window is 1: each image needs its turn
+    assert users[0]["content"][0] == {"type": "text",
+                                      "text": "Instruction: Do X.\nEarlier actions: wait()\nscreen 2"}
+    for user, shot, text in zip(users, shots, ("screen 2", "screen 3", "screen 4", "screen 5")):
+        text_part, image_part = user["content"]
+        assert text_part["type"] == "text" and text_part["text"].endswith(text)
+        assert image_part["type"] == "image_url" and image_bytes(image_part["image_url"]["url"]) == shot
+    assert all(isinstance(m["content"], str) for m in messages if m["role"] != "user")
+
+    some = render_messages(instruction="Do X.", observation_text="screen 5", history=history, history_window=4,
+                           images=[None, b"\xff\xd8four", b"\xff\xd8now"])
+    assert [isinstance(m["content"], list) for m in some if m["role"] == "user"] == [False, False, False, True, True]
+
+
+def test_bad_image_and_format_arguments_are_refused_with_their_reason():
+    history = _history("wait()")
+    with pytest.raises(ValueError, match="3 images for 2 user turns"):
+        render_messages(instruction="x", observation_text="s", history=history, images=[b"a", b"b", b"c"])
+    with pytest.raises(ValueError, match="not both"):
+        render_messages(instruction="x", observation_text="s", history=history, image=b"a", images=[b"a"])
+    with pytest.raises(ValueError, match="unknown answer format 'tars'"):
+        render_messages(instruction="x", observation_text="s", history=history, action_format="tars")
+    with pytest.raises(ValueError, match="history step 0 has no screenshot size"):
+        render_messages(instruction="x", observation_text="s", history=[("screen", "Thought: a\nAction: wait()")],
+                        action_format="pyautogui")
+
+
+def test_image_urls_are_data_urls_and_map_image_urls_changes_only_image_parts():
+    png = b"\x89PNG\r\n\x1a\nrest"
+    assert image_url(png).startswith("data:image/png;base64,") and image_bytes(image_url(png)) == png
+    assert image_url(b"\xff\xd8x").startswith("data:image/jpeg;base64,")
+    for bad in ("https://example.org/a.jpg", "data:text/plain;base64,aGk=", "data:image/png;base64,%%%", "x"):
+        with pytest.raises(ValueError):
+            image_bytes(bad)
+    messages = render_messages(instruction="Do X.", observation_text="s", history=_history("wait()"),
+                               images=[b"\xff\xd8a", b"\xff\xd8b"])
+    mapped = map_image_urls(messages, lambda url: "ref:" + image_bytes(url).decode("latin-1"))
+    assert [p["image_url"]["url"] for m in mapped if isinstance(m["content"], list) for p in m["content"]
+            if p["type"] == "image_url"] == ["ref:\xff\xd8a", "ref:\xff\xd8b"]
+    assert [m["content"] if isinstance(m["content"], str) else m["content"][0] for m in mapped] == \
+        [m["content"] if isinstance(m["content"], str) else m["content"][0] for m in messages]
+    assert map_image_urls(mapped, lambda ref: image_url(ref[4:].encode("latin-1"))) == messages

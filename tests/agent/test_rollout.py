@@ -1,15 +1,22 @@
 """The rollout loop: autonomous and supervised episodes in real Chromium on click-button,
-and its end reasons on a scripted stand-in environment."""
+its end reasons on a scripted stand-in environment, and policies that answer in another action
+format (UI-TARS) and read screenshots."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from PIL import Image
 
 from agent.actions import Action, Turn, format_turn, parse_action, parse_turn
 from agent.envs import make_env
 from agent.envs.base import Element, Env, EnvError, Observation, StepResult
 from agent.policies import make_policy
+from agent.formats import uitars
 from agent.policies.base import Policy, PolicyOutput
+from agent.policies.scripted import observation_from_prompt
+from agent.prompt import FORMAT_SYSTEM_PROMPTS, image_bytes
 from agent.rollout import Decision, run_episode
 
 pytestmark = pytest.mark.timeout(300)
@@ -264,3 +271,97 @@ def test_decision_validates_kind_and_turn():
         Decision("maybe")
     with pytest.raises(ValueError, match="needs a turn"):
         Decision("edit", turn=parse_turn("nonsense"))
+
+
+# -- a policy that answers as UI-TARS-1.5 does, reading the screenshot it is sent ---------------------------
+def _images(messages) -> list[bytes]:
+    return [image_bytes(part["image_url"]["url"]) for m in messages if isinstance(m["content"], list)
+            for part in m["content"] if part["type"] == "image_url"]
+
+
+class UITarsStub(Policy):
+    """Answers like UI-TARS-1.5: ``click(start_box=...)`` on the smart_resized image of the screenshot it was
+    sent (its size read from the image itself), after ``waits`` wait() turns; the target is the button the
+    instruction names, found in the element lines of the prompt."""
+
+    name = "uitars-stub"
+
+    def __init__(self, waits: int = 0):
+        self.waits, self.prompts = waits, []
+
+    def act(self, messages, *, temperature=None):
+        self.prompts.append(messages)
+        if len(self.prompts) <= self.waits:
+            return PolicyOutput(text="Thought: The page may still be loading.\nAction: wait()")
+        width, height = Image.open(io.BytesIO(_images(messages)[-1])).size
+        observation, _ = observation_from_prompt(messages)
+        target = _target(observation)
+        gx, gy = uitars.grid(width, height).from_pixels(target.x, target.y)
+        return PolicyOutput(text=f"Thought: Click the {target.text} button.\n"
+                                 f"Action: click(start_box='<|box_start|>({gx},{gy})<|box_end|>')")
+
+
+@pytest.mark.browser
+def test_uitars_answers_are_read_on_the_smart_resized_grid_and_the_click_lands_in_screenshot_pixels(env):
+    policy = UITarsStub(waits=2)
+    seen = []
+    result = run_episode(env, policy, task="click-button", seed=11, max_steps=5, on_step=seen.append,
+                         with_image=True, history_images=5, action_format="uitars")
+    assert result.end_reason == "done" and result.reward >= 0.9, result
+    assert [s.turn.action.name for s in seen] == ["wait", "wait", "click"]
+    assert all(s.action_format == "uitars" for s in seen)
+    click = seen[-1]
+    target = _target(click.observation)
+    grid = uitars.grid(click.observation.width, click.observation.height)
+    assert (grid.units_x, grid.units_y) != (click.observation.width, click.observation.height)  # a real rescale
+    assert click.turn.action.args == dict(zip("xy", grid.to_pixels(*grid.from_pixels(target.x, target.y))))
+    assert abs(click.turn.action.args["x"] - target.x) <= 1 and abs(click.turn.action.args["y"] - target.y) <= 1
+    assert "start_box" in click.output.text and click.turn.raw == click.output.text
+
+    prompt = click.prompt
+    assert prompt[0]["content"] == FORMAT_SYSTEM_PROMPTS["uitars"]
+    # the current screenshot and both earlier ones, each the very bytes of its step's observation
+    assert _images(prompt) == [s.observation.screenshot for s in seen]
+    assert [m["content"] for m in prompt if m["role"] == "assistant"] == \
+        ["Thought: The page may still be loading.\nAction: wait()"] * 2
+    assert [len(_images(p)) for p in policy.prompts] == [1, 2, 3]
+
+
+def test_uitars_rejection_feedback_names_the_action_on_the_models_grid_and_call_user_is_answered():
+    answers = iter(["Thought: a\nAction: click(start_box='<|box_start|>(10,20)<|box_end|>')",
+                    "Thought: unsure\nAction: call_user()", "Thought: ok\nAction: wait()"])
+    policy = Recorder(text="")
+    policy.act = lambda messages, **_: (policy.prompts.append(messages), PolicyOutput(text=next(answers)))[1]
+
+    class Answering(ScriptSupervisor):
+        def answer_call_user(self, index, question):
+            return "the blue one" if question == "" else None
+
+    supervisor = Answering(lambda obs, p: Decision("reject", reason="wrong place"), lambda obs, p: Decision("approve"),
+                           lambda obs, p: Decision("approve"))
+    rejections = []
+    result = run_episode(FakeEnv(), policy, task="t", seed=0, max_steps=2, supervisor=supervisor,
+                         on_reject=rejections.append, action_format="uitars")
+    grid = uitars.grid(10, 10)  # a 10x10 screen is seen as 280x280
+    px, py = grid.to_pixels(10, 20)
+    assert supervisor.reviews[0][1].action == Action("click", {"x": px, "y": py})  # canonical, screenshot pixels
+    assert rejections[0].action_format == "uitars"
+    gx, gy = grid.from_pixels(px, py)  # the rejected action as the model would write it now
+    assert policy.prompts[1][-1]["content"].endswith(
+        f"Feedback: A person rejected your proposal click(start_box='<|box_start|>({gx},{gy})<|box_end|>') "
+        "(reason: wrong place). Propose a different action.")
+    assert policy.prompts[2][-1]["content"].endswith("Feedback: The user answered: the blue one")
+    assert policy.prompts[2][2]["content"] == "Thought: unsure\nAction: call_user()"
+    assert result.end_reason == "max_steps" and [s.action_format for s in result.steps] == ["uitars", "uitars"]
+
+
+def test_an_answer_in_another_format_is_a_void_turn_with_its_reason():
+    seen = []
+    result = run_episode(FakeEnv(), Recorder(text="Thought: x\nAction: click(x=3, y=4)"), task="t", seed=0,
+                         max_steps=5, max_consecutive_void=2, on_step=seen.append, action_format="pyautogui")
+    assert result.end_reason == "void_turns" and all(s.turn.is_void for s in seen)
+    assert "code block" in seen[0].turn.void_reason and seen[0].action_format == "pyautogui", seen[0].turn
+    with pytest.raises(ValueError, match="unknown answer format"):
+        run_episode(FakeEnv(), Recorder(text="x"), task="t", seed=0, max_steps=1, action_format="tars")
+    with pytest.raises(ValueError, match="history_images"):
+        run_episode(FakeEnv(), Recorder(text="x"), task="t", seed=0, max_steps=1, history_images=-1)
