@@ -13,8 +13,10 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flywheel import datasets, episodes, projects, selectors, snapshots, training
-from flywheel.models import DatasetSnapshot, Episode, Event, Membership, Role, SnapshotKind, Step, TaskSpec
+from agent.formats import FORMATS
+from flywheel import datasets, deployments, episodes, projects, selectors, snapshots, training
+from flywheel.models import (Checkpoint, DatasetSnapshot, Episode, Event, Membership, Role, SnapshotKind, Step,
+                             TaskSpec)
 from core.api import StrictSerializer
 from core.errors import ApplicationError
 
@@ -322,13 +324,73 @@ class ProposalScreenshotApi(APIView):
 
 
 # --- checkpoints, deployments, runs --------------------------------------------------------------
+class CheckpointOutput(serializers.ModelSerializer):
+    parent = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Checkpoint
+        fields = ["id", "name", "uri", "base_model", "parent", "produced_by", "action_format", "reads_images",
+                  "metrics", "created_at"]
+
+    def get_parent(self, checkpoint) -> dict | None:
+        return {"id": checkpoint.parent_id, "name": checkpoint.parent.name} if checkpoint.parent_id else None
+
+
+class CheckpointRegisterInput(StrictSerializer):
+    name = serializers.CharField(max_length=100)
+    uri = serializers.CharField(max_length=500, help_text="The checkpoint directory (HF format) on the servers.")
+    base_model = serializers.CharField(max_length=200, required=False, help_text="What it was trained from; "
+                                                                                 "default: its directory.")
+    parent = serializers.IntegerField(required=False, help_text="The checkpoint of this project it was trained from.")
+    action_format = serializers.ChoiceField(
+        choices=list(FORMATS), required=False,
+        error_messages={"invalid_choice": f'Unknown action format "{{input}}"; use one of {", ".join(FORMATS)}.'},
+        help_text="The format its answers are written in; default: the parent's, else its loupe.json's, else loupe.")
+    reads_images = serializers.BooleanField(
+        required=False, help_text="Its prompts carry the screenshots; default: the parent's, else its loupe.json's, "
+                                  "else whether it is a vision-language model.")
+
+
+class CheckpointListApi(APIView):
+    """A project's checkpoints, newest first (members); register one from a directory (admins: it names a path on
+    the servers), with the format it answers in and whether it reads screenshots."""
+
+    @extend_schema(responses={200: CheckpointOutput(many=True)})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
+        return paginate(self, project.checkpoints.select_related("parent"), CheckpointOutput)
+
+    @extend_schema(request=CheckpointRegisterInput, responses={201: CheckpointOutput})
+    def post(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.ADMIN)
+        data = CheckpointRegisterInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        given = data.validated_data
+        if project.checkpoints.filter(name=given["name"]).exists():
+            raise ApplicationError(f"A checkpoint called '{given['name']}' already exists in this project.", status=409,
+                                   errors={"name": ["Taken."]})
+        parent = None
+        if "parent" in given:
+            parent = project.checkpoints.filter(pk=given["parent"]).first()
+            if parent is None:
+                raise ApplicationError("No such parent checkpoint in this project.", status=404,
+                                       errors={"parent": ["Unknown."]})
+        checkpoint = deployments.checkpoint_register(
+            project=project, name=given["name"], uri=given["uri"], base_model=given.get("base_model") or given["uri"],
+            parent=parent, action_format=given.get("action_format"), reads_images=given.get("reads_images"),
+            actor=request.user)
+        return Response(CheckpointOutput(checkpoint).data, status=status.HTTP_201_CREATED)
+
+
 class DeploymentListApi(APIView):
     @extend_schema(responses={200: dict})
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
         rows = project.deployments.select_related("checkpoint")[:100]
         return Response({"results": [
-            {"id": d.pk, "checkpoint": {"id": d.checkpoint_id, "name": d.checkpoint.name}, "backend": d.backend,
+            {"id": d.pk, "checkpoint": {"id": d.checkpoint_id, "name": d.checkpoint.name,
+                                        "action_format": d.checkpoint.action_format,
+                                        "reads_images": d.checkpoint.reads_images}, "backend": d.backend,
              "active": d.active, "activated_at": d.activated_at, "deactivated_at": d.deactivated_at, "reason": d.reason}
             for d in rows], "next": None})
 

@@ -124,6 +124,8 @@ class CycleSettingsInput(StrictSerializer):
     backend = serializers.ChoiceField(choices=["local", "openai"], required=False)
     export = serializers.ChoiceField(choices=["lora", "full"], required=False)
     base_checkpoint = serializers.IntegerField(required=False, allow_null=True)
+    history_images = serializers.IntegerField(
+        required=False, help_text="earlier screenshots a screen-reading checkpoint gets besides the current one (0-10)")
     cadence_minutes = serializers.IntegerField(required=False)
 
 

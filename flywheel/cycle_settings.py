@@ -1,4 +1,5 @@
-"""A project's cycle settings: the recipe, the gate, the evaluation and the schedule, validated with messages a
+"""A project's cycle settings: the recipe, the gate, the evaluation, the schedule and how its policy is served
+(backend, export, and how many earlier screenshots a screen-reading checkpoint gets), validated with messages a
 manager can act on; the schedule is a django-celery-beat periodic task."""
 from __future__ import annotations
 
@@ -30,7 +31,10 @@ DEFAULTS = {
     "backend": "",  # local | openai; empty: LOUPE_POLICY_BACKEND
     "export": "lora",  # openai backend: load the LoRA adapter (vLLM) or the full weights (trainer serve)
     "base_checkpoint": None,  # openai + lora: the checkpoint the server was launched with (adapters fit it)
+    # a checkpoint that reads screenshots gets the current one and this many of earlier steps (UI-TARS-1.5: 5)
+    "history_images": 0,
 }
+MAX_HISTORY_IMAGES = 10
 SCHEDULE_TASK = "flywheel.tasks.cycle_scheduled"
 MAX_CADENCE_MINUTES = 60 * 24 * 31
 
@@ -114,6 +118,11 @@ def settings_clean(project: Project, changes: dict) -> dict:
         "eval_seeds": _int("eval_seeds", merged["eval_seeds"], 1, 1000),
         "eval_max_steps": _int("eval_max_steps", merged["eval_max_steps"], 0, 200),
     }
+    if not isinstance(merged["history_images"], int) or isinstance(merged["history_images"], bool) or \
+            not 0 <= merged["history_images"] <= MAX_HISTORY_IMAGES:
+        _bad("history_images", f"use a whole number of earlier screenshots from 0 to {MAX_HISTORY_IMAGES} (UI-TARS-1.5 "
+                               "reads 5); each one costs the model a screenshot's worth of tokens.")
+    clean["history_images"] = merged["history_images"]
     tasks = merged["eval_tasks"]
     if not isinstance(tasks, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tasks):
         _bad("eval_tasks", "give a list of task ids.")

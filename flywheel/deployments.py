@@ -1,16 +1,19 @@
 """Checkpoints and which one a project serves: registering, promoting and rolling back, one transaction each."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from django.db import transaction
 from django.utils import timezone
 from safetensors import safe_open
 
+from agent.formats import FORMATS
 from core.audit import audit_record
 from core.errors import ApplicationError
 from flywheel import policy_server
 from flywheel.models import Checkpoint, Deployment, Project
+
 
 def checkpoint_check_files(uri: str) -> None:
     """Refuse a checkpoint whose files are missing or unreadable, before anything serves it."""
@@ -30,15 +33,58 @@ def checkpoint_check_files(uri: str) -> None:
         raise ApplicationError(f"The weights in {uri} are corrupt: {exc}", status=409)
 
 
+def _json_file(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def checkpoint_reads_images_possible(uri: str) -> bool:
+    """Whether the checkpoint dir holds a vision-language model (its config.json has a ``vision_config``)."""
+    return "vision_config" in _json_file(Path(uri) / "config.json")
+
+
+def _format_check(action_format) -> str:
+    if action_format not in FORMATS:
+        raise ApplicationError(f"Unknown action format {action_format!r}; use one of {', '.join(FORMATS)}.",
+                               errors={"action_format": [f"Use one of {', '.join(FORMATS)}."]})
+    return action_format
+
+
 @transaction.atomic
 def checkpoint_register(*, project, name: str, uri: str, base_model: str = "tiny", parent=None, produced_by=None,
-                        metrics: dict | None = None) -> Checkpoint:
+                        metrics: dict | None = None, action_format: str | None = None,
+                        reads_images: bool | None = None, actor=None) -> Checkpoint:
+    """Record a checkpoint dir (idempotent on the name). ``action_format`` (agent/formats) and ``reads_images``
+    not given are inherited: from ``parent`` (a training run's checkpoint speaks as its init did), else from the
+    dir's loupe.json (the trainer writes them there), else format loupe, reading screenshots when the dir holds a
+    vision-language model. A checkpoint that reads screenshots must be one (config.json with ``vision_config``).
+    ``actor``: the person registering it (audited); training registers its checkpoints without one."""
     checkpoint_check_files(uri)
+    recorded = _json_file(Path(uri) / "loupe.json")
+    if action_format is None:
+        action_format = parent.action_format if parent is not None else recorded.get("action_format", "loupe")
+    if reads_images is None:
+        reads_images = (parent.reads_images if parent is not None else
+                        recorded.get("reads_images", checkpoint_reads_images_possible(uri)))
+    _format_check(action_format)
+    if not isinstance(reads_images, bool):
+        raise ApplicationError("reads_images must be true or false.", errors={"reads_images": ["Use true or false."]})
+    if reads_images and not checkpoint_reads_images_possible(uri):
+        raise ApplicationError(f"{uri} holds no vision-language model (its config.json has no vision_config), so it "
+                               "cannot read screenshots; register it with reads_images false.",
+                               errors={"reads_images": ["This checkpoint has no vision part."]})
     checkpoint, _ = Checkpoint.objects.get_or_create(
         project=project, name=name,
         defaults={"uri": uri, "base_model": base_model, "parent": parent, "produced_by": produced_by,
-                  "metrics": metrics or {}},
+                  "metrics": metrics or {}, "action_format": action_format, "reads_images": reads_images},
     )
+    if actor is not None:
+        audit_record(actor=actor, action="checkpoint.register", target=f"checkpoint:{checkpoint.pk}",
+                     project_id=project.pk, data={"uri": uri, "action_format": action_format,
+                                                  "reads_images": reads_images})
     return checkpoint
 
 

@@ -12,6 +12,8 @@ from django.db import transaction
 from django.db.models import F, Prefetch
 from django.utils import timezone
 
+from agent.formats import FORMATS
+from agent.prompt import image_bytes, image_url, map_image_urls
 from core.audit import audit_record
 from core.errors import ApplicationError
 from flywheel import selectors
@@ -141,6 +143,43 @@ def screenshot_store(data: bytes) -> str:
     return name
 
 
+IMAGE_REF = "loupe-storage:"  # an image part's URL in a stored prompt: this, then the screenshot's storage name
+
+
+def prompt_for_storage(prompt: list) -> list:
+    """``prompt`` as a step or rejection stores it: the messages exactly as sent, but each ``data:`` image URL
+    replaced by ``loupe-storage:<name>``, ``<name>`` being the Django storage name of those very bytes (stored by
+    content hash, so the current screenshot is the step's own ``screenshot`` file and an earlier one that step's;
+    stored here if new). A step's prompt keeps a few hundred bytes a screenshot instead of its base64."""
+    def reference(url: str) -> str:
+        return IMAGE_REF + screenshot_store(image_bytes(url)) if url.startswith("data:") else url
+
+    return map_image_urls(prompt, reference)
+
+
+def prompt_as_sent(prompt: list) -> list:
+    """A stored prompt as the policy was sent it: each ``loupe-storage:<name>`` image URL back to the ``data:`` URL
+    of the stored file's bytes (``default_storage.open(name)``; training rows that want files rather than base64
+    read the same names). ApplicationError names a screenshot that is missing from storage."""
+    def data_url(url: str) -> str:
+        if not url.startswith(IMAGE_REF):
+            return url
+        name = url[len(IMAGE_REF):]
+        try:
+            with default_storage.open(name) as handle:
+                return image_url(handle.read())
+        except (FileNotFoundError, OSError):
+            raise ApplicationError(f"The screenshot {name} of a stored prompt is missing from storage.",
+                                   status=500) from None
+
+    return map_image_urls(prompt, data_url)
+
+
+def _format_check(action_format: str) -> None:
+    if action_format not in FORMATS:
+        raise ApplicationError(f"Unknown action format '{action_format}'; use one of {', '.join(FORMATS)}.")
+
+
 def turn_payload(turn) -> dict | None:
     """An agent Turn as JSON: how proposals and corrections are stored."""
     if turn is None:
@@ -153,6 +192,7 @@ def turn_payload(turn) -> dict | None:
 def rejection_payload(rejection: Rejection) -> dict:
     return {"attempt": rejection.attempt, "thought": rejection.thought, "action": rejection.action,
             "action_text": rejection.action_text, "void_reason": rejection.void_reason, "reason": rejection.reason,
+            "action_format": rejection.action_format,
             "repeated": rejection.repeated,
             "rejected_by": rejection.rejected_by.username if rejection.rejected_by_id else None,
             "created_at": rejection.created_at.isoformat() if rejection.created_at else None}
@@ -168,7 +208,7 @@ def step_payload(step: Step) -> dict:
     return {
         "index": step.index, "actor": step.actor, "thought": step.thought, "action": step.action,
         "action_text": step.action_text, "void": step.void, "void_reason": step.void_reason,
-        "proposal": step.proposal, "correction": step.correction,
+        "proposal": step.proposal, "correction": step.correction, "action_format": step.action_format,
         "rejections": [rejection_payload(r) for r in step.rejections.all()],
         "reward": step.reward, "done": step.done,
         "screenshot_url": f"/api/v1/episodes/{step.episode_id}/steps/{step.index}/screenshot" if step.screenshot else "",
@@ -194,15 +234,17 @@ def correction_of(*, actor: str, action: dict | None, thought: str, proposal: di
 def rejection_record(*, episode: Episode, index: int, attempt: int, prompt: list, raw_output: str,
                      token_ids: list[int], token_logprobs: list[float], thought: str, action: dict | None,
                      action_text: str, void_reason: str | None, reason: str, repeated: bool,
-                     rejected_by=None) -> Rejection:
+                     rejected_by=None, action_format: str = "loupe") -> Rejection:
     """Store a proposal a person rejected. Idempotent on (episode, step, attempt): a resumed episode that
-    proposes its step again numbers its proposals after the ones already stored."""
+    proposes its step again numbers its proposals after the ones already stored. ``raw_output`` was read in
+    ``action_format``; the prompt's screenshots are stored as references (prompt_for_storage)."""
+    _format_check(action_format)
     existing = Rejection.objects.filter(episode=episode, step_index=index).order_by("-attempt").first()
     if existing is not None and existing.attempt >= attempt:
         attempt = existing.attempt + 1
     return Rejection.objects.create(
-        episode=episode, step_index=index, attempt=attempt, prompt=prompt, raw_output=raw_output,
-        token_ids=token_ids, token_logprobs=token_logprobs, thought=thought, action=action,
+        episode=episode, step_index=index, attempt=attempt, prompt=prompt_for_storage(prompt), raw_output=raw_output,
+        action_format=action_format, token_ids=token_ids, token_logprobs=token_logprobs, thought=thought, action=action,
         action_text=action_text[:1000], void_reason=(void_reason or "")[:300], reason=reason[:2000],
         repeated=repeated, rejected_by=rejected_by, checkpoint_id=episode.checkpoint_id)
 
@@ -218,18 +260,22 @@ def step_record(*, episode: Episode, index: int, screenshot: bytes, width: int, 
                 instruction: str, elements: list[dict], prompt: list, raw_output: str, token_ids: list[int],
                 token_logprobs: list[float], thought: str, action: dict | None, action_text: str, actor: str,
                 proposal: dict | None, reward: float, done: bool, void_reason: str | None, info: dict,
-                timings: dict, intervened_by=None, started_at=None) -> Step:
-    """Store one executed step and its event. Idempotent on (episode, index): a replayed step is not stored twice."""
+                timings: dict, intervened_by=None, started_at=None, action_format: str = "loupe") -> Step:
+    """Store one executed step and its event. Idempotent on (episode, index): a replayed step is not stored twice.
+    ``raw_output`` was read in ``action_format``; the prompt's screenshots are stored as references to the
+    screenshot files (prompt_for_storage), the current one being this step's ``screenshot``."""
     if actor not in Actor.values:
         raise ApplicationError(f"Unknown actor '{actor}'.")
+    _format_check(action_format)
     existing = Step.objects.filter(episode=episode, index=index).first()
     if existing is not None:
         return existing
     correction = correction_of(actor=actor, action=action, thought=thought, proposal=proposal)
     step = Step.objects.create(
         episode=episode, index=index, screenshot=screenshot_store(screenshot) if screenshot else "", width=width,
-        height=height, url=url[:500], instruction=instruction, elements=elements, prompt=prompt, raw_output=raw_output,
-        token_ids=token_ids, token_logprobs=token_logprobs, thought=thought, action=action,
+        height=height, url=url[:500], instruction=instruction, elements=elements, prompt=prompt_for_storage(prompt),
+        raw_output=raw_output, action_format=action_format, token_ids=token_ids, token_logprobs=token_logprobs,
+        thought=thought, action=action,
         action_text=action_text[:1000], actor=actor, proposal=proposal, correction=correction, reward=reward, done=done,
         void=action is None, void_reason=(void_reason or "")[:300], info=info, timings=timings,
         checkpoint_id=episode.checkpoint_id, intervened_by=intervened_by, started_at=started_at,

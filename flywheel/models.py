@@ -8,6 +8,12 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from agent.formats import FORMATS
+
+# The answer formats of agent/formats: how a checkpoint writes its actions, and how a step's raw output was read.
+# The columns have database defaults too, so rows written in SQL (bench/bench_review.py) need not name them.
+ACTION_FORMAT_CHOICES = [(name, name) for name in FORMATS]
+
 
 class Role(models.TextChoices):
     ANNOTATOR = "annotator"
@@ -78,6 +84,11 @@ class Checkpoint(models.Model):
     base_model = models.CharField(max_length=200, default="tiny")
     produced_by = models.ForeignKey("TrainingRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     metrics = models.JSONField(default=dict, blank=True)
+    action_format = models.CharField(max_length=16, choices=ACTION_FORMAT_CHOICES, default="loupe", db_default="loupe",
+                                     help_text="The format its answers are written in (agent/formats).")
+    reads_images = models.BooleanField(
+        default=False, db_default=False,
+        help_text="Its prompts carry the screenshots (a vision-language model); otherwise only the screen's text.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -209,6 +220,10 @@ class Correction(models.TextChoices):
     SAME = "same"
 
 
+PROMPT_HELP = ("The exact chat messages the policy saw; each screenshot it was sent is a reference to the stored "
+               "file (loupe-storage:<name>, see flywheel.episodes.prompt_as_sent).")
+
+
 class Step(models.Model):
     episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="steps")
     index = models.PositiveIntegerField()
@@ -218,8 +233,10 @@ class Step(models.Model):
     url = models.CharField(max_length=500, blank=True)
     instruction = models.TextField(blank=True)
     elements = models.JSONField(default=list, blank=True)
-    prompt = models.JSONField(default=list, blank=True, help_text="The exact chat messages the policy saw.")
+    prompt = models.JSONField(default=list, blank=True, help_text=PROMPT_HELP)
     raw_output = models.TextField(blank=True)
+    action_format = models.CharField(max_length=16, choices=ACTION_FORMAT_CHOICES, default="loupe", db_default="loupe",
+                                     help_text="The format raw_output was written and read in.")
     token_ids = models.JSONField(default=list, blank=True)
     token_logprobs = models.JSONField(default=list, blank=True)
     thought = models.TextField(blank=True)
@@ -255,8 +272,10 @@ class Rejection(models.Model):
     step_index = models.PositiveIntegerField()
     attempt = models.PositiveIntegerField(help_text="1 for the step's first proposal, 2 for the next...")
     step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="rejections")
-    prompt = models.JSONField(default=list, blank=True, help_text="The exact chat messages the policy saw.")
+    prompt = models.JSONField(default=list, blank=True, help_text=PROMPT_HELP)
     raw_output = models.TextField(blank=True)
+    action_format = models.CharField(max_length=16, choices=ACTION_FORMAT_CHOICES, default="loupe", db_default="loupe",
+                                     help_text="The format raw_output was written and read in.")
     token_ids = models.JSONField(default=list, blank=True)
     token_logprobs = models.JSONField(default=list, blank=True)
     thought = models.TextField(blank=True)

@@ -1,5 +1,9 @@
 """The rollout worker's side of an episode: one browser per worker process, policies cached by
-checkpoint, every step stored (PostgreSQL, then the channel layer) as it executes."""
+checkpoint, every step stored (PostgreSQL, then the channel layer) as it executes.
+
+A checkpoint says how it is prompted and read (``Checkpoint.action_format``, ``reads_images``) and the
+project how many earlier screenshots a screen-reading checkpoint gets (cycle setting ``history_images``):
+:func:`prompting_for` turns them into run_episode's arguments."""
 from __future__ import annotations
 
 import functools
@@ -8,7 +12,7 @@ import time
 
 from django.conf import settings
 
-from flywheel import episodes
+from flywheel import cycle_settings, episodes
 from flywheel.episodes import EpisodeStop
 from flywheel.leases import Heartbeat, worker_name
 from flywheel.models import Deployment, Episode, EpisodeStatus, Step
@@ -17,6 +21,10 @@ log = logging.getLogger(__name__)
 
 _envs: dict = {}
 _policies: dict = {}
+# Answer length asked of an openai policy: Loupe's grammar is one short line of thought and an action; the formats
+# of real GUI agents come with a plan (UI-TARS) or a code block (OpenCUA), which 96 tokens would cut into void turns.
+MAX_TOKENS = {"loupe": 96}
+MAX_TOKENS_OTHER_FORMATS = 384
 
 
 def env_for(kind: str):
@@ -29,34 +37,57 @@ def env_for(kind: str):
     return env
 
 
-def policy_for(episode: Episode):
-    """The policy that acts for this episode: its checkpoint, served as its deployment says."""
-    from agent.policies import make_policy
-
+def _backend(episode: Episode) -> tuple[Deployment | None, str]:
     deployment = (Deployment.objects.filter(project_id=episode.project_id, checkpoint_id=episode.checkpoint_id)
                   .order_by("-activated_at").first())
-    backend = deployment.backend if deployment else settings.LOUPE_POLICY_BACKEND
+    return deployment, deployment.backend if deployment else settings.LOUPE_POLICY_BACKEND
+
+
+def prompting_for(episode: Episode) -> dict:
+    """How the episode's policy is prompted and read, as run_episode's keyword arguments: the checkpoint's action
+    format, its screenshot if it reads them, and then the project's ``history_images`` earlier ones. The scripted
+    baseline reads Loupe's text prompt and answers in Loupe's grammar, whatever the checkpoint."""
+    checkpoint = episode.checkpoint
+    _, backend = _backend(episode)
+    if checkpoint is None or backend == "scripted":
+        return {"action_format": "loupe", "with_image": False, "history_images": 0}
+    reads = checkpoint.reads_images
+    history = cycle_settings.settings_of(episode.project)["history_images"] if reads else 0
+    return {"action_format": checkpoint.action_format, "with_image": reads, "history_images": history}
+
+
+def policy_for(episode: Episode):
+    """The policy that acts for this episode: its checkpoint, served as its deployment says."""
+    from agent.policies import PolicyError, make_policy
+
+    deployment, backend = _backend(episode)
+    checkpoint = episode.checkpoint
     if backend == "openai":
-        name = (deployment.served_name if deployment else "") or episode.checkpoint.name
-        key = ("openai", name)
+        name = (deployment.served_name if deployment else "") or checkpoint.name
+        answer_format = checkpoint.action_format if checkpoint else "loupe"
+        max_tokens = MAX_TOKENS.get(answer_format, MAX_TOKENS_OTHER_FORMATS)
+        key = ("openai", name, max_tokens)
         if key not in _policies:
             _policies[key] = make_policy("openai", base_url=settings.LOUPE_OPENAI_BASE_URL, model=name,
                                          api_key=settings.LOUPE_OPENAI_API_KEY or None,
                                          timeout=settings.LOUPE_OPENAI_TIMEOUT_SECONDS,
-                                         retries=settings.LOUPE_OPENAI_RETRIES)
+                                         retries=settings.LOUPE_OPENAI_RETRIES, max_tokens=max_tokens)
         return _policies[key]
     if backend == "scripted":
         return make_policy("scripted", task=episode.task.task_name)
-    key = ("local", episode.checkpoint.uri)
+    if checkpoint is not None and checkpoint.reads_images:
+        raise PolicyError(f"Checkpoint {checkpoint.name} reads screenshots; the local backend runs text models only. "
+                          "Deploy it on the openai backend (vLLM, or python -m trainer serve on a CPU).")
+    key = ("local", checkpoint.uri)
     if key not in _policies:
         # one local model per process at a time: reload in place when the deployment changes
         current = next((p for k, p in _policies.items() if k[0] == "local"), None)
         if current is not None:
-            current.reload(episode.checkpoint.uri)
+            current.reload(checkpoint.uri)
             _policies.clear()
             _policies[key] = current
         else:
-            _policies[key] = make_policy("local", checkpoint_dir=episode.checkpoint.uri)
+            _policies[key] = make_policy("local", checkpoint_dir=checkpoint.uri)
     return _policies[key]
 
 
@@ -73,7 +104,7 @@ def record_step(episode: Episode, record, *, index_offset: int = 0, intervened_b
         action=turn.action.to_dict() if turn.action else None, action_text=turn.action.to_text() if turn.action else "",
         actor=record.actor, proposal=episodes.turn_payload(record.proposal), reward=float(record.reward), done=bool(record.done),
         void_reason=turn.void_reason, info=_json_safe(record.info), timings=record.timings,
-        intervened_by=intervened_by,
+        intervened_by=intervened_by, action_format=record.action_format,
     )
 
 
@@ -85,7 +116,7 @@ def record_rejection(episode: Episode, record, *, index_offset: int = 0, rejecte
         raw_output=out.text, token_ids=list(out.token_ids), token_logprobs=[float(x) for x in out.token_logprobs],
         thought=turn.thought, action=turn.action.to_dict() if turn.action else None,
         action_text=turn.action.to_text() if turn.action else "", void_reason=turn.void_reason, reason=record.reason,
-        repeated=record.repeated, rejected_by=rejected_by)
+        repeated=record.repeated, rejected_by=rejected_by, action_format=record.action_format)
 
 
 def _json_safe(value):
@@ -120,6 +151,7 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
         try:
             env = env_for(episode.task.env_kind)
             policy = policy_for(episode)
+            prompting = prompting_for(episode)
             log.info("episode %s: environment and policy ready after %.1f s", episode.pk, time.monotonic() - started)
             # every episode gets the supervisor: watchers may pause or take over autonomous ones too
             supervisor = supervisor_factory(episode) if supervisor_factory else None
@@ -136,7 +168,7 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
 
             result = run_episode(env, policy, task=episode.task.task_name, seed=episode.seed,
                                  max_steps=episode.task.max_steps, supervisor=supervisor, on_step=on_step,
-                                 on_reject=on_reject, replay=replay or None)
+                                 on_reject=on_reject, replay=replay or None, **prompting)
         except EpisodeStop as exc:
             episodes.episode_finish(episode_id=episode.pk, status=exc.status, end_reason=str(exc))
             return "stopped"

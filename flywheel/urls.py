@@ -19,6 +19,7 @@ urlpatterns += [
     path("episodes/<int:episode_id>/steps/<int:index>/screenshot", api.StepScreenshotApi.as_view(), name="step-screenshot"),
     path("episodes/<int:episode_id>/proposals/<int:index>/screenshot", api.ProposalScreenshotApi.as_view(),
          name="proposal-screenshot"),
+    path("projects/<int:project_id>/checkpoints/", api.CheckpointListApi.as_view(), name="checkpoint-list"),
     path("projects/<int:project_id>/deployments/", api.DeploymentListApi.as_view(), name="deployment-list"),
     path("projects/<int:project_id>/runs/", api.RunListApi.as_view(), name="run-list"),
 ]

@@ -6,8 +6,9 @@ number tokens from the merges shipped in the repo, a handful of special tokens, 
 template so ``tokenizer.apply_chat_template(messages,
 add_generation_prompt=True)`` works like it does for any chat model. Any other HF causal LM is
 loaded by path. A checkpoint is a plain HF directory (``model.safetensors``, ``config.json``,
-tokenizer files) plus ``loupe.json`` (what produced it, and the ``prompt_style`` of agent.prompt
-it reads: rollouts render with it, training renders its rows in it) and ``metrics.json``; with LoRA
+tokenizer files) plus ``loupe.json`` (what produced it, the ``prompt_style`` of agent.prompt it
+reads: rollouts render with it, training renders its rows in it, and the ``action_format`` it answers
+in and whether it ``reads_images``, both inherited from its init) and ``metrics.json``; with LoRA
 the merged weights sit at the top and the PEFT adapter (what vLLM loads) in ``adapter/``.
 """
 
@@ -205,7 +206,12 @@ def save_checkpoint(loaded: Loaded, out: str | os.PathLike, *, algorithm: str, c
         loaded.is_lora = False
     model.save_pretrained(out, safe_serialization=True)
     loaded.tokenizer.save_pretrained(out)
+    # the format the model answers in and whether it reads screenshots pass from the init to what it trains into
+    # (the flywheel registers a run's checkpoint with them, agent.formats renders its rows in them)
+    ancestor = read_loupe(loaded.parent) if loaded.parent else {}
     record = {
+        "action_format": ancestor.get("action_format", "loupe"),
+        "reads_images": ancestor.get("reads_images", getattr(model.config, "vision_config", None) is not None),
         "algorithm": algorithm,
         "config": config,
         "data_sha256": data_sha256,

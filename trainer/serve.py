@@ -11,6 +11,11 @@ Endpoints:
   a PEFT adapter dir (merged onto the served base checkpoint once, at load time).
 Errors are ``{"error": {"message", "type", "code"}}`` with a 4xx / 5xx status.
 
+A vision-language checkpoint (its config.json has a ``vision_config``: Qwen2.5-VL, the tiny VLM of
+trainer/tiny_vlm.py) is served by trainer/vlm_serve.py: its messages may hold image parts (``data:``
+URLs only; a bad or oversized image is a 400 saying which), and it answers through the checkpoint's
+own processor and chat template. Text checkpoints take string contents only, as before.
+
 It serves one request per model at a time (a lock per model): this is the CPU / dev path; vLLM is
 the production one.
 """
@@ -32,6 +37,9 @@ from agent.prompt import DEFAULT_STYLE, restyle_messages
 from trainer.configs import ServeConfig
 from trainer.model import LOUPE_FILE, TrainerError, chat_ids, checkpoint_prompt_style
 from trainer.optim import emit, set_threads
+from trainer.vlm import is_vlm
+
+MAX_BODY_BYTES = 128 * 2**20  # a request of 16 screenshots at vlm_serve's 10 MB cap, base64, fits
 
 log = logging.getLogger("trainer")
 
@@ -55,6 +63,7 @@ class Served:
     created: int = field(default_factory=lambda: int(time.time()))
     parent: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    vision: bool = False  # a vision-language model (trainer/vlm_serve.py): its messages may hold images
 
 
 class ModelRegistry:
@@ -80,23 +89,37 @@ class ModelRegistry:
         elif not (source / "config.json").is_file():
             raise APIError(HTTPStatus.BAD_REQUEST,
                            f"{path!r} is neither a checkpoint dir (config.json) nor a PEFT adapter dir (adapter_config.json)")
+        if is_vlm(source):
+            from trainer.vlm_serve import VisionPolicy  # transformers' vision classes only for vision checkpoints
+
+            policy = VisionPolicy(str(source), temperature=0.0, max_new_tokens=self.max_new_tokens)
+            return Served(name=name, path=str(path), policy=policy, tokenizer=policy.tokenizer, parent=parent,
+                          vision=True)
         policy = LocalPolicy(str(source), temperature=0.0, max_new_tokens=self.max_new_tokens)
         tokenizer = AutoTokenizer.from_pretrained(str(source), local_files_only=True)
         return Served(name=name, path=str(path), policy=policy, tokenizer=tokenizer, parent=parent)
 
     def _merge_adapter(self, name: str, adapter: Path) -> Path:
-        """Merge a PEFT adapter onto the base checkpoint into a scratch dir LocalPolicy can load."""
+        """Merge a PEFT adapter onto the base checkpoint into a scratch dir LocalPolicy (VisionPolicy) can load."""
         from peft import PeftModel
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
 
-        base = AutoModelForCausalLM.from_pretrained(self.base_dir, local_files_only=True)
+        vision = is_vlm(self.base_dir)
+        loader = AutoModelForImageTextToText if vision else AutoModelForCausalLM
+        base = loader.from_pretrained(self.base_dir, local_files_only=True)
         try:
             merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
         except Exception as exc:  # peft raises several types for a mismatched adapter
             raise APIError(HTTPStatus.BAD_REQUEST, f"adapter {str(adapter)!r} does not fit the served base: {exc}") from None
         target = Path(self._scratch.name) / f"{name}-{uuid.uuid4().hex[:8]}"
         merged.save_pretrained(target)
-        AutoTokenizer.from_pretrained(self.base_dir, local_files_only=True).save_pretrained(target)
+        if vision:
+            from trainer.tiny_vlm import forget_processor_class, load_processor
+
+            load_processor(self.base_dir).save_pretrained(target)
+            forget_processor_class(target)
+        else:
+            AutoTokenizer.from_pretrained(self.base_dir, local_files_only=True).save_pretrained(target)
         # the adapter was trained on the base's prompts, so it reads the base's prompt style
         (target / LOUPE_FILE).write_text(json.dumps({"prompt_style": checkpoint_prompt_style(self.base_dir)}) + "\n")
         return target
@@ -133,13 +156,16 @@ class ModelRegistry:
         self._scratch.cleanup()
 
 
-def chat_completion(registry: ModelRegistry, body: dict) -> dict:
-    """Answer one /v1/chat/completions request body."""
-    messages = body.get("messages")
+def _text_messages(messages) -> list[dict]:
     if not isinstance(messages, list) or not messages or not all(
         isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
     ):
         raise APIError(HTTPStatus.BAD_REQUEST, "'messages' must be a non-empty list of {role, content} objects with string content")
+    return messages
+
+
+def chat_completion(registry: ModelRegistry, body: dict) -> dict:
+    """Answer one /v1/chat/completions request body."""
     temperature = body.get("temperature", 0.0)
     max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or registry.max_new_tokens
     if not isinstance(temperature, (int, float)) or temperature < 0:
@@ -147,13 +173,30 @@ def chat_completion(registry: ModelRegistry, body: dict) -> dict:
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise APIError(HTTPStatus.BAD_REQUEST, "'max_tokens' must be a positive integer")
     served = registry.get(body.get("model"))
-    # a client renders in the full style unless told otherwise; the model answers what it was trained on
-    messages = restyle_messages(messages, getattr(served.policy, "prompt_style", DEFAULT_STYLE))
-    with served.lock:
-        policy = served.policy
-        policy.temperature = float(temperature)
-        policy.max_new_tokens = int(max_tokens)
-        output = policy.act(messages)
+    messages = body.get("messages")
+    if served.vision:
+        from trainer.vlm_serve import RequestError, prepare
+
+        try:
+            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+                raise RequestError("'messages' must be a non-empty list of {role, content} objects")
+            messages = restyle_messages(messages, served.policy.prompt_style)
+            prepared = prepare(messages, served.policy.processor)
+        except RequestError as exc:
+            raise APIError(HTTPStatus.BAD_REQUEST, str(exc)) from None
+        with served.lock:
+            served.policy.max_new_tokens = int(max_tokens)
+            output = served.policy.generate(prepared, float(temperature))
+        prompt_tokens = prepared.prompt_tokens
+    else:
+        # a client renders in the full style unless told otherwise; the model answers what it was trained on
+        messages = restyle_messages(_text_messages(messages), getattr(served.policy, "prompt_style", DEFAULT_STYLE))
+        with served.lock:
+            policy = served.policy
+            policy.temperature = float(temperature)
+            policy.max_new_tokens = int(max_tokens)
+            output = policy.act(messages)
+        prompt_tokens = None
     if output.error:
         raise APIError(HTTPStatus.INTERNAL_SERVER_ERROR, f"generation failed: {output.error}", "server_error")
     token_ids = list(output.token_ids or [])
@@ -171,7 +214,8 @@ def chat_completion(registry: ModelRegistry, body: dict) -> dict:
             content.append({"token": token, "logprob": float(logprob),
                             "bytes": list(token.encode("utf-8")), "top_logprobs": []})
         choice["logprobs"] = {"content": content}
-    prompt_tokens = len(chat_ids(served.tokenizer, messages, add_generation_prompt=True))
+    if prompt_tokens is None:
+        prompt_tokens = len(chat_ids(served.tokenizer, messages, add_generation_prompt=True))
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
@@ -203,6 +247,10 @@ def make_handler(registry: ModelRegistry) -> type[BaseHTTPRequestHandler]:
 
         def _body(self) -> dict:
             length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY_BYTES:
+                self.close_connection = True  # the unread body must not be taken for the next request
+                raise APIError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                               f"the request body is {length / 2**20:.0f} MB, over the {MAX_BODY_BYTES // 2**20} MB cap")
             raw = self.rfile.read(length) if length else b""
             try:
                 body = json.loads(raw or b"{}")

@@ -98,6 +98,9 @@ TABLE: dict[str, Call] = {
     "GET /api/v1/episodes/<int:episode_id>/steps/<int:index>/screenshot": Call(members(200)),
     "GET /api/v1/episodes/<int:episode_id>/proposals/<int:index>/screenshot": Call(members(200)),
     # --- deployments, runs, routing, snapshots ---
+    "GET /api/v1/projects/<int:project_id>/checkpoints/": Call(members(200)),
+    "POST /api/v1/projects/<int:project_id>/checkpoints/": Call(
+        admins(201), body=lambda w: {"name": "registered", "uri": str(w.checkpoint_dir), "action_format": "uitars"}),
     "GET /api/v1/projects/<int:project_id>/deployments/": Call(members(200)),
     "POST /api/v1/projects/<int:project_id>/deployments/<int:deployment_id>/rollback": Call(
         managers(200), ids={"deployment_id": "earlier_deployment_id"}),
