@@ -114,13 +114,22 @@ class PrivateRedis:
 
 class PrivatePostgres:
     """A PostgreSQL of this test's own (pgserver, in a temporary directory), stopped the hard way and started
-    again by the test; never the shared server."""
+    again by the test; never the shared server.
 
-    def __init__(self, pgdata):
+    Its data directory is a fresh one outside pytest's temporary root: running as root, pgserver runs PostgreSQL
+    as its own user and opens the directory's parents to it, and another pytest session starting on the machine
+    sets that root back to 0700, so a restart would then fail with "Permission denied"."""
+
+    def __init__(self):
+        import tempfile
+        from pathlib import Path
+
         import pgserver
 
-        self.pgdata = pgdata
-        self.server = pgserver.get_server(pgdata, cleanup_mode="delete")  # stopped and removed at exit, too
+        self.root = Path(tempfile.mkdtemp(prefix="loupe-test-pg-"))
+        self.root.chmod(0o755)
+        self.pgdata = self.root / "pg"
+        self.server = pgserver.get_server(self.pgdata, cleanup_mode="delete")  # stopped and removed at exit, too
 
     def url(self, database: str) -> str:
         if database not in self.server.psql(f"SELECT datname FROM pg_database WHERE datname = '{database}';"):
@@ -156,9 +165,12 @@ class PrivatePostgres:
         """Stop and delete it now (not at interpreter exit, when pgserver's cleanup would log to closed files)."""
         import atexit
 
+        import shutil
+
         self.stop()
         self.server._cleanup()
         atexit.unregister(self.server._cleanup)
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def scripted_project(task_name: str = "login-user", *, max_steps: int = 8, annotators: int = 2):

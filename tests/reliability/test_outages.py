@@ -31,7 +31,7 @@ print("TOKEN", token_create(user=user)[1], episode.pk)
 
 
 def test_postgres_down_is_503_with_retry_after_and_everything_recovers(tmp_path):
-    pg = PrivatePostgres(tmp_path / "pg")
+    pg = PrivatePostgres()
     env = stack_env(DATABASE_URL=pg.url("loupe_outage"))
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], env=env, cwd=ROOT, check=True, timeout=300,
                    capture_output=True)
