@@ -180,7 +180,8 @@ export interface TrainingRun {
 
 export interface Deployment {
   id: number;
-  checkpoint: { id: number; name: string };
+  /** action_format: how the checkpoint writes its answers (agent/formats); reads_images: it is sent screenshots. */
+  checkpoint: { id: number; name: string; action_format?: string; reads_images?: boolean };
   backend: string;
   active: boolean;
   activated_at: string | null;

@@ -4,6 +4,19 @@ import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime } from "../components/format";
 import { useRollback } from "./queries";
 
+/** How a checkpoint is prompted, when it is not Loupe's own text grammar: its answer format, and whether it reads the
+ * screenshots. */
+function CheckpointSpeaks({ checkpoint }: { checkpoint: Deployment["checkpoint"] }) {
+  const format = checkpoint.action_format ?? "loupe";
+  if (format === "loupe" && !checkpoint.reads_images) return null;
+  return (
+    <div className="muted small" data-testid="checkpoint-format">
+      answers in {format}
+      {checkpoint.reads_images ? ", reads screenshots" : ""}
+    </div>
+  );
+}
+
 /** Every deployment, newest first; managers roll back to any earlier one in one click (and a confirmation). */
 export function DeploymentList({ projectId, deployments, manage }: { projectId: number; deployments: Deployment[]; manage: boolean }) {
   const rollback = useRollback(projectId);
@@ -35,6 +48,7 @@ export function DeploymentList({ projectId, deployments, manage }: { projectId: 
               <tr key={d.id} data-testid="deployment-row" data-active={d.active}>
                 <td>
                   <strong>{d.checkpoint.name}</strong>
+                  <CheckpointSpeaks checkpoint={d.checkpoint} />
                 </td>
                 <td>{d.backend}</td>
                 <td>{d.active ? <span className="badge status-running">active</span> : <span className="muted">—</span>}</td>
