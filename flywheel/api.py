@@ -366,6 +366,9 @@ class CheckpointListApi(APIView):
         data = CheckpointRegisterInput(data=request.data)
         data.is_valid(raise_exception=True)
         given = data.validated_data
+        if not given["uri"].startswith("/"):
+            raise ApplicationError("uri: give the checkpoint directory's absolute path on the servers.",
+                                   errors={"uri": ["Use an absolute path."]})
         if project.checkpoints.filter(name=given["name"]).exists():
             raise ApplicationError(f"A checkpoint called '{given['name']}' already exists in this project.", status=409,
                                    errors={"name": ["Taken."]})

@@ -18,7 +18,12 @@ from flywheel.models import Checkpoint, Deployment, Project
 def checkpoint_check_files(uri: str) -> None:
     """Refuse a checkpoint whose files are missing or unreadable, before anything serves it."""
     path = Path(uri)
-    if not path.is_dir():
+    try:
+        found = path.is_dir()
+    except (OSError, ValueError) as exc:  # a name too long for the file system, say
+        raise ApplicationError(f"The checkpoint directory {uri[:200]} cannot be read: {exc.__class__.__name__}.",
+                               status=409) from None
+    if not found:
         raise ApplicationError(f"The checkpoint directory {uri} does not exist.", status=409)
     if not (path / "config.json").exists():
         raise ApplicationError(f"{uri} has no config.json; it is not an HF-format checkpoint.", status=409)

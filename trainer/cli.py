@@ -66,6 +66,12 @@ def run(command: str, config) -> tuple[str, dict]:
 
         return config.out, train_dpo(config)
     if command == "rl":
+        from trainer.vlm import is_vlm
+
+        if is_vlm(config.init):  # a vision-language checkpoint: GRPO through TRL (trainer/vlm_grpo.py)
+            from trainer.vlm_grpo import train_grpo_vlm
+
+            return config.out, train_grpo_vlm(config)
         from trainer.rl import train_rl
 
         return config.out, train_rl(config)

@@ -94,6 +94,13 @@ class RLConfig(CommonConfig):
     temperature: float = _f(1.0, "online RL: sampling temperature")
     max_episode_steps: int = _f(4, "online RL: step limit per episode")
     max_new_tokens: int = _f(96, "online RL: tokens generated per step")
+    void_reward: float = _f(-0.1, "GRPO of a vision-language checkpoint (trainer/vlm_grpo.py): the reward of an answer "
+                            "its format cannot read; a readable wrong answer scores 0, a right one 1")
+    loss_type: str = _f("dapo", "GRPO of a vision-language checkpoint: TRL's loss (dapo: averaged over the batch's "
+                        "answer tokens; grpo: over each answer's; dr_grpo: over max_new_tokens)",
+                        choices=["dapo", "grpo", "dr_grpo", "bnpo"])
+    scale_rewards: str = _f("group", "GRPO of a vision-language checkpoint: advantages divided by the reward std of "
+                            "the group, of the batch, or not at all (Dr. GRPO)", choices=["group", "batch", "none"])
 
 
 @dataclass

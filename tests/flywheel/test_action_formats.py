@@ -79,6 +79,10 @@ def test_the_api_registers_and_shows_a_checkpoints_format_with_plain_errors(proj
     blind = client.post(url, {"name": "t", "uri": checkpoint_dir(tmp_path / "text"), "reads_images": True}, format="json")
     assert blind.status_code == 400 and "cannot read screenshots" in blind.json()["detail"]
 
+    for where, message in (("relative/dir", "uri: give the checkpoint directory's absolute path"),
+                           ("/" + "a" * 300, "cannot be read: OSError"), (str(tmp_path / "none"), "does not exist")):
+        refused = client.post(url, {"name": "w", "uri": where}, format="json")
+        assert refused.status_code in (400, 409) and message in refused.json()["detail"], refused.content
     made = client.post(url, {"name": "ui-tars", "uri": uri, "action_format": "uitars"}, format="json")
     assert made.status_code == 201, made.content
     assert (made.json()["action_format"], made.json()["reads_images"]) == ("uitars", True)

@@ -1,0 +1,496 @@
+"""GRPO of vision-language checkpoints through TRL's GRPOTrainer: ``python -m trainer rl --init <VLM dir>``.
+
+cli.py sends ``rl`` here when ``--init``'s config.json has a ``vision_config`` (``tiny`` and text models keep rl.py's
+own loops). A row is one step to act on: the policy samples ``group_size`` answers to it, each answer is read in the
+row's answer format (agent.formats) and scored, and GRPOTrainer turns the scores into group-relative advantages and
+a clipped policy-gradient loss on the answers' tokens alone (the prompt and its screenshot are only context)::
+
+    {"messages": [{"role": "system", "content": "..."}, {"role": "user", "content": "..."}],
+     "images": ["images/s3.png"], "format": "uitars", "width": 160, "height": 210, "reward": {...}}
+
+``messages`` end with the user turn the answer replies to; ``images`` go to the last user turns as in trainer/vlm.py
+(one image: the screen of the last turn). ``width`` x ``height`` is that screenshot's size (read from the image when
+left out; a row whose numbers disagree with its image is refused). ``reward`` says how an answer is scored, in one of
+two kinds, both rule rewards on real outcomes (as UI-R1 / GUI-R1 score GUI actions):
+
+- ``{"kind": "action", "action": "click(x=40, y=50)", "box": [left, top, right, bottom]}``: the action a person or a
+  successful episode took there. An answer scores 1 when it is the same kind of action and, for a pointer action
+  (click, double_click, right_click; drag with an ``end_box`` for its end; scroll when a box is given), its point
+  falls inside the box (or ``"element": {"x", "y", "width", "height"}``: centre and size, as observations give them);
+  typed text, hotkeys and finished answers must be equal after whitespace normalisation (keys also case-folded);
+  otherwise 0.
+- ``{"kind": "env", "env": "miniwob", "task": "click-button", "seed": 3, "prefix": ["click(x=..., y=...)"]}``: the
+  real environment is reset on the seed, the prefix (canonical actions) replayed, the answer executed, and the env's
+  reward is the answer's. One environment of each kind per trainer process, reused; an answer the env fails to run
+  scores 0 and is counted (``env_failures``), never raised. Each env task is started once before training, so an env
+  that cannot start stops the run at once with exit status 2.
+
+An answer its format cannot read (a void turn) scores ``void_reward`` (default -0.1), just under a readable wrong
+answer: one that can be executed and corrected is worth more than one that cannot, and in a group where nothing is
+right (early on, a small model's usual case) this small gap is the only signal there is, which group normalisation
+turns into a full-size advantage toward readable answers. A separate format reward would only shift every readable
+answer by the same amount, the same thing under group normalisation, so there is none. Each row is a single turn, so
+void answers are scored here, not masked out as ``mask_void`` masks the episodes of rl.py.
+
+Options (RLConfig) map onto GRPOConfig: ``group_size`` -> num_generations, ``batch_tokens // max_length`` prompts a
+step (each sampled ``group_size`` times), ``max_new_tokens`` -> max_completion_length, ``temperature``, ``kl_coef``
+-> beta (the k3 KL to the frozen init; with LoRA, the adapter disabled), ``eps_low``/``eps_high`` -> epsilon /
+epsilon_high, ``ppo_epochs`` -> num_iterations, ``loss_type``, ``scale_rewards``. Optimizer, schedule, progress
+lines, ``max_steps`` / ``max_seconds`` and the checkpoint dir are vlm_trl.py's. Options of the episode loops
+(critic, GAE, online collection) are refused here rather than ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset, Features, List, Value
+from PIL import Image as PILImage
+from trl import GRPOConfig, GRPOTrainer
+
+from agent import formats
+from agent.actions import Action, ActionSyntaxError, parse_action
+from agent.envs import Env, EnvError, make_env
+from trainer import data as D
+from trainer.configs import RLConfig, config_dict
+from trainer.model import TrainerError, resolve_device, resolve_dtype, save_checkpoint, sha256_file
+from trainer.optim import log_interval, set_seed, set_threads, stop_report
+from trainer.tiny_vlm import forget_processor_class
+from trainer.vlm import image_ref, prompt_style, structured
+from trainer.vlm_trl import IMAGES, PARTS, Progress, load_vlm, optimizers, own_stdout, trainer_args
+
+log = logging.getLogger("trainer")
+
+POINTER = ("click", "double_click", "right_click")  # judged by where they point; drag and scroll apart
+# RLConfig options of rl.py's episode loops that GRPO of a VLM has no use for: set to anything but their default,
+# they are refused, not ignored.
+EPISODE_OPTIONS = ("gamma", "lambda_critic", "lambda_policy", "length_adaptive", "alpha", "critic_lr",
+                   "value_pretrain_steps", "mask_void", "tasks", "seeds", "env", "episodes_per_step",
+                   "max_episode_steps")
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _keys(keys: str) -> str:
+    return "".join(keys.split()).lower()
+
+
+@dataclass(frozen=True)
+class Box:
+    """A target region in screenshot pixels, edges included."""
+
+    left: float
+    top: float
+    right: float
+    bottom: float
+
+    def contains(self, x: float, y: float) -> bool:
+        return self.left <= x <= self.right and self.top <= y <= self.bottom
+
+    @classmethod
+    def read(cls, spec: Any, where: str) -> Box:
+        """``[left, top, right, bottom]`` or an element's ``{"x", "y", "width", "height"}`` (centre and size)."""
+        if isinstance(spec, dict):
+            missing = [k for k in ("x", "y", "width", "height") if not _is_number(spec.get(k))]
+            if missing:
+                raise TrainerError(f"{where}: an element needs numbers x, y (its centre), width and height; "
+                                   f"missing or not numbers: {missing}")
+            half_w, half_h = spec["width"] / 2, spec["height"] / 2
+            spec = [spec["x"] - half_w, spec["y"] - half_h, spec["x"] + half_w, spec["y"] + half_h]
+        if not (isinstance(spec, list) and len(spec) == 4 and all(map(_is_number, spec))):
+            raise TrainerError(f"{where}: a box is [left, top, right, bottom] in screenshot pixels, got {spec!r}")
+        box = cls(*map(float, spec))
+        if box.left > box.right or box.top > box.bottom:
+            raise TrainerError(f"{where}: the box {spec} has left > right or top > bottom")
+        return box
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _action(text: Any, where: str) -> Action:
+    try:
+        return parse_action(text)
+    except ActionSyntaxError as exc:
+        raise TrainerError(f"{where}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class ActionReward:
+    """1 when the answer does what the row's action did (same kind, point in the target, same text), else 0."""
+
+    action: Action
+    box: Box | None
+    end_box: Box | None
+
+    @classmethod
+    def read(cls, spec: dict, where: str) -> ActionReward:
+        action = _action(spec.get("action"), f"{where}: action")
+        target = spec.get("box", spec.get("element"))
+        box = Box.read(target, f"{where}: box") if target is not None else None
+        end_box = Box.read(spec["end_box"], f"{where}: end_box") if spec.get("end_box") is not None else None
+        if action.name in (*POINTER, "drag") and box is None:
+            raise TrainerError(f"{where}: a {action.name} is judged by where it points: give its target as 'box' "
+                               "[left, top, right, bottom] or 'element' {x, y, width, height}")
+        if action.name == "drag" and end_box is None:
+            raise TrainerError(f"{where}: a drag needs 'end_box' too, the region its end must fall in")
+        return cls(action, box, end_box)
+
+    def score(self, answer: Action, envs: Envs) -> float:
+        want, a = self.action, answer.args
+        if answer.name != want.name:
+            return 0.0
+        if answer.name in POINTER:
+            return float(self.box.contains(a["x"], a["y"]))
+        if answer.name == "drag":
+            return float(self.box.contains(a["x1"], a["y1"]) and self.end_box.contains(a["x2"], a["y2"]))
+        if answer.name == "scroll":
+            inside = self.box is None or self.box.contains(a["x"], a["y"])
+            return float(a["direction"] == want.args["direction"] and inside)
+        if answer.name == "type":
+            return float(_normal(a["text"]) == _normal(want.args["text"]))
+        if answer.name == "hotkey":
+            return float(_keys(a["keys"]) == _keys(want.args["keys"]))
+        if answer.name == "finished":
+            return float(_normal(a["answer"]) == _normal(want.args["answer"]))
+        return 1.0  # wait, call_user: the kind is the whole action
+
+
+@dataclass(frozen=True)
+class EnvReward:
+    """The env's reward for the answer, executed after the prefix on the seeded episode."""
+
+    env: str
+    task: str
+    seed: int
+    prefix: tuple[Action, ...]
+
+    @classmethod
+    def read(cls, spec: dict, where: str) -> EnvReward:
+        env, task, seed, prefix = spec.get("env"), spec.get("task"), spec.get("seed"), spec.get("prefix", [])
+        if not isinstance(env, str) or not env:
+            raise TrainerError(f"{where}: an env reward names its 'env' (e.g. \"miniwob\")")
+        if not isinstance(task, str) or not task:
+            raise TrainerError(f"{where}: an env reward names its 'task' (e.g. \"click-button\")")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TrainerError(f"{where}: an env reward needs a whole-number 'seed', got {seed!r}")
+        if not isinstance(prefix, list):
+            raise TrainerError(f"{where}: 'prefix' is a list of canonical actions, e.g. [\"click(x=1, y=2)\"]")
+        return cls(env, task, seed, tuple(_action(a, f"{where}: prefix[{i}]") for i, a in enumerate(prefix)))
+
+    def score(self, answer: Action, envs: Envs) -> float:
+        return envs.run(self, answer)
+
+
+REWARD_KINDS: dict[str, type] = {"action": ActionReward, "env": EnvReward}
+
+
+@dataclass(frozen=True)
+class Step:
+    """What an answer to one row is read and scored by."""
+
+    format: str
+    width: int
+    height: int
+    reward: ActionReward | EnvReward
+    where: str  # file:line of the row, for errors
+
+
+class Envs:
+    """The environments of this trainer process, one of each kind, reused from answer to answer (Playwright's sync
+    API keeps an env on the thread that made it: TRL calls reward functions on the training thread)."""
+
+    def __init__(self) -> None:
+        self._envs: dict[str, Env] = {}
+        self.steps = self.episodes = self.failures = 0
+
+    def get(self, kind: str) -> Env:
+        if kind not in self._envs:
+            # MiniWoB restarts a seeded episode inside the loaded page (its own harness's way, ~10 ms a reset
+            # instead of a page load; the same episode either way)
+            self._envs[kind] = make_env(kind, **({"fresh_context": False} if kind == "miniwob" else {}))
+        return self._envs[kind]
+
+    def probe(self, spec: EnvReward, where: str) -> None:
+        """Start the env on ``spec``'s task once; one that cannot start is the run's error, not a zero reward."""
+        try:
+            self.get(spec.env).reset(spec.task, spec.seed)
+        except (ValueError, EnvError) as exc:
+            raise TrainerError(f"{where}: the {spec.env} env cannot start {spec.task} (seed {spec.seed}): {exc}") \
+                from None
+
+    def run(self, spec: EnvReward, answer: Action) -> float:
+        try:
+            env = self.get(spec.env)
+            env.reset(spec.task, spec.seed)
+            self.episodes += 1
+            for action in spec.prefix:
+                self.steps += 1
+                if env.step(action).done:
+                    raise EnvError(f"the episode ended during the prefix, at {action.to_text()}")
+            self.steps += 1
+            return float(env.step(answer).reward)
+        except (ValueError, EnvError) as exc:
+            self.failures += 1
+            log.warning("env reward: %s seed %d, answer %s: %s; scored 0", spec.task, spec.seed, answer.to_text(), exc)
+            return 0.0
+
+    def close(self) -> None:
+        for env in self._envs.values():
+            env.close()
+        self._envs.clear()
+
+
+class AnswerReward:
+    """TRL's reward function: reads each sampled answer in its row's format and scores it by the row's reward.
+    Counts the answers, the void ones and those rewarded above 0 (metrics.json); logs each batch's share of void
+    answers as ``void``."""
+
+    __name__ = "answer"  # TRL names the reward's metrics after it
+
+    def __init__(self, steps: list[Step], void_reward: float, envs: Envs) -> None:
+        self.steps, self.void_reward, self.envs = steps, void_reward, envs
+        self.answers = self.void = self.rewarded = 0
+
+    def score(self, text: str, step: Step) -> tuple[float, bool]:
+        """(reward, void) of one answer."""
+        turn = formats.parse(text, format=step.format, width=step.width, height=step.height)
+        if turn.is_void:
+            return self.void_reward, True
+        return step.reward.score(turn.action, self.envs), False
+
+    def __call__(self, prompts: list, completions: list, row: list[int], log_metric=None, **_: Any) -> list[float]:
+        rewards, void = [], 0
+        for completion, index in zip(completions, row, strict=True):
+            text = completion[-1]["content"] if isinstance(completion, list) else completion
+            reward, is_void = self.score(text, self.steps[index])
+            rewards.append(reward)
+            void += is_void
+        self.answers += len(rewards)
+        self.void += void
+        self.rewarded += sum(r > 0 for r in rewards)
+        if log_metric is not None:
+            log_metric("void", void / max(len(rewards), 1))
+        return rewards
+
+
+def _screen_size(row: dict, ref: dict, where: str) -> tuple[int, int]:
+    try:
+        with PILImage.open(ref["path"] or io.BytesIO(ref["bytes"])) as image:
+            size = image.size
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is the same error to the person
+        raise TrainerError(f"{where}: the screenshot is not an image PIL can read: {exc}") from None
+    given = (row.get("width"), row.get("height"))
+    if given == (None, None):
+        return size
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in given):
+        raise TrainerError(f"{where}: width and height are the screenshot's size in whole pixels, got {given}")
+    if given != size:
+        raise TrainerError(f"{where}: width x height say {given[0]}x{given[1]} but the screenshot is "
+                           f"{size[0]}x{size[1]}: coordinates would be read on the wrong screen")
+    return size
+
+
+def read_rows(path: str | os.PathLike) -> tuple[list[dict], list[Step]]:
+    """The rows as TRL prompts (``prompt`` structured, ``images``, ``row``: the index into the steps) and the
+    :class:`Step` each answer is scored by. Every error names the file and line."""
+    base = Path(path).resolve().parent
+    prompts, steps = [], []
+    for lineno, row in D.read_jsonl(path):
+        where = f"{path}:{lineno}"
+        if "messages" not in row:
+            raise TrainerError(f"{where}: an RL row needs a 'messages' prompt (keys found: {sorted(row)})")
+        messages = D._check_messages(row["messages"], f"{where}: messages")
+        if messages[-1]["role"] != "user":
+            raise TrainerError(f"{where}: messages must end with the user turn the answer replies to, "
+                               f"not a {messages[-1]['role']} turn")
+        images = row.get("images")
+        if not images or not isinstance(images, list):
+            raise TrainerError(f"{where}: an RL row needs 'images': the screenshot the answer acts on "
+                               "(a path or a data:image/...;base64 URI)")
+        refs = [image_ref(spec, base, f"{where}: images[{i}]") for i, spec in enumerate(images)]
+        try:
+            answer_format = formats.check_format(row.get("format"))
+        except ValueError as exc:
+            raise TrainerError(f"{where}: {exc}") from None
+        width, height = _screen_size(row, refs[-1], f"{where}: images[{len(refs) - 1}]")
+        spec = row.get("reward")
+        if not isinstance(spec, dict):
+            raise TrainerError(f"{where}: an RL row needs 'reward', an object saying how an answer is scored "
+                               f"(kind: {' or '.join(REWARD_KINDS)})")
+        kind = REWARD_KINDS.get(spec.get("kind"))
+        if kind is None:
+            raise TrainerError(f"{where}: unknown reward kind {spec.get('kind')!r}; expected one of: "
+                               f"{', '.join(REWARD_KINDS)}")
+        steps.append(Step(answer_format, width, height, kind.read(spec, f"{where}: reward"), where))
+        prompts.append({"prompt": structured(messages, len(refs), where), "images": refs, "row": len(steps) - 1})
+    return prompts, steps
+
+
+def check_options(config: RLConfig) -> None:
+    """Refuse what GRPO of a VLM cannot honour, each with what to do instead."""
+    if config.advantage != "grpo":
+        raise TrainerError("--init is a vision-language checkpoint: its RL is GRPO through TRL (trainer/vlm_grpo.py); "
+                           "add --advantage grpo (PPO with GAE needs a critic, which only the tiny model's loop has)")
+    defaults = {f.name: f.default for f in dataclasses.fields(RLConfig)}
+    changed = ["--" + name.replace("_", "-") for name in EPISODE_OPTIONS if getattr(config, name) != defaults[name]]
+    if changed:
+        raise TrainerError(f"{', '.join(changed)}: options of the episode loops (rl.py), not of GRPO of a "
+                           "vision-language checkpoint, which reads step rows from --data; leave them out")
+    if not config.data:
+        raise TrainerError("--data is required: the JSONL of step rows to sample answers to")
+    if not config.out:
+        raise TrainerError("--out is required: the dir to write the checkpoint to")
+    if config.group_size < 2:
+        raise TrainerError("--group-size must be at least 2: GRPO's baseline is the other answers of the group")
+    if config.temperature <= 0:
+        raise TrainerError("--temperature must be above 0: GRPO compares sampled answers, and greedy ones are alike")
+    if config.max_new_tokens < 1:
+        raise TrainerError("--max-new-tokens must be at least 1")
+
+
+class GRPOProgress(Progress):
+    """vlm_trl's progress lines; a step that trains again on the last generation's answers (``ppo_epochs`` > 1) has
+    no new rewards, so it reports that generation's, which are the rewards of the answers it trained on."""
+
+    CARRIED = ("reward", "reward_std", "void")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.last: dict[str, float] = {}
+        self.rewards: list[float] = []  # the mean reward of each generation, in order
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "loss" in logs:
+            if "reward" in logs:
+                self.last = {k: logs[k] for k in self.CARRIED if k in logs}
+                self.rewards.append(float(logs["reward"]))
+            else:
+                logs = {**self.last, **logs}
+        return super().on_log(args, state, control, logs=logs, **kwargs)
+
+
+@dataclass
+class Run:
+    """A prepared GRPO run: the trainer, the reward (with its counts and envs) and how progress is kept."""
+
+    trainer: GRPOTrainer
+    loaded: Any
+    reward: AnswerReward
+    progress: GRPOProgress
+    planned: int
+    rows: int
+    workdir: tempfile.TemporaryDirectory
+
+    def close(self) -> None:
+        self.reward.envs.close()
+        self.workdir.cleanup()
+
+
+def prepare_grpo(config: RLConfig) -> Run:
+    """Read and check the rows, start the envs their rewards need, load the init and build the GRPOTrainer."""
+    check_options(config)
+    prompts, steps = read_rows(config.data)
+    envs = Envs()
+    try:
+        probed: set[tuple[str, str]] = set()
+        for step in steps:
+            if isinstance(step.reward, EnvReward) and (step.reward.env, step.reward.task) not in probed:
+                envs.probe(step.reward, f"{step.where}: reward")
+                probed.add((step.reward.env, step.reward.task))
+        return _build(config, prompts, steps, envs)
+    except BaseException:
+        envs.close()
+        raise
+
+
+def _build(config: RLConfig, prompts: list[dict], steps: list[Step], envs: Envs) -> Run:
+    set_threads(config.threads)
+    set_seed(config.seed)
+    device = resolve_device(config.device)
+    dtype = resolve_dtype(config.dtype, device)
+    per_step = min(len(prompts), max(1, config.batch_tokens // max(config.max_length, 1)))
+    batch = per_step * config.group_size  # answers a step: TRL's batch counts completions
+    planned = config.max_steps
+    style = prompt_style(config)  # recorded in loupe.json; the rows keep the prompts they were acted on
+    loaded = load_vlm(config, device, dtype, style)
+    workdir = tempfile.TemporaryDirectory(prefix="loupe-grpo-")
+    common = {k: v for k, v in trainer_args(config, device, dtype, planned, batch, workdir.name).items()
+              if k != "max_length"}  # GRPOConfig has no max_length: nothing is cut, as in vlm_trl
+    args = GRPOConfig(**common, num_generations=config.group_size, max_completion_length=config.max_new_tokens,
+                      temperature=config.temperature, beta=config.kl_coef, epsilon=config.eps_low,
+                      epsilon_high=config.eps_high, num_iterations=config.ppo_epochs, loss_type=config.loss_type,
+                      scale_rewards=config.scale_rewards, log_completions=False)
+    progress = GRPOProgress(config, planned, log_interval(config, planned),
+                            {"loss": "loss", "reward": "reward", "reward_std": "reward_std", "void": "void",
+                             "kl": "kl", "entropy": "entropy", "lr": "learning_rate", "grad_norm": "grad_norm"})
+    reward = AnswerReward(steps, config.void_reward, envs)
+    train = Dataset.from_list(prompts, features=Features({"prompt": List(PARTS), "images": IMAGES,
+                                                          "row": Value("int64")}))
+    trainer = GRPOTrainer(model=loaded.model, reward_funcs=[reward], args=args, train_dataset=train,
+                          processing_class=loaded.tokenizer, callbacks=[progress],
+                          optimizers=optimizers(loaded.model, config, progress))
+    own_stdout(trainer)
+    log.info("grpo: %d rows (%d with env rewards), %d prompts x %d answers a step, device %s %s%s", len(prompts),
+             sum(isinstance(s.reward, EnvReward) for s in steps), per_step, config.group_size, device, dtype,
+             ", LoRA" if loaded.is_lora else "")
+    return Run(trainer, loaded, reward, progress, planned, len(prompts), workdir)
+
+
+def _save(run: Run, config: RLConfig, metrics: dict) -> None:
+    model = run.loaded.model
+    if run.loaded.is_lora and "ref" in model.peft_config:
+        model.delete_adapter("ref")  # GRPOTrainer's frozen copy of the fresh adapter, its KL reference
+    save_checkpoint(run.loaded, config.out, algorithm="rl", config=config_dict(config),
+                    data_sha256=sha256_file(config.data), metrics=metrics)
+    forget_processor_class(config.out)
+
+
+def train_prepared(run: Run, config: RLConfig) -> dict:
+    """Train a prepared run, save the checkpoint to ``config.out`` and return the metrics; closes the run."""
+    try:
+        run.trainer.train()
+        history = run.progress.history
+        if not history:
+            raise TrainerError("no optimizer step ran (max_steps 0?)")
+        seconds = run.progress.timer.elapsed()
+        rewards, reward = run.progress.rewards, run.reward
+        tail = history[-min(len(history), 10):]
+        metrics = {"algorithm": "rl", "advantage": "grpo", "model": "vlm", "steps": len(history), "rows": run.rows,
+                   "group_size": config.group_size, "first_loss": history[0]["loss"],
+                   "final_loss": sum(h["loss"] for h in tail) / len(tail),
+                   "reward_first": rewards[0], "reward_last": rewards[-1], "reward_mean": sum(rewards) / len(rewards),
+                   "answers": reward.answers, "answers_rewarded": reward.rewarded, "void_answers": reward.void,
+                   "void_share": reward.void / max(reward.answers, 1), "env_episodes": reward.envs.episodes,
+                   "env_steps": reward.envs.steps, "env_failures": reward.envs.failures, "train_seconds": seconds,
+                   "seconds_per_step": seconds / len(history), "prompt_style": run.loaded.prompt_style,
+                   "planned_steps": run.planned,
+                   **stop_report(config, steps=len(history), planned=run.planned, rows=run.rows, what="rows",
+                                 timed_out=run.progress.timed_out)}
+        if "kl" in history[-1]:
+            metrics["final_kl"] = history[-1]["kl"]
+        _save(run, config, metrics)
+        return metrics
+    finally:
+        run.close()
+
+
+def train_grpo_vlm(config: RLConfig) -> dict:
+    """GRPO of a vision-language checkpoint on ``config.data``'s step rows; saves to ``config.out`` and returns the
+    metrics."""
+    return train_prepared(prepare_grpo(config), config)
+
+
+__all__ = ["AnswerReward", "Box", "Envs", "REWARD_KINDS", "prepare_grpo", "read_rows", "train_grpo_vlm",
+           "train_prepared"]
