@@ -259,7 +259,7 @@ class AnswerReward:
 
     __name__ = "answer"  # TRL names the reward's metrics after it
 
-    def __init__(self, steps: list[Step], void_reward: float, envs: Envs) -> None:
+    def __init__(self, steps: dict[int, Step], void_reward: float, envs: Envs) -> None:
         self.steps, self.void_reward, self.envs = steps, void_reward, envs
         self.answers = self.void = self.rewarded = 0
 
@@ -302,11 +302,11 @@ def _screen_size(row: dict, ref: dict, where: str) -> tuple[int, int]:
     return size
 
 
-def read_rows(path: str | os.PathLike) -> tuple[list[dict], list[Step]]:
-    """The rows as TRL prompts (``prompt`` structured, ``images``, ``row``: the index into the steps) and the
-    :class:`Step` each answer is scored by. Every error names the file and line."""
+def read_rows(path: str | os.PathLike) -> tuple[list[dict], dict[int, Step]]:
+    """The rows as TRL prompts (``prompt`` structured, ``images``, ``row``: the line number, as vlm.py numbers rows)
+    and, by line number, the :class:`Step` each answer is scored by. Every error names the file and line."""
     base = Path(path).resolve().parent
-    prompts, steps = [], []
+    prompts, steps = [], {}
     for lineno, row in D.read_jsonl(path):
         where = f"{path}:{lineno}"
         if "messages" not in row:
@@ -333,8 +333,8 @@ def read_rows(path: str | os.PathLike) -> tuple[list[dict], list[Step]]:
         if kind is None:
             raise TrainerError(f"{where}: unknown reward kind {spec.get('kind')!r}; expected one of: "
                                f"{', '.join(REWARD_KINDS)}")
-        steps.append(Step(answer_format, width, height, kind.read(spec, f"{where}: reward"), where))
-        prompts.append({"prompt": structured(messages, len(refs), where), "images": refs, "row": len(steps) - 1})
+        steps[lineno] = Step(answer_format, width, height, kind.read(spec, f"{where}: reward"), where)
+        prompts.append({"prompt": structured(messages, len(refs), where), "images": refs, "row": lineno})
     return prompts, steps
 
 
@@ -405,7 +405,7 @@ def prepare_grpo(config: RLConfig) -> Run:
     envs = Envs()
     try:
         probed: set[tuple[str, str]] = set()
-        for step in steps:
+        for step in steps.values():
             if isinstance(step.reward, EnvReward) and (step.reward.env, step.reward.task) not in probed:
                 envs.probe(step.reward, f"{step.where}: reward")
                 probed.add((step.reward.env, step.reward.task))
@@ -415,7 +415,7 @@ def prepare_grpo(config: RLConfig) -> Run:
         raise
 
 
-def _build(config: RLConfig, prompts: list[dict], steps: list[Step], envs: Envs) -> Run:
+def _build(config: RLConfig, prompts: list[dict], steps: dict[int, Step], envs: Envs) -> Run:
     set_threads(config.threads)
     set_seed(config.seed)
     device = resolve_device(config.device)
@@ -443,7 +443,7 @@ def _build(config: RLConfig, prompts: list[dict], steps: list[Step], envs: Envs)
                           optimizers=optimizers(loaded.model, config, progress))
     own_stdout(trainer)
     log.info("grpo: %d rows (%d with env rewards), %d prompts x %d answers a step, device %s %s%s", len(prompts),
-             sum(isinstance(s.reward, EnvReward) for s in steps), per_step, config.group_size, device, dtype,
+             sum(isinstance(s.reward, EnvReward) for s in steps.values()), per_step, config.group_size, device, dtype,
              ", LoRA" if loaded.is_lora else "")
     return Run(trainer, loaded, reward, progress, planned, len(prompts), workdir)
 

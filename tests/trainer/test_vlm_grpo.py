@@ -91,20 +91,20 @@ def test_action_rewards_judge_kind_point_and_text_in_each_format(tmp_path, data)
             button_row(1, kind="action", action='hotkey(keys="ctrl+a")')]
     del rows[1]["width"], rows[1]["height"]  # read off the image
     prompts, steps = read_rows(write(data / "judge.jsonl", rows))
-    assert [p["row"] for p in prompts] == [0, 1, 2, 3] and (steps[1].width, steps[1].height) == (160, 210)
+    assert [p["row"] for p in prompts] == [1, 2, 3, 4] and (steps[2].width, steps[2].height) == (160, 210)
     shares = []
     reward = AnswerReward(steps, void_reward=-0.1, envs=Envs())
-    answers = [(uitars, 0, 1.0), ("Action: click(start_box='(5,5)')", 0, 0.0), ("Thought: hm", 0, -0.1),
-               (qwen, 1, 0.0), ("Action: click(x=40, y=50)", 3, 0.0),
-               ('Action: type(text=" hello world ")', 2, 1.0), ('Action: type(text="hello")', 2, 0.0),
-               ('Action: hotkey(keys="Ctrl + A")', 3, 1.0), ("Action: wait()", 2, 0.0)]
+    answers = [(uitars, 1, 1.0), ("Action: click(start_box='(5,5)')", 1, 0.0), ("Thought: hm", 1, -0.1),
+               (qwen, 2, 0.0), ("Action: click(x=40, y=50)", 4, 0.0),
+               ('Action: type(text=" hello world ")', 3, 1.0), ('Action: type(text="hello")', 3, 0.0),
+               ('Action: hotkey(keys="Ctrl + A")', 4, 1.0), ("Action: wait()", 3, 0.0)]  # (answer, line, reward)
     got = reward([None] * len(answers), [[{"role": "assistant", "content": a}] for a, _, _ in answers],
                  row=[i for _, i, _ in answers], log_metric=lambda name, value: shares.append((name, value)))
     assert got == pytest.approx([want for _, _, want in answers])
     assert shares == [("void", pytest.approx(1 / len(answers)))]
     assert (reward.answers, reward.void, reward.rewarded) == (len(answers), 1, 3)
     inside = formats.render("", Action("click", {"x": 40, "y": 50}), format="qwen-relative", width=160, height=210)
-    assert reward([None], [[{"role": "assistant", "content": inside}]], row=[1]) == [1.0]
+    assert reward([None], [[{"role": "assistant", "content": inside}]], row=[2]) == [1.0]
 
 
 def test_grpo_full_finetune_through_the_cli_reports_rewards_and_moves_the_vision_tower(tmp_path, data, warm, capsys):
@@ -203,7 +203,7 @@ def test_env_reward_resets_replays_and_steps_the_real_miniwob_env(tmp_path, warm
     data = write(tmp_path / "env.jsonl", [row, ended])
     config = rl_config(data, warm, tmp_path / "out", max_steps=1, group_size=2, batch_tokens=2048)
     run = prepare_grpo(config)
-    live, after_prefix = run.reward.steps
+    live, after_prefix = run.reward.steps[1], run.reward.steps[2]
     assert run.reward.score(f"Action: click(x={target.x}, y={target.y})", live)[0] >= 0.9  # the env's own reward
     assert run.reward.score(f"Action: click(x={other.x}, y={other.y})", live) == (-1.0, False)  # MiniWoB's miss
     assert run.reward.score("no action here", live) == (-0.1, True)  # void: the env is not touched
