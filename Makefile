@@ -59,11 +59,11 @@ test-tools:
 run: setup
 	@$(BIN)/python manage.py loupe_run --host $(HOST) --port $(PORT)
 
-# pytest in this one process by default. TEST_WORKERS=2 runs two pytest-xdist workers (a module each at a time, each
-# with its own database, Redis prefix, media and checkpoints): faster on an idle machine, but on a loaded 2-core
-# one the browsers, Whisper and training of both workers starve each other's live waits (a supervised episode's
-# first proposal, a rollout batch), so CI runs serially. The frontend's unit tests run beside pytest.
-TEST_WORKERS ?= 0
+# pytest runs in two pytest-xdist workers, a test module each at a time, each with its own database, Redis prefix,
+# media and checkpoints; the frontend's unit tests run beside them. TEST_WORKERS=0 runs pytest in this one process.
+# (Earlier parallel runs failed because a fixture flushed the Redis database the workers' Celery broker shares;
+# it now deletes only its own cache keys.)
+TEST_WORKERS ?= 2
 
 test: setup test-tools
 	@mkdir -p $(SETUP_LOGS); (cd frontend && npm test --silent > $(SETUP_LOGS)/vitest.log 2>&1; echo $$? > $(SETUP_LOGS)/vitest.rc) & \

@@ -7,7 +7,9 @@ if _worker:
     # A pytest-xdist worker inherits the controller's environment; each worker has a database of its own
     # (pytest-django), so it needs Redis keys, media and checkpoints of its own too: episode 1 of one worker's
     # database is not episode 1 of the other's.
-    os.environ["LOUPE_CHANNEL_PREFIX"] = f"{os.environ.get('LOUPE_CHANNEL_PREFIX', 'loupetest')}-{_worker}"
+    # The run's id keeps two suites running at once (each with its own LOUPE_TEST_DB_NAME) apart in Redis too.
+    _run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:8]
+    os.environ["LOUPE_CHANNEL_PREFIX"] = f"{os.environ.get('LOUPE_CHANNEL_PREFIX', 'loupetest')}-{_run}-{_worker}"
     os.environ["LOUPE_MEDIA_ROOT"] = tempfile.mkdtemp(prefix=f"loupe-test-media-{_worker}-")
     os.environ["LOUPE_CHECKPOINT_DIR"] = tempfile.mkdtemp(prefix=f"loupe-test-checkpoints-{_worker}-")
 os.environ.setdefault("LOUPE_CHANNEL_PREFIX", f"loupetest{os.getpid()}")

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -79,19 +80,24 @@ def test_a_worker_killed_mid_state_resumes_to_the_same_result(project, tmp_path,
     assert set(evaluations) == {"candidate", "deployed"}
     if state == "evaluate":  # the stored measurement is kept, not taken twice
         assert (evaluations["candidate"].pk, evaluations["candidate"].success_rate) in kept
-    # the same result as running the same commands uninterrupted: training and evaluation are deterministic
+    # the same result as running the same commands uninterrupted: training and evaluation are deterministic.
+    # The commands run side by side; training is re-run only where it was the interrupted state.
     run = TrainingRun.objects.get(config__cycle=cycle.pk)
-    snapshot = ended.snapshots.get()
-    from django.core.files.storage import default_storage
+    commands = {role: ("eval", "--init", evaluation.checkpoint.uri, "--out", str(tmp_path / f"eval-{role}"),
+                       "--tasks", "click-test", "--seeds", "100000-100002", "--max-episode-steps", "1")
+                for role, evaluation in evaluations.items()}
+    if state == "train":
+        from django.core.files.storage import default_storage
 
-    again = trainer_json("sft", "--data", default_storage.path(snapshot.file), "--init", run.init_checkpoint.uri,
-                         "--out", str(tmp_path / "again"), "--max-steps", "10", "--lr", "0.003",
-                         "--max-epochs", str(run.config["stages"][0]["max_epochs"]))
-    assert again["metrics"]["final_loss"] == pytest.approx(run.checkpoint.metrics["final_loss"], rel=1e-4)
+        commands["train"] = ("sft", "--data", default_storage.path(ended.snapshots.get().file), "--init",
+                             run.init_checkpoint.uri, "--out", str(tmp_path / "again"), "--max-steps", "10", "--lr",
+                             "0.003", "--max-epochs", str(run.config["stages"][0]["max_epochs"]))
+    with ThreadPoolExecutor(len(commands)) as pool:
+        direct = dict(zip(commands, pool.map(lambda argv: trainer_json(*argv), commands.values())))
+    if state == "train":
+        assert direct["train"]["metrics"]["final_loss"] == pytest.approx(run.checkpoint.metrics["final_loss"], rel=1e-4)
     for role, evaluation in evaluations.items():
-        direct = trainer_json("eval", "--init", evaluation.checkpoint.uri, "--out", str(tmp_path / f"eval-{role}"),
-                              "--tasks", "click-test", "--seeds", "100000-100002", "--max-episode-steps", "1")
-        assert direct["metrics"]["overall"]["success_rate"] == evaluation.success_rate, role
+        assert direct[role]["metrics"]["overall"]["success_rate"] == evaluation.success_rate, role
     assert ended.decision_data["decision"]["candidate"]["success_rate"] == evaluations["candidate"].success_rate
 
 
