@@ -61,7 +61,7 @@ from agent.actions import Action, ActionSyntaxError, parse_action
 from agent.envs import Env, EnvError, make_env
 from trainer import data as D
 from trainer.configs import RLConfig, config_dict
-from trainer.model import TrainerError, resolve_device, resolve_dtype, save_checkpoint, sha256_file
+from trainer.model import Loaded, TrainerError, resolve_device, resolve_dtype, save_checkpoint, sha256_file
 from trainer.optim import log_interval, set_seed, set_threads, stop_report
 from trainer.tiny_vlm import forget_processor_class
 from trainer.vlm import image_ref, prompt_style, structured
@@ -386,7 +386,7 @@ class Run:
     """A prepared GRPO run: the trainer, the reward (with its counts and envs) and how progress is kept."""
 
     trainer: GRPOTrainer
-    loaded: Any
+    loaded: Loaded
     reward: AnswerReward
     progress: GRPOProgress
     planned: int

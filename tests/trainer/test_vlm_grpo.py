@@ -184,6 +184,14 @@ def test_grpo_with_lora_trains_the_adapter_only(tmp_path, data, warm):
     assert read_loupe(out)["adapter"] == "adapter"
 
 
+def test_grpo_stops_when_max_seconds_are_spent_and_says_so(tmp_path, data, warm):
+    config = rl_config(data / "rl.jsonl", warm, tmp_path / "out", max_steps=50, max_seconds=1e-6)
+    metrics = train_prepared(prepare_grpo(config), config)
+    assert metrics["steps"] == 1 and metrics["stopped_by"] == "max_seconds"
+    assert metrics["warnings"][0].startswith("The time budget of 0 s cut training at step 1 of 50")
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
 @pytest.mark.browser
 @pytest.mark.timeout(300)
 def test_env_reward_resets_replays_and_steps_the_real_miniwob_env(tmp_path, warm):
