@@ -128,7 +128,10 @@ def prepare(messages: object, processor) -> Prepared:
             raise RequestError(f"messages[{i}]: images go in user messages only")
         shaped.append({"role": message["role"], "content": content})
     text = processor.apply_chat_template(shaped, add_generation_prompt=True, tokenize=False)
-    inputs = processor(text=[text], images=images or None, return_tensors="pt")
+    try:
+        inputs = processor(text=[text], images=images or None, return_tensors="pt")
+    except ValueError as exc:  # e.g. Qwen's resize refuses an aspect ratio over 200
+        raise RequestError(f"the model's image processor cannot take these images: {str(exc)[:160]}") from None
     return Prepared(inputs=inputs, prompt_tokens=int(inputs["input_ids"].shape[1]), images=len(images))
 
 
@@ -197,6 +200,6 @@ class VisionPolicy(Policy):
     def act(self, messages: list[dict], *, temperature: float | None = None) -> PolicyOutput:
         try:
             prepared = prepare(messages, self.processor)
-        except RequestError as exc:
+        except Exception as exc:  # noqa: BLE001 - act() reports, it does not raise
             return PolicyOutput(text="", model=self.model_name, error=str(exc))
         return self.generate(prepared, temperature)

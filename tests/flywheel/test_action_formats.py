@@ -32,34 +32,35 @@ def checkpoint_dir(path, *, vision: bool = False, loupe: dict | None = None) -> 
     return str(path)
 
 
+def register(project, name: str, uri: str, **kw):
+    return deployments.checkpoint_register(project=project, name=name, uri=uri, **kw)
+
+
 @pytest.fixture
 def project():
     return make_project()
 
 
 def test_a_checkpoint_takes_its_format_from_what_it_is_told_its_parent_or_its_loupe_json(project, tmp_path):
-    vlm = deployments.checkpoint_register(project=project, name="ui-tars", uri=checkpoint_dir(tmp_path / "a", vision=True),
-                                          action_format="uitars")
+    vlm = register(project, "ui-tars", checkpoint_dir(tmp_path / "a", vision=True), action_format="uitars")
     assert (vlm.action_format, vlm.reads_images) == ("uitars", True)  # a vision model reads screenshots by default
-    child = deployments.checkpoint_register(project=project, name="run-1", uri=checkpoint_dir(tmp_path / "b", vision=True),
-                                            parent=vlm)  # how training registers its checkpoints: no format given
+    # how training registers its checkpoints: no format given
+    child = register(project, "run-1", checkpoint_dir(tmp_path / "b", vision=True), parent=vlm)
     assert (child.action_format, child.reads_images) == ("uitars", True)
-    trained = deployments.checkpoint_register(
-        project=project, name="trained", uri=checkpoint_dir(tmp_path / "c", loupe={"action_format": "pyautogui",
-                                                                                  "reads_images": False}))
+    trained = register(project, "trained",
+                       checkpoint_dir(tmp_path / "c", loupe={"action_format": "pyautogui", "reads_images": False}))
     assert (trained.action_format, trained.reads_images) == ("pyautogui", False)
-    text = deployments.checkpoint_register(project=project, name="tiny", uri=checkpoint_dir(tmp_path / "d"))
+    text = register(project, "tiny", checkpoint_dir(tmp_path / "d"))
     assert (text.action_format, text.reads_images) == ("loupe", False)
-    blind = deployments.checkpoint_register(project=project, name="blind", uri=checkpoint_dir(tmp_path / "e", vision=True),
-                                            reads_images=False)
+    blind = register(project, "blind", checkpoint_dir(tmp_path / "e", vision=True), reads_images=False)
     assert blind.reads_images is False
 
 
 def test_an_unknown_format_or_a_text_model_that_reads_screenshots_is_refused(project, tmp_path):
     with pytest.raises(ApplicationError, match="Unknown action format 'tars'; use one of loupe, uitars"):
-        deployments.checkpoint_register(project=project, name="x", uri=checkpoint_dir(tmp_path / "a"), action_format="tars")
+        register(project, "x", checkpoint_dir(tmp_path / "a"), action_format="tars")
     with pytest.raises(ApplicationError, match="no vision_config.*cannot read screenshots"):
-        deployments.checkpoint_register(project=project, name="y", uri=checkpoint_dir(tmp_path / "b"), reads_images=True)
+        register(project, "y", checkpoint_dir(tmp_path / "b"), reads_images=True)
     assert not project.checkpoints.exists()
 
 
@@ -76,7 +77,8 @@ def test_the_api_registers_and_shows_a_checkpoints_format_with_plain_errors(proj
     assert bad.status_code == 400
     assert bad.json()["detail"] == 'action_format: Unknown action format "tars"; use one of loupe, uitars, ' \
                                    'qwen-relative, pyautogui.'
-    blind = client.post(url, {"name": "t", "uri": checkpoint_dir(tmp_path / "text"), "reads_images": True}, format="json")
+    blind = client.post(url, {"name": "t", "uri": checkpoint_dir(tmp_path / "text"), "reads_images": True},
+                        format="json")
     assert blind.status_code == 400 and "cannot read screenshots" in blind.json()["detail"]
 
     for where, message in (("relative/dir", "uri: give the checkpoint directory's absolute path"),
@@ -119,10 +121,8 @@ def test_the_worker_prompts_a_checkpoint_as_it_reads_and_answers(project, tmp_pa
     task = make_task(project)
     manager = make_user()
     cycle_settings.settings_set(project=project, actor=manager, history_images=4)
-    vlm = deployments.checkpoint_register(project=project, name="ui-tars", uri=checkpoint_dir(tmp_path / "v", vision=True),
-                                          action_format="uitars")
-    text = deployments.checkpoint_register(project=project, name="qwen-text", uri=checkpoint_dir(tmp_path / "t"),
-                                           action_format="qwen-relative")
+    vlm = register(project, "ui-tars", checkpoint_dir(tmp_path / "v", vision=True), action_format="uitars")
+    text = register(project, "qwen-text", checkpoint_dir(tmp_path / "t"), action_format="qwen-relative")
     on_vlm = Episode.objects.create(project=project, task=task, seed=1, checkpoint=vlm)
     on_text = Episode.objects.create(project=project, task=task, seed=2, checkpoint=text)
 

@@ -66,7 +66,8 @@ def _png(size=(160, 210)) -> bytes:
 def _asking(url: str) -> dict:
     return {"model": SERVED, "max_tokens": 6, "logprobs": True, "messages": [
         {"role": "system", "content": FORMAT_SYSTEM_PROMPTS["uitars"]},
-        {"role": "user", "content": [{"type": "text", "text": "Click OK."}, {"type": "image_url", "image_url": {"url": url}}]}]}
+        {"role": "user", "content": [{"type": "text", "text": "Click OK."},
+                                     {"type": "image_url", "image_url": {"url": url}}]}]}
 
 
 def test_serve_answers_image_parts_and_refuses_bad_ones_in_plain_words(vlm_server):
@@ -94,6 +95,10 @@ def test_serve_answers_image_parts_and_refuses_bad_ones_in_plain_words(vlm_serve
         status, reply = _post(f"{base}/chat/completions", _asking(url))
         assert status == 400 and message in reply["error"]["message"], (url[:40], reply)
         assert reply["error"]["message"].startswith("messages[1].content[1]: ")  # which part
+    sliver = image_url(_png((5000, 2)))
+    status, reply = _post(f"{base}/chat/completions", _asking(sliver))
+    assert status == 400
+    assert "image processor cannot take these images: absolute aspect ratio" in reply["error"]["message"]
     status, reply = _post(f"{base}/chat/completions", {"model": SERVED, "messages": [
         {"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": image_url(_png())}}]}]})
     assert status == 400 and "images go in user messages only" in reply["error"]["message"]
