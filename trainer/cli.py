@@ -2,6 +2,9 @@
 
 stdout carries only JSON lines (progress, then ``{"done": true, "out": ..., "metrics": ...}``);
 human logs go to stderr. Bad input exits with status 2 and one clear line on stderr.
+
+Under ``torchrun`` / ``accelerate launch`` (trainer/distributed.py) only rank 0 writes stdout; the other ranks'
+stdout goes to stderr, and a launch that would not train as asked exits 2 before anything loads.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trainer import distributed
 from trainer.configs import CONFIGS
 from trainer.model import TrainerError
 from trainer.optim import emit
@@ -107,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     cls = CONFIGS[args.command]
     config = cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+    distributed.quiet_stdout()
     try:
+        check_launch(args.command, config)
         out, metrics = run(args.command, config)
     except TrainerError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -115,6 +121,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    if args.command != "serve":
+    if args.command != "serve" and distributed.is_main():
         emit({"done": True, "out": out, "metrics": metrics})
+    elif args.command != "serve":
+        log.info("rank %d of %d done", distributed.rank(), distributed.world_size())
     return 0
+
+
+def check_launch(command: str, config) -> None:
+    """Refuse a multi-process launch this command cannot use (trainer/distributed.py)."""
+    init = getattr(config, "init", "")
+    vlm = False
+    if init and command in distributed.DATA_PARALLEL:
+        from trainer.vlm import is_vlm
+
+        vlm = is_vlm(init)
+    distributed.check_launch(command, vlm)

@@ -33,7 +33,7 @@ class CommonConfig:
     warmup_steps: int = _f(10, "linear warmup steps")
     schedule: str = _f("cosine", "learning-rate schedule after warmup", choices=["cosine", "linear", "constant"])
     grad_clip: float = _f(1.0, "max global grad norm (0 disables)")
-    batch_tokens: int = _f(8192, "tokens per batch (rows are grouped by length and padded)")
+    batch_tokens: int = _f(8192, "tokens per batch of each process (rows are grouped by length and padded)")
     max_length: int = _f(2048, "rows longer than this many tokens are truncated from the left (vision-language "
                          "rows are not cut: a batch is batch_tokens / max_length of them)")
     device: str = _f("auto", "auto (cuda when available, else cpu), cpu or cuda")

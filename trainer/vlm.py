@@ -90,7 +90,8 @@ def _images(row: dict, base: Path, where: str) -> list[dict]:
 
 
 def read_sft_rows(path: str | os.PathLike, style: str) -> list[dict]:
-    """SFT rows as TRL's conversational vision rows: ``{"messages": [structured], "images": [refs]}``.
+    """SFT rows as TRL's conversational vision rows: ``{"messages": [structured], "images": [refs], "row": line}``
+    (``row``: the line number in the file, which a multi-process run's trace names; trainer/distributed.py).
     The messages are re-rendered in prompt ``style`` first, as sft.py does for text models."""
     base = Path(path).resolve().parent
     rows = []
@@ -103,12 +104,13 @@ def read_sft_rows(path: str | os.PathLike, style: str) -> list[dict]:
             raise TrainerError(f"{where}: messages: no assistant turn, nothing to learn from")
         (messages,), _ = D.restyle([messages], style)
         images = _images(row, base, where)
-        rows.append({"messages": structured(messages, len(images), where), "images": images})
+        rows.append({"messages": structured(messages, len(images), where), "images": images, "row": lineno})
     return rows
 
 
 def read_dpo_rows(path: str | os.PathLike, style: str) -> list[dict]:
-    """DPO rows as TRL's vision preference rows (``prompt``, ``chosen``, ``rejected`` structured, ``images``).
+    """DPO rows as TRL's vision preference rows (``prompt``, ``chosen``, ``rejected`` structured, ``images``, the
+    line number ``row``).
     A row whose chosen and rejected completions are the same text is left out, as data.read_dpo does."""
     base = Path(path).resolve().parent
     rows, same = [], 0
@@ -126,7 +128,7 @@ def read_dpo_rows(path: str | os.PathLike, style: str) -> list[dict]:
         (prompt,), _ = D.restyle([prompt], style)
         images = _images(row, base, where)
         rows.append({"prompt": structured(prompt, len(images), where), "chosen": structured(chosen, 0, where),
-                     "rejected": structured(rejected, 0, where), "images": images})
+                     "rejected": structured(rejected, 0, where), "images": images, "row": lineno})
     if same and not rows:
         raise TrainerError(f"{path}: every DPO row's chosen completion equals its rejected one; "
                            "there is no preference to learn")

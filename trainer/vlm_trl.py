@@ -7,8 +7,17 @@ and the warmup + decay schedule of optim.py, a JSON progress line every ``log_ev
 ``max_steps`` / ``max_epochs`` / ``max_seconds`` and the same ``stopped_by`` and ``warnings``, and save_checkpoint's
 dir (loupe.json, metrics.json; with LoRA the merged weights at the top and the adapter in ``adapter/``).
 
-Rows are batched ``batch_tokens // max_length`` at a time. ``max_length`` truncates nothing here: cutting a row
-would cut its image tokens or its answer.
+Rows are batched ``batch_tokens // max_length`` at a time in each process. ``max_length`` truncates nothing here:
+cutting a row would cut its image tokens or its answer.
+
+Under ``torchrun`` / ``accelerate launch`` (trainer/distributed.py, configs in trainer/launch/) the same code runs
+in every process: accelerate deals each rank its own batches of one seeded order and averages the gradients
+(a step of N processes is the step of one process with N times the batch); rank 0 prints and saves. The trainers
+make their optimizer and schedule themselves (:class:`LoupeSchedule`) because FSDP and DeepSpeed wrap the model
+first and refuse an optimizer made outside; a sharded model (FSDP, ZeRO-3) is gathered to rank 0 to be saved.
+
+Over 400 lines: one file for everything Loupe puts around TRL's two trainers (subclasses, callbacks, the save),
+which GRPO (vlm_grpo.py) reuses; the launch-side rules that need no TRL are in distributed.py.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from trl import DPOConfig as TRLDPOConfig
 from trl import DPOTrainer, SFTTrainer
 from trl import SFTConfig as TRLSFTConfig
 
+from trainer import distributed
 from trainer.configs import config_dict
 from trainer.model import (Loaded, TrainerError, parse_lora, read_loupe, resolve_device, resolve_dtype,
                            save_checkpoint, sha256_file)
@@ -49,7 +59,9 @@ def load_vlm(config, device: torch.device, dtype: torch.dtype, style: str) -> Lo
     """The init checkpoint's model and processor (``Loaded.tokenizer`` holds the processor), wrapped in LoRA when
     ``config.lora`` asks for it."""
     path = Path(config.init)
-    model = AutoModelForImageTextToText.from_pretrained(path, local_files_only=True, dtype=dtype).to(device)
+    model = AutoModelForImageTextToText.from_pretrained(path, local_files_only=True, dtype=dtype)
+    if not distributed.uses_deepspeed():  # ZeRO-3 loaded it partitioned (the TRL config made first) and places it
+        model = model.to(device)
     processor = load_processor(path)
     if config.lora:
         lora = parse_lora(config.lora)
@@ -62,13 +74,20 @@ def load_vlm(config, device: torch.device, dtype: torch.dtype, style: str) -> Lo
 
 
 def dataset(rows: list[dict], columns: tuple[str, ...]) -> Dataset:
-    """Rows as a datasets.Dataset whose images decode to PIL images when read (paths are opened lazily)."""
-    return Dataset.from_list(rows, features=Features({**{c: List(PARTS) for c in columns}, "images": IMAGES}))
+    """Rows as a datasets.Dataset whose images decode to PIL images when read (paths are opened lazily), with
+    their snapshot line numbers (``row``) where vlm.py gave them."""
+    numbered = {"row": Value("int64")} if rows and "row" in rows[0] else {}
+    return Dataset.from_list(rows, features=Features({**{c: List(PARTS) for c in columns}, "images": IMAGES,
+                                                      **numbered}))
 
 
 class Progress(TrainerCallback):
     """Progress lines on stdout (trainer.optim.emit) every ``every`` steps, the per-step history, and the time
-    budget (``max_seconds`` stops training after the step that spends it)."""
+    budget (``max_seconds`` stops training after the step that spends it).
+
+    With several processes only rank 0 prints (every rank keeps the history: the logged values are already
+    averaged over ranks), and the budget is spent by rank 0's clock, sent to every rank after each step: each rank
+    must stop at the same step and decay its learning rate alike."""
 
     def __init__(self, config, planned: int, every: int, keys: dict[str, str]):
         self.config, self.planned, self.every, self.keys = config, planned, every, keys
@@ -76,13 +95,22 @@ class Progress(TrainerCallback):
         self.timer = self.window = Timer()
         self.tokens = self.window_tokens = 0
         self.timed_out = False
+        self.shared_elapsed = 0.0
+
+    def elapsed(self) -> float:
+        """Seconds of training by the clock every rank agrees on (rank 0's, as of the last step's end)."""
+        return self.timer.elapsed() if distributed.world_size() == 1 else self.shared_elapsed
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.timer = self.window = Timer()
+        self.shared_elapsed = 0.0
 
     def on_step_end(self, args, state, control, **kwargs):
         budget = self.config.max_seconds
-        if budget and self.timer.elapsed() > budget and state.global_step < self.planned:
+        if not budget:
+            return
+        self.shared_elapsed = distributed.broadcast(self.timer.elapsed())
+        if self.elapsed() > budget and state.global_step < self.planned:
             log.info("vlm: time budget of %.0f s spent after %d steps", budget, state.global_step)
             self.timed_out = control.should_training_stop = True
 
@@ -104,27 +132,106 @@ class Progress(TrainerCallback):
         if "num_tokens" in logs:
             line["tokens_per_s"] = (self.tokens - self.window_tokens) / max(self.window.elapsed(), 1e-9)
             self.window, self.window_tokens = Timer(), self.tokens
-        emit(line)
+        if state.is_world_process_zero:
+            emit(line)
 
 
-def optimizers(model, config, progress: Progress):
-    """AdamW over the trainable parameters and optim.py's schedule (warmup, decay to 10 %, the time budget read off
-    ``progress``'s clock) as a LambdaLR."""
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
+def schedule(config, progress: Progress):
+    """optim.py's learning-rate factor of a step (warmup, decay to 10 %, the time budget read off ``progress``'s
+    shared clock), for a LambdaLR."""
 
     def factor(step: int) -> float:
         budget = config.max_seconds
         return lr_factor(step, warmup=config.warmup_steps, total=progress.planned, schedule=config.schedule,
-                         time_progress=progress.timer.elapsed() / budget if budget else 0.0)
+                         time_progress=progress.elapsed() / budget if budget else 0.0)
 
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    return factor
+
+
+def optimizers(model, config, progress: Progress):
+    """AdamW over the trainable parameters and :func:`schedule` as a LambdaLR, for a trainer that takes its
+    optimizers made outside (one process or DDP; FSDP and DeepSpeed refuse them: use :class:`LoupeSchedule`)."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule(config, progress))
+
+
+class LoupeSchedule:
+    """Mixed into a TRL trainer: AdamW comes from the TrainingArguments (:func:`trainer_args`: betas 0.9 / 0.95, no
+    weight decay on biases and norms), the learning rate follows :func:`schedule`, both made after the model is
+    wrapped (DDP, FSDP, DeepSpeed), and the snapshot's line numbers (``row``) reach the collator
+    (:class:`RowTrace`) instead of being dropped as a column the model does not take."""
+
+    def __init__(self, *args, lr_factor, **kwargs):
+        self.loupe_lr_factor = lr_factor
+        super().__init__(*args, **kwargs)
+
+    def create_scheduler(self, num_training_steps: int, optimizer=None):
+        if self.lr_scheduler is None:
+            self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer or self.optimizer, self.loupe_lr_factor)
+            self._created_lr_scheduler = True
+        return self.lr_scheduler
+
+    def _set_signature_columns_if_needed(self):
+        super()._set_signature_columns_if_needed()
+        if "row" not in self._signature_columns:
+            self._signature_columns = [*self._signature_columns, "row"]
+
+
+class LoupeSFTTrainer(LoupeSchedule, SFTTrainer):
+    """TRL's SFTTrainer with Loupe's optimizer, schedule and row numbers, and its loss a mean over the answer
+    tokens of every process's rows: a step of N processes is the step of one process with all their rows.
+
+    Qwen2.5-VL says its forward takes no loss arguments (``accepts_loss_kwargs = False``), so the Trainer would not
+    count the batch's tokens across ranks, and each rank would average over its own tokens (rows of different
+    lengths then weigh differently than in one process: measured 1.2e-3 apart at the first step). TRL's SFT loss is
+    computed by TRL, not by that forward, and divides by the count it is given."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.model_accepts_loss_kwargs = True
+
+
+class LoupeDPOTrainer(LoupeSchedule, DPOTrainer):
+    """TRL's DPOTrainer with Loupe's optimizer, schedule and row numbers."""
+
+
+class RowTrace(TrainerCallback):
+    """Wraps a trainer's collator: takes the ``row`` numbers out of each batch before the real collator sees them
+    and, with ``$LOUPE_TRAINER_TRACE`` set, writes the rows of each optimizer step of this rank to its trace.
+
+    Batches are collated ahead of the step that trains them (accelerate's loader reads one ahead), so they queue
+    here and each step end takes the oldest ``gradient_accumulation_steps`` of them. Only batches collated while
+    training count (DPO's evaluation after training uses the same collator)."""
+
+    def __init__(self, collator, trace: distributed.Trace):
+        self.collator, self.trace = collator, trace
+        self.batches: list[list[int]] = []
+        self.training = False
+
+    def __call__(self, examples: list[dict]):
+        if self.training and self.trace:
+            self.batches.append([example.get("row") for example in examples])
+        return self.collator([{k: v for k, v in example.items() if k != "row"} for example in examples])
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.training, self.batches = True, []
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.trace:
+            taken, self.batches = self.batches[:args.gradient_accumulation_steps], \
+                self.batches[args.gradient_accumulation_steps:]
+            self.trace.write({"step": state.global_step, "rows": [row for batch in taken for row in batch]})
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.training = False
 
 
 def trainer_args(config, device: torch.device, dtype: torch.dtype, planned: int, batch: int, output_dir: str) -> dict:
-    """The TrainingArguments both TRL configs share."""
+    """The TrainingArguments both TRL configs share (``batch`` rows a step in each process)."""
     return dict(output_dir=output_dir, max_steps=planned, per_device_train_batch_size=batch,
                 per_device_eval_batch_size=batch, gradient_accumulation_steps=1, learning_rate=config.lr,
+                optim="adamw_torch", adam_beta1=0.9, adam_beta2=0.95, weight_decay=config.weight_decay,
                 max_grad_norm=config.grad_clip, seed=config.seed, data_seed=config.seed, logging_steps=1,
                 save_strategy="no", report_to="none", disable_tqdm=True, use_cpu=device.type == "cpu",
                 bf16=dtype == torch.bfloat16, activation_checkpointing=device.type == "cuda", max_length=None,
@@ -147,69 +254,115 @@ class Run:
     planned: int
     rows: int
     workdir: tempfile.TemporaryDirectory
+    trace: RowTrace | None = None
 
 
-def _setup(config, rows: list[dict], style: str):
+def _plan(config, rows: list[dict]) -> tuple[torch.device, torch.dtype, int, int]:
+    """The device, dtype, rows a batch in each process and planned steps of a run on ``rows``."""
     if not rows:
         raise TrainerError(f"{config.data}: no rows to train on")
     set_threads(config.threads)
-    set_seed(config.seed)
-    device = resolve_device(config.device)
+    device = distributed.device_of(resolve_device(config.device))
     dtype = resolve_dtype(config.dtype, device)
     batch = max(1, config.batch_tokens // max(config.max_length, 1))
-    planned = planned_steps(config, math.ceil(len(rows) / batch))
+    processes = distributed.world_size()
+    planned = planned_steps(config, math.ceil(len(rows) / (batch * processes)))
     if planned < config.max_steps:
         log.info("vlm: %d steps, not %d: %s passes over %d rows", planned, config.max_steps, config.max_epochs,
                  len(rows))
-    loaded = load_vlm(config, device, dtype, style)
-    return device, dtype, batch, planned, loaded
+    if processes > 1 and len(rows) % (batch * processes):
+        log.info("vlm: %d rows do not fill the %d x %d rows of a step: accelerate repeats %d of them at the end "
+                 "of each pass to keep the ranks in step", len(rows), processes, batch,
+                 -len(rows) % (batch * processes))
+    return device, dtype, batch, planned
+
+
+def _run(trainer, progress: Progress, loaded: Loaded, rows: list[dict], planned: int, batch: int,
+         workdir: tempfile.TemporaryDirectory) -> Run:
+    """The prepared run: the trainer's own printing taken out, its collator wrapped by a :class:`RowTrace`."""
+    own_stdout(trainer)
+    if distributed.uses_fsdp() and not trainer.is_fsdp_enabled:  # accelerate 1.16 shards only on accelerators
+        log.warning("the launch config asks for FSDP, but accelerate does not shard on %s: this run is plain DDP, "
+                    "each process holding the whole model", trainer.args.device.type)
+    trace = RowTrace(trainer.data_collator, distributed.Trace())
+    trainer.data_collator = trace
+    trainer.add_callback(trace)
+    log.info("%s: %d rows with %d images, %d a batch in each of %d processes, device %s %s%s",
+             "dpo" if isinstance(trainer, DPOTrainer) else "sft", len(rows), sum(len(r["images"]) for r in rows),
+             batch, distributed.world_size(), trainer.args.device, loaded.model.dtype,
+             ", LoRA" if loaded.is_lora else "")
+    return Run(trainer, loaded, progress, planned, len(rows), workdir, trace)
 
 
 def prepare_sft(config, rows: list[dict], style: str) -> Run:
     """An SFTTrainer on ``rows`` (vlm.read_sft_rows), loss on the assistant turns only."""
-    device, dtype, batch, planned, loaded = _setup(config, rows, style)
+    device, dtype, batch, planned = _plan(config, rows)
     workdir = tempfile.TemporaryDirectory(prefix="loupe-trl-")
+    # the TRL config before the model: under ZeRO-3 it makes from_pretrained load the weights partitioned
     args = TRLSFTConfig(**trainer_args(config, device, dtype, planned, batch, workdir.name), assistant_only_loss=True,
                         packing=False, padding_free=False)
+    set_seed(config.seed)  # after the process group is up: every rank draws the same LoRA init
+    loaded = load_vlm(config, device, dtype, style)
     progress = Progress(config, planned, log_interval(config, planned),
                         {"loss": "loss", "lr": "learning_rate", "grad_norm": "grad_norm"})
-    trainer = SFTTrainer(model=loaded.model, args=args, train_dataset=dataset(rows, ("messages",)),
-                         processing_class=loaded.tokenizer, callbacks=[progress],
-                         optimizers=optimizers(loaded.model, config, progress))
-    own_stdout(trainer)
-    log.info("sft: %d rows with %d images, %d a batch, device %s %s%s", len(rows),
-             sum(len(r["images"]) for r in rows), batch, device, dtype, ", LoRA" if loaded.is_lora else "")
-    return Run(trainer, loaded, progress, planned, len(rows), workdir)
+    trainer = LoupeSFTTrainer(model=loaded.model, args=args, train_dataset=dataset(rows, ("messages",)),
+                              processing_class=loaded.tokenizer, callbacks=[progress],
+                              lr_factor=schedule(config, progress))
+    return _run(trainer, progress, loaded, rows, planned, batch, workdir)
 
 
 def prepare_dpo(config, rows: list[dict], style: str) -> Run:
     """A DPOTrainer on ``rows`` (vlm.read_dpo_rows) against the frozen init."""
-    device, dtype, batch, planned, loaded = _setup(config, rows, style)
+    device, dtype, batch, planned = _plan(config, rows)
     workdir = tempfile.TemporaryDirectory(prefix="loupe-trl-")
     losses = (["sigmoid", "sft"], [1.0, config.sft_weight]) if config.sft_weight > 0 else (["sigmoid"], None)
     args = TRLDPOConfig(**trainer_args(config, device, dtype, planned, batch, workdir.name), beta=config.beta,
                         loss_type=losses[0], loss_weights=losses[1], precompute_ref_log_probs=False)
+    set_seed(config.seed)  # after the process group is up: every rank draws the same LoRA init
+    loaded = load_vlm(config, device, dtype, style)
     reference = None if loaded.is_lora else copy.deepcopy(loaded.model).eval().requires_grad_(False)
     progress = Progress(config, planned, log_interval(config, planned),
                         {"loss": "loss", "margin": "rewards/margins", "accuracy": "rewards/accuracies",
                          "lr": "learning_rate"})
     pairs = dataset(rows, ("prompt", "chosen", "rejected"))
-    trainer = DPOTrainer(model=loaded.model, ref_model=reference, args=args, train_dataset=pairs, eval_dataset=pairs,
-                         processing_class=loaded.tokenizer, callbacks=[progress],
-                         optimizers=optimizers(loaded.model, config, progress))
-    own_stdout(trainer)
-    log.info("dpo: %d pairs with %d images, %d a batch, device %s %s%s", len(rows),
-             sum(len(r["images"]) for r in rows), batch, device, dtype, ", LoRA" if loaded.is_lora else "")
-    return Run(trainer, loaded, progress, planned, len(rows), workdir)
+    trainer = LoupeDPOTrainer(model=loaded.model, ref_model=reference, args=args, train_dataset=pairs,
+                              eval_dataset=pairs, processing_class=loaded.tokenizer, callbacks=[progress],
+                              lr_factor=schedule(config, progress))
+    return _run(trainer, progress, loaded, rows, planned, batch, workdir)
+
+
+def sharded(trainer) -> bool:
+    """Whether each rank holds only a shard of the weights (FSDP, DeepSpeed ZeRO-3)."""
+    plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
+    return bool(trainer.is_fsdp_enabled or (plugin is not None and plugin.zero_stage == 3))
 
 
 def _save(run: Run, config, algorithm: str, metrics: dict) -> None:
-    model = run.loaded.model
-    if run.loaded.is_lora and "ref" in model.peft_config:
-        model.delete_adapter("ref")  # DPOTrainer's frozen copy of the fresh adapter, its reference: not the result
-    save_checkpoint(run.loaded, config.out, algorithm=algorithm, config=config_dict(config),
-                    data_sha256=sha256_file(config.data), metrics=metrics)
-    forget_processor_class(config.out)
+    """Write the checkpoint dir from rank 0. Every rank takes part: a sharded model is gathered first (a
+    collective), and all wait for rank 0 to be done writing."""
+    trainer, model = run.trainer, run.loaded.model
+    loaded = run.loaded
+    if sharded(trainer):
+        state = trainer.accelerator.get_state_dict(trainer.model_wrapped)  # the full weights, on rank 0 only
+        if distributed.is_main():
+            dtype = torch.bfloat16 if trainer.args.bf16 else torch.float32
+            loaded = load_vlm(config, torch.device("cpu"), dtype, run.loaded.prompt_style)
+            # DPOTrainer's frozen copy of the fresh adapter (its reference) is not the result
+            state = {k: v for k, v in state.items() if ".ref." not in k}
+            missing = loaded.model.load_state_dict(state, strict=False).missing_keys
+            if missing:
+                raise TrainerError(f"the gathered weights lack {len(missing)} tensors, e.g. {missing[0]}")
+    else:
+        if loaded.is_lora and "ref" in model.peft_config:
+            model.delete_adapter("ref")  # DPOTrainer's frozen copy of the fresh adapter, its reference: not the result
+        if run.trace is not None and run.trace.trace:  # before save_checkpoint merges a LoRA on rank 0 alone
+            run.trace.trace.write({"weights_sha256": distributed.weights_digest(model)})
+        distributed.check_same_weights(model)
+    if distributed.is_main():
+        save_checkpoint(loaded, config.out, algorithm=algorithm, config=config_dict(config),
+                        data_sha256=sha256_file(config.data), metrics=metrics)
+        forget_processor_class(config.out)
+    trainer.accelerator.wait_for_everyone()
     run.workdir.cleanup()
 
 
@@ -242,16 +395,19 @@ def train_sft(config, rows: list[dict], style: str) -> dict:
 
 def train_dpo(config, rows: list[dict], style: str) -> dict:
     """Train on the pairs in ``rows``, save to ``config.out``; returns the metrics. The log-probability margins
-    (chosen minus rejected) are measured over every pair before and after, as dpo.py does."""
+    (chosen minus rejected) over every pair, as dpo.py reports them, come from one evaluation after training: the
+    margin before is the reference's (the policy starts as the frozen init), the policy's margin less TRL's reward
+    margin over beta. An evaluation before training would also cost a pass, and with transformers 5.24 it leaves
+    train() without its DDP wrapper: ranks would not average their gradients (seen: LoRA weights diverged)."""
     run = prepare_dpo(config, rows, style)
-    before = run.trainer.evaluate()
     history = _train(run)
     seconds = run.progress.timer.elapsed()
     after = run.trainer.evaluate()
+    margin_after = after["eval_logps/chosen"] - after["eval_logps/rejected"]
     metrics = {"algorithm": "dpo", "model": "vlm", "steps": len(history), "pairs": run.rows,
                "first_loss": history[0]["loss"], "final_loss": history[-1]["loss"],
-               "logp_margin_before": before["eval_logps/chosen"] - before["eval_logps/rejected"],
-               "logp_margin_after": after["eval_logps/chosen"] - after["eval_logps/rejected"],
+               "logp_margin_before": margin_after - after["eval_rewards/margins"] / config.beta,
+               "logp_margin_after": margin_after,
                "reward_margin": after["eval_rewards/margins"], "pairs_improved": after["eval_rewards/accuracies"],
                "train_seconds": seconds, "prompt_style": style, "planned_steps": run.planned,
                **_stop(run, config, "pairs")}

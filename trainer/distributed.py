@@ -1,0 +1,176 @@
+"""Several training processes (``torchrun`` / ``accelerate launch``): which one this is, and what only one does.
+
+A launcher starts N copies of ``python -m trainer ...`` and tells each its place through the environment
+(``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``); TRL's trainers (through accelerate) join them into one process group
+(NCCL on GPUs, gloo on CPUs), deal each rank its own rows and average the gradients. What Loupe adds:
+
+- Rank 0 speaks for the run. Its stdout carries the progress lines and the ``done`` line (the train worker reads
+  stdout, and torchrun passes every rank's stdout through to its own), it writes the checkpoint dir. The other
+  ranks' stdout is pointed at stderr (:func:`quiet_stdout`), so nothing they or a library print can reach the
+  worker as progress.
+- Decisions that must be the same on every rank are taken once: the time budget's clock is rank 0's
+  (:func:`broadcast`); a rank that stopped alone would leave the others waiting in an all-reduce for ever.
+- A launch that would not do what was asked is refused with one line (:func:`check_launch`):
+  ``accelerate launch --cpu --num_processes N`` starts ONE process (accelerate 1.16 wants mpirun for several CPU
+  processes; it sets MASTER_ADDR but no WORLD_SIZE), a DeepSpeed config without deepspeed installed, and several
+  processes for a command that has no data-parallel loop (the tiny model's own loops would each train on every
+  row and write the same dir).
+- ``LOUPE_TRAINER_TRACE=<dir>``: each rank writes ``trace-rank<R>.jsonl`` there: the rows of every optimizer step
+  (their line numbers in the snapshot) and, at the end, a digest of its weights. The tests read it to prove the
+  ranks trained on disjoint rows and ended equal; a person can read it when a multi-GPU run looks wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from trainer.model import TrainerError
+
+TRACE_ENV = "LOUPE_TRAINER_TRACE"
+# Commands whose multi-process run is data-parallel (TRL's trainers), for vision-language checkpoints
+DATA_PARALLEL = ("sft", "dpo", "rl")
+
+
+def world_size() -> int:
+    """How many training processes the launcher started (1 without a launcher)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def rank() -> int:
+    """This process's place among all of them (0 speaks for the run)."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def local_rank() -> int:
+    """This process's place on its own machine: the GPU it trains on."""
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def is_main() -> bool:
+    return rank() == 0
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
+
+
+def uses_deepspeed() -> bool:
+    """Whether accelerate launched this process with a DeepSpeed config."""
+    return _env_true("ACCELERATE_USE_DEEPSPEED")
+
+
+def uses_fsdp() -> bool:
+    """Whether accelerate launched this process with an FSDP config."""
+    return _env_true("ACCELERATE_USE_FSDP")
+
+
+def check_launch(command: str, vlm: bool) -> None:
+    """Refuse a launch that would not train as asked (see the module docstring); ``vlm``: the init is a
+    vision-language checkpoint (its runs go through TRL)."""
+    if world_size() == 1 and "ACCELERATE_USE_CPU" in os.environ and os.environ.get("MASTER_ADDR"):
+        # accelerate's one-process launcher, yet it set MASTER_ADDR: it was asked for several processes
+        raise TrainerError("accelerate launch started ONE process where several were asked for (it does so with "
+                           "--cpu, or without a GPU and without a config: several CPU processes need mpirun there): "
+                           "use torchrun --nproc-per-node N -m trainer ..., or accelerate launch --config_file "
+                           "trainer/launch/ddp.yaml --num_processes N -m trainer ... (gloo without a GPU)")
+    if uses_deepspeed() and importlib.util.find_spec("deepspeed") is None:
+        raise TrainerError("the launch config asks for DeepSpeed, which is not installed here: pip install "
+                           "deepspeed in the training image (trainer/README.md), or use trainer/launch/fsdp.yaml")
+    if world_size() > 1 and not (vlm and command in DATA_PARALLEL):
+        raise TrainerError(f"{world_size()} processes were launched, but {command} "
+                           f"{'of this checkpoint ' if command in DATA_PARALLEL else ''}trains in one process: only "
+                           "sft, dpo and rl of a vision-language checkpoint (TRL) split rows across processes; "
+                           "run it without torchrun / accelerate launch")
+
+
+def quiet_stdout() -> None:
+    """On every rank but 0, send stdout (the file descriptor, so C code and subprocesses too) to stderr."""
+    if is_main():
+        return
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+
+
+def device_of(device: torch.device) -> torch.device:
+    """The device this rank trains on: with several processes on CUDA, the GPU of its local rank."""
+    if device.type == "cuda" and world_size() > 1:
+        torch.cuda.set_device(local_rank())
+        return torch.device("cuda", local_rank())
+    return device
+
+
+def _group_ready() -> bool:
+    return world_size() > 1 and torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def _group_device() -> torch.device:
+    """Where the process group's tensors live: the rank's GPU for NCCL, the CPU for gloo."""
+    if torch.distributed.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def broadcast(value: float) -> float:
+    """Rank 0's ``value`` on every rank (itself without a process group)."""
+    if not _group_ready():
+        return value
+    tensor = torch.tensor([value], dtype=torch.float64, device=_group_device())
+    torch.distributed.broadcast(tensor, src=0)
+    return float(tensor.item())
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """sha256 of every parameter's name and bytes, in name order: equal on two ranks iff their weights are."""
+    digest = hashlib.sha256()
+    for name, param in sorted(model.named_parameters()):
+        digest.update(name.encode())
+        digest.update(param.detach().float().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def check_same_weights(model: torch.nn.Module) -> None:
+    """Raise on every rank unless all ranks hold the same weights (compared by a float64 sum of every parameter:
+    data-parallel ranks end bit-equal). A wrapper that did not average the gradients would otherwise go unseen:
+    rank 0 would save its own model, trained on its share of the rows alone."""
+    if not _group_ready():
+        return
+    with torch.no_grad():
+        total = sum(float(param.detach().double().sum()) for param in model.parameters())
+    device = _group_device()
+    totals = [torch.zeros(1, dtype=torch.float64, device=device) for _ in range(world_size())]
+    torch.distributed.all_gather(totals, torch.tensor([total], dtype=torch.float64, device=device))
+    values = [float(t.item()) for t in totals]
+    if len(set(values)) > 1:
+        raise TrainerError(f"the {world_size()} processes ended with different weights (parameter sums {values}): "
+                           "their gradients were not averaged, so the checkpoint would hold one rank's share only")
+
+
+class Trace:
+    """This rank's ``trace-rank<R>.jsonl`` in ``$LOUPE_TRAINER_TRACE`` (a no-op when it is unset)."""
+
+    def __init__(self) -> None:
+        folder = os.environ.get(TRACE_ENV)
+        self.file = Path(folder) / f"trace-rank{rank()}.jsonl" if folder else None
+        if self.file:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            self.file.write_text("")
+
+    def __bool__(self) -> bool:
+        return self.file is not None
+
+    def write(self, record: dict) -> None:
+        if self.file:
+            with self.file.open("a") as out:
+                out.write(json.dumps({"rank": rank(), "world_size": world_size(), **record}) + "\n")
+
+
+__all__ = ["world_size", "rank", "local_rank", "is_main", "check_launch", "quiet_stdout", "device_of", "broadcast",
+           "weights_digest", "check_same_weights", "Trace", "uses_deepspeed", "uses_fsdp", "DATA_PARALLEL", "TRACE_ENV"]
