@@ -76,6 +76,11 @@ def run(command: str, config) -> tuple[str, dict]:
             from trainer.vlm_grpo import train_grpo_vlm
 
             return config.out, train_grpo_vlm(config)
+        vlm_only = [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(config)
+                    if f.name in ("void_reward", "loss_type", "scale_rewards") and getattr(config, f.name) != f.default]
+        if vlm_only:
+            raise TrainerError(f"{', '.join(vlm_only)}: options of GRPO of a vision-language checkpoint; "
+                               f"--init {config.init} is a text model, trained by rl.py")
         from trainer.rl import train_rl
 
         return config.out, train_rl(config)

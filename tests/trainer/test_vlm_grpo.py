@@ -255,3 +255,11 @@ def test_options_of_the_episode_loops_are_refused_not_ignored(tmp_path, data, in
     assert "--gamma, --tasks: options of the episode loops (rl.py)" in capsys.readouterr().err
     assert cli.main([*base, "--advantage", "grpo", "--group-size", "1"]) == 2
     assert "--group-size must be at least 2" in capsys.readouterr().err
+
+
+def test_grpo_options_are_refused_for_a_text_model(tmp_path, data, capsys):
+    code = cli.main(["rl", "--init", "tiny", "--data", str(data / "rl.jsonl"), "--out", str(tmp_path / "out"),
+                     "--void-reward", "0", "--loss-type", "grpo"])
+    assert code == 2
+    assert "--void-reward, --loss-type: options of GRPO of a vision-language checkpoint; --init tiny is a text model" \
+        in capsys.readouterr().err
