@@ -4,10 +4,17 @@ reads their JSON progress lines and hands them files. Django reaches the trainer
 A snapshot is handed over as a local file: where the storage has no local path (S3 and other object stores)
 it is downloaded to a temporary file first, so a `train` worker on another host trains on what the
 `default` worker froze.
+
+Training a vision-language checkpoint (sft, dpo, rl with an ``--init`` dir whose config.json has a
+``vision_config``) runs in ``LOUPE_TRAIN_PROCESSES`` processes on the worker's machine, one a GPU, under
+``LOUPE_TRAIN_LAUNCHER`` (``torchrun``, or ``accelerate`` with ``LOUPE_TRAIN_LAUNCH_CONFIG``: trainer/launch/*.yaml
+for DDP, FSDP, DeepSpeed ZeRO-3). Only rank 0 writes stdout, so the progress lines read here are the same as
+from one process. Multi-node runs are started by hand (trainer/README.md): a worker launches on its own machine.
 """
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -17,16 +24,22 @@ import tempfile
 import threading
 from pathlib import Path
 
+import yaml
 from django.conf import settings
 from django.core.files.storage import default_storage
 
 from core.errors import ApplicationError
 
+# Commands that train: the ones a launcher may run in several processes
+TRAINING_COMMANDS = ("sft", "dpo", "rl")
+LAUNCHERS = ("torchrun", "accelerate")
+
 
 def command(name: str, *args: str, **options) -> list[str]:
     """``python -m trainer NAME ARGS --option value ...``; options that are None or "" are left out, True is a
-    bare flag and False its --no- form; underscores become dashes."""
-    argv = [sys.executable, "-m", "trainer", name, *args]
+    bare flag and False its --no- form; underscores become dashes. A training command of a vision-language
+    checkpoint goes under the configured launcher when more than one process is asked for (:func:`launcher`)."""
+    argv = ["-m", "trainer", name, *args]
     for key, value in options.items():
         if value is None or value == "":
             continue
@@ -37,12 +50,71 @@ def command(name: str, *args: str, **options) -> list[str]:
             argv.append("--no-" + key.replace("_", "-"))
         else:
             argv += [flag, str(value)]
-    return argv
+    init = options.get("init") or next((a for flag, a in zip(args, args[1:]) if flag == "--init"), "")
+    prefix = launcher() if name in TRAINING_COMMANDS and reads_images(init) else []
+    return [sys.executable, *prefix, *argv]
+
+
+def reads_images(init: str) -> bool:
+    """Whether ``init`` is a vision-language checkpoint dir (its config.json has a ``vision_config``), the kind
+    the trainer trains through TRL, in as many processes as it is given."""
+    file = Path(init) / "config.json" if init else None
+    if file is None or not file.is_file():
+        return False
+    try:
+        return "vision_config" in json.loads(file.read_text())
+    except (OSError, ValueError):
+        return False  # the trainer itself says what is wrong with the dir
+
+
+def launcher() -> list[str]:
+    """The launcher's part of a command line (after the interpreter) for ``LOUPE_TRAIN_PROCESSES`` processes on
+    this machine; empty for one. A setting that cannot work is refused here, in words, before anything starts."""
+    processes, name = settings.LOUPE_TRAIN_PROCESSES, settings.LOUPE_TRAIN_LAUNCHER
+    config = str(settings.LOUPE_TRAIN_LAUNCH_CONFIG or "")
+    if not isinstance(processes, int) or processes < 1:
+        raise ApplicationError(f"LOUPE_TRAIN_PROCESSES must be a whole number of processes, 1 or more "
+                               f"(one a GPU); it is {processes!r}.")
+    if name not in LAUNCHERS:
+        raise ApplicationError(f"LOUPE_TRAIN_LAUNCHER must be one of {', '.join(LAUNCHERS)}; it is {name!r}.")
+    if config and name != "accelerate":
+        raise ApplicationError("LOUPE_TRAIN_LAUNCH_CONFIG is an accelerate config: set LOUPE_TRAIN_LAUNCHER=accelerate "
+                               "to use it.")
+    if processes == 1:
+        return []
+    if name == "torchrun":  # --standalone: a free port of its own, so two runs on one machine do not meet
+        return ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes)]
+    # without a config accelerate starts ONE process on a machine without GPUs: DDP's config is the default
+    path = Path(config or "trainer/launch/ddp.yaml")
+    path = path if path.is_absolute() else Path(settings.BASE_DIR) / path
+    _check_launch_config(path)
+    return ["-m", "accelerate.commands.launch", "--config_file", str(path), "--num_processes", str(processes),
+            "--main_process_port", "0"]  # a free port, as torchrun's --standalone
+
+
+def _check_launch_config(path: Path) -> None:
+    """An accelerate config the worker can launch: readable, one machine, and DeepSpeed installed if it asks
+    for it (accelerate would only say so in a traceback)."""
+    try:
+        config = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ApplicationError(f"LOUPE_TRAIN_LAUNCH_CONFIG {path} cannot be read as an accelerate config "
+                               f"({type(exc).__name__}: {exc}).") from exc
+    if not isinstance(config, dict):
+        raise ApplicationError(f"LOUPE_TRAIN_LAUNCH_CONFIG {path} is not an accelerate config (a YAML mapping).")
+    if str(config.get("num_machines") or 1) != "1":
+        raise ApplicationError(f"LOUPE_TRAIN_LAUNCH_CONFIG {path} spans {config['num_machines']} machines; a train "
+                               "worker launches on its own machine only. Start multi-node runs by hand "
+                               "(trainer/README.md), or use a one-machine config.")
+    if config.get("distributed_type") == "DEEPSPEED" and importlib.util.find_spec("deepspeed") is None:
+        raise ApplicationError(f"LOUPE_TRAIN_LAUNCH_CONFIG {path} uses DeepSpeed, which is not installed on this "
+                               "train worker: pip install deepspeed in its image (trainer/README.md), or use "
+                               "trainer/launch/fsdp.yaml.")
 
 
 def shown(argv: list[str]) -> str:
-    """A command line as a run's log shows it (without the interpreter)."""
-    return "python -m trainer " + " ".join(argv[3:])
+    """A command line as a run's log shows it (the interpreter as ``python``)."""
+    return " ".join(["python", *argv[1:]])
 
 
 def stream(argv: list[str], on_progress) -> tuple[dict, str, int]:
@@ -77,9 +149,11 @@ def stream(argv: list[str], on_progress) -> tuple[dict, str, int]:
 
 
 def failure(phase: str, returncode: int, stderr: str) -> str:
-    """One line for a person: which trainer command failed, and the last thing it said."""
-    tail = stderr.strip().splitlines()[-1:] or ["no output"]
-    return f"trainer {phase} exited with {returncode}: {tail[0]}"
+    """One line for a person: which trainer command failed, and its ``error:`` line (a launcher's report of the
+    failed processes comes after it) or else the last thing it said."""
+    lines = stderr.strip().splitlines()
+    said = [line for line in lines if line.startswith("error: ")][-1:] or lines[-1:] or ["no output"]
+    return f"trainer {phase} exited with {returncode}: {said[0]}"
 
 
 @contextlib.contextmanager

@@ -259,6 +259,11 @@ LOUPE_AUDIO_MAX_BYTES = int(os.environ.get("LOUPE_AUDIO_MAX_BYTES", str(2 * 1024
 LOUPE_AUDIO_STALLED_SECONDS = float(os.environ.get("LOUPE_AUDIO_STALLED_SECONDS", "30"))
 # A running training run whose worker has not heartbeated for this long is started again (beat sweep).
 LOUPE_TRAIN_STALLED_SECONDS = float(os.environ.get("LOUPE_TRAIN_STALLED_SECONDS", "60"))
+# Training a vision-language checkpoint (sft, dpo, rl) runs in this many processes on the train worker's machine, one
+# a GPU, under torchrun or accelerate launch (with an accelerate config: trainer/launch/ddp.yaml, fsdp.yaml, zero3.yaml)
+LOUPE_TRAIN_PROCESSES = int(os.environ.get("LOUPE_TRAIN_PROCESSES", "1"))
+LOUPE_TRAIN_LAUNCHER = os.environ.get("LOUPE_TRAIN_LAUNCHER", "torchrun")  # torchrun | accelerate
+LOUPE_TRAIN_LAUNCH_CONFIG = os.environ.get("LOUPE_TRAIN_LAUNCH_CONFIG", "")  # relative to the repo root, or absolute
 
 # --- the agent and the flywheel ---------------------------------------------------------------
 LOUPE_POLICY_BACKEND = os.environ.get("LOUPE_POLICY_BACKEND", "local")  # local | openai
