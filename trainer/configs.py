@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from agent.formats import FORMATS
 from agent.prompt import PROMPT_STYLES
 from trainer import coldstart as recipe
 
@@ -117,6 +118,10 @@ class EvalConfig:
     max_new_tokens: int = _f(96, "tokens generated per step")
     seed: int = _f(0, "sampling seed")
     threads: int = _f(0, "torch CPU threads (0 keeps torch's default)")
+    action_format: str = _f("", "format the checkpoint answers in (agent.formats; the flywheel passes its record's); "
+                            "empty: its loupe.json's, else loupe", choices=["", *FORMATS])
+    history_images: int = _f(0, "earlier screenshots a screen-reading checkpoint is sent with the current one (the "
+                             "project's history_images); only for a checkpoint that reads images")
 
 
 @dataclass

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import Any
 from agent.policies.base import Policy, PolicyError, PolicyOutput
 
 __all__ = ["MAX_IMAGES", "MAX_IMAGE_BYTES", "MAX_IMAGE_PIXELS", "Prepared", "RequestError", "VisionPolicy",
-           "decode_image", "prepare"]
+           "decode_image", "missing_processor", "prepare"]
 
 MAX_IMAGE_BYTES = 10 * 2**20  # a 4K screenshot as PNG is about 5 MB
 MAX_IMAGE_PIXELS = 4096 * 4096  # checked from the header, before decoding: a small file may claim a huge image
@@ -135,6 +136,23 @@ def prepare(messages: object, processor) -> Prepared:
     return Prepared(inputs=inputs, prompt_tokens=int(inputs["input_ids"].shape[1]), images=len(images))
 
 
+def missing_processor(path: Path) -> str:
+    """What of a processor a vision-language checkpoint dir lacks ("" when nothing): an image processor's config
+    (``preprocessor_config.json``, or transformers 5's ``processor_config.json`` holding one) and a tokenizer. Without
+    them loading fails deep inside transformers with a message that names neither."""
+    lacks = []
+    combined = path / "processor_config.json"
+    try:
+        bundled = combined.is_file() and "image_processor" in json.loads(combined.read_text())
+    except (OSError, ValueError):
+        bundled = False
+    if not (path / "preprocessor_config.json").is_file() and not bundled:
+        lacks.append("no image processor (preprocessor_config.json)")
+    if not (path / "tokenizer.json").is_file() and not (path / "tokenizer_config.json").is_file():
+        lacks.append("no tokenizer (tokenizer.json / tokenizer_config.json)")
+    return ", ".join(lacks)
+
+
 def _prompt_style(path: Path) -> str:
     from trainer.model import checkpoint_prompt_style
 
@@ -157,6 +175,10 @@ class VisionPolicy(Policy):
         path = Path(checkpoint_dir)
         if not (path / "config.json").is_file():
             raise PolicyError(f"no HF checkpoint at {path} (config.json missing)")
+        missing = missing_processor(path)
+        if missing:
+            raise PolicyError(f"the vision-language checkpoint at {path} has no processor: {missing}; save the "
+                              f"model's processor beside its weights (processor.save_pretrained(dir))")
         try:
             self.processor = load_processor(path)
             self.model = AutoModelForImageTextToText.from_pretrained(path, local_files_only=True)
