@@ -6,22 +6,28 @@ Buckets: V=1 episodes -> ``sft`` (autonomous successes are tagged ``rft``), V=0 
 corrected step -> a ``dpo`` pair (a person's turn over the model's proposal, only where it changed the
 action, or only the thought and marked so), and every rejected proposal of a step that then did
 something else -> a ``dpo`` pair too; finished autonomous model episodes with a reward -> ``rl``.
-Rows use the trainer's formats (trainer/data.py) and the one prompt renderer (agent/prompt.py).
+Rows are agent.rows records, rendered from the steps' structure by the one prompt renderer (agent/prompt.py) for
+the project's deployed checkpoint (:func:`export_target`): its prompt style and action format, its screenshots
+when it reads them; a person's edits, takeovers and the proposals they turned down are written in its format.
 """
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet
 
-from agent.actions import Action, format_turn
-from agent.envs.base import Element, Observation
-from agent.prompt import render_messages, render_observation
-from flywheel.models import (Actor, Correction, Episode, EpisodeStatus, Mode, Project, Rejection,
+from agent.actions import Action, Turn
+from agent.envs.base import Element
+from agent.prompt import DEFAULT_STYLE
+from agent.rollout import rejection_feedback
+from agent.rows import DPORow, RenderedFor, RLRow, RLStepRow, SFTRow, StepView, render_prompt, render_turn
+from flywheel.models import (Actor, Correction, Deployment, Episode, EpisodeStatus, Mode, Project, Rejection,
                              ReviewStatus, SnapshotEpisode, SnapshotKind, SnapshotStatus, Split, Step)
 from core.audit import audit_record
 from core.errors import ApplicationError
@@ -215,110 +221,165 @@ def filter_apply(episodes: QuerySet[Episode], project: Project, kind: str, clean
 
 # --- rows -------------------------------------------------------------------------------------------
 def image_path(screenshot: str) -> str:
-    """Where a screenshot lies inside an export bundle."""
+    """Where a screenshot lies inside an export bundle (``images/<name>``, relative to data.jsonl: what
+    trainer/vlm.py resolves a row's images against)."""
     return f"images/{os.path.basename(screenshot)}" if screenshot else ""
 
 
-def _text_messages(prompt: list[dict]) -> list[dict]:
-    """Stored prompt messages with image parts dropped (images travel by path in ``images``)."""
-    out = []
-    for message in prompt:
-        content = message.get("content")
-        if isinstance(content, list):
-            content = "\n".join(part.get("text", "") for part in content if part.get("type") == "text")
-        out.append({"role": message["role"], "content": content})
-    return out
+def _checkpoint_style(uri: str) -> str:
+    """The prompt style a checkpoint dir reads: its loupe.json's ``prompt_style``, else full (the rule of
+    trainer.model.checkpoint_prompt_style, read from the file: flywheel knows the trainer by its files only)."""
+    file = Path(uri) / "loupe.json" if uri else None
+    if file is None or not file.is_file():
+        return DEFAULT_STYLE
+    try:
+        return json.loads(file.read_text()).get("prompt_style") or DEFAULT_STYLE
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ApplicationError(f"The deployed checkpoint's {file} cannot be read ({exc}); fix or re-register it.") \
+            from None
 
 
-def _observation(step: Step) -> Observation:
-    return Observation(instruction=step.instruction, url=step.url, screenshot=b"", width=step.width, height=step.height,
-                       elements=[Element(**e) for e in step.elements])
+def export_target(project: Project) -> RenderedFor:
+    """What the project's rows are rendered for: its deployed checkpoint (the one the next run trains from): its
+    action format, prompt style, whether it reads screenshots, and then the project's ``history_images``. With no
+    deployment, Loupe's text model: format loupe, full prompt, no screenshots."""
+    from flywheel import cycle_settings
+
+    deployment = Deployment.objects.filter(project=project, active=True).select_related("checkpoint").first()
+    if deployment is None:
+        return RenderedFor()
+    checkpoint = deployment.checkpoint
+    history = cycle_settings.settings_of(project)["history_images"] if checkpoint.reads_images else 0
+    try:
+        return RenderedFor(style=_checkpoint_style(checkpoint.uri), action_format=checkpoint.action_format,
+                           reads_images=checkpoint.reads_images, history_images=history)
+    except ValueError as exc:
+        raise ApplicationError(f"Checkpoint {checkpoint.name} cannot have rows rendered for it: {exc}.") from None
 
 
-def _turn_text(thought: str, action: dict | None, raw: str) -> str:
-    return format_turn(thought, Action.from_dict(action)) if action else raw
+def _step_view(step: Step) -> StepView:
+    """What a step showed and what ran, as the rollout's prompts showed it (the thought as written then)."""
+    return StepView(instruction=step.instruction, url=step.url, elements=[Element(**e) for e in step.elements],
+                    width=step.width, height=step.height, screenshot=image_path(step.screenshot), thought=step.thought,
+                    action=Action.from_dict(step.action) if step.action else None, raw=step.raw_output)
 
 
-def step_turn_text(step: Step) -> str:
-    """What the assistant said at this step: the executed turn (a person's correction when edited).
-    A person who acted without writing a thought contributes what they said aloud instead."""
-    thought = step.thought
-    if not thought.strip() and step.actor != Actor.MODEL:
-        thought = step.human_thought
-    return _turn_text(thought, step.action, step.raw_output)
+def _turn(thought: str, action: dict | None, raw: str) -> Turn:
+    if action:
+        return Turn(thought=thought, action=Action.from_dict(action), void_reason=None, raw=raw)
+    return Turn(thought=thought, action=None, void_reason="void turn", raw=raw)
 
 
-def step_prompt(step: Step, history: list[tuple[str, str]]) -> list[dict]:
-    """The exact prompt the policy saw; re-rendered by the shared renderer when none was stored."""
-    if step.prompt:
-        return _text_messages(step.prompt)
-    observation = _observation(step)
-    return render_messages(instruction=step.instruction, observation_text=render_observation(observation), history=history)
+def _feedback(rejections: list[Rejection], step: Step, target: RenderedFor) -> str | None:
+    """What the model was told after these proposals of the step were rejected, in the target's format."""
+    if not rejections:
+        return None
+    return rejection_feedback([(_turn(r.thought, r.action, r.raw_output), r.reason) for r in rejections],
+                              target.action_format, step.width, step.height)
+
+
+def step_thought(step: Step) -> str:
+    """The thought of the executed turn (a person's correction when edited). A person who acted without writing a
+    thought contributes what they said aloud instead."""
+    if not step.thought.strip() and step.actor != Actor.MODEL:
+        return step.human_thought
+    return step.thought
+
+
+def _model_text(raw: str, spoken_in: str, thought: str, action: dict | None, step: Step, target: RenderedFor) -> str:
+    """A model's answer (a proposal a person replaced or rejected) as the target writes it: as the model wrote it
+    when that is the target's format, re-rendered from its canonical action when not; a void one as written."""
+    if action is None or (raw and spoken_in == target.action_format):
+        return raw
+    return render_turn(thought, Action.from_dict(action), target, step.width, step.height)
 
 
 def _meta(episode: Episode, step: Step | None = None, **extra) -> dict:
     meta = {"episode_id": episode.pk, "task": episode.task.task_name, "seed": episode.seed, "mode": episode.mode,
             "checkpoint": episode.checkpoint.name if episode.checkpoint_id else None, "episode_reward": episode.env_reward}
     if step is not None:
-        meta.update(step_index=step.index, step_id=step.pk, actor=step.actor,
+        meta.update(step_index=step.index, step_id=step.pk, actor=step.actor, screenshot=image_path(step.screenshot),
                     rejected=[{"attempt": r.attempt, "reason": r.reason,
                                "action": Action.from_dict(r.action).to_text() if r.action else "(not an action)"}
                               for r in step.rejections.all()])
     return {**meta, **extra}
 
 
-def _dpo_rows(step: Step, prompt: list[dict], turn_text: str, image: str, episode: Episode) -> list[dict]:
+def _assistant(text: str) -> list[dict]:
+    return [{"role": "assistant", "content": text}]
+
+
+def _dpo_rows(step: Step, view: StepView, history: list[StepView], chosen: str, target: RenderedFor,
+              episode: Episode) -> list[dict]:
     """The preference pairs one step makes: the person's turn over the model's proposal it replaced (when it
     changed the action, or only the thought: marked ``"differs": "thought"``), and the executed turn over
-    each rejected proposal of the step whose action differs, under the prompt that proposal answered."""
-    images = [image] if image else []
+    each rejected proposal of the step whose action differs, under the prompt that proposal answered (with the
+    feedback of the rejections before it)."""
     rows = []
+    rejections = list(step.rejections.all())
     if step.actor != Actor.MODEL and step.correction in (Correction.ACTION, Correction.THOUGHT) and step.proposal:
         proposal = step.proposal
-        rejected = proposal.get("raw") or _turn_text(proposal.get("thought", ""), proposal.get("action"), "")
-        rows.append({"prompt": prompt, "chosen": [{"role": "assistant", "content": turn_text}],
-                     "rejected": [{"role": "assistant", "content": rejected}], "images": images,
-                     "meta": _meta(episode, step, pair="correction", differs=step.correction)})
+        prompt, images = render_prompt(view, history, target, feedback=_feedback(rejections, step, target))
+        rejected = _model_text(proposal.get("raw") or "", step.action_format, proposal.get("thought", ""),
+                               proposal.get("action"), step, target)
+        rows.append(DPORow(prompt=prompt, chosen=_assistant(chosen), rejected=_assistant(rejected), images=images,
+                           meta=_meta(episode, step, pair="correction", differs=step.correction),
+                           rendered_for=target).to_dict())
     if step.action is not None:
-        for rejection in step.rejections.all():
+        for number, rejection in enumerate(rejections):
             if rejection.action == step.action:
                 continue  # the person approved, in the end, what they had rejected: no preference
-            rows.append({"prompt": _text_messages(rejection.prompt) if rejection.prompt else prompt,
-                         "chosen": [{"role": "assistant", "content": turn_text}],
-                         "rejected": [{"role": "assistant", "content": rejection.raw_output}], "images": images,
-                         "meta": _meta(episode, step, pair="rejection", differs=Correction.ACTION,
-                                       attempt=rejection.attempt, reason=rejection.reason)})
+            prompt, images = render_prompt(view, history, target,
+                                           feedback=_feedback(rejections[:number], step, target))
+            rejected = _model_text(rejection.raw_output, rejection.action_format, rejection.thought, rejection.action,
+                                   step, target)
+            rows.append(DPORow(prompt=prompt, chosen=_assistant(chosen), rejected=_assistant(rejected), images=images,
+                               meta=_meta(episode, step, pair="rejection", differs=Correction.ACTION,
+                                          attempt=rejection.attempt, reason=rejection.reason),
+                               rendered_for=target).to_dict())
     return rows
 
 
-def episode_rows(kind: str, episode: Episode, steps: list[Step]) -> list[dict]:
-    """The rows ``kind`` makes of one episode (``steps`` ordered by index)."""
-    history: list[tuple[str, str]] = []
+def episode_rows(kind: str, episode: Episode, steps: list[Step], target: RenderedFor | None = None) -> list[dict]:
+    """The rows ``kind`` makes of one episode (``steps`` ordered by index), rendered for ``target`` (agent.rows)
+    from the steps' structure: the prompt each step was (or would have been) sent, the executed turn in the
+    target's format. ApplicationError names a step that cannot be written in that format."""
+    target = target or RenderedFor()
+    history: list[StepView] = []
     rows, rl_steps = [], []
     for step in steps:
-        prompt = step_prompt(step, history)
-        turn_text = step_turn_text(step)
-        image = image_path(step.screenshot)
-        if kind in (SnapshotKind.SFT, SnapshotKind.CT) and not step.void:
-            source = "rft" if episode.mode == Mode.AUTONOMOUS else "supervised"
-            rows.append({"messages": [*prompt, {"role": "assistant", "content": turn_text}],
-                         "images": [image] if image else [], "meta": _meta(episode, step, source=source)})
-        elif kind == SnapshotKind.DPO:
-            rows.extend(_dpo_rows(step, prompt, turn_text, image, episode))
-        elif kind == SnapshotKind.RL:
-            rl_steps.append({"prompt": prompt, "output": step.raw_output, "output_token_ids": step.token_ids,
-                             "old_logprobs": step.token_logprobs, "reward": step.reward, "void": step.void,
-                             "image": image, "step_id": step.pk})
-        history.append((render_observation(_observation(step)), turn_text))
+        view = _step_view(step)
+        try:
+            chosen = render_turn(step_thought(step), view.action, target, step.width, step.height, raw=step.raw_output)
+            if kind in (SnapshotKind.SFT, SnapshotKind.CT) and not step.void:
+                prompt, images = render_prompt(view, history, target,
+                                               feedback=_feedback(list(step.rejections.all()), step, target))
+                source = "rft" if episode.mode == Mode.AUTONOMOUS else "supervised"
+                rows.append(SFTRow(messages=[*prompt, *_assistant(chosen)], images=images,
+                                   meta=_meta(episode, step, source=source), rendered_for=target).to_dict())
+            elif kind == SnapshotKind.DPO:
+                rows.extend(_dpo_rows(step, view, history, chosen, target, episode))
+            elif kind == SnapshotKind.RL:
+                prompt, images = render_prompt(view, history, target,
+                                               feedback=_feedback(list(step.rejections.all()), step, target))
+                rl_steps.append(RLStepRow(prompt=prompt, output=step.raw_output, output_token_ids=step.token_ids,
+                                          old_logprobs=step.token_logprobs, reward=step.reward, void=step.void,
+                                          image=image_path(step.screenshot), images=images, step_id=step.pk))
+        except ValueError as exc:
+            raise ApplicationError(f"Step {step.index} of episode {episode.pk} cannot be written for the deployed "
+                                   f"checkpoint ({target.describe()}): {exc}") from None
+        history.append(view)
     if kind == SnapshotKind.RL and rl_steps:
-        rows.append({"episode_id": episode.pk, "task": episode.task.task_name, "seed": episode.seed,
-                     "reward": float(episode.env_reward or 0.0), "group": f"{episode.task.task_name}:{episode.seed}",
-                     "steps": rl_steps, "meta": _meta(episode)})
+        rows.append(RLRow(episode_id=episode.pk, task=episode.task.task_name, seed=episode.seed,
+                          reward=float(episode.env_reward or 0.0), group=f"{episode.task.task_name}:{episode.seed}",
+                          steps=rl_steps, meta=_meta(episode), rendered_for=target).to_dict())
     return rows
 
 
-def rows_iter(kind: str, episodes: QuerySet[Episode], chunk: int = 200) -> Iterator[tuple[Episode, list[dict]]]:
-    """(episode, its rows) for every episode, in id order, reading ``chunk`` episodes at a time."""
+def rows_iter(kind: str, episodes: QuerySet[Episode], chunk: int = 200,
+              target: RenderedFor | None = None) -> Iterator[tuple[Episode, list[dict]]]:
+    """(episode, its rows rendered for ``target``) for every episode, in id order, reading ``chunk`` episodes at a
+    time."""
     last = 0
     base = episodes.select_related("task", "checkpoint").order_by("pk")
     while True:
@@ -331,5 +392,5 @@ def rows_iter(kind: str, episodes: QuerySet[Episode], chunk: int = 200) -> Itera
         for step in steps.iterator(chunk_size=2000):
             by_episode[step.episode_id].append(step)
         for episode in batch:
-            yield episode, episode_rows(kind, episode, by_episode[episode.pk])
+            yield episode, episode_rows(kind, episode, by_episode[episode.pk], target)
         last = batch[-1].pk

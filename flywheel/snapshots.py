@@ -1,5 +1,9 @@
 """Immutable dataset snapshots: freezing a bucket's rows (idempotent: the same data frozen twice is one
-snapshot), building the JSONL and Parquet files with progress, previews, and the export bundle."""
+snapshot), building the JSONL and Parquet files with progress, previews, and the export bundle.
+
+A snapshot's rows are rendered for the checkpoint deployed when it was asked for (flywheel.datasets.export_target):
+what they were rendered for is fixed at the freeze, kept in ``lineage["rendered_for"]`` and in the bundle's
+snapshot.json, and is part of what makes two freezes the same one."""
 from __future__ import annotations
 
 import contextlib
@@ -19,14 +23,15 @@ from django.utils import timezone
 
 from core.audit import audit_record
 from core.errors import ApplicationError
-from flywheel.datasets import (bucket_episodes, bucket_steps, filter_apply, filter_clean, image_path, routing_of,
-                               rows_iter)
+from agent.rows import RenderedFor
+from flywheel.datasets import (bucket_episodes, bucket_steps, export_target, filter_apply, filter_clean, image_path,
+                               routing_of, rows_iter)
 from flywheel.models import DatasetSnapshot, Episode, Project, SnapshotEpisode, SnapshotKind, SnapshotStatus
 
 
-def _source_key(kind: str, cleaned: dict, routing: dict, episode_ids: list[int]) -> str:
-    """What a freeze asks for: the same key means the same rows."""
-    digest = hashlib.sha256(json.dumps([kind, cleaned, routing], sort_keys=True).encode())
+def _source_key(kind: str, cleaned: dict, routing: dict, episode_ids: list[int], target: dict) -> str:
+    """What a freeze asks for: the same key means the same rows (rendered for the same model)."""
+    digest = hashlib.sha256(json.dumps([kind, cleaned, routing, target], sort_keys=True).encode())
     for pk in episode_ids:
         digest.update(pk.to_bytes(8, "big"))
     return digest.hexdigest()
@@ -59,14 +64,16 @@ def _snapshot_create(*, project: Project, kind: str, name: str, filter: dict | N
     if not episode_ids:
         raise ApplicationError(f"No {kind} rows match this filter: nothing to snapshot. Finish or review episodes first, "
                                "or widen the filter.", errors={"filter": ["Matches no rows."]})
-    key = _source_key(kind, cleaned, routing, episode_ids)
+    target = export_target(project).to_dict()
+    key = _source_key(kind, cleaned, routing, episode_ids, target)
     same = (DatasetSnapshot.objects.filter(project=project, source_key=key)
             .exclude(status=SnapshotStatus.FAILED).order_by("-id").first())
     if same is not None:
         return same, False
     snapshot = DatasetSnapshot.objects.create(
         project=project, kind=kind, name=(name or f"{kind} {timezone.now():%Y-%m-%d %H:%M}")[:200], filter=cleaned,
-        routing=routing, source_key=key, created_by=actor if actor and actor.is_authenticated else None)
+        routing=routing, source_key=key, created_by=actor if actor and actor.is_authenticated else None,
+        lineage={"rendered_for": target})
     audit_record(actor=actor, action="snapshot.create", target=snapshot, data={"kind": kind, "filter": cleaned})
     if build:
         transaction.on_commit(lambda: flywheel_tasks.snapshot_build.delay(snapshot.pk))
@@ -119,6 +126,12 @@ def _snapshot_write(snapshot: DatasetSnapshot) -> DatasetSnapshot:
         started_at=timezone.now(), progress=0.0)
     progress = _Progress(snapshot_id)
     routing = snapshot.routing or routing_of(project)
+    frozen_for = (snapshot.lineage or {}).get("rendered_for")
+    try:
+        target = RenderedFor.from_dict(frozen_for, f"snapshot {snapshot_id}") if frozen_for else export_target(project)
+    except (ValueError, ApplicationError) as exc:
+        snapshot_fail(snapshot_id=snapshot_id, error=str(getattr(exc, "message", exc)))
+        return DatasetSnapshot.objects.get(pk=snapshot_id)
     episodes = filter_apply(bucket_episodes(project, kind, routing), project, kind, snapshot.filter)
     # Freeze the membership first: the rows are made from exactly these episodes, whatever changes meanwhile.
     episode_ids = list(episodes.order_by("pk").values_list("pk", flat=True))
@@ -131,7 +144,8 @@ def _snapshot_write(snapshot: DatasetSnapshot) -> DatasetSnapshot:
         with tempfile.TemporaryDirectory(prefix="loupe-snapshot-") as tmp:
             jsonl_path = os.path.join(tmp, "data.jsonl")
             with open(jsonl_path, "wb") as out:
-                for done, (episode, rows) in enumerate(rows_iter(kind, Episode.objects.filter(pk__in=episode_ids)), 1):
+                for done, (episode, rows) in enumerate(rows_iter(kind, Episode.objects.filter(pk__in=episode_ids),
+                                                                        target=target), 1):
                     for row in rows:
                         line = (json.dumps(row, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n").encode()
                         out.write(line)
@@ -163,7 +177,7 @@ def _snapshot_write(snapshot: DatasetSnapshot) -> DatasetSnapshot:
             status=SnapshotStatus.READY, progress=1.0, rows=n_rows, episodes=len(lineage_rows), size_bytes=size,
             sha256=digest.hexdigest(), file=file_name, parquet_file=parquet_name, finished_at=timezone.now(),
             lineage={"episodes": len(lineage_rows), "rows": n_rows, "tasks": dict(by_task),
-                     "checkpoints": dict(by_checkpoint)})
+                     "checkpoints": dict(by_checkpoint), "rendered_for": target.to_dict()})
     return DatasetSnapshot.objects.get(pk=snapshot_id)
 
 
@@ -248,6 +262,7 @@ def snapshot_card(snapshot: DatasetSnapshot) -> dict:
     return {"id": snapshot.pk, "project": snapshot.project_id, "kind": snapshot.kind, "name": snapshot.name,
             "filter": snapshot.filter, "routing": snapshot.routing, "rows": snapshot.rows, "episodes": snapshot.episodes,
             "sha256": snapshot.sha256, "size_bytes": snapshot.size_bytes, "lineage": snapshot.lineage,
+            "rendered_for": (snapshot.lineage or {}).get("rendered_for"),
             "created_at": snapshot.created_at.isoformat() if snapshot.created_at else None,
             "files": {"jsonl": "data.jsonl", "parquet": "data.parquet", "images": "images/",
                       "lineage": "lineage.jsonl"}}

@@ -21,8 +21,15 @@ RL rows (one whole episode; ``group`` ties attempts at the same task and seed fo
 
 ``output_token_ids`` / ``old_logprobs`` are what the acting checkpoint produced; when the ids are
 missing or empty they are re-tokenized from ``output`` and old logprobs are recomputed by the
-trainer (offline data from another policy). Every reader here validates each row and raises
-``TrainerError`` naming the file and line.
+trainer (offline data from another policy). Every reader here validates each row through agent.rows (the one
+row schema) and raises ``TrainerError`` naming the file and line.
+
+Rows the flywheel writes record what they were rendered for (``rendered_for``: prompt style, action format,
+screenshots; agent.rows.RenderedFor) and are trained on as they are. Given the init checkpoint, a reader refuses
+rows rendered for another action format than the one it answers in, and :func:`restyle` refuses rows rendered for
+another prompt style than the run trains in: the text cannot be re-written, the snapshot is re-frozen for the
+checkpoint. *Legacy* rows, without ``rendered_for`` (snapshots frozen before it, hand-written files), keep the old
+path: their user turns are converted to the run's style line by line (agent.prompt.restyle_messages).
 """
 
 from __future__ import annotations
@@ -36,7 +43,8 @@ from pathlib import Path
 
 import torch
 
-from trainer.model import TrainerError, chat_ids
+from agent import rows as R
+from trainer.model import TINY, TrainerError, chat_ids, read_loupe
 
 log = logging.getLogger(__name__)
 
@@ -82,25 +90,77 @@ def _check_messages(messages, where: str, *, assistant_only: bool = False) -> li
     return messages
 
 
+class Conversation(list):
+    """A row's messages (a list of ``{"role", "content"}``), with what the row was rendered for (None: a legacy row)
+    and where it was read (``file:line``), so :func:`restyle` can use it as it is or refuse it."""
+
+    def __init__(self, messages: list[dict], rendered_for: R.RenderedFor | None = None, where: str = "") -> None:
+        super().__init__(messages)
+        self.rendered_for = rendered_for
+        self.where = where
+
+
+REFREEZE = "re-freeze the snapshot for this checkpoint"
+
+
+def init_action_format(init: str | Path) -> str:
+    """The action format the ``--init`` checkpoint answers in: its loupe.json's, loupe for tiny and plain HF dirs."""
+    if str(init) == TINY:
+        return "loupe"
+    return read_loupe(init).get("action_format") or "loupe"
+
+
+def check_rendered_for(rendered_for: R.RenderedFor | None, where: str, *, action_format: str | None = None,
+                       style: str | None = None) -> None:
+    """TrainerError (one line naming the row) when a row rendered for one model is given to another: another
+    action format than ``action_format``, or another prompt style than ``style`` (None: not checked). Legacy rows
+    (``rendered_for`` None) pass. trainer/vlm.py's readers should call it too (with the init's format and style)."""
+    if rendered_for is None:
+        return
+    if action_format is not None and rendered_for.action_format != action_format:
+        raise TrainerError(f"{where}: the rows were rendered for {rendered_for.action_format} answers but the init "
+                           f"checkpoint answers in {action_format}; {REFREEZE}")
+    if style is not None and rendered_for.style != style:
+        raise TrainerError(f"{where}: the rows were rendered for the {rendered_for.style} prompt style but this run "
+                           f"trains in {style}; {REFREEZE}")
+
+
 def restyle(conversations: list[list[dict]], style: str) -> tuple[list[list[dict]], int]:
-    """Every conversation re-rendered in prompt ``style`` (agent.prompt); also how many changed."""
+    """Every conversation in prompt ``style`` (agent.prompt); also how many changed. A row that records what it was
+    rendered for is used as it is, and refused when rendered for another style (:func:`check_rendered_for`); a
+    legacy row is re-rendered line by line."""
     from agent.prompt import restyle_messages
 
-    out = [restyle_messages(messages, style) for messages in conversations]
+    out = []
+    for messages in conversations:
+        rendered_for = getattr(messages, "rendered_for", None)
+        if rendered_for is not None:
+            check_rendered_for(rendered_for, getattr(messages, "where", "a row"), style=style)
+            out.append(messages)
+        else:
+            out.append(restyle_messages(messages, style))
     return out, sum(1 for new, old in zip(out, conversations) if new is not old)
 
 
-def read_sft(path: str | Path) -> list[list[dict]]:
-    """The ``messages`` of every SFT / CT row; each must hold at least one assistant turn."""
+def _row(kind: str, row: dict, where: str, action_format: str | None):
+    """``row`` read as agent.rows' record of ``kind``, refused when rendered for another action format."""
+    try:
+        record = R.row_from_dict(kind, row, where)
+    except ValueError as exc:
+        raise TrainerError(str(exc)) from None
+    check_rendered_for(record.rendered_for, where, action_format=action_format)
+    return record
+
+
+def read_sft(path: str | Path, *, init: str | None = None) -> list[list[dict]]:
+    """The ``messages`` of every SFT / CT row (:class:`Conversation` s); each must hold at least one assistant turn.
+    With ``init``, rows rendered for another action format than the init's are refused."""
+    action_format = init_action_format(init) if init is not None else None
     out = []
     for lineno, row in read_jsonl(path):
-        where = f"{path}:{lineno}: messages"
-        if "messages" not in row:
-            raise TrainerError(f"{path}:{lineno}: an SFT row needs a 'messages' list (keys found: {sorted(row)})")
-        messages = _check_messages(row["messages"], where)
-        if not any(m["role"] == "assistant" for m in messages):
-            raise TrainerError(f"{where}: no assistant turn, nothing to learn from")
-        out.append(messages)
+        where = f"{path}:{lineno}"
+        record = _row("sft", row, where, action_format)
+        out.append(Conversation(record.messages, record.rendered_for, where))
     return out
 
 
@@ -115,19 +175,17 @@ def _completion_text(messages: list[dict]) -> str:
     return " ".join(" ".join(str(m.get("content", "")).split()) for m in messages)
 
 
-def read_dpo(path: str | Path) -> list[DPORow]:
+def read_dpo(path: str | Path, *, init: str | None = None) -> list[DPORow]:
     """prompt / chosen / rejected of every DPO row. A row whose chosen and rejected completions are the same
-    text prefers nothing (DPO would report it learnt, at accuracy 1.0): it is left out, and said so."""
+    text prefers nothing (DPO would report it learnt, at accuracy 1.0): it is left out, and said so. With ``init``,
+    rows rendered for another action format than the init's are refused."""
+    action_format = init_action_format(init) if init is not None else None
     out, same = [], 0
     for lineno, row in read_jsonl(path):
-        missing = [k for k in ("prompt", "chosen", "rejected") if k not in row]
-        if missing:
-            raise TrainerError(f"{path}:{lineno}: a DPO row needs prompt, chosen and rejected; missing {missing}")
-        parsed = DPORow(
-            prompt=_check_messages(row["prompt"], f"{path}:{lineno}: prompt"),
-            chosen=_check_messages(row["chosen"], f"{path}:{lineno}: chosen", assistant_only=True),
-            rejected=_check_messages(row["rejected"], f"{path}:{lineno}: rejected", assistant_only=True),
-        )
+        where = f"{path}:{lineno}"
+        record = _row("dpo", row, where, action_format)
+        parsed = DPORow(prompt=Conversation(record.prompt, record.rendered_for, where), chosen=record.chosen,
+                        rejected=record.rejected)
         if _completion_text(parsed.chosen) == _completion_text(parsed.rejected):
             same += 1
             continue
@@ -170,11 +228,15 @@ def _number(value, where: str) -> float:
     return float(value)
 
 
-def read_rl(path: str | Path) -> list[RLEpisode]:
-    """Whole episodes of an RL snapshot."""
+def read_rl(path: str | Path, *, init: str | None = None) -> list[RLEpisode]:
+    """Whole episodes of an RL snapshot. With ``init``, rows rendered for another action format than the init's
+    are refused (their outputs are answers in another format)."""
+    action_format = init_action_format(init) if init is not None else None
     out = []
     for lineno, row in read_jsonl(path):
-        out.append(rl_episode_from_row(row, f"{path}:{lineno}"))
+        where = f"{path}:{lineno}"
+        _row("rl", row, where, action_format)
+        out.append(rl_episode_from_row(row, where))
     return out
 
 

@@ -1,8 +1,9 @@
 """Cold-start demonstrations: agent's scripted solvers act in the real environment.
 
-Each step of a solved episode becomes one SFT row: the exact messages the policy would be shown
-at that step (rendered by agent.prompt, the one prompt renderer) followed by the solver's turn as
-the assistant message. Only episodes the environment rewards are kept (unless ``keep_failed``),
+Each step of a solved episode becomes one SFT row (agent.rows, rendered for a text model of the
+chosen prompt style answering in Loupe's grammar): the exact messages the policy would be shown at that
+step (rendered by agent.prompt, the one prompt renderer) followed by the solver's turn as the
+assistant message. Only episodes the environment rewards are kept (unless ``keep_failed``),
 so a row never teaches a turn that did not work.
 
 ``augment`` adds synthetic variants of one-step episodes (the cheap way to give a tiny model
@@ -58,20 +59,33 @@ def quoting_target(turn, observation, style: str):
     return Turn(thought=thought, action=action, void_reason=None, raw=format_turn(thought, action))
 
 
-def demo_row(task: str, observation, history: list[tuple[str, str]], turns: list, meta: dict,
+def _view(observation, turn=None):
+    """``observation`` (and the turn that ran on it) as agent.rows renders a step."""
+    from agent.rows import StepView
+
+    return StepView(instruction=observation.instruction, url=observation.url, elements=observation.elements,
+                    width=observation.width, height=observation.height, screen_text=observation.screen_text,
+                    thought=turn.thought if turn else "", action=turn.action if turn else None,
+                    raw=turn.raw if turn else "")
+
+
+def demo_row(task: str, observation, history: list, turns: list, meta: dict,
              style: str = TINY_PROMPT_STYLE, quote_target: bool = False):
-    """(SFT row, solver turn, observation text) for one step: the prompt the policy would see, then the turn."""
-    from agent.prompt import render_messages, render_observation
+    """(SFT row, solver turn, step view) for one step: the prompt the policy would see after ``history`` (the
+    earlier steps' views), then the turn; an agent.rows SFT row rendered for a text model of ``style`` answering in
+    Loupe's grammar."""
+    from agent.rows import RenderedFor, SFTRow, render_prompt, render_turn
     from agent.solvers import solve_step
 
     turn = solve_step(task, observation, turns)
     if quote_target:
         turn = quoting_target(turn, observation, style)
-    observation_text = render_observation(observation, style)
-    messages = render_messages(instruction=observation.instruction, observation_text=observation_text,
-                               history=history, style=style)
-    row = {"messages": [*messages, {"role": "assistant", "content": turn.to_text()}], "meta": meta}
-    return row, turn, observation_text
+    target = RenderedFor(style=style)
+    messages, images = render_prompt(_view(observation), history, target)
+    answer = render_turn(turn.thought, turn.action, target, observation.width, observation.height, raw=turn.raw)
+    row = SFTRow(messages=[*messages, {"role": "assistant", "content": answer}], images=images, meta=meta,
+                 rendered_for=target).to_dict()
+    return row, turn, _view(observation, turn)
 
 
 def augment_observation(observation, rng: random.Random):
@@ -101,17 +115,16 @@ def demo_episode(env, task: str, seed: int, max_steps: int, style: str = TINY_PR
     observation = env.reset(task, seed)
     first = observation
     turns: list = []
-    history: list[tuple[str, str]] = []
+    history: list = []  # agent.rows.StepView of the steps so far
     rows: list[dict] = []
     reward = 0.0
     for index in range(max_steps):
-        row, turn, observation_text = demo_row(task, observation, history, turns,
-                                               {"task": task, "seed": seed, "step": index, "source": "solver"}, style,
-                                               quote_target)
+        row, turn, view = demo_row(task, observation, history, turns,
+                                   {"task": task, "seed": seed, "step": index, "source": "solver"}, style, quote_target)
         rows.append(row)
         result = env.step(turn.action)
         turns.append(turn)
-        history.append((observation_text, row["messages"][-1]["content"]))
+        history.append(view)
         reward = float(result.reward)
         if result.done:
             break

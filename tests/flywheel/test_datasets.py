@@ -81,10 +81,14 @@ def test_every_edited_step_yields_a_dpo_pair_of_correction_over_proposal(demo):
     (row,) = snapshots.snapshot_preview(snapshot, 10)
     assert row["chosen"] == [{"role": "assistant", "content": "Thought: the OK button is lower\nAction: click(x=80, y=120)"}]
     assert row["rejected"] == [{"role": "assistant", "content": "Thought: click cancel\nAction: click(x=5, y=5)"}]
-    assert row["prompt"][-1] == {"role": "user", "content": "Instruction: do 1"}  # the prompt the model saw, text only
+    # the prompt rendered from the step's structure (the factory's stored prompt is a placeholder), text only
+    assert row["prompt"][-1] == {"role": "user", "content": "URL: /task.html\n(no elements)"}
     step = Step.objects.get(episode=episode, index=1)
     assert row["meta"]["step_id"] == step.pk
-    assert row["images"] == [datasets.image_path(step.screenshot)]
+    # rendered for Loupe's text model (no deployment): no images; the screen is named in meta
+    assert row["images"] == [] and row["meta"]["screenshot"] == datasets.image_path(step.screenshot)
+    assert row["rendered_for"] == {"style": "full", "action_format": "loupe", "reads_images": False,
+                                   "history_images": 0}
 
 
 def test_dpo_pairs_only_where_a_person_changed_the_action_or_rewrote_the_thought(demo):
@@ -123,7 +127,7 @@ def test_a_rejected_proposal_is_a_dpo_pair_under_the_prompt_it_answered(demo):
     (row,) = snapshots.snapshot_preview(build(project, "dpo"), 10)
     assert row["rejected"] == [{"role": "assistant", "content": "Thought: top left?\nAction: click(x=1, y=1)"}]
     assert row["chosen"] == [{"role": "assistant", "content": "Thought: step 1\nAction: click(x=11, y=20)"}]
-    assert row["prompt"][-1] == {"role": "user", "content": "Instruction: do 1 (attempt 1)"}  # what it answered
+    assert row["prompt"][-1] == {"role": "user", "content": "URL: /task.html\n(no elements)"}  # attempt 1: no feedback
     assert row["meta"]["pair"] == "rejection" and row["meta"]["reason"] == "that is the logo"
     sft = snapshots.snapshot_preview(build(project, "sft"), 10)
     assert sft[1]["meta"]["rejected"] == [

@@ -1,0 +1,353 @@
+"""The one row schema of training data, and rows rendered from structured steps for the model they train.
+
+A row is rendered *for* a model: its prompt style (agent.prompt), the action format it answers in
+(agent.formats), whether it reads screenshots and how many earlier ones it gets. :class:`RenderedFor`
+records that, and every row the flywheel writes carries it, so the trainer uses the row as it is or refuses
+it, and never re-writes its text. Rows are rendered from the steps' structure (:class:`StepView`: the screen's
+elements, the canonical action), never parsed back out of a stored prompt, so the same episode trains a
+text model in Loupe's grammar and a UI-TARS model in its own, with its screenshots.
+
+Row kinds (JSONL, one row a line; the keys are those of the rows before this schema)::
+
+    SFT / CT  {"messages": [...], "images": [path, ...], "meta": {...}, "rendered_for": {...}}
+    DPO       {"prompt": [...], "chosen": [assistant], "rejected": [assistant], "images": [...], "meta": {...},
+               "rendered_for": {...}}
+    RL        {"episode_id", "task", "seed", "reward", "group", "steps": [{"prompt", "output", "output_token_ids",
+               "old_logprobs", "reward", "void", "image", "images", "step_id"}, ...], "meta", "rendered_for"}
+
+Message contents are plain strings. ``images`` are the screenshots of the user turns that carry one, in order:
+always the last ``len(images)`` user turns (the current screen's last), as trainer/vlm.py attaches them. A text
+model's rows have none. ``rendered_for`` is absent from rows written before it (legacy rows, see trainer/data.py).
+``from_dict(d, where)`` validates a row and raises one ValueError that starts with ``where`` (file and line).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from agent import formats
+from agent.actions import Action, Turn
+from agent.envs.base import Element, Observation
+from agent.prompt import DEFAULT_STYLE, PROMPT_STYLES, HistoryStep, render_messages, render_observation
+
+__all__ = ["DPORow", "HISTORY_WINDOW", "RLRow", "RLStepRow", "RenderedFor", "SFTRow", "StepView", "render_prompt",
+           "render_turn", "row_from_dict"]
+
+ROLES = ("system", "user", "assistant")
+HISTORY_WINDOW = 4  # earlier steps shown in full, as agent.rollout.run_episode prompts by default
+
+
+@dataclass(frozen=True)
+class RenderedFor:
+    """What a row was rendered for: the reading model's prompt style and action format, whether it reads
+    screenshots, and how many earlier screenshots it gets (0 for a text model)."""
+
+    style: str = DEFAULT_STYLE
+    action_format: str = "loupe"
+    reads_images: bool = False
+    history_images: int = 0
+
+    def __post_init__(self) -> None:
+        if self.style not in PROMPT_STYLES:
+            raise ValueError(f"unknown prompt style {self.style!r}; expected one of: {', '.join(PROMPT_STYLES)}")
+        formats.check_format(self.action_format)
+        if not isinstance(self.reads_images, bool):
+            raise ValueError(f"reads_images must be true or false, got {self.reads_images!r}")
+        if isinstance(self.history_images, bool) or not isinstance(self.history_images, int) or self.history_images < 0:
+            raise ValueError(f"history_images must be a whole number >= 0, got {self.history_images!r}")
+
+    def to_dict(self) -> dict:
+        return {"style": self.style, "action_format": self.action_format, "reads_images": self.reads_images,
+                "history_images": self.history_images}
+
+    @classmethod
+    def from_dict(cls, d: object, where: str) -> RenderedFor:
+        if not isinstance(d, dict):
+            raise ValueError(f"{where}: rendered_for must be an object, got {type(d).__name__}")
+        unknown = sorted(set(d) - {"style", "action_format", "reads_images", "history_images"})
+        if unknown:
+            raise ValueError(f"{where}: rendered_for: unknown keys {unknown}")
+        try:
+            return cls(style=d.get("style", DEFAULT_STYLE), action_format=d.get("action_format", "loupe"),
+                       reads_images=d.get("reads_images", False), history_images=d.get("history_images", 0))
+        except ValueError as exc:
+            raise ValueError(f"{where}: rendered_for: {exc}") from None
+
+    def describe(self) -> str:
+        """For messages: ``uitars answers, full prompt, with screenshots``."""
+        reads = f"with screenshots (+{self.history_images} earlier)" if self.reads_images else "text only"
+        return f"{self.action_format} answers, {self.style} prompt, {reads}"
+
+
+# --- rendering ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepView:
+    """One step as its rows are rendered from it: the screen (instruction, url, elements, size, the path of its
+    screenshot in the row's images, "" when none) and what ran (the thought and canonical action in screenshot
+    pixels; None for a void turn, then ``raw`` is the text the model wrote)."""
+
+    instruction: str
+    url: str
+    elements: Sequence[Element]
+    width: int
+    height: int
+    screenshot: str = ""
+    thought: str = ""
+    action: Action | None = None
+    raw: str = ""
+    screen_text: str = ""
+
+    def observation(self) -> Observation:
+        return Observation(instruction=self.instruction, url=self.url, screenshot=b"", width=self.width,
+                           height=self.height, elements=list(self.elements), screen_text=self.screen_text)
+
+    def turn(self) -> Turn:
+        if self.action is None:
+            return Turn(thought=self.thought, action=None, void_reason="void turn", raw=self.raw)
+        return Turn(thought=self.thought, action=self.action, void_reason=None, raw=self.raw)
+
+
+def render_turn(thought: str, action: Action | None, target: RenderedFor, width: int, height: int,
+                raw: str = "") -> str:
+    """An assistant turn in the target's format, from the canonical action (Loupe's grammar: ``Thought: ... /
+    Action: ...``, as rows always were). A void turn (no action) is ``raw``, the text as it was written."""
+    if action is None:
+        return raw
+    return formats.render(thought, action, format=target.action_format, width=width, height=height)
+
+
+def _images(step: StepView, history: Sequence[StepView], target: RenderedFor) -> list[str]:
+    """The current screenshot and up to ``history_images`` earlier ones (the latest that have one, in a row, so
+    they go with the last user turns), when the target reads screenshots; none otherwise."""
+    if not target.reads_images or not step.screenshot:
+        return []
+    earlier: list[str] = []
+    for view in reversed(history[len(history) - target.history_images:] if target.history_images else []):
+        if not view.screenshot:
+            break
+        earlier.insert(0, view.screenshot)
+    return [*earlier, step.screenshot]
+
+
+def render_prompt(step: StepView, history: Sequence[StepView], target: RenderedFor, *, feedback: str | None = None,
+                  history_window: int = HISTORY_WINDOW) -> tuple[list[dict], list[str]]:
+    """(messages, images) of the prompt at ``step`` for ``target``, by agent.prompt.render_messages: the messages
+    a policy of that style and format is sent after ``history`` (the episode's earlier steps, oldest first), text
+    contents only, and the paths of the screenshots its user turns carry (see the module docstring). For format
+    ``loupe`` with no images these are exactly the messages a rollout sent the model."""
+    style = target.style
+    images = _images(step, history, target)
+    past = [HistoryStep(render_observation(view.observation(), style), view.turn(), view.width, view.height)
+            for view in history]
+    messages = render_messages(instruction=step.instruction, observation_text=render_observation(step.observation(), style),
+                               history=past, history_window=max(history_window, len(images) - 1), feedback=feedback,
+                               style=style, action_format=target.action_format)
+    return messages, images
+
+
+# --- rows ---------------------------------------------------------------------------------------------
+def _messages(value: object, where: str, *, assistant_only: bool = False) -> list[dict]:
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{where}: expected a non-empty list of messages")
+    out = []
+    for index, message in enumerate(value):
+        if not isinstance(message, dict):
+            raise ValueError(f"{where}[{index}]: a message must be an object with role and content")
+        role, content = message.get("role"), message.get("content")
+        if role not in ROLES:
+            raise ValueError(f"{where}[{index}]: role must be one of {', '.join(ROLES)}, got {role!r}")
+        if assistant_only and role != "assistant":
+            raise ValueError(f"{where}[{index}]: only assistant messages belong here, got {role!r}")
+        if not isinstance(content, str):
+            raise ValueError(f"{where}[{index}]: content must be a string, got {type(content).__name__}")
+        out.append({"role": role, "content": content})
+    return out
+
+
+def _image_list(value: object, where: str, user_turns: int) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ValueError(f"{where}: images must be a list of paths (or data:image URIs)")
+    if len(value) > user_turns:
+        raise ValueError(f"{where}: {len(value)} images but {user_turns} user turns; each image goes with a user turn")
+    return list(value)
+
+
+def _meta(value: object, where: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: meta must be an object, got {type(value).__name__}")
+    return value
+
+
+def _rendered_for(d: dict, where: str) -> RenderedFor | None:
+    return RenderedFor.from_dict(d["rendered_for"], where) if d.get("rendered_for") is not None else None
+
+
+def _with_rendered_for(out: dict, rendered_for: RenderedFor | None) -> dict:
+    if rendered_for is not None:
+        out["rendered_for"] = rendered_for.to_dict()
+    return out
+
+
+def _users(messages: list[dict]) -> int:
+    return sum(1 for message in messages if message["role"] == "user")
+
+
+@dataclass
+class SFTRow:
+    """An SFT (or CT) row: a conversation whose assistant turns are learnt."""
+
+    messages: list[dict]
+    images: list[str] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+    rendered_for: RenderedFor | None = None
+
+    def to_dict(self) -> dict:
+        return _with_rendered_for({"messages": self.messages, "images": self.images, "meta": self.meta},
+                                  self.rendered_for)
+
+    @classmethod
+    def from_dict(cls, d: object, where: str) -> SFTRow:
+        if not isinstance(d, dict):
+            raise ValueError(f"{where}: expected a JSON object, got {type(d).__name__}")
+        if "messages" not in d:
+            raise ValueError(f"{where}: an SFT row needs a 'messages' list (keys found: {sorted(d)})")
+        messages = _messages(d["messages"], f"{where}: messages")
+        if not any(m["role"] == "assistant" for m in messages):
+            raise ValueError(f"{where}: messages: no assistant turn, nothing to learn from")
+        return cls(messages=messages, images=_image_list(d.get("images"), where, _users(messages)),
+                   meta=_meta(d.get("meta"), where), rendered_for=_rendered_for(d, where))
+
+
+@dataclass
+class DPORow:
+    """A preference pair: ``chosen`` (a person's turn) over ``rejected`` (the model's), after ``prompt``."""
+
+    prompt: list[dict]
+    chosen: list[dict]
+    rejected: list[dict]
+    images: list[str] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+    rendered_for: RenderedFor | None = None
+
+    def to_dict(self) -> dict:
+        return _with_rendered_for({"prompt": self.prompt, "chosen": self.chosen, "rejected": self.rejected,
+                                   "images": self.images, "meta": self.meta}, self.rendered_for)
+
+    @classmethod
+    def from_dict(cls, d: object, where: str) -> DPORow:
+        if not isinstance(d, dict):
+            raise ValueError(f"{where}: expected a JSON object, got {type(d).__name__}")
+        missing = [k for k in ("prompt", "chosen", "rejected") if k not in d]
+        if missing:
+            raise ValueError(f"{where}: a DPO row needs prompt, chosen and rejected; missing {missing}")
+        prompt = _messages(d["prompt"], f"{where}: prompt")
+        return cls(prompt=prompt, chosen=_messages(d["chosen"], f"{where}: chosen", assistant_only=True),
+                   rejected=_messages(d["rejected"], f"{where}: rejected", assistant_only=True),
+                   images=_image_list(d.get("images"), where, _users(prompt)), meta=_meta(d.get("meta"), where),
+                   rendered_for=_rendered_for(d, where))
+
+
+def _number(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{where}: expected a finite number, got {value!r}")
+    return float(value)
+
+
+@dataclass
+class RLStepRow:
+    """One step of an RL episode: the prompt, what the acting model wrote (its tokens and their logprobs)."""
+
+    prompt: list[dict]
+    output: str
+    output_token_ids: list[int] = field(default_factory=list)
+    old_logprobs: list[float] = field(default_factory=list)
+    reward: float = 0.0
+    void: bool = False
+    image: str = ""  # the step's screenshot in the bundle, whatever the target reads
+    images: list[str] = field(default_factory=list)  # the prompt's images, as for SFT rows
+    step_id: int | None = None
+
+    def to_dict(self) -> dict:
+        return {"prompt": self.prompt, "output": self.output, "output_token_ids": self.output_token_ids,
+                "old_logprobs": self.old_logprobs, "reward": self.reward, "void": self.void, "image": self.image,
+                "images": self.images, "step_id": self.step_id}
+
+    @classmethod
+    def from_dict(cls, d: object, where: str) -> RLStepRow:
+        if not isinstance(d, dict):
+            raise ValueError(f"{where}: expected an object")
+        if not isinstance(d.get("output"), str):
+            raise ValueError(f"{where}: 'output' must be a string")
+        ids = d.get("output_token_ids") or []
+        olds = d.get("old_logprobs") or []
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise ValueError(f"{where}: output_token_ids must be a list of ints")
+        if not isinstance(olds, list):
+            raise ValueError(f"{where}: old_logprobs must be a list of numbers")
+        olds = [_number(v, f"{where}: old_logprobs") for v in olds]
+        if olds and len(olds) != len(ids):
+            raise ValueError(f"{where}: {len(ids)} output_token_ids but {len(olds)} old_logprobs")
+        prompt = _messages(d.get("prompt"), f"{where}: prompt")
+        image = d.get("image") or ""
+        if not isinstance(image, str):
+            raise ValueError(f"{where}: image must be a path")
+        step_id = d.get("step_id")
+        return cls(prompt=prompt, output=d["output"], output_token_ids=list(ids), old_logprobs=olds,
+                   reward=_number(d.get("reward", 0.0), f"{where}: reward"), void=bool(d.get("void", False)),
+                   image=image, images=_image_list(d.get("images"), where, _users(prompt)),
+                   step_id=step_id if isinstance(step_id, int) and not isinstance(step_id, bool) else None)
+
+
+@dataclass
+class RLRow:
+    """One whole episode; ``group`` ties attempts at the same task and seed (GRPO)."""
+
+    episode_id: str | int
+    task: str
+    seed: int | None
+    reward: float
+    group: str
+    steps: list[RLStepRow]
+    meta: dict = field(default_factory=dict)
+    rendered_for: RenderedFor | None = None
+
+    def to_dict(self) -> dict:
+        return _with_rendered_for({"episode_id": self.episode_id, "task": self.task, "seed": self.seed,
+                                   "reward": self.reward, "group": self.group,
+                                   "steps": [step.to_dict() for step in self.steps], "meta": self.meta},
+                                  self.rendered_for)
+
+    @classmethod
+    def from_dict(cls, d: object, where: str) -> RLRow:
+        if not isinstance(d, dict):
+            raise ValueError(f"{where}: expected a JSON object, got {type(d).__name__}")
+        steps_raw = d.get("steps")
+        if not isinstance(steps_raw, list) or not steps_raw:
+            raise ValueError(f"{where}: an RL row needs a non-empty 'steps' list")
+        steps = [RLStepRow.from_dict(step, f"{where}: steps[{i}]") for i, step in enumerate(steps_raw)]
+        reward = _number(d.get("reward", sum(s.reward for s in steps)), f"{where}: reward")
+        task, seed = str(d.get("task", "")), d.get("seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ValueError(f"{where}: seed must be a whole number, got {seed!r}")
+        episode_id = d.get("episode_id", where)
+        if not isinstance(episode_id, (str, int)) or isinstance(episode_id, bool):
+            raise ValueError(f"{where}: episode_id must be a string or a number, got {episode_id!r}")
+        return cls(episode_id=episode_id, task=task, seed=seed, reward=reward,
+                   group=str(d.get("group") or f"{task}:{seed}"), steps=steps, meta=_meta(d.get("meta"), where),
+                   rendered_for=_rendered_for(d, where))
+
+
+_KINDS = {"sft": SFTRow, "ct": SFTRow, "dpo": DPORow, "rl": RLRow}
+
+
+def row_from_dict(kind: str, d: object, where: str) -> SFTRow | DPORow | RLRow:
+    """A row of snapshot ``kind`` (sft, ct, dpo, rl), validated."""
+    if kind not in _KINDS:
+        raise ValueError(f"{where}: unknown row kind {kind!r}; expected one of: {', '.join(_KINDS)}")
+    return _KINDS[kind].from_dict(d, where)
