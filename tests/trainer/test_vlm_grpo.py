@@ -64,13 +64,13 @@ def warm(data, init) -> Path:
     """The tiny VLM after 40 SFT steps on the right clicks: it writes readable clicks, and which button it clicks
     varies from sample to sample, so a group's answers score 1 and 0 (a real reward signal)."""
     train_sft(SFTConfig(data=str(data / "sft.jsonl"), init=str(init), out=str(data / "warm"), max_steps=40, lr=1e-2,
-                        warmup_steps=0, batch_tokens=8192, max_length=2048, threads=2, log_every=40))
+                        warmup_steps=0, batch_tokens=8192, max_length=2048, threads=1, log_every=40))
     return data / "warm"
 
 
 def rl_config(data: Path, init: Path, out: Path, **kw) -> RLConfig:
     kw = {"advantage": "grpo", "max_steps": 2, "log_every": 1, "lr": 1e-3, "warmup_steps": 0, "group_size": 4,
-          "batch_tokens": 4096, "max_length": 2048, "max_new_tokens": 20, "threads": 2, "ppo_epochs": 1, **kw}
+          "batch_tokens": 4096, "max_length": 2048, "max_new_tokens": 20, "threads": 1, "ppo_epochs": 1, **kw}
     return RLConfig(data=str(data), init=str(init), out=str(out), **kw)
 
 
@@ -112,7 +112,7 @@ def test_grpo_full_finetune_through_the_cli_reports_rewards_and_moves_the_vision
     code = cli.main(["rl", "--init", str(warm), "--data", str(data / "rl.jsonl"), "--out", str(out),
                      "--advantage", "grpo", "--max-steps", "2", "--log-every", "1", "--lr", "1e-3", "--warmup-steps",
                      "0", "--group-size", "4", "--batch-tokens", "4096", "--max-length", "2048", "--max-new-tokens",
-                     "20", "--threads", "2", "--ppo-epochs", "1", "--kl-coef", "0.05"])
+                     "20", "--threads", "1", "--ppo-epochs", "1", "--kl-coef", "0.05"])
     assert code == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]  # stdout: JSON lines only
     progress, done = lines[:-1], lines[-1]
