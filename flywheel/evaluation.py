@@ -8,7 +8,7 @@ from pathlib import Path
 from django.db import IntegrityError, transaction
 
 from core.errors import ApplicationError
-from flywheel import deployments, trainer_process
+from flywheel import cycle_settings, deployments, trainer_process
 from flywheel.models import Checkpoint, Cycle, Evaluation, Project, Split, TaskSpec
 
 
@@ -54,6 +54,18 @@ def seed_count(spec: str) -> int:
     return int(hi or lo) - int(lo) + 1
 
 
+def eval_prompting(cycle: Cycle, checkpoint: Checkpoint) -> dict:
+    """The eval's options for prompting ``checkpoint`` as the rollout worker prompts a deployment of it
+    (flywheel.rollout_worker.prompting_for): its record's action format and, when it reads screenshots, the
+    project's ``history_images`` as the cycle froze them, so the candidate and the deployed checkpoint see the same."""
+    options = {"action_format": checkpoint.action_format}
+    if checkpoint.reads_images:
+        history = cycle.config.get("history_images")
+        options["history_images"] = history if history is not None else \
+            cycle_settings.settings_of(cycle.project)["history_images"]
+    return options
+
+
 def evaluate_checkpoint(cycle: Cycle, checkpoint: Checkpoint, role: str, plan: list[dict], progress: tuple[int, int],
                         folder: Path) -> None:
     """Roll ``checkpoint`` out on the plan with `python -m trainer eval`; store one Evaluation row."""
@@ -61,11 +73,13 @@ def evaluate_checkpoint(cycle: Cycle, checkpoint: Checkpoint, role: str, plan: l
         return  # measured before the worker was killed: greedy decoding on fixed seeds gives the same numbers
     deployments.checkpoint_check_files(checkpoint.uri)
     offset, total = progress
+    prompting = eval_prompting(cycle, checkpoint)
     episodes, per_task, seeds, seconds, log_text = 0, {}, {}, 0.0, ""
     for g, group in enumerate(plan):
         out = folder / f"eval-{role}-{checkpoint.pk}-{g}"
         argv = trainer_process.command("eval", init=checkpoint.uri, out=str(out), tasks=",".join(group["tasks"]),
-                                       seeds=group["seeds"], env=group["env"], max_episode_steps=group["max_steps"])
+                                       seeds=group["seeds"], env=group["env"], max_episode_steps=group["max_steps"],
+                                       **prompting)
         base = offset + episodes
 
         def on_progress(item, base=base):
