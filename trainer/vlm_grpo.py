@@ -38,6 +38,8 @@ step (each sampled ``group_size`` times), ``max_new_tokens`` -> max_completion_l
 epsilon_high, ``ppo_epochs`` -> num_iterations, ``loss_type``, ``scale_rewards``. Optimizer, schedule, progress
 lines, ``max_steps`` / ``max_seconds`` and the checkpoint dir are vlm_trl.py's. Options of the episode loops
 (critic, GAE, online collection) are refused here rather than ignored.
+
+Over 400 lines: the row schema, its two reward kinds and the trainer they feed are one command's, read together.
 """
 
 from __future__ import annotations
