@@ -239,16 +239,22 @@ def _checkpoint_style(uri: str) -> str:
             from None
 
 
+# The tiny model's prompt style (trainer.model.TINY_PROMPT_STYLE): a run with no deployed checkpoint to start from
+# trains the tiny model (flywheel.training.run_create), so that is what the rows are rendered for then.
+TINY_STYLE = "named"
+
+
 def export_target(project: Project) -> RenderedFor:
-    """What the project's rows are rendered for: its deployed checkpoint (the one the next run trains from): its
-    action format, prompt style, whether it reads screenshots, and then the project's ``history_images``. With no
-    deployment, Loupe's text model: format loupe, full prompt, no screenshots."""
+    """What the project's rows are rendered for: the checkpoint its next training run starts from (as
+    flywheel.training.run_create picks it: the deployed one when its dir exists, else the tiny model). Its action
+    format, prompt style (its loupe.json's), whether it reads screenshots, and then the project's
+    ``history_images``. The tiny model: format loupe, the named prompt, no screenshots."""
     from flywheel import cycle_settings
 
     deployment = Deployment.objects.filter(project=project, active=True).select_related("checkpoint").first()
-    if deployment is None:
-        return RenderedFor()
-    checkpoint = deployment.checkpoint
+    checkpoint = deployment.checkpoint if deployment is not None else None
+    if checkpoint is None or not checkpoint.uri or not Path(checkpoint.uri).is_dir():
+        return RenderedFor(style=TINY_STYLE)
     history = cycle_settings.settings_of(project)["history_images"] if checkpoint.reads_images else 0
     try:
         return RenderedFor(style=_checkpoint_style(checkpoint.uri), action_format=checkpoint.action_format,

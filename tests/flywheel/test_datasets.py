@@ -85,9 +85,9 @@ def test_every_edited_step_yields_a_dpo_pair_of_correction_over_proposal(demo):
     assert row["prompt"][-1] == {"role": "user", "content": "URL: /task.html\n(no elements)"}
     step = Step.objects.get(episode=episode, index=1)
     assert row["meta"]["step_id"] == step.pk
-    # rendered for Loupe's text model (no deployment): no images; the screen is named in meta
+    # rendered for the tiny text model a run starts from with no deployment: no images; the screen is named in meta
     assert row["images"] == [] and row["meta"]["screenshot"] == datasets.image_path(step.screenshot)
-    assert row["rendered_for"] == {"style": "full", "action_format": "loupe", "reads_images": False,
+    assert row["rendered_for"] == {"style": "named", "action_format": "loupe", "reads_images": False,
                                    "history_images": 0}
 
 
@@ -411,3 +411,162 @@ def test_rft_counts_the_autonomous_successes_among_the_sft_rows(demo):
     assert counts["sft"]["rows"] == 4 and counts["rft"] == {"rows": 2, "episodes": 1, "new_rows": 2}
     build(project, "sft")
     assert datasets.buckets(project)["rft"]["new_rows"] == 0
+
+
+# --- rows rendered for the deployed checkpoint (agent/rows.py) ----------------------------------------------------
+def _supervised_rollout(project, task):
+    """A supervised episode recorded as the rollout worker records one, acted by a text policy of the tiny model's
+    named style: step 0 approved, step 1 edited (the proposal clicked the corner), step 2's first proposal rejected
+    (the corner again) and the second approved."""
+    from agent.actions import Turn
+    from agent.envs.base import Element, Env, Observation, StepResult
+    from agent.policies.base import PolicyOutput
+    from agent.rollout import Decision, run_episode
+    from flywheel import episodes
+    from flywheel.models import Episode
+    from flywheel.rollout_worker import record_rejection, record_step
+    from tests.factories import jpeg
+
+    class Screens(Env):
+        def reset(self, task, seed):
+            self.n = 0
+            return self.observe()
+
+        def observe(self):
+            return Observation('Click on the "ok" button.', "http://127.0.0.1:9/miniwob/click-button.html",
+                               jpeg(self.n), 160, 210, [Element("text", "lorem", 40, 58, 50, 10),
+                                                        Element("button", "ok", 30 + 10 * self.n, 100, 20, 12)])
+
+        def step(self, action):
+            self.n += 1
+            return StepResult(self.observe(), 1.0 if self.n == 3 else 0.0, self.n == 3, {})
+
+        def close(self):
+            pass
+
+    class Policy:
+        prompt_style = "named"
+
+        def act(self, prompt, temperature=None):
+            told = "Feedback:" in prompt[-1]["content"]
+            text = "Thought: the ok button\nAction: click(x=50, y=100)" if told else "Thought: top left\nAction: click(x=5, y=5)"
+            return PolicyOutput(text=text, token_ids=[1, 2], token_logprobs=[-0.1, -0.2])
+
+    class Supervisor:
+        def review(self, index, observation, proposal, attempt=1, repeated=False):
+            if index == 1:
+                return Decision("edit", Turn("the ok button is lower", Action("click", {"x": 40, "y": 100}), None, ""))
+            if index == 2 and attempt == 1:
+                return Decision("reject", reason="that is the logo")
+            return Decision("approve")
+
+    from agent.actions import Action
+
+    episode = Episode.objects.create(project=project, task=task, seed=0, mode="supervised", status="running")
+    result = run_episode(Screens(), Policy(), task=task.task_name, seed=0, max_steps=5, supervisor=Supervisor(),
+                         on_step=lambda record: record_step(episode, record),
+                         on_reject=lambda record: record_rejection(episode, record))
+    assert result.end_reason == "done", result
+    return episodes.episode_finish(episode_id=episode.pk, status="finished", end_reason="done", reward=1.0, outcome="")
+
+
+def _deploy(project, tmp_path, name, *, style, action_format="loupe", reads_images=False):
+    """A checkpoint of that style and format deployed for ``project`` (records only: the export reads no weights)."""
+    from flywheel.models import Checkpoint, Deployment
+
+    path = tmp_path / name
+    path.mkdir()
+    (path / "loupe.json").write_text(json.dumps({"prompt_style": style, "action_format": action_format,
+                                                 "reads_images": reads_images}))
+    checkpoint = Checkpoint.objects.create(project=project, name=name, uri=str(path), action_format=action_format,
+                                           reads_images=reads_images)
+    Deployment.objects.filter(project=project, active=True).update(active=False)
+    Deployment.objects.create(project=project, checkpoint=checkpoint, active=True)
+    return checkpoint
+
+
+def test_rows_for_a_uitars_reading_checkpoint_carry_screenshots_and_uitars_answers(demo, tmp_path):
+    from agent import formats
+    from agent.prompt import FORMAT_SYSTEM_PROMPTS
+    from flywheel import cycle_settings
+    from trainer.vlm import read_dpo_rows, read_sft_rows
+
+    project = demo["project"]
+    episode = _supervised_rollout(project, demo["task"])
+    steps = list(Step.objects.filter(episode=episode).order_by("index"))
+    shots = [datasets.image_path(step.screenshot) for step in steps]
+    _deploy(project, tmp_path, "uitars-7b", style="full", action_format="uitars", reads_images=True)
+    cycle_settings.settings_set(project=project, actor=demo["manager"], history_images=1)
+    target = {"style": "full", "action_format": "uitars", "reads_images": True, "history_images": 1}
+
+    def action_of(text):
+        turn = formats.parse(text, format="uitars", width=160, height=210)
+        assert turn.action is not None, text
+        return turn.action.name, round(turn.action.args["x"]), round(turn.action.args["y"])
+
+    sft = build(project, "sft")
+    assert sft.lineage["rendered_for"] == target
+    rows = snapshots.snapshot_preview(sft, 10)
+    assert [row["images"] for row in rows] == [shots[:1], shots[:2], shots[1:3]]  # current + 1 earlier, per user turn
+    for row in rows:
+        assert row["rendered_for"] == target and row["messages"][0]["content"] == FORMAT_SYSTEM_PROMPTS["uitars"]
+        answers = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
+        assert [action_of(a) for a in answers] == [(s.action["name"], s.action["args"]["x"], s.action["args"]["y"])
+                                                   for s in steps[:len(answers)]]  # map back to what ran
+    dpo = snapshots.snapshot_preview(build(project, "dpo"), 10)
+    assert [(r["meta"]["pair"], r["meta"]["step_index"]) for r in dpo] == [("correction", 1), ("rejection", 2)]
+    # the edit over the model's proposal, and the approved turn over the rejected one: all in UI-TARS' words
+    assert [(action_of(r["chosen"][0]["content"]), action_of(r["rejected"][0]["content"])) for r in dpo] == [
+        (("click", 40, 100), ("click", 5, 5)), (("click", 50, 100), ("click", 5, 5))]
+    assert [r["images"] for r in dpo] == [shots[:2], shots[1:3]]
+    assert "Feedback:" not in dpo[1]["prompt"][-1]["content"]  # the rejected proposal answered the first prompt
+
+    # the bundle's images/ holds what the rows name, where trainer/vlm.py looks for them
+    response = client_for(demo["manager"]).get(f"/api/v1/snapshots/{sft.pk}/export")
+    zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content))).extractall(tmp_path / "bundle")
+    assert json.loads((tmp_path / "bundle" / "snapshot.json").read_text())["rendered_for"] == target
+    read = read_sft_rows(tmp_path / "bundle" / "data.jsonl", "full")
+    assert [len(row["images"]) for row in read] == [1, 2, 2]
+    assert all(image["path"].startswith(str((tmp_path / "bundle" / "images").resolve())) for r in read for image in r["images"])
+
+
+def test_rows_for_the_tiny_named_text_checkpoint_are_what_the_stored_prompts_were(demo, tmp_path):
+    """Rendered from the steps' structure for the checkpoint that acted, the rows hold exactly the prompts the
+    rollout stored (today's export copied them) and the turns in Loupe's grammar; no images."""
+    from agent.actions import Action, format_turn
+
+    project = demo["project"]
+    episode = _supervised_rollout(project, demo["task"])
+    _deploy(project, tmp_path, "tiny", style="named")
+    steps = list(Step.objects.filter(episode=episode).order_by("index").prefetch_related("rejections"))
+    sft = snapshots.snapshot_preview(build(project, "sft"), 10)
+    assert [row["messages"] for row in sft] == [
+        [*step.prompt, {"role": "assistant", "content": format_turn(step.thought, Action.from_dict(step.action))}]
+        for step in steps]
+    assert all(row["images"] == [] for row in sft) and "Feedback: A person rejected" in sft[2]["messages"][-2]["content"]
+    correction, rejection = snapshots.snapshot_preview(build(project, "dpo"), 10)
+    assert correction["prompt"] == steps[1].prompt and correction["rejected"][0]["content"] == steps[1].proposal["raw"]
+    (stored,) = steps[2].rejections.all()
+    assert rejection["prompt"] == stored.prompt and rejection["rejected"][0]["content"] == stored.raw_output
+    assert rejection["rendered_for"] == {"style": "named", "action_format": "loupe", "reads_images": False,
+                                         "history_images": 0}
+
+
+def test_a_new_deployment_makes_a_new_snapshot_of_the_same_data(demo, tmp_path):
+    project = demo["project"]
+    make_finished_episode(project, demo["task"], steps=[{}], reward=1.0)
+    first = build(project, "sft")
+    _deploy(project, tmp_path, "uitars-7b", style="full", action_format="uitars", reads_images=True)
+    second = build(project, "sft")
+    assert second.pk != first.pk and second.lineage["rendered_for"]["action_format"] == "uitars"
+
+
+def test_a_step_without_a_screen_size_fails_the_snapshot_for_a_uitars_checkpoint_saying_which(demo, tmp_path):
+    project = demo["project"]
+    episode = make_finished_episode(project, demo["task"], steps=[{}], reward=1.0)
+    Step.objects.filter(episode=episode).update(width=0, height=0)
+    _deploy(project, tmp_path, "uitars-7b", style="full", action_format="uitars", reads_images=True)
+    snapshot = build(project, "sft")
+    assert snapshot.status == SnapshotStatus.FAILED
+    assert snapshot.error.startswith(f"Step 0 of episode {episode.pk} cannot be written for the deployed checkpoint "
+                                     "(uitars answers, full prompt, with screenshots (+0 earlier))"), snapshot.error

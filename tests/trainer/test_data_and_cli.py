@@ -153,3 +153,46 @@ def test_shared_prefix_loss_and_gradients_equal_those_of_the_full_rows():
     assert shared == pytest.approx(full, rel=1e-5)  # the same rows, the same loss (its docstring says exactly)
     for a, b in zip(full_grads, shared_grads, strict=True):
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def _rendered_row(target) -> dict:
+    from agent.rows import SFTRow
+
+    return SFTRow(messages=_sft_row()["messages"], rendered_for=target).to_dict()
+
+
+def test_cli_refuses_rows_rendered_for_another_action_format_in_one_line(tmp_path):
+    from agent.rows import RenderedFor
+
+    path = _write(tmp_path / "uitars.jsonl", [_rendered_row(RenderedFor(action_format="uitars", reads_images=True))])
+    proc = subprocess.run([sys.executable, "-m", "trainer", "sft", "--data", str(path), "--init", "tiny",
+                           "--out", str(tmp_path / "ckpt"), "--max-steps", "2"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: {path}:1: the rows were rendered for uitars answers but the init checkpoint answers in "
+                      "loupe; re-freeze the snapshot for this checkpoint"], proc.stderr
+    assert not (tmp_path / "ckpt").exists()
+
+
+def test_rendered_rows_are_used_as_they_are_or_refused_for_another_style_and_legacy_rows_restyled(tmp_path):
+    from agent.rows import RenderedFor
+
+    named = _write(tmp_path / "named.jsonl", [_rendered_row(RenderedFor(style="named"))])
+    conversations = D.read_sft(named, init="tiny")
+    assert D.restyle(conversations, "named") == (conversations, 0)
+    full = _write(tmp_path / "full.jsonl", [_rendered_row(RenderedFor(style="full"))])
+    with pytest.raises(TrainerError, match=rf"^{full}:1: the rows were rendered for the full prompt style but this run "
+                                           r"trains in named; re-freeze the snapshot for this checkpoint$"):
+        D.restyle(D.read_sft(full, init="tiny"), "named")
+    pair = {"prompt": _sft_row()["messages"][:2], "chosen": [{"role": "assistant", "content": "a"}],
+            "rejected": [{"role": "assistant", "content": "b"}], "rendered_for": {"action_format": "pyautogui"}}
+    with pytest.raises(TrainerError, match=r"dpo\.jsonl:1: the rows were rendered for pyautogui answers"):
+        D.read_dpo(_write(tmp_path / "dpo.jsonl", [pair]), init="tiny")
+    from agent.prompt import SYSTEM_PROMPT
+
+    legacy = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "Instruction: go"},
+              {"role": "assistant", "content": "Thought: ok\nAction: wait()"}]
+    (restyled,), changed = D.restyle(D.read_sft(_write(tmp_path / "legacy.jsonl", [{"messages": legacy}]), init="tiny"),
+                                     "named")
+    assert changed == 1 and restyled[1]["content"] == "Task: go"
