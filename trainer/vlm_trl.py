@@ -337,32 +337,35 @@ def sharded(trainer) -> bool:
     return bool(trainer.is_fsdp_enabled or (plugin is not None and plugin.zero_stage == 3))
 
 
-def _save(run: Run, config, algorithm: str, metrics: dict) -> None:
-    """Write the checkpoint dir from rank 0. Every rank takes part: a sharded model is gathered first (a
-    collective), and all wait for rank 0 to be done writing."""
-    trainer, model = run.trainer, run.loaded.model
-    loaded = run.loaded
+def save_run(trainer, loaded: Loaded, config, algorithm: str, metrics: dict, trace: RowTrace | None = None) -> None:
+    """Write the checkpoint dir of a trained TRL run from rank 0 (SFT, DPO, GRPO alike). Every rank must call it:
+    a sharded model is gathered first (a collective), unsharded ranks compare their weights, and all wait for rank
+    0 to be done writing. DPO's and GRPO's frozen "ref" adapter (the reference of a fresh LoRA) is left out."""
+    model = loaded.model
     if sharded(trainer):
         state = trainer.accelerator.get_state_dict(trainer.model_wrapped)  # the full weights, on rank 0 only
         if distributed.is_main():
             dtype = torch.bfloat16 if trainer.args.bf16 else torch.float32
-            loaded = load_vlm(config, torch.device("cpu"), dtype, run.loaded.prompt_style)
-            # DPOTrainer's frozen copy of the fresh adapter (its reference) is not the result
+            loaded = load_vlm(config, torch.device("cpu"), dtype, loaded.prompt_style)
             state = {k: v for k, v in state.items() if ".ref." not in k}
             missing = loaded.model.load_state_dict(state, strict=False).missing_keys
             if missing:
                 raise TrainerError(f"the gathered weights lack {len(missing)} tensors, e.g. {missing[0]}")
     else:
         if loaded.is_lora and "ref" in model.peft_config:
-            model.delete_adapter("ref")  # DPOTrainer's frozen copy of the fresh adapter, its reference: not the result
-        if run.trace is not None and run.trace.trace:  # before save_checkpoint merges a LoRA on rank 0 alone
-            run.trace.trace.write({"weights_sha256": distributed.weights_digest(model)})
+            model.delete_adapter("ref")
+        if trace is not None and trace.trace:  # before save_checkpoint merges a LoRA on rank 0 alone
+            trace.trace.write({"weights_sha256": distributed.weights_digest(model)})
         distributed.check_same_weights(model)
     if distributed.is_main():
         save_checkpoint(loaded, config.out, algorithm=algorithm, config=config_dict(config),
                         data_sha256=sha256_file(config.data), metrics=metrics)
         forget_processor_class(config.out)
     trainer.accelerator.wait_for_everyone()
+
+
+def _save(run: Run, config, algorithm: str, metrics: dict) -> None:
+    save_run(run.trainer, run.loaded, config, algorithm, metrics, run.trace)
     run.workdir.cleanup()
 
 
