@@ -63,11 +63,10 @@ from agent.actions import Action, ActionSyntaxError, parse_action
 from agent.envs import Env, EnvError, make_env
 from trainer import data as D
 from trainer.configs import RLConfig, config_dict
-from trainer.model import Loaded, TrainerError, resolve_device, resolve_dtype, save_checkpoint, sha256_file
+from trainer.model import Loaded, TrainerError, resolve_device, resolve_dtype
 from trainer.optim import log_interval, set_seed, set_threads, stop_report
-from trainer.tiny_vlm import forget_processor_class
 from trainer.vlm import image_ref, prompt_style, structured
-from trainer.vlm_trl import IMAGES, PARTS, Progress, load_vlm, optimizers, own_stdout, trainer_args
+from trainer.vlm_trl import IMAGES, PARTS, LoupeSchedule, Progress, load_vlm, own_stdout, save_run, schedule, trainer_args
 
 log = logging.getLogger("trainer")
 
@@ -440,9 +439,9 @@ def _build(config: RLConfig, prompts: list[dict], steps: dict[int, Step], envs: 
     reward = AnswerReward(steps, config.void_reward, envs)
     train = Dataset.from_list(prompts, features=Features({"prompt": List(PARTS), "images": IMAGES,
                                                           "row": Value("int64")}))
-    trainer = GRPOTrainer(model=loaded.model, reward_funcs=[reward], args=args, train_dataset=train,
-                          processing_class=loaded.tokenizer, callbacks=[progress],
-                          optimizers=optimizers(loaded.model, config, progress))
+    trainer = LoupeGRPOTrainer(model=loaded.model, reward_funcs=[reward], args=args, train_dataset=train,
+                               processing_class=loaded.tokenizer, callbacks=[progress],
+                               lr_factor=schedule(config, progress))
     own_stdout(trainer)
     log.info("grpo: %d rows (%d with env rewards), %d prompts x %d answers a step, device %s %s%s", len(prompts),
              sum(isinstance(s.reward, EnvReward) for s in steps.values()), per_step, config.group_size, device, dtype,
@@ -450,13 +449,15 @@ def _build(config: RLConfig, prompts: list[dict], steps: dict[int, Step], envs: 
     return Run(trainer, loaded, reward, progress, planned, len(prompts), workdir)
 
 
+class LoupeGRPOTrainer(LoupeSchedule, GRPOTrainer):
+    """TRL's GRPOTrainer with Loupe's optimizer and schedule, both made after the model is wrapped (DDP, FSDP,
+    DeepSpeed refuse an optimizer made outside)."""
+
+
 def _save(run: Run, config: RLConfig, metrics: dict) -> None:
-    model = run.loaded.model
-    if run.loaded.is_lora and "ref" in model.peft_config:
-        model.delete_adapter("ref")  # GRPOTrainer's frozen copy of the fresh adapter, its KL reference
-    save_checkpoint(run.loaded, config.out, algorithm="rl", config=config_dict(config),
-                    data_sha256=sha256_file(config.data), metrics=metrics)
-    forget_processor_class(config.out)
+    """Rank 0 writes the checkpoint; every rank calls this (vlm_trl.save_run gathers a sharded model, checks that
+    unsharded ranks hold the same weights and drops the frozen "ref" adapter GRPO keeps as its KL reference)."""
+    save_run(run.trainer, run.loaded, config, "rl", metrics)
 
 
 def train_prepared(run: Run, config: RLConfig) -> dict:
