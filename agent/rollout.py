@@ -59,6 +59,7 @@ class StepRecord:
     info: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)  # ms: observe, policy, execute
     action_format: str = "loupe"  # the format ``output`` was written and read in (replayed steps: loupe)
+    feedback: str = ""  # what the model was told at this step besides rejections (a call_user answer)
 
 
 @dataclass
@@ -248,7 +249,7 @@ def run_episode(
                                            action_format=action_format))
             if len(rejected) >= max_rejections:
                 return end("supervisor_finish", outcome="rejected_too_often")
-        feedback = None
+        told_before, feedback = feedback or "", None
 
         if decision.kind == "finish":
             return end("supervisor_finish", outcome=decision.outcome)
@@ -265,7 +266,7 @@ def run_episode(
             record = StepRecord(index=index, observation=observation, prompt=prompt, output=output, turn=turn,
                                 actor=actor, proposal=overridden, reward=0.0, done=False,
                                 info={**info, "void": turn.void_reason}, timings=timings,
-                                action_format=action_format)
+                                action_format=action_format, feedback=told_before)
             steps.append(record)
             if on_step:
                 on_step(record)
@@ -284,7 +285,8 @@ def run_episode(
         timings["execute"] = _ms(executed)
         record = StepRecord(index=index, observation=observation, prompt=prompt, output=output, turn=turn,
                             actor=actor, proposal=overridden, reward=result.reward, done=result.done,
-                            info={**info, **result.info}, timings=timings, action_format=action_format)
+                            info={**info, **result.info}, timings=timings, action_format=action_format,
+                            feedback=told_before)
         steps.append(record)
         if on_step:
             on_step(record)

@@ -266,7 +266,7 @@ def export_target(project: Project) -> RenderedFor:
 def _step_view(step: Step) -> StepView:
     """What a step showed and what ran, as the rollout's prompts showed it (the thought as written then)."""
     return StepView(instruction=step.instruction, url=step.url, elements=[Element(**e) for e in step.elements],
-                    width=step.width, height=step.height, screenshot=image_path(step.screenshot), thought=step.thought,
+                    screen_text=step.screen_text, width=step.width, height=step.height, screenshot=image_path(step.screenshot), thought=step.thought,
                     action=Action.from_dict(step.action) if step.action else None, raw=step.raw_output)
 
 
@@ -277,11 +277,11 @@ def _turn(thought: str, action: dict | None, raw: str) -> Turn:
 
 
 def _feedback(rejections: list[Rejection], step: Step, target: RenderedFor) -> str | None:
-    """What the model was told after these proposals of the step were rejected, in the target's format."""
-    if not rejections:
-        return None
-    return rejection_feedback([(_turn(r.thought, r.action, r.raw_output), r.reason) for r in rejections],
-                              target.action_format, step.width, step.height)
+    """What the model was told at this step, as the rollout told it: the step's own feedback (a person's answer to
+    its call_user) and then the rejections of these proposals of the step, in the target's format."""
+    rejects = (rejection_feedback([(_turn(r.thought, r.action, r.raw_output), r.reason) for r in rejections],
+                                  target.action_format, step.width, step.height) if rejections else None)
+    return " ".join(part for part in (step.feedback, rejects) if part) or None
 
 
 def step_thought(step: Step) -> str:

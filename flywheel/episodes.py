@@ -260,7 +260,8 @@ def step_record(*, episode: Episode, index: int, screenshot: bytes, width: int, 
                 instruction: str, elements: list[dict], prompt: list, raw_output: str, token_ids: list[int],
                 token_logprobs: list[float], thought: str, action: dict | None, action_text: str, actor: str,
                 proposal: dict | None, reward: float, done: bool, void_reason: str | None, info: dict,
-                timings: dict, intervened_by=None, started_at=None, action_format: str = "loupe") -> Step:
+                timings: dict, intervened_by=None, started_at=None, action_format: str = "loupe",
+                screen_text: str = "", feedback: str = "") -> Step:
     """Store one executed step and its event. Idempotent on (episode, index): a replayed step is not stored twice.
     ``raw_output`` was read in ``action_format``; the prompt's screenshots are stored as references to the
     screenshot files (prompt_for_storage), the current one being this step's ``screenshot``."""
@@ -273,7 +274,8 @@ def step_record(*, episode: Episode, index: int, screenshot: bytes, width: int, 
     correction = correction_of(actor=actor, action=action, thought=thought, proposal=proposal)
     step = Step.objects.create(
         episode=episode, index=index, screenshot=screenshot_store(screenshot) if screenshot else "", width=width,
-        height=height, url=url[:500], instruction=instruction, elements=elements, prompt=prompt_for_storage(prompt),
+        height=height, url=url[:500], instruction=instruction, elements=elements, screen_text=screen_text,
+        feedback=feedback, prompt=prompt_for_storage(prompt),
         raw_output=raw_output, action_format=action_format, token_ids=token_ids, token_logprobs=token_logprobs,
         thought=thought, action=action,
         action_text=action_text[:1000], actor=actor, proposal=proposal, correction=correction, reward=reward, done=done,

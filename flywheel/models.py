@@ -233,6 +233,11 @@ class Step(models.Model):
     url = models.CharField(max_length=500, blank=True)
     instruction = models.TextField(blank=True)
     elements = models.JSONField(default=list, blank=True)
+    screen_text = models.TextField(blank=True, default="", db_default="",
+                                   help_text="Text the screen showed besides its elements (a terminal's output).")
+    feedback = models.TextField(blank=True, default="", db_default="",
+                                help_text="What the model was told at this step besides rejections: a person's answer "
+                                          "to its call_user, or that no one answered.")
     prompt = models.JSONField(default=list, blank=True, help_text=PROMPT_HELP)
     raw_output = models.TextField(blank=True)
     action_format = models.CharField(max_length=16, choices=ACTION_FORMAT_CHOICES, default="loupe", db_default="loupe",

@@ -98,7 +98,8 @@ def record_step(episode: Episode, record, *, index_offset: int = 0, intervened_b
     turn = record.turn
     return episodes.step_record(
         episode=episode, index=record.index + index_offset, screenshot=obs.screenshot, width=obs.width,
-        height=obs.height, url=obs.url, instruction=obs.instruction, elements=[e.to_dict() for e in obs.elements],
+        height=obs.height, url=obs.url, instruction=obs.instruction, elements=[e.to_dict() for e in obs.elements], screen_text=obs.screen_text or "",
+        feedback=record.feedback,
         prompt=record.prompt or [], raw_output=out.text if out else turn.raw, token_ids=list(out.token_ids) if out else [],
         token_logprobs=[float(x) for x in out.token_logprobs] if out else [], thought=turn.thought,
         action=turn.action.to_dict() if turn.action else None, action_text=turn.action.to_text() if turn.action else "",

@@ -570,3 +570,63 @@ def test_a_step_without_a_screen_size_fails_the_snapshot_for_a_uitars_checkpoint
     assert snapshot.status == SnapshotStatus.FAILED
     assert snapshot.error.startswith(f"Step 0 of episode {episode.pk} cannot be written for the deployed checkpoint "
                                      "(uitars answers, full prompt, with screenshots (+0 earlier))"), snapshot.error
+
+
+def test_rows_keep_a_terminals_text_and_a_persons_answer_to_call_user(demo, tmp_path):
+    """What the rollout showed beyond the elements (a terminal's text) and what a person told the model (the answer
+    to its call_user) are stored on the step, so rows rendered from the steps hold the prompts the model was sent."""
+    from agent.actions import Action, format_turn
+    from agent.envs.base import Env, Observation, StepResult
+    from agent.policies.base import PolicyOutput
+    from agent.rollout import Decision, run_episode
+    from flywheel import episodes
+    from flywheel.models import Episode
+    from flywheel.rollout_worker import record_step
+    from tests.factories import jpeg
+
+    class Terminal(Env):
+        def reset(self, task, seed):
+            self.n = 0
+            return self.observe()
+
+        def observe(self):
+            return Observation("Open the notes file.", "", jpeg(self.n), 160, 210, [],
+                               screen_text=f"$ ls\nnotes.txt todo.txt\n(turn {self.n})")
+
+        def step(self, action):
+            self.n += 1
+            return StepResult(self.observe(), 1.0 if self.n == 2 else 0.0, self.n == 2, {})
+
+        def close(self):
+            pass
+
+    class Policy:
+        prompt_style = "named"
+
+        def act(self, prompt, temperature=None):
+            if "The user answered" in prompt[-1]["content"]:
+                return PolicyOutput(text='Thought: notes it is\nAction: type(text="cat notes.txt\\n")')
+            return PolicyOutput(text='Thought: two files\nAction: call_user(question="Which file?")')
+
+    class Supervisor:
+        def review(self, index, observation, proposal, attempt=1, repeated=False):
+            return Decision("approve")
+
+        def answer_call_user(self, index, question):
+            return "the notes one"
+
+    project = demo["project"]
+    episode = Episode.objects.create(project=project, task=demo["task"], seed=0, mode="supervised", status="running")
+    result = run_episode(Terminal(), Policy(), task=demo["task"].task_name, seed=0, max_steps=4,
+                         supervisor=Supervisor(), on_step=lambda record: record_step(episode, record))
+    assert result.end_reason == "done", result
+    episodes.episode_finish(episode_id=episode.pk, status="finished", end_reason="done", reward=1.0, outcome="")
+    steps = list(Step.objects.filter(episode=episode).order_by("index"))
+    assert [s.feedback for s in steps] == ["", "The user answered: the notes one"]
+    assert steps[1].screen_text == "$ ls\nnotes.txt todo.txt\n(turn 1)"
+    _deploy(project, tmp_path, "tiny", style="named")
+    sft = [row for row in snapshots.snapshot_preview(build(project, "sft"), 10) if row["meta"]["episode_id"] == episode.pk]
+    assert [row["messages"] for row in sft] == [
+        [*step.prompt, {"role": "assistant", "content": format_turn(step.thought, Action.from_dict(step.action))}]
+        for step in steps]
+    assert "(turn 1)" in sft[1]["messages"][-2]["content"] and "The user answered" in sft[1]["messages"][-2]["content"]
