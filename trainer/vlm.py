@@ -27,6 +27,7 @@ import logging
 import os
 from pathlib import Path
 
+from agent import rows as R
 from trainer import data as D
 from trainer.configs import DPOConfig, SFTConfig
 from trainer.model import TINY, TrainerError, checkpoint_prompt_style
@@ -89,7 +90,19 @@ def _images(row: dict, base: Path, where: str) -> list[dict]:
     return [image_ref(spec, base, f"{where}: images[{i}]") for i, spec in enumerate(images)]
 
 
-def read_sft_rows(path: str | os.PathLike, style: str) -> list[dict]:
+def _check_target(row: dict, where: str, style: str, action_format: str | None) -> None:
+    """A row rendered for another model (its ``rendered_for``: format or prompt style) is refused, naming the row;
+    legacy rows without it pass (data.check_rendered_for)."""
+    if row.get("rendered_for") is None:
+        return
+    try:
+        rendered_for = R.RenderedFor.from_dict(row["rendered_for"], where)
+    except ValueError as exc:
+        raise TrainerError(str(exc)) from None
+    D.check_rendered_for(rendered_for, where, action_format=action_format, style=style)
+
+
+def read_sft_rows(path: str | os.PathLike, style: str, action_format: str | None = None) -> list[dict]:
     """SFT rows as TRL's conversational vision rows: ``{"messages": [structured], "images": [refs], "row": line}``
     (``row``: the line number in the file, which a multi-process run's trace names; trainer/distributed.py).
     The messages are re-rendered in prompt ``style`` first, as sft.py does for text models."""
@@ -99,6 +112,7 @@ def read_sft_rows(path: str | os.PathLike, style: str) -> list[dict]:
         where = f"{path}:{lineno}"
         if "messages" not in row:
             raise TrainerError(f"{where}: an SFT row needs a 'messages' list (keys found: {sorted(row)})")
+        _check_target(row, where, style, action_format)
         messages = D._check_messages(row["messages"], f"{where}: messages")
         if not any(m["role"] == "assistant" for m in messages):
             raise TrainerError(f"{where}: messages: no assistant turn, nothing to learn from")
@@ -108,7 +122,7 @@ def read_sft_rows(path: str | os.PathLike, style: str) -> list[dict]:
     return rows
 
 
-def read_dpo_rows(path: str | os.PathLike, style: str) -> list[dict]:
+def read_dpo_rows(path: str | os.PathLike, style: str, action_format: str | None = None) -> list[dict]:
     """DPO rows as TRL's vision preference rows (``prompt``, ``chosen``, ``rejected`` structured, ``images``, the
     line number ``row``).
     A row whose chosen and rejected completions are the same text is left out, as data.read_dpo does."""
@@ -119,6 +133,7 @@ def read_dpo_rows(path: str | os.PathLike, style: str) -> list[dict]:
         missing = [k for k in ("prompt", "chosen", "rejected") if k not in row]
         if missing:
             raise TrainerError(f"{where}: a DPO row needs prompt, chosen and rejected; missing {missing}")
+        _check_target(row, where, style, action_format)
         prompt = D._check_messages(row["prompt"], f"{where}: prompt")
         chosen = D._check_messages(row["chosen"], f"{where}: chosen", assistant_only=True)
         rejected = D._check_messages(row["rejected"], f"{where}: rejected", assistant_only=True)
@@ -145,7 +160,7 @@ def train_sft_vlm(config: SFTConfig) -> dict:
     if not config.out:
         raise TrainerError("--out is required: the dir to write the checkpoint to")
     style = prompt_style(config)
-    return vlm_trl.train_sft(config, read_sft_rows(config.data, style), style)
+    return vlm_trl.train_sft(config, read_sft_rows(config.data, style, D.init_action_format(config.init)), style)
 
 
 def train_dpo_vlm(config: DPOConfig) -> dict:
@@ -156,7 +171,7 @@ def train_dpo_vlm(config: DPOConfig) -> dict:
     if not config.out:
         raise TrainerError("--out is required: the dir to write the checkpoint to")
     style = prompt_style(config)
-    return vlm_trl.train_dpo(config, read_dpo_rows(config.data, style), style)
+    return vlm_trl.train_dpo(config, read_dpo_rows(config.data, style, D.init_action_format(config.init)), style)
 
 
 __all__ = ["is_vlm", "read_sft_rows", "read_dpo_rows", "train_sft_vlm", "train_dpo_vlm"]

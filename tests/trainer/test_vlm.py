@@ -122,6 +122,24 @@ def test_rows_put_each_image_after_the_text_of_the_last_user_turns(tmp_path, vlm
     assert is_vlm(vlm_dir) and not is_vlm("tiny") and not is_vlm(tmp_path)
 
 
+def test_rows_rendered_for_another_format_or_style_are_refused_naming_the_row(tmp_path):
+    (tmp_path / "a.png").write_bytes(b"png")
+    turns = [{"role": "system", "content": "s"}, {"role": "user", "content": "u1"},
+             {"role": "assistant", "content": "a1"}]
+    target = {"style": "full", "action_format": "uitars", "reads_images": True, "history_images": 0}
+    path = write(tmp_path / "rows.jsonl", [{"messages": turns, "images": ["a.png"], "rendered_for": target}])
+    assert len(read_sft_rows(path, "full", "uitars")) == 1
+    with pytest.raises(TrainerError, match=r"rows\.jsonl:1: the rows were rendered for uitars answers"):
+        read_sft_rows(path, "full", "loupe")
+    with pytest.raises(TrainerError, match=r"rows\.jsonl:1: .*style"):
+        read_sft_rows(path, "named", "uitars")
+    pairs = write(tmp_path / "pairs.jsonl", [{"prompt": turns[:2], "chosen": [turns[2]], "images": ["a.png"],
+                                              "rejected": [{"role": "assistant", "content": "no"}],
+                                              "rendered_for": target}])
+    with pytest.raises(TrainerError, match=r"pairs\.jsonl:1: the rows were rendered for uitars answers"):
+        read_dpo_rows(pairs, "full", "pyautogui")
+
+
 def test_sft_labels_fall_on_assistant_tokens_only(tmp_path, vlm_dir):
     screenshot(0).save(tmp_path / "s.png")
     turns = [{"role": "system", "content": "You operate a web page."},
