@@ -26,7 +26,7 @@ from core.errors import ApplicationError
 from agent.rows import RenderedFor
 from flywheel.datasets import (bucket_episodes, bucket_steps, export_target, filter_apply, filter_clean, image_path,
                                routing_of, rows_iter)
-from flywheel.models import DatasetSnapshot, Episode, Project, SnapshotEpisode, SnapshotKind, SnapshotStatus
+from flywheel.models import DatasetSnapshot, Episode, Project, SnapshotEpisode, SnapshotKind, SnapshotStatus, Step
 
 
 def _source_key(kind: str, cleaned: dict, routing: dict, episode_ids: list[int], target: dict) -> str:
@@ -251,10 +251,14 @@ class _Sink:
         return data
 
 
-def _screenshot_names(snapshot: DatasetSnapshot) -> Iterator[str]:
-    """Distinct screenshot files behind the rows, read in id order (constant memory)."""
-    episodes = SnapshotEpisode.objects.filter(snapshot=snapshot).values("episode_id")
-    steps = bucket_steps(snapshot.kind, Episode.objects.filter(pk__in=episodes)).exclude(screenshot="")
+def screenshot_names(snapshot: DatasetSnapshot) -> Iterator[str]:
+    """Distinct screenshot files behind the rows, in name order (constant memory). Rows rendered for a checkpoint
+    that reads screenshots also show earlier steps' (history_images), which may be steps that make no row of
+    this kind (a void turn, a step the person approved): every step of the snapshot's episodes then."""
+    episodes = Episode.objects.filter(pk__in=SnapshotEpisode.objects.filter(snapshot=snapshot).values("episode_id"))
+    history = ((snapshot.lineage or {}).get("rendered_for") or {}).get("history_images")
+    steps = Step.objects.filter(episode__in=episodes) if history else bucket_steps(snapshot.kind, episodes)
+    steps = steps.exclude(screenshot="")
     yield from steps.order_by("screenshot").values_list("screenshot", flat=True).distinct().iterator(chunk_size=2000)
 
 
@@ -293,7 +297,7 @@ def export_stream(snapshot: DatasetSnapshot, block: int = 1 << 20) -> Iterator[b
             for member in members.values("episode_id", "rows").iterator(chunk_size=5000):
                 dst.write((json.dumps(member) + "\n").encode())
         yield sink.take()
-        for name in _screenshot_names(snapshot):
+        for name in screenshot_names(snapshot):
             if default_storage.exists(name):
                 yield from copy(name, image_path(name), compress=False)
     yield sink.take()

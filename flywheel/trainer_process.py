@@ -3,7 +3,8 @@ reads their JSON progress lines and hands them files. Django reaches the trainer
 
 A snapshot is handed over as a local file: where the storage has no local path (S3 and other object stores)
 it is downloaded to a temporary file first, so a `train` worker on another host trains on what the
-`default` worker froze.
+`default` worker froze. Rows rendered for a checkpoint that reads screenshots name them ``images/<name>``,
+relative to the JSONL (as in the export bundle): such a snapshot is laid out as data.jsonl beside images/.
 
 Training a vision-language checkpoint (sft, dpo, rl with an ``--init`` dir whose config.json has a
 ``vision_config``) runs in ``LOUPE_TRAIN_PROCESSES`` processes on the worker's machine, one a GPU, under
@@ -154,6 +155,49 @@ def failure(phase: str, returncode: int, stderr: str) -> str:
     lines = stderr.strip().splitlines()
     said = [line for line in lines if line.startswith("error: ")][-1:] or lines[-1:] or ["no output"]
     return f"trainer {phase} exited with {returncode}: {said[0]}"
+
+
+@contextlib.contextmanager
+def snapshot_local(snapshot):
+    """The snapshot's JSONL as a local path for the trainer. When its rows carry screenshots (rendered for a
+    checkpoint that reads them), a temporary folder laid out as the export bundle: data.jsonl and images/<name>
+    (links to the stored files where the storage has local paths, else downloads), removed afterwards."""
+    from flywheel.datasets import image_path
+    from flywheel.snapshots import screenshot_names
+
+    if not ((snapshot.lineage or {}).get("rendered_for") or {}).get("reads_images"):
+        with local_file(snapshot.file) as path:
+            yield path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="loupe-snapshot-"))
+    try:
+        _place(snapshot.file, folder / "data.jsonl", link=False)  # the trainer finds images/ beside its real path
+        (folder / "images").mkdir()
+        for name in screenshot_names(snapshot):
+            _place(name, folder / image_path(name))
+        yield folder / "data.jsonl"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _place(name: str, target: Path, link: bool = True) -> None:
+    """A stored file at ``target``: a link to it where the storage has local paths (a copy unless ``link``), else a
+    download."""
+    try:
+        path = Path(default_storage.path(name))
+    except NotImplementedError:  # object storage: no local path
+        path = None
+    if path is not None and not path.is_file():
+        raise ApplicationError(f"The file {name} the snapshot's rows need is missing from storage.", status=409)
+    if path is not None and link:
+        target.symlink_to(path)
+        return
+    try:
+        with default_storage.open(name, "rb") as source, open(target, "wb") as out:
+            shutil.copyfileobj(source, out, length=1 << 20)
+    except Exception as exc:  # the storage's own errors (botocore's, ...): say which file, in one line
+        raise ApplicationError(f"The file {name} the snapshot's rows need could not be read from storage "
+                               f"({type(exc).__name__}: {exc}).", status=409) from exc
 
 
 @contextlib.contextmanager

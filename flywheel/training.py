@@ -151,9 +151,12 @@ def _stage_execute(run: TrainingRun, stage: dict, init: str, ckpt: Path, weight:
     snapshot = DatasetSnapshot.objects.filter(pk=stage.get("snapshot")).first()
     if snapshot is None or not snapshot.file:
         raise ApplicationError("This run has no dataset snapshot to train on.")
-    with trainer_process.local_file(snapshot.file) as data:
+    # the format the run's checkpoint answers in is its record's (registered by hand, its dir's loupe.json may not
+    # say it); each stage trains the answers of that format and passes it on
+    action_format = run.init_checkpoint.action_format if run.init_checkpoint else None
+    with trainer_process.snapshot_local(snapshot) as data:
         argv = trainer_process.command(stage["algorithm"], "--data", str(data), "--init", init, "--out", str(ckpt),
-                                       **{key: stage.get(key) for key in STAGE_OPTIONS})
+                                       action_format=action_format, **{key: stage.get(key) for key in STAGE_OPTIONS})
         return _stream(run, argv, phase=stage["algorithm"], weight=weight)
 
 

@@ -46,6 +46,9 @@ class CommonConfig:
     prompt_style: str = _f("auto", "prompt style (agent.prompt) the checkpoint reads and records; SFT and DPO rows are "
                            "re-rendered in it, RL episodes keep theirs. auto: the init's (named for tiny)",
                            choices=["auto", *PROMPT_STYLES])
+    action_format: str = _f("", "format the init answers in (agent.formats; the flywheel passes its checkpoint "
+                            "record's): rows rendered for another are refused, and the checkpoint records it. "
+                            "empty: the init's loupe.json's, else loupe", choices=["", *FORMATS])
 
 
 @dataclass

@@ -103,8 +103,12 @@ class Conversation(list):
 REFREEZE = "re-freeze the snapshot for this checkpoint"
 
 
-def init_action_format(init: str | Path) -> str:
-    """The action format the ``--init`` checkpoint answers in: its loupe.json's, loupe for tiny and plain HF dirs."""
+def init_action_format(init: str | Path, given: str = "") -> str:
+    """The action format the ``--init`` checkpoint answers in: ``given`` (``--action-format``: the flywheel's record
+    of the checkpoint, which a dir registered by hand may not carry in its loupe.json), else its loupe.json's, loupe
+    for tiny and plain HF dirs."""
+    if given:
+        return given
     if str(init) == TINY:
         return "loupe"
     return read_loupe(init).get("action_format") or "loupe"
@@ -152,10 +156,10 @@ def _row(kind: str, row: dict, where: str, action_format: str | None):
     return record
 
 
-def read_sft(path: str | Path, *, init: str | None = None) -> list[list[dict]]:
+def read_sft(path: str | Path, *, init: str | None = None, action_format: str = "") -> list[list[dict]]:
     """The ``messages`` of every SFT / CT row (:class:`Conversation` s); each must hold at least one assistant turn.
     With ``init``, rows rendered for another action format than the init's are refused."""
-    action_format = init_action_format(init) if init is not None else None
+    action_format = init_action_format(init, action_format) if init is not None else None
     out = []
     for lineno, row in read_jsonl(path):
         where = f"{path}:{lineno}"
@@ -175,11 +179,11 @@ def _completion_text(messages: list[dict]) -> str:
     return " ".join(" ".join(str(m.get("content", "")).split()) for m in messages)
 
 
-def read_dpo(path: str | Path, *, init: str | None = None) -> list[DPORow]:
+def read_dpo(path: str | Path, *, init: str | None = None, action_format: str = "") -> list[DPORow]:
     """prompt / chosen / rejected of every DPO row. A row whose chosen and rejected completions are the same
     text prefers nothing (DPO would report it learnt, at accuracy 1.0): it is left out, and said so. With ``init``,
     rows rendered for another action format than the init's are refused."""
-    action_format = init_action_format(init) if init is not None else None
+    action_format = init_action_format(init, action_format) if init is not None else None
     out, same = [], 0
     for lineno, row in read_jsonl(path):
         where = f"{path}:{lineno}"
@@ -228,10 +232,10 @@ def _number(value, where: str) -> float:
     return float(value)
 
 
-def read_rl(path: str | Path, *, init: str | None = None) -> list[RLEpisode]:
+def read_rl(path: str | Path, *, init: str | None = None, action_format: str = "") -> list[RLEpisode]:
     """Whole episodes of an RL snapshot. With ``init``, rows rendered for another action format than the init's
     are refused (their outputs are answers in another format)."""
-    action_format = init_action_format(init) if init is not None else None
+    action_format = init_action_format(init, action_format) if init is not None else None
     out = []
     for lineno, row in read_jsonl(path):
         where = f"{path}:{lineno}"

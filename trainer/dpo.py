@@ -56,7 +56,7 @@ def train_dpo(config: DPOConfig) -> dict:
         raise TrainerError("--out is required: the dir to write the checkpoint to")
     set_threads(config.threads)
     rng = set_seed(config.seed)
-    rows = D.read_dpo(config.data, init=config.init)
+    rows = D.read_dpo(config.data, init=config.init, action_format=config.action_format)
     device = resolve_device(config.device)
     dtype = resolve_dtype(config.dtype, device)
     loaded = load(config.init, device=device, dtype=dtype, lora=config.lora, seed=config.seed)

@@ -210,7 +210,7 @@ def save_checkpoint(loaded: Loaded, out: str | os.PathLike, *, algorithm: str, c
     # (the flywheel registers a run's checkpoint with them, agent.formats renders its rows in them)
     ancestor = read_loupe(loaded.parent) if loaded.parent else {}
     record = {
-        "action_format": ancestor.get("action_format", "loupe"),
+        "action_format": config.get("action_format") or ancestor.get("action_format", "loupe"),
         "reads_images": ancestor.get("reads_images", getattr(model.config, "vision_config", None) is not None),
         "algorithm": algorithm,
         "config": config,

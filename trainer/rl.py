@@ -237,7 +237,7 @@ def train_rl(config: RLConfig) -> dict:
         raise TrainerError("RL needs --data (an RL snapshot) or --tasks/--seeds (online episodes)")
     set_threads(config.threads)
     rng = set_seed(config.seed)
-    offline = D.read_rl(config.data, init=config.init) if not online else []
+    offline = D.read_rl(config.data, init=config.init, action_format=config.action_format) if not online else []
     device = resolve_device(config.device)
     dtype = resolve_dtype(config.dtype, device)
     loaded = load(config.init, device=device, dtype=dtype, lora=config.lora, seed=config.seed)

@@ -160,7 +160,7 @@ def train_sft_vlm(config: SFTConfig) -> dict:
     if not config.out:
         raise TrainerError("--out is required: the dir to write the checkpoint to")
     style = prompt_style(config)
-    return vlm_trl.train_sft(config, read_sft_rows(config.data, style, D.init_action_format(config.init)), style)
+    return vlm_trl.train_sft(config, read_sft_rows(config.data, style, D.init_action_format(config.init, config.action_format)), style)
 
 
 def train_dpo_vlm(config: DPOConfig) -> dict:
@@ -171,7 +171,7 @@ def train_dpo_vlm(config: DPOConfig) -> dict:
     if not config.out:
         raise TrainerError("--out is required: the dir to write the checkpoint to")
     style = prompt_style(config)
-    return vlm_trl.train_dpo(config, read_dpo_rows(config.data, style, D.init_action_format(config.init)), style)
+    return vlm_trl.train_dpo(config, read_dpo_rows(config.data, style, D.init_action_format(config.init, config.action_format)), style)
 
 
 __all__ = ["is_vlm", "read_sft_rows", "read_dpo_rows", "train_sft_vlm", "train_dpo_vlm"]
