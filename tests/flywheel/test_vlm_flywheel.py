@@ -16,13 +16,14 @@ import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 
 import pytest
 
 from agent.actions import Action, Turn
 from agent.formats import parse
 from flywheel import deployments
-from flywheel.models import Checkpoint, Episode, EpisodeStatus
+from flywheel.models import Checkpoint, Episode, EpisodeStatus, TrainingRun
 from flywheel.simulated_annotators import Api, Socket
 from tests.factories import PASSWORD, make_member, make_project, make_user
 from tests.stack import (ROOT, ProcessStack, stack_env, start_daphne, start_policy_server, start_worker, wait_for,
@@ -246,6 +247,12 @@ def test_a_reading_checkpoint_turns_the_flywheel_lora_then_full(vlm_stack, tmp_p
     loads = [body for path, body in Proxy.requests if path.endswith("/load_lora_adapter")]
     candidate = Checkpoint.objects.get(pk=approved["candidate"]["id"])
     assert loads[-1] == {"lora_name": served, "lora_path": f"{candidate.uri}/adapter"}, loads
+    trained = TrainingRun.objects.get(pk=cycle["run"]["id"])
+    assert trained.init_checkpoint_id == registered["id"] and trained.config["stages"][0]["lora"] == "r=4"
+    assert "--action-format uitars" in trained.log  # the record's format: the base dir has no loupe.json
+    assert (Path(candidate.uri) / "adapter" / "adapter_config.json").is_file()  # PEFT's, as vLLM loads it
+    assert (candidate.action_format, candidate.reads_images) == ("uitars", True)
+    assert json.loads((Path(candidate.uri) / "loupe.json").read_text())["action_format"] == "uitars"
 
     # 5. the next episode runs on the new checkpoint, asking the server for its name
     next_episode_asks_for(lead, pid, train, 4, stack, "c1", served)
@@ -263,6 +270,9 @@ def test_a_reading_checkpoint_turns_the_flywheel_lora_then_full(vlm_stack, tmp_p
     loads = [body for path, body in Proxy.requests if path.endswith("/load_lora_adapter")]
     candidate = Checkpoint.objects.get(pk=approved["candidate"]["id"])
     assert loads[-1] == {"lora_name": f"{project.slug}-c2", "lora_path": candidate.uri}, loads
+    trained = TrainingRun.objects.get(pk=cycle["run"]["id"])
+    assert trained.init_checkpoint.name == "c1" and [s["algorithm"] for s in trained.config["stages"]] == ["sft", "dpo"]
+    assert not any("lora" in s for s in trained.config["stages"]) and not (Path(candidate.uri) / "adapter").exists()
     next_episode_asks_for(lead, pid, train, 5, stack, "c2", f"{project.slug}-c2")
     timings["episode on c2"] = round(time.monotonic() - started, 1)
     print("VLM-FLYWHEEL", json.dumps(timings))
