@@ -3,7 +3,8 @@
 On connect: authenticate (4401), check origin and project membership (4403), replay every stored
 event after `seq`, then stream. Every server message carries `type` and the episode's increasing
 `seq`; a gap in the live stream is filled from the stored log, so a client sees no gap and no
-duplicate. Client commands are stored before they are acknowledged (annotation/services.py).
+duplicate. Client commands are stored before they are acknowledged (annotation/services.py). Database calls
+(the role, the replay, commands) run on the live pool (annotation/live_db.py), not on Django's one thread.
 Per-connection messages carry no seq: `hello` (server clock), `ack`, `error` about the client's own
 frame, `presence` (who is watching) and `transcript.interim` (provisional words, replaced by stored ones).
 """
@@ -16,10 +17,10 @@ from urllib.parse import parse_qs
 
 import redis.asyncio as aioredis
 from autobahn.exception import Disconnected
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from annotation.live_db import live_db
 from annotation.services import command_submit
 from flywheel.events import episode_group, events_after
 from flywheel.models import Episode
@@ -54,8 +55,7 @@ class FrameBucket:
         return True
 
 
-@database_sync_to_async
-def _episode_role(user, episode_id: int):
+def _episode_role(*, user, episode_id: int) -> tuple[int | None, str | None]:
     project_id = Episode.objects.filter(pk=episode_id).values_list("project_id", flat=True).first()
     if project_id is None:
         return None, None
@@ -78,7 +78,7 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
         if not auth.get("origin_ok"):
             return await self.close(code=CLOSE_FORBIDDEN)
         self.episode_id = int(self.scope["url_route"]["kwargs"]["episode_id"])
-        project_id, self.role = await _episode_role(user, self.episode_id)
+        project_id, self.role = await live_db(_episode_role, user=user, episode_id=self.episode_id)
         if self.role is None:  # also for a missing episode: existence is not revealed
             return await self.close(code=CLOSE_FORBIDDEN)
         query = parse_qs(self.scope.get("query_string", b"").decode())
@@ -101,7 +101,7 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
 
     async def _catch_up(self):
         while True:
-            batch = await database_sync_to_async(events_after)(episode_id=self.episode_id, after=self.last_seq)
+            batch = await live_db(events_after, episode_id=self.episode_id, after=self.last_seq)
             for message in batch:
                 await self._send_event(message)
             if len(batch) < 500:
@@ -202,8 +202,7 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
 
     async def on_command(self, frame: dict):
         try:
-            result = await database_sync_to_async(command_submit)(episode_id=self.episode_id,
-                                                                  user=self.scope["user"], frame=frame)
+            result = await live_db(command_submit, episode_id=self.episode_id, user=self.scope["user"], frame=frame)
         except Exception:  # a failure storing one command must not cost the person their connection
             log.exception("command %r on episode %s failed", frame.get("type"), self.episode_id)
             return await self.send_error("That command could not be stored and was not applied; try again.",

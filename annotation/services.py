@@ -2,20 +2,22 @@
 
 A command is validated against the episode's current state (each kind by its class in
 annotation/commands.py; claim and release, which change who steers, here), stored with its client id (so a
-re-sent id changes nothing), then delivered to the rollout worker by PostgreSQL NOTIFY in the same
-transaction: nothing a person did exists only in Redis or in memory."""
+re-sent id changes nothing), and once committed the rollout worker is woken by PostgreSQL NOTIFY (it also reads
+the stored commands every second): nothing a person did exists only in Redis or in memory."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from django.db import connection, transaction
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from annotation.commands import COMMANDS, CommandRefused
 from annotation.models import Command, CommandStatus, Intervention
 from flywheel import episodes
-from flywheel.models import Episode, EpisodeStatus, Role
-from flywheel.selectors import project_role, role_at_least
+from flywheel.models import Episode, EpisodeStatus, Membership, Role
+from flywheel.selectors import role_at_least
 from core.audit import audit_record
 
 CONTROL_COMMANDS = ("claim", "release")  # who steers: handled here, never sent to the rollout worker
@@ -57,6 +59,19 @@ def _has_nul(value) -> bool:
     return False
 
 
+def _episode_locked(*, episode_id: int, user, command_id: str) -> Episode:
+    """The episode, locked for this transaction, with its controller, in one query with what a command needs to
+    know besides: `existing_command`, the id of a command already stored under this client id (or None), and
+    `member_role`, the user's role in the project by membership (or None). One round trip instead of three: the
+    command path runs for every approve of every annotator."""
+    return (Episode.objects.select_for_update(of=("self",)).select_related("controller")
+            .annotate(existing_command=Subquery(Command.objects.filter(episode=OuterRef("pk"), client_id=command_id)
+                                                .values("pk")[:1]),
+                      member_role=Subquery(Membership.objects.filter(project=OuterRef("project_id"), user=user)
+                                           .values("role")[:1]))
+            .get(pk=episode_id))
+
+
 def command_submit(*, episode_id: int, user, frame: dict) -> CommandResult:
     command_id = frame.get("id")
     kind = frame.get("type")
@@ -68,13 +83,15 @@ def command_submit(*, episode_id: int, user, frame: dict) -> CommandResult:
         known = ", ".join((*WORKER_COMMANDS, *CONTROL_COMMANDS))
         return _error(f"Unknown command type '{kind}'; use one of {known}.", command_id)
     with transaction.atomic():
-        episode = Episode.objects.select_for_update(of=("self",)).select_related("controller").get(pk=episode_id)
-        existing = Command.objects.filter(episode=episode, client_id=command_id).first()
-        if existing is not None:
-            return _ack(existing, duplicate=True)
+        episode = _episode_locked(episode_id=episode_id, user=user, command_id=command_id)
+        if episode.existing_command is not None:
+            return _ack(Command.objects.get(pk=episode.existing_command), duplicate=True)
         if episode.status in (EpisodeStatus.FINISHED, EpisodeStatus.FAILED, EpisodeStatus.INTERRUPTED):
             return _error(f"This episode is {episode.status}; it takes no more commands.", command_id)
-        role = project_role(user=user, project=episode.project_id)
+        role = Role.ADMIN if user.is_staff else episode.member_role
+        if role is None:
+            return _error("You are no longer a member of this episode's project; it takes no commands from you.",
+                          command_id)
         if kind in CONTROL_COMMANDS:
             return _control(episode, user, role, kind, command_id)
         if episode.controller_id is None:
@@ -90,9 +107,22 @@ def command_submit(*, episode_id: int, user, frame: dict) -> CommandResult:
             return _error(exc.message, command_id)
         command = Command.objects.create(episode=episode, client_id=command_id, user=user, type=kind, payload=payload,
                                          step_index=payload.get("index"))
-        with connection.cursor() as cursor:  # delivered to the worker when this transaction commits
-            cursor.execute("SELECT pg_notify(%s, %s)", [notify_channel(episode.pk), str(command.pk)])
+        transaction.on_commit(functools.partial(_worker_wake, episode_id=episode.pk, command_id=command.pk),
+                              robust=True)
         return _ack(command)
+
+
+def _worker_wake(*, episode_id: int, command_id: int) -> None:
+    """NOTIFY the episode's rollout worker of a committed command, in a transaction of its own.
+
+    Not inside the command's transaction: PostgreSQL commits notifying transactions one at a time, each holding a
+    cluster-wide lock through its WAL flush, so 20 commands sent at once acknowledged one flush apart (bench load:
+    ack p95 170-250 ms). The wake-up needs no durability of its own (synchronous_commit off for it): the command
+    is already stored, and the worker reads the stored commands at least every second, so a lost wake-up (this
+    process dying between the two commits) costs that second, never the command."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('synchronous_commit', 'off', true), pg_notify(%s, %s)",
+                       [notify_channel(episode_id), str(command_id)])
 
 
 def _control(episode: Episode, user, role: str | None, kind: str, command_id: str) -> CommandResult:

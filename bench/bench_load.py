@@ -2,7 +2,9 @@
 episodes produce (2 a second each, stored as the rollout workers store them), and each episode's controller
 sending a command every two seconds (stored, NOTIFYed, acknowledged). Measures event latency (stored ->
 received) and command latency (sent -> ack) p50/p95/p99, errors, and daphne's memory and CPU over the run.
-Prints JSON; also writes bench/results/load-memory.svg. Unlike bench_fanout, the sockets also write."""
+Prints JSON; also writes bench/results/load-memory.svg (daphne's memory) and bench/results/load-latency.svg (event
+and command latency p95 per second of the run, the same series in the JSON's `timeline`). Unlike bench_fanout, the
+sockets also write. LOUPE_BENCH_LOAD_EPISODES scales it (5 sockets an episode), LOUPE_BENCH_LOAD_SECONDS its length."""
 from __future__ import annotations
 
 import json
@@ -22,8 +24,17 @@ setup_django(channel_prefix=f"bench{os.getpid()}")  # settings, and the database
 
 from bench.stats import percentile  # noqa: E402
 
-EPISODES, PEOPLE, SECONDS = 20, 5, float(os.environ.get("LOUPE_BENCH_LOAD_SECONDS", "30"))
+EPISODES, PEOPLE = int(os.environ.get("LOUPE_BENCH_LOAD_EPISODES", "20")), 5
+SECONDS = float(os.environ.get("LOUPE_BENCH_LOAD_SECONDS", "30"))
 STEP_INTERVAL, COMMAND_INTERVAL = 0.5, 2.0
+
+
+def per_second(samples: list[tuple[float, float]], started: float) -> list[tuple[float, float]]:
+    """(second of the run, p95 in ms of the latencies received in that second), for the chart and the JSON."""
+    seconds: dict[int, list[float]] = {}
+    for at, latency in samples:
+        seconds.setdefault(int(at - started), []).append(latency)
+    return [(second, percentile(values, .95)) for second, values in sorted(seconds.items())]
 
 
 def main() -> None:
@@ -56,8 +67,10 @@ def main() -> None:
                                "webapp.asgi:application"], cwd=ROOT, env=dict(os.environ),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     daphne = psutil.Process(server.pid)
-    event_latency: list[float] = []
-    ack_latency: list[float] = []
+    event_latency: list[tuple[float, float]] = []  # (received at, latency), both in seconds
+    ack_latency: list[tuple[float, float]] = []
+    append_latency: list[float] = []
+    watcher_latency: list[float] = []  # events to the sockets that only watch (the controller's also wait on its commands)
     errors: dict[str, int] = {}
     memory: list[tuple[float, float]] = []
     lock = threading.Lock()
@@ -83,7 +96,8 @@ def main() -> None:
                                                  timeout=30)
                 sockets.append((ws, episode, n == 0))
 
-        def read(ws):
+        def read(ws, controller: bool):
+            seen: set[int] = set()
             while not stop.is_set():
                 try:
                     message = json.loads(ws.recv())
@@ -95,11 +109,16 @@ def main() -> None:
                     return
                 now = time.time()
                 if message.get("type") == "step.executed":
+                    if message["seq"] in seen:
+                        error("duplicate event")
+                    seen.add(message["seq"])
                     with lock:
-                        event_latency.append(now - message["data"]["t"])
+                        event_latency.append((now, now - message["data"]["t"]))
+                        if not controller:
+                            watcher_latency.append(now - message["data"]["t"])
                 elif message.get("type") in ("ack", "error") and message.get("id") in sent_at:
                     with lock:
-                        ack_latency.append(now - sent_at.pop(message["id"]))
+                        ack_latency.append((now, now - sent_at.pop(message["id"])))
                     if message["type"] == "error":
                         error("command refused")
 
@@ -118,18 +137,20 @@ def main() -> None:
         threads = []
         for ws, episode, controller in sockets:
             ws.settimeout(1)
-            threads.append(threading.Thread(target=read, args=(ws,), daemon=True))
+            threads.append(threading.Thread(target=read, args=(ws, controller), daemon=True))
             if controller:
                 threads.append(threading.Thread(target=command, args=(ws, episode), daemon=True))
         for t in threads:
             t.start()
         cpu_before = sum(daphne.cpu_times()[:2])
-        started = time.monotonic()
+        started, started_wall = time.monotonic(), time.time()
         steps = 0
         while time.monotonic() - started < SECONDS:
             tick = time.monotonic()
             for episode in episodes:
-                event_append(episode_id=episode.pk, type="step.executed", payload={"index": steps, "t": time.time()})
+                t = time.time()
+                event_append(episode_id=episode.pk, type="step.executed", payload={"index": steps, "t": t})
+                append_latency.append(time.time() - t)  # stored, committed and published, on the writer's side
             steps += 1
             memory.append((time.monotonic() - started, daphne.memory_info().rss / 2**20))
             time.sleep(max(0.0, STEP_INTERVAL - (time.monotonic() - tick)))
@@ -145,22 +166,32 @@ def main() -> None:
         server.wait(timeout=10)
         Episode.objects.filter(pk__in=[e.pk for e in episodes]).delete()
     expected = steps * EPISODES * PEOPLE
+    timeline = {"event_p95_ms": per_second(event_latency, started_wall), "ack_p95_ms": per_second(ack_latency, started_wall)}
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
+    load = f"Load: {EPISODES * PEOPLE} sockets, {EPISODES / STEP_INTERVAL:.0f} events/s"
     (out / "load-memory.svg").write_text(line_chart_svg(
-        {"daphne": memory}, title=f"Load: {EPISODES * PEOPLE} sockets, {EPISODES / STEP_INTERVAL:.0f} events/s — "
-                                   "daphne memory", x_label="seconds", y_label="resident MB"))
+        {"daphne": memory}, title=f"{load} — daphne memory", x_label="seconds", y_label="resident MB"))
+    (out / "load-latency.svg").write_text(line_chart_svg(
+        {"event p95": timeline["event_p95_ms"], "command ack p95": timeline["ack_p95_ms"]},
+        title=f"{load}, {EPISODES / COMMAND_INTERVAL:.0f} commands/s — latency p95 per second", x_label="seconds",
+        y_label="ms", bands={"goal 50 ms": 50.0}))
+    event_latency = [latency for _, latency in event_latency]
+    ack_latency = [latency for _, latency in ack_latency]
     print(json.dumps({
         "sockets": EPISODES * PEOPLE, "duration_s": SECONDS, "events_per_second": round(EPISODES / STEP_INTERVAL, 1),
         "commands_per_second": round(EPISODES / COMMAND_INTERVAL, 1),
         "deliveries": len(event_latency), "expected_deliveries": expected, "lost_deliveries": expected - len(event_latency),
         "event_p50_ms": percentile(event_latency, .5), "event_p95_ms": percentile(event_latency, .95),
         "event_p99_ms": percentile(event_latency, .99),
+        "watcher_event_p95_ms": percentile(watcher_latency, .95), "watcher_event_p99_ms": percentile(watcher_latency, .99),
+        "append_p50_ms": percentile(append_latency, .5), "append_p95_ms": percentile(append_latency, .95),
         "acks": len(ack_latency), "ack_p50_ms": percentile(ack_latency, .5), "ack_p95_ms": percentile(ack_latency, .95),
         "ack_p99_ms": percentile(ack_latency, .99), "unanswered_commands": len(sent_at), "errors": errors,
         "daphne_rss_mb": {"start": round(memory[0][1], 1), "end": round(memory[-1][1], 1)} if memory else None,
         "daphne_cpu_share": round(cpu / SECONDS, 2),
-        "target": "event p95 < 100 ms, no lost delivery, no error",
+        "timeline": timeline,
+        "target": "event p95 < 50 ms and p99 < 100 ms, command ack p95 < 50 ms, no lost delivery, no error",
     }))
 
 

@@ -1,10 +1,12 @@
 """The episode event log: stored first (with a per-episode seq), then published on the channel layer."""
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
-from concurrent.futures import ThreadPoolExecutor
+import os
+import threading
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connection, transaction
 
@@ -36,21 +38,54 @@ def event_append(*, episode_id: int, type: str, payload: dict) -> Event:
     return event
 
 
-# One publishing thread: callers may sit inside an event loop of their own (Playwright's sync API
-# keeps one on the rollout worker's thread), where async_to_sync refuses to run; one thread also
-# keeps publishes in seq order.
-_publisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loupe-publish")
+class _Publisher:
+    """One thread running one event loop for the life of the process, which every broadcast goes through.
+
+    Callers may sit inside an event loop of their own (Playwright's sync API keeps one on the rollout worker's
+    thread), where async_to_sync refuses to run. The loop is kept rather than made per send: async_to_sync from a
+    plain thread made a new thread and loop for every call, and so a new Redis connection (channels_redis keeps
+    its connections per loop). Sends run one at a time, in the order they were asked for, so events go out in
+    seq order."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._in_order: asyncio.Lock | None = None
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="loupe-publish", daemon=True).start()
+                self._loop, self._in_order = loop, asyncio.Lock()
+            return self._loop
+
+    async def _send(self, group: str, message: dict) -> None:
+        async with self._in_order:
+            await get_channel_layer().group_send(group, message)
+
+    def send(self, group: str, message: dict, timeout: float) -> None:
+        future = asyncio.run_coroutine_threadsafe(self._send(group, message), self._running_loop())
+        try:
+            future.result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise
+
+    def forget(self) -> None:
+        """In a forked child: the parent's thread is not there, so the next send starts a loop of its own."""
+        self._lock = threading.Lock()
+        self._loop = self._in_order = None
 
 
-def _group_send(group: str, message: dict) -> None:
-    async_to_sync(get_channel_layer().group_send)(group, message)
+_publisher = _Publisher()
+os.register_at_fork(after_in_child=_publisher.forget)
 
 
 def group_send(group: str, message: dict, timeout: float = 10) -> None:
     """Send to a channel-layer group from synchronous code, whatever runs on the caller's thread: every
-    broadcast from a worker goes through here (a worker process that ran a rollout keeps Playwright's
-    event loop on its thread, and async_to_sync there raises). Raises what the send raised."""
-    _publisher.submit(_group_send, group, message).result(timeout=timeout)
+    broadcast from a worker goes through here. Raises what the send raised (TimeoutError past `timeout`)."""
+    _publisher.send(group, message, timeout)
 
 
 def publish(episode_id: int, message: dict) -> None:

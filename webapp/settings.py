@@ -283,6 +283,9 @@ LOUPE_WS_MAX_FRAME_BYTES = int(os.environ.get("LOUPE_WS_MAX_FRAME_BYTES", "65536
 # The burst covers a browser re-sending its unacknowledged commands after a reconnect.
 LOUPE_WS_MAX_FRAMES_PER_SECOND = float(os.environ.get("LOUPE_WS_MAX_FRAMES_PER_SECOND", "20"))
 LOUPE_WS_FRAME_BURST = int(os.environ.get("LOUPE_WS_FRAME_BURST", "100"))
+# Per daphne: threads (each keeping one PostgreSQL connection) that store the sockets' commands and replay their
+# events (annotation/live_db.py). Count them into max_connections with the workers.
+LOUPE_LIVE_DB_THREADS = int(os.environ.get("LOUPE_LIVE_DB_THREADS", "4"))
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -114,3 +114,45 @@ def test_command_submit_answers_a_refusal_as_an_error_and_stores_nothing():
     result = command_submit(episode_id=episode.pk, user=user, frame={"type": "pause", "id": "p1"})
     assert result.ok and result.message["command"] == "pause"
     assert Command.objects.get(episode=episode, client_id="p1").payload == {}
+
+
+def test_a_member_removed_while_connected_is_refused_and_nothing_is_stored():
+    episode = _episode()
+    user = make_user()
+    make_member(episode.project, user).delete()
+    result = command_submit(episode_id=episode.pk, user=user, frame={"type": "pause", "id": "p1"})
+    assert result.message["type"] == "error" and "no longer a member" in result.message["data"]["message"]
+    assert not Command.objects.filter(episode=episode).exists()
+
+
+def test_a_resent_id_is_acknowledged_as_a_duplicate_and_changes_nothing():
+    episode = _episode()
+    user = make_user()
+    make_member(episode.project, user)
+    first = command_submit(episode_id=episode.pk, user=user, frame={"type": "pause", "id": "p1"})
+    again = command_submit(episode_id=episode.pk, user=user, frame={"type": "takeover", "id": "p1"})
+    assert first.message["duplicate"] is False
+    assert again.ok and again.duplicate and again.message["command"] == "pause" and again.message["id"] == "p1"
+    assert Command.objects.filter(episode=episode).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_worker_is_woken_once_the_command_is_committed():
+    """The NOTIFY goes out in a transaction of its own after the command's commit (annotation/services.py says why):
+    by the time the worker wakes, the command is there to read."""
+    import psycopg
+
+    from annotation.services import notify_channel
+    from annotation.supervision import _conninfo
+
+    episode = _episode()
+    user = make_user()
+    make_member(episode.project, user)
+    with psycopg.connect(_conninfo(), autocommit=True) as worker:
+        worker.execute(f'LISTEN "{notify_channel(episode.pk)}"')
+        result = command_submit(episode_id=episode.pk, user=user, frame={"type": "pause", "id": "p1"})
+        assert result.ok
+        woken = next(worker.notifies(timeout=10, stop_after=1))
+        stored = worker.execute("SELECT id, status FROM annotation_command WHERE id = %s",
+                                [int(woken.payload)]).fetchone()
+    assert stored == (Command.objects.get(episode=episode, client_id="p1").pk, "accepted")

@@ -1,0 +1,91 @@
+"""The live sockets' database calls, on threads of their own instead of the one Django serialises them on.
+
+Channels' database_sync_to_async is thread-sensitive: every ORM call of a daphne process runs on one thread, so
+with 100 sockets open a command waits behind every other socket's commands and catch-ups, and with
+LOUPE_DB_CONN_MAX_AGE=0 each call also opened a new PostgreSQL connection (`python -m bench load`: command ack p50
+220 ms, nearly all of it queueing and connecting). `live_db(fn, **kwargs)` runs a call on a pool of
+LOUPE_LIVE_DB_THREADS threads, each keeping its connection between calls: one daphne holds at most that many
+connections for its sockets, however many sockets it carries, and calls of different sockets run side by side.
+
+Calls of one socket stay in order: a consumer awaits each call before it handles its next frame. A thread's
+connection is closed before its next call when a call left it broken (a database outage), outside autocommit,
+or older than LIVE_CONNECTION_MAX_AGE seconds (what close_old_connections does around a request), and when it sat
+idle past LIVE_IDLE_CHECK_SECONDS and no longer answers (the server restarted or dropped it meanwhile: with
+connections opened per call, as before, that never cost a command, and it still must not).
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
+from typing import Callable, TypeVar
+
+from django.conf import settings
+from django.db import DatabaseError, connection
+
+T = TypeVar("T")
+
+LIVE_CONNECTION_MAX_AGE = 300.0  # seconds: a connection is renewed now and then (server-side settings, memory)
+LIVE_IDLE_CHECK_SECONDS = 1.0  # a connection idle longer is checked (one round trip) before a call uses it
+
+_opened = threading.local()  # this thread's connection object, when it was first seen open, when last used
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            threads = settings.LOUPE_LIVE_DB_THREADS
+            if threads < 1:
+                raise ValueError(f"LOUPE_LIVE_DB_THREADS must be at least 1, not {threads}.")
+            _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="loupe-live-db")
+        return _pool
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child has none of its parent's threads: a pool copied from the parent would queue calls forever."""
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
+def _connection_refresh() -> None:
+    """Close this thread's connection if the next call must not use it; the call then opens a new one."""
+    if connection.connection is None:
+        return
+    now = time.monotonic()
+    if connection.connection is not getattr(_opened, "connection", None):
+        _opened.connection, _opened.at, _opened.used_at = connection.connection, now, now
+    stale = now - _opened.at > LIVE_CONNECTION_MAX_AGE
+    if connection.errors_occurred or now - _opened.used_at > LIVE_IDLE_CHECK_SECONDS:
+        if connection.is_usable():
+            connection.errors_occurred = False
+        else:
+            stale = True
+    if stale or not connection.get_autocommit():
+        with suppress(DatabaseError):  # a connection the server already dropped may fail to close: it is gone anyway
+            connection.close()
+
+
+def _call(fn: Callable[..., T], kwargs: dict) -> T:
+    _connection_refresh()
+    try:
+        return fn(**kwargs)
+    finally:
+        now = time.monotonic()
+        if connection.connection is not None and connection.connection is not getattr(_opened, "connection", None):
+            _opened.connection, _opened.at = connection.connection, now
+        _opened.used_at = now
+
+
+async def live_db(fn: Callable[..., T], /, **kwargs) -> T:
+    """Run `fn(**kwargs)` (ORM code) on the live pool and return what it returns, or raise what it raised."""
+    return await asyncio.get_running_loop().run_in_executor(_executor(), functools.partial(_call, fn, kwargs))
