@@ -1,4 +1,4 @@
-"""Environments behind one interface; ``make_env("miniwob" | "terminal")`` builds one."""
+"""Environments behind one interface; ``make_env("miniwob" | "terminal" | "desktop")`` builds one."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from agent.envs.base import Element, Env, EnvError, Observation, StepResult, Tas
 
 __all__ = ["Element", "Env", "EnvError", "Observation", "StepResult", "TaskInfo", "make_env", "tasks_for"]
 
-ENV_KINDS = ("miniwob", "terminal")
+ENV_KINDS = ("miniwob", "terminal", "desktop")
 
 
 def make_env(kind: str, **kw: Any) -> Env:
@@ -21,6 +21,10 @@ def make_env(kind: str, **kw: Any) -> Env:
         from agent.envs.terminal import TerminalEnv
 
         return TerminalEnv(**kw)
+    if kind == "desktop":
+        from agent.envs.desktop import DesktopEnv  # python-xlib and mss are imported only when needed
+
+        return DesktopEnv(**kw)
     raise ValueError(f"unknown env kind {kind!r}; expected one of: {', '.join(ENV_KINDS)}")
 
 
@@ -34,4 +38,8 @@ def tasks_for(kind: str) -> dict[str, TaskInfo]:
         from agent.envs.terminal import TASKS as TERMINAL_TASKS
 
         return TERMINAL_TASKS
+    if kind == "desktop":
+        from agent.envs.desktop import TASKS as DESKTOP_TASKS
+
+        return DESKTOP_TASKS
     raise ValueError(f"unknown env kind {kind!r}; expected one of: {', '.join(ENV_KINDS)}")

@@ -1,0 +1,211 @@
+"""The ``desktop`` env kind: a Linux desktop (Xvfb + openbox + apps) acting on OSWorld-format tasks.
+
+- ``reset(task, seed)``: ``task`` is an OSWorld task id; the seed is unused (OSWorld tasks are
+  fixed). The display is kept; the session (processes, HOME) is new every episode, then the
+  task's ``config`` steps run (an app that never opens a window, a setup command that fails:
+  EnvError naming the step).
+- Actions go through XTEST in process; coordinates are screenshot pixels (the screen is the
+  screenshot). An action outside the screen is refused with EnvError, as is a desktop process
+  that died (the X server, the window manager, the session bus): the next reset starts a new desktop.
+- The observation is a JPEG of the whole screen and the elements of a capped AT-SPI walk (what is
+  showing and has a name or text); xterm exposes nothing to AT-SPI, so a terminal is pixels only.
+- ``finished(answer=...)`` ends the episode and scores it with the task's evaluator (0..1);
+  ``evaluate()`` scores the current state without ending it (tests use it).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.actions import Action
+from agent.envs.base import Element, Env, EnvError, Observation, StepResult, TaskInfo
+from agent.envs.desktop import osworld
+from agent.envs.desktop.session import Desktop
+
+__all__ = ["DESKTOP_TASKS", "TASKS", "TASKS_DIR", "DesktopEnv"]
+
+TASKS_DIR = Path(__file__).with_name("tasks")
+DESKTOP_TASKS: dict[str, osworld.OSWorldTask] = osworld.load_tasks_dir(TASKS_DIR)
+MAX_STEPS = 15
+TASKS: dict[str, TaskInfo] = {
+    task_id: TaskInfo(task_id, MAX_STEPS, task.instruction[:80]) for task_id, task in DESKTOP_TASKS.items()
+}
+MAX_ELEMENTS = 200
+
+
+class DesktopEnv(Env):
+    kind = "desktop"
+
+    def __init__(self, *, width: int = 1280, height: int = 720, jpeg_quality: int = 80, elements: bool = True,
+                 settle_s: float = 0.25, wait_s: float = 1.0, per_uid: bool | None = None,
+                 tasks: dict[str, osworld.OSWorldTask] | None = None) -> None:
+        self.width, self.height = width, height
+        self.jpeg_quality = jpeg_quality
+        self.read_elements = elements
+        self.settle_s, self.wait_s = settle_s, wait_s
+        self.per_uid = per_uid
+        self.tasks = {**DESKTOP_TASKS, **(tasks or {})}
+        self.desktop: Desktop | None = None
+        self._input: Any = None
+        self._task: osworld.OSWorldTask | None = None
+        self._done = True
+
+    @property
+    def home(self) -> Path | None:
+        """The episode's HOME (the VM's /home/user)."""
+        return self.desktop.home if self.desktop else None
+
+    # -- episodes --------------------------------------------------------------------------
+    def reset(self, task: str, seed: int) -> Observation:
+        if task not in self.tasks:
+            raise EnvError(f"unknown desktop task {task!r}; registered: {', '.join(self.tasks)}")
+        self._task, self._done = self.tasks[task], True
+        self._ensure_desktop()
+        assert self.desktop is not None
+        try:
+            self.desktop.new_session()
+            osworld.run_setup(self._task.config, self.desktop)
+        except EnvError as exc:
+            self._fail_if_dead()
+            raise EnvError(f"could not set up {task}: {exc}") from exc
+        time.sleep(self.settle_s)
+        self._done = False
+        return self._observe()
+
+    def _ensure_desktop(self) -> None:
+        if self.desktop is not None:
+            try:
+                self.desktop.check_alive_display()
+                return
+            except EnvError:
+                self._drop_desktop()
+        from agent.envs.desktop.xinput import XInput
+
+        desktop = Desktop(width=self.width, height=self.height, per_uid=self.per_uid)
+        try:
+            desktop.start()
+        except BaseException:
+            desktop.close()
+            raise
+        self.desktop, self._input = desktop, XInput(desktop.display)
+
+    def _drop_desktop(self) -> None:
+        if self.desktop is not None:
+            try:
+                self.desktop.close()
+            finally:
+                self.desktop, self._input = None, None
+
+    def _fail_if_dead(self) -> None:
+        """If a desktop process died, end the episode, drop the desktop and raise EnvError saying which."""
+        if self.desktop is None:
+            return
+        try:
+            self.desktop.check_alive()
+        except EnvError as exc:
+            self._done = True
+            self._drop_desktop()
+            raise EnvError(f"{exc}; the episode is lost, the next reset() starts a new desktop") from None
+
+    def close(self) -> None:
+        self._done = True
+        self._drop_desktop()
+
+    # -- steps -----------------------------------------------------------------------------
+    def step(self, action: Action) -> StepResult:
+        if self._task is None or self.desktop is None:
+            raise EnvError("step() before reset(): start an episode first")
+        if self._done:
+            raise EnvError("step() after the episode ended; call reset() to start a new one")
+        self._fail_if_dead()
+        off = self._off_screen(action)
+        if off:
+            raise EnvError(off)
+        info: dict[str, Any] = {}
+        reward, done = 0.0, False
+        try:
+            info.update(self._perform(action))
+            if action.name == "finished":
+                reward, done = self.evaluate(answer=action.args["answer"]), True
+            elif action.name not in ("wait", "call_user"):
+                time.sleep(self.settle_s)
+            observation = self._observe()
+        except EnvError:
+            self._fail_if_dead()
+            raise
+        except Exception as exc:  # the X connection broke, a process vanished mid-call
+            self._fail_if_dead()
+            raise EnvError(f"the desktop failed during {action.to_text()}: {exc}") from exc
+        self._done = done
+        return StepResult(observation=observation, reward=reward, done=done, info=info)
+
+    def evaluate(self, *, answer: str | None = None) -> float:
+        """The task's score for the desktop as it is now (0..1), as if the agent finished with ``answer``."""
+        if self._task is None or self.desktop is None:
+            raise EnvError("evaluate() before reset(): start an episode first")
+        return osworld.evaluate_task(self._task, self.desktop, answer=answer)
+
+    def _off_screen(self, action: Action) -> str | None:
+        a = action.args
+        points = [(a["x1"], a["y1"]), (a["x2"], a["y2"])] if action.name == "drag" else (
+            [(a["x"], a["y"])] if "x" in a else [])
+        for x, y in points:
+            if not (0 <= x < self.width and 0 <= y < self.height):
+                return f"{action.name} at ({x}, {y}) is outside the {self.width}x{self.height} screen"
+        return None
+
+    def _perform(self, action: Action) -> dict[str, Any]:
+        a, xin = action.args, self._input
+        if action.name == "click":
+            xin.click(a["x"], a["y"])
+        elif action.name == "double_click":
+            xin.click(a["x"], a["y"], count=2)
+        elif action.name == "right_click":
+            xin.click(a["x"], a["y"], button="right")
+        elif action.name == "drag":
+            xin.drag(a["x1"], a["y1"], a["x2"], a["y2"])
+        elif action.name == "type":
+            xin.type(a["text"])
+        elif action.name == "hotkey":
+            try:
+                xin.hotkey(a["keys"])
+            except ValueError as exc:
+                return {"error": str(exc)}
+        elif action.name == "scroll":
+            xin.scroll(a["x"], a["y"], a["direction"])
+        elif action.name == "wait":
+            time.sleep(self.wait_s)
+        elif action.name == "finished":
+            return {"answer": a["answer"]}
+        elif action.name == "call_user":
+            return {"call_user": a["question"]}
+        return {}
+
+    # -- observation -----------------------------------------------------------------------
+    def _observe(self) -> Observation:
+        assert self.desktop is not None and self._task is not None
+        screenshot = self.desktop.screenshot(self.jpeg_quality)
+        elements = self.elements() if self.read_elements else []
+        return Observation(instruction=self._task.instruction, url=f"desktop://{self._task.id}",
+                           screenshot=screenshot, width=self.width, height=self.height, elements=elements)
+
+    def elements(self) -> list[Element]:
+        """What is showing on screen and has a name or text, from the capped AT-SPI walk."""
+        assert self.desktop is not None
+        found = []
+        for node in self.desktop.accessibility_nodes()["nodes"]:
+            text = (node["text"] if node["role"] in ("text", "entry", "paragraph", "terminal") else "") or node["name"]
+            if not text.strip() or not node.get("showing") or node["role"] in ("application", "desktop frame"):
+                continue
+            x, y, w, h = node["x"], node["y"], node["width"], node["height"]
+            if w <= 0 or h <= 0 or x + w <= 0 or y + h <= 0 or x >= self.width or y >= self.height:
+                continue
+            cx = min(max(x + w // 2, 0), self.width - 1)
+            cy = min(max(y + h // 2, 0), self.height - 1)
+            found.append(Element(role=node["role"], text=text, x=cx, y=cy, width=w, height=h,
+                                 checked=node.get("checked"), focused=bool(node.get("focused"))))
+            if len(found) >= MAX_ELEMENTS:
+                break
+        return found

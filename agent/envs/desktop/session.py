@@ -1,0 +1,380 @@
+"""One Linux desktop: an Xvfb display that lives as long as the env, and a session per episode.
+
+- The display (Xvfb, ``-displayfd`` picks a free number) stays up between episodes; starting it is
+  the slow part. Everything else belongs to the *session*: a session dbus, openbox and the apps,
+  all run with a fresh HOME. ``new_session`` kills every process of the previous one, deletes its
+  HOME and starts over, so nothing of one episode is visible to the next.
+- When Loupe runs as root, each desktop's session runs under its own unprivileged uid
+  (``61000 + display``) through ``setpriv``; ``libnss_wrapper`` gives that uid a passwd entry
+  (dbus refuses a uid without one) without touching /etc/passwd. Killing a session is then
+  "kill every process of that uid". Not root: the session runs as the current user and its
+  processes are found by an environment tag they all inherit.
+- The display has no access cookie: any local process may connect to it (as with plain
+  ``Xvfb``). The per-uid sandbox covers files and processes, not the X server.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import select
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from Xlib import X, Xatom
+from Xlib import error as xerror
+from Xlib.display import Display
+from Xlib.protocol import event as xevent
+
+from agent.envs.base import EnvError
+
+__all__ = ["Desktop", "Window", "ATSPI_HELPER", "NSS_WRAPPER"]
+
+ATSPI_HELPER = Path(__file__).with_name("atspi_helper.py")
+NSS_WRAPPER = "libnss_wrapper.so"
+SYSTEM_PYTHON = "/usr/bin/python3"
+UID_BASE = 61000
+_TAG = "LOUPE_DESKTOP_SESSION"
+
+
+@dataclass(frozen=True)
+class Window:
+    """A top-level client window as the window manager lists it."""
+
+    id: int
+    title: str
+    wm_class: str
+
+
+class Desktop:
+    """An Xvfb display with one session at a time. ``start`` the display, then ``new_session``."""
+
+    def __init__(self, *, width: int = 1280, height: int = 720, per_uid: bool | None = None,
+                 start_timeout_s: float = 10.0) -> None:
+        self.width, self.height = width, height
+        self.per_uid = (os.geteuid() == 0) if per_uid is None else per_uid
+        if self.per_uid and os.geteuid() != 0:
+            raise EnvError("a per-desktop uid needs root (setpriv); run as root or pass per_uid=False")
+        self.start_timeout_s = start_timeout_s
+        self.number: int | None = None
+        self.display: Display | None = None
+        self.root_dir: Path | None = None
+        self.home: Path | None = None
+        self._xvfb: subprocess.Popen | None = None
+        self._session: dict[str, subprocess.Popen] = {}
+        self._children: list[subprocess.Popen] = []  # reaped on end_session, so none stays a zombie
+        self._token = ""
+        self._env: dict[str, str] = {}
+        self._mss = None
+
+    # -- the display -----------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return f":{self.number}"
+
+    @property
+    def uid(self) -> int:
+        return UID_BASE + (self.number or 0) if self.per_uid else os.getuid()
+
+    def start(self) -> None:
+        """Start Xvfb and connect to it; EnvError says why if it does not come up."""
+        if shutil.which("Xvfb") is None:
+            raise EnvError("Xvfb is not installed (Debian package xvfb); `make test-tools` installs it")
+        read_fd, write_fd = os.pipe()
+        self.root_dir = Path(tempfile.mkdtemp(prefix="loupe-desktop-"))
+        self.root_dir.chmod(0o755)
+        log = open(self.root_dir / "xvfb.log", "wb")  # noqa: SIM115 - Xvfb keeps writing to it
+        self._xvfb = subprocess.Popen(
+            ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{self.width}x{self.height}x24",
+             "-nolisten", "tcp", "-noreset"],
+            pass_fds=(write_fd,), stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+        os.close(write_fd)
+        log.close()
+        number, deadline = b"", time.monotonic() + self.start_timeout_s
+        try:  # Xvfb writes the number and then "\n" apart: closing before the newline kills it (EPIPE)
+            while not number.endswith(b"\n") and time.monotonic() < deadline:
+                ready, _, _ = select.select([read_fd], [], [], max(0.0, deadline - time.monotonic()))
+                chunk = os.read(read_fd, 64) if ready else b""
+                if not chunk:
+                    break
+                number += chunk
+        finally:
+            os.close(read_fd)
+        number = number.decode().strip()
+        if not number.isdigit():
+            self._xvfb.kill()
+            raise EnvError(f"Xvfb did not start in {self.start_timeout_s} s: {self._log_tail('xvfb.log')}")
+        self.number = int(number)
+        self.display = Display(self.name)
+
+    def check_alive(self) -> None:
+        """Raise EnvError naming the desktop process that died, if one did."""
+        if self._xvfb is None or self.display is None:
+            raise EnvError("the desktop is not started")
+        if self._xvfb.poll() is not None:
+            raise EnvError(f"the desktop's X server (Xvfb {self.name}) exited with code {self._xvfb.returncode}")
+        for name, process in self._session.items():
+            if process.poll() is not None:
+                raise EnvError(f"the desktop's {name} ({self.name}) exited with code {process.returncode}")
+
+    @property
+    def xvfb_pid(self) -> int | None:
+        return self._xvfb.pid if self._xvfb else None
+
+    # -- the session -----------------------------------------------------------------------
+    def new_session(self) -> Path:
+        """Kill the previous session, make a fresh HOME, start dbus and openbox; return the HOME."""
+        self.check_alive_display()
+        self.end_session()
+        assert self.root_dir is not None
+        self._token = uuid.uuid4().hex
+        self.home = self.root_dir / f"home-{self._token[:8]}"
+        runtime = self.root_dir / f"run-{self._token[:8]}"
+        for folder in (self.home, runtime):
+            folder.mkdir(mode=0o700)
+            if self.per_uid:
+                os.chown(folder, self.uid, self.uid)
+        user = f"loupe{self.number}"
+        self._env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.home), "USER": user, "LOGNAME": user,
+            "SHELL": "/bin/bash", "DISPLAY": self.name, "LANG": "C.UTF-8", "TERM": "xterm",
+            "XDG_RUNTIME_DIR": str(runtime), "GDK_BACKEND": "x11", _TAG: self._token,
+        }
+        if self.per_uid:
+            (self.root_dir / "passwd").write_text(f"{user}:x:{self.uid}:{self.uid}:Loupe desktop:{self.home}:/bin/bash\n")
+            (self.root_dir / "group").write_text(f"{user}:x:{self.uid}:\n")
+            self._env.update(LD_PRELOAD=NSS_WRAPPER, NSS_WRAPPER_PASSWD=str(self.root_dir / "passwd"),
+                             NSS_WRAPPER_GROUP=str(self.root_dir / "group"))
+        dbus = self.popen(["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"],
+                          stdout=subprocess.PIPE)
+        ready, _, _ = select.select([dbus.stdout], [], [], self.start_timeout_s)
+        address = dbus.stdout.readline().decode().strip() if ready else ""
+        if not address:
+            dbus.kill()
+            raise EnvError(f"the session dbus did not start on {self.name} (exit code {dbus.poll()})")
+        self._env["DBUS_SESSION_BUS_ADDRESS"] = address
+        self._session["session dbus"] = dbus
+        root = self.display.screen().root
+        check = self.display.intern_atom("_NET_SUPPORTING_WM_CHECK")
+        root.delete_property(check)
+        # at-spi-bus-launcher publishes its bus here; a stale one would send the AT-SPI walk to
+        # the previous session's (dead) bus instead of activating this session's launcher.
+        root.delete_property(self.display.intern_atom("AT_SPI_BUS"))
+        self.display.sync()
+        self._session["window manager (openbox)"] = self.popen(["openbox", "--sm-disable"], log="openbox.log")
+        deadline = time.monotonic() + self.start_timeout_s
+        while root.get_full_property(check, X.AnyPropertyType) is None:
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise EnvError(f"openbox did not take {self.name} in {self.start_timeout_s} s")
+            time.sleep(0.02)
+        return self.home
+
+    def check_alive_display(self) -> None:
+        if self._xvfb is None or self.display is None:
+            raise EnvError("the desktop is not started")
+        if self._xvfb.poll() is not None:
+            raise EnvError(f"the desktop's X server (Xvfb {self.name}) exited with code {self._xvfb.returncode}")
+
+    def session_processes(self) -> list[psutil.Process]:
+        """Every live process of the current session (the uid's, or those carrying the session tag).
+
+        Zombies do not count: an orphan whose parent died is reparented to PID 1, which in a
+        container may never reap it; it holds a pid entry, nothing else."""
+        found = []
+        for process in psutil.process_iter(["uids", "status"]):
+            try:
+                if process.info["status"] == psutil.STATUS_ZOMBIE:
+                    continue
+                if self.per_uid:
+                    if process.info["uids"] and process.info["uids"].real == self.uid:
+                        found.append(process)
+                elif self._token and process.pid != os.getpid() and process.environ().get(_TAG) == self._token:
+                    found.append(process)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        return found
+
+    def end_session(self) -> None:
+        """Kill every session process and delete the session's HOME."""
+        deadline = time.monotonic() + 3.0
+        while True:
+            processes = self.session_processes()
+            if not processes:
+                break
+            if time.monotonic() > deadline:
+                raise EnvError(f"{len(processes)} processes of the session on {self.name} survived SIGKILL")
+            for process in processes:
+                try:
+                    process.send_signal(signal.SIGKILL)
+                except psutil.NoSuchProcess:
+                    pass
+            for child in self._children:
+                if child.poll() is None:
+                    try:
+                        child.wait(timeout=0.5)
+                    except subprocess.TimeoutExpired:
+                        pass
+            time.sleep(0.01)
+        for child in self._children:
+            child.poll()
+        self._children = [child for child in self._children if child.returncode is None]
+        self._session.clear()
+        if self.root_dir is not None:
+            for folder in [*self.root_dir.glob("home-*"), *self.root_dir.glob("run-*")]:
+                shutil.rmtree(folder, ignore_errors=True)
+        self.home = None
+
+    def popen(self, argv: list[str] | str, *, shell: bool = False, stdout: int | None = None,
+              log: str | None = None) -> subprocess.Popen:
+        """Start a process in the session (its uid, HOME, display and bus); stderr to ``log``."""
+        if self.home is None:
+            raise EnvError("no session: call new_session() first")
+        command = ["bash", "-c", argv] if shell and isinstance(argv, str) else (
+            shlex.split(argv) if isinstance(argv, str) else list(argv))
+        if self.per_uid:
+            command = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--", *command]
+        assert self.root_dir is not None
+        err = open(self.root_dir / (log or "session.log"), "ab")  # noqa: SIM115 - handed to the child
+        try:
+            child = subprocess.Popen(command, env=self._env, cwd=self.home, stdin=subprocess.DEVNULL,
+                                     stdout=stdout if stdout is not None else err, stderr=err,
+                                     start_new_session=True)
+            self._children.append(child)
+            return child
+        except OSError as exc:
+            raise EnvError(f"could not start {command[-1] if shell else argv!r}: {exc}") from exc
+        finally:
+            err.close()
+
+    def run(self, argv: list[str] | str, *, shell: bool = False, timeout_s: float = 30.0,
+            ) -> subprocess.CompletedProcess:
+        """Run a command in the session to its end; stdout and stderr as text."""
+        if self.home is None:
+            raise EnvError("no session: call new_session() first")
+        command = ["bash", "-c", argv] if shell and isinstance(argv, str) else (
+            shlex.split(argv) if isinstance(argv, str) else list(argv))
+        if self.per_uid:
+            command = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--", *command]
+        process = subprocess.Popen(command, env=self._env, cwd=self.home, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            out, err = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise EnvError(f"{argv!r} ran over {timeout_s} s and was stopped") from None
+        return subprocess.CompletedProcess(command, process.returncode, out.decode("utf-8", "replace"),
+                                           err.decode("utf-8", "replace"))
+
+    def log_tail(self, name: str = "session.log", chars: int = 400) -> str:
+        return self._log_tail(name, chars)
+
+    def _log_tail(self, name: str, chars: int = 400) -> str:
+        try:
+            return (self.root_dir / name).read_text(errors="replace")[-chars:].strip() if self.root_dir else ""
+        except OSError:
+            return ""
+
+    # -- windows ---------------------------------------------------------------------------
+    def windows(self) -> list[Window]:
+        """Top-level client windows, in the window manager's order (oldest first)."""
+        assert self.display is not None
+        root = self.display.screen().root
+        listed = root.get_full_property(self.display.intern_atom("_NET_CLIENT_LIST"), Xatom.WINDOW)
+        found = []
+        for wid in (listed.value if listed else []):
+            window = self.display.create_resource_object("window", wid)
+            try:
+                title = window.get_full_property(self.display.intern_atom("_NET_WM_NAME"),
+                                                 self.display.intern_atom("UTF8_STRING"))
+                name = title.value.decode("utf-8", "replace") if title else (window.get_wm_name() or "")
+                wm_class = window.get_wm_class() or ("", "")
+            except xerror.XError:
+                continue  # closed while we looked
+            found.append(Window(int(wid), name if isinstance(name, str) else name.decode(), wm_class[1]))
+        return found
+
+    def activate(self, window: Window) -> None:
+        """Raise and focus a window through the window manager (_NET_ACTIVE_WINDOW)."""
+        assert self.display is not None
+        root = self.display.screen().root
+        message = xevent.ClientMessage(
+            window=self.display.create_resource_object("window", window.id),
+            client_type=self.display.intern_atom("_NET_ACTIVE_WINDOW"), data=(32, [2, X.CurrentTime, 0, 0, 0]))
+        root.send_event(message, event_mask=X.SubstructureRedirectMask | X.SubstructureNotifyMask)
+        self.display.sync()
+
+    # -- what is on the screen -------------------------------------------------------------
+    def screenshot(self, quality: int = 80) -> bytes:
+        """The whole screen as JPEG bytes (mss grabs through XGetImage / XShm)."""
+        import mss
+        from PIL import Image
+
+        if self._mss is None:
+            self._mss = mss.mss(display=self.name)
+        shot = self._mss.grab(self._mss.monitors[0])
+        buffer = io.BytesIO()
+        Image.frombytes("RGB", shot.size, shot.rgb).save(buffer, format="JPEG", quality=quality)
+        return buffer.getvalue()
+
+    def accessibility_nodes(self, *, max_depth: int = 24, max_children: int = 60, max_nodes: int = 1500,
+                            timeout_s: float = 10.0) -> dict:
+        """The capped AT-SPI walk (see atspi_helper.py), run under the session's uid."""
+        import json
+
+        if not Path(SYSTEM_PYTHON).exists():
+            raise EnvError(f"{SYSTEM_PYTHON} is missing; AT-SPI needs Debian's python3 with python3-pyatspi")
+        result = self.run([SYSTEM_PYTHON, str(ATSPI_HELPER), f"--max-depth={max_depth}",
+                           f"--max-children={max_children}", f"--max-nodes={max_nodes}"], timeout_s=timeout_s)
+        if result.returncode != 0:
+            raise EnvError(f"the AT-SPI walk failed (exit {result.returncode}): {result.stderr.strip()[-300:]}")
+        return json.loads(result.stdout)
+
+    def memory_bytes(self) -> int:
+        """Resident memory of the X server and every session process (unique set size where known)."""
+        processes = self.session_processes()
+        if self._xvfb is not None and self._xvfb.poll() is None:
+            processes.append(psutil.Process(self._xvfb.pid))
+        total = 0
+        for process in processes:
+            try:
+                info = process.memory_full_info()
+                total += getattr(info, "uss", info.rss)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        return total
+
+    def close(self) -> None:
+        """End the session and the display, and delete the desktop's files."""
+        try:
+            self.end_session()
+        finally:
+            if self._mss is not None:
+                try:
+                    self._mss.close()
+                except Exception:  # the display may already be gone
+                    pass
+                self._mss = None
+            if self.display is not None:
+                try:
+                    self.display.close()
+                except Exception:
+                    pass
+                self.display = None
+            if self._xvfb is not None:
+                if self._xvfb.poll() is None:
+                    self._xvfb.kill()
+                self._xvfb.wait()
+                self._xvfb = None
+            if self.root_dir is not None:
+                shutil.rmtree(self.root_dir, ignore_errors=True)
+                self.root_dir = None

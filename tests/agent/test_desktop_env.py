@@ -1,0 +1,173 @@
+"""The desktop env on a real Xvfb: input lands, screenshots, reset leaves no trace, OSWorld tasks
+score 0 untouched and 1 after their scripted solution, bad task files and bad actions are refused."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import shutil
+import signal
+import time
+
+import pytest
+from PIL import Image
+
+from agent.actions import Action
+from agent.envs import EnvError, make_env, tasks_for
+from agent.envs.desktop import DESKTOP_TASKS, DesktopEnv, OSWorldTask, TaskFormatError, load_task
+from agent.envs.desktop.solutions import SOLUTIONS, solution_for
+
+pytestmark = pytest.mark.skipif(shutil.which("Xvfb") is None or shutil.which("openbox") is None,
+                                reason="needs xvfb and openbox (make test-tools installs them)")
+
+SCRATCH = OSWorldTask(id="scratch", instruction="Nothing to do.", config=[], evaluator={"func": "infeasible"},
+                      infeasible=True)
+
+
+@pytest.fixture(scope="module")
+def env():
+    """One desktop for the module: episodes reset the session, not the display."""
+    environment = make_env("desktop", tasks={"scratch": SCRATCH})
+    yield environment
+    environment.close()
+
+
+def _play(env: DesktopEnv, actions: list[Action]):
+    result = None
+    for action in actions:
+        result = env.step(action)
+    return result
+
+
+def test_desktop_is_registered_with_its_tasks():
+    assert isinstance(make_env("desktop"), DesktopEnv)
+    assert set(tasks_for("desktop")) == set(DESKTOP_TASKS) and len(DESKTOP_TASKS) >= 8
+    assert set(SOLUTIONS) == set(DESKTOP_TASKS)
+
+
+def test_screenshot_is_a_jpeg_of_the_whole_screen(env):
+    obs = env.reset("desktop-mousepad-write", 0)
+    image = Image.open(io.BytesIO(obs.screenshot))
+    assert image.format == "JPEG" and image.size == (obs.width, obs.height) == (1280, 720)
+    assert obs.url == "desktop://desktop-mousepad-write" and obs.instruction.startswith("Write")
+    assert any(element.role == "menu" and element.text == "File" for element in obs.elements)
+
+
+def test_typing_and_a_held_hotkey_land_in_mousepad_and_save_the_file(env):
+    env.reset("desktop-mousepad-write", 0)
+    _play(env, [Action("type", {"text": "Zoë's line: 1+1=2"}), Action("hotkey", {"keys": "ctrl+s"})])
+    assert (env.home / "notes.txt").read_text().startswith("Zoë's line: 1+1=2")
+
+
+def test_clicks_land_on_the_calculator_buttons_it_reads_from_atspi(env):
+    obs = env.reset("desktop-calc-multiply", 0)
+    buttons = {e.text: e for e in obs.elements if e.role == "toggle button"}
+    for label in ("7", "*", "6", "="):
+        obs = env.step(Action("click", {"x": buttons[label].x, "y": buttons[label].y})).observation
+    assert any(e.role == "text" and e.text == "42" for e in obs.elements)
+
+
+def test_reset_leaves_no_trace_of_the_previous_episode(env):
+    env.reset("desktop-terminal-greeting", 0)
+    old_home = env.home
+    _play(env, [Action("type", {"text": "echo secret > ~/left.txt; sleep 300 &\n"}), Action("wait", {})])
+    assert (old_home / "left.txt").read_text() == "secret\n"
+    old_pids = {process.pid for process in env.desktop.session_processes()}
+    env.reset("desktop-terminal-greeting", 1)
+    assert env.home != old_home and not old_home.exists() and not (env.home / "left.txt").exists()
+    assert not old_pids & {process.pid for process in env.desktop.session_processes()}
+    assert "left.txt" not in env.desktop.run("ls -a ~", shell=True).stdout.split()
+    assert "sleep" not in {process.name() for process in env.desktop.session_processes()}
+
+
+def test_sessions_run_under_their_own_uid_when_root(env):
+    if os.geteuid() != 0:
+        pytest.skip("a per-desktop uid needs root")
+    env.reset("scratch", 0)
+    assert env.desktop.uid != 0
+    result = env.desktop.run("id -u; id -un; echo $HOME", shell=True)
+    assert result.stdout.split() == [str(env.desktop.uid), f"loupe{env.desktop.number}", str(env.home)]
+    assert all(process.uids().real == env.desktop.uid for process in env.desktop.session_processes())
+
+
+@pytest.mark.parametrize("task_id", sorted(DESKTOP_TASKS))
+def test_each_task_scores_0_untouched_and_1_after_its_solution(env, task_id):
+    env.reset(task_id, 0)
+    assert env.step(Action("finished", {"answer": ""})).reward == 0.0
+    obs = env.reset(task_id, 0)
+    result = _play(env, solution_for(task_id, obs))
+    assert result.done and result.reward == 1.0
+
+
+def test_saying_fail_scores_0_on_a_feasible_task(env):
+    env.reset("desktop-mousepad-write", 0)
+    _play(env, [Action("type", {"text": "Meeting at noon"}), Action("hotkey", {"keys": "ctrl+s"})])
+    assert env.evaluate() == 1.0 and env.evaluate(answer="FAIL") == 0.0
+
+
+def test_an_action_outside_the_screen_is_refused(env):
+    env.reset("scratch", 0)
+    with pytest.raises(EnvError, match=r"click at \(1280, 5\) is outside the 1280x720 screen"):
+        env.step(Action("click", {"x": 1280, "y": 5}))
+    with pytest.raises(EnvError, match=r"drag at \(10, -1\) is outside"):
+        env.step(Action("drag", {"x1": 5, "y1": 5, "x2": 10, "y2": -1}))
+    assert env.step(Action("hotkey", {"keys": "ctrl+nosuchkey"})).info["error"].startswith("unknown key 'nosuchkey'")
+
+
+def _task(**changes) -> dict:
+    data = copy.deepcopy(DESKTOP_TASKS["desktop-mousepad-json"].raw)
+    data.update(changes)
+    return data
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"evaluator": {"func": "exact_match", "result": {"type": "vm_screen_size"},
+                    "expected": {"type": "rule", "rules": {}}}}, "unsupported getter 'vm_screen_size'"),
+    ({"evaluator": {"func": "compare_pptx_files", "result": {"type": "vm_file", "path": "/home/user/a"}}},
+     "unsupported metric 'compare_pptx_files'"),
+    ({"config": [{"type": "googledrive", "parameters": {}}]}, "unsupported setup step 'googledrive'"),
+    ({"evaluator": {"func": "exact_match", "result": {"type": "vm_file", "path": "/etc/shadow"},
+                    "expected": {"type": "rule", "rules": {}}}}, "must lie in the VM's home"),
+    ({"evaluator": {"func": ["exact_match", "fuzzy_match"], "result": [{"type": "rule", "rules": {}}],
+                    "expected": [{"type": "rule", "rules": {}}] * 2}}, "result has 1 entries for 2 funcs"),
+])
+def test_an_osworld_file_using_what_is_unsupported_is_refused_by_name(tmp_path, change, message):
+    from agent.envs.desktop import load_task_file
+
+    path = tmp_path / "task.json"
+    path.write_text(json.dumps(_task(**change)))
+    with pytest.raises(TaskFormatError, match=message) as caught:
+        load_task_file(path)
+    assert "desktop-mousepad-json" in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_a_setup_command_that_fails_or_an_app_without_a_window_is_an_env_error():
+    failing = load_task({"id": "bad-setup", "instruction": "x", "config": [
+        {"type": "execute", "parameters": {"command": "echo broken >&2; exit 3", "shell": True}}],
+        "evaluator": {"func": "infeasible"}})
+    windowless = load_task({"id": "no-window", "instruction": "x", "config": [
+        {"type": "launch", "parameters": {"command": ["sleep", "30"]}}], "evaluator": {"func": "infeasible"}})
+    with DesktopEnv(tasks={"bad-setup": failing, "no-window": windowless}) as env:
+        with pytest.raises(EnvError, match=r"setup step 1 \(execute\).*exited with code 3: broken"):
+            env.reset("bad-setup", 0)
+        from agent.envs.desktop import osworld
+
+        started = time.monotonic()
+        with pytest.raises(EnvError, match=r"opened no window in 1.0 s"):
+            osworld.run_setup(windowless.config, env.desktop, window_timeout_s=1.0)
+        assert time.monotonic() - started < 5
+        with pytest.raises(EnvError, match="unknown desktop task 'nope'"):
+            env.reset("nope", 0)
+
+
+def test_a_killed_x_server_ends_the_episode_with_an_env_error():
+    with DesktopEnv(tasks={"scratch": SCRATCH}) as env:
+        env.reset("scratch", 0)
+        os.kill(env.desktop.xvfb_pid, signal.SIGKILL)
+        time.sleep(0.2)
+        with pytest.raises(EnvError, match=r"X server \(Xvfb :\d+\) exited .*next reset\(\) starts a new desktop"):
+            env.step(Action("click", {"x": 10, "y": 10}))
+        assert env.desktop is None
+        assert env.reset("scratch", 0).width == 1280  # a new desktop
