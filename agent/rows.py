@@ -14,6 +14,14 @@ Row kinds (JSONL, one row a line; the keys are those of the rows before this sch
                "rendered_for": {...}}
     RL        {"episode_id", "task", "seed", "reward", "group", "steps": [{"prompt", "output", "output_token_ids",
                "old_logprobs", "reward", "void", "image", "images", "step_id"}, ...], "meta", "rendered_for"}
+    GRPO      {"messages": [..., user], "images": [...], "format", "width", "height", "reward": {"kind": ...},
+               "meta", "rendered_for"}
+
+RL rows are whole episodes, for the tiny text model's own PPO / GRPO loops (trainer/rl.py). A snapshot rendered for
+a checkpoint that reads screenshots is trained by GRPO through TRL (trainer/vlm_grpo.py), which samples fresh answers
+to one step and scores each: its rows are :class:`GRPORow`, one a step, the prompt ending with the user turn the
+answer replies to, and a ``reward`` spec saying how an answer is scored (``env``: the real environment replayed to
+the step by the canonical ``prefix`` of actions before it; ``action``: compared with a known action).
 
 Message contents are plain strings. ``images`` are the screenshots of the user turns that carry one, in order:
 always the last ``len(images)`` user turns (the current screen's last), as trainer/vlm.py attaches them. A text
@@ -32,7 +40,7 @@ from agent.actions import Action, Turn
 from agent.envs.base import Element, Observation
 from agent.prompt import DEFAULT_STYLE, PROMPT_STYLES, HistoryStep, render_messages, render_observation
 
-__all__ = ["DPORow", "HISTORY_WINDOW", "RLRow", "RLStepRow", "RenderedFor", "SFTRow", "StepView", "render_prompt",
+__all__ = ["DPORow", "GRPORow", "HISTORY_WINDOW", "RLRow", "RLStepRow", "RenderedFor", "SFTRow", "StepView", "render_prompt",
            "render_turn", "row_from_dict"]
 
 ROLES = ("system", "user", "assistant")
@@ -343,11 +351,87 @@ class RLRow:
                    rendered_for=_rendered_for(d, where))
 
 
-_KINDS = {"sft": SFTRow, "ct": SFTRow, "dpo": DPORow, "rl": RLRow}
+REWARD_KINDS = ("action", "env")
 
 
-def row_from_dict(kind: str, d: object, where: str) -> SFTRow | DPORow | RLRow:
-    """A row of snapshot ``kind`` (sft, ct, dpo, rl), validated."""
+def _size(value: object, name: str, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{where}: {name} is the screenshot's size in whole pixels, got {value!r}")
+    return value
+
+
+@dataclass
+class GRPORow:
+    """One step to sample answers to (GRPO of a screen-reading checkpoint, trainer/vlm_grpo.py): the prompt up to the
+    user turn the answer replies to, its screenshots (the current screen's last), the format answers are read in and
+    the screen's size (None: read from the screenshot), and ``reward``: ``{"kind": "env", "env", "task", "seed",
+    "prefix": [canonical actions]}`` or ``{"kind": "action", "action", "box" | "element", ...}`` (vlm_grpo checks
+    the rest of the spec)."""
+
+    messages: list[dict]
+    images: list[str]
+    format: str
+    reward: dict
+    width: int | None = None
+    height: int | None = None
+    meta: dict = field(default_factory=dict)
+    rendered_for: RenderedFor | None = None
+
+    @staticmethod
+    def env_reward(env: str, task: str, seed: int, prefix: Sequence[Action]) -> dict:
+        """The env reward spec of a step reached by ``prefix`` from the seeded episode's start."""
+        return {"kind": "env", "env": env, "task": task, "seed": seed, "prefix": [a.to_text() for a in prefix]}
+
+    def to_dict(self) -> dict:
+        size = {"width": self.width, "height": self.height} if self.width is not None else {}
+        return _with_rendered_for({"messages": self.messages, "images": self.images, "format": self.format, **size,
+                                   "reward": self.reward, "meta": self.meta}, self.rendered_for)
+
+    @classmethod
+    def from_dict(cls, d: object, where: str) -> GRPORow:
+        if not isinstance(d, dict):
+            raise ValueError(f"{where}: expected a JSON object, got {type(d).__name__}")
+        if "messages" not in d:
+            raise ValueError(f"{where}: an RL row needs a 'messages' prompt (keys found: {sorted(d)})")
+        messages = _messages(d["messages"], f"{where}: messages")
+        if messages[-1]["role"] != "user":
+            raise ValueError(f"{where}: messages must end with the user turn the answer replies to, "
+                             f"not a {messages[-1]['role']} turn")
+        images = d.get("images")
+        if not images or not isinstance(images, list):
+            raise ValueError(f"{where}: an RL row needs 'images': the screenshot the answer acts on "
+                             "(a path or a data:image/...;base64 URI)")
+        images = _image_list(images, where, _users(messages))
+        try:
+            answer_format = formats.check_format(d.get("format"))
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        width, height = _size(d.get("width"), "width", where), _size(d.get("height"), "height", where)
+        if (width is None) != (height is None):
+            raise ValueError(f"{where}: give both width and height (the screenshot's size) or neither")
+        reward = d.get("reward")
+        if not isinstance(reward, dict):
+            raise ValueError(f"{where}: an RL row needs 'reward', an object saying how an answer is scored "
+                             f"(kind: {' or '.join(REWARD_KINDS)})")
+        if reward.get("kind") not in REWARD_KINDS:
+            raise ValueError(f"{where}: unknown reward kind {reward.get('kind')!r}; expected one of: "
+                             f"{', '.join(REWARD_KINDS)}")
+        rendered_for = _rendered_for(d, where)
+        if rendered_for is not None and rendered_for.action_format != answer_format:
+            raise ValueError(f"{where}: format is {answer_format} but the row was rendered for "
+                             f"{rendered_for.action_format} answers")
+        return cls(messages=messages, images=images, format=answer_format, reward=reward, width=width, height=height,
+                   meta=_meta(d.get("meta"), where), rendered_for=rendered_for)
+
+
+_KINDS = {"sft": SFTRow, "ct": SFTRow, "dpo": DPORow, "rl": RLRow, "grpo": GRPORow}
+
+
+def row_from_dict(kind: str, d: object, where: str) -> SFTRow | DPORow | RLRow | GRPORow:
+    """A row of ``kind`` (sft, ct, dpo, rl; grpo: the step rows an rl snapshot holds when rendered for a checkpoint
+    that reads screenshots), validated."""
     if kind not in _KINDS:
         raise ValueError(f"{where}: unknown row kind {kind!r}; expected one of: {', '.join(_KINDS)}")
     return _KINDS[kind].from_dict(d, where)

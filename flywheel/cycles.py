@@ -52,12 +52,12 @@ def _trained_on(project: Project, kind: str):
 
 def bucket_rows(project: Project, config: dict) -> dict:
     """Per recipe bucket: train-split rows in all, and rows no cycle has trained on yet."""
-    out = {}
+    out, target = {}, datasets.export_target(project)  # RL rows are steps for a checkpoint that reads screenshots
     for stage in config["recipe"]:
         kind = cycle_settings.BUCKET_FOR_ALGORITHM[stage["algorithm"]]
         episodes = datasets.filter_apply(datasets.bucket_episodes(project, kind), project, kind, {"split": Split.TRAIN})
-        out[kind] = {"rows": datasets.row_count(kind, episodes),
-                     "new_rows": datasets.row_count(kind, episodes.exclude(pk__in=_trained_on(project, kind)))}
+        out[kind] = {"rows": datasets.row_count(kind, episodes, target),
+                     "new_rows": datasets.row_count(kind, episodes.exclude(pk__in=_trained_on(project, kind)), target)}
     return out
 
 

@@ -5,7 +5,8 @@ V(episode) per project (``Project.settings["routing"]``):
 Buckets: V=1 episodes -> ``sft`` (autonomous successes are tagged ``rft``), V=0 -> ``ct``; every
 corrected step -> a ``dpo`` pair (a person's turn over the model's proposal, only where it changed the
 action, or only the thought and marked so), and every rejected proposal of a step that then did
-something else -> a ``dpo`` pair too; finished autonomous model episodes with a reward -> ``rl``.
+something else -> a ``dpo`` pair too; finished autonomous model episodes with a reward -> ``rl`` (a row an episode
+for a text target, a GRPO row a step for one that reads screenshots).
 Rows are agent.rows records, rendered from the steps' structure by the one prompt renderer (agent/prompt.py) for
 the project's deployed checkpoint (:func:`export_target`): its prompt style and action format, its screenshots
 when it reads them; a person's edits, takeovers and the proposals they turned down are written in its format.
@@ -26,7 +27,7 @@ from agent.actions import Action, Turn
 from agent.envs.base import Element
 from agent.prompt import DEFAULT_STYLE
 from agent.rollout import rejection_feedback
-from agent.rows import DPORow, RenderedFor, RLRow, RLStepRow, SFTRow, StepView, render_prompt, render_turn
+from agent.rows import DPORow, GRPORow, RenderedFor, RLRow, RLStepRow, SFTRow, StepView, render_prompt, render_turn
 from flywheel.models import (Actor, Correction, Deployment, Episode, EpisodeStatus, Mode, Project, Rejection,
                              ReviewStatus, SnapshotEpisode, SnapshotKind, SnapshotStatus, Split, Step)
 from core.audit import audit_record
@@ -120,7 +121,18 @@ def bucket_steps(kind: str, episodes: QuerySet[Episode]) -> QuerySet[Step]:
     return steps
 
 
-def row_count(kind: str, episodes: QuerySet[Episode]) -> int:
+def rl_rows_are_steps(target: RenderedFor) -> bool:
+    """Whether RL rows rendered for ``target`` are GRPO step rows rather than whole episodes: when it reads
+    screenshots. Such a checkpoint is a vision-language one (a checkpoint is registered as reading screenshots only
+    when its dir has a vision part), whose RL is GRPO through TRL on steps with their screenshots
+    (trainer/vlm_grpo.py); the rows carry only what the target decides, as every other row kind does."""
+    return target.reads_images
+
+
+def row_count(kind: str, episodes: QuerySet[Episode], target: RenderedFor | None = None) -> int:
+    """How many rows bucket ``kind`` makes of ``episodes`` rendered for ``target`` (None: a text target)."""
+    if kind == SnapshotKind.RL and target is not None and rl_rows_are_steps(target):
+        return Step.objects.filter(episode__in=episodes).exclude(screenshot="").count()
     if kind == SnapshotKind.RL:
         return episodes.count()
     if kind == SnapshotKind.DPO:
@@ -133,13 +145,14 @@ def buckets(project: Project) -> dict:
     """Rows, episodes and rows new since the last snapshot of each kind; ``rft`` counts the part of
     ``sft`` that autonomous successes make (rejection-sampled fine-tuning rows, frozen with SFT)."""
     routing = routing_of(project)
+    target = export_target(project)
     out = {}
     for kind in SnapshotKind.values:
         episodes = bucket_episodes(project, kind, routing)
         frozen = SnapshotEpisode.objects.filter(snapshot__project=project, snapshot__kind=kind,
                                                 snapshot__status=SnapshotStatus.READY).values("episode_id")
-        out[kind] = {"rows": row_count(kind, episodes), "episodes": episodes.count(),
-                     "new_rows": row_count(kind, episodes.exclude(pk__in=frozen))}
+        out[kind] = {"rows": row_count(kind, episodes, target), "episodes": episodes.count(),
+                     "new_rows": row_count(kind, episodes.exclude(pk__in=frozen), target)}
         if kind == SnapshotKind.SFT:
             rft = episodes.filter(mode=Mode.AUTONOMOUS)
             out["rft"] = {"rows": row_count(kind, rft), "episodes": rft.count(),
@@ -346,12 +359,31 @@ def _dpo_rows(step: Step, view: StepView, history: list[StepView], chosen: str, 
     return rows
 
 
+def _grpo_row(step: Step, view: StepView, history: list[StepView], prefix: list[Action], target: RenderedFor,
+              episode: Episode) -> dict:
+    """A step as GRPO of a screen-reading checkpoint samples answers to it (agent.rows.GRPORow): the prompt it was
+    sent, with its screenshots, and an env reward that replays ``prefix`` (the episode's executed actions before it;
+    void turns ran nothing) on the episode's seed, then runs the answer. The step's own answer is not in the row:
+    GRPO scores fresh ones."""
+    prompt, images = render_prompt(view, history, target,
+                                   feedback=_feedback(list(step.rejections.all()), step, target))
+    reward = GRPORow.env_reward(episode.task.env_kind, episode.task.task_name, episode.seed, prefix)
+    return GRPORow(messages=prompt, images=images, format=target.action_format, reward=reward, width=step.width,
+                   height=step.height, meta=_meta(episode, step, void=step.void, step_reward=step.reward),
+                   rendered_for=target).to_dict()
+
+
 def episode_rows(kind: str, episode: Episode, steps: list[Step], target: RenderedFor | None = None) -> list[dict]:
     """The rows ``kind`` makes of one episode (``steps`` ordered by index), rendered for ``target`` (agent.rows)
     from the steps' structure: the prompt each step was (or would have been) sent, the executed turn in the
-    target's format. ApplicationError names a step that cannot be written in that format."""
+    target's format. ApplicationError names a step that cannot be written in that format.
+
+    RL rows are the whole episode for a text target (trainer/rl.py's loops), and one GRPO row a step with a
+    screenshot for a target that reads screenshots (:func:`rl_rows_are_steps`), void steps included: the model was
+    prompted there and wrote nothing the env could run, which is where GRPO's fresh answers have most to teach."""
     target = target or RenderedFor()
     history: list[StepView] = []
+    prefix: list[Action] = []  # the canonical actions that brought the env to the step (GRPO rows)
     rows, rl_steps = [], []
     for step in steps:
         view = _step_view(step)
@@ -365,6 +397,9 @@ def episode_rows(kind: str, episode: Episode, steps: list[Step], target: Rendere
                                    meta=_meta(episode, step, source=source), rendered_for=target).to_dict())
             elif kind == SnapshotKind.DPO:
                 rows.extend(_dpo_rows(step, view, history, chosen, target, episode))
+            elif kind == SnapshotKind.RL and rl_rows_are_steps(target):
+                if step.screenshot:
+                    rows.append(_grpo_row(step, view, history, prefix, target, episode))
             elif kind == SnapshotKind.RL:
                 prompt, images = render_prompt(view, history, target,
                                                feedback=_feedback(list(step.rejections.all()), step, target))
@@ -375,6 +410,8 @@ def episode_rows(kind: str, episode: Episode, steps: list[Step], target: Rendere
             raise ApplicationError(f"Step {step.index} of episode {episode.pk} cannot be written for the deployed "
                                    f"checkpoint ({target.describe()}): {exc}") from None
         history.append(view)
+        if view.action is not None:
+            prefix.append(view.action)
     if kind == SnapshotKind.RL and rl_steps:
         rows.append(RLRow(episode_id=episode.pk, task=episode.task.task_name, seed=episode.seed,
                           reward=float(episode.env_reward or 0.0), group=f"{episode.task.task_name}:{episode.seed}",

@@ -3,7 +3,9 @@
 cli.py sends ``rl`` here when ``--init``'s config.json has a ``vision_config`` (``tiny`` and text models keep rl.py's
 own loops). A row is one step to act on: the policy samples ``group_size`` answers to it, each answer is read in the
 row's answer format (agent.formats) and scored, and GRPOTrainer turns the scores into group-relative advantages and
-a clipped policy-gradient loss on the answers' tokens alone (the prompt and its screenshot are only context)::
+a clipped policy-gradient loss on the answers' tokens alone (the prompt and its screenshot are only context). Rows are
+agent.rows.GRPORow records (the flywheel writes them from an RL snapshot rendered for a checkpoint that reads
+screenshots: one a step, with an env reward replaying the episode's actions before it)::
 
     {"messages": [{"role": "system", "content": "..."}, {"role": "user", "content": "..."}],
      "images": ["images/s3.png"], "format": "uitars", "width": 160, "height": 210, "reward": {...}}
@@ -59,6 +61,7 @@ from PIL import Image as PILImage
 from trl import GRPOConfig, GRPOTrainer
 
 from agent import formats
+from agent import rows as R
 from agent.actions import Action, ActionSyntaxError, parse_action
 from agent.envs import Env, EnvError, make_env
 from trainer import data as D
@@ -286,56 +289,40 @@ class AnswerReward:
         return rewards
 
 
-def _screen_size(row: dict, ref: dict, where: str) -> tuple[int, int]:
+def _screen_size(row: R.GRPORow, ref: dict, where: str) -> tuple[int, int]:
     try:
         with PILImage.open(ref["path"] or io.BytesIO(ref["bytes"])) as image:
             size = image.size
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the same error to the person
         raise TrainerError(f"{where}: the screenshot is not an image PIL can read: {exc}") from None
-    given = (row.get("width"), row.get("height"))
-    if given == (None, None):
+    if row.width is None:
         return size
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in given):
-        raise TrainerError(f"{where}: width and height are the screenshot's size in whole pixels, got {given}")
-    if given != size:
-        raise TrainerError(f"{where}: width x height say {given[0]}x{given[1]} but the screenshot is "
+    if (row.width, row.height) != size:
+        raise TrainerError(f"{where}: width x height say {row.width}x{row.height} but the screenshot is "
                            f"{size[0]}x{size[1]}: coordinates would be read on the wrong screen")
     return size
 
 
-def read_rows(path: str | os.PathLike) -> tuple[list[dict], dict[int, Step]]:
-    """The rows as TRL prompts (``prompt`` structured, ``images``, ``row``: the line number, as vlm.py numbers rows)
-    and, by line number, the :class:`Step` each answer is scored by. Every error names the file and line."""
+def read_rows(path: str | os.PathLike, style: str | None = None,
+              action_format: str | None = None) -> tuple[list[dict], dict[int, Step]]:
+    """The rows (agent.rows.GRPORow) as TRL prompts (``prompt`` structured, ``images``, ``row``: the line number, as
+    vlm.py numbers rows) and, by line number, the :class:`Step` each answer is scored by. A row rendered for another
+    answer format than ``action_format`` or another prompt style than ``style`` is refused (None: not checked;
+    legacy rows without ``rendered_for`` pass). Every error names the file and line."""
     base = Path(path).resolve().parent
     prompts, steps = [], {}
-    for lineno, row in D.read_jsonl(path):
+    for lineno, raw in D.read_jsonl(path):
         where = f"{path}:{lineno}"
-        if "messages" not in row:
-            raise TrainerError(f"{where}: an RL row needs a 'messages' prompt (keys found: {sorted(row)})")
-        messages = D._check_messages(row["messages"], f"{where}: messages")
-        if messages[-1]["role"] != "user":
-            raise TrainerError(f"{where}: messages must end with the user turn the answer replies to, "
-                               f"not a {messages[-1]['role']} turn")
-        images = row.get("images")
-        if not images or not isinstance(images, list):
-            raise TrainerError(f"{where}: an RL row needs 'images': the screenshot the answer acts on "
-                               "(a path or a data:image/...;base64 URI)")
-        refs = [image_ref(spec, base, f"{where}: images[{i}]") for i, spec in enumerate(images)]
         try:
-            answer_format = formats.check_format(row.get("format"))
+            row = R.GRPORow.from_dict(raw, where)
         except ValueError as exc:
-            raise TrainerError(f"{where}: {exc}") from None
+            raise TrainerError(str(exc)) from None
+        D.check_rendered_for(row.rendered_for, where, action_format=action_format, style=style)
+        refs = [image_ref(spec, base, f"{where}: images[{i}]") for i, spec in enumerate(row.images)]
         width, height = _screen_size(row, refs[-1], f"{where}: images[{len(refs) - 1}]")
-        spec = row.get("reward")
-        if not isinstance(spec, dict):
-            raise TrainerError(f"{where}: an RL row needs 'reward', an object saying how an answer is scored "
-                               f"(kind: {' or '.join(REWARD_KINDS)})")
-        kind = REWARD_KINDS.get(spec.get("kind"))
-        if kind is None:
-            raise TrainerError(f"{where}: unknown reward kind {spec.get('kind')!r}; expected one of: "
-                               f"{', '.join(REWARD_KINDS)}")
-        steps[lineno] = Step(answer_format, width, height, kind.read(spec, f"{where}: reward"), where)
-        prompts.append({"prompt": structured(messages, len(refs), where), "images": refs, "row": lineno})
+        reward = REWARD_KINDS[row.reward["kind"]].read(row.reward, f"{where}: reward")
+        steps[lineno] = Step(row.format, width, height, reward, where)
+        prompts.append({"prompt": structured(row.messages, len(refs), where), "images": refs, "row": lineno})
     return prompts, steps
 
 
@@ -402,7 +389,7 @@ class Run:
 def prepare_grpo(config: RLConfig) -> Run:
     """Read and check the rows, start the envs their rewards need, load the init and build the GRPOTrainer."""
     check_options(config)
-    prompts, steps = read_rows(config.data)
+    prompts, steps = read_rows(config.data, prompt_style(config), D.init_action_format(config.init, config.action_format))
     envs = Envs()
     try:
         probed: set[tuple[str, str]] = set()

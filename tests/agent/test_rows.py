@@ -6,7 +6,7 @@ from agent import formats
 from agent.actions import Action, format_turn
 from agent.envs.base import Element
 from agent.prompt import FORMAT_SYSTEM_PROMPTS, render_messages, render_observation
-from agent.rows import DPORow, RenderedFor, RLRow, SFTRow, StepView, render_prompt, render_turn, row_from_dict
+from agent.rows import DPORow, GRPORow, RenderedFor, RLRow, SFTRow, StepView, render_prompt, render_turn, row_from_dict
 
 UITARS = RenderedFor(style="full", action_format="uitars", reads_images=True, history_images=1)
 
@@ -110,3 +110,39 @@ def test_history_images_beyond_the_window_widen_it():
     target = RenderedFor(action_format="uitars", reads_images=True, history_images=5)
     messages, images = render_prompt(step, history, target)
     assert len(images) == 6 and sum(1 for m in messages if m["role"] == "user") == 6
+
+
+def _grpo(**changes) -> dict:
+    reward = GRPORow.env_reward("miniwob", "click-option", 3, [Action("click", {"x": 1, "y": 2})])
+    row = GRPORow(messages=[{"role": "system", "content": "sys"}, {"role": "user", "content": "Task: go"}],
+                  images=["images/a.jpg"], format="uitars", reward=reward, width=160, height=210,
+                  rendered_for=UITARS).to_dict()
+    return {**row, **changes}
+
+
+def test_a_grpo_row_round_trips_and_its_env_reward_names_the_prefix_in_loupes_grammar():
+    row = _grpo()
+    assert row["reward"] == {"kind": "env", "env": "miniwob", "task": "click-option", "seed": 3,
+                             "prefix": ["click(x=1, y=2)"]}
+    assert row_from_dict("grpo", row, "row 1").to_dict() == row
+    sizeless = {k: v for k, v in row.items() if k not in ("width", "height")}
+    assert GRPORow.from_dict(sizeless, "row 2").to_dict() == sizeless  # the size is then read off the screenshot
+
+
+@pytest.mark.parametrize("row, message", [
+    ({"prompt": []}, "rl.jsonl:2: an RL row needs a 'messages' prompt (keys found: ['prompt'])"),
+    (_grpo(messages=[{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]),
+     "rl.jsonl:2: messages must end with the user turn the answer replies to, not a assistant turn"),
+    (_grpo(images=[]), "rl.jsonl:2: an RL row needs 'images': the screenshot the answer acts on"),
+    (_grpo(images=["a.jpg", "b.jpg"]), "rl.jsonl:2: 2 images but 1 user turns"),
+    (_grpo(format="ui-tars"), "rl.jsonl:2: unknown answer format 'ui-tars'"),
+    (_grpo(format="loupe"), "rl.jsonl:2: format is loupe but the row was rendered for uitars answers"),
+    (_grpo(width=0), "rl.jsonl:2: width is the screenshot's size in whole pixels, got 0"),
+    (_grpo(height=None), "rl.jsonl:2: give both width and height (the screenshot's size) or neither"),
+    (_grpo(reward="env"), "rl.jsonl:2: an RL row needs 'reward', an object saying how an answer is scored"),
+    (_grpo(reward={"kind": "vibes"}), "rl.jsonl:2: unknown reward kind 'vibes'; expected one of: action, env"),
+])
+def test_a_malformed_grpo_row_is_refused_with_a_message_naming_the_row(row, message):
+    with pytest.raises(ValueError) as caught:
+        GRPORow.from_dict(row, "rl.jsonl:2")
+    assert str(caught.value).startswith(message), str(caught.value)

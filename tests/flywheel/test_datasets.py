@@ -630,3 +630,42 @@ def test_rows_keep_a_terminals_text_and_a_persons_answer_to_call_user(demo, tmp_
         [*step.prompt, {"role": "assistant", "content": format_turn(step.thought, Action.from_dict(step.action))}]
         for step in steps]
     assert "(turn 1)" in sft[1]["messages"][-2]["content"] and "The user answered" in sft[1]["messages"][-2]["content"]
+
+
+def test_rl_rows_for_a_reading_checkpoint_are_grpo_steps_whose_env_reward_replays_the_actions_before(demo, tmp_path):
+    from agent.actions import Action
+    from agent.rows import GRPORow
+    from flywheel import trainer_process
+    from trainer.vlm_grpo import EnvReward, read_rows
+
+    project, task = demo["project"], demo["task"]
+    clicks = [{"action": {"name": "click", "args": {"x": 3 + i, "y": 4}}} for i in range(3)]
+    episode = make_finished_episode(project, task, steps=[clicks[0], {"action": None}, clicks[1], clicks[2]])
+    make_finished_episode(project, task, steps=[EDITED], mode="supervised")  # a person acted: no RL rows
+    assert datasets.buckets(project)["rl"]["rows"] == 1  # a text target: one row an episode
+    _deploy(project, tmp_path, "uitars-7b", style="full", action_format="uitars", reads_images=True)
+    assert datasets.buckets(project)["rl"] == {"rows": 4, "episodes": 1, "new_rows": 4}  # one row a step
+
+    snapshot = build(project, "rl")
+    assert snapshot.status == SnapshotStatus.READY and snapshot.rows == 4, snapshot.error
+    rows = [GRPORow.from_dict(row, f"row {i}") for i, row in enumerate(snapshots.snapshot_preview(snapshot, 10))]
+    steps = list(Step.objects.filter(episode=episode).order_by("index"))
+    assert [row.meta["step_index"] for row in rows] == [0, 1, 2, 3] and [r.meta["void"] for r in rows] == [
+        False, True, False, False]
+    done = ["click(x=3, y=4)", "click(x=4, y=4)"]
+    assert [row.reward["prefix"] for row in rows] == [[], done[:1], done[:1], done]  # the void turn ran nothing
+    for row, step in zip(rows, steps):
+        assert row.reward == {"kind": "env", "env": "miniwob", "task": task.task_name, "seed": episode.seed,
+                              "prefix": row.reward["prefix"]}
+        assert row.messages[-1]["role"] == "user" and row.images == [datasets.image_path(step.screenshot)]
+        assert (row.format, row.width, row.height) == ("uitars", 16, 16) and row.rendered_for.reads_images
+    assert "start_box=" in rows[3].messages[-2]["content"]  # the history is written in the reader's format
+
+    with trainer_process.snapshot_local(snapshot) as path:  # laid out for the trainer, which reads them
+        prompts, scored = read_rows(path, style="full", action_format="uitars")
+        assert [p["images"][0]["path"] for p in prompts] == [str((path.parent / r.images[0]).resolve()) for r in rows]
+        assert scored[4].reward == EnvReward("miniwob", task.task_name, episode.seed,
+                                             tuple(Action.from_dict(c["action"]) for c in clicks[:2]))
+        with pytest.raises(Exception, match=r"data.jsonl:1: the rows were rendered for uitars answers but the init "
+                                            r"checkpoint answers in loupe"):
+            read_rows(path, style="full", action_format="loupe")

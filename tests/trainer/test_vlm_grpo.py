@@ -231,8 +231,8 @@ def test_env_reward_resets_replays_and_steps_the_real_miniwob_env(tmp_path, warm
     ({"reward": {"kind": "click"}}, "rl.jsonl:1: unknown reward kind 'click'; expected one of: action, env"),
     ({"reward": {"kind": "action", "action": "click(x=1, y=2)"}}, "rl.jsonl:1: reward: a click is judged by where"),
     ({"width": 1280}, "rl.jsonl:1: images[0]: width x height say 1280x210 but the screenshot is 160x210"),
-    ({"reward": {"kind": "env", "env": "desktop", "task": "click-button", "seed": 1}},
-     "rl.jsonl:1: reward: the desktop env cannot start click-button (seed 1): unknown env kind 'desktop'"),
+    ({"reward": {"kind": "env", "env": "gameboy", "task": "click-button", "seed": 1}},
+     "rl.jsonl:1: reward: the gameboy env cannot start click-button (seed 1): unknown env kind 'gameboy'"),
     ({"reward": {"kind": "env", "env": "miniwob", "task": "click-nothing", "seed": 1}},
      "rl.jsonl:1: reward: the miniwob env cannot start click-nothing (seed 1): unknown MiniWoB++ task"),
 ])
