@@ -27,9 +27,21 @@ def started_here() -> bool:
     return bool(_started)
 
 
+def _pgserver():
+    """The pgserver module, imported lazily (only the embedded setup needs it). Its import asks platformdirs for a
+    runtime dir, which warns on every start where XDG_RUNTIME_DIR is unset (containers, root shells) and falls back
+    to /tmp/runtime-<uid> anyway: that warning is noise to a person starting Loupe."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        import pgserver
+    return pgserver
+
+
 def postgres_url(database: str = "loupe") -> str:
     """Start (or attach to) the embedded PostgreSQL and return a URL for `database`, creating it if needed."""
-    import pgserver  # imported lazily: only the embedded setup needs it
+    pgserver = _pgserver()
 
     pgdata = DATA_DIR / "pg"
     pgdata.mkdir(parents=True, exist_ok=True)
@@ -45,8 +57,7 @@ def postgres_url(database: str = "loupe") -> str:
 def postgres_stop() -> None:
     pgdata = DATA_DIR / "pg"
     if (pgdata / "postmaster.pid").exists():
-        import pgserver
-
+        pgserver = _pgserver()
         pg_ctl = Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_ctl"
         subprocess.run([str(pg_ctl), "-D", str(pgdata), "-m", "fast", "stop"], capture_output=True,
                        user=_pg_user(pgdata))

@@ -88,6 +88,9 @@ class Command(BaseCommand):
 
         ensure_default_deployment(log=self.stdout.write)
 
+        if os.geteuid() == 0:
+            self.stdout.write("Running as root: the workers run as root too. Fine on a development machine; in "
+                              "production run Loupe as an unprivileged user (the Docker image does).")
         env = dict(os.environ)  # DATABASE_URL / REDIS_URL are set by now (embedded or given)
         logs = log_dir()
         logs.mkdir(parents=True, exist_ok=True)
