@@ -1,8 +1,15 @@
-"""Benchmark the MiniWoB++ env: click-step latency (screenshot and elements included) and reset.
+"""Benchmark the envs: MiniWoB++ click-step latency and reset; the Linux desktop's start, reset,
+screenshot, action and AT-SPI times and memory per desktop.
 
-Run: ``.venv/bin/python bench/bench_env.py [--steps 100] [--resets 10] [--task click-button]``.
-Prints one JSON object. Click steps hit an empty corner of the task area, so the episode stays
-open and every step does the full work: mouse click, page state and elements, JPEG screenshot.
+Run: ``.venv/bin/python bench/bench_env.py [--steps 100] [--resets 10] [--task click-button]
+[--only miniwob|desktop]``. Prints one JSON object: MiniWoB's figures at the top level (as before),
+the desktop's under ``"desktop"``. MiniWoB click steps hit an empty corner of the task area, so the
+episode stays open and every step does the full work: mouse click, page state and elements, JPEG
+screenshot. Desktop figures: ``start`` is a new display (Xvfb) plus its first session; ``reset``
+an episode of a task that opens an app (new session, HOME, the app's window, screenshot and
+elements); ``click_xtest`` one click through XTEST alone; ``step_click`` a whole env step
+(click, settle, screenshot, AT-SPI elements); memory is the X server and every session process
+(USS) with mousepad and galculator open.
 """
 
 from __future__ import annotations
@@ -28,13 +35,7 @@ def _summary(samples_ms: list[float]) -> dict:
             "min_ms": round(ordered[0], 2)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--resets", type=int, default=10)
-    parser.add_argument("--task", default="click-button")
-    args = parser.parse_args()
-
+def bench_miniwob(args: argparse.Namespace) -> dict:
     env = make_env("miniwob")
     try:
         env.reset(args.task, 0)  # browser start and first page load are not measured
@@ -59,16 +60,90 @@ def main() -> None:
         screenshot_bytes = len(result.observation.screenshot)
     finally:
         env.close()
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    print(json.dumps({
+    return {
         "task": args.task,
         "click_step": _summary(steps),
         "reset_fresh_context": _summary(fresh),
         "reset_in_page": _summary(in_page),
         "screenshot_jpeg_bytes": screenshot_bytes,
-        "cpu_count": os.cpu_count(),
-        "load_average_1min": load,
-    }))
+    }
+
+
+def _timed(fn, n: int) -> tuple[list[float], object]:
+    samples, value = [], None
+    for _ in range(n):
+        started = time.perf_counter()
+        value = fn()
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples, value
+
+
+def bench_desktop(args: argparse.Namespace) -> dict:
+    import psutil
+
+    from agent.envs.desktop import osworld
+    from agent.envs.desktop.session import Desktop
+
+    starts = []
+    for _ in range(3):
+        desktop = Desktop()
+        started = time.perf_counter()
+        try:
+            desktop.start()
+            desktop.new_session()
+            starts.append((time.perf_counter() - started) * 1000)
+        finally:
+            desktop.close()
+    env = make_env("desktop")
+    try:
+        env.reset("desktop-mousepad-write", 0)
+        resets, _ = _timed(lambda: env.reset("desktop-mousepad-write", 0), args.resets)
+        sessions, _ = _timed(env.desktop.new_session, args.resets)
+        env.reset("desktop-mousepad-write", 0)
+        osworld.run_setup([{"type": "launch", "parameters": {"command": ["galculator"]}}], env.desktop)
+        time.sleep(0.5)
+        shots, jpeg = _timed(env.desktop.screenshot, 50)
+        walks, walk = _timed(env.desktop.accessibility_nodes, 10)
+        blank = (1270, 710)  # the bare root window: a click there changes nothing
+        clicks, _ = _timed(lambda: env._input.click(*blank), args.steps)
+        steps, _ = _timed(lambda: env.step(Action("click", {"x": blank[0], "y": blank[1]})), 10)
+        memory = env.desktop.memory_bytes()
+        processes = len(env.desktop.session_processes())
+    finally:
+        env.close()
+    available = psutil.virtual_memory().available
+    return {
+        "start": _summary(starts),
+        "reset_with_app": _summary(resets),
+        "reset_session_only": _summary(sessions),
+        "screenshot_1280x720_jpeg": _summary(shots),
+        "screenshot_jpeg_bytes": len(jpeg),
+        "click_xtest": _summary(clicks),
+        "step_click": _summary(steps),
+        "atspi_walk": _summary(walks),
+        "atspi_nodes": len(walk["nodes"]),
+        "memory_per_desktop_mib": round(memory / 2**20, 1),
+        "session_processes": processes,
+        "desktops_per_8_gib": int(8 * 2**30 // memory),
+        "desktops_in_available_memory": int(available // memory),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--resets", type=int, default=10)
+    parser.add_argument("--task", default="click-button")
+    parser.add_argument("--only", choices=("miniwob", "desktop"))
+    args = parser.parse_args()
+
+    report: dict = {}
+    if args.only != "desktop":
+        report.update(bench_miniwob(args))
+    if args.only != "miniwob":
+        report["desktop"] = bench_desktop(args)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    print(json.dumps({**report, "cpu_count": os.cpu_count(), "load_average_1min": load}))
 
 
 if __name__ == "__main__":
