@@ -153,7 +153,7 @@ class Command(BaseCommand):
                 f"\nLoupe is ready at {url}  (in {time.monotonic() - started:.1f} s)\n"
                 f"Demo logins: {', '.join(DEMO_USERS)} / password: {password}{note}\n"
                 f"Health: {url}api/v1/health   Admin: {url}admin/\n"
-                f"Logs: {logs}/ (web.log, access.log: every request, worker.log, train.log, beat.log); "
+                f"Logs: {logs}/ ({', '.join(f'{name}.log' for name in processes)}, access.log: every request); "
                 f"warnings and errors show here too.\nPress Ctrl-C to stop.\n"))
         while not stopping:
             for name, proc in processes.items():
