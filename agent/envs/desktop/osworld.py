@@ -10,6 +10,7 @@ written here rather than taken from the ``desktop-env`` package (68 requirements
 - metrics (``evaluator.func``): ``exact_match``, ``check_include_exclude``, ``fuzzy_match``,
   ``check_json``, ``infeasible``; a list of funcs is combined by ``conj`` (``and`` / ``or``).
 
+``open`` opens a folder in pcmanfm and any file in mousepad (the apps this desktop ships).
 Anything else is refused when the task is loaded, with an error naming it, so a task never fails
 half-way through an episode for want of a feature. The VM's home (``/home/user``) and ``~`` map
 onto the episode's HOME; files a getter reads must lie inside it. An infeasible task is solved by
@@ -377,8 +378,7 @@ def check_json(result: str | None, rules: dict, is_yaml: bool = False) -> float:
             data = yaml.safe_load(text)
         else:
             data = json.loads(text)
-    except (OSError, ValueError) as exc:
-        del exc  # a file the agent left unparseable simply fails the check
+    except (OSError, ValueError):  # a file the agent left unparseable fails the check
         return 0.0
 
     def lookup(keys: list) -> tuple[bool, Any]:
