@@ -107,12 +107,13 @@ def test_saying_fail_scores_0_on_a_feasible_task(env):
     assert env.evaluate() == 1.0 and env.evaluate(answer="FAIL") == 0.0
 
 
-def test_an_action_outside_the_screen_is_refused(env):
+def test_an_action_outside_the_screen_does_nothing_and_says_why_and_the_episode_goes_on(env):
     env.reset("scratch", 0)
-    with pytest.raises(EnvError, match=r"click at \(1280, 5\) is outside the 1280x720 screen"):
-        env.step(Action("click", {"x": 1280, "y": 5}))
-    with pytest.raises(EnvError, match=r"drag at \(10, -1\) is outside"):
-        env.step(Action("drag", {"x1": 5, "y1": 5, "x2": 10, "y2": -1}))
+    result = env.step(Action("click", {"x": 1280, "y": 5}))
+    assert result.info["error"] == "click at (1280, 5) is outside the 1280x720 screen" and not result.done
+    assert env.step(Action("drag", {"x1": 5, "y1": 5, "x2": 10, "y2": -1})).info["error"].startswith(
+        "drag at (10, -1) is outside")
+    assert env.step(Action("type", {"text": "still here"})).info.get("error") is None  # the episode went on
     assert env.step(Action("hotkey", {"keys": "ctrl+nosuchkey"})).info["error"].startswith("unknown key 'nosuchkey'")
 
 

@@ -5,8 +5,10 @@
   task's ``config`` steps run (an app that never opens a window, a setup command that fails:
   EnvError naming the step).
 - Actions go through XTEST in process; coordinates are screenshot pixels (the screen is the
-  screenshot). An action outside the screen is refused with EnvError, as is a desktop process
-  that died (the X server, the window manager, the session bus): the next reset starts a new desktop.
+  screenshot). An action outside the screen does nothing and says why in ``info["error"]`` (as in
+  MiniWoB: a model's bad coordinate is a wasted step the model and the person see, not a lost episode);
+  a desktop process that died (the X server, the window manager, the session bus) raises EnvError and
+  the next reset starts a new desktop.
 - The observation is a JPEG of the whole screen and the elements of a capped AT-SPI walk (what is
   showing and has a name or text); xterm exposes nothing to AT-SPI, so a terminal is pixels only.
 - ``finished(answer=...)`` ends the episode and scores it with the task's evaluator (0..1);
@@ -122,7 +124,7 @@ class DesktopEnv(Env):
         self._fail_if_dead()
         off = self._off_screen(action)
         if off:
-            raise EnvError(off)
+            return StepResult(observation=self._observe(), reward=0.0, done=False, info={"error": off})
         info: dict[str, Any] = {}
         reward, done = 0.0, False
         try:
