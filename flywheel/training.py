@@ -31,6 +31,10 @@ ALGORITHM_FOR_KIND = {"sft": "sft", "ct": "sft", "dpo": "dpo", "rl": "rl"}
 COLDSTART = "coldstart"
 # Stage options passed to the trainer as --max-steps ...; a cold-start stage passes every option it has.
 STAGE_OPTIONS = ("max_steps", "max_seconds", "max_epochs", "lr", "lora")
+# ... and those only an rl stage has (answers sampled a prompt, and their length, for GRPO of a checkpoint that reads
+# screenshots)
+RL_STAGE_OPTIONS = ("group_size", "max_new_tokens")
+GRPO_GROUP_SIZE = 4
 # The cold start's recipe lives with the trainer (trainer/coldstart.py); its stage records only what the
 # environment changes of it (the tests shrink it), and the trainer fills in the rest.
 COLDSTART_ENV = {"seeds": "LOUPE_COLDSTART_SEEDS", "max_steps": "LOUPE_COLDSTART_STEPS",
@@ -154,10 +158,32 @@ def _stage_execute(run: TrainingRun, stage: dict, init: str, ckpt: Path, weight:
     # the format the run's checkpoint answers in is its record's (registered by hand, its dir's loupe.json may not
     # say it); each stage trains the answers of that format and passes it on
     action_format = run.init_checkpoint.action_format if run.init_checkpoint else None
+    options = {key: stage.get(key) for key in STAGE_OPTIONS}
+    if stage["algorithm"] == "rl":
+        options.update({key: stage.get(key) for key in RL_STAGE_OPTIONS})
+        if trainer_process.reads_images(init):
+            options.update(_grpo_options(snapshot, stage, action_format or "loupe"))
     with trainer_process.snapshot_local(snapshot) as data:
         argv = trainer_process.command(stage["algorithm"], "--data", str(data), "--init", init, "--out", str(ckpt),
-                                       action_format=action_format, **{key: stage.get(key) for key in STAGE_OPTIONS})
+                                       action_format=action_format, **options)
         return _stream(run, argv, phase=stage["algorithm"], weight=weight)
+
+
+def _grpo_options(snapshot: DatasetSnapshot, stage: dict, action_format: str) -> dict:
+    """The trainer options of an rl stage from a vision-language checkpoint: GRPO (its only RL, trainer/vlm_grpo.py),
+    ``group_size`` answers sampled a step, each as long as a rollout lets the checkpoint's format answer (a UI-TARS
+    plan and action needs 384 tokens where Loupe's grammar needs 96: shorter, every sampled answer is cut into a void
+    turn). The snapshot must hold step rows with screenshots, which it does when frozen for a checkpoint that reads
+    them."""
+    from flywheel.rollout_worker import MAX_TOKENS, MAX_TOKENS_OTHER_FORMATS  # the worker's imports reach back here
+
+    if not ((snapshot.lineage or {}).get("rendered_for") or {}).get("reads_images"):
+        raise ApplicationError(f"Snapshot {snapshot.pk} holds whole-episode RL rows for a model that reads no "
+                               "screenshots; an rl stage from a vision-language checkpoint trains GRPO on steps with "
+                               "their screenshots. Register the checkpoint as reading screenshots and freeze the RL "
+                               "snapshot again.")
+    return {"advantage": "grpo", "group_size": stage.get("group_size") or GRPO_GROUP_SIZE,
+            "max_new_tokens": stage.get("max_new_tokens") or MAX_TOKENS.get(action_format, MAX_TOKENS_OTHER_FORMATS)}
 
 
 def _stages_execute(run: TrainingRun, out: Path) -> tuple[Path, dict]:
