@@ -8,7 +8,9 @@ Endpoints:
 - ``POST /v1/load_lora_adapter`` ``{"lora_name", "lora_path"}`` and
   ``POST /v1/unload_lora_adapter`` ``{"lora_name"}``, shaped like vLLM's runtime LoRA loading, so
   a deployment can switch checkpoints without a restart. ``lora_path`` is a full checkpoint dir or
-  a PEFT adapter dir (merged onto the served base checkpoint once, at load time).
+  a PEFT adapter dir (merged onto the served base checkpoint once, at load time). An adapter that does not fit
+  the base (trainer/adapters.py: its tensors name modules or shapes the base lacks) or a checkpoint of the other
+  kind (text for a vision-language base, or the reverse) is a 400 saying so, never a silently different model.
 Errors are ``{"error": {"message", "type", "code"}}`` with a 4xx / 5xx status.
 
 A vision-language checkpoint (its config.json has a ``vision_config``: Qwen2.5-VL, the tiny VLM of
@@ -34,6 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from agent.prompt import DEFAULT_STYLE, restyle_messages
+from trainer.adapters import adapter_mismatch
 from trainer.configs import ServeConfig
 from trainer.model import LOUPE_FILE, TrainerError, chat_ids, checkpoint_prompt_style
 from trainer.optim import emit, set_threads
@@ -89,6 +92,11 @@ class ModelRegistry:
         elif not (source / "config.json").is_file():
             raise APIError(HTTPStatus.BAD_REQUEST,
                            f"{path!r} is neither a checkpoint dir (config.json) nor a PEFT adapter dir (adapter_config.json)")
+        elif parent is not None and is_vlm(source) != is_vlm(self.base_dir):
+            kinds = {True: "a vision-language checkpoint", False: "a text checkpoint"}
+            raise APIError(HTTPStatus.BAD_REQUEST,
+                           f"{path!r} is {kinds[is_vlm(source)]} but the served base {self.default!r} is "
+                           f"{kinds[is_vlm(self.base_dir)]}: its clients would be prompted for the wrong model")
         if is_vlm(source):
             from trainer.vlm_serve import VisionPolicy  # transformers' vision classes only for vision checkpoints
 
@@ -107,6 +115,10 @@ class ModelRegistry:
         vision = is_vlm(self.base_dir)
         loader = AutoModelForImageTextToText if vision else AutoModelForCausalLM
         base = loader.from_pretrained(self.base_dir, local_files_only=True)
+        problem = adapter_mismatch(adapter, base)  # PEFT would load an adapter of another base into a no-op
+        if problem:
+            raise APIError(HTTPStatus.BAD_REQUEST, f"adapter {str(adapter)!r} does not fit the served base "
+                                                   f"{self.default!r} ({self.base_dir}): {problem}")
         try:
             merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
         except Exception as exc:  # peft raises several types for a mismatched adapter

@@ -67,7 +67,12 @@ def load_vlm(config, device: torch.device, dtype: torch.dtype, style: str) -> Lo
         lora = parse_lora(config.lora)
         if lora.target_modules == "all-linear":  # no targets= given
             lora.target_modules = LANGUAGE_LINEAR
-        model = get_peft_model(model, lora)
+        try:
+            model = get_peft_model(model, lora)
+        except ValueError as exc:  # PEFT's: targets that name no module of this model (another base's names)
+            targets = lora.target_modules if isinstance(lora.target_modules, str) else ", ".join(sorted(lora.target_modules))
+            raise TrainerError(f"--lora targets {targets}: no module of the init {path} matches them "
+                               f"({str(exc).splitlines()[0][:160]})") from None
     parent = str(path.resolve())
     return Loaded(model=model, tokenizer=processor, parent=parent, base_model=read_loupe(path).get("base_model")
                   or parent, is_lora=bool(config.lora), prompt_style=style)
