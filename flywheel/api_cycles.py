@@ -111,6 +111,8 @@ class StageInput(StrictSerializer):
     max_epochs = serializers.IntegerField(required=False, help_text="passes over the stage's rows at most (0: no cap)")
     lr = serializers.FloatField(required=False)
     lora = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    group_size = serializers.IntegerField(required=False, help_text="rl of a VLM (GRPO): answers sampled per prompt, 2-64")
+    max_new_tokens = serializers.IntegerField(required=False, help_text="rl of a VLM (GRPO): an answer's length at most")
 
 
 class CycleSettingsInput(StrictSerializer):

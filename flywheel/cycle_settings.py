@@ -16,7 +16,7 @@ from flywheel.training import DEFAULT_MAX_EPOCHS
 
 
 BUCKET_FOR_ALGORITHM = {"sft": SnapshotKind.SFT, "dpo": SnapshotKind.DPO, "rl": SnapshotKind.RL}
-STAGE_KEYS = {"algorithm", "max_steps", "max_seconds", "max_epochs", "lr", "lora"}
+STAGE_KEYS = {"algorithm", "max_steps", "max_seconds", "max_epochs", "lr", "lora", "group_size", "max_new_tokens"}
 DEFAULTS = {
     "min_new_rows": 20,  # new routed rows (recipe buckets, train split) since the last trained cycle
     # max_epochs: a stage stops after this many passes over its rows, whatever max_steps says (3 rows trained
@@ -101,6 +101,12 @@ def _recipe_clean(recipe) -> list[dict]:
             if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < 1:
                 _bad("recipe", f"stage {i + 1}: lr must be a number between 0 and 1.")
             clean["lr"] = float(lr)
+        for key, low, high in (("group_size", 2, 64), ("max_new_tokens", 1, 4096)):  # GRPO of a VLM (training.py)
+            if stage.get(key) is not None:
+                if algorithm != "rl":
+                    _bad("recipe", f"stage {i + 1}: {key} is an rl stage's setting (answers sampled per prompt, "
+                                   "their length).")
+                clean[key] = _int("recipe", stage[key], low, high)
         if stage.get("lora"):
             if not isinstance(stage["lora"], str) or not stage["lora"].startswith("r="):
                 _bad("recipe", f"stage {i + 1}: lora looks like 'r=8' or 'r=16,alpha=32'.")

@@ -54,7 +54,10 @@ def test_cycle_settings_are_validated_field_by_field(flywheel_project):
                         ({"recipe": [{"algorithm": "sft"}, {"algorithm": "sft"}]}, "recipe"),
                         ({"recipe": [{"algorithm": "ppo"}]}, "recipe"), ({"eval_tasks": [fp["train"].pk]}, "eval_tasks"),
                         ({"min_new_rows": -1}, "min_new_rows"), ({"cadence_minutes": -5}, "cadence_minutes"),
-                        ({"backend": "openai"}, "base_checkpoint"), ({"colour": "red"}, "colour")]:
+                        ({"backend": "openai"}, "base_checkpoint"), ({"colour": "red"}, "colour"),
+                        ({"recipe": [{"algorithm": "rl", "group_size": 1}]}, "recipe"),
+                        ({"recipe": [{"algorithm": "sft", "group_size": 4}]}, "recipe"),
+                        ({"recipe": [{"algorithm": "rl", "max_new_tokens": 5000}]}, "recipe")]:
         response = manager.patch(url, body, format="json")
         assert response.status_code == 400, (body, response.content)
         assert field in response.json()["errors"], (body, response.json())
@@ -68,6 +71,10 @@ def test_cycle_settings_are_validated_field_by_field(flywheel_project):
     assert body["margin"] == 0.1 and body["auto_deploy"] is False and len(body["recipe"]) == 2
     assert body["eval_plan"] == [{"env": "miniwob", "seeds": "100000-100003", "max_steps": 2, "tasks": ["click-test"]}]
     assert AuditEntry.objects.filter(action="cycle.settings", project_id=fp["project"].pk).count() >= 2
+    grpo = manager.patch(url, {"recipe": [{"algorithm": "rl", "max_steps": 4, "group_size": 8, "max_new_tokens": 256}]},
+                         format="json")
+    assert grpo.status_code == 200 and grpo.json()["recipe"] == [
+        {"algorithm": "rl", "max_steps": 4, "group_size": 8, "max_new_tokens": 256}], grpo.content
 
 
 def test_cadence_creates_and_pauses_the_projects_beat_schedule(flywheel_project):
