@@ -57,6 +57,10 @@ class SFTConfig(CommonConfig):
 
     max_epochs: int = _f(0, "stop after this many passes over the data (0: only max_steps counts)")
     shared_prefix: bool = _f(True, "run the prompt prefix all rows share (the system prompt) once a batch")
+    val_data: str = _f("", "held-out SFT rows (JSONL): their loss is measured at every progress line (val_loss), "
+                       "never trained on")
+    patience: int = _f(0, "with val_data: stop when val_loss has not improved for this many progress lines, and keep "
+                       "the weights of the best one (0: train on, but still keep the best weights)")
 
 
 @dataclass

@@ -2,6 +2,10 @@
 
 The loop: length-grouped batches (little padding), AdamW with warmup and cosine / linear decay,
 grad clipping, one JSON progress line every ``log_every`` steps, then an HF checkpoint.
+
+With ``--val-data`` (held-out rows, e.g. a flywheel cycle's split of its new rows) every progress line also
+carries ``val_loss``, and the checkpoint keeps the weights of the line where it was lowest: a few rows trained
+too long are memorised, and the validation loss is what shows it. ``--patience`` stops the run there.
 """
 
 from __future__ import annotations
@@ -69,6 +73,9 @@ def prefix_shared_loss(model, prefix: torch.Tensor, batch: dict[str, torch.Tenso
 def train_sft(config: SFTConfig) -> dict:
     """Train on ``config.data`` from ``config.init`` and save to ``config.out``. Returns the metrics."""
     if is_vlm(config.init):  # a vision-language checkpoint: TRL's trainer (trainer/vlm.py)
+        if config.val_data or config.patience:
+            raise TrainerError("--val-data and --patience are for the text model's SFT loop; a vision-language "
+                               "checkpoint trains through TRL without them")
         return train_sft_vlm(config)
     if not config.out:
         raise TrainerError("--out is required: the dir to write the checkpoint to")
@@ -92,6 +99,7 @@ def train_sft(config: SFTConfig) -> dict:
         examples = [D.Example(e.input_ids[prefix_len:], e.labels[prefix_len:]) for e in examples]
         log.info("sft: every row shares its first %d tokens; they run once a batch", prefix_len)
     lengths = [len(e) for e in examples]
+    val = _val_examples(config, tokenizer, style)
     log.info("sft: %d rows, %d tokens (%d trained on), device %s %s", len(examples), sum(lengths),
              sum(sum(1 for t in e.labels if t != D.IGNORE) for e in examples), device, dtype)
 
@@ -108,7 +116,8 @@ def train_sft(config: SFTConfig) -> dict:
     window = Timer()
     losses: list[float] = []
     first_loss = None
-    timed_out = False
+    timed_out = early = False
+    best = _Best()
     for step in range(planned):
         if config.max_seconds and timer.elapsed() > config.max_seconds:
             log.info("sft: time budget of %.0f s spent after %d steps", config.max_seconds, step)
@@ -129,12 +138,23 @@ def train_sft(config: SFTConfig) -> dict:
         tokens_seen += n_tokens
         window_tokens += n_tokens
         if (step + 1) % every == 0 or step + 1 == planned:
-            emit({"step": step + 1, "total": planned, "loss": sum(losses[-every:]) / len(losses[-every:]),
-                  "lr": scheduler.get_last_lr()[0], "grad_norm": grad_norm, "epoch": epoch,
-                  "tokens_per_s": window_tokens / max(window.elapsed(), 1e-9)})
+            line = {"step": step + 1, "total": planned, "loss": sum(losses[-every:]) / len(losses[-every:]),
+                    "lr": scheduler.get_last_lr()[0], "grad_norm": grad_norm, "epoch": epoch,
+                    "tokens_per_s": window_tokens / max(window.elapsed(), 1e-9)}
+            if val:
+                line["val_loss"] = batch_loss(model, val, tokenizer.pad_token_id, device)
+                model.train()
+                best.offer(model, line["val_loss"], step + 1)
+            emit(line)
             window, window_tokens = Timer(), 0
+            if val and config.patience and best.waited >= config.patience:
+                log.info("sft: val_loss has not improved for %d progress lines: stopping at step %d, keeping the "
+                         "weights of step %d", best.waited, step + 1, best.step)
+                early = True
+                break
     if not losses:
         raise TrainerError("no optimizer step ran (max_steps 0?)")
+    val_report = best.restore(model) if val else {}
     tail = losses[-min(len(losses), 10):]
     metrics = {
         "algorithm": "sft",
@@ -150,10 +170,69 @@ def train_sft(config: SFTConfig) -> dict:
         "planned_steps": planned,
         **stop_report(config, steps=len(losses), planned=planned, rows=len(examples), what="rows",
                       timed_out=timed_out),
+        **val_report,
     }
+    if early:
+        metrics["stopped_by"] = "early_stop"
+        metrics["warnings"] = [*metrics["warnings"], (
+            f"Stopped at step {len(losses)} of {planned}: the loss on {len(val)} held-out rows had not improved for "
+            f"{config.patience} progress lines; the checkpoint has the weights of step {best.step}.")]
     save_checkpoint(loaded, config.out, algorithm="sft", config=config_dict(config),
                     data_sha256=sha256_file(config.data), metrics=metrics)
     return metrics
+
+
+def _val_examples(config: SFTConfig, tokenizer, style: str) -> list[D.Example]:
+    """The held-out rows of ``--val-data``, tokenized like the training rows (empty without it)."""
+    if not config.val_data:
+        if config.patience:
+            raise TrainerError("--patience stops on the validation loss: give --val-data too")
+        return []
+    conversations = D.read_sft(config.val_data, init=config.init, action_format=config.action_format)
+    if not conversations:
+        raise TrainerError(f"--val-data {config.val_data} holds no rows")
+    conversations, _ = D.restyle(conversations, style)
+    return [D.sft_example(tokenizer, messages, config.max_length) for messages in conversations]
+
+
+@torch.no_grad()
+def batch_loss(model, examples: list[D.Example], pad_token_id: int, device, batch_rows: int = 16) -> float:
+    """Mean loss per trained-on token of ``examples`` (the model is left in eval mode)."""
+    model.eval()
+    total, count = 0.0, 0
+    for i in range(0, len(examples), batch_rows):
+        batch = D.collate(examples[i:i + batch_rows], pad_token_id)
+        batch = {k: v.to(device) for k, v in batch.items()}
+        n = int((batch["labels"][:, 1:] != D.IGNORE).sum())
+        total += float(model(**batch).loss) * n
+        count += n
+    return total / max(count, 1)
+
+
+class _Best:
+    """The trainable weights at the lowest validation loss so far (a copy on the CPU: all of a small model's, or
+    a LoRA's adapter only), and how many progress lines have passed without a lower one."""
+
+    def __init__(self) -> None:
+        self.loss, self.step, self.first, self.waited, self.state = float("inf"), 0, None, 0, None
+
+    def offer(self, model, loss: float, step: int) -> None:
+        self.first = loss if self.first is None else self.first
+        if loss < self.loss - 1e-6:
+            self.loss, self.step, self.waited = loss, step, 0
+            self.state = {n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters() if p.requires_grad}
+        else:
+            self.waited += 1
+
+    def restore(self, model) -> dict:
+        """Put the best weights back; the figures the run reports about its validation."""
+        if self.state is not None:
+            params = dict(model.named_parameters())
+            with torch.no_grad():
+                for name, value in self.state.items():
+                    params[name].copy_(value.to(params[name].device))
+        return {"val_loss_first": self.first, "val_loss_best": self.loss if self.state is not None else None,
+                "best_step": self.step}
 
 
 @torch.no_grad()
