@@ -62,8 +62,9 @@ def _has_nul(value) -> bool:
 def _episode_locked(*, episode_id: int, user, command_id: str) -> Episode:
     """The episode, locked for this transaction, with its controller, in one query with what a command needs to
     know besides: `existing_command`, the id of a command already stored under this client id (or None), and
-    `member_role`, the user's role in the project by membership (or None). One round trip instead of three: the
-    command path runs for every approve of every annotator."""
+    `member_role`, the user's role in the project by membership (or None; staff are admins everywhere, as in
+    flywheel.selectors.project_role). One round trip instead of three: the command path runs for every approve of
+    every annotator."""
     return (Episode.objects.select_for_update(of=("self",)).select_related("controller")
             .annotate(existing_command=Subquery(Command.objects.filter(episode=OuterRef("pk"), client_id=command_id)
                                                 .values("pk")[:1]),

@@ -1,7 +1,10 @@
 """Load: 100 annotator sockets on one daphne (20 live episodes x 5 people), step events at the rate 20 live
 episodes produce (2 a second each, stored as the rollout workers store them), and each episode's controller
 sending a command every two seconds (stored, NOTIFYed, acknowledged). Measures event latency (stored ->
-received) and command latency (sent -> ack) p50/p95/p99, errors, and daphne's memory and CPU over the run.
+received) and command latency (sent -> ack) p50/p95/p99, errors, and daphne's memory and CPU over the run; apart,
+the events of sockets that only watch (`watcher_event_*`), the writer's store-and-publish time (`append_*`) and the
+commands after each controller's first (`later_ack_*`: the first also makes its sender the controller, two events
+more). Every socket checks that it sees no event twice.
 Prints JSON; also writes bench/results/load-memory.svg (daphne's memory) and bench/results/load-latency.svg (event
 and command latency p95 per second of the run, the same series in the JSON's `timeline`). Unlike bench_fanout, the
 sockets also write. LOUPE_BENCH_LOAD_EPISODES scales it (5 sockets an episode), LOUPE_BENCH_LOAD_SECONDS its length."""
@@ -70,6 +73,7 @@ def main() -> None:
     event_latency: list[tuple[float, float]] = []  # (received at, latency), both in seconds
     ack_latency: list[tuple[float, float]] = []
     append_latency: list[float] = []
+    later_ack_latency: list[float] = []  # all but each controller's first command, which also makes them controller
     watcher_latency: list[float] = []  # events to the sockets that only watch (the controller's also wait on its commands)
     errors: dict[str, int] = {}
     memory: list[tuple[float, float]] = []
@@ -118,7 +122,10 @@ def main() -> None:
                             watcher_latency.append(now - message["data"]["t"])
                 elif message.get("type") in ("ack", "error") and message.get("id") in sent_at:
                     with lock:
-                        ack_latency.append((now, now - sent_at.pop(message["id"])))
+                        latency = now - sent_at.pop(message["id"])
+                        ack_latency.append((now, latency))
+                        if not message["id"].endswith("-1"):
+                            later_ack_latency.append(latency)
                     if message["type"] == "error":
                         error("command refused")
 
@@ -187,7 +194,9 @@ def main() -> None:
         "watcher_event_p95_ms": percentile(watcher_latency, .95), "watcher_event_p99_ms": percentile(watcher_latency, .99),
         "append_p50_ms": percentile(append_latency, .5), "append_p95_ms": percentile(append_latency, .95),
         "acks": len(ack_latency), "ack_p50_ms": percentile(ack_latency, .5), "ack_p95_ms": percentile(ack_latency, .95),
-        "ack_p99_ms": percentile(ack_latency, .99), "unanswered_commands": len(sent_at), "errors": errors,
+        "ack_p99_ms": percentile(ack_latency, .99),
+        "later_ack_p50_ms": percentile(later_ack_latency, .5), "later_ack_p95_ms": percentile(later_ack_latency, .95),
+        "later_ack_p99_ms": percentile(later_ack_latency, .99), "unanswered_commands": len(sent_at), "errors": errors,
         "daphne_rss_mb": {"start": round(memory[0][1], 1), "end": round(memory[-1][1], 1)} if memory else None,
         "daphne_cpu_share": round(cpu / SECONDS, 2),
         "timeline": timeline,
