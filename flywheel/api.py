@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent.formats import FORMATS
-from flywheel import datasets, deployments, episodes, projects, selectors, snapshots, training
+from flywheel import datasets, deployments, episodes, judge, projects, selectors, snapshots, training
 from flywheel.models import (Checkpoint, DatasetSnapshot, Episode, Event, Membership, Role, SnapshotKind, Step,
                              TaskSpec)
 from core.api import StrictSerializer
@@ -549,3 +549,85 @@ class SnapshotExportApi(APIView):
         response["Content-Disposition"] = f'attachment; filename="{slug}.zip"'
         response["X-Snapshot-Sha256"] = snapshot.sha256
         return response
+
+
+# --- the judge (managers) ----------------------------------------------------------------------------------
+class JudgeSettingsApi(APIView):
+    """The project's judge: whether it judges every finished episode, its backend, samples and temperature."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        return Response(judge.judge_settings_of(project))
+
+    @extend_schema(request=dict, responses={200: dict})
+    def patch(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        if not isinstance(request.data, dict):
+            raise ApplicationError("Send the settings to change as a JSON object.")
+        return Response(judge.judge_settings_set(project=project, actor=request.user, changes=dict(request.data)))
+
+
+class JudgeRequestInput(StrictSerializer):
+    episodes = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, max_length=2000,
+                                     help_text="Episode ids to judge.")
+    filter = serializers.DictField(required=False, help_text="Or the review list's filters (task, split, checkpoint, "
+                                                             "mode, outcome, review_status, ...): every finished "
+                                                             "episode that matches.")
+
+    def validate(self, attrs):
+        if ("episodes" in attrs) == ("filter" in attrs):
+            raise serializers.ValidationError("Give either 'episodes' (ids) or 'filter', not both or neither.")
+        return attrs
+
+
+class JudgeRequestApi(APIView):
+    """Judge a list or a filtered set of the project's finished episodes on the `default` queue."""
+
+    @extend_schema(request=JudgeRequestInput, responses={202: dict})
+    def post(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        data = JudgeRequestInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        if "filter" in data.validated_data:
+            given = data.validated_data["filter"]
+            known = {p.name for p in EPISODE_LIST_PARAMETERS} - {"project", "ordering", "status"}
+            unknown = ", ".join(sorted(set(given) - known))
+            if unknown:
+                raise ApplicationError(f"Unknown filter(s): {unknown}; use {', '.join(sorted(known))}.",
+                                       errors={"filter": [f"Unknown: {unknown}."]})
+            params = {k: "" if v is None else str(v).lower() if isinstance(v, bool) else str(v) for k, v in given.items()}
+            listed = selectors.episodes_filter(project.episodes.filter(status="finished"), params)
+            ids = list(listed.order_by("-id").values_list("pk", flat=True)[:judge.MAX_BATCH + 1])
+        else:
+            ids = data.validated_data["episodes"]
+        queued = judge.judge_request(project=project, actor=request.user, episode_ids=ids)
+        return Response({"queued": queued}, status=status.HTTP_202_ACCEPTED)
+
+
+class EpisodeJudgementsApi(APIView):
+    """An episode's judgements, newest first (GET), or judge it again now (POST, queued)."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request, episode_id: int):
+        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id, minimum=Role.MANAGER)
+        rows = episode.judgements.select_related("created_by")[:50]
+        return Response({"results": [judge.judgement_payload(j) for j in rows], "next": None})
+
+    @extend_schema(request=None, responses={202: dict})
+    def post(self, request, episode_id: int):
+        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id, minimum=Role.MANAGER)
+        if episode.status != "finished":
+            raise ApplicationError(f"Episode {episode.pk} is {episode.status}; only finished episodes are judged.",
+                                   status=409)
+        queued = judge.judge_request(project=episode.project, actor=request.user, episode_ids=[episode.pk])
+        return Response({"queued": queued}, status=status.HTTP_202_ACCEPTED)
+
+
+class JudgeCalibrationApi(APIView):
+    """How far the judge agrees with the reviewers: share, Cohen's kappa and the confusion table, per task too."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        return Response(judge.calibration(project=project))

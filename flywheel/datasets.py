@@ -1,7 +1,11 @@
 """Routing (UI-TARS-2's validator V), buckets, filters and dataset rows (snapshots.py freezes them).
 
 V(episode) per project (``Project.settings["routing"]``):
-  rule ``reward``: env reward >= threshold; ``review``: the reviews accept it; ``both``: both.
+  rule ``reward``: env reward >= threshold; ``review``: the reviews accept it; ``both``: both;
+  ``judge``: the judge's newest verdict (flywheel/judge.py) is success (V=0: failure; no verdict waits);
+  ``reward_or_judge``: the reward clears the threshold or the judge says success (V=0: the reward is below it or
+  absent and the judge says failure; otherwise it waits for the judge);
+  ``judge_and_review``: the judge says success and the reviews accept it (V=0: either says no).
 Buckets: V=1 episodes -> ``sft`` (autonomous successes are tagged ``rft``), V=0 -> ``ct``; every
 corrected step -> a ``dpo`` pair (a person's turn over the model's proposal, only where it changed the
 action, or only the thought and marked so), and every rejected proposal of a step that then did
@@ -28,12 +32,13 @@ from agent.envs.base import Element
 from agent.prompt import DEFAULT_STYLE
 from agent.rollout import rejection_feedback
 from agent.rows import DPORow, GRPORow, RenderedFor, RLRow, RLStepRow, SFTRow, StepView, render_prompt, render_turn
-from flywheel.models import (Actor, Correction, Deployment, Episode, EpisodeStatus, Mode, Project, Rejection,
-                             ReviewStatus, SnapshotEpisode, SnapshotKind, SnapshotStatus, Split, Step)
+from flywheel.models import (Actor, Correction, Deployment, Episode, EpisodeStatus, Judgement, JudgeVerdict, Mode,
+                             Project, Rejection, ReviewStatus, SnapshotEpisode, SnapshotKind, SnapshotStatus, Split,
+                             Step)
 from core.audit import audit_record
 from core.errors import ApplicationError
 
-RULES = ("reward", "review", "both")
+RULES = ("reward", "review", "both", "judge", "reward_or_judge", "judge_and_review")
 # MiniWoB++ pays 1 - (time used / time limit) for a success, so a solved task earns 0.9..1.0 and never
 # exactly 1; a failure pays 0 or less. 0.5 splits them.
 DEFAULT_ROUTING = {"rule": "reward", "reward_threshold": 0.5}
@@ -52,7 +57,8 @@ def routing_set(*, project: Project, actor, rule: str | None = None, reward_thre
     routing = routing_of(locked)
     if rule is not None:
         if rule not in RULES:
-            raise ApplicationError(f"Unknown rule '{rule}'; use reward, review or both.", errors={"rule": ["Invalid choice."]})
+            raise ApplicationError(f"Unknown rule '{rule}'; use {', '.join(RULES)}.",
+                                   errors={"rule": ["Invalid choice."]})
         routing["rule"] = rule
     if reward_threshold is not None:
         if isinstance(reward_threshold, bool) or not isinstance(reward_threshold, (int, float)) or \
@@ -69,15 +75,28 @@ def routing_set(*, project: Project, actor, rule: str | None = None, reward_thre
     return routing
 
 
+def _judged(verdict: str) -> Q:
+    """The episode's newest judgement says ``verdict``."""
+    return Q(Exists(Judgement.objects.filter(episode=OuterRef("pk"), latest=True, verdict=verdict)))
+
+
 def _valid_q(routing: dict) -> tuple[Q, Q]:
-    """(V=1, V=0) as conditions on finished episodes. Episodes that are neither wait for a review."""
+    """(V=1, V=0) as conditions on finished episodes. Episodes that are neither wait for a review or a judge."""
     reward_ok = Q(env_reward__gte=routing["reward_threshold"])
     reward_bad = Q(env_reward__lt=routing["reward_threshold"]) | Q(env_reward__isnull=True)
     accepted, rejected = Q(review_status=ReviewStatus.ACCEPTED), Q(review_status=ReviewStatus.REJECTED)
-    if routing["rule"] == "reward":
+    judge_ok, judge_bad = _judged(JudgeVerdict.SUCCESS), _judged(JudgeVerdict.FAILURE)
+    rule = routing["rule"]
+    if rule == "reward":
         return reward_ok, reward_bad
-    if routing["rule"] == "review":
+    if rule == "review":
         return accepted, rejected
+    if rule == "judge":
+        return judge_ok, judge_bad
+    if rule == "reward_or_judge":
+        return reward_ok | judge_ok, reward_bad & judge_bad
+    if rule == "judge_and_review":
+        return judge_ok & accepted, judge_bad | rejected
     return reward_ok & accepted, reward_bad | rejected
 
 

@@ -16,7 +16,7 @@ from agent.formats import FORMATS
 from agent.prompt import image_bytes, image_url, map_image_urls
 from core.audit import audit_record
 from core.errors import ApplicationError
-from flywheel import selectors
+from flywheel import judge, selectors
 from flywheel.events import event_append
 from flywheel.models import (Actor, Correction, Deployment, Episode, EpisodeStatus, Mode, Rejection, ReviewStatus,
                              Step)
@@ -312,6 +312,7 @@ def episode_finish(*, episode_id: int, status: str, end_reason: str, reward: flo
         event_append(episode_id=episode.pk, type="episode.finished",
                      payload={"status": status, "end_reason": episode.end_reason, "reward": reward,
                               "outcome": episode.outcome})
+        judge.judge_after_finish(episode)  # queued after the commit, when the project judges every episode
     return episode
 
 

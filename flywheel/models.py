@@ -477,3 +477,34 @@ class Cycle(models.Model):
 
     def __str__(self) -> str:
         return f"cycle {self.iteration} of {self.project} ({self.state})"
+
+
+class JudgeVerdict(models.TextChoices):
+    SUCCESS = "success"
+    FAILURE = "failure"
+    NONE = "", "no verdict"
+
+
+class Judgement(models.Model):
+    """A judge's verdict on a finished episode (flywheel/judge.py): success or failure with a reason and the share
+    of its k samples that voted so, or no verdict with the reason (garbage, a timeout). An episode keeps every
+    judgement; the newest (``latest``) is the one routing reads."""
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="judgements")
+    verdict = models.CharField(max_length=8, choices=JudgeVerdict.choices, blank=True)
+    reason = models.TextField(blank=True)
+    confidence = models.FloatField(null=True, blank=True, help_text="Share of the samples that voted the verdict.")
+    votes = models.JSONField(default=list, blank=True, help_text="Each sample: verdict, reason, raw answer.")
+    judge = models.CharField(max_length=16, help_text="The backend: rule, openai or scripted.")
+    model = models.CharField(max_length=200, blank=True, help_text="The model that answered (openai).")
+    config = models.JSONField(default=dict, blank=True, help_text="The judge settings it ran with.")
+    latest = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+", help_text="Who asked for it; empty when it ran after the episode.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["episode"], condition=Q(latest=True),
+                                               name="judgement_one_latest")]
+        indexes = [models.Index(fields=["episode", "verdict"], condition=Q(latest=True), name="judgement_latest")]

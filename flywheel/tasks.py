@@ -54,6 +54,18 @@ def snapshot_build(snapshot_id: int) -> str:
         raise
 
 
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def episode_judge(episode_id: int, user_id: int | None = None) -> str:
+    """Judge one finished episode on the `default` queue (flywheel/judge.py). Safe to run twice: a second run
+    adds a newer judgement, the one routing reads."""
+    from django.contrib.auth import get_user_model
+
+    from flywheel import judge
+
+    actor = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    return judge.judge_episode(episode_id=episode_id, actor=actor).verdict or "no verdict"
+
+
 # --- flywheel cycles: one task a state (flywheel/cycles.py); all safe to run twice ----------------------
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def cycle_gate(cycle_id: int) -> str:

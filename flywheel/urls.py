@@ -32,6 +32,13 @@ urlpatterns += [
 ]
 
 urlpatterns += [
+    path("projects/<int:project_id>/judge", api.JudgeSettingsApi.as_view(), name="judge-settings"),
+    path("projects/<int:project_id>/judge/calibration", api.JudgeCalibrationApi.as_view(), name="judge-calibration"),
+    path("projects/<int:project_id>/judgements/", api.JudgeRequestApi.as_view(), name="judge-request"),
+    path("episodes/<int:episode_id>/judgements/", api.EpisodeJudgementsApi.as_view(), name="episode-judgements"),
+]
+
+urlpatterns += [
     path("projects/<int:project_id>/cycles/", api_cycles.CycleListApi.as_view(), name="cycle-list"),
     path("projects/<int:project_id>/cycle-settings", api_cycles.CycleSettingsApi.as_view(), name="cycle-settings"),
     path("cycles/<int:cycle_id>/", api_cycles.CycleDetailApi.as_view(), name="cycle-detail"),

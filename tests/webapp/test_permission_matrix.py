@@ -113,6 +113,13 @@ TABLE: dict[str, Call] = {
     "GET /api/v1/snapshots/<int:snapshot_id>/": Call(managers(200)),
     "GET /api/v1/snapshots/<int:snapshot_id>/rows": Call(managers(200)),
     "GET /api/v1/snapshots/<int:snapshot_id>/export": Call(managers(200)),
+    # --- the judge ---
+    "GET /api/v1/projects/<int:project_id>/judge": Call(managers(200)),
+    "PATCH /api/v1/projects/<int:project_id>/judge": Call(managers(200), body=lambda w: {"samples": 3}),
+    "GET /api/v1/projects/<int:project_id>/judge/calibration": Call(managers(200)),
+    "POST /api/v1/projects/<int:project_id>/judgements/": Call(managers(202), body=lambda w: {"episodes": [w.episode_id]}),
+    "GET /api/v1/episodes/<int:episode_id>/judgements/": Call(managers(200)),
+    "POST /api/v1/episodes/<int:episode_id>/judgements/": Call(managers(202)),
     # --- cycles ---
     "GET /api/v1/projects/<int:project_id>/cycles/": Call(members(200)),
     "POST /api/v1/projects/<int:project_id>/cycles/": Call(managers(202)),
