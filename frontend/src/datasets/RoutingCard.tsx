@@ -9,6 +9,17 @@ const RULES: { rule: Rule; label: string; help: string }[] = [
   { rule: "reward", label: "Env reward", help: "V=1 when the environment's reward reaches the threshold" },
   { rule: "review", label: "Review", help: "V=1 when reviewers accept the episode (unreviewed ones wait)" },
   { rule: "both", label: "Both", help: "V=1 only when the reward reaches the threshold and reviewers accept it" },
+  { rule: "judge", label: "Judge", help: "V=1 when the judge says success, V=0 when it says failure (unjudged ones wait)" },
+  {
+    rule: "reward_or_judge",
+    label: "Reward or judge",
+    help: "V=1 when the reward reaches the threshold or the judge says success; V=0 when neither (tasks without a checker wait for the judge)",
+  },
+  {
+    rule: "judge_and_review",
+    label: "Judge and review",
+    help: "V=1 only when the judge says success and reviewers accept it; V=0 when either says no",
+  },
 ];
 
 /** The validator V that routes finished episodes to SFT (V=1) or CT (V=0); managers change it here. */

@@ -74,6 +74,7 @@ function routes(extra: Routes = {}): Routes {
     "GET /api/v1/episodes/42/": { body: episode() },
     "GET /api/v1/episodes/42/transcript": { body: transcript },
     "GET /api/v1/episodes/42/reviews/": { body: { results: [bob] } },
+    "GET /api/v1/episodes/42/judgements/": { body: { results: [] } },
     [`GET /api/v1/episodes/42/neighbours?${LIST}`]: { body: { previous: 43, next: 41 } },
     ...extra,
   };

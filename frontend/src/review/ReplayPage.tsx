@@ -17,6 +17,7 @@ import { useNeighbours, useReplay, useReviews, useSubmitReview, useTranscript } 
 import { replayCommand } from "./replay";
 import { type Draft, draftOf, ReviewForm } from "./ReviewForm";
 import { ReviewStatusBadge } from "./ReviewStatusBadge";
+import { JudgePanel } from "./JudgePanel";
 import { StepPanel, StepScreen, StepStrip } from "./StepPanel";
 import { ThinkAloud } from "./ThinkAloud";
 
@@ -159,6 +160,7 @@ function Replay({ projectId, episode, transcript, reviews, userId, listQuery, pr
             />
           )}
           <ThinkAloud transcript={transcript} steps={steps} current={step?.index ?? 0} onStep={setCurrent} />
+          <JudgePanel episodeId={episode.id} finished={episode.status === "finished"} />
           <ReviewForm
             draft={draft}
             onChange={setDraft}

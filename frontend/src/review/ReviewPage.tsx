@@ -11,6 +11,7 @@ import { canManage } from "../components/permissions";
 import { apiParams, type FilterKey, readFilters, withFilter } from "./filters";
 import { cursorOf, type ReviewEpisode } from "../api/review";
 import { useReviewList } from "./queries";
+import { CalibrationPanel } from "./CalibrationPanel";
 import { ReviewFilters } from "./ReviewFilters";
 import { ReviewStatusBadge } from "./ReviewStatusBadge";
 
@@ -89,6 +90,7 @@ function ReviewList({ projectId }: { projectId: number }) {
         <div className="header-spacer" />
         {list.isFetching && !list.isPending && <Spinner label="Refreshing…" />}
       </div>
+      <CalibrationPanel projectId={projectId} />
       <ReviewFilters
         projectId={projectId}
         filters={filters}
