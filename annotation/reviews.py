@@ -12,6 +12,7 @@ from flywheel import episodes
 from flywheel.models import Episode, EpisodeStatus
 from core.audit import audit_record
 from core.errors import ApplicationError
+from core.stats import cohen_kappa
 
 STEP_LABELS = ("good", "wasteful", "wrong", "critical")
 
@@ -68,20 +69,6 @@ def review_payload(review: Review) -> dict:
             "verdict": review.verdict, "grade": review.grade, "step_labels": review.step_labels,
             "comment": review.comment, "created_at": review.created_at.isoformat(),
             "updated_at": review.updated_at.isoformat()}
-
-
-def cohen_kappa(pairs: list[tuple[str, str]]) -> float | None:
-    """Cohen's kappa of two raters' labels over ``pairs``; None when undefined (no pairs, or both
-    raters always gave one and the same label, so chance agreement is 1)."""
-    if not pairs:
-        return None
-    n = len(pairs)
-    observed = sum(a == b for a, b in pairs) / n
-    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
-    expected = sum(first[label] * second[label] for label in set(first) | set(second)) / (n * n)
-    if expected >= 1.0:
-        return None
-    return (observed - expected) / (1.0 - expected)
 
 
 def agreement(*, project) -> dict:

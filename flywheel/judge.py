@@ -32,6 +32,7 @@ from agent.judge import (FAILURE, NO_VERDICT, SUCCESS, EpisodeForJudge, Judgemen
                          judge_votes)
 from core.audit import audit_record
 from core.errors import ApplicationError
+from core.stats import cohen_kappa
 from flywheel.models import Episode, EpisodeStatus, Judgement, Project, ReviewStatus, Step
 
 log = logging.getLogger(__name__)
@@ -258,19 +259,6 @@ def judgement_payload(judgement: Judgement) -> dict:
 
 
 # --- calibration against reviewers ------------------------------------------------------------------------
-def cohen_kappa(pairs: list[tuple[str, str]]) -> float | None:
-    """Cohen's kappa of two raters over ``pairs``; None when undefined (no pairs, or chance agreement is 1)."""
-    if not pairs:
-        return None
-    n = len(pairs)
-    observed = sum(a == b for a, b in pairs) / n
-    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
-    expected = sum(first[label] * second[label] for label in set(first) | set(second)) / (n * n)
-    if expected >= 1.0:
-        return None
-    return (observed - expected) / (1.0 - expected)
-
-
 def _agreement(pairs: list[tuple[str, str]]) -> dict:
     """pairs: (judge verdict, reviewers' verdict) as success/failure."""
     confusion = Counter(pairs)

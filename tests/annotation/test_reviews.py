@@ -2,7 +2,7 @@
 import pytest
 from rest_framework.test import APIClient
 
-from annotation.reviews import cohen_kappa
+from core.stats import cohen_kappa
 from flywheel.models import Episode, Role
 from tests.factories import make_finished_episode, make_member, make_task, make_user
 
