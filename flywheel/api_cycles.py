@@ -106,11 +106,20 @@ class CycleRejectApi(APIView):
 
 class StageInput(StrictSerializer):
     algorithm = serializers.ChoiceField(choices=["sft", "dpo", "rl"])
-    max_steps = serializers.IntegerField(required=False)
-    max_seconds = serializers.IntegerField(required=False)
+    max_steps = serializers.IntegerField(required=False, help_text="optimizer steps at most; max_epochs usually ends "
+                                                                   "the stage first, so its steps follow the rows")
+    max_seconds = serializers.IntegerField(required=False, help_text="time budget of the stage in seconds (none: no "
+                                                                     "limit)")
     max_epochs = serializers.IntegerField(required=False, help_text="passes over the stage's rows at most (0: no cap)")
-    lr = serializers.FloatField(required=False)
-    lora = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    lr = serializers.FloatField(required=False, help_text="peak learning rate; small from a deployed checkpoint that "
+                                                          "already works (sft default 0.001)")
+    lora = serializers.CharField(required=False, allow_blank=True, max_length=100,
+                                 help_text="train a LoRA adapter, e.g. r=8; empty: all weights")
+    batch_tokens = serializers.IntegerField(required=False, help_text="sft/dpo: tokens per batch (smaller: more "
+                                                                      "steps a pass over the rows)")
+    min_rows = serializers.IntegerField(required=False, help_text="the gate drops this stage with fewer new rows "
+                                                                  "(dpo: pairs whose actions differ); defaults "
+                                                                  "sft 8, dpo 1, rl 4")
     group_size = serializers.IntegerField(required=False, help_text="rl of a VLM (GRPO): answers sampled per prompt, 2-64")
     max_new_tokens = serializers.IntegerField(required=False, help_text="rl of a VLM (GRPO): an answer's length at most")
 
@@ -126,6 +135,17 @@ class CycleSettingsInput(StrictSerializer):
     backend = serializers.ChoiceField(choices=["local", "openai"], required=False)
     export = serializers.ChoiceField(choices=["lora", "full"], required=False)
     base_checkpoint = serializers.IntegerField(required=False, allow_null=True)
+    replay_ratio = serializers.FloatField(required=False, help_text="SFT: rows replayed from what the deployed "
+                                          "checkpoint was trained on (its snapshots and the cold-start demonstrations) "
+                                          "per new row, 0-100; 0: the new rows alone")
+    replay_max_rows = serializers.IntegerField(required=False, help_text="SFT: the mix of new and replayed rows holds "
+                                                                         "at most this many")
+    val_fraction = serializers.FloatField(required=False, help_text="SFT: share of the new rows held out for the "
+                                                                    "validation loss (0-0.5; 0: none)")
+    val_min_rows = serializers.IntegerField(required=False, help_text="SFT: at least this many new rows held out")
+    patience = serializers.IntegerField(required=False, help_text="SFT: stop when the validation loss has not "
+                                                                  "improved for this many progress lines; the "
+                                                                  "candidate keeps its best weights (0: never stop)")
     history_images = serializers.IntegerField(
         required=False, help_text="earlier screenshots a screen-reading checkpoint gets besides the current one (0-10)")
     cadence_minutes = serializers.IntegerField(required=False)

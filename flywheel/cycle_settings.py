@@ -16,13 +16,24 @@ from flywheel.training import DEFAULT_MAX_EPOCHS
 
 
 BUCKET_FOR_ALGORITHM = {"sft": SnapshotKind.SFT, "dpo": SnapshotKind.DPO, "rl": SnapshotKind.RL}
-STAGE_KEYS = {"algorithm", "max_steps", "max_seconds", "max_epochs", "lr", "lora", "group_size", "max_new_tokens"}
+STAGE_KEYS = {"algorithm", "max_steps", "max_seconds", "max_epochs", "lr", "lora", "group_size", "max_new_tokens",
+              "batch_tokens", "min_rows"}
+# A stage the gate finds fewer new rows for than this is dropped (and the cycle skipped when no stage is left):
+# an SFT stage holds some out for validation and needs some to train on; one DPO pair whose actions differ
+# already teaches something.
+MIN_STAGE_ROWS = {"sft": 8, "dpo": 1, "rl": 4}
 DEFAULTS = {
     "min_new_rows": 20,  # new routed rows (recipe buckets, train split) since the last trained cycle
-    # max_epochs: a stage stops after this many passes over its rows, whatever max_steps says (3 rows trained
-    # 200 steps were memorised and the candidate forgot everything): the trainer says so on the run
-    "recipe": [{"algorithm": "sft", "max_steps": 200, "lr": 0.003, "max_epochs": DEFAULT_MAX_EPOCHS},
-               {"algorithm": "dpo", "max_steps": 30, "max_epochs": DEFAULT_MAX_EPOCHS}],
+    # The steps follow the data: max_epochs passes over the stage's rows (new and replayed), max_steps only caps
+    # them. From a deployed checkpoint that already works, a small learning rate: 200 steps at 0.003 on a few dozen
+    # rows memorised them, and cycles from a good v0 scored 0-3 % (issue 23).
+    "recipe": [{"algorithm": "sft", "max_steps": 1000, "lr": 0.001, "max_epochs": 3, "batch_tokens": 2048},
+               {"algorithm": "dpo", "max_steps": 30, "max_epochs": 2}],
+    "replay_ratio": 2.0,  # replayed rows (what the deployed checkpoint learnt from) per new SFT row; 0: none
+    "replay_max_rows": 600,  # the SFT mix (new + replayed rows) holds at most this many
+    "val_fraction": 0.15,  # share of the new SFT rows held out for the validation loss
+    "val_min_rows": 2,  # ... and at least this many
+    "patience": 3,  # stop SFT when the validation loss has not improved for this many progress lines (0: never)
     "eval_tasks": [],  # TaskSpec ids of the eval split; empty: every eval task of the project
     "eval_seeds": 10,  # the first N seeds of each eval task's range, the same in every cycle
     "eval_max_steps": 0,  # step limit of an eval episode; 0: the task's own max_steps
@@ -107,6 +118,12 @@ def _recipe_clean(recipe) -> list[dict]:
                     _bad("recipe", f"stage {i + 1}: {key} is an rl stage's setting (answers sampled per prompt, "
                                    "their length).")
                 clean[key] = _int("recipe", stage[key], low, high)
+        if stage.get("batch_tokens") is not None:
+            if algorithm == "rl":
+                _bad("recipe", f"stage {i + 1}: batch_tokens is an sft or dpo stage's setting.")
+            clean["batch_tokens"] = _int("recipe", stage["batch_tokens"], 128, 1_000_000)
+        if stage.get("min_rows") is not None:
+            clean["min_rows"] = _int("recipe", stage["min_rows"], 1, 1_000_000)
         if stage.get("lora"):
             if not isinstance(stage["lora"], str) or not stage["lora"].startswith("r="):
                 _bad("recipe", f"stage {i + 1}: lora looks like 'r=8' or 'r=16,alpha=32'.")
@@ -124,6 +141,20 @@ def settings_clean(project: Project, changes: dict) -> dict:
         "eval_seeds": _int("eval_seeds", merged["eval_seeds"], 1, 1000),
         "eval_max_steps": _int("eval_max_steps", merged["eval_max_steps"], 0, 200),
     }
+    ratio = merged["replay_ratio"]
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 100:
+        _bad("replay_ratio", "use a number of replayed rows per new row from 0 (no replay) to 100; 2 makes the new "
+                             "rows a third of the SFT mix.")
+    clean["replay_ratio"] = float(ratio)
+    clean["replay_max_rows"] = _int("replay_max_rows", merged["replay_max_rows"], 1, 10_000_000)
+    fraction = merged["val_fraction"]
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 0.5:
+        _bad("val_fraction", "use a share of the new SFT rows from 0 (no validation) to 0.5.")
+    clean["val_fraction"] = float(fraction)
+    clean["val_min_rows"] = _int("val_min_rows", merged["val_min_rows"], 1, 10_000)
+    clean["patience"] = _int("patience", merged["patience"], 0, 1000)
+    if clean["patience"] and not clean["val_fraction"]:
+        _bad("patience", "stopping early reads the validation loss: set val_fraction above 0, or patience to 0.")
     if not isinstance(merged["history_images"], int) or isinstance(merged["history_images"], bool) or \
             not 0 <= merged["history_images"] <= MAX_HISTORY_IMAGES:
         _bad("history_images", f"use a whole number of earlier screenshots from 0 to {MAX_HISTORY_IMAGES} (UI-TARS-1.5 "

@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from core.audit import audit_record
 from core.errors import ApplicationError
-from flywheel import cycle_settings, datasets, deployments, evaluation, policy_server, snapshots, training
+from flywheel import cycle_settings, datasets, deployments, evaluation, policy_server, replay, snapshots, training
 from flywheel.leases import Heartbeat, worker_name
 from flywheel.models import (CYCLE_TERMINAL, Checkpoint, Cycle, CycleState, Deployment, Evaluation, Project, RunStatus,
                              SnapshotEpisode, SnapshotStatus, Split, TrainingRun)
@@ -51,13 +51,46 @@ def _trained_on(project: Project, kind: str):
 
 
 def bucket_rows(project: Project, config: dict) -> dict:
-    """Per recipe bucket: train-split rows in all, and rows no cycle has trained on yet."""
+    """Per recipe bucket: train-split rows in all, and rows no cycle has trained on yet (for DPO also the new
+    pairs whose actions differ, ``new_differing``)."""
     out, target = {}, datasets.export_target(project)  # RL rows are steps for a checkpoint that reads screenshots
     for stage in config["recipe"]:
         kind = cycle_settings.BUCKET_FOR_ALGORITHM[stage["algorithm"]]
         episodes = datasets.filter_apply(datasets.bucket_episodes(project, kind), project, kind, {"split": Split.TRAIN})
-        out[kind] = {"rows": datasets.row_count(kind, episodes, target),
-                     "new_rows": datasets.row_count(kind, episodes.exclude(pk__in=_trained_on(project, kind)), target)}
+        new = episodes.exclude(pk__in=_trained_on(project, kind))
+        out[kind] = {"rows": datasets.row_count(kind, episodes, target), "new_rows": datasets.row_count(kind, new, target)}
+        if kind == "dpo":
+            out[kind]["new_differing"] = replay.dpo_differing_count(new)
+    return out
+
+
+def stage_verdicts(config: dict, rows: dict) -> dict:
+    """Per recipe bucket, whether its stage's new rows can help (``ok``), and if not ``why``, with the number
+    it has and needs: an SFT stage holds some out for validation and trains on the rest; a DPO pair whose chosen
+    and rejected actions are the same (an edit of the thought alone) teaches the action nothing."""
+    out = {}
+    for stage in config["recipe"]:
+        algorithm = stage["algorithm"]
+        kind = cycle_settings.BUCKET_FOR_ALGORITHM[algorithm]
+        bucket = rows[kind]
+        # a project that set min_new_rows below a stage's default asked for cycles on that little data
+        need = stage.get("min_rows") or min(cycle_settings.MIN_STAGE_ROWS[algorithm], max(1, config["min_new_rows"]))
+        why = None
+        if algorithm == "dpo":
+            have = bucket.get("new_differing", bucket["new_rows"])
+            if bucket["new_rows"] and not have:
+                why = (f"dpo: none of its {bucket['new_rows']} new pairs changes the action (edits of the thought "
+                       "alone); DPO would learn nothing from them")
+            elif have < need:
+                why = f"dpo: {have} new pairs whose actions differ, its recipe needs at least {need}"
+        else:
+            have = bucket["new_rows"]
+            if have < need:
+                why = f"{algorithm}: {have} new rows, its recipe needs at least {need}"
+                if algorithm == "sft" and config.get("val_fraction") and need >= replay.MIN_ROWS_TO_HOLD_OUT:
+                    held = replay.val_rows_for(need, config["val_fraction"], config.get("val_min_rows", 1))
+                    why += f" ({held} held out for validation, the rest to train on)"
+        out[kind] = {"ok": why is None, "new": have, "needed": need, **({"why": why} if why else {})}
     return out
 
 
@@ -215,6 +248,12 @@ def cycle_gate(*, cycle_id: int) -> str:
             kinds = ", ".join(rows)
             _move(cycle, CycleState.SKIPPED, decision=f"skipped: {why} ({kinds})"[:300], decision_data={"gate": data})
             return CycleState.SKIPPED
+        data["stages"] = stage_verdicts(cycle.config, rows)
+        if not any(v["ok"] for v in data["stages"].values()):
+            why = "; ".join(v["why"] for v in data["stages"].values())
+            _move(cycle, CycleState.SKIPPED, decision=f"skipped: no stage's new rows can help: {why}"[:300],
+                  decision_data={"gate": data})
+            return CycleState.SKIPPED
         _move(cycle, CycleState.SNAPSHOT, decision_data={"gate": data})
         _next("cycle_snapshot", cycle.pk)
     return CycleState.SNAPSHOT
@@ -228,7 +267,8 @@ def cycle_snapshot(*, cycle_id: int) -> str:
             return "busy or moved on"
         try:
             cycle = Cycle.objects.select_related("project").get(pk=cycle_id)
-            kinds = [cycle_settings.BUCKET_FOR_ALGORITHM[s["algorithm"]] for s in cycle.config["recipe"]]
+            kinds = [kind for kind in (cycle_settings.BUCKET_FOR_ALGORITHM[s["algorithm"]] for s in cycle.config["recipe"])
+                     if _stage_ok(cycle, kind)]
             total = len(kinds)
             for done, kind in enumerate(kinds):
                 Cycle.objects.filter(pk=cycle_id).update(progress={"done": done, "total": total,
@@ -263,6 +303,32 @@ def cycle_snapshot(*, cycle_id: int) -> str:
     return CycleState.TRAIN
 
 
+def _stage_ok(cycle: Cycle, kind: str) -> bool:
+    """Whether the gate kept the stage of bucket ``kind`` (a cycle gated before verdicts existed keeps all)."""
+    return ((cycle.decision_data or {}).get("gate", {}).get("stages", {}).get(kind) or {"ok": True})["ok"]
+
+
+def _stage_data(cycle: Cycle, stage: dict, snapshot, init: Checkpoint | None) -> dict:
+    """What a stage trains on besides its snapshot (flywheel/replay.py), written under the cycle's directory:
+    SFT on the new rows less a validation split plus a replay sample of the init checkpoint's lineage; DPO on the
+    pairs whose actions differ. Rows for a checkpoint that reads screenshots carry images the trainer finds
+    beside the snapshot's file: their stage trains on the snapshot as it is (said so in the counts)."""
+    config = cycle.config
+    if ((snapshot.lineage or {}).get("rendered_for") or {}).get("reads_images") or stage["algorithm"] == "rl":
+        return {"mix": {"note": "trained on the snapshot as it is (no replay or validation split for rows with "
+                                "screenshots, nor for rl)"}} if stage["algorithm"] != "rl" else {}
+    out_dir = cycle_dir(cycle) / "data"
+    if stage["algorithm"] == "dpo":
+        return replay.dpo_differing(snapshot=snapshot, out_dir=out_dir)
+    made = replay.sft_mix(snapshot=snapshot, sources=replay.lineage_sources(init), out_dir=out_dir,
+                          seed=cycle.project_id * 100_003 + cycle.iteration, replay_ratio=config.get("replay_ratio", 0),
+                          max_rows=config.get("replay_max_rows", 10_000_000),
+                          val_fraction=config.get("val_fraction", 0), val_min_rows=config.get("val_min_rows", 1))
+    if made["val_file"]:
+        made["patience"] = config.get("patience", 0)
+    return made
+
+
 def _candidate_init(cycle: Cycle) -> Checkpoint | None:
     """What the candidate trains from: the served base for LoRA adapters on openai, else the deployed checkpoint
     (the tiny model when the deployed policy has no weights, e.g. the scripted baseline)."""
@@ -274,8 +340,9 @@ def _candidate_init(cycle: Cycle) -> Checkpoint | None:
 
 
 def cycle_train(*, cycle_id: int) -> str:
-    """Create the cycle's training run once and send it to the `train` queue; when the run has ended
-    (its task calls back here), go on to evaluate, or fail with the trainer's log."""
+    """Create the cycle's training run once (with the data its stages train on beside their snapshots) and
+    send it to the `train` queue; when the run has ended (its task calls back here), go on to evaluate, or fail
+    with the trainer's log."""
     from flywheel import tasks
 
     with transaction.atomic():
@@ -283,34 +350,61 @@ def cycle_train(*, cycle_id: int) -> str:
         if cycle is None:
             return "moved on"
         if cycle.run_id is None:
-            snapshots = {s.kind: s for s in cycle.snapshots.filter(status=SnapshotStatus.READY)}
-            stages = [{**stage, "snapshot": snapshots[cycle_settings.BUCKET_FOR_ALGORITHM[stage["algorithm"]]].pk}
-                      for stage in cycle.config["recipe"] if cycle_settings.BUCKET_FOR_ALGORITHM[stage["algorithm"]] in snapshots]
-            run = training.recipe_run_create(project=cycle.project, stages=stages, init_checkpoint=_candidate_init(cycle),
-                                             checkpoint_name=f"c{cycle.iteration}", extra={"cycle": cycle.pk})
-            cycle.run, cycle.progress = run, {"label": f"training run #{run.pk} queued", "sent_at": _now_iso()}
-            cycle.save(update_fields=["run", "progress", "updated_at"])
-            transaction.on_commit(lambda: tasks.training_run_execute.delay(run.pk))
-            return "training"
-        run = TrainingRun.objects.get(pk=cycle.run_id)
-        if run.status == RunStatus.SUCCEEDED:
-            _move(cycle, CycleState.EVALUATE, candidate=run.checkpoint)
-            _next("cycle_evaluate", cycle.pk)
-            return CycleState.EVALUATE
-        if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
-            error = f"The training run #{run.pk} {run.status}: {run.error or 'no reason given'}"
-            log_tail = run.log
-        elif _lease_free(cycle) and (run.status == RunStatus.RUNNING or _resend_due(cycle)):
-            # nobody executes it: its worker died mid-run, or the message was lost (a queued run is re-sent
-            # only now and then, as it may simply wait behind another run on the train queue)
-            cycle.progress = {**(cycle.progress or {}), "sent_at": _now_iso()}
-            cycle.save(update_fields=["progress", "updated_at"])
-            transaction.on_commit(lambda: tasks.training_run_execute.delay(run.pk))
-            return "training (re-sent)"
+            try:
+                stages, data = _run_stages(cycle)
+            except (ApplicationError, OSError, ValueError) as exc:
+                error = getattr(exc, "message", None) or f"The cycle's training data could not be written: {exc}"
+                log_tail = ""
+            else:
+                run = training.recipe_run_create(project=cycle.project, stages=stages, init_checkpoint=_candidate_init(cycle),
+                                                 checkpoint_name=f"c{cycle.iteration}", extra={"cycle": cycle.pk})
+                cycle.run, cycle.progress = run, {"label": f"training run #{run.pk} queued", "sent_at": _now_iso()}
+                cycle.decision_data = {**(cycle.decision_data or {}), "data": data}
+                cycle.save(update_fields=["run", "progress", "decision_data", "updated_at"])
+                transaction.on_commit(lambda: tasks.training_run_execute.delay(run.pk))
+                return "training"
         else:
-            return "training"
+            run = TrainingRun.objects.get(pk=cycle.run_id)
+            if run.status == RunStatus.SUCCEEDED:
+                _move(cycle, CycleState.EVALUATE, candidate=run.checkpoint)
+                _next("cycle_evaluate", cycle.pk)
+                return CycleState.EVALUATE
+            if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+                error = f"The training run #{run.pk} {run.status}: {run.error or 'no reason given'}"
+                log_tail = run.log
+            elif _lease_free(cycle) and (run.status == RunStatus.RUNNING or _resend_due(cycle)):
+                # nobody executes it: its worker died mid-run, or the message was lost (a queued run is re-sent
+                # only now and then, as it may simply wait behind another run on the train queue)
+                cycle.progress = {**(cycle.progress or {}), "sent_at": _now_iso()}
+                cycle.save(update_fields=["progress", "updated_at"])
+                transaction.on_commit(lambda: tasks.training_run_execute.delay(run.pk))
+                return "training (re-sent)"
+            else:
+                return "training"
     _fail(cycle_id, error, log_tail)
     return CycleState.FAILED
+
+
+def _run_stages(cycle: Cycle) -> tuple[list[dict], dict]:
+    """The run's stages (those the gate kept and whose snapshot has rows) with their data, and per bucket the
+    counts of that data (new, held-out, replayed rows; pairs kept), which the cycle shows."""
+    snapshots = {s.kind: s for s in cycle.snapshots.filter(status=SnapshotStatus.READY)}
+    init = _candidate_init(cycle)
+    stages, data = [], {}
+    for stage in cycle.config["recipe"]:
+        kind = cycle_settings.BUCKET_FOR_ALGORITHM[stage["algorithm"]]
+        if kind not in snapshots or not _stage_ok(cycle, kind):
+            continue
+        extra = _stage_data(cycle, stage, snapshots[kind], init)
+        data[kind] = dict(extra.get("mix") or extra.get("pairs") or {})
+        if "data_file" in extra and not extra["data_file"]:
+            data[kind]["dropped"] = "no pair whose actions differ: the stage is left out"
+            continue
+        stages.append({**stage, "snapshot": snapshots[kind].pk, **extra})
+    if not stages:
+        raise ApplicationError("No stage is left with rows that can help: "
+                               + "; ".join(f"{k}: {v.get('dropped', '')}" for k, v in data.items()))
+    return stages, data
 
 
 def _resend_due(cycle: Cycle) -> bool:

@@ -4,6 +4,7 @@ stage), a cycle's recipe (SFT then DPO, ...). The `train` worker runs them and t
 lines into live progress on the TrainingRun row."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -30,7 +31,7 @@ DEFAULT_MAX_EPOCHS = 5
 ALGORITHM_FOR_KIND = {"sft": "sft", "ct": "sft", "dpo": "dpo", "rl": "rl"}
 COLDSTART = "coldstart"
 # Stage options passed to the trainer as --max-steps ...; a cold-start stage passes every option it has.
-STAGE_OPTIONS = ("max_steps", "max_seconds", "max_epochs", "lr", "lora")
+STAGE_OPTIONS = ("max_steps", "max_seconds", "max_epochs", "lr", "lora", "batch_tokens")
 # ... and those only an rl stage has (answers sampled a prompt, and their length, for GRPO of a checkpoint that reads
 # screenshots)
 RL_STAGE_OPTIONS = ("group_size", "max_new_tokens")
@@ -159,11 +160,16 @@ def _stage_execute(run: TrainingRun, stage: dict, init: str, ckpt: Path, weight:
     # say it); each stage trains the answers of that format and passes it on
     action_format = run.init_checkpoint.action_format if run.init_checkpoint else None
     options = {key: stage.get(key) for key in STAGE_OPTIONS}
+    if stage["algorithm"] == "sft" and stage.get("val_file"):  # a cycle's held-out new rows (flywheel/replay.py)
+        options.update(val_data=stage["val_file"], patience=stage.get("patience") or None)
     if stage["algorithm"] == "rl":
         options.update({key: stage.get(key) for key in RL_STAGE_OPTIONS})
         if trainer_process.reads_images(init):
             options.update(_grpo_options(snapshot, stage, action_format or "loupe"))
-    with trainer_process.snapshot_local(snapshot) as data:
+    # a cycle's stage may train on data written for it beside the snapshot (new rows with replay, differing pairs)
+    source = contextlib.nullcontext(stage["data_file"]) if stage.get("data_file") else \
+        trainer_process.snapshot_local(snapshot)
+    with source as data:
         argv = trainer_process.command(stage["algorithm"], "--data", str(data), "--init", init, "--out", str(ckpt),
                                        action_format=action_format, **options)
         return _stream(run, argv, phase=stage["algorithm"], weight=weight)

@@ -229,7 +229,10 @@ def test_snapshot_and_train_skip_a_recipe_bucket_whose_episodes_make_no_rows(fly
         assert cycles.cycle_train(cycle_id=cycle.pk) == "training"
         assert cycles.cycle_train(cycle_id=cycle.pk) == "training"  # a duplicate creates no second run
     cycle.refresh_from_db()
-    assert dict(cycle.snapshots.values_list("kind", "status")) == {"sft": "failed", "dpo": "ready"}
+    # the gate already drops the SFT stage: its episode makes no row (issue 23: stages whose rows cannot help)
+    assert cycle.decision_data["gate"]["stages"]["sft"] == {"ok": False, "new": 0, "needed": 1,
+                                                            "why": "sft: 0 new rows, its recipe needs at least 1"}
+    assert dict(cycle.snapshots.values_list("kind", "status")) == {"dpo": "ready"}
     run = TrainingRun.objects.get(config__cycle=cycle.pk)
     assert [s["algorithm"] for s in run.config["stages"]] == ["dpo"] and run.init_checkpoint == fp["untrained"]
     assert run.config["checkpoint_name"] == "c1" and cycle.run == run
