@@ -3,9 +3,10 @@ keeps its connection between calls, and a connection that a call or the server b
 import asyncio
 import threading
 import time
+from contextlib import suppress
 
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from annotation import live_db as live_db_module
 from annotation.live_db import live_db
@@ -17,15 +18,23 @@ pytestmark = pytest.mark.django_db(transaction=True)  # the pool's threads use c
 @pytest.fixture(autouse=True)
 def own_pool(settings):
     """A pool made for each test (LOUPE_LIVE_DB_THREADS as the test sets it before its first call); after the test
-    its connections are ended, so the test database can be dropped, and the process's pool is restored."""
+    every thread of it closes its connection, so the test database can be dropped, and the process's pool is
+    restored."""
     settings.LOUPE_LIVE_DB_THREADS = 2
     before, live_db_module._pool = live_db_module._pool, None
     yield settings
     pool, live_db_module._pool = live_db_module._pool, before
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
     if pool is not None:
+        threads = pool._max_workers
+        everyone_closed = threading.Barrier(threads, timeout=10)
+
+        def close_mine():  # each waits for the others, so each runs on a thread of its own
+            with suppress(DatabaseError):
+                connection.close()
+            everyone_closed.wait()
+
+        for done in [pool.submit(close_mine) for _ in range(threads)]:
+            done.result()
         pool.shutdown()
 
 
