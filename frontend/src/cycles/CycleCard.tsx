@@ -101,6 +101,48 @@ export function EvaluationTable({ cycle }: { cycle: Cycle }) {
   );
 }
 
+/** What a stage trained on besides its snapshot (flywheel/replay.py): the SFT mix, the DPO pairs kept. */
+type StageData = {
+  new_rows?: number;
+  val_rows?: number;
+  train_new_rows?: number;
+  replay_rows?: number;
+  replay_other_rendering?: number;
+  pairs?: number;
+  kept?: number;
+  dropped_same_action?: number;
+  dropped?: string;
+  note?: string;
+};
+type StageVerdict = { ok: boolean; why?: string };
+
+/** The rows each stage trained on (new, held out, replayed from what the deployed checkpoint learnt) and the
+ * stages the gate dropped because their new rows could not help, so a manager sees what a candidate learnt from. */
+function TrainingData({ cycle }: { cycle: Cycle }) {
+  const extra = cycle.decision_data as { data?: Record<string, StageData>; gate?: { stages?: Record<string, StageVerdict> } };
+  const lines: string[] = [];
+  for (const [kind, d] of Object.entries(extra.data ?? {})) {
+    if (d.note) lines.push(`${kind.toUpperCase()}: ${d.note}`);
+    else if (d.pairs !== undefined)
+      lines.push(`DPO: ${d.kept} of ${d.pairs} pairs whose actions differ` +
+        (d.dropped_same_action ? ` (${d.dropped_same_action} left out: same action)` : "") + (d.dropped ? `; ${d.dropped}` : ""));
+    else if (d.new_rows !== undefined)
+      lines.push(`SFT: ${d.train_new_rows} new rows + ${d.replay_rows} replayed from the deployed checkpoint's training data` +
+        (d.val_rows ? `; ${d.val_rows} new rows held out for the validation loss` : "") +
+        (d.replay_other_rendering ? `; ${d.replay_other_rendering} replay rows of another prompt style left out` : ""));
+  }
+  for (const [kind, v] of Object.entries(extra.gate?.stages ?? {}))
+    if (!v.ok && cycle.state !== "skipped") lines.push(`${kind.toUpperCase()} stage dropped at the gate: ${v.why}`);
+  if (!lines.length) return null;
+  return (
+    <ul className="muted small" data-testid="cycle-training-data">
+      {lines.map((line) => (
+        <li key={line}>{line}</li>
+      ))}
+    </ul>
+  );
+}
+
 function Decision({ cycle }: { cycle: Cycle }) {
   const decision = cycle.decision_data.decision;
   if (cycle.state === "rejected" || cycle.awaiting_approval) {
@@ -314,6 +356,7 @@ export function CycleCard({ cycle, projectId, manage, open = false }: { cycle: C
               {cycle.baseline ? `; compared with ${cycle.baseline.name}` : ""}
             </p>
           )}
+          <TrainingData cycle={cycle} />
           {cycle.run && (
             <ul className="run-list cycle-run">
               <RunCard run={cycle.run} />

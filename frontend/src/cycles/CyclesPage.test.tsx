@@ -296,6 +296,24 @@ describe("CyclesPage", () => {
     expect(within(card).getByTestId("run-warnings").textContent).toContain("5 passes over the 3 rows");
   });
 
+  it("says what each stage trained on: new, held-out and replayed rows, kept pairs, stages the gate dropped", async () => {
+    const mixed = makeCycle({
+      id: 6, iteration: 4,
+      decision_data: {
+        gate: { stages: { sft: { ok: true }, dpo: { ok: false, why: "dpo: none of its 3 new pairs changes the action" } } },
+        data: { sft: { new_rows: 30, val_rows: 4, train_new_rows: 26, replay_rows: 52, replay_other_rendering: 5 } },
+      } as Cycle["decision_data"],
+    });
+    mockFetch(routes("manager", [mixed]));
+    renderApp("/projects/1/cycles");
+    const [card] = await screen.findAllByTestId("cycle"); // the newest cycle shows its details unasked
+    const lines = within(card).getByTestId("cycle-training-data").querySelectorAll("li");
+    expect([...lines].map((li) => li.textContent)).toEqual([
+      "SFT: 26 new rows + 52 replayed from the deployed checkpoint's training data; 4 new rows held out for the validation loss; 5 replay rows of another prompt style left out",
+      "DPO stage dropped at the gate: dpo: none of its 3 new pairs changes the action",
+    ]);
+  });
+
   it("sets each stage's max epochs (0: no cap), explains it, and asks none of RL", async () => {
     let saved: unknown = null;
     mockFetch(routes("manager", [], {

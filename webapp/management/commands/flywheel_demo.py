@@ -1,7 +1,8 @@
 """The flywheel, shown on a running Loupe (`make run`): simulated annotators supervise episodes through the REST and
 WebSocket API, then a cycle trains, evaluates and deploys on their data; repeated. Watch the project's Cycles page.
+After each cycle it prints the deployed checkpoint's held-out success (from the cold-start v0 of `make run` on).
 
-    python manage.py flywheel_demo --url http://127.0.0.1:8000 --project demo --cycles 2
+    python manage.py flywheel_demo --url http://127.0.0.1:8000 --project demo --cycles 3
 """
 import json
 import os
@@ -27,7 +28,7 @@ class Command(BaseCommand):
         parser.add_argument("--tasks", default="", help="Comma-separated train tasks to annotate (default: the "
                                                         "project's eval tasks' names that also have a train task).")
         parser.add_argument("--episodes", type=int, default=24, help="Supervised episodes before each cycle.")
-        parser.add_argument("--cycles", type=int, default=2)
+        parser.add_argument("--cycles", type=int, default=3)
 
     def handle(self, *args, url, project, manager, annotators, password, tasks, episodes, cycles, **options):
         if not password:
@@ -58,6 +59,12 @@ class Command(BaseCommand):
                 spent = time.monotonic() - started
                 self.stdout.write(f"cycle {n + 1}: running a flywheel cycle (see the Cycles page)…")
                 cycle = cycle_run(lead, pid)
-                self.stdout.write(json.dumps(cycle_figures(cycle, reports, spent)))
+                figures = cycle_figures(cycle, reports, spent)
+                self.stdout.write(json.dumps(figures))
+                after = figures["success_after"] if cycle["state"] == "deployed" else figures["success_before"]
+                deployed = lead.call("GET", f"/api/v1/projects/{pid}/deployments/")["results"][0]["checkpoint"]["name"]
+                self.stdout.write(f"cycle {n + 1}: {cycle['state']}; the deployed {deployed} scores "
+                                  + ("n/a" if after is None else f"{after * 100:.0f} %")
+                                  + " on the held-out seeds" + (f" ({cycle['decision']})" if cycle["decision"] else ""))
         except ApiFailure as exc:
             raise CommandError(str(exc)) from None
