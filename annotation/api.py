@@ -10,7 +10,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import audio, reviews
+from annotation import audio, queues, reviews
 from annotation.models import AudioClip, TranscriptWord
 from flywheel import dashboards, selectors
 from flywheel.models import Role
@@ -190,11 +190,16 @@ class ReviewListApi(APIView):
 
 
 class ReviewSubmitApi(APIView):
-    """Create or replace the caller's review of a finished episode."""
+    """Create or replace the caller's review of a finished episode. Managers review any episode of their
+    project; an annotator only one they hold from a review queue that assigns them."""
 
     @extend_schema(request=ReviewInput, responses={200: dict})
     def put(self, request, episode_id: int):
-        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id, minimum=Role.MANAGER)
+        episode, role = selectors.episode_for_user(user=request.user, episode_id=episode_id)
+        if not selectors.role_at_least(role, Role.MANAGER) and not queues.may_review(episode=episode,
+                                                                                    reviewer=request.user):
+            raise ApplicationError("Annotators review an episode only while they hold it from a review queue that "
+                                   "assigns them; ask for the next one with “Review next”.", status=403)
         data = ReviewInput(data=request.data)
         data.is_valid(raise_exception=True)
         review = reviews.review_submit(episode=episode, reviewer=request.user, **data.validated_data)
@@ -215,3 +220,103 @@ class DashboardApi(APIView):
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         return Response({**dashboards.dashboard_series(project=project), "agreement": reviews.agreement(project=project)})
+
+
+# --- review queues ---------------------------------------------------------------------------------
+class QueueCreateInput(StrictSerializer):
+    name = serializers.CharField(max_length=200)
+    filter = serializers.DictField(required=False, default=dict, help_text="The review list's filters.")
+    overlap = serializers.IntegerField(help_text="Reviewers per episode, 1 to 5.")
+    assignees = serializers.ListField(child=serializers.IntegerField(), help_text="User ids of project members.")
+
+
+class QueueListApi(APIView):
+    """Managers see and create queues; annotators see the queues that assign them."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request, project_id: int):
+        project, role = selectors.project_for_user(user=request.user, project_id=project_id)
+        return Response({"results": [queues.queue_payload(q) for q in
+                                     queues.queues_for_user(user=request.user, project=project, role=role)]})
+
+    @extend_schema(request=QueueCreateInput, responses={201: dict})
+    def post(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        data = QueueCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        queue = queues.queue_create(project=project, actor=request.user, **data.validated_data)
+        return Response(queues.queue_payload(queue, detail=True), status=status.HTTP_201_CREATED)
+
+
+class QueueStateInput(StrictSerializer):
+    state = serializers.ChoiceField(choices=["open", "closed"])
+
+
+class QueueDetailApi(APIView):
+    """Progress (and, for managers, agreement and the items awaiting adjudication); managers open or close it."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request, queue_id: int):
+        queue, role = queues.queue_for_user(user=request.user, queue_id=queue_id)
+        return Response(queues.queue_payload(queue, detail=selectors.role_at_least(role, Role.MANAGER)))
+
+    @extend_schema(request=QueueStateInput, responses={200: dict})
+    def patch(self, request, queue_id: int):
+        queue, _ = queues.queue_for_user(user=request.user, queue_id=queue_id, manager=True)
+        data = QueueStateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(queues.queue_payload(queues.queue_state_set(queue=queue, actor=request.user,
+                                                                    state=data.validated_data["state"]), detail=True))
+
+
+class QueueNextApi(APIView):
+    """The caller's next episode from the queue, held for them; ``item`` is null when none is left for them."""
+
+    @extend_schema(request=None, responses={200: dict})
+    def post(self, request, queue_id: int):
+        queue, _ = queues.queue_for_user(user=request.user, queue_id=queue_id)
+        claim = queues.queue_next(queue=queue, reviewer=request.user)
+        return Response(queues.claim_payload(claim, queue=queue, reviewer=request.user))
+
+
+class QueueReleaseInput(StrictSerializer):
+    skip = serializers.BooleanField(required=False, default=False,
+                                    help_text="Also never offer this item to the caller again.")
+
+
+class QueueReleaseApi(APIView):
+    """Let go of an item the caller holds (nothing happens when they hold none)."""
+
+    @extend_schema(request=QueueReleaseInput, responses={200: dict})
+    def post(self, request, item_id: int):
+        item = queues.item_for_user(user=request.user, item_id=item_id)
+        data = QueueReleaseInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        queues.queue_release(item=item, reviewer=request.user, skip=data.validated_data["skip"])
+        return Response(queues.item_payload(item, with_reviews=False))
+
+
+class QueueItemApi(APIView):
+    """One item with its counted reviews side by side (managers)."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request, item_id: int):
+        return Response(queues.item_payload(queues.item_for_user(user=request.user, item_id=item_id, manager=True)))
+
+
+class AdjudicateInput(StrictSerializer):
+    verdict = serializers.ChoiceField(choices=["accept", "reject"])
+    comment = serializers.CharField(max_length=5000, required=False, allow_blank=True, default="")
+
+
+class QueueAdjudicateApi(APIView):
+    """A manager's final verdict on an item whose reviews disagree; the episode's review status follows it."""
+
+    @extend_schema(request=AdjudicateInput, responses={200: dict})
+    def post(self, request, item_id: int):
+        item = queues.item_for_user(user=request.user, item_id=item_id, manager=True)
+        data = AdjudicateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        item = queues.item_adjudicate(item=item, actor=request.user, **data.validated_data)
+        item.episode.refresh_from_db(fields=["review_status", "review_summary"])
+        return Response({**queues.item_payload(item), "review_status": item.episode.review_status})

@@ -132,3 +132,77 @@ class Review(models.Model):
                                    name="review_grade_range"),
         ]
         ordering = ["-updated_at", "-id"]
+
+
+class QueueState(models.TextChoices):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class ReviewQueue(models.Model):
+    """A manager's batch of episodes (a review-list filter frozen into items) that ``overlap`` assignees each
+    review independently; disagreements go to a manager's adjudication."""
+
+    project = models.ForeignKey("flywheel.Project", on_delete=models.CASCADE, related_name="review_queues")
+    name = models.CharField(max_length=200)
+    filter = models.JSONField(default=dict, blank=True, help_text="The review list's query parameters it was made from.")
+    overlap = models.PositiveSmallIntegerField(help_text="Reviewers per episode, 1 to 5.")
+    assignees = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="review_queues")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    state = models.CharField(max_length=8, choices=QueueState.choices, default=QueueState.OPEN)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="reviewqueue_unique_name"),
+            models.CheckConstraint(condition=models.Q(overlap__gte=1, overlap__lte=5), name="reviewqueue_overlap_range"),
+        ]
+        ordering = ["-id"]
+
+
+class ItemState(models.TextChoices):
+    PENDING = "pending"            # fewer than ``overlap`` reviews so far
+    DONE = "done"                  # every review agrees
+    ADJUDICATION = "adjudication"  # the reviews disagree: a manager decides
+    ADJUDICATED = "adjudicated"    # a manager recorded the final verdict
+
+
+class QueueItem(models.Model):
+    queue = models.ForeignKey(ReviewQueue, on_delete=models.CASCADE, related_name="items")
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="queue_items")
+    reviews_done = models.PositiveSmallIntegerField(default=0)
+    state = models.CharField(max_length=12, choices=ItemState.choices, default=ItemState.PENDING)
+    final_verdict = models.CharField(max_length=8, choices=Verdict.choices, blank=True,
+                                     help_text="The adjudicating manager's verdict; the episode's review status uses it.")
+    adjudicated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                       related_name="+")
+    adjudicated_at = models.DateTimeField(null=True, blank=True)
+    adjudication_comment = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["queue", "episode"], name="queueitem_unique_episode")]
+        indexes = [models.Index(fields=["queue", "state", "id"], name="queueitem_queue_state")]
+        ordering = ["id"]
+
+
+class ClaimState(models.TextChoices):
+    HELD = "held"          # locked to the reviewer until ``held_until``
+    REVIEWED = "reviewed"  # their review counts towards the item's overlap
+    SKIPPED = "skipped"    # they passed on it; it is not offered to them again
+
+
+class QueueClaim(models.Model):
+    """One reviewer's hold on (and then review of) one queue item. An item takes at most ``overlap``
+    claims that are reviewed or held unexpired; an expired hold frees its place."""
+
+    item = models.ForeignKey(QueueItem, on_delete=models.CASCADE, related_name="claims")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    state = models.CharField(max_length=8, choices=ClaimState.choices, default=ClaimState.HELD)
+    held_until = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["item", "reviewer"], name="queueclaim_one_per_reviewer")]
+        indexes = [models.Index(fields=["reviewer", "state"], name="queueclaim_reviewer_state")]
+        ordering = ["id"]

@@ -1,4 +1,4 @@
-"""Reviews: a manager's verdict, grade, step labels and comment on a finished episode, and how far
+"""Reviews: a manager's (or a queue assignee's) verdict, grade, step labels and comment on a finished episode, and how far
 reviewers agree. The conclusion is written onto the episode through flywheel's services (routing
 reads it there)."""
 from __future__ import annotations
@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 
 from django.db import transaction
 
+from annotation import queues
 from annotation.models import Review, Verdict
 from flywheel import episodes
 from flywheel.models import Episode, EpisodeStatus
@@ -55,12 +56,20 @@ def review_submit(*, episode: Episode, reviewer, verdict: str, grade: int | None
     review, created = Review.objects.update_or_create(
         episode=episode, reviewer=reviewer,
         defaults={"verdict": verdict, "grade": grade, "step_labels": labels, "comment": comment[:5000]})
-    rows = list(episode.reviews.values_list("verdict", "grade"))
-    episodes.episode_review_summary_set(episode_id=episode.pk, verdicts=[v for v, _ in rows],
-                                                 grades=[g for _, g in rows if g is not None])
+    queues.queue_review_recorded(episode=episode, reviewer=reviewer)
+    episode_summary_refresh(episode_id=episode.pk)
     audit_record(actor=reviewer, action="review.create" if created else "review.update", target=episode,
                  data={"verdict": verdict, "grade": grade})
     return review
+
+
+def episode_summary_refresh(*, episode_id: int) -> None:
+    """Write the episode's review counts and status from its reviews, and a queue's adjudicated verdict
+    when a manager recorded one (it decides the status)."""
+    rows = list(Review.objects.filter(episode_id=episode_id).values_list("verdict", "grade"))
+    episodes.episode_review_summary_set(episode_id=episode_id, verdicts=[v for v, _ in rows],
+                                        grades=[g for _, g in rows if g is not None],
+                                        final_verdict=queues.final_verdict(episode_id=episode_id))
 
 
 def review_payload(review: Review) -> dict:

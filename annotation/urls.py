@@ -12,5 +12,11 @@ urlpatterns = [
     path("episodes/<int:episode_id>/reviews/", api.ReviewListApi.as_view(), name="review-list"),
     path("episodes/<int:episode_id>/review", api.ReviewSubmitApi.as_view(), name="review-submit"),
     path("projects/<int:project_id>/agreement", api.AgreementApi.as_view(), name="agreement"),
+    path("projects/<int:project_id>/review-queues/", api.QueueListApi.as_view(), name="queue-list"),
+    path("review-queues/<int:queue_id>/", api.QueueDetailApi.as_view(), name="queue-detail"),
+    path("review-queues/<int:queue_id>/next", api.QueueNextApi.as_view(), name="queue-next"),
+    path("queue-items/<int:item_id>/", api.QueueItemApi.as_view(), name="queue-item"),
+    path("queue-items/<int:item_id>/release", api.QueueReleaseApi.as_view(), name="queue-release"),
+    path("queue-items/<int:item_id>/adjudicate", api.QueueAdjudicateApi.as_view(), name="queue-adjudicate"),
     path("projects/<int:project_id>/dashboard", api.DashboardApi.as_view(), name="dashboard"),
 ]

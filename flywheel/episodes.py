@@ -59,6 +59,7 @@ def episode_payload(episode: Episode) -> dict:
         "started_at": episode.started_at.isoformat() if episode.started_at else None,
         "finished_at": episode.finished_at.isoformat() if episode.finished_at else None,
         "queue": selectors.episode_queue_position(episode),
+        "branch_of": {"episode": episode.parent_id, "step": episode.branched_at} if episode.parent_id else None,
     }
 
 
@@ -98,6 +99,73 @@ def episodes_start(*, project, task, seeds: list[int], mode: str, actor) -> list
     audit_record(actor=actor, action="episodes.start", target=f"task:{task.pk}", project_id=project.pk,
                  data={"episodes": [e.pk for e in episodes], "mode": mode})
     return episodes
+
+
+RUNNING_STATUSES = (EpisodeStatus.QUEUED, EpisodeStatus.RUNNING, EpisodeStatus.PAUSED)
+
+
+@transaction.atomic
+def episode_branch(*, parent: Episode, step: int, mode: str, actor) -> Episode:
+    """Queue a branch of ``parent`` at its step ``step``: a new episode on the same task and seed that first
+    replays the parent's actions of steps 0..step-1 (checking at each that the screen is the parent's, see
+    rollout_worker.run) and then acts anew at ``step``, under a person (supervised) or the model. The parent is
+    not changed. Refused: an unknown mode (400), a step outside the parent's steps (400, naming the range), a
+    parent still queued or running (409), a task that can no longer be run (410), no deployed policy (409)."""
+    from agent.envs import tasks_for
+
+    parent = Episode.objects.select_for_update().select_related("task", "project").get(pk=parent.pk)
+    if mode not in Mode.values:
+        raise ApplicationError(f"Unknown mode '{mode}'; use autonomous or supervised.", errors={"mode": ["Invalid choice."]})
+    if parent.status in RUNNING_STATUSES:
+        raise ApplicationError(f"Episode {parent.pk} is still {parent.status}; branch it once it has ended.", status=409)
+    n_steps = parent.steps.count()
+    if n_steps == 0:
+        raise ApplicationError(f"Episode {parent.pk} has no steps to branch from.", errors={"step": ["No steps."]})
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < n_steps:
+        raise ApplicationError(f"Step {step} is not a step of episode {parent.pk}; choose one from 0 to {n_steps - 1}.",
+                               errors={"step": [f"Use 0 to {n_steps - 1}."]})
+    task = parent.task
+    try:
+        known = tasks_for(task.env_kind)
+    except ValueError:
+        known = []
+    if task.task_name not in known:
+        raise ApplicationError(f"The task '{task.task_name}' of episode {parent.pk} no longer exists in the "
+                               f"{task.env_kind} environment, so its state cannot be restored.", status=410)
+    if not Deployment.objects.filter(project_id=parent.project_id, active=True).exists():
+        raise ApplicationError("This project has no deployed policy yet; deploy a checkpoint first.", status=409)
+    branch = Episode.objects.create(project_id=parent.project_id, task=task, seed=parent.seed, mode=mode,
+                                    created_by=actor, controller=actor if mode == Mode.SUPERVISED else None,
+                                    parent=parent, branched_at=step)
+    _episode_state_event(branch)
+    episode_enqueue(branch)
+    audit_record(actor=actor, action="episode.branch", target=f"episode:{parent.pk}", project_id=parent.project_id,
+                 data={"branch": branch.pk, "step": step, "mode": mode})
+    return branch
+
+
+def branches_of(episode: Episode):
+    """The episodes branched from this one, oldest first."""
+    return (Episode.objects.filter(parent=episode).select_related("task", "checkpoint", "created_by", "controller")
+            .order_by("id"))
+
+
+def step_copy(*, branch: Episode, source: Step, screenshot: bytes, width: int, height: int, url: str) -> Step:
+    """Store one of a branch's replayed steps: the parent's step ``source`` as it was decided (actor, thought,
+    action, prompt, tokens, checkpoint), on the screen the branch saw when replaying it (``screenshot``: checked
+    to be the parent's), its info saying ``replayed_from`` {episode, step}. Idempotent like step_record."""
+    step = step_record(
+        episode=branch, index=source.index, screenshot=screenshot, width=width, height=height, url=url,
+        instruction=source.instruction, elements=source.elements, prompt=source.prompt, raw_output=source.raw_output,
+        token_ids=source.token_ids, token_logprobs=source.token_logprobs, thought=source.thought,
+        action=source.action, action_text=source.action_text, actor=source.actor, proposal=source.proposal,
+        reward=source.reward, done=source.done, void_reason=source.void_reason or None,
+        info={**(source.info or {}), "replayed_from": {"episode": source.episode_id, "step": source.index}},
+        timings=source.timings, intervened_by=source.intervened_by, action_format=source.action_format,
+        screen_text=source.screen_text, feedback=source.feedback)
+    if step.checkpoint_id != source.checkpoint_id:
+        Step.objects.filter(pk=step.pk).update(checkpoint_id=source.checkpoint_id)
+    return step
 
 
 @transaction.atomic
@@ -421,11 +489,15 @@ def episode_outcome_set(*, episode_id: int, outcome: str, comment: str = "") -> 
     Episode.objects.filter(pk=episode_id).update(outcome=outcome, comment=comment)
 
 
-def episode_review_summary_set(*, episode_id: int, verdicts: list[str], grades: list[int]) -> Episode:
+def episode_review_summary_set(*, episode_id: int, verdicts: list[str], grades: list[int],
+                               final_verdict: str = "") -> Episode:
     """Annotation's conclusion about an episode, written onto it: review counts and the status that
-    routing reads (accepted / rejected when every reviewer agrees, disputed when they do not)."""
+    routing reads (accepted / rejected when every reviewer agrees, disputed when they do not). A
+    manager's adjudicated ``final_verdict`` decides the status whatever the reviews say."""
     accepts, rejects = verdicts.count("accept"), verdicts.count("reject")
-    if not verdicts:
+    if final_verdict:
+        review_status = ReviewStatus.ACCEPTED if final_verdict == "accept" else ReviewStatus.REJECTED
+    elif not verdicts:
         review_status = ReviewStatus.UNREVIEWED
     elif accepts and rejects:
         review_status = ReviewStatus.DISPUTED
@@ -433,5 +505,7 @@ def episode_review_summary_set(*, episode_id: int, verdicts: list[str], grades: 
         review_status = ReviewStatus.ACCEPTED if accepts else ReviewStatus.REJECTED
     summary = {"reviews": len(verdicts), "accepts": accepts, "rejects": rejects,
                "grade_mean": round(sum(grades) / len(grades), 2) if grades else None}
+    if final_verdict:
+        summary["final_verdict"] = final_verdict
     Episode.objects.filter(pk=episode_id).update(review_summary=summary, review_status=review_status)
     return Episode.objects.get(pk=episode_id)

@@ -95,6 +95,8 @@ TABLE: dict[str, Call] = {
     "GET /api/v1/episodes/<int:episode_id>/": Call(members(200)),
     "GET /api/v1/episodes/<int:episode_id>/neighbours": Call(members(200)),
     "POST /api/v1/episodes/<int:episode_id>/resume": Call(members(202), ids={"episode_id": "interrupted_episode_id"}),
+    "GET /api/v1/episodes/<int:episode_id>/branch": Call(members(200)),
+    "POST /api/v1/episodes/<int:episode_id>/branch": Call(members(201), body=lambda w: {"step": 1, "mode": "supervised"}),
     "GET /api/v1/episodes/<int:episode_id>/steps/<int:index>/screenshot": Call(members(200)),
     "GET /api/v1/episodes/<int:episode_id>/proposals/<int:index>/screenshot": Call(members(200)),
     # --- deployments, runs, routing, snapshots ---
@@ -142,6 +144,17 @@ TABLE: dict[str, Call] = {
     "GET /api/v1/episodes/<int:episode_id>/reviews/": Call(managers(200)),
     "PUT /api/v1/episodes/<int:episode_id>/review": Call(managers(200), body=lambda w: {"verdict": "accept", "grade": 4}),
     "GET /api/v1/projects/<int:project_id>/agreement": Call(managers(200)),
+    # --- review queues: managers create, open / close and adjudicate; assignees (here annotator, manager and
+    # admin) take the next item and let it go; the matrix queue's one item awaits adjudication ---
+    "GET /api/v1/projects/<int:project_id>/review-queues/": Call(members(200)),
+    "POST /api/v1/projects/<int:project_id>/review-queues/": Call(managers(201), body=lambda w: {
+        "name": "matrix-new", "overlap": 1, "filter": {"status": "finished"}, "assignees": [w.users["annotator"].pk]}),
+    "GET /api/v1/review-queues/<int:queue_id>/": Call(members(200)),
+    "PATCH /api/v1/review-queues/<int:queue_id>/": Call(managers(200), body=lambda w: {"state": "closed"}),
+    "POST /api/v1/review-queues/<int:queue_id>/next": Call(members(200)),
+    "GET /api/v1/queue-items/<int:item_id>/": Call(managers(200)),
+    "POST /api/v1/queue-items/<int:item_id>/release": Call(members(200), body=lambda w: {"skip": True}),
+    "POST /api/v1/queue-items/<int:item_id>/adjudicate": Call(managers(200), body=lambda w: {"verdict": "accept"}),
     "GET /api/v1/projects/<int:project_id>/dashboard": Call(managers(200)),
 }
 

@@ -109,6 +109,25 @@ class World:
             config=cycle_settings.settings_clean(self.project, {}),
             decision_data={"awaiting_approval": True, "decision": {"text": "candidate 50% vs deployed 10%"}}).pk
 
+    @cached_property
+    def queue_id(self) -> int:
+        """A review queue (overlap 2) assigning the annotator, manager and admin, over the finished episode,
+        which the manager accepted and the admin rejected: its one item awaits adjudication."""
+        from annotation import queues, reviews
+
+        queue = queues.queue_create(project=self.project, actor=self.users["manager"], name="matrix", filter={},
+                                    overlap=2, assignees=[self.users[r].pk for r in ("annotator", "manager", "admin")])
+        for role, verdict in (("manager", "accept"), ("admin", "reject")):
+            queues.queue_next(queue=queue, reviewer=self.users[role])
+            reviews.review_submit(episode=self.episode, reviewer=self.users[role], verdict=verdict)
+        return queue.pk
+
+    @cached_property
+    def item_id(self) -> int:
+        from annotation.models import QueueItem
+
+        return QueueItem.objects.get(queue_id=self.queue_id).pk
+
     def client(self, role: str) -> APIClient:
         from webapp.auth import token_create
 
