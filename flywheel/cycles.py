@@ -73,10 +73,13 @@ def stage_verdicts(config: dict, rows: dict) -> dict:
         algorithm = stage["algorithm"]
         kind = cycle_settings.BUCKET_FOR_ALGORITHM[algorithm]
         bucket = rows[kind]
-        # a project that set min_new_rows below a stage's default asked for cycles on that little data
-        need = stage.get("min_rows") or min(cycle_settings.MIN_STAGE_ROWS[algorithm], max(1, config["min_new_rows"]))
+        # a project that set min_new_rows below a stage's default asked for cycles on that little data (0: train
+        # again on what the snapshots hold, new rows or not)
+        need = stage.get("min_rows") or min(cycle_settings.MIN_STAGE_ROWS[algorithm], config["min_new_rows"])
         why = None
-        if algorithm == "dpo":
+        if not need:
+            have = bucket.get("new_differing", bucket["new_rows"])
+        elif algorithm == "dpo":
             have = bucket.get("new_differing", bucket["new_rows"])
             if bucket["new_rows"] and not have:
                 why = (f"dpo: none of its {bucket['new_rows']} new pairs changes the action (edits of the thought "
