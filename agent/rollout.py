@@ -39,7 +39,8 @@ from agent.prompt import DEFAULT_STYLE, HistoryStep, action_in_format, render_me
 __all__ = ["END_REASONS", "Decision", "EpisodeResult", "RejectedProposal", "StepRecord", "Supervisor",
            "rejection_feedback", "run_episode"]
 
-END_REASONS = ("done", "max_steps", "void_turns", "finished", "env_error", "policy_error", "supervisor_finish")
+END_REASONS = ("done", "max_steps", "void_turns", "finished", "env_error", "policy_error", "supervisor_finish",
+               "replay_diverged")
 DECISION_KINDS = ("approve", "edit", "reject", "act", "finish")
 
 
@@ -153,6 +154,8 @@ def run_episode(
     repeat_temperature: float = 1.0,
     action_format: str = "loupe",
     history_images: int = 0,
+    replay_check: Callable[[int, Observation], str | None] | None = None,
+    on_replayed: Callable[[StepRecord], None] | None = None,
 ) -> EpisodeResult:
     """Run one episode to its end and say why it ended (one of ``END_REASONS``).
 
@@ -165,6 +168,12 @@ def run_episode(
     answers in (see the module docstring). A supervisor may also offer
     ``answer_call_user(index, question) -> str | None``; its answer reaches the next prompt.
     ``on_reject`` receives every proposal a supervisor rejected (the caller stores it).
+
+    ``replay_check(position, observation)`` (a branch, which must reach the very state its parent was in) is
+    asked before each replayed action (``position``: how many were replayed before it) and once more after the
+    last; a non-empty answer says what differs, and the episode ends "replay_diverged" with it as ``error``
+    before anything else runs. ``on_replayed`` receives each replayed record (a branch stores them; a resumed
+    episode had stored them already).
     """
     formats.check_format(action_format)
     if isinstance(history_images, bool) or not isinstance(history_images, int) or history_images < 0:
@@ -190,6 +199,9 @@ def run_episode(
         turn = item if isinstance(item, Turn) else _human_turn(item)
         if turn.action is None:
             continue  # a void turn changed nothing on the screen
+        difference = replay_check(len(steps), observation) if replay_check else None
+        if difference:
+            return end("replay_diverged", error=difference)
         started = time.perf_counter()
         try:
             result = env.step(turn.action)
@@ -200,10 +212,15 @@ def run_episode(
             proposal=None, reward=result.reward, done=result.done, info={**result.info, "replayed": True},
             timings={"observe": 0.0, "policy": 0.0, "execute": _ms(started)},
         ))
+        if on_replayed:
+            on_replayed(steps[-1])
         remember(observation, render_observation(observation, style), turn)
         observation = result.observation
         if result.done:
             return end("finished" if turn.action.name == "finished" else "done", reward=result.reward)
+    difference = replay_check(len(steps), observation) if replay_check else None
+    if difference:
+        return end("replay_diverged", error=difference)
 
     consecutive_void = 0
     feedback: str | None = None

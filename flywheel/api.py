@@ -294,6 +294,34 @@ class EpisodeResumeApi(APIView):
         return Response(EpisodeOutput(episode).data, status=status.HTTP_202_ACCEPTED)
 
 
+class EpisodeBranchInput(StrictSerializer):
+    step = serializers.IntegerField()
+    mode = serializers.ChoiceField(choices=["autonomous", "supervised"], default="supervised")
+
+
+class EpisodeBranchApi(APIView):
+    """Branches of an episode: GET lists them; POST queues a new one at a step (episodes.episode_branch).
+    Permitted as starting an episode is: annotators branch supervised, autonomous needs the manager role."""
+
+    @extend_schema(responses={200: EpisodeOutput(many=True)})
+    def get(self, request, episode_id: int):
+        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id)
+        return Response({"results": EpisodeOutput(episodes.branches_of(episode), many=True).data})
+
+    @extend_schema(request=EpisodeBranchInput, responses={201: EpisodeOutput})
+    def post(self, request, episode_id: int):
+        episode, role = selectors.episode_for_user(user=request.user, episode_id=episode_id, minimum=Role.ANNOTATOR)
+        data = EpisodeBranchInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        if data.validated_data["mode"] == "autonomous" and not selectors.role_at_least(role, Role.MANAGER):
+            raise ApplicationError("Branching into an autonomous episode needs the manager role; branch a supervised "
+                                   "one instead.", status=403)
+        branch = episodes.episode_branch(parent=episode, step=data.validated_data["step"],
+                                         mode=data.validated_data["mode"], actor=request.user)
+        branch = Episode.objects.select_related("task", "checkpoint", "created_by", "controller").get(pk=branch.pk)
+        return Response(EpisodeOutput(branch).data, status=status.HTTP_201_CREATED)
+
+
 class StepScreenshotApi(APIView):
     """Screenshots are files in storage, served only after a membership check."""
 

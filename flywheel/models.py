@@ -180,6 +180,11 @@ class Episode(models.Model):
     worker = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     attempt = models.PositiveIntegerField(default=0)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="branches",
+                               help_text="The episode this one branched from (same task and seed).")
+    branched_at = models.PositiveIntegerField(null=True, blank=True,
+                                              help_text="The parent's step this branch acts on anew: its steps "
+                                                        "before it are the parent's, replayed and checked.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -130,6 +130,68 @@ def _json_safe(value):
     return str(value)
 
 
+class BranchReplay:
+    """A branch's replay of its parent (Episode.parent, branched_at = k): the parent's steps 0..k-1 are replayed on
+    the same seed, and before each replayed action, and once more at step k, the screen is checked against the
+    parent's stored step (agent.screen_match: elements, then screenshot). Each replayed step is stored on the
+    branch at its parent's index as a copy of the parent's (episodes.step_copy, info ``replayed_from``), void
+    steps too (with the parent's screenshot), so the branch's step k is the parent's step k on the same state.
+    On a resumed branch the branch's own steps after k are replayed unchecked, as any resume's are."""
+
+    def __init__(self, episode: Episode):
+        self.episode = episode
+        self.k = episode.branched_at
+        self.parent_steps = list(Step.objects.filter(episode_id=episode.parent_id, index__lt=self.k).order_by("index"))
+        self.acted = [s for s in self.parent_steps if s.action]  # the steps a replay executes, in order
+        self.at_k = Step.objects.filter(episode_id=episode.parent_id, index=self.k).first()
+        self.copied = 0  # parent steps stored on the branch so far
+
+    def _expected(self, position: int) -> Step | None:
+        if position < len(self.acted):
+            return self.acted[position]
+        return self.at_k if position == len(self.acted) else None
+
+    def check(self, position: int, observation) -> str | None:
+        """What differs between the screen before replayed action ``position`` (or at step k) and the parent's."""
+        from agent.screen_match import screen_difference
+
+        expected = self._expected(position)
+        if expected is None:
+            return None
+        screenshot = _stored_bytes(expected.screenshot)
+        difference = screen_difference(expected_elements=expected.elements or [], expected_screenshot=screenshot,
+                                       observation=observation)
+        if difference:
+            return (f"the replay of episode {self.episode.parent_id} diverged at step {expected.index}: "
+                    f"{difference}; nothing of episode {self.episode.parent_id} was changed")
+        if position == len(self.acted):
+            self._copy_up_to(self.k - 1, observation)  # void steps just before k
+        return None
+
+    def store(self, record) -> None:
+        """Store a replayed step and the parent's void steps before it."""
+        if record.index < len(self.acted):
+            self._copy_up_to(self.acted[record.index].index, record.observation)
+
+    def _copy_up_to(self, last: int, observation) -> None:
+        for source in self.parent_steps[self.copied:last + 1]:
+            if source.action:
+                shot, width, height, url = observation.screenshot, observation.width, observation.height, observation.url
+            else:
+                shot, width, height, url = _stored_bytes(source.screenshot) or b"", source.width, source.height, source.url
+            episodes.step_copy(branch=self.episode, source=source, screenshot=shot, width=width, height=height, url=url)
+            self.copied += 1
+
+
+def _stored_bytes(name: str) -> bytes | None:
+    if not name:
+        return None
+    from django.core.files.storage import default_storage
+
+    with default_storage.open(name, "rb") as handle:
+        return handle.read()
+
+
 def run(episode_id: int, *, supervisor_factory=None) -> str:
     """Run (or resume) one episode to its end. Returns the end reason."""
     from agent.actions import Action
@@ -142,7 +204,12 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
         return "nothing to run"
     log.info("episode %s claimed by %s (task %s, seed %s, %s)", episode.pk, worker, episode.task.task_name,
              episode.seed, episode.mode)
-    stored = list(episode.steps.order_by("index").values_list("action", flat=True))
+    branch = BranchReplay(episode) if episode.parent_id else None
+    if branch is not None:
+        own = list(episode.steps.filter(index__gte=episode.branched_at).order_by("index").values_list("action", flat=True))
+        stored = [s.action for s in branch.parent_steps] + own
+    else:
+        stored = list(episode.steps.order_by("index").values_list("action", flat=True))
     replay = [Action.from_dict(a) for a in stored if a]  # void turns changed nothing on the page
     index_offset = len(stored) - len(replay)  # new steps continue after every stored one, void ones included
     started = time.monotonic()
@@ -169,7 +236,9 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
 
             result = run_episode(env, policy, task=episode.task.task_name, seed=episode.seed,
                                  max_steps=episode.task.max_steps, supervisor=supervisor, on_step=on_step,
-                                 on_reject=on_reject, replay=replay or None, **prompting)
+                                 on_reject=on_reject, replay=replay or None, **prompting,
+                                 replay_check=branch.check if branch else None,
+                                 on_replayed=branch.store if branch else None)
         except EpisodeStop as exc:
             episodes.episode_finish(episode_id=episode.pk, status=exc.status, end_reason=str(exc))
             return "stopped"
@@ -188,7 +257,7 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
     reason = result.end_reason
     outcome = result.outcome if result.outcome in ("success", "failure", "infeasible") else ""
     detail = result.error or (result.outcome if result.outcome and not outcome else "")
-    status = EpisodeStatus.FAILED if reason in ("env_error", "policy_error") else EpisodeStatus.FINISHED
+    status = EpisodeStatus.FAILED if reason in ("env_error", "policy_error", "replay_diverged") else EpisodeStatus.FINISHED
     episodes.episode_finish(episode_id=episode.pk, status=status, end_reason=f"{reason}: {detail}" if detail else reason,
                             reward=float(result.reward), outcome=outcome)
     log.info("episode %s ended (%s) in %.1f s", episode.pk, reason, time.monotonic() - started)

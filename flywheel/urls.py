@@ -16,6 +16,7 @@ urlpatterns += [
     path("episodes/<int:episode_id>/", api.EpisodeDetailApi.as_view(), name="episode-detail"),
     path("episodes/<int:episode_id>/neighbours", api.EpisodeNeighboursApi.as_view(), name="episode-neighbours"),
     path("episodes/<int:episode_id>/resume", api.EpisodeResumeApi.as_view(), name="episode-resume"),
+    path("episodes/<int:episode_id>/branch", api.EpisodeBranchApi.as_view(), name="episode-branch"),
     path("episodes/<int:episode_id>/steps/<int:index>/screenshot", api.StepScreenshotApi.as_view(), name="step-screenshot"),
     path("episodes/<int:episode_id>/proposals/<int:index>/screenshot", api.ProposalScreenshotApi.as_view(),
          name="proposal-screenshot"),
