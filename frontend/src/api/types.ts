@@ -72,6 +72,8 @@ export interface Episode {
   end_reason: string;
   checkpoint: { id: number; name: string } | null;
   n_steps: number;
+  /** Where a branch branched from: its parent episode and the step it acts on anew. */
+  branch_of?: { episode: number; step: number } | null;
   created_at: string;
   started_at: string | null;
   finished_at: string | null;

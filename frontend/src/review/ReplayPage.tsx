@@ -18,8 +18,11 @@ import { replayCommand } from "./replay";
 import { type Draft, draftOf, ReviewForm } from "./ReviewForm";
 import { ReviewStatusBadge } from "./ReviewStatusBadge";
 import { JudgePanel } from "./JudgePanel";
+import { BranchPanel } from "./BranchPanel";
 import { StepPanel, StepScreen, StepStrip } from "./StepPanel";
 import { ThinkAloud } from "./ThinkAloud";
+import { QueueBar } from "./QueueBar";
+import { useReviewNext } from "./queueQueries";
 
 interface ReplayProps {
   projectId: number;
@@ -30,10 +33,12 @@ interface ReplayProps {
   listQuery: string;
   previous: string | null;
   next: string | null;
+  /** Called once a review is saved (a replay opened from a review queue goes on to the next episode). */
+  onReviewed?: () => void;
 }
 
 /** One episode's replay and review form; mounted afresh for each episode (its step and draft are its own). */
-function Replay({ projectId, episode, transcript, reviews, userId, listQuery, previous, next }: ReplayProps) {
+function Replay({ projectId, episode, transcript, reviews, userId, listQuery, previous, next, onReviewed }: ReplayProps) {
   const navigate = useNavigate();
   const steps = episode.steps;
   const [current, setCurrent] = useState(0);
@@ -81,7 +86,12 @@ function Replay({ projectId, episode, transcript, reviews, userId, listQuery, pr
     if (!draft.verdict) return;
     submit.mutate(
       { verdict: draft.verdict, grade: draft.grade, comment: draft.comment, step_labels: draft.step_labels },
-      { onSuccess: (saved) => setSavedAt(saved.updated_at) },
+      {
+        onSuccess: (saved) => {
+          setSavedAt(saved.updated_at);
+          onReviewed?.();
+        },
+      },
     );
   }
 
@@ -161,6 +171,13 @@ function Replay({ projectId, episode, transcript, reviews, userId, listQuery, pr
           )}
           <ThinkAloud transcript={transcript} steps={steps} current={step?.index ?? 0} onStep={setCurrent} />
           <JudgePanel episodeId={episode.id} finished={episode.status === "finished"} />
+          <BranchPanel
+            projectId={projectId}
+            episodeId={episode.id}
+            step={step?.index}
+            ended={["finished", "failed", "interrupted"].includes(episode.status)}
+            branchOf={episode.branch_of}
+          />
           <ReviewForm
             draft={draft}
             onChange={setDraft}
@@ -189,12 +206,15 @@ function ReplayLoader({ projectId, episodeId }: { projectId: number; episodeId: 
   const reviews = useReviews(episodeId);
   const neighbours = useNeighbours(episodeId, apiParams(projectId, params, false));
   const listQuery = params.toString();
+  const queueId = Number(params.get("queue")) || null;
+  const reviewNext = useReviewNext(projectId);
   const link = (id: number | null | undefined) =>
     id ? `/projects/${projectId}/review/${id}${listQuery ? `?${listQuery}` : ""}` : null;
 
   if (episode.isError) return <LoadError error={episode.error} resource="episode" title="Could not load the episode" onRetry={() => episode.refetch()} />;
-  if (reviews.isError) return <ErrorBanner error={reviews.error} title="Could not load the reviews" onRetry={() => reviews.refetch()} />;
-  if (episode.isPending || reviews.isPending) return <Spinner label="Loading the episode…" />;
+  // An annotator reviewing from a queue may not read the others' reviews (a blind review): none are shown.
+  if (reviews.isError && !queueId) return <ErrorBanner error={reviews.error} title="Could not load the reviews" onRetry={() => reviews.refetch()} />;
+  if (episode.isPending || (reviews.isPending && !queueId)) return <Spinner label="Loading the episode…" />;
   if (episode.data.project !== projectId) {
     return <ErrorBanner message={`Episode ${episodeId} belongs to another project. Open it from that project's review list.`} />;
   }
@@ -202,16 +222,20 @@ function ReplayLoader({ projectId, episodeId }: { projectId: number; episodeId: 
     <>
       {transcript.isError && <ErrorBanner error={transcript.error} title="Could not load the think-aloud transcript" onRetry={() => transcript.refetch()} />}
       {neighbours.isError && <ErrorBanner error={neighbours.error} title="Could not find the next episodes in the list" />}
+      {queueId && (
+        <QueueBar projectId={projectId} queueId={queueId} itemId={Number(params.get("item")) || null} next={reviewNext} />
+      )}
       <Replay
         key={episodeId}
         projectId={projectId}
         episode={episode.data}
         transcript={transcript.data}
-        reviews={reviews.data}
+        reviews={reviews.data ?? []}
         userId={user?.id}
         listQuery={listQuery}
         previous={link(neighbours.data?.previous)}
         next={link(neighbours.data?.next)}
+        onReviewed={queueId ? () => reviewNext.go(queueId) : undefined}
       />
     </>
   );
@@ -227,7 +251,7 @@ export function ReplayPage() {
   return (
     <ProjectFrame projectId={projectId} trail={[{ label: "Review", to: list }, { label: `Episode ${episodeId}` }]}>
       {(project) =>
-        canManage(project, user) ? (
+        canManage(project, user) || new URLSearchParams(listQuery).has("queue") ? (
           <ReplayLoader projectId={projectId} episodeId={episodeId} />
         ) : (
           <ManagersOnly projectId={projectId} title="Review" what="review and grade episodes" />
