@@ -77,9 +77,12 @@ export function CycleSettingsForm({ projectId, settings, manage }: { projectId: 
 
   const recipe: RecipeStage[] = ALGORITHMS.filter(({ algorithm }) => draft.stages[algorithm].on).map(({ algorithm }) => {
     const stage = draft.stages[algorithm];
-    const out: RecipeStage = { algorithm, max_steps: whole(stage.maxSteps) };
+    // what the form does not edit (batch tokens, the gate's min rows, LoRA, GRPO's options) stays as stored
+    const stored = settings.recipe.find((s) => s.algorithm === algorithm);
+    const out: RecipeStage = { ...stored, algorithm, max_steps: whole(stage.maxSteps) };
     if (hasEpochs(algorithm)) out.max_epochs = whole(stage.maxEpochs);
     if (stage.lr.trim()) out.lr = Number(stage.lr);
+    else delete out.lr;
     return out;
   });
   const problems: string[] = [];

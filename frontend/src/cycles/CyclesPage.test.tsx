@@ -302,7 +302,7 @@ describe("CyclesPage", () => {
       decision_data: {
         gate: { stages: { sft: { ok: true }, dpo: { ok: false, why: "dpo: none of its 3 new pairs changes the action" } } },
         data: { sft: { new_rows: 30, val_rows: 4, train_new_rows: 26, replay_rows: 52, replay_other_rendering: 5 } },
-      } as Cycle["decision_data"],
+      } as unknown as Cycle["decision_data"],
     });
     mockFetch(routes("manager", [mixed]));
     renderApp("/projects/1/cycles");
