@@ -7,7 +7,8 @@ import { type BranchMode, type BranchOf, createBranch, fetchBranches } from "../
 /**
  * Branching on the replay: "Branch here" starts a new episode that replays this episode up to the shown step
  * (checking each screen matches) and then continues there under a person (opened in the live view) or the model
- * (it appears in the lists). Also says where this episode branched from, and lists its own branches.
+ * (it appears in the lists). Steps are counted from 1 here, as the replay shows them (the API's ``step`` is the
+ * 0-based index). Also says where this episode branched from, and lists its own branches.
  */
 export function BranchPanel({ projectId, episodeId, step, ended, branchOf }: {
   projectId: number;
@@ -35,8 +36,8 @@ export function BranchPanel({ projectId, episodeId, step, ended, branchOf }: {
       <h2>Branches</h2>
       {branchOf && (
         <p data-testid="branch-of">
-          Branched from <Link to={review(branchOf.episode)}>episode {branchOf.episode}</Link> at step {branchOf.step}.
-          Its steps before {branchOf.step} repeat that episode's.
+          Branched from <Link to={review(branchOf.episode)}>episode {branchOf.episode}</Link> at step {branchOf.step + 1}.
+          {branchOf.step > 0 && ` Its first ${branchOf.step === 1 ? "step repeats" : `${branchOf.step} steps repeat`} that episode's, replayed and checked.`}
         </p>
       )}
       {step !== undefined && (
@@ -52,11 +53,11 @@ export function BranchPanel({ projectId, episodeId, step, ended, branchOf }: {
             type="button"
             className="button small"
             disabled={!ended || branch.isPending}
-            title={ended ? `Try step ${step} again from the same screen` : "An episode can be branched once it has ended"}
+            title={ended ? `Try step ${step + 1} again from the same screen` : "An episode can be branched once it has ended"}
             onClick={() => branch.mutate()}
             data-testid="branch-here"
           >
-            Branch here (step {step})
+            Branch here (step {step + 1})
           </button>
         </div>
       )}
@@ -70,7 +71,7 @@ export function BranchPanel({ projectId, episodeId, step, ended, branchOf }: {
         <ul data-testid="branch-list">
           {branches.data!.results.map((b) => (
             <li key={b.id}>
-              <Link to={review(b.id)}>Episode {b.id}</Link> from step {b.branch_of?.step} · {b.mode} · {b.status}
+              <Link to={review(b.id)}>Episode {b.id}</Link> from step {(b.branch_of?.step ?? 0) + 1} · {b.mode} · {b.status}
             </li>
           ))}
         </ul>
