@@ -10,6 +10,7 @@ import { ProjectListPage } from "./projects/ProjectListPage";
 import { ProjectPage } from "./projects/ProjectPage";
 import { ReplayPage } from "./review/ReplayPage";
 import { ReviewPage } from "./review/ReviewPage";
+import { QueuePage } from "./review/QueuePage";
 import { RunsPage } from "./runs/RunsPage";
 import { CyclesPage } from "./cycles/CyclesPage";
 
@@ -43,6 +44,7 @@ export function AppRoutes() {
         <Route path="projects/:projectId/episodes" element={<EpisodeListPage />} />
         <Route path="projects/:projectId/review" element={<ReviewPage />} />
         <Route path="projects/:projectId/review/:episodeId" element={<ReplayPage />} />
+        <Route path="projects/:projectId/review/queues/:queueId" element={<QueuePage />} />
         <Route path="projects/:projectId/datasets" element={<DatasetsPage />} />
         <Route path="projects/:projectId/runs" element={<RunsPage />} />
         <Route path="projects/:projectId/cycles" element={<CyclesPage />} />

@@ -12,6 +12,7 @@ import { apiParams, type FilterKey, readFilters, withFilter } from "./filters";
 import { cursorOf, type ReviewEpisode } from "../api/review";
 import { useReviewList } from "./queries";
 import { CalibrationPanel } from "./CalibrationPanel";
+import { QueuesPanel } from "./QueuesPanel";
 import { ReviewFilters } from "./ReviewFilters";
 import { ReviewStatusBadge } from "./ReviewStatusBadge";
 
@@ -91,6 +92,7 @@ function ReviewList({ projectId }: { projectId: number }) {
         {list.isFetching && !list.isPending && <Spinner label="Refreshing…" />}
       </div>
       <CalibrationPanel projectId={projectId} />
+      <QueuesPanel projectId={projectId} manager />
       <ReviewFilters
         projectId={projectId}
         filters={filters}
@@ -205,7 +207,8 @@ function ReviewList({ projectId }: { projectId: number }) {
   );
 }
 
-/** `/projects/:projectId/review`: the trajectory list, filtered by the URL's query; managers only. */
+/** `/projects/:projectId/review`: the trajectory list, filtered by the URL's query, for managers; an annotator
+ * sees only the review queues that assign them. */
 export function ReviewPage() {
   const projectId = useIdParam("projectId");
   const { user } = useSession();
@@ -215,7 +218,10 @@ export function ReviewPage() {
         canManage(project, user) ? (
           <ReviewList projectId={projectId} />
         ) : (
-          <ManagersOnly projectId={projectId} title="Review" what="review and grade episodes" />
+          <>
+            <QueuesPanel projectId={projectId} manager={false} />
+            <ManagersOnly projectId={projectId} title="Review" what="browse and grade any episode" />
+          </>
         )
       }
     </ProjectFrame>

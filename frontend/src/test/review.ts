@@ -32,6 +32,7 @@ export function baseRoutes(role: "annotator" | "manager"): Routes {
         next: null,
       },
     },
+    "GET /api/v1/projects/1/review-queues/": { body: { results: [] } },
     "GET /api/v1/projects/1/members/": { body: { results: [{ id: 1, user: { id: 2, username: "ann" }, role: "annotator" }], next: null } },
     "GET /api/v1/projects/1/deployments/": {
       body: { results: [{ id: 1, checkpoint: { id: 7, name: "v0" }, backend: "local", active: true, activated_at: null, deactivated_at: null, reason: "" }], next: null },

@@ -1,0 +1,73 @@
+/** Server state of review queues (api/queues.ts): lists, one queue, "Review next", release and adjudication. */
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useState } from "react";
+import { useNavigate } from "react-router";
+import type { Verdict } from "../api/review";
+import {
+  queueAdjudicate,
+  type QueueCreateInput,
+  queueCreate,
+  queueGet,
+  queueList,
+  queueNext,
+  queueRelease,
+} from "../api/queues";
+
+export const queuesKey = (projectId: number) => ["review-queues", projectId] as const;
+export const queueKey = (queueId: number) => ["review-queue", queueId] as const;
+
+export function useQueues(projectId: number) {
+  return useQuery({ queryKey: queuesKey(projectId), queryFn: ({ signal }) => queueList(projectId, signal) });
+}
+
+export function useQueue(queueId: number) {
+  return useQuery({
+    queryKey: queueKey(queueId),
+    queryFn: ({ signal }) => queueGet(queueId, signal),
+    enabled: Number.isFinite(queueId),
+  });
+}
+
+export function useCreateQueue(projectId: number) {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: (body: QueueCreateInput) => queueCreate(projectId, body),
+    onSuccess: () => client.invalidateQueries({ queryKey: queuesKey(projectId) }),
+  });
+}
+
+/**
+ * "Review next": asks the queue for the caller's next episode and opens its replay (with `?queue=`, so the
+ * replay offers skip and goes on after the review); `empty` says when nothing is left for them.
+ */
+export function useReviewNext(projectId: number) {
+  const navigate = useNavigate();
+  const client = useQueryClient();
+  const [empty, setEmpty] = useState<number | null>(null);
+  const mutation = useMutation({
+    mutationFn: (queueId: number) => queueNext(queueId),
+    onSuccess: (next) => {
+      client.invalidateQueries({ queryKey: queueKey(next.queue) });
+      client.invalidateQueries({ queryKey: queuesKey(projectId) });
+      if (next.episode === null) setEmpty(next.queue);
+      else {
+        setEmpty(null);
+        navigate(`/projects/${projectId}/review/${next.episode}?queue=${next.queue}&item=${next.item}`);
+      }
+    },
+  });
+  return { go: (queueId: number) => mutation.mutate(queueId), mutation, empty };
+}
+
+export function useReleaseItem() {
+  return useMutation({ mutationFn: ({ itemId, skip }: { itemId: number; skip: boolean }) => queueRelease(itemId, skip) });
+}
+
+export function useAdjudicate(queueId: number) {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: ({ itemId, verdict, comment }: { itemId: number; verdict: Verdict; comment: string }) =>
+      queueAdjudicate(itemId, verdict, comment),
+    onSuccess: () => client.invalidateQueries({ queryKey: queueKey(queueId) }),
+  });
+}
