@@ -198,8 +198,8 @@ class ReviewSubmitApi(APIView):
         episode, role = selectors.episode_for_user(user=request.user, episode_id=episode_id)
         if not selectors.role_at_least(role, Role.MANAGER) and not queues.may_review(episode=episode,
                                                                                     reviewer=request.user):
-            raise ApplicationError("Annotators review an episode only while they hold it from a review queue that "
-                                   "assigns them; ask for the next one with “Review next”.", status=403)
+            raise ApplicationError("This needs the manager role, or a hold on the episode from a review queue that "
+                                   "assigns you: ask for your next one with “Review next”.", status=403)
         data = ReviewInput(data=request.data)
         data.is_valid(raise_exception=True)
         review = reviews.review_submit(episode=episode, reviewer=request.user, **data.validated_data)
