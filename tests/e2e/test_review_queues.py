@@ -64,3 +64,27 @@ def test_manager_queues_reviews_next_and_adjudicates_a_disagreement(daphne_serve
     screenshot(page, "review-queue-adjudicated")
     assert Episode.objects.get(pk=first.pk).review_status == "rejected"
     assert QueueItem.objects.get(queue=queue, episode=first).final_verdict == "reject"
+
+
+def test_an_assigned_annotator_reviews_only_through_the_queue(daphne_server, page):
+    project = make_project("Queued for annotators")
+    manager, annotator = make_user("boss"), make_user("helper")
+    make_member(project, manager, Role.MANAGER)
+    make_member(project, annotator, Role.ANNOTATOR)
+    task = make_task(project, "click-button")
+    episode = make_finished_episode(project, task, steps=[{}])
+    queue = queues.queue_create(project=project, actor=manager, name="for helper", filter={}, overlap=1,
+                                assignees=[annotator.pk])
+
+    login(page, daphne_server, "helper", PASSWORD)
+    page.get_by_test_id("project-card").first.wait_for(timeout=20_000)
+    page.goto(f"{daphne_server}/projects/{project.pk}/review")
+    page.get_by_test_id("queue-review-next").click()
+    page.get_by_test_id("queue-bar").wait_for()
+    page.get_by_test_id("judge-panel").wait_for(state="detached")  # the judge is the managers'
+    page.get_by_test_id("verdict-reject").click()
+    page.get_by_test_id("review-submit").click()
+    page.get_by_test_id("queue-empty").wait_for()
+    assert Episode.objects.get(pk=episode.pk).review_status == "rejected"
+    assert QueueItem.objects.get(queue=queue).state == "done"
+    screenshot(page, "review-queue-annotator")

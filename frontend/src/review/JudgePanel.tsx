@@ -1,4 +1,5 @@
 import { useState } from "react";
+import { ApiError } from "../api/client";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime } from "../components/format";
 import type { Judgement } from "../api/judge";
@@ -30,6 +31,8 @@ export function JudgePanel({ episodeId, finished }: { episodeId: number; finishe
   const latest = list[0];
   const waiting = waitingFor !== null && list.length <= waitingFor;
 
+  // An annotator reviewing from a queue may not read the judge (managers only): the panel is left out.
+  if (judgements.error instanceof ApiError && judgements.error.status === 403) return null;
   return (
     <section className="card judge-panel" aria-label="The judge's verdict" data-testid="judge-panel">
       <h2>The judge's verdict</h2>

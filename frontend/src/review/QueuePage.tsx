@@ -125,7 +125,7 @@ function QueueView({ projectId, queue }: { projectId: number; queue: ReviewQueue
         <section data-testid="queue-adjudication">
           <h2>Disagreements</h2>
           {queue.adjudication.length === 0 && <p className="muted">No disagreements so far.</p>}
-          <ul className="adjudication-list">
+          <ul className="adjudication-list" style={{ listStyle: "none", padding: 0 }}>
             {queue.adjudication.map((item) => (
               <Adjudication key={item.id} projectId={projectId} queueId={queue.id} item={item} />
             ))}

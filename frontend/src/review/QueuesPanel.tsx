@@ -116,7 +116,7 @@ export function QueuesPanel({ projectId, manager }: { projectId: number; manager
       {queues.isError && <ErrorBanner error={queues.error} title="Could not load the review queues" onRetry={() => queues.refetch()} />}
       {next.mutation.isError && <ErrorBanner error={next.mutation.error} title="Could not get your next episode" />}
       {!queues.isPending && rows.length === 0 && <p className="muted small">No queues yet.</p>}
-      <ul className="queue-list">
+      <ul className="queue-list" style={{ listStyle: "none", padding: 0 }}>
         {rows.map((queue) => (
           <li key={queue.id} data-testid="queue-row" data-queue-id={queue.id}>
             <Link to={`/projects/${projectId}/review/queues/${queue.id}`} data-testid="queue-link">
