@@ -130,6 +130,22 @@ def _json_safe(value):
     return str(value)
 
 
+class StoredIndexSupervisor:
+    """A supervisor as run_episode sees it, told stored step indices: run_episode counts the steps it ran (a
+    replay skips stored void steps), so after a replay over void steps its index is ``offset`` short of the
+    index the step is stored at, which the proposal a person sees and the commands they send name."""
+
+    def __init__(self, inner, offset: int):
+        self.inner, self.offset = inner, offset
+
+    def review(self, index: int, observation, proposal, *, attempt: int = 1, repeated: bool = False):
+        return self.inner.review(index + self.offset, observation, proposal, attempt=attempt, repeated=repeated)
+
+    def answer_call_user(self, index: int, question: str) -> str | None:
+        answer = getattr(self.inner, "answer_call_user", None)
+        return answer(index + self.offset, question) if callable(answer) else None
+
+
 class BranchReplay:
     """A branch's replay of its parent (Episode.parent, branched_at = k): the parent's steps 0..k-1 are replayed on
     the same seed, and before each replayed action, and once more at step k, the screen is checked against the
@@ -226,16 +242,18 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
 
             def on_step(record):  # replayed steps are not passed here: they were stored before the interruption
                 step = record_step(episode, record, index_offset=index_offset,
-                                   intervened_by=supervisor.actor_for(record.index) if supervisor else None)
+                                   intervened_by=supervisor.actor_for(record.index + index_offset) if supervisor else None)
                 if supervisor is not None:
                     supervisor.after_step(step)
 
             def on_reject(record):
                 record_rejection(episode, record, index_offset=index_offset,
-                                 rejected_by=supervisor.actor_for(record.index) if supervisor else None)
+                                 rejected_by=supervisor.actor_for(record.index + index_offset) if supervisor else None)
 
             result = run_episode(env, policy, task=episode.task.task_name, seed=episode.seed,
-                                 max_steps=episode.task.max_steps, supervisor=supervisor, on_step=on_step,
+                                 max_steps=episode.task.max_steps,
+                                 supervisor=StoredIndexSupervisor(supervisor, index_offset) if supervisor else None,
+                                 on_step=on_step,
                                  on_reject=on_reject, replay=replay or None, **prompting,
                                  replay_check=branch.check if branch else None,
                                  on_replayed=branch.store if branch else None)
