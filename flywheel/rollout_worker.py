@@ -162,6 +162,14 @@ class BranchReplay:
         self.at_k = Step.objects.filter(episode_id=episode.parent_id, index=self.k).first()
         self.copied = 0  # parent steps stored on the branch so far
 
+    @staticmethod
+    def turn_of(step: Step):
+        """A stored step's turn as the policy's history shows it (its thought and action)."""
+        from agent.actions import Action, Turn, format_turn
+
+        action = Action.from_dict(step.action)
+        return Turn(thought=step.thought, action=action, void_reason=None, raw=format_turn(step.thought, action))
+
     def _expected(self, position: int) -> Step | None:
         if position < len(self.acted):
             return self.acted[position]
@@ -227,6 +235,8 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
     else:
         stored = list(episode.steps.order_by("index").values_list("action", flat=True))
     replay = [Action.from_dict(a) for a in stored if a]  # void turns changed nothing on the page
+    if branch is not None:  # the parent's turns with their thoughts, so the prompt at k is the parent's prompt at k
+        replay[:len(branch.acted)] = [branch.turn_of(s) for s in branch.acted]
     index_offset = len(stored) - len(replay)  # new steps continue after every stored one, void ones included
     started = time.monotonic()
     beat = functools.partial(episodes.episode_heartbeat, episode_id=episode.pk, worker=worker)

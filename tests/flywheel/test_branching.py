@@ -85,6 +85,8 @@ def test_branch_replays_and_matches_the_parents_steps_then_acts_anew(celery_work
         assert ours.info["replayed_from"] == {"episode": parent.pk, "step": theirs.index}
         assert ours.checkpoint_id == theirs.checkpoint_id
     assert "replayed_from" not in child_steps[k].info
+    # the model at k was asked exactly what it was asked in the parent: the same state, the same history
+    assert child_steps[k].prompt == Step.objects.get(episode=parent, index=k).prompt
     assert snapshot(Episode.objects.get(pk=parent.pk)) == before  # nothing of the parent changed
     listed = client.get(f"/api/v1/episodes/{parent.pk}/branch").json()["results"]
     assert [row["id"] for row in listed] == [child.pk]
