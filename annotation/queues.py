@@ -37,7 +37,7 @@ MAX_OVERLAP = 5
 
 def hold_seconds() -> int:
     """How long a reviewer holds an item they were given (the setting, 15 minutes by default)."""
-    return int(getattr(settings, "LOUPE_REVIEW_HOLD_SECONDS", 900))
+    return int(settings.LOUPE_REVIEW_HOLD_SECONDS)
 
 
 def _bad(field: str, message: str) -> ApplicationError:

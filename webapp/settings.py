@@ -277,6 +277,8 @@ LOUPE_WHISPER_MODEL = os.environ.get("LOUPE_WHISPER_MODEL", "")
 LOUPE_HEARTBEAT_SECONDS = float(os.environ.get("LOUPE_HEARTBEAT_SECONDS", "5"))
 LOUPE_INTERRUPTED_AFTER_SECONDS = float(os.environ.get("LOUPE_INTERRUPTED_AFTER_SECONDS", "20"))
 LOUPE_SUPERVISED_IDLE_SECONDS = float(os.environ.get("LOUPE_SUPERVISED_IDLE_SECONDS", "600"))
+# How long a reviewer holds a review-queue item they asked for before it is offered to someone else.
+LOUPE_REVIEW_HOLD_SECONDS = int(os.environ.get("LOUPE_REVIEW_HOLD_SECONDS", "900"))
 LOUPE_SUPERVISOR_FACTORY = "annotation.supervision.supervisor_for"
 LOUPE_WS_MAX_FRAME_BYTES = int(os.environ.get("LOUPE_WS_MAX_FRAME_BYTES", "65536"))
 # Per socket: a token bucket of LOUPE_WS_FRAME_BURST frames refilled at this rate; beyond it the socket closes 4029.
