@@ -140,6 +140,9 @@ class CycleSettingsInput(StrictSerializer):
                                           "per new row, 0-100; 0: the new rows alone")
     replay_max_rows = serializers.IntegerField(required=False, help_text="SFT: the mix of new and replayed rows holds "
                                                                          "at most this many")
+    correction_weight = serializers.IntegerField(required=False, help_text="SFT: each row of a step a person "
+                                                 "corrected (an edit, a takeover) counts this many times in the mix "
+                                                 "(1-100); the approved steps are the checkpoint's own answers")
     val_fraction = serializers.FloatField(required=False, help_text="SFT: share of the new rows held out for the "
                                                                     "validation loss (0-0.5; 0: none)")
     val_min_rows = serializers.IntegerField(required=False, help_text="SFT: at least this many new rows held out")

@@ -31,6 +31,7 @@ DEFAULTS = {
                {"algorithm": "dpo", "max_steps": 30, "max_epochs": 2}],
     "replay_ratio": 2.0,  # replayed rows (what the deployed checkpoint learnt from) per new SFT row; 0: none
     "replay_max_rows": 600,  # the SFT mix (new + replayed rows) holds at most this many
+    "correction_weight": 3,  # each SFT row of a step a person corrected (edit, takeover) counts this many times
     "val_fraction": 0.15,  # share of the new SFT rows held out for the validation loss
     "val_min_rows": 2,  # ... and at least this many
     "patience": 3,  # stop SFT when the validation loss has not improved for this many progress lines (0: never)
@@ -147,6 +148,7 @@ def settings_clean(project: Project, changes: dict) -> dict:
                              "rows a third of the SFT mix.")
     clean["replay_ratio"] = float(ratio)
     clean["replay_max_rows"] = _int("replay_max_rows", merged["replay_max_rows"], 1, 10_000_000)
+    clean["correction_weight"] = _int("correction_weight", merged["correction_weight"], 1, 100)
     fraction = merged["val_fraction"]
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 0.5:
         _bad("val_fraction", "use a share of the new SFT rows from 0 (no validation) to 0.5.")

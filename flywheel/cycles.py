@@ -58,7 +58,8 @@ def bucket_rows(project: Project, config: dict) -> dict:
         kind = cycle_settings.BUCKET_FOR_ALGORITHM[stage["algorithm"]]
         episodes = datasets.filter_apply(datasets.bucket_episodes(project, kind), project, kind, {"split": Split.TRAIN})
         new = episodes.exclude(pk__in=_trained_on(project, kind))
-        out[kind] = {"rows": datasets.row_count(kind, episodes, target), "new_rows": datasets.row_count(kind, new, target)}
+        out[kind] = {"rows": datasets.row_count(kind, episodes, target),
+                     "new_rows": datasets.row_count(kind, new, target)}
         if kind == "dpo":
             out[kind]["new_differing"] = replay.dpo_differing_count(new)
     return out
@@ -270,8 +271,8 @@ def cycle_snapshot(*, cycle_id: int) -> str:
             return "busy or moved on"
         try:
             cycle = Cycle.objects.select_related("project").get(pk=cycle_id)
-            kinds = [kind for kind in (cycle_settings.BUCKET_FOR_ALGORITHM[s["algorithm"]] for s in cycle.config["recipe"])
-                     if _stage_ok(cycle, kind)]
+            kinds = [cycle_settings.BUCKET_FOR_ALGORITHM[s["algorithm"]] for s in cycle.config["recipe"]]
+            kinds = [kind for kind in kinds if _stage_ok(cycle, kind)]
             total = len(kinds)
             for done, kind in enumerate(kinds):
                 Cycle.objects.filter(pk=cycle_id).update(progress={"done": done, "total": total,
@@ -326,7 +327,8 @@ def _stage_data(cycle: Cycle, stage: dict, snapshot, init: Checkpoint | None) ->
     made = replay.sft_mix(snapshot=snapshot, sources=replay.lineage_sources(init), out_dir=out_dir,
                           seed=cycle.project_id * 100_003 + cycle.iteration, replay_ratio=config.get("replay_ratio", 0),
                           max_rows=config.get("replay_max_rows", 10_000_000),
-                          val_fraction=config.get("val_fraction", 0), val_min_rows=config.get("val_min_rows", 1))
+                          val_fraction=config.get("val_fraction", 0), val_min_rows=config.get("val_min_rows", 1),
+                          correction_weight=config.get("correction_weight", 1))
     if made["val_file"]:
         made["patience"] = config.get("patience", 0)
     return made
@@ -359,7 +361,8 @@ def cycle_train(*, cycle_id: int) -> str:
                 error = getattr(exc, "message", None) or f"The cycle's training data could not be written: {exc}"
                 log_tail = ""
             else:
-                run = training.recipe_run_create(project=cycle.project, stages=stages, init_checkpoint=_candidate_init(cycle),
+                run = training.recipe_run_create(project=cycle.project, stages=stages,
+                                                 init_checkpoint=_candidate_init(cycle),
                                                  checkpoint_name=f"c{cycle.iteration}", extra={"cycle": cycle.pk})
                 cycle.run, cycle.progress = run, {"label": f"training run #{run.pk} queued", "sent_at": _now_iso()}
                 cycle.decision_data = {**(cycle.decision_data or {}), "data": data}

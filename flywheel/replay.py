@@ -104,12 +104,19 @@ def val_rows_for(n: int, fraction: float, minimum: int) -> int:
     return min(n - 1, max(minimum, round(n * fraction)))
 
 
+CORRECTED_ACTORS = ("edited", "human")  # a person's step over the model's: where the deployed checkpoint was wrong
+
+
 def sft_mix(*, snapshot: DatasetSnapshot, sources: list[dict], out_dir: Path, seed: int, replay_ratio: float,
-            max_rows: int, val_fraction: float, val_min_rows: int) -> dict:
-    """Write ``train.jsonl`` (the snapshot's rows less the held-out ones, plus a replay sample of ``sources``:
-    ``replay_ratio`` replayed rows a new one, the whole mix at most ``max_rows``) and ``val.jsonl`` (the held-out
-    new rows) into ``out_dir``. Replayed rows are rendered as the snapshot's are (its lineage's rendered_for);
-    rows of another rendering, and rows equal to a new one, are left out and counted. Returns the paths and counts."""
+            max_rows: int, val_fraction: float, val_min_rows: int, correction_weight: int = 1) -> dict:
+    """Write ``train.jsonl`` (the snapshot's rows less the held-out ones, each row of a person's corrected step
+    ``correction_weight`` times, plus a replay sample of ``sources``: ``replay_ratio`` replayed rows a new one, the
+    whole mix at most ``max_rows``) and ``val.jsonl`` (the held-out new rows) into ``out_dir``. Replayed rows are
+    rendered as the snapshot's are (its lineage's rendered_for); rows of another rendering, and rows equal to a new
+    one, are left out and counted. Returns the paths and counts.
+
+    Why weight corrections: most new rows of a good checkpoint are its own approved steps, which it predicts
+    already; the few a person corrected are where it was wrong, the only rows with something to teach."""
     target = (snapshot.lineage or {}).get("rendered_for")
     rng = random.Random(seed)
     new = _snapshot_rows(snapshot)
@@ -133,9 +140,11 @@ def sft_mix(*, snapshot: DatasetSnapshot, sources: list[dict], out_dir: Path, se
             else:
                 seen.add(_key(row))
                 pool.append(row)
-    wanted = min(round(replay_ratio * len(train_new)), max(0, max_rows - len(train_new)), len(pool))
+    corrected = [row for row in train_new if (row.get("meta") or {}).get("actor") in CORRECTED_ACTORS]
+    weighted = [*train_new, *(corrected * (correction_weight - 1))][:max_rows]
+    wanted = min(round(replay_ratio * len(train_new)), max(0, max_rows - len(weighted)), len(pool))
     replay = rng.sample(pool, wanted) if wanted else []
-    train = [*train_new[:max_rows], *replay]
+    train = [*weighted, *replay]
     rng.shuffle(train)
     out_dir.mkdir(parents=True, exist_ok=True)
     train_path, val_path = out_dir / "sft-train.jsonl", out_dir / "sft-val.jsonl"
@@ -144,6 +153,7 @@ def sft_mix(*, snapshot: DatasetSnapshot, sources: list[dict], out_dir: Path, se
         _write(val_path, val)
     return {"data_file": str(train_path), "val_file": str(val_path) if val else "",
             "mix": {"new_rows": len(new), "val_rows": len(val), "train_new_rows": min(len(train_new), max_rows),
+                    "corrected_rows": len(corrected), "correction_weight": correction_weight,
                     "replay_rows": len(replay), "replay_pool": len(pool), "train_rows": len(train),
                     "replay_other_rendering": other_style, "replay_duplicates": duplicates,
                     "replay_ratio": replay_ratio, "max_rows": max_rows, "seed": seed,

@@ -7,13 +7,16 @@ who reads the screen, it keeps its own copy of the page: the same MiniWoB task a
 browser, replaying every executed step. At each proposal it asks the task's scripted solver what a
 competent person would do, then:
 - approves the model's step when it does the same thing (a click inside the same element, the same text),
-- edits it to the solver's step when it is wrong,
+- edits it to the solver's step when it is wrong, keeping the model's way of writing its thought: when the model
+  quotes the line of the element it clicks (as the cold-start v0 learnt to), the person quotes the right one,
+
 - takes over and acts itself when the model is lost (an unparsable, void turn), then hands back.
 """
 from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import urllib.error
 import urllib.request
@@ -113,13 +116,34 @@ def same_step(proposal: dict, solver_action, observation) -> bool:
     return action.get("args") == solver_action.args
 
 
+QUOTED_LINE = re.compile(r'\[[\w-]+\] ".*" x=-?\d+, y=-?\d+')  # an element's line, as a prompt shows it
+
+
+def corrected_thought(proposed: str, solver_turn, observation, style: str) -> str:
+    """The thought a person writes over a wrong proposal: the solver's, and, when the model's own thought quoted an
+    element's line (the convention of the checkpoint: its action copies the numbers it has just written), the line
+    of the element the right click lands on. A correction in another convention would teach the checkpoint to drop
+    the habit its answers rest on."""
+    from agent.prompt import render_element
+
+    action = solver_turn.action
+    if not QUOTED_LINE.search(proposed or "") or action is None or not {"x", "y"} <= set(action.args):
+        return solver_turn.thought
+    at = [e for e in observation.elements if (e.x, e.y) == (action.args["x"], action.args["y"])]
+    if len(at) != 1:
+        return solver_turn.thought
+    return f"{solver_turn.thought.strip()} {render_element(at[0], style)}"
+
+
 class SimulatedAnnotator:
     """One person at a browser: its API token and its own view of the page."""
 
-    def __init__(self, base: str, username: str, password: str, *, env=None, think: float = 0.0):
+    def __init__(self, base: str, username: str, password: str, *, env=None, think: float = 0.0,
+                 style: str = "named"):
         from agent.envs import make_env
 
         self.base, self.username = base.rstrip("/"), username
+        self.style = style  # the prompt style of the element lines a corrected thought quotes (the tiny model's)
         self.api = Api(base, username, password)
         self.env = env or make_env("miniwob")
         self.think = think  # seconds a person looks before answering
@@ -186,7 +210,8 @@ class SimulatedAnnotator:
                     socket.send("approve", index=data["index"])
                 else:
                     report.edited += 1
-                    socket.send("edit", index=data["index"], thought=turn.thought, action=action_text)
+                    thought = corrected_thought(data.get("thought", ""), turn, observation, self.style)
+                    socket.send("edit", index=data["index"], thought=thought, action=action_text)
             else:
                 raise ApiFailure(f"episode {episode['id']} did not finish within {timeout:.0f} s: {report.events[-5:]}")
         finally:

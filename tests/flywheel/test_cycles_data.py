@@ -44,10 +44,15 @@ def fp(tmp_path, settings):
     return {"project": project, "manager": manager, "train": train, "v0": v0, "coldstart": coldstart}
 
 
-def sft_episodes(fp, n):
+def sft_episodes(fp, n, edited=0):
+    """``n`` successful supervised episodes of one step; the first ``edited`` a person corrected."""
     for i in range(n):
-        make_finished_episode(fp["project"], fp["train"], steps=[{"thought": f"reason {i}"}], mode="supervised",
-                              reward=1.0)
+        step = {"thought": f"reason {i}"}
+        if i < edited:
+            step.update(actor="edited", action={"name": "click", "args": {"x": 40 + i, "y": 20}},
+                        proposal={"thought": "wrong", "action": {"name": "click", "args": {"x": 1, "y": 1}},
+                                  "raw": "Thought: wrong\nAction: click(x=1, y=1)"})
+        make_finished_episode(fp["project"], fp["train"], steps=[step], mode="supervised", reward=1.0)
 
 
 def thought_edit(fp):
@@ -55,7 +60,8 @@ def thought_edit(fp):
     action = {"name": "click", "args": {"x": 3, "y": 20}}
     make_finished_episode(fp["project"], fp["train"], mode="supervised", reward=0.0, steps=[{
         "actor": "edited", "thought": "the better reason", "action": action,
-        "proposal": {"thought": "a worse reason", "action": action, "raw": "Thought: a worse reason\nAction: click(x=3, y=20)"}}])
+        "proposal": {"thought": "a worse reason", "action": action,
+                     "raw": "Thought: a worse reason\nAction: click(x=3, y=20)"}}])
 
 
 def gate(fp, django_capture_on_commit_callbacks, **changes):
@@ -105,9 +111,9 @@ def test_a_stage_that_cannot_help_is_dropped_and_the_others_train(fp, django_cap
 
 def test_sft_trains_on_new_rows_with_replay_of_the_cold_start_and_a_validation_split(
         fp, django_capture_on_commit_callbacks):
-    sft_episodes(fp, 10)
+    sft_episodes(fp, 10, edited=4)
     state, cycle = gate(fp, django_capture_on_commit_callbacks, replay_ratio=2.0, replay_max_rows=100,
-                        val_fraction=0.15, val_min_rows=2, patience=2)
+                        val_fraction=0.15, val_min_rows=2, patience=2, correction_weight=3)
     assert state == CycleState.SNAPSHOT
     with django_capture_on_commit_callbacks(execute=False):
         assert cycles.cycle_snapshot(cycle_id=cycle.pk) == CycleState.TRAIN
@@ -115,9 +121,11 @@ def test_sft_trains_on_new_rows_with_replay_of_the_cold_start_and_a_validation_s
     cycle.refresh_from_db()
     mix = cycle.decision_data["data"]["sft"]
     assert {k: mix[k] for k in ("new_rows", "val_rows", "train_new_rows", "replay_rows", "replay_pool",
-                                "replay_other_rendering", "train_rows")} == {
+                                "replay_other_rendering")} == {
         "new_rows": 10, "val_rows": 2, "train_new_rows": 8, "replay_rows": 16, "replay_pool": 40,
-        "replay_other_rendering": 5, "train_rows": 24}
+        "replay_other_rendering": 5}
+    # the rows a person corrected count three times: they are where v0 was wrong
+    assert 2 <= mix["corrected_rows"] <= 4 and mix["train_rows"] == 8 + 2 * mix["corrected_rows"] + 16
     assert mix["sources"] == [{"demos": str(training.run_dir(fp["coldstart"]) / "demos.jsonl"),
                                "run": fp["coldstart"].pk, "checkpoint": "v0", "rows": 45}]
     [stage] = TrainingRun.objects.get(config__cycle=cycle.pk).config["stages"]
@@ -129,7 +137,7 @@ def test_sft_trains_on_new_rows_with_replay_of_the_cold_start_and_a_validation_s
     snapshot = cycle.snapshots.get()
     again = replay.sft_mix(snapshot=snapshot, sources=replay.lineage_sources(fp["v0"]), out_dir=cycle_dir_again(cycle),
                            seed=cycle.project_id * 100_003 + cycle.iteration, replay_ratio=2.0, max_rows=100,
-                           val_fraction=0.15, val_min_rows=2)
+                           val_fraction=0.15, val_min_rows=2, correction_weight=3)
     assert open(again["data_file"]).read() == open(stage["data_file"]).read()
 
     # the real trainer: val_loss on its progress lines, and the best step's weights kept
@@ -137,7 +145,7 @@ def test_sft_trains_on_new_rows_with_replay_of_the_cold_start_and_a_validation_s
     run = stage_run(cycle)
     assert all("val_loss" in line for line in run.metrics)
     assert run.checkpoint.metrics["val_loss_best"] <= run.checkpoint.metrics["val_loss_first"]
-    assert run.checkpoint.metrics["rows"] == 24 and "--val-data" in run.log and "--patience 2" in run.log
+    assert run.checkpoint.metrics["rows"] == mix["train_rows"] and "--val-data" in run.log and "--patience 2" in run.log
 
 
 def cycle_dir_again(cycle):
@@ -163,7 +171,8 @@ def test_lineage_walks_back_through_cycle_runs_to_the_cold_start(fp, tmp_path):
 
 
 def test_replay_and_validation_settings_are_validated(fp):
-    for changes, field in [({"replay_ratio": -1}, "replay_ratio"), ({"replay_ratio": True}, "replay_ratio"),
+    for changes, field in [({"replay_ratio": -1}, "replay_ratio"), ({"correction_weight": 0}, "correction_weight"),
+                           ({"replay_ratio": True}, "replay_ratio"),
                            ({"val_fraction": 0.9}, "val_fraction"), ({"replay_max_rows": 0}, "replay_max_rows"),
                            ({"val_fraction": 0, "patience": 3}, "patience"),
                            ({"recipe": [{"algorithm": "sft", "min_rows": 0}]}, "recipe"),
@@ -181,3 +190,20 @@ def test_replay_and_validation_settings_are_validated(fp):
     assert body.status_code == 200, body.content
     assert (body.json()["replay_ratio"], body.json()["val_fraction"], body.json()["patience"]) == (1.5, 0.2, 4)
     assert body.json()["recipe"][0]["min_rows"] == 6 and body.json()["recipe"][0]["batch_tokens"] == 1024
+
+
+def test_a_simulated_correction_quotes_the_right_line_when_the_model_quoted_one():
+    from agent.actions import Action, Turn
+    from agent.envs.base import Element, Observation
+    from flywheel.simulated_annotators import corrected_thought
+
+    button = Element(role="button", text="cancel", x=29, y=106, width=40, height=20)
+    observation = Observation(instruction='Click on the "cancel" button.', url="/x.html", screenshot=b"",
+                              elements=[button], width=160, height=210)
+    solver = Turn(thought='The instruction asks for the "cancel" button; I click it.',
+                  action=Action("click", {"x": 29, "y": 106}), void_reason=None, raw="")
+    wrong = 'The instruction asks for the "cancel" button; I click it. [button] "cancel" x=106, y=29'
+    assert corrected_thought(wrong, solver, observation, "named") == (
+        'The instruction asks for the "cancel" button; I click it. [button] "cancel" x=29, y=106')
+    # a model that quotes nothing gets the solver's thought as it is
+    assert corrected_thought("I click somewhere.", solver, observation, "named") == solver.thought

@@ -5,10 +5,11 @@ demonstrations (found by lineage), trained on with the default recipe, evaluated
 it beats the deployed checkpoint, three times. Prints the deployed checkpoint's held-out success after each cycle.
 
 The cold start takes 7-12 minutes on a 2-core machine; ``LOUPE_DEMO_V0=<dir>`` reuses one written by
-``python -m trainer coldstart --out <dir>`` (its demos.jsonl and checkpoint/). ``LOUPE_DEMO_RECIPE`` (JSON) runs
-the cycles with another recipe, e.g. the one before issue 23 for a side-by-side:
-``[{"algorithm": "sft", "max_steps": 200, "lr": 0.003, "max_epochs": 5}, {"algorithm": "dpo", "max_steps": 30}]``
-with ``LOUPE_DEMO_REPLAY=0``."""
+``python -m trainer coldstart --out <dir>`` (its demos.jsonl and checkpoint/). ``LOUPE_DEMO_SEED=<n>`` moves the
+annotated episodes to other seeds (the held-out eval seeds stay). ``LOUPE_DEMO_SETTINGS`` (JSON) changes cycle
+settings, e.g. the recipe before issue 23 for a side-by-side: ``{"recipe": [{"algorithm": "sft", "max_steps": 200,
+"lr": 0.003, "max_epochs": 5}, {"algorithm": "dpo", "max_steps": 30, "max_epochs": 5}], "replay_ratio": 0,
+"val_fraction": 0, "patience": 0, "correction_weight": 1}``."""
 import json
 import os
 import shutil
@@ -80,18 +81,16 @@ def test_three_cycles_of_simulated_corrections_raise_the_cold_start_v0(daphne_se
             "task_name": name, "split": "eval", "seed_start": 1000, "seed_end": 1999, "max_steps": 3})
     manager.call("PATCH", f"/api/v1/projects/{pid}/routing", {"rule": "reward", "reward_threshold": 0.5})
     settings = {"min_new_rows": EPISODES_PER_CYCLE // 2, "eval_seeds": EVAL_SEEDS, "margin": MARGIN}
-    if os.environ.get("LOUPE_DEMO_RECIPE"):
-        settings["recipe"] = json.loads(os.environ["LOUPE_DEMO_RECIPE"])
-    if os.environ.get("LOUPE_DEMO_REPLAY"):
-        settings["replay_ratio"] = float(os.environ["LOUPE_DEMO_REPLAY"])
+    settings.update(json.loads(os.environ.get("LOUPE_DEMO_SETTINGS") or "{}"))
     used = manager.call("PATCH", f"/api/v1/projects/{pid}/cycle-settings", settings)
+    first_seed = 10_000 + 20_000 * int(os.environ.get("LOUPE_DEMO_SEED") or 0)  # train seeds 10000-99999
 
     report, deployed = [], []
     for n in range(CYCLES):
         started, sessions = time.monotonic(), []
         for i, name in enumerate(TASKS):
             share = EPISODES_PER_CYCLE // len(TASKS)
-            seeds = list(range(10_000 + n * 1000, 10_000 + n * 1000 + share))
+            seeds = list(range(first_seed + n * 1000, first_seed + n * 1000 + share))
             sessions += annotate(daphne_server, ["ann1", "ann2"], PASSWORD, pid, tasks[name], seeds)
         spent = time.monotonic() - started
         cycle = cycle_run(manager, pid)
@@ -109,7 +108,7 @@ def test_three_cycles_of_simulated_corrections_raise_the_cold_start_v0(daphne_se
         print(f"FLYWHEEL cycle {n + 1}: {cycle['state']}; deployed held-out success {deployed[-1]:.2f} "
               f"(v0 {deployed[0]:.2f})", flush=True)
 
-    print("FLYWHEEL-SUMMARY", json.dumps({"v0_seconds": v0_seconds, "recipe": used["recipe"],
+    print("FLYWHEEL-SUMMARY", json.dumps({"v0_seconds": v0_seconds, "first_seed": first_seed, "recipe": used["recipe"],
                                          "replay_ratio": used["replay_ratio"], "deployed_success": deployed,
                                          "cycles": [{k: c[k] for k in ("state", "success_before", "success_after",
                                                                        "cycle_seconds", "rows")} for c in report]}))
