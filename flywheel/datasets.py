@@ -117,11 +117,19 @@ def bucket_episodes(project: Project, kind: str, routing: dict | None = None) ->
     raise ApplicationError(f"Unknown kind '{kind}'; use sft, dpo, rl or ct.", errors={"kind": ["Invalid choice."]})
 
 
+def _own_steps(steps: QuerySet[Step]) -> QuerySet[Step]:
+    """``steps`` without a branch's copies of its parent's steps (``info.replayed_from``): they are the parent's
+    rows already, and would be trained on twice."""
+    return steps.exclude(info__has_key="replayed_from")
+
+
 def _dpo_steps() -> QuerySet[Step]:
     """Steps where a person's turn replaced the model's and changed something: the action, or (an edit) the
-    thought. A takeover that did what the model proposed teaches nothing."""
-    return Step.objects.filter(proposal__isnull=False, action__isnull=False, actor__in=[Actor.EDITED, Actor.HUMAN],
-                               correction__in=[Correction.ACTION, Correction.THOUGHT])
+    thought. A takeover that did what the model proposed teaches nothing. A branch's copies of its parent's steps
+    are left out (:func:`_own_steps`)."""
+    return _own_steps(Step.objects).filter(proposal__isnull=False, action__isnull=False,
+                                           actor__in=[Actor.EDITED, Actor.HUMAN],
+                                           correction__in=[Correction.ACTION, Correction.THOUGHT])
 
 
 def _dpo_rejections() -> QuerySet[Rejection]:
@@ -133,6 +141,7 @@ def bucket_steps(kind: str, episodes: QuerySet[Episode]) -> QuerySet[Step]:
     """The steps that make rows of ``kind`` (RL rows are whole episodes)."""
     steps = Step.objects.filter(episode__in=episodes)
     if kind in (SnapshotKind.SFT, SnapshotKind.CT):
+        steps = _own_steps(steps)
         return steps.filter(void=False)
     if kind == SnapshotKind.DPO:
         return steps.filter(Q(pk__in=_dpo_steps().filter(episode__in=episodes).values("pk"))
@@ -151,7 +160,7 @@ def rl_rows_are_steps(target: RenderedFor) -> bool:
 def row_count(kind: str, episodes: QuerySet[Episode], target: RenderedFor | None = None) -> int:
     """How many rows bucket ``kind`` makes of ``episodes`` rendered for ``target`` (None: a text target)."""
     if kind == SnapshotKind.RL and target is not None and rl_rows_are_steps(target):
-        return Step.objects.filter(episode__in=episodes).exclude(screenshot="").count()
+        return _own_steps(Step.objects.filter(episode__in=episodes)).exclude(screenshot="").count()
     if kind == SnapshotKind.RL:
         return episodes.count()
     if kind == SnapshotKind.DPO:
@@ -406,9 +415,12 @@ def episode_rows(kind: str, episode: Episode, steps: list[Step], target: Rendere
     rows, rl_steps = [], []
     for step in steps:
         view = _step_view(step)
+        copied = "replayed_from" in (step.info or {})  # a branch's copy of its parent's step: the parent's row
         try:
             chosen = render_turn(step_thought(step), view.action, target, step.width, step.height, raw=step.raw_output)
-            if kind in (SnapshotKind.SFT, SnapshotKind.CT) and not step.void:
+            if copied and not (kind == SnapshotKind.RL and not rl_rows_are_steps(target)):
+                pass  # the history still holds it; a whole-episode RL row keeps the trajectory as it ran
+            elif kind in (SnapshotKind.SFT, SnapshotKind.CT) and not step.void:
                 prompt, images = render_prompt(view, history, target,
                                                feedback=_feedback(list(step.rejections.all()), step, target))
                 source = "rft" if episode.mode == Mode.AUTONOMOUS else "supervised"

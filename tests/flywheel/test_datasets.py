@@ -669,3 +669,22 @@ def test_rl_rows_for_a_reading_checkpoint_are_grpo_steps_whose_env_reward_replay
         with pytest.raises(Exception, match=r"data.jsonl:1: the rows were rendered for uitars answers but the init "
                                             r"checkpoint answers in loupe"):
             read_rows(path, style="full", action_format="loupe")
+
+
+def test_a_branchs_copies_of_its_parents_steps_make_no_rows_of_their_own(demo):
+    """A branch stores its replayed prefix as copies of the parent's steps (info.replayed_from, flywheel/episodes.py);
+    they are the parent's rows already. Counts and rows leave them out; the branch's own steps still make rows."""
+    from flywheel.models import Episode
+
+    project, task = demo["project"], demo["task"]
+    parent = make_finished_episode(project, task, steps=[EDITED, {}], mode="supervised", reward=1.0)
+    branch = make_finished_episode(project, task, steps=[EDITED, {}, {}], mode="supervised", reward=1.0)
+    Episode.objects.filter(pk=branch.pk).update(parent=parent, branched_at=1)
+    Step.objects.filter(episode=branch, index=0).update(info={"replayed_from": {"episode": parent.pk, "step": 0}})
+    counts = datasets.buckets(project)
+    assert counts["sft"]["rows"] == 2 + 2 and counts["dpo"]["rows"] == 1  # the branch's copied edit is no pair
+    sft = snapshots.snapshot_preview(build(project, "sft"), 10)
+    assert sorted((row["meta"]["episode_id"], row["meta"]["step_index"]) for row in sft) == [
+        (parent.pk, 0), (parent.pk, 1), (branch.pk, 1), (branch.pk, 2)]
+    dpo = snapshots.snapshot_preview(build(project, "dpo"), 10)
+    assert [(row["meta"]["episode_id"], row["meta"]["step_index"]) for row in dpo] == [(parent.pk, 0)]
