@@ -9,8 +9,9 @@ the cold-start run's directory, written by ``python -m trainer coldstart --out``
 and so on back to v0. A part of the new rows is held out: the trainer's validation loss on it stops the training
 where it starts to memorise (trainer/sft.py ``--val-data``).
 
-Everything here is deterministic given the cycle (its seed), and every count is returned, to be shown on the
-cycle: how many rows were new, held out, replayed, and which replayed rows were left out because they were
+A cycle's SFT snapshot holds every routed train row of the project (new since the last cycle and earlier ones):
+those are the rows mixed and split here. Everything is deterministic given the cycle (its seed), and every count is
+returned, to be shown on the cycle: how many rows the snapshot had, held out, replayed, and which replayed rows were left out because they were
 rendered for another prompt style than the one the snapshot's rows are (the trainer refuses mixed styles).
 """
 from __future__ import annotations
@@ -152,7 +153,8 @@ def sft_mix(*, snapshot: DatasetSnapshot, sources: list[dict], out_dir: Path, se
     if val:
         _write(val_path, val)
     return {"data_file": str(train_path), "val_file": str(val_path) if val else "",
-            "mix": {"new_rows": len(new), "val_rows": len(val), "train_new_rows": min(len(train_new), max_rows),
+            "mix": {"snapshot_rows": len(new), "val_rows": len(val),
+                    "train_snapshot_rows": min(len(train_new), max_rows),
                     "corrected_rows": len(corrected), "correction_weight": correction_weight,
                     "replay_rows": len(replay), "replay_pool": len(pool), "train_rows": len(train),
                     "replay_other_rendering": other_style, "replay_duplicates": duplicates,

@@ -120,9 +120,9 @@ def test_sft_trains_on_new_rows_with_replay_of_the_cold_start_and_a_validation_s
         assert cycles.cycle_train(cycle_id=cycle.pk) == "training"
     cycle.refresh_from_db()
     mix = cycle.decision_data["data"]["sft"]
-    assert {k: mix[k] for k in ("new_rows", "val_rows", "train_new_rows", "replay_rows", "replay_pool",
+    assert {k: mix[k] for k in ("snapshot_rows", "val_rows", "train_snapshot_rows", "replay_rows", "replay_pool",
                                 "replay_other_rendering")} == {
-        "new_rows": 10, "val_rows": 2, "train_new_rows": 8, "replay_rows": 16, "replay_pool": 40,
+        "snapshot_rows": 10, "val_rows": 2, "train_snapshot_rows": 8, "replay_rows": 16, "replay_pool": 40,
         "replay_other_rendering": 5}
     # the rows a person corrected count three times: they are where v0 was wrong
     assert 2 <= mix["corrected_rows"] <= 4 and mix["train_rows"] == 8 + 2 * mix["corrected_rows"] + 16

@@ -103,9 +103,11 @@ export function EvaluationTable({ cycle }: { cycle: Cycle }) {
 
 /** What a stage trained on besides its snapshot (flywheel/replay.py): the SFT mix, the DPO pairs kept. */
 type StageData = {
-  new_rows?: number;
+  snapshot_rows?: number;
   val_rows?: number;
-  train_new_rows?: number;
+  train_snapshot_rows?: number;
+  corrected_rows?: number;
+  correction_weight?: number;
   replay_rows?: number;
   replay_other_rendering?: number;
   pairs?: number;
@@ -126,9 +128,10 @@ function TrainingData({ cycle }: { cycle: Cycle }) {
     else if (d.pairs !== undefined)
       lines.push(`DPO: ${d.kept} of ${d.pairs} pairs whose actions differ` +
         (d.dropped_same_action ? ` (${d.dropped_same_action} left out: same action)` : "") + (d.dropped ? `; ${d.dropped}` : ""));
-    else if (d.new_rows !== undefined)
-      lines.push(`SFT: ${d.train_new_rows} new rows + ${d.replay_rows} replayed from the deployed checkpoint's training data` +
-        (d.val_rows ? `; ${d.val_rows} new rows held out for the validation loss` : "") +
+    else if (d.snapshot_rows !== undefined)
+      lines.push(`SFT: ${d.train_snapshot_rows} snapshot rows + ${d.replay_rows} replayed from the deployed checkpoint's training data` +
+        (d.corrected_rows && (d.correction_weight ?? 1) > 1 ? ` (${d.corrected_rows} corrected steps counted ${d.correction_weight} times)` : "") +
+        (d.val_rows ? `; ${d.val_rows} snapshot rows held out for the validation loss` : "") +
         (d.replay_other_rendering ? `; ${d.replay_other_rendering} replay rows of another prompt style left out` : ""));
   }
   for (const [kind, v] of Object.entries(extra.gate?.stages ?? {}))

@@ -301,7 +301,9 @@ describe("CyclesPage", () => {
       id: 6, iteration: 4,
       decision_data: {
         gate: { stages: { sft: { ok: true }, dpo: { ok: false, why: "dpo: none of its 3 new pairs changes the action" } } },
-        data: { sft: { new_rows: 30, val_rows: 4, train_new_rows: 26, replay_rows: 52, replay_other_rendering: 5 } },
+        data: {
+          sft: { snapshot_rows: 30, val_rows: 4, train_snapshot_rows: 26, replay_rows: 52, replay_other_rendering: 5, corrected_rows: 6, correction_weight: 3 },
+        },
       } as unknown as Cycle["decision_data"],
     });
     mockFetch(routes("manager", [mixed]));
@@ -309,7 +311,7 @@ describe("CyclesPage", () => {
     const [card] = await screen.findAllByTestId("cycle"); // the newest cycle shows its details unasked
     const lines = within(card).getByTestId("cycle-training-data").querySelectorAll("li");
     expect([...lines].map((li) => li.textContent)).toEqual([
-      "SFT: 26 new rows + 52 replayed from the deployed checkpoint's training data; 4 new rows held out for the validation loss; 5 replay rows of another prompt style left out",
+      "SFT: 26 snapshot rows + 52 replayed from the deployed checkpoint's training data (6 corrected steps counted 3 times); 4 snapshot rows held out for the validation loss; 5 replay rows of another prompt style left out",
       "DPO stage dropped at the gate: dpo: none of its 3 new pairs changes the action",
     ]);
   });
