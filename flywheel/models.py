@@ -324,6 +324,7 @@ class SnapshotKind(models.TextChoices):
     DPO = "dpo"
     RL = "rl"
     CT = "ct"
+    PRM = "prm"  # process reward: each step's label (good / bad / first error) for a PRM trainer
 
 
 class SnapshotStatus(models.TextChoices):
