@@ -215,6 +215,15 @@ class Actor(models.TextChoices):
     EDITED = "edited"
 
 
+class PolishState(models.TextChoices):
+    """Where a step's think-aloud words are on their way to a polished thought (flywheel/polish.py)."""
+    NONE = "", "no words"
+    QUEUED = "queued"
+    DONE = "done"
+    FAILED = "failed"
+    EDITED = "edited"
+
+
 class Correction(models.TextChoices):
     """What a person's step changed of the model's proposal: the action, only the thought, or nothing (a
     takeover that did what the model proposed). Model steps carry none."""
@@ -261,7 +270,19 @@ class Step(models.Model):
     done = models.BooleanField(default=False)
     void = models.BooleanField(default=False)
     void_reason = models.CharField(max_length=300, blank=True)
-    human_thought = models.TextField(blank=True)
+    human_thought = models.TextField(blank=True, help_text="What a person who acted on or approved the step said "
+                                                          "aloud during it: the aligned think-aloud words, raw.")
+    polished_thought = models.TextField(blank=True, default="", db_default="",
+                                        help_text="human_thought rewritten as a thought in the model's style "
+                                                  "(flywheel/polish.py), or as a person edited it; rows use it.")
+    polish_state = models.CharField(max_length=8, choices=PolishState.choices, blank=True, default=PolishState.NONE,
+                                    db_default="")
+    polish_error = models.CharField(max_length=500, blank=True, default="", db_default="",
+                                    help_text="Why the last polish gave no thought, in plain words.")
+    polish_source = models.TextField(blank=True, default="", db_default="",
+                                     help_text="The words the polished thought was made from (stale when "
+                                               "human_thought has changed since).")
+    polished_at = models.DateTimeField(null=True, blank=True, help_text="When polish_state last changed.")
     info = models.JSONField(default=dict, blank=True)
     timings = models.JSONField(default=dict, blank=True)
     checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
