@@ -22,7 +22,8 @@ def evaluation_output(evaluation: Evaluation) -> dict:
     return {"id": evaluation.pk, "checkpoint": _ref(evaluation.checkpoint), "role": evaluation.role,
             "success_rate": evaluation.success_rate, "mean_reward": evaluation.mean_reward,
             "episodes": evaluation.episodes, "seeds": evaluation.seeds, "per_task": evaluation.details.get("per_task", {}),
-            "eval_seconds": evaluation.details.get("eval_seconds"), "created_at": evaluation.created_at}
+            "eval_seconds": evaluation.details.get("eval_seconds"), "created_at": evaluation.created_at,
+            "reused_from": evaluation.details.get("reused_from")}  # measured on these seeds in an earlier cycle
 
 
 class CycleOutput(serializers.Serializer):
