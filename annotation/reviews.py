@@ -66,10 +66,20 @@ def review_submit(*, episode: Episode, reviewer, verdict: str, grade: int | None
 def episode_summary_refresh(*, episode_id: int) -> None:
     """Write the episode's review counts and status from its reviews, and a queue's adjudicated verdict
     when a manager recorded one (it decides the status)."""
-    rows = list(Review.objects.filter(episode_id=episode_id).values_list("verdict", "grade"))
-    episodes.episode_review_summary_set(episode_id=episode_id, verdicts=[v for v, _ in rows],
-                                        grades=[g for _, g in rows if g is not None],
-                                        final_verdict=queues.final_verdict(episode_id=episode_id))
+    rows = list(Review.objects.filter(episode_id=episode_id).order_by("reviewer_id")
+                .values_list("verdict", "grade", "step_labels", "reviewer__username"))
+    episodes.episode_review_summary_set(episode_id=episode_id, verdicts=[v for v, *_ in rows],
+                                        grades=[g for _, g, *_ in rows if g is not None],
+                                        final_verdict=queues.final_verdict(episode_id=episode_id),
+                                        step_labels=step_labels_summary(rows))
+
+
+def step_labels_summary(rows) -> list[dict]:
+    """The step labels of an episode's reviews as the episode keeps them (flywheel's PRM export reads them there,
+    never this app): one entry a review that labelled a step, by reviewer id. ``rows``: (verdict, grade,
+    step_labels, reviewer's username)."""
+    return [{"reviewer": username, "verdict": verdict, "labels": labels}
+            for verdict, _, labels, username in rows if labels]
 
 
 def review_payload(review: Review) -> dict:

@@ -490,10 +490,12 @@ def episode_outcome_set(*, episode_id: int, outcome: str, comment: str = "") -> 
 
 
 def episode_review_summary_set(*, episode_id: int, verdicts: list[str], grades: list[int],
-                               final_verdict: str = "") -> Episode:
+                               final_verdict: str = "", step_labels: list[dict] | None = None) -> Episode:
     """Annotation's conclusion about an episode, written onto it: review counts and the status that
     routing reads (accepted / rejected when every reviewer agrees, disputed when they do not). A
-    manager's adjudicated ``final_verdict`` decides the status whatever the reviews say."""
+    manager's adjudicated ``final_verdict`` decides the status whatever the reviews say. ``step_labels``: each
+    review that labelled steps, ``{"reviewer", "verdict", "labels": {"<index>": label}}`` (the PRM export reads
+    them, flywheel.datasets)."""
     accepts, rejects = verdicts.count("accept"), verdicts.count("reject")
     if final_verdict:
         review_status = ReviewStatus.ACCEPTED if final_verdict == "accept" else ReviewStatus.REJECTED
@@ -507,5 +509,7 @@ def episode_review_summary_set(*, episode_id: int, verdicts: list[str], grades: 
                "grade_mean": round(sum(grades) / len(grades), 2) if grades else None}
     if final_verdict:
         summary["final_verdict"] = final_verdict
+    if step_labels:
+        summary["step_labels"] = step_labels
     Episode.objects.filter(pk=episode_id).update(review_summary=summary, review_status=review_status)
     return Episode.objects.get(pk=episode_id)

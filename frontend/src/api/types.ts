@@ -280,6 +280,8 @@ export interface CycleEvaluation {
   per_task: Record<string, TaskEvalSummary>;
   eval_seconds: number | null;
   created_at: string;
+  /** Measured in an earlier cycle on exactly these seeds (greedy decoding gives the same episodes), not rolled out again. */
+  reused_from?: { cycle: number; evaluation: number; eval_seconds: number | null } | null;
 }
 
 export interface CycleDecision {
