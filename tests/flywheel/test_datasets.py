@@ -168,6 +168,24 @@ def test_a_person_who_only_spoke_contributes_their_spoken_thought(demo):
     assert row["messages"][-1]["content"].startswith("Thought: the submit button is green\nAction: click(")
 
 
+def test_rows_use_a_polished_thought_where_present_and_the_raw_words_otherwise(demo):
+    from flywheel.models import PolishState
+
+    project, task = demo["project"], demo["task"]
+    spoken = {"actor": "human", "thought": "", "human_thought": "um the the submit button"}
+    episode = make_finished_episode(project, task, reward=1.0, mode="supervised", steps=[spoken, spoken, spoken, EDITED])
+    polished = {0: ("The submit button.", PolishState.DONE), 1: ("I press submit.", PolishState.EDITED),
+                2: ("A stale one.", PolishState.FAILED), 3: ("The OK button is the lower one.", PolishState.DONE)}
+    for index, (text, state) in polished.items():
+        Step.objects.filter(episode=episode, index=index).update(polished_thought=text, polish_state=state)
+    thoughts = [row["messages"][-1]["content"].split("\nAction:")[0] for row in
+                snapshots.snapshot_preview(build(project, "sft"), 10)]
+    assert thoughts == ["Thought: The submit button.", "Thought: I press submit.", "Thought: um the the submit button",
+                        "Thought: The OK button is the lower one."]
+    (pair,) = snapshots.snapshot_preview(build(project, "dpo"), 10)
+    assert pair["chosen"][0]["content"].startswith("Thought: The OK button is the lower one.\nAction: click(")
+
+
 def test_export_bundle_round_trips_through_the_datasets_library(demo, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     from datasets import load_dataset
