@@ -279,6 +279,9 @@ LOUPE_INTERRUPTED_AFTER_SECONDS = float(os.environ.get("LOUPE_INTERRUPTED_AFTER_
 LOUPE_SUPERVISED_IDLE_SECONDS = float(os.environ.get("LOUPE_SUPERVISED_IDLE_SECONDS", "600"))
 # How long a reviewer holds a review-queue item they asked for before it is offered to someone else.
 LOUPE_REVIEW_HOLD_SECONDS = int(os.environ.get("LOUPE_REVIEW_HOLD_SECONDS", "900"))
+# Desktops a rollout worker process keeps warm (started, a fresh session waiting) beside the one in use, so a
+# desktop episode does not wait for a display and a session; 0 starts each episode's session when it begins.
+LOUPE_DESKTOP_POOL = int(os.environ.get("LOUPE_DESKTOP_POOL", "1"))
 LOUPE_SUPERVISOR_FACTORY = "annotation.supervision.supervisor_for"
 LOUPE_WS_MAX_FRAME_BYTES = int(os.environ.get("LOUPE_WS_MAX_FRAME_BYTES", "65536"))
 # Per socket: a token bucket of LOUPE_WS_FRAME_BURST frames refilled at this rate; beyond it the socket closes 4029.
