@@ -152,8 +152,8 @@ def _interim_publish(clip: AudioClip, pcm, *, origin: float, committed_until: fl
 
 
 def words_align(*, episode_id: int) -> dict[int, int | None]:
-    """Attach words to steps (again, as steps are executed); human and edited steps get the words as their
-    human thought. Returns {word position: step index} for the words of this episode."""
+    """Attach words to steps (again, as steps are executed); steps a person acted on or approved get the words as
+    their human thought. Returns {word position: step index} for the words of this episode."""
     windows = step_windows(episode_id)
     words = list(TranscriptWord.objects.filter(clip__episode_id=episode_id).order_by("start", "clip_id", "position"))
     if not words:
@@ -172,7 +172,7 @@ def words_align(*, episode_id: int) -> dict[int, int | None]:
     for index, texts in by_step.items():
         step = steps[index]
         text = " ".join(t.strip() for t in texts).strip()
-        if step.actor != "model" and step.human_thought != text:
+        if episodes.step_words_wanted(step) and step.human_thought != text:  # stored, then polished (flywheel/polish.py)
             episodes.step_human_thought_set(step=step, text=text)
     return result
 

@@ -16,7 +16,7 @@ from agent.formats import FORMATS
 from agent.prompt import image_bytes, image_url, map_image_urls
 from core.audit import audit_record
 from core.errors import ApplicationError
-from flywheel import judge, selectors
+from flywheel import judge, polish, selectors
 from flywheel.events import event_append
 from flywheel.models import (Actor, Correction, Deployment, Episode, EpisodeStatus, Mode, Rejection, ReviewStatus,
                              Step)
@@ -281,6 +281,8 @@ def step_payload(step: Step) -> dict:
         "reward": step.reward, "done": step.done,
         "screenshot_url": f"/api/v1/episodes/{step.episode_id}/steps/{step.index}/screenshot" if step.screenshot else "",
         "width": step.width, "height": step.height, "url": step.url, "human_thought": step.human_thought,
+        "episode": step.episode_id, "polished_thought": step.polished_thought, "polish_state": step.polish_state,
+        "polish_error": step.polish_error,
         "info": step.info, "timings": step.timings,
         "created_at": step.created_at.isoformat() if step.created_at else None,
     }
@@ -477,10 +479,18 @@ def episode_live_state_set(*, episode_id: int, status: str | None = None, human_
     return episode
 
 
+def step_words_wanted(step: Step) -> bool:
+    """Whether a step keeps the think-aloud words said during it as its human thought: one a person acted on or
+    approved (an autonomous step's words stay only in the transcript)."""
+    return polish.step_has_person(step)
+
+
 @transaction.atomic
 def step_human_thought_set(*, step: Step, text: str) -> Step:
+    """Store the words said during a step, raw, and queue their polish into a thought (flywheel/polish.py)."""
     step.human_thought = text
     step.save(update_fields=["human_thought"])
+    polish.polish_after_words(step)
     return step
 
 

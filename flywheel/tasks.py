@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from celery import shared_task
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.utils.module_loading import import_string
 
 from flywheel import episodes
@@ -118,3 +119,14 @@ def cycles_resume() -> list[int]:
     from flywheel import cycles
 
     return cycles.cycles_resume()
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, autoretry_for=(OperationalError, InterfaceError),
+             retry_backoff=True, max_retries=3)
+def step_polish(step_id: int) -> str:
+    """Polish one step's think-aloud words into a thought on the `default` queue (flywheel/polish.py). Safe to run
+    twice: a step already polished from the same words, or edited by a person, is left as it is. A lost database
+    connection is retried; a polisher that fails is stored on the step as why."""
+    from flywheel import polish
+
+    return polish.step_polish(step_id=step_id)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from flywheel import api, api_cycles
+from flywheel import api, api_cycles, api_polish
 
 urlpatterns = [
     path("projects/", api.ProjectListApi.as_view(), name="project-list"),
@@ -47,4 +47,10 @@ urlpatterns += [
     path("cycles/<int:cycle_id>/reject", api_cycles.CycleRejectApi.as_view(), name="cycle-reject"),
     path("projects/<int:project_id>/deployments/<int:deployment_id>/rollback",
          api_cycles.DeploymentRollbackApi.as_view(), name="deployment-rollback"),
+]
+
+urlpatterns += [
+    path("projects/<int:project_id>/polish", api_polish.PolishSettingsApi.as_view(), name="polish-settings"),
+    path("episodes/<int:episode_id>/polish", api_polish.EpisodePolishApi.as_view(), name="episode-polish"),
+    path("episodes/<int:episode_id>/steps/<int:index>/polish", api_polish.StepPolishApi.as_view(), name="step-polish"),
 ]

@@ -1,0 +1,79 @@
+"""REST for think-aloud polished into thoughts (flywheel/polish.py): an episode's progress and its steps' words
+and polished thoughts, editing and re-polishing a step, re-polishing an episode, and the project's polisher."""
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.api import StrictSerializer
+from core.errors import ApplicationError
+from flywheel import polish, selectors
+from flywheel.models import Role
+
+
+class PolishSettingsApi(APIView):
+    """The project's polisher: whether words are polished as they land, and with which backend (managers)."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        return Response(polish.polish_settings_of(project))
+
+    @extend_schema(request=dict, responses={200: dict})
+    def patch(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        if not isinstance(request.data, dict):
+            raise ApplicationError("Send the settings to change as a JSON object.")
+        return Response(polish.polish_settings_set(project=project, actor=request.user, changes=dict(request.data)))
+
+
+class EpisodePolishApi(APIView):
+    """GET: how far the episode's think-aloud is polished (done / edited / queued / failed) and each step's words and
+    polished thought, with whether you may edit it. POST: polish every step with words again, except edited ones
+    (managers)."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request, episode_id: int):
+        episode, role = selectors.episode_for_user(user=request.user, episode_id=episode_id)
+        return Response(polish.episode_polish(episode=episode, user=request.user, role=role))
+
+    @extend_schema(request=None, responses={202: dict})
+    def post(self, request, episode_id: int):
+        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id, minimum=Role.MANAGER)
+        queued = polish.episode_polish_request(episode=episode, actor=request.user)
+        return Response({"queued": queued, "progress": polish.episode_polish_progress(episode)},
+                        status=status.HTTP_202_ACCEPTED)
+
+
+class StepPolishEditInput(StrictSerializer):
+    polished_thought = serializers.CharField(allow_blank=True, trim_whitespace=True,
+                                             max_length=polish.MAX_THOUGHT_CHARS,
+                                             help_text="The thought as it should be; empty: no polished thought (rows "
+                                                       "use the step's own thought).")
+
+
+class StepPolishApi(APIView):
+    """One step's polished thought. PATCH writes it (state edited, audited); POST polishes the step's words again,
+    replacing an edit. Managers, and the annotator who worked on the step."""
+
+    def _step(self, request, episode_id: int, index: int):
+        episode, role = selectors.episode_for_user(user=request.user, episode_id=episode_id)
+        return polish.step_of(episode=episode, index=index), role
+
+    @extend_schema(request=StepPolishEditInput, responses={200: dict})
+    def patch(self, request, episode_id: int, index: int):
+        step, role = self._step(request, episode_id, index)
+        data = StepPolishEditInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        step = polish.step_polish_edit(step=step, user=request.user, role=role,
+                                       text=data.validated_data["polished_thought"])
+        return Response(polish.step_polish_payload(step, can_edit=True))
+
+    @extend_schema(request=None, responses={202: dict})
+    def post(self, request, episode_id: int, index: int):
+        step, role = self._step(request, episode_id, index)
+        step, queued = polish.step_polish_request(step=step, user=request.user, role=role)
+        return Response({**polish.step_polish_payload(step, can_edit=True), "queued_now": queued},
+                        status=status.HTTP_202_ACCEPTED)
