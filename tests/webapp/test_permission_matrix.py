@@ -122,6 +122,15 @@ TABLE: dict[str, Call] = {
     "POST /api/v1/projects/<int:project_id>/judgements/": Call(managers(202), body=lambda w: {"episodes": [w.episode_id]}),
     "GET /api/v1/episodes/<int:episode_id>/judgements/": Call(managers(200)),
     "POST /api/v1/episodes/<int:episode_id>/judgements/": Call(managers(202)),
+    # --- think-aloud polished into thoughts: a step's polished thought is the managers' and the step's annotator's
+    # (here the episode's creator); re-polishing a whole episode is the managers' ---
+    "GET /api/v1/projects/<int:project_id>/polish": Call(managers(200)),
+    "PATCH /api/v1/projects/<int:project_id>/polish": Call(managers(200), body=lambda w: {"enabled": False}),
+    "GET /api/v1/episodes/<int:episode_id>/polish": Call(members(200)),
+    "POST /api/v1/episodes/<int:episode_id>/polish": Call(managers(202)),
+    "PATCH /api/v1/episodes/<int:episode_id>/steps/<int:index>/polish": Call(
+        members(200), body=lambda w: {"polished_thought": "The first one."}),
+    "POST /api/v1/episodes/<int:episode_id>/steps/<int:index>/polish": Call(members(202)),
     # --- cycles ---
     "GET /api/v1/projects/<int:project_id>/cycles/": Call(members(200)),
     "POST /api/v1/projects/<int:project_id>/cycles/": Call(managers(202)),

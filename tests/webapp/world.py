@@ -57,7 +57,8 @@ class World:
         self.checkpoint = deployments.checkpoint_register(project=self.project, name="first", uri=str(checkpoint_dir))
         self.deployment = deployments.deployment_promote(project=self.project, checkpoint=self.checkpoint)
         cycle_settings.settings_set(project=self.project, actor=self.users["manager"], min_new_rows=1)
-        self.episode = make_finished_episode(self.project, self.train_task, steps=[{}, {}], mode="supervised",
+        self.episode = make_finished_episode(self.project, self.train_task, mode="supervised",
+                                             steps=[{"human_thought": "um the first one"}, {}],  # words to polish
                                              created_by=self.users["annotator"], outcome="success")
         step0 = self.episode.steps.get(index=0)
         event_append(episode_id=self.episode.pk, type="step.proposed",
