@@ -1,4 +1,4 @@
-"""The rollout worker's side of an episode: one browser per worker process, policies cached by
+"""The rollout worker's side of an episode: one browser (or desktop) per worker process, policies cached by
 checkpoint, every step stored (PostgreSQL, then the channel layer) as it executes.
 
 A checkpoint says how it is prompted and read (``Checkpoint.action_format``, ``reads_images``) and the
@@ -33,8 +33,28 @@ def env_for(kind: str):
 
     env = _envs.get(kind)
     if env is None:
-        env = _envs[kind] = make_env(kind)
+        options = {"pool": settings.LOUPE_DESKTOP_POOL} if kind == "desktop" else {}
+        env = _envs[kind] = make_env(kind, **options)
     return env
+
+
+def close_envs(**_signal) -> None:
+    """Close this process's environments (a desktop's X server, its warm pool) when the worker process ends."""
+    while _envs:
+        kind, env = _envs.popitem()
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 - shutting down: close the others all the same
+            log.exception("closing the %s environment failed", kind)
+
+
+def _connect_shutdown() -> None:
+    from celery.signals import worker_process_shutdown
+
+    worker_process_shutdown.connect(close_envs, weak=False)
+
+
+_connect_shutdown()
 
 
 def _backend(episode: Episode) -> tuple[Deployment | None, str]:

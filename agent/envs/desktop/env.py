@@ -9,6 +9,8 @@
   MiniWoB: a model's bad coordinate is a wasted step the model and the person see, not a lost episode);
   a desktop process that died (the X server, the window manager, the session bus) raises EnvError and
   the next reset starts a new desktop.
+- ``pool=N`` keeps N desktops warm (pool.py): a reset takes a ready one (a fresh session, so under root
+  a different uid and a new HOME) and hands the previous one back to be recycled in the background.
 - The observation is a JPEG of the whole screen and the elements of a capped AT-SPI walk (what is
   showing and has a name or text); xterm exposes nothing to AT-SPI, so a terminal is pixels only.
 - ``finished(answer=...)`` ends the episode and scores it with the task's evaluator (0..1);
@@ -24,6 +26,7 @@ from typing import Any
 from agent.actions import Action
 from agent.envs.base import Element, Env, EnvError, Observation, StepResult, TaskInfo
 from agent.envs.desktop import osworld
+from agent.envs.desktop.pool import DesktopPool
 from agent.envs.desktop.session import Desktop
 
 __all__ = ["DESKTOP_TASKS", "TASKS", "TASKS_DIR", "DesktopEnv"]
@@ -42,7 +45,7 @@ class DesktopEnv(Env):
 
     def __init__(self, *, width: int = 1280, height: int = 720, jpeg_quality: int = 80, elements: bool = True,
                  settle_s: float = 0.25, wait_s: float = 1.0, per_uid: bool | None = None,
-                 tasks: dict[str, osworld.OSWorldTask] | None = None) -> None:
+                 tasks: dict[str, osworld.OSWorldTask] | None = None, pool: int = 0) -> None:
         self.width, self.height = width, height
         self.jpeg_quality = jpeg_quality
         self.read_elements = elements
@@ -53,6 +56,8 @@ class DesktopEnv(Env):
         self._input: Any = None
         self._task: osworld.OSWorldTask | None = None
         self._done = True
+        # pool > 0: that many desktops are kept warm (pool.py), so a reset does not wait for a display or a session
+        self.pool = DesktopPool(pool, width=width, height=height, per_uid=per_uid) if pool else None
 
     @property
     def home(self) -> Path | None:
@@ -64,10 +69,14 @@ class DesktopEnv(Env):
         if task not in self.tasks:
             raise EnvError(f"unknown desktop task {task!r}; registered: {', '.join(self.tasks)}")
         self._task, self._done = self.tasks[task], True
-        self._ensure_desktop()
+        if self.pool is not None:
+            self._take_from_pool()
+        else:
+            self._ensure_desktop()
         assert self.desktop is not None
         try:
-            self.desktop.new_session()
+            if self.pool is None:
+                self.desktop.new_session()
             osworld.run_setup(self._task.config, self.desktop)
         except EnvError as exc:
             self._fail_if_dead()
@@ -93,10 +102,22 @@ class DesktopEnv(Env):
             raise
         self.desktop, self._input = desktop, XInput(desktop.display)
 
+    def _take_from_pool(self) -> None:
+        """The next warm desktop; the one the last episode used goes back to the pool to be reset."""
+        from agent.envs.desktop.xinput import XInput
+
+        assert self.pool is not None
+        previous, self.desktop, self._input = self.desktop, None, None
+        desktop = self.pool.take(previous)
+        self.desktop, self._input = desktop, XInput(desktop.display)
+
     def _drop_desktop(self) -> None:
         if self.desktop is not None:
             try:
-                self.desktop.close()
+                if self.pool is not None:
+                    self.pool.close_desktop(self.desktop)
+                else:
+                    self.desktop.close()
             finally:
                 self.desktop, self._input = None, None
 
@@ -113,7 +134,11 @@ class DesktopEnv(Env):
 
     def close(self) -> None:
         self._done = True
-        self._drop_desktop()
+        try:
+            if self.pool is not None:
+                self.pool.close()
+        finally:
+            self._drop_desktop()
 
     # -- steps -----------------------------------------------------------------------------
     def step(self, action: Action) -> StepResult:

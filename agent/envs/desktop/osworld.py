@@ -252,7 +252,9 @@ def _launch(desktop: Any, argv: list[str] | str, *, shell: bool, where: str, tim
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         desktop.check_alive()
-        if any(window.id not in before for window in desktop.windows()):
+        new = [window for window in desktop.windows() if window.id not in before]
+        if new:
+            _wait_focus(desktop, new[-1], deadline)
             return
         code = process.poll()
         if code is not None:
@@ -262,6 +264,20 @@ def _launch(desktop: Any, argv: list[str] | str, *, shell: bool, where: str, tim
                            f"{desktop.log_tail(log) or 'no output'}")
         time.sleep(0.03)
     raise EnvError(f"{where}: {argv!r} opened no window in {timeout_s} s")
+
+
+def _wait_focus(desktop: Any, window: Any, deadline: float) -> None:
+    """Wait until the new window holds the keyboard focus: openbox gives it a moment after the window
+    maps, and keys typed before then are lost (under load, an agent's first ``type`` went nowhere).
+    Ask for the focus once if it has not come after 0.3 s; a window that never takes it is left be."""
+    asked_at = time.monotonic() + 0.3
+    while time.monotonic() < deadline:
+        if desktop.has_focus(window):
+            return
+        if asked_at and time.monotonic() > asked_at:
+            desktop.activate(window)
+            asked_at = 0.0
+        time.sleep(0.02)
 
 
 def _activate(desktop: Any, parameters: dict, where: str, timeout_s: float) -> None:

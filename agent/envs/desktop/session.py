@@ -92,8 +92,11 @@ class Desktop:
         self.root_dir = Path(tempfile.mkdtemp(prefix="loupe-desktop-"))
         self.root_dir.chmod(0o755)
         log = open(self.root_dir / "xvfb.log", "wb")  # noqa: SIM115 - Xvfb keeps writing to it
+        # setpriv --pdeathsig: the X server dies with the thread that started it, so a worker killed without
+        # closing its env leaves no display behind (its X clients then die with it)
+        guard = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
         self._xvfb = subprocess.Popen(
-            ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{self.width}x{self.height}x24",
+            [*guard, "Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{self.width}x{self.height}x24",
              "-nolisten", "tcp", "-noreset"],
             pass_fds=(write_fd,), stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
         os.close(write_fd)
@@ -312,6 +315,22 @@ class Desktop:
             client_type=self.display.intern_atom("_NET_ACTIVE_WINDOW"), data=(32, [2, X.CurrentTime, 0, 0, 0]))
         root.send_event(message, event_mask=X.SubstructureRedirectMask | X.SubstructureNotifyMask)
         self.display.sync()
+
+    def has_focus(self, window: Window) -> bool:
+        """Whether the keyboard focus is on ``window`` or inside it (xterm focuses a child window)."""
+        assert self.display is not None
+        current = self.display.get_input_focus().focus
+        try:
+            while not isinstance(current, int):  # X.NONE and X.PointerRoot come back as ints
+                if current.id == window.id:
+                    return True
+                tree = current.query_tree()
+                if not tree.parent or tree.parent.id == tree.root.id:
+                    return False
+                current = tree.parent
+        except xerror.XError:  # the window closed while we looked
+            return False
+        return False
 
     # -- what is on the screen -------------------------------------------------------------
     def screenshot(self, quality: int = 80) -> bytes:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent.actions import Action
+from agent.actions import Action, Turn, format_turn
 from agent.envs.base import Observation
 
-__all__ = ["SOLUTIONS", "solution_for"]
+__all__ = ["SOLUTIONS", "solution_for", "solve_step"]
 
 
 def _type(text: str) -> Action:
@@ -62,3 +62,40 @@ def solution_for(task_id: str, observation: Observation) -> list[Action]:
     if task_id not in SOLUTIONS:
         raise KeyError(f"no scripted solution for desktop task {task_id!r}")
     return SOLUTIONS[task_id](observation)
+
+
+def _thought(action: Action, observation: Observation) -> str:
+    """A short, human-like reason for one scripted action (what a demonstration's turn says)."""
+    a = action.args
+    if action.name == "click":
+        named = next((e.text for e in observation.elements if (e.x, e.y) == (a["x"], a["y"]) and e.text), "")
+        return f'I click the "{named}" button.' if named else "I click there."
+    if action.name == "type":
+        return f"I type {a['text'].strip()!r}."
+    if action.name == "hotkey":
+        return f"I press {a['keys']}."
+    if action.name == "wait":
+        return "I wait for it to finish."
+    if action.name == "finished":
+        return "This cannot be done on this computer." if a["answer"] else "The task is done."
+    return ""
+
+
+def solve_step(task_id: str, observation: Observation, history: list[Turn]) -> Turn:
+    """The next turn of ``task_id``'s scripted solution (for the ``scripted`` policy backend).
+
+    How far the solution has got is read from the turns already taken (the prompt's recent ones): the
+    longest stretch of the solution that the last turns end with; what a person did in between that is
+    not a step of it is skipped over, and where nothing matches the solution starts again."""
+    plan = solution_for(task_id, observation)
+    done = [turn.action.to_text() for turn in history if turn.action is not None]
+    steps = [action.to_text() for action in plan]
+    position = 0
+    for k in range(len(steps), 0, -1):
+        m = min(k, len(done))
+        if m and done[len(done) - m:] == steps[k - m:k]:
+            position = k
+            break
+    action = plan[min(position, len(plan) - 1)]
+    thought = _thought(action, observation)
+    return Turn(thought=thought, action=action, void_reason=None, raw=format_turn(thought, action))

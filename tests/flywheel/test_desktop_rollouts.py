@@ -1,0 +1,87 @@
+"""Desktop tasks in the loop: the tasks API takes them, and a real rollout worker runs a desktop episode on a
+real Xvfb to the task's evaluator, storing 1280x720 screenshots; the worker leaves no X server behind."""
+import io
+import shutil
+
+import psutil
+import pytest
+from django.core.files.storage import default_storage
+from PIL import Image
+from rest_framework.test import APIClient
+
+from flywheel import deployments
+from flywheel.models import Checkpoint, Episode, EpisodeStatus, Step
+from tests.factories import make_member, make_project, make_user
+from tests.stack import start_worker, stack_env, wait_for
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(shutil.which("Xvfb") is None or shutil.which("galculator") is None,
+                       reason="needs the desktop packages (make test-tools installs them)"),
+]
+
+
+@pytest.fixture
+def manager_client():
+    project = make_project("Desktop")
+    manager = make_user()
+    make_member(project, manager, "manager")
+    client = APIClient()
+    client.force_authenticate(manager)
+    return project, client
+
+
+def test_tasks_api_takes_a_desktop_task_and_names_an_unknown_one(manager_client):
+    project, client = manager_client
+    url = f"/api/v1/projects/{project.pk}/tasks/"
+    created = client.post(url, {"env_kind": "desktop", "task_name": "desktop-calc-multiply", "max_steps": 12},
+                          format="json")
+    assert created.status_code == 201, created.content
+    assert created.json()["env_kind"] == "desktop"
+    unknown = client.post(url, {"env_kind": "desktop", "task_name": "desktop-photoshop-crop"}, format="json")
+    assert unknown.status_code == 400
+    assert "'desktop-photoshop-crop' is not a registered desktop task." in unknown.content.decode()
+    kind = client.post(url, {"env_kind": "desktops", "task_name": "desktop-calc-multiply"}, format="json")
+    assert kind.status_code == 400 and "Unknown environment kind 'desktops'." in kind.content.decode()
+
+
+def _xvfb_pids() -> set[int]:
+    return {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "Xvfb"}
+
+
+def test_a_worker_runs_an_autonomous_desktop_episode_to_its_evaluator(manager_client, process_stack, tmp_path):
+    from trainer.model import save_tiny_untrained
+
+    project, client = manager_client
+    task = client.post(f"/api/v1/projects/{project.pk}/tasks/",
+                       {"env_kind": "desktop", "task_name": "desktop-calc-multiply", "max_steps": 12},
+                       format="json").json()
+    save_tiny_untrained(tmp_path / "ckpt")
+    checkpoint = Checkpoint.objects.create(project=project, name="scripted", uri=str(tmp_path / "ckpt"))
+    deployments.deployment_promote(project=project, checkpoint=checkpoint, backend="scripted", reason="test oracle")
+    before = _xvfb_pids()
+    worker = start_worker(process_stack, tmp_path, stack_env(LOUPE_DESKTOP_POOL=1), queues="rollouts,default")
+    response = client.post(f"/api/v1/projects/{project.pk}/episodes/", {"task": task["id"], "seeds": [0]},
+                           format="json")
+    assert response.status_code == 201, response.content
+    [episode_id] = [row["id"] for row in response.json()["results"]]
+    wait_for(lambda: Episode.objects.get(pk=episode_id).status in ("finished", "failed"), 120,
+             what=f"the desktop episode\n{process_stack.tail()}")
+    episode = Episode.objects.get(pk=episode_id)
+    assert episode.status == EpisodeStatus.FINISHED, episode.end_reason
+    assert episode.env_reward == 1.0 and episode.end_reason == "finished"
+    steps = list(Step.objects.filter(episode=episode).order_by("index"))
+    # 1 2 3 * 4 5 = on the calculator's buttons, then finished
+    assert [s.action["name"] for s in steps] == ["click"] * 7 + ["finished"]
+    assert steps[0].thought == 'I click the "1" button.' and steps[0].url == "desktop://desktop-calc-multiply"
+    for step in steps:
+        assert (step.width, step.height) == (1280, 720)
+        with default_storage.open(step.screenshot, "rb") as handle:
+            assert Image.open(io.BytesIO(handle.read())).size == (1280, 720)
+    assert any(e["role"] == "toggle button" and e["text"] == "=" for e in steps[-1].elements)
+
+    started = _xvfb_pids() - before
+    assert len(started) == 2  # the episode's desktop and one kept warm (LOUPE_DESKTOP_POOL=1)
+    process_stack.stop()
+    assert worker.poll() is not None
+    wait_for(lambda: not (_xvfb_pids() & started), 10, what="the worker's X servers to end")
