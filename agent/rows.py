@@ -16,6 +16,13 @@ Row kinds (JSONL, one row a line; the keys are those of the rows before this sch
                "old_logprobs", "reward", "void", "image", "images", "step_id"}, ...], "meta", "rendered_for"}
     GRPO      {"messages": [..., user], "images": [...], "format", "width", "height", "reward": {"kind": ...},
                "meta", "rendered_for"}
+    PRM       {"prompt": str, "completions": [str], "labels": [bool], "prompt_messages": [...], "images": [...],
+               "meta", "rendered_for"}
+
+PRM rows are TRL's stepwise-supervision format (what its PRMTrainer reads: a ``prompt`` string, ``completions`` and
+one bool ``label`` per completion), one row a labelled step: the prompt the model was sent at that step (its screen
+and history) as text (:func:`prompt_text`), the step's turn in the target's format as the completion, and whether
+it was good. ``prompt_messages`` are the same prompt as chat messages, for a trainer that applies a chat template.
 
 RL rows are whole episodes, for the tiny text model's own PPO / GRPO loops (trainer/rl.py). A snapshot rendered for
 a checkpoint that reads screenshots is trained by GRPO through TRL (trainer/vlm_grpo.py), which samples fresh answers
@@ -40,8 +47,8 @@ from agent.actions import Action, Turn
 from agent.envs.base import Element, Observation
 from agent.prompt import DEFAULT_STYLE, PROMPT_STYLES, HistoryStep, render_messages, render_observation
 
-__all__ = ["DPORow", "GRPORow", "HISTORY_WINDOW", "RLRow", "RLStepRow", "RenderedFor", "SFTRow", "StepView", "render_prompt",
-           "render_turn", "row_from_dict"]
+__all__ = ["DPORow", "GRPORow", "HISTORY_WINDOW", "PRMRow", "RLRow", "RLStepRow", "RenderedFor", "SFTRow", "StepView", "render_prompt",
+           "prompt_text", "render_turn", "row_from_dict"]
 
 ROLES = ("system", "user", "assistant")
 HISTORY_WINDOW = 4  # earlier steps shown in full, as agent.rollout.run_episode prompts by default
@@ -426,11 +433,60 @@ class GRPORow:
                    meta=_meta(d.get("meta"), where), rendered_for=rendered_for)
 
 
-_KINDS = {"sft": SFTRow, "ct": SFTRow, "dpo": DPORow, "rl": RLRow, "grpo": GRPORow}
+def prompt_text(messages: Sequence[dict]) -> str:
+    """Chat messages as one string, for trainers that take a plain-text prompt (TRL's PRMTrainer tokenizes
+    ``prompt`` as it is): each message as ``<|role|>`` on a line then its content, and an open ``<|assistant|>``
+    turn last, where the completion follows."""
+    return "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in messages) + "<|assistant|>\n"
 
 
-def row_from_dict(kind: str, d: object, where: str) -> SFTRow | DPORow | RLRow | GRPORow:
-    """A row of ``kind`` (sft, ct, dpo, rl; grpo: the step rows an rl snapshot holds when rendered for a checkpoint
+@dataclass
+class PRMRow:
+    """A process-reward row (TRL's stepwise supervision): after ``prompt``, each completion is a step, each label
+    says whether that step was good."""
+
+    prompt: str
+    completions: list[str]
+    labels: list[bool]
+    prompt_messages: list[dict] = field(default_factory=list)
+    images: list[str] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+    rendered_for: RenderedFor | None = None
+
+    def to_dict(self) -> dict:
+        return _with_rendered_for({"prompt": self.prompt, "completions": self.completions, "labels": self.labels,
+                                   "prompt_messages": self.prompt_messages, "images": self.images,
+                                   "meta": self.meta}, self.rendered_for)
+
+    @classmethod
+    def from_dict(cls, d: object, where: str) -> PRMRow:
+        if not isinstance(d, dict):
+            raise ValueError(f"{where}: expected a JSON object, got {type(d).__name__}")
+        missing = [k for k in ("prompt", "completions", "labels") if k not in d]
+        if missing:
+            raise ValueError(f"{where}: a PRM row needs prompt, completions and labels; missing {missing}")
+        if not isinstance(d["prompt"], str) or not d["prompt"]:
+            raise ValueError(f"{where}: prompt must be a non-empty string (the prompt as text)")
+        completions, labels = d["completions"], d["labels"]
+        if not isinstance(completions, list) or not completions or not all(isinstance(c, str) for c in completions):
+            raise ValueError(f"{where}: completions must be a non-empty list of strings (one a step)")
+        if not isinstance(labels, list) or not all(isinstance(label, bool) for label in labels):
+            raise ValueError(f"{where}: labels must be a list of true / false (one a step)")
+        if len(labels) != len(completions):
+            raise ValueError(f"{where}: {len(completions)} completions but {len(labels)} labels; give one label a step")
+        prompt_messages = (_messages(d["prompt_messages"], f"{where}: prompt_messages")
+                           if d.get("prompt_messages") else [])
+        images = _image_list(d.get("images"), where, _users(prompt_messages))  # they go with prompt_messages' turns
+        return cls(prompt=d["prompt"], completions=list(completions), labels=list(labels),
+                   prompt_messages=prompt_messages, images=images, meta=_meta(d.get("meta"), where),
+                   rendered_for=_rendered_for(d, where))
+
+
+_KINDS = {"sft": SFTRow, "ct": SFTRow, "dpo": DPORow, "rl": RLRow, "grpo": GRPORow, "prm": PRMRow}
+
+
+def row_from_dict(kind: str, d: object, where: str) -> SFTRow | DPORow | RLRow | GRPORow | PRMRow:
+    """A row of ``kind`` (sft, ct, dpo, rl, prm; grpo: the step rows an rl snapshot holds when rendered for a checkpoint
     that reads screenshots), validated."""
     if kind not in _KINDS:
         raise ValueError(f"{where}: unknown row kind {kind!r}; expected one of: {', '.join(_KINDS)}")

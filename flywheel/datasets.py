@@ -9,8 +9,11 @@ V(episode) per project (``Project.settings["routing"]``):
 Buckets: V=1 episodes -> ``sft`` (autonomous successes are tagged ``rft``), V=0 -> ``ct``; every
 corrected step -> a ``dpo`` pair (a person's turn over the model's proposal, only where it changed the
 action, or only the thought and marked so), and every rejected proposal of a step that then did
-something else -> a ``dpo`` pair too; finished autonomous model episodes with a reward -> ``rl`` (a row an episode
-for a text target, a GRPO row a step for one that reads screenshots).
+something else -> a ``dpo`` pair too, and so is a branch's first own step whose action differs from its parent's
+step on the identical state, the better episode's step chosen (:func:`branch_pair`); finished autonomous model
+episodes with a reward -> ``rl`` (a row an episode for a text target, a GRPO row a step for one that reads
+screenshots); finished episodes whose reviews labelled steps -> ``prm`` (a row a labelled step, up to the first bad
+one: :func:`prm_step_labels`).
 Rows are agent.rows records, rendered from the steps' structure by the one prompt renderer (agent/prompt.py) for
 the project's deployed checkpoint (:func:`export_target`): its prompt style and action format, its screenshots
 when it reads them; a person's edits, takeovers and the proposals they turned down are written in its format.
@@ -31,7 +34,9 @@ from agent.actions import Action, Turn
 from agent.envs.base import Element
 from agent.prompt import DEFAULT_STYLE
 from agent.rollout import rejection_feedback
-from agent.rows import DPORow, GRPORow, RenderedFor, RLRow, RLStepRow, SFTRow, StepView, render_prompt, render_turn
+from agent.rows import (DPORow, GRPORow, PRMRow, RenderedFor, RLRow, RLStepRow, SFTRow, StepView, prompt_text,
+                        render_prompt, render_turn)
+from agent.screen_match import elements_difference
 from flywheel.models import (Actor, Correction, Deployment, Episode, EpisodeStatus, Judgement, JudgeVerdict, Mode,
                              PolishState, Project, Rejection, ReviewStatus, SnapshotEpisode, SnapshotKind,
                              SnapshotStatus, Split, Step)
@@ -111,10 +116,14 @@ def bucket_episodes(project: Project, kind: str, routing: dict | None = None) ->
         return finished.filter(invalid)
     if kind == SnapshotKind.DPO:
         return finished.filter(Exists(_dpo_steps().filter(episode=OuterRef("pk")))
-                               | Exists(_dpo_rejections().filter(episode=OuterRef("pk"))))
+                               | Exists(_dpo_rejections().filter(episode=OuterRef("pk")))
+                               | Q(pk__in=list(_branch_pairs(finished, routing))))
     if kind == SnapshotKind.RL:
         return finished.filter(mode=Mode.AUTONOMOUS, env_reward__isnull=False, n_interventions=0)
-    raise ApplicationError(f"Unknown kind '{kind}'; use sft, dpo, rl or ct.", errors={"kind": ["Invalid choice."]})
+    if kind == SnapshotKind.PRM:
+        return finished.filter(review_summary__has_key="step_labels")
+    raise ApplicationError(f"Unknown kind '{kind}'; use {', '.join(SnapshotKind.values)}.",
+                           errors={"kind": ["Invalid choice."]})
 
 
 def _own_steps(steps: QuerySet[Step]) -> QuerySet[Step]:
@@ -145,7 +154,10 @@ def bucket_steps(kind: str, episodes: QuerySet[Episode]) -> QuerySet[Step]:
         return steps.filter(void=False)
     if kind == SnapshotKind.DPO:
         return steps.filter(Q(pk__in=_dpo_steps().filter(episode__in=episodes).values("pk"))
-                            | Q(pk__in=_dpo_rejections().filter(episode__in=episodes).values("step_id")))
+                            | Q(pk__in=_dpo_rejections().filter(episode__in=episodes).values("step_id"))
+                            | Q(pk__in=[pair["branch_step"].pk for pair in _branch_pairs(episodes).values()]))
+    if kind == SnapshotKind.PRM:
+        return _own_steps(steps)
     return steps
 
 
@@ -165,8 +177,134 @@ def row_count(kind: str, episodes: QuerySet[Episode], target: RenderedFor | None
         return episodes.count()
     if kind == SnapshotKind.DPO:
         return (_dpo_steps().filter(episode__in=episodes).count()
-                + _dpo_rejections().filter(episode__in=episodes).count())
+                + _dpo_rejections().filter(episode__in=episodes).count() + branch_pair_count(episodes))
+    if kind == SnapshotKind.PRM:
+        return _prm_row_count(episodes)
     return bucket_steps(kind, episodes).count()
+
+
+# --- process-reward labels (PRM rows) ---------------------------------------------------------------------
+GOOD_STEP_LABEL = "good"  # of a review's step labels (good, wasteful, wrong, critical): only good is a good step
+
+
+def prm_step_labels(episode: Episode) -> dict[int, dict]:
+    """{step index: {"good": bool, "labels": {reviewer: label}}}: the step labels the episode's reviews gave
+    (annotation writes them onto ``review_summary["step_labels"]``). A step is good when most of the reviewers who
+    labelled it said good; wasteful, wrong and critical are bad, and so is a tie (a step one reviewer of two called
+    wrong is not taught as good)."""
+    by_step: dict[int, dict[str, str]] = {}
+    for review in (episode.review_summary or {}).get("step_labels") or []:
+        for key, label in (review.get("labels") or {}).items():
+            try:
+                index = int(key)
+            except (TypeError, ValueError):
+                continue
+            by_step.setdefault(index, {})[str(review.get("reviewer") or "?")] = label
+    return {index: {"good": 2 * sum(label == GOOD_STEP_LABEL for label in labels.values()) > len(labels),
+                    "labels": labels} for index, labels in sorted(by_step.items())}
+
+
+def prm_row_steps(labels: dict[int, dict], own: set[int]) -> list[int]:
+    """The step indices that make PRM rows: the labelled steps in order up to and including the first bad one
+    (PRM data, as PRM800K and Math-Shepherd in TRL, labels a trajectory up to its first mistake: what follows it
+    starts from a state the mistake made), only those in ``own`` (a branch's copies of its parent's steps are the
+    parent's rows; a bad copy still ends the branch's rows)."""
+    out = []
+    for index, label in labels.items():
+        if index in own:
+            out.append(index)
+        if not label["good"]:
+            break
+    return out
+
+
+def _prm_row_count(episodes: QuerySet[Episode]) -> int:
+    own: dict[int, set[int]] = {}
+    for episode_id, index in _own_steps(Step.objects.filter(episode__in=episodes)).values_list("episode_id", "index"):
+        own.setdefault(episode_id, set()).add(index)
+    return sum(len(prm_row_steps(prm_step_labels(episode), own.get(episode.pk, set())))
+               for episode in episodes.only("pk", "review_summary"))
+
+
+# --- a branch and its parent: a preference pair on the identical state --------------------------------------
+def _judge_verdicts(episodes: list[Episode]) -> dict[int, str]:
+    return dict(Judgement.objects.filter(episode__in=episodes, latest=True).values_list("episode_id", "verdict"))
+
+
+def episode_better(first: Episode, second: Episode, routing: dict) -> tuple[Episode | None, str]:
+    """Which of two episodes went better, and by what: the reviews (accepted over rejected), else the reward (one
+    clears the routing threshold, the other does not), else the judge's newest verdict (success over failure). The
+    first signal that tells them apart decides; (None, "") when none does (both succeeded, both failed, unknown)."""
+    def apart(a, b, good, bad) -> Episode | None:
+        if a == good and b == bad:
+            return first
+        if a == bad and b == good:
+            return second
+        return None
+
+    winner = apart(first.review_status, second.review_status, ReviewStatus.ACCEPTED, ReviewStatus.REJECTED)
+    if winner is not None:
+        return winner, "review"
+    threshold = routing["reward_threshold"]
+
+    def cleared(episode: Episode) -> bool | None:
+        return None if episode.env_reward is None else episode.env_reward >= threshold
+
+    winner = apart(cleared(first), cleared(second), True, False)
+    if winner is not None:
+        return winner, "reward"
+    verdicts = _judge_verdicts([first, second])
+    winner = apart(verdicts.get(first.pk), verdicts.get(second.pk), JudgeVerdict.SUCCESS, JudgeVerdict.FAILURE)
+    if winner is not None:
+        return winner, "judge"
+    return None, ""
+
+
+def branch_pair(branch: Episode, routing: dict | None = None) -> dict | None:
+    """The preference pair a finished branch makes with its parent, or None. From ``branched_at`` on, the two
+    episodes are on the identical state (the branch replayed the parent's actions, checking the screen) until their
+    actions differ: at that step k (the branch's first own step, or a later one when it repeated the parent's
+    actions, the screens still matching), the better episode's step (:func:`episode_better`) is chosen over the
+    other's. None: no parent any more, a parent without a step k, equal actions to the end, a void turn at k,
+    screens that stopped matching, or neither episode better. ``{"index", "branch_step", "parent_step", "chosen":
+    "branch" | "parent", "by"}``."""
+    parent = branch.parent if branch.parent_id is not None else None
+    if parent is None or branch.branched_at is None:
+        return None
+    routing = routing or routing_of(branch.project)
+    better, by = episode_better(branch, parent, routing)
+    if better is None:
+        return None
+    start = branch.branched_at
+    mine = {s.index: s for s in _own_steps(Step.objects.filter(episode=branch, index__gte=start))}
+    theirs = {s.index: s for s in Step.objects.filter(episode=parent, index__gte=start)}
+    index = start
+    while index in mine and index in theirs:
+        step, other = mine[index], theirs[index]
+        if step.action is None or other.action is None or step.url != other.url \
+                or elements_difference(other.elements, step.elements) is not None:
+            return None
+        if step.action != other.action:
+            return {"index": index, "branch_step": step, "parent_step": other,
+                    "chosen": "branch" if better.pk == branch.pk else "parent", "by": by}
+        index += 1
+    return None
+
+
+def _branch_pairs(episodes: QuerySet[Episode], routing: dict | None = None) -> dict[int, dict]:
+    """{branch id: its pair} for the finished branches among ``episodes`` that make one."""
+    branches = episodes.filter(parent__isnull=False, branched_at__isnull=False, status=EpisodeStatus.FINISHED)
+    out = {}
+    for branch in branches.select_related("parent", "project"):
+        pair = branch_pair(branch, routing)
+        if pair is not None:
+            out[branch.pk] = pair
+    return out
+
+
+def branch_pair_count(episodes: QuerySet[Episode]) -> int:
+    """How many branch pairs ``episodes`` make (each differs in its action, by construction)."""
+    return len(_branch_pairs(episodes))
 
 
 def buckets(project: Project) -> dict:
@@ -390,6 +528,37 @@ def _dpo_rows(step: Step, view: StepView, history: list[StepView], chosen: str, 
     return rows
 
 
+def _judge_meta(episode: Episode) -> dict | None:
+    judgement = Judgement.objects.filter(episode=episode, latest=True).only("verdict", "reason", "confidence").first()
+    if judgement is None:
+        return None
+    return {"verdict": judgement.verdict or None, "reason": judgement.reason, "confidence": judgement.confidence}
+
+
+def _branch_pair_rows(branch: Episode, views: dict[int, tuple[StepView, int]], history: list[StepView],
+                      target: RenderedFor) -> list[dict]:
+    """The branch's pair with its parent (:func:`branch_pair`) as a DPO row: the prompt at step k as first sent there
+    (the branch's history is the parent's, replayed; no rejection's feedback yet), the better episode's turn at k
+    chosen over the other's, both in the target's format."""
+    pair = branch_pair(branch)
+    if pair is None or pair["index"] not in views:
+        return []
+    view, before = views[pair["index"]]
+    prompt, images = render_prompt(view, history[:before], target)
+    chosen, rejected = ((pair["branch_step"], pair["parent_step"]) if pair["chosen"] == "branch"
+                        else (pair["parent_step"], pair["branch_step"]))
+
+    def text(step: Step) -> str:
+        return render_turn(step_thought(step), Action.from_dict(step.action), target, step.width, step.height)
+
+    step = pair["branch_step"]
+    return [DPORow(prompt=prompt, chosen=_assistant(text(chosen)), rejected=_assistant(text(rejected)), images=images,
+                   meta=_meta(branch, step, pair="branch", differs=Correction.ACTION, parent_episode=branch.parent_id,
+                              parent_step_id=pair["parent_step"].pk, chosen_episode=chosen.episode_id,
+                              rejected_episode=rejected.episode_id, decided_by=pair["by"]),
+                   rendered_for=target).to_dict()]
+
+
 def _grpo_row(step: Step, view: StepView, history: list[StepView], prefix: list[Action], target: RenderedFor,
               episode: Episode) -> dict:
     """A step as GRPO of a screen-reading checkpoint samples answers to it (agent.rows.GRPORow): the prompt it was
@@ -416,6 +585,11 @@ def episode_rows(kind: str, episode: Episode, steps: list[Step], target: Rendere
     history: list[StepView] = []
     prefix: list[Action] = []  # the canonical actions that brought the env to the step (GRPO rows)
     rows, rl_steps = [], []
+    views: dict[int, tuple[StepView, int]] = {}  # step index -> its view and how many steps came before it
+    labels = prm_step_labels(episode) if kind == SnapshotKind.PRM else {}
+    prm_at = set(prm_row_steps(labels, {s.index for s in steps if "replayed_from" not in (s.info or {})})) \
+        if kind == SnapshotKind.PRM else set()
+    judge = _judge_meta(episode) if kind == SnapshotKind.PRM else None
     for step in steps:
         view = _step_view(step)
         copied = "replayed_from" in (step.info or {})  # a branch's copy of its parent's step: the parent's row
@@ -431,6 +605,17 @@ def episode_rows(kind: str, episode: Episode, steps: list[Step], target: Rendere
                                    meta=_meta(episode, step, source=source), rendered_for=target).to_dict())
             elif kind == SnapshotKind.DPO:
                 rows.extend(_dpo_rows(step, view, history, chosen, target, episode))
+            elif kind == SnapshotKind.PRM and step.index in prm_at:
+                prompt, images = render_prompt(view, history, target,
+                                               feedback=_feedback(list(step.rejections.all()), step, target))
+                label = labels[step.index]
+                rows.append(PRMRow(prompt=prompt_text(prompt), completions=[chosen], labels=[label["good"]],
+                                   prompt_messages=prompt, images=images,
+                                   meta=_meta(episode, step, label_source="review", step_labels=label["labels"],
+                                              reviewers=sorted(label["labels"]),
+                                              first_error=not label["good"], review_status=episode.review_status,
+                                              judge=judge),
+                                   rendered_for=target).to_dict())
             elif kind == SnapshotKind.RL and rl_rows_are_steps(target):
                 if step.screenshot:
                     rows.append(_grpo_row(step, view, history, prefix, target, episode))
@@ -443,9 +628,12 @@ def episode_rows(kind: str, episode: Episode, steps: list[Step], target: Rendere
         except ValueError as exc:
             raise ApplicationError(f"Step {step.index} of episode {episode.pk} cannot be written for the deployed "
                                    f"checkpoint ({target.describe()}): {exc}") from None
+        views[step.index] = (view, len(history))
         history.append(view)
         if view.action is not None:
             prefix.append(view.action)
+    if kind == SnapshotKind.DPO and episode.parent_id is not None:
+        rows.extend(_branch_pair_rows(episode, views, history, target))
     if kind == SnapshotKind.RL and rl_steps:
         rows.append(RLRow(episode_id=episode.pk, task=episode.task.task_name, seed=episode.seed,
                           reward=float(episode.env_reward or 0.0), group=f"{episode.task.task_name}:{episode.seed}",

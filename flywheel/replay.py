@@ -60,12 +60,12 @@ def lineage_sources(checkpoint: Checkpoint | None) -> list[dict]:
 
 def dpo_differing_count(episodes: QuerySet[Episode]) -> int:
     """The preference pairs of ``episodes`` whose chosen action differs from the rejected one: corrections of the
-    action and rejected proposals the step then replaced (flywheel.datasets writes both; an edit of the thought
-    alone keeps the action and is the rest of the bucket)."""
-    from flywheel.datasets import _dpo_rejections, _dpo_steps
+    action, rejected proposals the step then replaced and branch pairs (flywheel.datasets writes them; an edit of the
+    thought alone keeps the action and is the rest of the bucket)."""
+    from flywheel.datasets import _dpo_rejections, _dpo_steps, branch_pair_count
 
     return (_dpo_steps().filter(episode__in=episodes, correction=Correction.ACTION).count()
-            + _dpo_rejections().filter(episode__in=episodes).count())
+            + _dpo_rejections().filter(episode__in=episodes).count() + branch_pair_count(episodes))
 
 
 def _snapshot_rows(snapshot: DatasetSnapshot) -> list[dict]:

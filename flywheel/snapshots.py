@@ -55,15 +55,15 @@ def _snapshot_create(*, project: Project, kind: str, name: str, filter: dict | N
     from flywheel import tasks as flywheel_tasks
 
     if kind not in SnapshotKind.values:
-        raise ApplicationError(f"Unknown kind '{kind}'; use sft, dpo, rl or ct.", errors={"kind": ["Invalid choice."]})
+        raise ApplicationError(f"Unknown kind '{kind}'; use {', '.join(SnapshotKind.values)}.",
+                               errors={"kind": ["Invalid choice."]})
     cleaned = filter_clean(project, filter)
     Project.objects.select_for_update().filter(pk=project.pk).first()  # one freeze of a project at a time
     routing = routing_of(project)
     episode_ids = list(filter_apply(bucket_episodes(project, kind, routing), project, kind, cleaned)
                        .order_by("pk").values_list("pk", flat=True))
     if not episode_ids:
-        raise ApplicationError(f"No {kind} rows match this filter: nothing to snapshot. Finish or review episodes first, "
-                               "or widen the filter.", errors={"filter": ["Matches no rows."]})
+        raise ApplicationError(_no_rows(kind), errors={"filter": ["Matches no rows."]})
     target = export_target(project).to_dict()
     key = _source_key(kind, cleaned, routing, episode_ids, target)
     same = (DatasetSnapshot.objects.filter(project=project, source_key=key)
@@ -78,6 +78,15 @@ def _snapshot_create(*, project: Project, kind: str, name: str, filter: dict | N
     if build:
         transaction.on_commit(lambda: flywheel_tasks.snapshot_build.delay(snapshot.pk))
     return snapshot, True
+
+
+def _no_rows(kind: str) -> str:
+    if kind == SnapshotKind.PRM:
+        return ("No prm rows match this filter: nothing to snapshot. Process-reward rows come from step labels: on a "
+                "finished episode's replay, label steps good, wasteful, wrong or critical and save the review (a "
+                "branch's replayed steps are its parent's and make no rows of their own).")
+    return (f"No {kind} rows match this filter: nothing to snapshot. Finish or review episodes first, "
+            "or widen the filter.")
 
 
 class _Progress:
@@ -157,7 +166,7 @@ def _snapshot_write(snapshot: DatasetSnapshot) -> DatasetSnapshot:
                         by_checkpoint[episode.checkpoint.name if episode.checkpoint_id else "(none)"] += len(rows)
                     progress(0.85 * done / total)
             if n_rows == 0:
-                raise ApplicationError(f"No {kind} rows match this filter: nothing to snapshot.")
+                raise ApplicationError(_no_rows(kind))
             parquet_path = os.path.join(tmp, "data.parquet")
             jsonl_to_parquet(jsonl_path, parquet_path, on_rows=lambda written: progress(0.85 + 0.1 * written / n_rows))
             progress(0.97, force=True)

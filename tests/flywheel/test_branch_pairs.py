@@ -1,0 +1,104 @@
+"""A branch and its parent as a DPO pair on the identical state (flywheel.datasets.branch_pair): hand-made parent and
+branch, the better episode's step chosen, and the cases that make no pair."""
+import pytest
+
+from annotation.reviews import review_submit
+from flywheel import datasets, snapshots
+from flywheel.models import Episode, Judgement, Step
+from tests.factories import make_finished_episode
+
+pytestmark = pytest.mark.django_db
+
+PARENT_CLICK = {"name": "click", "args": {"x": 11, "y": 20}}  # the factory's step 1
+OTHER_CLICK = {"name": "click", "args": {"x": 40, "y": 20}}
+
+
+def branch_of(parent, *, at, steps, reward, project, task):
+    """A finished branch of ``parent`` at step ``at``: its steps before ``at`` are copies of the parent's (as the
+    replay stores them), then ``steps`` of its own."""
+    copies = [{"action": s.action, "thought": s.thought} for s in parent.steps.order_by("index")[:at]]
+    branch = make_finished_episode(project, task, steps=[*copies, *steps], reward=reward, mode="supervised")
+    Episode.objects.filter(pk=branch.pk).update(parent=parent, branched_at=at, seed=parent.seed)
+    for index in range(at):
+        Step.objects.filter(episode=branch, index=index).update(
+            info={"replayed_from": {"episode": parent.pk, "step": index}})
+    return Episode.objects.get(pk=branch.pk)
+
+
+def dpo_rows(project):
+    snapshot = snapshots.snapshot_create(project=project, kind="dpo", build=False)
+    return snapshots.snapshot_preview(snapshots.snapshot_build(snapshot_id=snapshot.pk), 20)
+
+
+def test_a_branch_that_acted_otherwise_at_its_step_and_succeeded_is_chosen_over_its_parents_step(demo):
+    project, task = demo["project"], demo["task"]
+    parent = make_finished_episode(project, task, steps=[{}, {}, {}], reward=0.0)
+    branch = branch_of(parent, at=1, steps=[{"action": OTHER_CLICK, "thought": "the other button"}], reward=1.0,
+                       project=project, task=task)
+    pair = datasets.branch_pair(branch)
+    assert (pair["index"], pair["chosen"], pair["by"]) == (1, "branch", "reward")
+    assert datasets.buckets(project)["dpo"]["rows"] == 1
+    assert set(datasets.bucket_episodes(project, "dpo").values_list("pk", flat=True)) == {branch.pk}
+
+    [row] = dpo_rows(project)
+    assert row["chosen"] == [{"role": "assistant", "content": "Thought: the other button\nAction: click(x=40, y=20)"}]
+    assert row["rejected"] == [{"role": "assistant", "content": "Thought: step 1\nAction: click(x=11, y=20)"}]
+    assert (row["meta"]["pair"], row["meta"]["parent_episode"], row["meta"]["step_index"]) == ("branch", parent.pk, 1)
+    assert (row["meta"]["chosen_episode"], row["meta"]["rejected_episode"], row["meta"]["decided_by"]) == (
+        branch.pk, parent.pk, "reward")
+    # One prompt for both: the parent's at step 1 (its SFT row's prompt, the step before replayed as history).
+    parent_sft = datasets.episode_rows("sft", parent, list(parent.steps.order_by("index")),
+                                       datasets.export_target(project))
+    assert row["prompt"] == parent_sft[1]["messages"][:-1]
+
+
+def test_the_reviews_decide_before_the_reward_and_the_judge_after_it(demo):
+    project, task = demo["project"], demo["task"]
+    parent = make_finished_episode(project, task, steps=[{}, {}], reward=1.0)
+    branch = branch_of(parent, at=1, steps=[{"action": OTHER_CLICK}], reward=0.0, project=project, task=task)
+    review_submit(episode=parent, reviewer=demo["manager"], verdict="reject")
+    review_submit(episode=branch, reviewer=demo["manager"], verdict="accept")
+    branch.refresh_from_db()
+    assert datasets.branch_pair(branch)["chosen"] == "branch"  # the people's verdict over the reward
+
+    both_failed = make_finished_episode(project, task, steps=[{}, {}], reward=0.0)
+    judged = branch_of(both_failed, at=1, steps=[{"action": OTHER_CLICK}], reward=0.0, project=project, task=task)
+    assert datasets.branch_pair(judged) is None  # both failed by the reward, nothing else known: no pair
+    Judgement.objects.create(episode=both_failed, verdict="success", reason="it was done", judge="rule")
+    Judgement.objects.create(episode=judged, verdict="failure", reason="wrong box", judge="rule")
+    pair = datasets.branch_pair(Episode.objects.get(pk=judged.pk))
+    assert (pair["chosen"], pair["by"]) == ("parent", "judge")
+    rows = [row for row in dpo_rows(project) if row["meta"]["pair"] == "branch"]
+    assert {(row["meta"]["episode_id"], row["meta"]["chosen_episode"]) for row in rows} == {
+        (branch.pk, branch.pk), (judged.pk, both_failed.pk)}
+
+
+def test_no_pair_for_equal_actions_equal_outcomes_a_gone_parent_or_a_shorter_one(demo):
+    project, task = demo["project"], demo["task"]
+    parent = make_finished_episode(project, task, steps=[{}, {}, {}], reward=0.0)
+    same = branch_of(parent, at=1, steps=[{"action": PARENT_CLICK, "thought": "step 1"}], reward=1.0,
+                     project=project, task=task)
+    assert datasets.branch_pair(same) is None  # it did what the parent did: no preference
+    equal = branch_of(parent, at=1, steps=[{"action": OTHER_CLICK}], reward=0.0, project=project, task=task)
+    assert datasets.branch_pair(equal) is None  # both failed: neither is better
+
+    # the same action at the branch point, then another on the same screen: the pair is at the later step
+    later = branch_of(parent, at=1, steps=[{"action": PARENT_CLICK}, {"action": OTHER_CLICK}], reward=1.0,
+                      project=project, task=task)
+    assert datasets.branch_pair(later)["index"] == 2
+    # ... but not when the screens stopped matching there
+    Step.objects.filter(episode=later, index=2).update(elements=[{"role": "button", "text": "Next", "x": 1, "y": 1,
+                                                                  "width": 5, "height": 5}])
+    assert datasets.branch_pair(later) is None
+
+    short_parent = make_finished_episode(project, task, steps=[{}], reward=0.0)
+    longer = branch_of(short_parent, at=1, steps=[{"action": OTHER_CLICK}], reward=1.0, project=project, task=task)
+    assert datasets.branch_pair(longer) is None  # the parent has no step 1 to compare with
+
+    gone = make_finished_episode(project, task, steps=[{}, {}], reward=0.0)
+    orphan = branch_of(gone, at=1, steps=[{"action": OTHER_CLICK}], reward=1.0, project=project, task=task)
+    assert datasets.branch_pair(orphan) is not None
+    gone.delete()
+    orphan.refresh_from_db()
+    assert orphan.parent_id is None and datasets.branch_pair(orphan) is None
+    assert datasets.buckets(project)["dpo"]["rows"] == 0
