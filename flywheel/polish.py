@@ -456,8 +456,11 @@ def episode_polish_progress(episode: Episode) -> dict:
 
 def episode_polish(*, episode: Episode, user, role: str | None) -> dict:
     """``GET episodes/<id>/polish``: the progress and each step's words and polished thought."""
+    from flywheel.selectors import role_at_least
+
     steps = episode.steps.select_related("episode").exclude(human_thought="", polish_state="").order_by("index")
     return {"episode": episode.pk, "progress": episode_polish_progress(episode),
+            "can_request": role_at_least(role, "manager"),
             "settings": {"backend": polish_settings_of(episode.project)["backend"],
                          "enabled": polish_settings_of(episode.project)["enabled"]},
             "steps": [step_polish_payload(s, can_edit=may_edit(step=s, user=user, role=role)) for s in steps]}

@@ -4,6 +4,7 @@ import { formatReward, stepNumber } from "../components/format";
 import { RejectedProposals, rejectionLine, sameAsProposalText } from "../components/RejectedProposals";
 import { ScreenshotView } from "../components/ScreenshotView";
 import type { ReplayStep, StepLabel, TranscriptWord } from "../api/review";
+import { PolishedThought } from "./PolishedThought";
 import { STEP_LABELS } from "./queries";
 import { proposalActionText, proposalThought, stepActionText } from "./replay";
 
@@ -66,7 +67,7 @@ interface StepPanelProps {
   onLabel: (label: StepLabel | "") => void;
 }
 
-/** Everything about the current step: who acted, the thought and action, the proposal beside its correction, void turns, what was said. */
+/** Everything about the current step: who acted, the thought and action, the proposal beside its correction, void turns, what was said and the thought written from it. */
 export function StepPanel({ step, count, words, label, onLabel }: StepPanelProps) {
   const action = stepActionText(step);
   const spoken = words.map((w) => w.word.trim()).join(" ");
@@ -124,12 +125,7 @@ export function StepPanel({ step, count, words, label, onLabel }: StepPanelProps
           )}
         </>
       )}
-      {(step.human_thought || spoken) && (
-        <div className="replay-human-thought" data-testid="replay-human-thought">
-          <h3>{step.human_thought ? "Human thought (said aloud)" : "Said during this step"}</h3>
-          <p className="thought">“{step.human_thought || spoken}”</p>
-        </div>
-      )}
+      <PolishedThought step={step} spoken={spoken} />
       <label className="field inline step-label-field">
         <span>Label this step</span>
         <select

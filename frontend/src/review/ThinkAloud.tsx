@@ -3,6 +3,8 @@ import { clipFileUrl } from "../api/audio";
 import { formatDuration, stepNumber } from "../components/format";
 import { useClipLength } from "./clipLength";
 import type { AudioClip, ReplayStep, Transcript, TranscriptWord } from "../api/review";
+import type { StepPolishFields } from "../api/polish";
+import { PolishProgressLine } from "./PolishedThought";
 import { stepForAudio, wordAtTime } from "./replay";
 
 interface ThinkAloudProps {
@@ -134,6 +136,7 @@ export function ThinkAloud({ transcript, steps, current, onStep }: ThinkAloudPro
         <h2>Think-aloud</h2>
         <span className="muted small">The step view follows the audio as it plays; click a word to jump there.</span>
       </div>
+      <PolishProgressLine episodeId={(steps[0] as (ReplayStep & StepPolishFields) | undefined)?.episode} />
       {clips.map((clip) => (
         <div key={clip.id}>
           <div className="muted small">{clipTitle(clip, words)}</div>
