@@ -77,6 +77,10 @@ def run_create(*, project: Project, snapshot, algorithm: str | None = None, init
         raise ApplicationError("That snapshot belongs to another project.", status=404)
     if snapshot.status != SnapshotStatus.READY:
         raise ApplicationError(f"Snapshot {snapshot.pk} is {snapshot.status}; train on a ready snapshot.", status=409)
+    if snapshot.kind not in ALGORITHM_FOR_KIND:
+        raise ApplicationError(f"A {snapshot.kind} snapshot does not train the policy: export it and train a process "
+                               "reward model on it with TRL's PRMTrainer. Runs here train on sft, ct, dpo and rl "
+                               "snapshots.", errors={"snapshot": ["Not a policy training set."]})
     algorithm = algorithm or ALGORITHM_FOR_KIND[snapshot.kind]
     if algorithm != ALGORITHM_FOR_KIND[snapshot.kind]:
         raise ApplicationError(f"A {snapshot.kind} snapshot trains with {ALGORITHM_FOR_KIND[snapshot.kind]}, not {algorithm}.",

@@ -89,6 +89,14 @@ def test_a_prm_snapshot_exports_and_loads_with_datasets_its_labels_on_the_stored
         == [episode.pk] * 3 + [other.pk]
 
 
+def test_training_the_policy_on_a_prm_snapshot_is_refused_with_where_it_goes(demo):
+    labelled_episode(demo)
+    snapshot = build(demo["project"])
+    response = client_for(demo["manager"]).post(f"/api/v1/projects/{demo['project'].pk}/runs/",
+                                                {"snapshot": snapshot.pk}, format="json")
+    assert response.status_code == 400 and "PRMTrainer" in response.json()["detail"]
+
+
 def test_a_prm_snapshot_of_episodes_without_step_labels_is_refused_with_what_to_do(demo):
     episode = make_finished_episode(demo["project"], demo["task"], steps=[{}], reward=1.0)
     review_submit(episode=episode, reviewer=demo["manager"], verdict="accept")  # a verdict, no step labels

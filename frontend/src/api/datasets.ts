@@ -4,7 +4,7 @@
  */
 import { apiFetch } from "./client";
 
-export type SnapshotKind = "sft" | "dpo" | "rl" | "ct";
+export type SnapshotKind = "sft" | "dpo" | "rl" | "ct" | "prm";
 export type Rule = "reward" | "review" | "both" | "judge" | "reward_or_judge" | "judge_and_review";
 export type SnapshotStatus = "building" | "ready" | "failed";
 

@@ -13,7 +13,7 @@ const bucket = (rows: number, newRows = rows, episodes = 1) => ({ rows, episodes
 const routing = (extra: Partial<Routing> = {}): Routing => ({
   rule: "reward",
   reward_threshold: 1,
-  buckets: { sft: bucket(6, 6, 3), rft: bucket(4, 4, 2), ct: bucket(0, 0, 0), dpo: bucket(1), rl: bucket(2, 2, 2) },
+  buckets: { sft: bucket(6, 6, 3), rft: bucket(4, 4, 2), ct: bucket(0, 0, 0), dpo: bucket(1), rl: bucket(2, 2, 2), prm: bucket(3, 1, 3) },
   ...extra,
 });
 
@@ -114,6 +114,21 @@ describe("DatasetsPage", () => {
     const alert = await screen.findByRole("alert");
     expect(alert.textContent).toContain("No dpo rows match this filter");
     expect(alert.textContent).toContain("Matches no rows.");
+  });
+
+  it("offers process-reward (PRM) snapshots with their bucket, and freezes one", async () => {
+    const { requests } = mockFetch(
+      routes({ "POST /api/v1/projects/1/snapshots/": { status: 201, body: snapshot({ id: 30, kind: "prm", name: "labels", status: "building", progress: 0 }) } }),
+    );
+    renderApp("/projects/1/datasets");
+    expect((await screen.findByTestId("bucket-prm")).textContent).toContain("3 rows");
+    const kind = screen.getByTestId("snapshot-kind") as HTMLSelectElement;
+    expect([...kind.options].map((o) => o.textContent)).toContain("PRM — 3 rows");
+    fireEvent.change(kind, { target: { value: "prm" } });
+    expect(screen.getByText(/up to an episode's first bad step, in TRL's prompt \/ completions \/ labels format/)).toBeTruthy();
+    fireEvent.click(screen.getByTestId("snapshot-create"));
+    await screen.findByTestId("snapshot-freeze-result");
+    expect(requests.find((r) => r.method === "POST")?.body).toMatchObject({ kind: "prm" });
   });
 
   it("tells an annotator that datasets are for managers, asking the server for nothing", async () => {

@@ -96,7 +96,7 @@ export function FreezeForm({ projectId }: { projectId: number }) {
             {SNAPSHOT_KINDS.map((k) => (
               <option key={k.kind} value={k.kind}>
                 {k.label}
-                {routing.data ? ` — ${routing.data.buckets[k.kind].rows} rows` : ""}
+                {routing.data?.buckets[k.kind] ? ` — ${routing.data.buckets[k.kind].rows} rows` : ""}
               </option>
             ))}
           </select>

@@ -146,6 +146,7 @@ export function RoutingCard({ projectId }: { projectId: number }) {
       </h3>
       <ul className="dataset-buckets">
         {SNAPSHOT_KINDS.flatMap(({ kind, label, help }) => {
+          if (!buckets[kind]) return []; // a server that does not make this kind yet
           const cards = [<BucketCard key={kind} kind={kind} label={label} bucket={buckets[kind]} help={help} />];
           if (kind === "sft" && buckets.rft) {
             cards.push(

@@ -150,7 +150,13 @@ export function SnapshotList({ projectId, taskNames }: { projectId: number; task
                     <a className="button small" href={s.export_url} download data-testid="snapshot-download">
                       Export .zip
                     </a>
-                    <TrainButton projectId={projectId} snapshot={s} />
+                    {s.kind === "prm" ? (
+                      <span className="muted small" data-testid="snapshot-prm-note">
+                        for a process reward model (TRL&apos;s PRMTrainer), not the policy
+                      </span>
+                    ) : (
+                      <TrainButton projectId={projectId} snapshot={s} />
+                    )}
                   </div>
                 )}
               </td>

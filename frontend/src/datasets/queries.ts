@@ -19,9 +19,18 @@ import {
 
 export const SNAPSHOT_KINDS: { kind: SnapshotKind; label: string; help: string }[] = [
   { kind: "sft", label: "SFT", help: "V=1 episodes, every non-void step a row (autonomous successes are the RFT part)" },
-  { kind: "dpo", label: "DPO", help: "every edited step: the person's correction over the model's proposal" },
+  {
+    kind: "dpo",
+    label: "DPO",
+    help: "every edited step: the person's correction over the model's proposal; and a branch's step that acted otherwise than its parent on the same screen, the better episode's step preferred",
+  },
   { kind: "rl", label: "RL", help: "whole autonomous episodes with their rewards and logprobs" },
   { kind: "ct", label: "CT", help: "V=0 episodes, for continual training on what went wrong" },
+  {
+    kind: "prm",
+    label: "PRM",
+    help: "process reward: each step reviewers labelled (good, or wasteful / wrong / critical: bad), up to an episode's first bad step, in TRL's prompt / completions / labels format",
+  },
 ];
 
 export const routingKey = (projectId: number) => ["project", projectId, "routing"] as const;
