@@ -32,6 +32,15 @@ import { PendingUploads } from "./thinkAloud/UploadStatus";
 import { useEpisodeStream } from "./useEpisodeStream";
 
 const SCREENSHOT_WIDTH = 480;
+
+/**
+ * A desktop's screen (1280x720) is wider than tall and full of small text: it is shown as wide as the page
+ * allows (up to its own size), above the side panels, instead of in the 480-pixel column a phone-sized
+ * MiniWoB page gets. Clicks on it map back to its own pixels whatever size it is shown at.
+ */
+export function isWideScreen(width: number, height: number): boolean {
+  return width >= 640 && width > height;
+}
 /** How long a shortcut's "why not" hint stays on screen. */
 const HINT_MS = 6000;
 
@@ -223,6 +232,7 @@ export function SessionPage() {
         }
       : null;
   const canClick = following && controls.act.enabled && screen !== null;
+  const wide = screen !== null && isWideScreen(screen.width, screen.height);
   // Whoever may act on the episode may think aloud; watchers (someone else controls it) read the transcript.
   const canThinkAloud = !ended && me !== null && (!live.control || live.control.username === me.username);
   const shown = stepShown;
@@ -353,7 +363,7 @@ export function SessionPage() {
         />
       )}
 
-      <div className="viewer">
+      <div className={wide ? "viewer viewer-wide" : "viewer"} data-testid="viewer" data-wide={wide ? "true" : undefined}>
         <div className="viewer-screen">
           {screen ? (
             <div data-testid="screen-frame" className={canClick ? "screen-acting" : undefined}>
@@ -364,7 +374,7 @@ export function SessionPage() {
                 alt={screen.label}
                 action={screen.action}
                 proposal={following && !live.humanControl ? proposal?.action : null}
-                displayWidth={SCREENSHOT_WIDTH}
+                displayWidth={wide ? undefined : SCREENSHOT_WIDTH}
                 testId="episode-screenshot"
                 onPick={canClick ? (p) => act(clickAction(p.x, p.y)) : undefined}
                 pickTitle="Click here to click this spot"

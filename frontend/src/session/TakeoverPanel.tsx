@@ -1,12 +1,13 @@
 import { type FormEvent, useState } from "react";
 import type { Availability } from "./controls";
-import { type Direction, hotkeyAction, scrollAction, typeAction } from "../components/grammar";
+import { checkAction, type Direction, hotkeyAction, scrollAction, typeAction } from "../components/grammar";
 
 const KEYS: { testId: string; label: string; keys: string }[] = [
   { testId: "key-enter", label: "Enter", keys: "enter" },
   { testId: "key-tab", label: "Tab", keys: "tab" },
   { testId: "key-backspace", label: "Backspace", keys: "backspace" },
   { testId: "key-ctrl-a", label: "Ctrl+A", keys: "ctrl+a" },
+  { testId: "key-escape", label: "Esc", keys: "escape" },
 ];
 
 /**
@@ -29,6 +30,9 @@ export function TakeoverPanel({
   screen: { width: number; height: number };
 }) {
   const [text, setText] = useState("");
+  const [keys, setKeys] = useState("");
+  const keysChecked = keys.trim() ? checkAction(hotkeyAction(keys.trim())) : null;
+  const keysError = keysChecked && !keysChecked.ok ? keysChecked.error : null;
   const scroll = (direction: Direction) => onAct(scrollAction(screen.width / 2, screen.height / 2, direction));
 
   function submitType(event: FormEvent) {
@@ -36,6 +40,13 @@ export function TakeoverPanel({
     if (!text) return;
     onAct(typeAction(text));
     setText("");
+  }
+
+  function submitKeys(event: FormEvent) {
+    event.preventDefault();
+    if (!keys.trim() || keysError) return;
+    onAct(hotkeyAction(keys.trim()));
+    setKeys("");
   }
 
   const disabledWhy = act.enabled ? undefined : act.why;
@@ -58,6 +69,20 @@ export function TakeoverPanel({
           Type
         </button>
       </form>
+      <form className="inline-form" onSubmit={submitKeys}>
+        <label className="field grow">
+          <span>Keys to press together (e.g. ctrl+s, alt+f4)</span>
+          <input data-testid="hotkey-text" value={keys} onChange={(e) => setKeys(e.target.value)} placeholder="ctrl+s" aria-invalid={keysError ? true : undefined} />
+        </label>
+        <button type="submit" className="button" data-testid="hotkey-submit" disabled={!act.enabled || !keys.trim() || keysError !== null} title={disabledWhy ?? keysError ?? (keys.trim() ? "Press these keys" : "Enter keys first")}>
+          Press
+        </button>
+      </form>
+      {keysError && (
+        <p className="field-error" data-testid="hotkey-error">
+          {keysError}
+        </p>
+      )}
       <div className="button-row" aria-label="Keys">
         {KEYS.map((k) => (
           <button key={k.testId} type="button" className="button small" data-testid={k.testId} disabled={!act.enabled} title={disabledWhy ?? `Press ${k.label}`} onClick={() => onAct(hotkeyAction(k.keys))}>
