@@ -1,8 +1,10 @@
 """The demo data `make run` seeds: users admin / manager / annotator in a demo project."""
 from __future__ import annotations
 
+import logging
 import os
 import secrets
+import shutil
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -17,6 +19,18 @@ DEMO_TRAIN_TASKS = [
 ]
 DEMO_EVAL_TASKS = ["click-button", "click-link", "focus-text"]
 EVAL_SEEDS = (100_000, 100_099)  # never used for training rollouts
+# Desktop tasks (agent/envs/desktop) for supervised sessions on a Linux desktop; train split only, so the cycles'
+# evaluations stay on MiniWoB. Seeded only where the desktop's Debian packages are installed (`make test-tools`).
+DEMO_DESKTOP_TASKS = ["desktop-calc-multiply", "desktop-mousepad-write", "desktop-terminal-greeting",
+                      "desktop-files-archive"]
+DESKTOP_PROGRAMS = ("Xvfb", "openbox", "dbus-daemon", "galculator", "mousepad", "xterm")
+
+log = logging.getLogger(__name__)
+
+
+def desktop_missing() -> list[str]:
+    """The programs a desktop episode needs that this machine lacks (empty: desktop tasks can run here)."""
+    return [program for program in DESKTOP_PROGRAMS if shutil.which(program) is None]
 
 
 def demo_password() -> tuple[str, bool]:
@@ -56,4 +70,12 @@ def seed_demo(password: str) -> Project:
     for name in DEMO_EVAL_TASKS:
         TaskSpec.objects.get_or_create(project=project, env_kind="miniwob", task_name=name, split=Split.EVAL,
                                        defaults={"seed_start": EVAL_SEEDS[0], "seed_end": EVAL_SEEDS[1], "max_steps": 8})
+    missing = desktop_missing()
+    if missing:
+        log.warning("Demo project: no desktop tasks, as %s %s not installed (make test-tools installs them).",
+                    ", ".join(missing), "is" if len(missing) == 1 else "are")
+    else:
+        for name in DEMO_DESKTOP_TASKS:
+            TaskSpec.objects.get_or_create(project=project, env_kind="desktop", task_name=name, split=Split.TRAIN,
+                                           defaults={"seed_start": 0, "seed_end": 0, "max_steps": 15})
     return project

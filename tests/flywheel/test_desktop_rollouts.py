@@ -85,3 +85,19 @@ def test_a_worker_runs_an_autonomous_desktop_episode_to_its_evaluator(manager_cl
     process_stack.stop()
     assert worker.poll() is not None
     wait_for(lambda: not (_xvfb_pids() & started), 10, what="the worker's X servers to end")
+
+
+def test_demo_project_gets_desktop_tasks_where_the_desktop_is_installed(monkeypatch, caplog):
+    from flywheel.models import TaskSpec
+    from webapp import demo
+
+    demo.seed_demo("a-demo-password")
+    desktop = set(TaskSpec.objects.filter(project__slug="demo", env_kind="desktop").values_list("task_name", "split"))
+    assert desktop == {(name, "train") for name in demo.DEMO_DESKTOP_TASKS}
+    assert TaskSpec.objects.filter(project__slug="demo", env_kind="miniwob").count() > 10
+
+    TaskSpec.objects.filter(env_kind="desktop").delete()
+    monkeypatch.setattr(demo, "DESKTOP_PROGRAMS", (*demo.DESKTOP_PROGRAMS, "no-such-desktop-app"))
+    demo.seed_demo("a-demo-password")
+    assert not TaskSpec.objects.filter(env_kind="desktop").exists()
+    assert "no desktop tasks, as no-such-desktop-app is not installed" in caplog.text
