@@ -266,29 +266,43 @@ def branch_pair(branch: Episode, routing: dict | None = None) -> dict | None:
     actions differ: at that step k (the branch's first own step, or a later one when it repeated the parent's
     actions, the screens still matching), the better episode's step (:func:`episode_better`) is chosen over the
     other's. None: no parent any more, a parent without a step k, equal actions to the end, a void turn at k,
-    screens that stopped matching, or neither episode better. ``{"index", "branch_step", "parent_step", "chosen":
-    "branch" | "parent", "by"}``."""
+    screens that stopped matching, or neither episode better (:func:`branch_pair_explained` says which).
+    ``{"index", "branch_step", "parent_step", "chosen": "branch" | "parent", "by"}``."""
+    return branch_pair_explained(branch, routing)[0]
+
+
+def branch_pair_explained(branch: Episode, routing: dict | None = None) -> tuple[dict | None, str]:
+    """(:func:`branch_pair`, and when there is none, why, in words for the review page)."""
     parent = branch.parent if branch.parent_id is not None else None
-    if parent is None or branch.branched_at is None:
-        return None
-    routing = routing or routing_of(branch.project)
-    better, by = episode_better(branch, parent, routing)
-    if better is None:
-        return None
+    if branch.branched_at is None:
+        return None, f"Episode {branch.pk} is not a branch."
+    if parent is None:
+        return None, "Its parent episode was deleted, so there is nothing to compare its steps with."
     start = branch.branched_at
     mine = {s.index: s for s in _own_steps(Step.objects.filter(episode=branch, index__gte=start))}
     theirs = {s.index: s for s in Step.objects.filter(episode=parent, index__gte=start)}
     index = start
-    while index in mine and index in theirs:
+    while True:
+        if index not in mine or index not in theirs:
+            if index == start and start not in theirs:
+                return None, f"The parent has no step {start + 1} to compare with."
+            if index == start:
+                return None, f"The branch has no step {start + 1} of its own yet."
+            return None, "Both took the same actions for as long as both had steps: no preference."
         step, other = mine[index], theirs[index]
-        if step.action is None or other.action is None or step.url != other.url \
-                or elements_difference(other.elements, step.elements) is not None:
-            return None
+        if step.action is None or other.action is None:
+            return None, f"Step {index + 1} is a void turn (no action) in one of them: no pair."
+        if step.url != other.url or elements_difference(other.elements, step.elements) is not None:
+            return None, f"From step {index + 1} the two screens differ, so their steps are not on the same state."
         if step.action != other.action:
-            return {"index": index, "branch_step": step, "parent_step": other,
-                    "chosen": "branch" if better.pk == branch.pk else "parent", "by": by}
+            break
         index += 1
-    return None
+    better, by = episode_better(branch, parent, routing or routing_of(branch.project))
+    if better is None:
+        return None, (f"At step {index + 1} they acted differently, but neither episode did better (the reviews, the "
+                      "reward and the judge do not tell them apart): no pair.")
+    return {"index": index, "branch_step": step, "parent_step": other,
+            "chosen": "branch" if better.pk == branch.pk else "parent", "by": by}, ""
 
 
 def _branch_pairs(episodes: QuerySet[Episode], routing: dict | None = None) -> dict[int, dict]:

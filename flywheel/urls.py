@@ -1,6 +1,6 @@
 from django.urls import path
 
-from flywheel import api, api_cycles, api_polish
+from flywheel import api, api_branches, api_cycles, api_polish
 
 urlpatterns = [
     path("projects/", api.ProjectListApi.as_view(), name="project-list"),
@@ -17,6 +17,7 @@ urlpatterns += [
     path("episodes/<int:episode_id>/neighbours", api.EpisodeNeighboursApi.as_view(), name="episode-neighbours"),
     path("episodes/<int:episode_id>/resume", api.EpisodeResumeApi.as_view(), name="episode-resume"),
     path("episodes/<int:episode_id>/branch", api.EpisodeBranchApi.as_view(), name="episode-branch"),
+    path("episodes/<int:episode_id>/compare", api_branches.BranchCompareApi.as_view(), name="episode-compare"),
     path("episodes/<int:episode_id>/steps/<int:index>/screenshot", api.StepScreenshotApi.as_view(), name="step-screenshot"),
     path("episodes/<int:episode_id>/proposals/<int:index>/screenshot", api.ProposalScreenshotApi.as_view(),
          name="proposal-screenshot"),

@@ -102,3 +102,35 @@ def test_no_pair_for_equal_actions_equal_outcomes_a_gone_parent_or_a_shorter_one
     orphan.refresh_from_db()
     assert orphan.parent_id is None and datasets.branch_pair(orphan) is None
     assert datasets.buckets(project)["dpo"]["rows"] == 0
+
+
+def test_the_comparison_shows_both_continuations_from_the_branch_point_and_the_pair(demo):
+    from rest_framework.test import APIClient
+
+    project, task = demo["project"], demo["task"]
+    parent = make_finished_episode(project, task, steps=[{}, {}, {}], reward=0.0)
+    branch = branch_of(parent, at=1, steps=[{"action": OTHER_CLICK, "thought": "the other button"}, {}], reward=1.0,
+                       project=project, task=task)
+    review_submit(episode=parent, reviewer=demo["manager"], verdict="reject")
+    Judgement.objects.create(episode=branch, verdict="success", reason="done", confidence=1.0, judge="rule")
+    client = APIClient()
+    client.force_authenticate(demo["manager"])
+    body = client.get(f"/api/v1/episodes/{branch.pk}/compare").json()
+    assert body["branched_at"] == 1
+    assert [s["index"] for s in body["branch"]["steps"]] == [1, 2] and [s["index"] for s in body["parent"]["steps"]] == [1, 2]
+    assert body["branch"]["steps"][0]["thought"] == "the other button"
+    assert body["branch"]["steps"][0]["screenshot_url"] == f"/api/v1/episodes/{branch.pk}/steps/1/screenshot"
+    assert (body["parent"]["episode"]["review_status"], body["branch"]["judge"]["verdict"]) == ("rejected", "success")
+    assert body["pair"] == {"index": 1, "chosen": "branch", "by": "reward", "in_dataset": True}  # a rejected review beside none tells nothing
+
+    same = branch_of(parent, at=1, steps=[{"action": PARENT_CLICK}], reward=0.0, project=project, task=task)
+    body = client.get(f"/api/v1/episodes/{same.pk}/compare").json()
+    assert body["pair"] is None and "same actions" in body["no_pair"]
+    refused = client.get(f"/api/v1/episodes/{parent.pk}/compare")
+    assert refused.status_code == 409 and "not a branch" in refused.json()["detail"]
+    annotator = APIClient()
+    annotator.force_authenticate(demo["annotator"])
+    assert annotator.get(f"/api/v1/episodes/{branch.pk}/compare").status_code == 403
+    parent.delete()
+    body = client.get(f"/api/v1/episodes/{branch.pk}/compare").json()
+    assert body["parent"] is None and "deleted" in body["no_pair"]

@@ -97,6 +97,7 @@ TABLE: dict[str, Call] = {
     "POST /api/v1/episodes/<int:episode_id>/resume": Call(members(202), ids={"episode_id": "interrupted_episode_id"}),
     "GET /api/v1/episodes/<int:episode_id>/branch": Call(members(200)),
     "POST /api/v1/episodes/<int:episode_id>/branch": Call(members(201), body=lambda w: {"step": 1, "mode": "supervised"}),
+    "GET /api/v1/episodes/<int:episode_id>/compare": Call(managers(200), ids={"episode_id": "branch_episode_id"}),
     "GET /api/v1/episodes/<int:episode_id>/steps/<int:index>/screenshot": Call(members(200)),
     "GET /api/v1/episodes/<int:episode_id>/proposals/<int:index>/screenshot": Call(members(200)),
     # --- deployments, runs, routing, snapshots ---

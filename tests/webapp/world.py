@@ -124,6 +124,18 @@ class World:
         return queue.pk
 
     @cached_property
+    def branch_episode_id(self) -> int:
+        """A finished branch of the episode at its step 1 (its step 0 a replayed copy), acting otherwise there."""
+        from flywheel.models import Episode
+
+        branch = make_finished_episode(self.project, self.train_task, mode="supervised",
+                                       steps=[{}, {"action": {"name": "click", "args": {"x": 3, "y": 4}}}],
+                                       created_by=self.users["annotator"], outcome="failure")
+        Episode.objects.filter(pk=branch.pk).update(parent=self.episode, branched_at=1, seed=self.episode.seed)
+        branch.steps.filter(index=0).update(info={"replayed_from": {"episode": self.episode.pk, "step": 0}})
+        return branch.pk
+
+    @cached_property
     def item_id(self) -> int:
         from annotation.models import QueueItem
 

@@ -1,0 +1,56 @@
+"""REST for comparing a branch with its parent, side by side from the branch point (managers: it is review)."""
+from __future__ import annotations
+
+from django.db.models import Prefetch
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from flywheel import datasets, episodes, selectors
+from flywheel.models import Episode, Judgement, Rejection, Role, Step
+from core.errors import ApplicationError
+
+
+def _side(episode: Episode, start: int, judgements: dict[int, Judgement]) -> dict:
+    steps = (Step.objects.filter(episode=episode, index__gte=start).order_by("index")
+             .prefetch_related(Prefetch("rejections", queryset=Rejection.objects.order_by("attempt"))))
+    judgement = judgements.get(episode.pk)
+    return {"episode": episodes.episode_payload(episode),
+            "judge": {"verdict": judgement.verdict or None, "reason": judgement.reason,
+                      "confidence": judgement.confidence} if judgement else None,
+            "steps": [episodes.step_payload(step) for step in steps]}
+
+
+def branch_comparison(*, branch: Episode) -> dict:
+    """A branch and its parent from the branch point on: each one's steps (screenshot, thought, action), outcome,
+    review and judge verdicts, and the DPO pair they make (flywheel.datasets.branch_pair) or why they make none."""
+    if branch.branched_at is None:
+        raise ApplicationError(f"Episode {branch.pk} is not a branch; compare from one of its branches (listed on "
+                               "its replay's Branches card).", status=409)
+    related = ("task", "checkpoint", "created_by", "controller")
+    branch = Episode.objects.select_related(*related, "project").get(pk=branch.pk)
+    parent = Episode.objects.select_related(*related).filter(pk=branch.parent_id).first()
+    judgements = {j.episode_id: j for j in Judgement.objects.filter(
+        episode_id__in=[branch.pk, branch.parent_id], latest=True)}
+    pair, why = datasets.branch_pair_explained(branch)
+    return {"branched_at": branch.branched_at,
+            "branch": _side(branch, branch.branched_at, judgements),
+            "parent": _side(parent, branch.branched_at, judgements) if parent is not None else None,
+            "pair": {"index": pair["index"], "chosen": pair["chosen"], "by": pair["by"],
+                     "in_dataset": branch.status == "finished"} if pair else None,
+            "no_pair": why}
+
+
+class BranchCompareOutput(serializers.Serializer):
+    def to_representation(self, data: dict) -> dict:
+        return data
+
+
+class BranchCompareApi(APIView):
+    """GET a branch beside its parent (managers, as reviewing is)."""
+
+    @extend_schema(responses={200: BranchCompareOutput})
+    def get(self, request, episode_id: int):
+        branch, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id, minimum=Role.MANAGER)
+        return Response(BranchCompareOutput(branch_comparison(branch=branch)).data)
