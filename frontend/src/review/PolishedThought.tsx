@@ -113,6 +113,9 @@ function PolishEditor({ episodeId, polish, loadError }: { episodeId: number; pol
             </p>
           )}
           {state === "" && <p className="muted">Not polished yet.</p>}
+          {(state === "done" || state === "edited") && polish.polished_thought && (
+            <p className="muted small">Training rows use this thought for the step.</p>
+          )}
           {polish.stale && (
             <p className="muted small" data-testid="polish-stale">
               More words were said after this thought was written. Polish again to write it from all of them.
