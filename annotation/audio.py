@@ -172,7 +172,7 @@ def words_align(*, episode_id: int) -> dict[int, int | None]:
     for index, texts in by_step.items():
         step = steps[index]
         text = " ".join(t.strip() for t in texts).strip()
-        if episodes.step_words_wanted(step) and step.human_thought != text:  # stored, then polished (flywheel/polish.py)
+        if episodes.step_words_wanted(step) and step.human_thought != text:  # then polished: flywheel/polish.py
             episodes.step_human_thought_set(step=step, text=text)
     return result
 

@@ -68,5 +68,6 @@ def test_manager_sees_the_spoken_words_polished_edits_the_thought_and_the_snapsh
     snapshot = snapshots.snapshot_create(project=project, kind="sft", build=False)
     rows = snapshots.snapshot_preview(snapshots.snapshot_build(snapshot_id=snapshot.pk), 10)
     first = next(r for r in rows if r["meta"]["step_index"] == 0)
-    assert first["messages"][-1]["content"].startswith("Thought: The login link is at the top, so I click it.\nAction: ")
+    assert first["messages"][-1]["content"].startswith(
+        "Thought: The login link is at the top, so I click it.\nAction: ")
     assert page.errors == []

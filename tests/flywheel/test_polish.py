@@ -199,7 +199,8 @@ def test_words_aligned_to_steps_a_person_acted_on_or_approved_are_polished_by_th
              Step.objects.create(episode=episode, index=1, actor="model", intervened_by=annotator,
                                  thought="I open the menu", action_text="click(x=3, y=4)"),  # approved
              Step.objects.create(episode=episode, index=2, actor="model", thought="scrolling", action_text="wait()")]
-    marks = [running] + [event_append(episode_id=episode.pk, type="step.executed", payload={"index": i}) for i in range(3)]
+    marks = [running] + [event_append(episode_id=episode.pk, type="step.executed", payload={"index": i})
+                         for i in range(3)]
     from datetime import datetime, timezone as tz
     for event, at in zip(marks, (1000, 1010, 1020, 1030)):
         Event.objects.filter(pk=event.pk).update(created_at=datetime.fromtimestamp(at, tz.utc))
@@ -230,6 +231,9 @@ def test_the_api_shows_progress_lets_the_steps_annotator_and_managers_edit_and_r
         polish.step_polish(step_id=episode.steps.get(index=index).pk)
     url = f"/api/v1/episodes/{episode.pk}"
 
+    def edit(user, index: int, text: str):
+        return client_for(user).patch(f"{url}/steps/{index}/polish", {"polished_thought": text}, format="json")
+
     shown = client_for(annotator).get(f"{url}/polish").json()
     assert shown["progress"] == {"steps_with_words": 2, "done": 1, "edited": 0, "queued": 0, "failed": 1,
                                  "not_polished": 0}
@@ -241,29 +245,28 @@ def test_the_api_shows_progress_lets_the_steps_annotator_and_managers_edit_and_r
     assert (detail["human_thought"], detail["polished_thought"], detail["polish_state"]) == (
         SPOKEN, "I think the submit button is at the bottom.", "done")
 
-    edit = client_for(annotator).patch(f"{url}/steps/0/polish", {"polished_thought": "The submit button is low."},
-                                       format="json")
-    assert edit.status_code == 200 and edit.json()["polish_state"] == "edited"
+    edited = edit(annotator, 0, "The submit button is low.")
+    assert edited.status_code == 200 and edited.json()["polish_state"] == "edited"
     entry = AuditEntry.objects.get(action="step.polish_edit")
     assert (entry.actor, entry.data["after"], entry.data["step"]) == (annotator, "The submit button is low.", 0)
-    assert client_for(manager).patch(f"{url}/steps/0/polish", {"polished_thought": "x"}, format="json").status_code == 200
+    assert edit(manager, 0, "x").status_code == 200
 
-    refused = client_for(other_annotator).patch(f"{url}/steps/0/polish", {"polished_thought": "mine"}, format="json")
-    assert refused.status_code == 403 and "managers and the annotator who worked on this step" in refused.json()["detail"]
+    refused = edit(other_annotator, 0, "mine")
+    assert refused.status_code == 403 and "the annotator who worked on this step" in refused.json()["detail"]
     assert client_for(other_annotator).get(f"{url}/polish").json()["steps"][0]["can_edit"] is False
-    outsider = client_for(demo["outsider"]).patch(f"{url}/steps/0/polish", {"polished_thought": "x"}, format="json")
+    outsider = edit(demo["outsider"], 0, "x")
     assert outsider.status_code == 404  # another project's people do not learn the episode exists
-    too_long = client_for(manager).patch(f"{url}/steps/0/polish", {"polished_thought": "a" * 1001}, format="json")
+    too_long = edit(manager, 0, "a" * 1001)
     assert too_long.status_code == 400 and too_long.json()["detail"]
-    no_words = client_for(manager).patch(f"{url}/steps/2/polish", {"polished_thought": "x"}, format="json")
+    no_words = edit(manager, 2, "x")
     assert no_words.status_code == 400 and "Nobody said anything during step 3" in no_words.json()["detail"]
-    assert client_for(manager).patch(f"{url}/steps/9/polish", {"polished_thought": "x"}, format="json").status_code == 404
+    assert edit(manager, 9, "x").status_code == 404
     assert Step.objects.get(episode=episode, index=0).polished_thought == "x"
 
 
 @pytest.mark.django_db
-def test_polishing_again_a_step_twice_queues_it_once_and_an_episode_without_words_is_refused(demo,
-                                                                                          django_capture_on_commit_callbacks):
+def test_polishing_again_a_step_twice_queues_it_once_and_an_episode_without_words_is_refused(
+        demo, django_capture_on_commit_callbacks):
     project, task, manager = demo["project"], demo["task"], demo["manager"]
     episode = make_finished_episode(project, task, mode="supervised", created_by=demo["annotator"],
                                     steps=[{"actor": "human", "thought": "", "human_thought": SPOKEN}])
