@@ -9,6 +9,7 @@ import { SessionPage } from "./session/SessionPage";
 import { ProjectListPage } from "./projects/ProjectListPage";
 import { ProjectPage } from "./projects/ProjectPage";
 import { ReplayPage } from "./review/ReplayPage";
+import { BranchComparePage } from "./review/BranchCompare";
 import { ReviewPage } from "./review/ReviewPage";
 import { QueuePage } from "./review/QueuePage";
 import { RunsPage } from "./runs/RunsPage";
@@ -44,6 +45,7 @@ export function AppRoutes() {
         <Route path="projects/:projectId/episodes" element={<EpisodeListPage />} />
         <Route path="projects/:projectId/review" element={<ReviewPage />} />
         <Route path="projects/:projectId/review/:episodeId" element={<ReplayPage />} />
+        <Route path="projects/:projectId/review/:episodeId/compare" element={<BranchComparePage />} />
         <Route path="projects/:projectId/review/queues/:queueId" element={<QueuePage />} />
         <Route path="projects/:projectId/datasets" element={<DatasetsPage />} />
         <Route path="projects/:projectId/runs" element={<RunsPage />} />

@@ -37,7 +37,10 @@ export function BranchPanel({ projectId, episodeId, step, ended, branchOf }: {
       {branchOf && (
         <p data-testid="branch-of">
           Branched from <Link to={review(branchOf.episode)}>episode {branchOf.episode}</Link> at step {branchOf.step + 1}.
-          {branchOf.step > 0 && ` Its first ${branchOf.step === 1 ? "step repeats" : `${branchOf.step} steps repeat`} that episode's, replayed and checked.`}
+          {branchOf.step > 0 && ` Its first ${branchOf.step === 1 ? "step repeats" : `${branchOf.step} steps repeat`} that episode's, replayed and checked.`}{" "}
+          <Link to={`${review(episodeId)}/compare`} data-testid="compare-with-parent">
+            Compare with parent
+          </Link>
         </p>
       )}
       {step !== undefined && (
@@ -71,7 +74,10 @@ export function BranchPanel({ projectId, episodeId, step, ended, branchOf }: {
         <ul data-testid="branch-list">
           {branches.data!.results.map((b) => (
             <li key={b.id}>
-              <Link to={review(b.id)}>Episode {b.id}</Link> from step {(b.branch_of?.step ?? 0) + 1} · {b.mode} · {b.status}
+              <Link to={review(b.id)}>Episode {b.id}</Link> from step {(b.branch_of?.step ?? 0) + 1} · {b.mode} · {b.status} ·{" "}
+              <Link to={`${review(b.id)}/compare`} data-testid={`compare-branch-${b.id}`}>
+                compare with this one
+              </Link>
             </li>
           ))}
         </ul>
