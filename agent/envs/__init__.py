@@ -1,4 +1,4 @@
-"""Environments behind one interface; ``make_env("miniwob" | "terminal" | "desktop")`` builds one."""
+"""Environments behind one interface; ``make_env("miniwob" | "terminal" | "desktop" | "webapp")`` builds one."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from agent.envs.base import Element, Env, EnvError, Observation, StepResult, Tas
 
 __all__ = ["Element", "Env", "EnvError", "Observation", "StepResult", "TaskInfo", "make_env", "tasks_for"]
 
-ENV_KINDS = ("miniwob", "terminal", "desktop")
+ENV_KINDS = ("miniwob", "terminal", "desktop", "webapp")
 
 
 def make_env(kind: str, **kw: Any) -> Env:
@@ -25,6 +25,10 @@ def make_env(kind: str, **kw: Any) -> Env:
         from agent.envs.desktop import DesktopEnv  # python-xlib and mss are imported only when needed
 
         return DesktopEnv(**kw)
+    if kind == "webapp":
+        from agent.envs.webapp import WebAppEnv  # Playwright and the shop's server only when needed
+
+        return WebAppEnv(**kw)
     raise ValueError(f"unknown env kind {kind!r}; expected one of: {', '.join(ENV_KINDS)}")
 
 
@@ -42,4 +46,8 @@ def tasks_for(kind: str) -> dict[str, TaskInfo]:
         from agent.envs.desktop import TASKS as DESKTOP_TASKS
 
         return DESKTOP_TASKS
+    if kind == "webapp":
+        from agent.envs.webapp import TASKS as WEBAPP_TASKS
+
+        return WEBAPP_TASKS
     raise ValueError(f"unknown env kind {kind!r}; expected one of: {', '.join(ENV_KINDS)}")

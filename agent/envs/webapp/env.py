@@ -1,0 +1,320 @@
+"""The ``webapp`` env kind: a real multi-page site in Chromium at 1280x720, reset per episode.
+
+- ``reset(task, seed)``: ``task`` is a task id (the shipped WebArena-format shop tasks, or tasks given to
+  the constructor, any-URL ones included); the seed is unused (the tasks are fixed, as in WebArena). For a
+  shop task the golden database is copied (the episode's own file; nothing of the last episode is left),
+  the env's shop server is started once and reused, the browser context is new (no cookies, no basket
+  from before), the task's login is done if it asks for one, then the start URL is opened.
+- The browser is MiniWoB's (``MiniWoBEnv``'s lifecycle: one Chromium a env through the per-thread
+  Playwright driver, a new context per episode, CDP screenshots) at a realistic viewport; the elements are
+  read by the same DOM walk, limited to what is in the viewport. Requests to hosts other than the local
+  sites and ``LOUPE_WEBAPP_ALLOWED_HOSTS`` are refused (``info["error"]`` says so when a step tried).
+- Actions: the grammar's click, double/right click, drag, type, hotkey, scroll (a third of the screen a
+  notch) and wait; after each, the env waits for a navigation it started to load. ``finished(answer=...)``
+  ends the episode and scores it (tasks.evaluate; a judge or person check gives reward 0 and
+  ``info["verdict"]`` says who decides). ``evaluate()`` scores the current state without ending it.
+- A site that does not answer, or a shop that cannot start, raises EnvError with the reason.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from agent.actions import Action
+from agent.envs.base import Element, EnvError, Observation, StepResult, TaskInfo
+from agent.envs.miniwob import _ELEMENTS_JS, CHROMIUM_PATH, MiniWoBEnv
+from agent.envs.webapp import sites as site_build
+from agent.envs.webapp.tasks import WebTask, allowed_hosts, evaluate, load_tasks_dir, resolve_url
+
+__all__ = ["TASKS", "TASKS_DIR", "WEBAPP_TASKS", "WebAppEnv"]
+
+TASKS_DIR = Path(__file__).with_name("tasks")
+WEBAPP_TASKS: dict[str, WebTask] = load_tasks_dir(TASKS_DIR)
+TASKS: dict[str, TaskInfo] = {
+    task_id: TaskInfo(task_id, task.max_steps, task.intent[:80]) for task_id, task in WEBAPP_TASKS.items()
+}
+
+
+class _Probe:
+    """What tasks.evaluate reads from the episode: the current URL, pages' DOM, the shop's database."""
+
+    def __init__(self, env: WebAppEnv) -> None:
+        self.env = env
+        self.url = env._page.url
+        self.db = env._db if env._task is not None and env._task.kind == "webarena" else None
+
+    def _on(self, url: str, read: Any) -> Any:
+        if url == "last":
+            return read(self.env._page)
+        page = self.env._context.new_page()
+        try:
+            page.goto(url, wait_until="load")
+            return read(page)
+        finally:
+            page.close()
+
+    def dom(self, url: str, locator: str) -> str:
+        expression = locator or "document.body.outerText"
+        script = f"() => {{ try {{ const v = ({expression}); return v == null ? '' : String(v); }} " \
+                 "catch (e) { return ''; } }"
+        return self._on(url, lambda page: page.evaluate(script))
+
+    def select(self, url: str, selector: str) -> str:
+        return self._on(url, lambda page: " ".join(page.locator(selector).all_inner_texts()))
+
+
+class WebAppEnv(MiniWoBEnv):
+    """Local sites and any-URL tasks in Chromium; see the module docstring."""
+
+    kind = "webapp"
+
+    def __init__(self, *, width: int = 1280, height: int = 720, executable_path: str = CHROMIUM_PATH,
+                 jpeg_quality: int = 80, max_elements: int = 150, settle_ms: int = 100, wait_ms: int = 500,
+                 nav_timeout_s: float = 15.0, tasks: dict[str, WebTask] | None = None,
+                 golden: Path | None = None) -> None:
+        super().__init__(executable_path=executable_path, fresh_context=True, jpeg_quality=jpeg_quality,
+                         wait_ms=wait_ms, ready_timeout_s=nav_timeout_s, max_elements=max_elements)
+        self.width, self.height = width, height
+        self.settle_ms = settle_ms
+        self.tasks = {**WEBAPP_TASKS, **(tasks or {})}
+        self.golden = golden
+        self._workdir: Path | None = None
+        self._server: site_build.ShopServer | None = None
+        self._db: Path | None = None
+        self._task: WebTask | None = None  # type: ignore[assignment] - a WebTask here, a name in MiniWoBEnv
+        self._blocked: list[str] = []
+        self._answer: str | None = None
+        self._navigating = False
+
+    # -- sites -----------------------------------------------------------------------------
+    @property
+    def sites(self) -> dict[str, str]:
+        """Site name -> base URL of the sites this env serves now."""
+        return {"shop": self._server.url} if self._server is not None and self._server.url else {}
+
+    @property
+    def server_pid(self) -> int | None:
+        return self._server.pid if self._server else None
+
+    def _ensure_shop(self) -> None:
+        if self.golden is None:
+            self.golden = site_build.build_oscar(quiet=True)
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="loupe-webapp-"))
+        self._db = self._workdir / "shop.sqlite3"
+        site_build.copy_database(self.golden / "golden.sqlite3", self._db)
+        if self._server is None or not self._server.alive():
+            if self._server is not None:
+                self._server.stop()
+            self._server = site_build.ShopServer(data=self.golden, db=self._db, log=self._workdir / "server.log")
+            self._server.start()
+
+    def _allowed(self, url: str) -> bool:
+        parts = urlsplit(url)
+        if parts.scheme in ("data", "blob", "about"):
+            return True
+        return (parts.hostname or "").lower() in allowed_hosts() + ("127.0.0.1",)
+
+    def _route(self, route: Any) -> None:
+        if self._allowed(route.request.url):
+            route.continue_()
+        else:
+            self._blocked.append(route.request.url)
+            route.abort("blockedbyclient")
+
+    # -- episodes --------------------------------------------------------------------------
+    def reset(self, task: str, seed: int) -> Observation:
+        if task not in self.tasks:
+            raise EnvError(f"unknown webapp task {task!r}; registered: {', '.join(self.tasks)}")
+        spec = self.tasks[task]
+        self._done, self._task, self._answer = True, spec, None
+        if spec.kind == "webarena":
+            self._ensure_shop()
+        for attempt in (1, 2):  # a browser that died since the last episode is replaced once
+            self._ensure_browser()
+            try:
+                return self._start_episode(spec)
+            except EnvError:
+                self._close_context()
+                raise
+            except Exception as exc:
+                self._drop_browser()
+                if attempt == 2:
+                    raise EnvError(f"could not start {task}: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    def _start_episode(self, spec: WebTask) -> Observation:  # type: ignore[override]
+        self._close_context()
+        self._blocked, self._navigating = [], False
+        self._context = self._browser.new_context(viewport={"width": self.width, "height": self.height},
+                                                  device_scale_factor=1)
+        self._context.set_default_timeout(self.ready_timeout_s * 1000)
+        self._context.route("**/*", self._route)
+        self._page = self._context.new_page()
+        self._watch(self._page)
+        if spec.login:
+            self._login(spec.login)
+        url = resolve_url(spec.start_url, self.sites)
+        self._goto(url)
+        self._cdp = self._context.new_cdp_session(self._page)
+        self._instruction = spec.intent
+        self._done = False
+        return self._observe_page()
+
+    def _goto(self, url: str) -> None:
+        try:
+            response = self._page.goto(url, wait_until="load")
+        except Exception as exc:  # noqa: BLE001 - Playwright's errors say what the network said
+            reason = str(exc).splitlines()[0]
+            raise EnvError(f"the site at {url} does not answer: {reason}") from exc
+        if response is not None and response.status >= 400:
+            raise EnvError(f"the site at {url} answered HTTP {response.status}")
+
+    def _login(self, who: str) -> None:
+        email, password = site_build.STAFF_LOGIN if who == "staff" else site_build.CUSTOMER_LOGIN
+        self._goto(self.sites["shop"] + "/accounts/login/")
+        self._page.fill("#id_login-username", email)
+        self._page.fill("#id_login-password", password)
+        with self._page.expect_navigation(wait_until="load"):
+            self._page.click("button[name=login_submit]")
+        if "/accounts/login/" in self._page.url:
+            raise EnvError(f"the shop refused the seeded {who} login ({email})")
+
+    def close(self) -> None:
+        super().close()
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+    # -- observation -----------------------------------------------------------------------
+    def _observe_page(self) -> Observation:
+        page = self._page
+        for attempt in range(4):
+            try:
+                raw = page.evaluate(_ELEMENTS_JS, [self.width, self.height, self.max_elements])
+                break
+            except Exception as exc:  # noqa: BLE001 - a navigation replaced the document under us
+                if attempt == 3 or "context was destroyed" not in str(exc) and "navigat" not in str(exc):
+                    raise
+                page.wait_for_load_state("load")
+        elements = [
+            Element(role=e["role"], text=e["text"], x=e["x"], y=e["y"], width=e["width"], height=e["height"],
+                    checked=e.get("checked"), focused=bool(e.get("focused")))
+            for e in raw
+        ]
+        return Observation(instruction=self._instruction, url=page.url, screenshot=self._screenshot(),
+                           width=self.width, height=self.height, elements=elements)
+
+    def _settle(self) -> None:
+        """Wait for what an action started: a navigation (a link, a submitted form and its redirects) to
+        commit and load. Playwright's load state alone would answer for the old page while a slow POST is
+        still on its way, and the elements would be read from a half-styled new one."""
+        page = self._page
+        page.wait_for_timeout(self.settle_ms)  # events (a navigation's request) are delivered while waiting
+        waited = 0.0
+        while self._navigating and waited < self.ready_timeout_s:
+            page.wait_for_timeout(50)
+            waited += 0.05
+        try:
+            page.wait_for_load_state("load")
+        except Exception:  # noqa: BLE001 - a page still loading after the timeout is observed as it is
+            pass
+
+    def _watch(self, page: Any) -> None:
+        """Track navigations of the page's main frame: started (a request) until committed."""
+        def on_request(request: Any) -> None:
+            if request.is_navigation_request() and request.frame == page.main_frame:
+                self._navigating = True
+
+        def on_navigated(frame: Any) -> None:
+            if frame == page.main_frame:
+                self._navigating = False
+
+        page.on("request", on_request)
+        page.on("framenavigated", on_navigated)
+        page.on("requestfailed", lambda request: on_navigated(request.frame) if request.is_navigation_request()
+                else None)
+
+    def _follow_new_tab(self) -> None:
+        """A link that opened a tab: the episode goes on in the newest page."""
+        pages = [p for p in self._context.pages if not p.is_closed()]
+        if pages and pages[-1] is not self._page:
+            self._page = pages[-1]
+            self._watch(self._page)
+            self._page.wait_for_load_state("load")
+            self._cdp = self._context.new_cdp_session(self._page)
+
+    # -- steps -----------------------------------------------------------------------------
+    def step(self, action: Action) -> StepResult:
+        if self._page is None or self._task is None:
+            raise EnvError("step() before reset(): start an episode first")
+        if self._done:
+            raise EnvError("step() after the episode ended; call reset() to start a new one")
+        info: dict[str, Any] = {}
+        try:
+            error = self._off_screen(action)
+            if error:
+                info["error"] = error
+            elif action.name == "scroll":
+                self._scroll(action)
+            elif action.name not in ("finished", "call_user"):
+                before = len(self._blocked)
+                info.update(self._perform(action))
+                self._settle()
+                self._follow_new_tab()
+                if len(self._blocked) > before:
+                    info["error"] = (f"the browser was kept from {self._blocked[-1]}: only the local sites and "
+                                     f"{', '.join(allowed_hosts())} are allowed")
+            else:
+                info.update(self._perform(action))
+            observation = self._observe_page()
+        except EnvError:
+            raise
+        except Exception as exc:
+            self._done = True
+            self._drop_browser()
+            raise EnvError(
+                f"the browser failed during {action.to_text()} in {self._task.task_id}: {exc}. "
+                "The episode is lost; the next reset() starts a new browser."
+            ) from exc
+        reward, done = 0.0, False
+        if action.name == "finished":
+            done = True
+            self._answer = action.args["answer"]
+            score = self.evaluate(answer=self._answer)
+            if score is None:
+                info["verdict"] = self._task.eval["type"]  # "judge" or "person" decides
+            else:
+                reward = score
+        self._done = done
+        return StepResult(observation=observation, reward=reward, done=done, info=info)
+
+    def evaluate(self, *, answer: str | None = None) -> float | None:
+        """Score the episode's current state (0..1), or None when the judge or a person decides."""
+        if self._task is None or self._page is None:
+            raise EnvError("evaluate() before reset()")
+        return evaluate(self._task, _Probe(self), answer=answer, sites=self.sites)
+
+    def _off_screen(self, action: Action) -> str | None:  # type: ignore[override]
+        a = action.args
+        points = [(a["x1"], a["y1"]), (a["x2"], a["y2"])] if action.name == "drag" else (
+            [(a["x"], a["y"])] if "x" in a else [])
+        for x, y in points:
+            if not (0 <= x < self.width and 0 <= y < self.height):
+                return f"{action.name} at ({x}, {y}) is outside the {self.width}x{self.height} screenshot"
+        return None
+
+    def _scroll(self, action: Action) -> None:
+        a, step = action.args, self.height // 3
+        dx = {"left": -step, "right": step}.get(a["direction"], 0)
+        dy = {"up": -step, "down": step}.get(a["direction"], 0)
+        self._page.mouse.move(a["x"], a["y"])
+        self._page.mouse.wheel(dx, dy)
+        self._page.wait_for_timeout(100)  # wheel scrolling is applied asynchronously

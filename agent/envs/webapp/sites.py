@@ -1,0 +1,266 @@
+"""The locally served sites of the ``webapp`` env: build once, copy the golden database per episode, serve.
+
+The django-oscar shop lives in the repository (``sites/oscar/``: settings, URLs, a seed command) and runs
+from its own virtual environment under ``$LOUPE_SITES_DIR/oscar/venv`` (default ``.data/sites``), never
+from Loupe's: oscar pins its own Django and friends. ``python -m agent.envs.webapp.sites build`` (what
+``make sites`` runs) creates that venv from ``sites/oscar/requirements.txt`` and a *golden* build: the
+SQLite database migrated and seeded, the search index (whoosh ``rebuild_index``: without it the
+catalogue is empty), the collected static files and the product pictures with their thumbnails made.
+Each part is stamped with a hash of what made it, so a second run does nothing (under a second) and a
+changed requirement or seed rebuilds only what depends on it. Two processes building at once wait on a
+file lock.
+
+Per episode the golden database is copied (about 2 ms) and put in place atomically; the server opens
+the file again on every request (``CONN_MAX_AGE = 0``, no cache), so the next request sees the fresh
+copy. The server is ``serve.py`` under waitress on a free loopback port, one a ``ShopServer``; it exits
+by itself when the process that started it is gone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import selectors
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from agent.envs.base import EnvError
+
+__all__ = ["OSCAR_SOURCE", "ShopServer", "SiteBuildError", "build_oscar", "copy_database", "oscar_home",
+           "sites_dir"]
+
+OSCAR_SOURCE = Path(__file__).with_name("sites") / "oscar"
+REPO = Path(__file__).resolve().parents[3]
+_PYTHON = os.environ.get("LOUPE_SITES_PYTHON", "python3.11" if shutil.which("python3.11") else sys.executable)
+STAFF_LOGIN = ("staff@example.com", "staff-password")
+CUSTOMER_LOGIN = ("customer@example.com", "customer-password")
+
+
+class SiteBuildError(EnvError):
+    """A site could not be built (packages not installable, a failing migration); the message says which step."""
+
+
+def sites_dir() -> Path:
+    data = Path(os.environ.get("LOUPE_DATA_DIR", REPO / ".data"))
+    return Path(os.environ.get("LOUPE_SITES_DIR", data / "sites"))
+
+
+def oscar_home() -> Path:
+    return sites_dir() / "oscar"
+
+
+def _hash(*paths: Path) -> str:
+    digest = hashlib.sha256()
+    for root in paths:
+        files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts) \
+            if root.is_dir() else [root]
+        for path in files:
+            digest.update(str(path.relative_to(root.parent)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _run(argv: list[str], *, step: str, log: Path, env: dict | None = None, cwd: Path | None = None,
+         timeout: float = 900) -> None:
+    with log.open("a") as out:
+        out.write(f"\n$ {' '.join(argv)}\n")
+        out.flush()
+        try:
+            result = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SiteBuildError(f"building the shop failed at '{step}': {exc}; see {log}") from exc
+    if result.returncode != 0:
+        tail = log.read_text(errors="replace").splitlines()[-15:]
+        raise SiteBuildError(f"building the shop failed at '{step}' (exit {result.returncode}); see {log}:\n"
+                             + "\n".join(tail))
+
+
+def site_env(data: Path, db: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTHON"))}
+    env.update(SHOP_DATA=str(data), SHOP_DB=str(db), DJANGO_SETTINGS_MODULE="shopsite.settings",
+               PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
+def build_oscar(*, quiet: bool = False) -> Path:
+    """Make the shop's venv and golden build if missing or stale; return the golden folder (idempotent)."""
+    home = oscar_home()
+    home.mkdir(parents=True, exist_ok=True)
+    log = home / "build.log"
+    say = (lambda message: None) if quiet else (lambda message: print(message, flush=True))
+    with (home / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        venv, golden = home / "venv", home / "golden"
+        python = venv / "bin" / "python"
+        venv_stamp = _hash(OSCAR_SOURCE / "requirements.txt")
+        if not python.exists() or _stamp(venv) != venv_stamp:
+            say("Installing the webapp shop's packages (django-oscar, its own venv under "
+                f"{venv}; about a minute on a first run)…")
+            shutil.rmtree(venv, ignore_errors=True)
+            _run([_PYTHON, "-m", "venv", str(venv)], step="create the venv", log=log)
+            _run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r",
+                  str(OSCAR_SOURCE / "requirements.txt")], step="pip install -r requirements.txt", log=log)
+            _write_stamp(venv, venv_stamp)
+        golden_stamp = venv_stamp + _hash(OSCAR_SOURCE / "shopsite", OSCAR_SOURCE / "serve.py")
+        if _stamp(golden) != golden_stamp:
+            say("Building the webapp shop's golden database (migrate, seed, search index; about 40 s)…")
+            shutil.rmtree(golden, ignore_errors=True)
+            work = home / "golden.building"
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir()
+            env = site_env(work, work / "golden.sqlite3")
+            manage = [str(python), str(OSCAR_SOURCE / "manage.py")]
+            for argv, step in (
+                (["migrate", "--noinput", "-v0"], "migrate"),
+                (["seed_shop"], "seed the catalogue"),
+                (["rebuild_index", "--noinput", "-v0"], "rebuild_index (search)"),
+                (["collectstatic", "--noinput", "-v0"], "collectstatic"),
+            ):
+                _run(manage + argv, step=step, log=log, env=env, cwd=OSCAR_SOURCE)
+            _warm_thumbnails(python, work, log)
+            work.rename(golden)
+            _write_stamp(golden, golden_stamp)
+        return golden
+
+
+def _stamp(folder: Path) -> str:
+    try:
+        return (folder / ".loupe-stamp").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _write_stamp(folder: Path, value: str) -> None:
+    (folder / ".loupe-stamp").write_text(value + "\n")
+
+
+def _warm_thumbnails(python: Path, data: Path, log: Path) -> None:
+    """Visit every page that shows a picture once, so the golden build holds the thumbnails (a first
+    visit otherwise spends seconds making them, inside an agent's episode)."""
+    server = ShopServer(data=data, db=data / "golden.sqlite3", python=python, log=log)
+    try:
+        server.start()
+        pages = ["/catalogue/", "/catalogue/?page=2", "/basket/"] + [
+            f"/catalogue/category/{path}/" for path in ("books_1", "electronics_5", "home_8")]
+        pages += [f"/catalogue/p_{pk}/" for pk in range(1, 37)]
+        for page in pages:
+            try:
+                urllib.request.urlopen(server.url + page, timeout=60).read()
+            except OSError:
+                pass  # a product URL with the wrong slug redirects; a 404 is no reason to fail the build
+    finally:
+        server.stop()
+
+
+def copy_database(golden: Path, target: Path) -> None:
+    """Put a fresh copy of the golden database at ``target`` atomically (the server may be reading)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".db-")
+    os.close(fd)
+    shutil.copyfile(golden, tmp)
+    os.replace(tmp, target)
+    for suffix in ("-wal", "-shm", "-journal"):
+        Path(str(target) + suffix).unlink(missing_ok=True)
+
+
+class ShopServer:
+    """One shop server process on a free loopback port, serving the database file ``db``."""
+
+    def __init__(self, *, data: Path, db: Path, python: Path | None = None, log: Path | None = None,
+                 start_timeout_s: float = 30.0) -> None:
+        self.data, self.db = data, db
+        self.python = python or oscar_home() / "venv" / "bin" / "python"
+        self.log = log
+        self.start_timeout_s = start_timeout_s
+        self.process: subprocess.Popen | None = None
+        self.url = ""
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> str:
+        if self.alive():
+            return self.url
+        if not self.python.exists():
+            raise EnvError(f"the shop's Python {self.python} is missing; build the sites first (make sites)")
+        log = self.log or self.db.parent / "server.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        offset = log.stat().st_size if log.exists() else 0
+        with log.open("a") as stderr:
+            try:
+                self.process = subprocess.Popen(
+                    [str(self.python), str(OSCAR_SOURCE / "serve.py")], cwd=OSCAR_SOURCE,
+                    env=site_env(self.data, self.db), stdout=subprocess.PIPE, stderr=stderr, text=True,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise EnvError(f"the shop could not be started: {exc}") from exc
+        line = self._first_line()
+        if not line.startswith("LISTENING "):
+            timed_out = self.alive()
+            self.stop()
+            with log.open(errors="replace") as f:
+                f.seek(offset)
+                lines = [x for x in f.read().strip().splitlines() if x.strip()]
+            reason = (f"no answer in {self.start_timeout_s:.0f} s" if timed_out else
+                      lines[-1] if lines else "it exited without a word")
+            raise EnvError(f"the shop site did not start: {reason} (log: {log})")
+        self.url = f"http://127.0.0.1:{int(line.split()[1])}"
+        return self.url
+
+    def _first_line(self) -> str:
+        assert self.process is not None and self.process.stdout is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.process.stdout, selectors.EVENT_READ)
+            deadline = time.monotonic() + self.start_timeout_s
+            while time.monotonic() < deadline:
+                if sel.select(timeout=0.2):
+                    return self.process.stdout.readline().strip()
+                if self.process.poll() is not None:
+                    return ""
+        return ""
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            try:
+                os.killpg(process.pid, 15)
+                process.wait(timeout=5)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(process.pid, 9)
+                except ProcessLookupError:
+                    pass
+                process.wait(timeout=5)
+        if process.stdout:
+            process.stdout.close()
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] != ["build"]:
+        print("usage: python -m agent.envs.webapp.sites build", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    try:
+        golden = build_oscar()
+    except SiteBuildError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(f"webapp shop ready: {golden} ({time.monotonic() - started:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

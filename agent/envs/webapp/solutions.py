@@ -1,0 +1,163 @@
+"""Scripted solutions of the shipped shop tasks: what a person would do, decided from each observation.
+
+A solution is a list of steps (click the element with this text, fill the field after this label, press a
+key, answer); ``ScriptedSolution.next_action(observation)`` turns the next step into actions using only
+the elements on the screen (the model sees the same), scrolling down when the element is not in view yet.
+Tests and demos play them: every shipped task scores 0 before and 1 after its solution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agent.actions import Action
+from agent.envs.base import Element, Observation
+
+__all__ = ["SOLUTIONS", "Click", "ClickNear", "Fill", "Finish", "Key", "ScriptedSolution", "SolutionError", "solution_for"]
+
+_FIELDS = ("textbox", "password", "select")
+
+
+class SolutionError(ValueError):
+    """The screen does not hold what the next step needs, even after scrolling."""
+
+
+def _click(element: Element) -> Action:
+    return Action("click", {"x": element.x, "y": element.y})
+
+
+@dataclass(frozen=True)
+class Click:
+    """Click the element whose text is ``text`` (of ``role`` if given; ``nth`` among several)."""
+
+    text: str
+    role: str | None = None
+    nth: int = 0
+
+    def resolve(self, obs: Observation) -> list[Action] | None:
+        found = [e for e in obs.elements if e.text.strip() == self.text and (self.role is None or e.role == self.role)]
+        return [_click(found[self.nth])] if len(found) > self.nth else None
+
+
+@dataclass(frozen=True)
+class Fill:
+    """Click the first field after the text ``label`` (or the ``nth`` text box of the screen if no label),
+    clear it and type ``value``."""
+
+    label: str | None
+    value: str
+    nth: int = 0
+
+    def resolve(self, obs: Observation) -> list[Action] | None:
+        elements = obs.elements
+        if self.label is None:
+            fields = [e for e in elements if e.role == "textbox"]
+            field = fields[self.nth] if len(fields) > self.nth else None
+        else:
+            start = next((i for i, e in enumerate(elements) if e.role == "text" and e.text.strip() == self.label), None)
+            field = None if start is None else next((e for e in elements[start + 1:] if e.role in _FIELDS), None)
+        if field is None:
+            return None
+        return [_click(field), Action("hotkey", {"keys": "ctrl+a"}), Action("type", {"text": self.value})]
+
+
+@dataclass(frozen=True)
+class ClickNear:
+    """Click ``(dx, dy)`` pixels from the text ``label``: a control drawn without text, such as a star rating."""
+
+    label: str
+    dx: int
+    dy: int
+
+    def resolve(self, obs: Observation) -> list[Action] | None:
+        found = next((e for e in obs.elements if e.role == "text" and e.text.strip() == self.label), None)
+        if found is None or not 0 <= found.y + self.dy < obs.height:
+            return None
+        return [Action("click", {"x": found.x + self.dx, "y": found.y + self.dy})]
+
+
+@dataclass(frozen=True)
+class Key:
+    keys: str
+
+    def resolve(self, obs: Observation) -> list[Action] | None:
+        return [Action("hotkey", {"keys": self.keys})]
+
+
+@dataclass(frozen=True)
+class Finish:
+    """End the episode; ``answer`` may be read from the screen by a function of the observation."""
+
+    answer: str | Callable[[Observation], str] = ""
+
+    def resolve(self, obs: Observation) -> list[Action] | None:
+        answer = self.answer(obs) if callable(self.answer) else self.answer
+        return [Action("finished", {"answer": answer})]
+
+
+class ScriptedSolution:
+    """Plays a task's steps one action at a time; scrolls down (up to ``max_scrolls``) to find an element."""
+
+    def __init__(self, steps: list, *, max_scrolls: int = 8, width: int = 1280, height: int = 720) -> None:
+        self.steps = list(steps)
+        self.pending: list[Action] = []
+        self.scrolls, self.max_scrolls = 0, max_scrolls
+        self.centre = {"x": width // 2, "y": height // 2}
+
+    def next_action(self, obs: Observation) -> Action:
+        if self.pending:
+            return self.pending.pop(0)
+        if not self.steps:
+            raise SolutionError("the solution has no steps left but the episode goes on")
+        actions = self.steps[0].resolve(obs)
+        if actions is None:
+            if self.scrolls >= self.max_scrolls:
+                raise SolutionError(f"{self.steps[0]} not found on {obs.url} after {self.scrolls} scrolls")
+            self.scrolls += 1
+            return Action("scroll", {**self.centre, "direction": "down"})
+        self.steps.pop(0)
+        self.scrolls = 0
+        self.pending = actions[1:]
+        return actions[0]
+
+
+def _price_after(title: str) -> Callable[[Observation], str]:
+    """The first price shown after the product's title (as a person reads a product page)."""
+    def read(obs: Observation) -> str:
+        texts = [e.text.strip() for e in obs.elements if e.role == "text"]
+        start = max((i for i, t in enumerate(texts) if t == title), default=0)
+        return next((t for t in texts[start:] if t.startswith("£")), "")
+
+    return read
+
+
+SOLUTIONS: dict[str, list] = {
+    "shop-add-to-basket": [Click("Bluetooth Speaker", "link"), Click("Add to basket"), Finish()],
+    "shop-basket-two": [Fill(None, "herb seed"), Key("enter"), Click("Herb Seed Kit", "link"), Click("Add to basket"),
+                        Click("Add to basket"), Finish()],
+    "shop-price-answer": [Fill(None, "power bank"), Key("enter"), Click("Power Bank 20000", "link"),
+                          Finish(_price_after("Power Bank 20000"))],
+    "shop-category-url": [Click("Garden", "link"), Finish()],
+    "shop-guest-checkout": [
+        Fill(None, "wireless mouse"), Key("enter"), Click("Wireless Mouse", "link"), Click("Add to basket"),
+        Click("Checkout now"), Fill("My email address is", "guest@example.com"), Click("Continue"),
+        Fill("First name", "Alex"), Fill("Last name", "Doe"), Fill("First line of address", "1 High Street"),
+        Fill("City", "London"), Fill("Post/Zip-code", "SW1A 1AA"), Click("Continue"),
+        Click("Continue"), Click("Place order"), Finish(),
+    ],
+    "shop-review": [
+        Click("Write a review", "link"), Fill("Title", "Great recipes"), ClickNear("Score", 220, 46),
+        Fill("Body", "Every dish I tried worked the first time."), Fill("Name", "Alex"),
+        Fill("Email", "alex@example.com"), Click("Save review"), Finish(),
+    ],
+    "shop-admin-rename": [
+        Click("Portable Radio", "link"), Fill("Title", "Portable DAB Radio"), Click("Save"), Finish(),
+    ],
+}
+
+
+def solution_for(task_id: str, **kw: int) -> ScriptedSolution:
+    if task_id not in SOLUTIONS:
+        raise KeyError(f"no scripted solution for webapp task {task_id!r}")
+    return ScriptedSolution(SOLUTIONS[task_id], **kw)
