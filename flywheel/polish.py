@@ -247,7 +247,7 @@ def _clean(changes: dict) -> dict:
             raise _bad(key, "use true or false.")
         if key == "backend" and value not in BACKENDS:
             raise _bad(key, f"'{value}' is not one of {', '.join(BACKENDS)}.")
-        if key in ("model", "base_url") and (not isinstance(value, str) or len(value) > 500):
+        if key in ("model", "base_url") and (not isinstance(value, str) or len(value) > 500 or "\x00" in value):
             raise _bad(key, "use a text of at most 500 characters.")
         if key == "base_url" and value and not value.startswith(("http://", "https://")):
             raise _bad(key, "use an http:// or https:// URL (empty: LOUPE_OPENAI_BASE_URL).")
@@ -347,6 +347,7 @@ def step_polish(*, step_id: int) -> str:
             return "stale: newer words are queued"
         if locked.polish_state == PolishState.EDITED:
             return "edited meanwhile: kept"
+        thought, error = thought.replace("\x00", ""), error.replace("\x00", "")  # PostgreSQL text holds no NUL
         Step.objects.filter(pk=step_id).update(
             polished_thought=thought, polish_error=error[:500], polish_source=words, polished_at=timezone.now(),
             polish_state=PolishState.DONE if thought else PolishState.FAILED)

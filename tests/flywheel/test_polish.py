@@ -290,7 +290,7 @@ def test_polishing_again_a_step_twice_queues_it_once_and_an_episode_without_word
 @pytest.mark.django_db
 @pytest.mark.parametrize("body, field", [({"backend": "gpt"}, "backend"), ({"backend": "openai"}, "model"),
                                          ({"timeout_seconds": 0}, "timeout_seconds"), ({"colour": 1}, "colour"),
-                                         ({"enabled": "yes"}, "enabled")])
+                                         ({"enabled": "yes"}, "enabled"), ({"model": "a\x00b"}, "model")])
 def test_bad_polish_settings_are_refused_naming_the_setting(demo, body, field):
     response = client_for(demo["manager"]).patch(f"/api/v1/projects/{demo['project'].pk}/polish", body, format="json")
     assert response.status_code == 400 and field in response.json()["detail"]
