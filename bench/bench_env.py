@@ -8,8 +8,10 @@ episode stays open and every step does the full work: mouse click, page state an
 screenshot. Desktop figures: ``start`` is a new display (Xvfb) plus its first session; ``reset``
 an episode of a task that opens an app (new session, HOME, the app's window, screenshot and
 elements); ``click_xtest`` one click through XTEST alone; ``step_click`` a whole env step
-(click, settle, screenshot, AT-SPI elements); memory is the X server and every session process
-(USS) with mousepad and galculator open.
+(click, settle, screenshot, AT-SPI elements); ``pool_reset_with_app`` / ``pool_reset_no_app`` a reset
+with a warm desktop waiting (``LOUPE_DESKTOP_POOL=1``): the task's own setup and first observation, and
+a task with no setup; memory is the X server and every session process (USS) with mousepad and
+galculator open.
 """
 
 from __future__ import annotations
@@ -111,6 +113,7 @@ def bench_desktop(args: argparse.Namespace) -> dict:
         processes = len(env.desktop.session_processes())
     finally:
         env.close()
+    pool_resets, pool_bare = _bench_pool(args.resets)
     available = psutil.virtual_memory().available
     return {
         "start": _summary(starts),
@@ -120,6 +123,8 @@ def bench_desktop(args: argparse.Namespace) -> dict:
         "screenshot_jpeg_bytes": len(jpeg),
         "click_xtest": _summary(clicks),
         "step_click": _summary(steps),
+        "pool_reset_with_app": _summary(pool_resets),
+        "pool_reset_no_app": _summary(pool_bare),
         "atspi_walk": _summary(walks),
         "atspi_nodes": len(walk["nodes"]),
         "memory_per_desktop_mib": round(memory / 2**20, 1),
@@ -127,6 +132,31 @@ def bench_desktop(args: argparse.Namespace) -> dict:
         "desktops_per_8_gib": int(8 * 2**30 // memory),
         "desktops_in_available_memory": int(available // memory),
     }
+
+
+def _bench_pool(n: int) -> tuple[list[float], list[float]]:
+    """Resets with a warm desktop waiting (LOUPE_DESKTOP_POOL=1): the episode's task alone (mousepad opening,
+    screenshot, elements), and a task with no setup (what the warm desktop itself leaves to do)."""
+    from agent.envs.desktop import OSWorldTask
+
+    bare = OSWorldTask(id="bare", instruction="Nothing.", config=[], evaluator={"func": "infeasible"}, infeasible=True)
+    env = make_env("desktop", pool=1, tasks={"bare": bare})
+
+    def warm_reset(task: str) -> float:
+        deadline = time.monotonic() + 30
+        while env.pool.ready_count() < 1 and time.monotonic() < deadline:  # the recycled desktop is ready again
+            time.sleep(0.05)
+        started = time.perf_counter()
+        env.reset(task, 0)
+        return (time.perf_counter() - started) * 1000
+
+    try:
+        warm_reset("bare")
+        with_app = [warm_reset("desktop-mousepad-write") for _ in range(n)]
+        no_app = [warm_reset("bare") for _ in range(n)]
+    finally:
+        env.close()
+    return with_app, no_app
 
 
 def main() -> None:

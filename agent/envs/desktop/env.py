@@ -69,8 +69,9 @@ class DesktopEnv(Env):
         if task not in self.tasks:
             raise EnvError(f"unknown desktop task {task!r}; registered: {', '.join(self.tasks)}")
         self._task, self._done = self.tasks[task], True
+        previous = None
         if self.pool is not None:
-            self._take_from_pool()
+            previous = self._take_from_pool()
         else:
             self._ensure_desktop()
         assert self.desktop is not None
@@ -81,7 +82,11 @@ class DesktopEnv(Env):
         except EnvError as exc:
             self._fail_if_dead()
             raise EnvError(f"could not set up {task}: {exc}") from exc
-        time.sleep(self.settle_s)
+        finally:
+            if self.pool is not None:
+                self.pool.give_back(previous)
+        if self._task.config:  # let the apps it opened draw
+            time.sleep(self.settle_s)
         self._done = False
         return self._observe()
 
@@ -102,14 +107,20 @@ class DesktopEnv(Env):
             raise
         self.desktop, self._input = desktop, XInput(desktop.display)
 
-    def _take_from_pool(self) -> None:
-        """The next warm desktop; the one the last episode used goes back to the pool to be reset."""
+    def _take_from_pool(self) -> Desktop | None:
+        """Move to the next warm desktop; returns the one the last episode used, for the pool to reset once
+        this episode's setup is done."""
         from agent.envs.desktop.xinput import XInput
 
         assert self.pool is not None
         previous, self.desktop, self._input = self.desktop, None, None
-        desktop = self.pool.take(previous)
+        try:
+            desktop = self.pool.take()
+        except EnvError:
+            self.pool.give_back(previous)
+            raise
         self.desktop, self._input = desktop, XInput(desktop.display)
+        return previous
 
     def _drop_desktop(self) -> None:
         if self.desktop is not None:
