@@ -130,7 +130,10 @@ describe("the polished thought on the replay's step panel", () => {
       routes({
         "GET /api/v1/episodes/42/polish": () => ({
           body: queued
-            ? { ...polish({ polish_state: "queued", polished_thought: "" }), progress: { ...polish().progress, done: 0, queued: 1 } }
+            ? {
+                ...polish({ polish_state: "queued", polished_thought: "", polished_at: new Date().toISOString() }),
+                progress: { ...polish().progress, done: 0, queued: 1 },
+              }
             : polish(),
         }),
         "POST /api/v1/episodes/42/steps/0/polish": () => {

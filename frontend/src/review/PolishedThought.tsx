@@ -6,6 +6,12 @@ import type { ReplayStep } from "../api/review";
 import { useEpisodePolish, usePolishEdit, usePolishEpisode, usePolishStep } from "./polishQueries";
 
 const MAX_THOUGHT_CHARS = 1000; // flywheel/polish.py MAX_THOUGHT_CHARS
+const REQUEUE_AFTER_MS = 120_000; // flywheel/polish.py REQUEUE_AFTER_SECONDS: a request older than this may be sent again
+
+/** Queued so recently that asking again would be the same request (an older one may have been lost: ask again). */
+function queuedRecently(polish: StepPolish): boolean {
+  return polish.polish_state === "queued" && polish.polished_at !== null && Date.now() - Date.parse(polish.polished_at) < REQUEUE_AFTER_MS;
+}
 
 const STATE_TEXT: Record<PolishState, string> = {
   "": "not polished yet",
@@ -136,7 +142,7 @@ function PolishEditor({ episodeId, polish, loadError }: { episodeId: number; pol
                 type="button"
                 className="button small subtle"
                 data-testid="polish-again"
-                disabled={again.isPending || state === "queued"}
+                disabled={again.isPending || queuedRecently(polish)}
                 onClick={() => again.mutate()}
                 title="Write the thought from the spoken words again (replaces an edit)"
               >
