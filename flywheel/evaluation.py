@@ -74,6 +74,8 @@ def evaluate_checkpoint(cycle: Cycle, checkpoint: Checkpoint, role: str, plan: l
     deployments.checkpoint_check_files(checkpoint.uri)
     offset, total = progress
     prompting = eval_prompting(cycle, checkpoint)
+    if _reuse_earlier(cycle, checkpoint, role, plan, prompting, offset, total):
+        return
     episodes, per_task, seeds, seconds, log_text = 0, {}, {}, 0.0, ""
     for g, group in enumerate(plan):
         out = folder / f"eval-{role}-{checkpoint.pk}-{g}"
@@ -103,6 +105,35 @@ def evaluate_checkpoint(cycle: Cycle, checkpoint: Checkpoint, role: str, plan: l
             Evaluation.objects.create(
                 checkpoint=checkpoint, cycle=cycle, role=role, split=Split.EVAL, seeds=seeds, episodes=episodes,
                 success_rate=successes / episodes if episodes else 0.0, mean_reward=rewards / episodes if episodes else 0.0,
-                details={"per_task": per_task, "eval_seconds": round(seconds, 2)})
+                details={"per_task": per_task, "eval_seconds": round(seconds, 2), "plan": plan,
+                         "prompting": prompting})
     except IntegrityError:
         pass  # a duplicate task measured it at the same moment; the numbers are the same
+
+
+def _reuse_earlier(cycle: Cycle, checkpoint: Checkpoint, role: str, plan: list[dict], prompting: dict, offset: int,
+                   total: int) -> bool:
+    """Store an earlier cycle's measurement of ``checkpoint`` as this cycle's when it ran exactly this plan (tasks,
+    seeds, step limits) prompted the same way: greedy decoding on fixed seeds gives the same episodes, so the
+    deployed checkpoint, measured as the candidate (or as deployed) in the cycle before, is not rolled out again.
+    The row says which cycle measured it (``details.reused_from``)."""
+    for earlier in Evaluation.objects.filter(checkpoint=checkpoint, cycle__project=cycle.project,
+                                             split=Split.EVAL).exclude(cycle=cycle).select_related("cycle"):
+        details = earlier.details or {}
+        if details.get("plan") != plan or details.get("prompting") != prompting:
+            continue
+        try:
+            with transaction.atomic():
+                Evaluation.objects.create(
+                    checkpoint=checkpoint, cycle=cycle, role=role, split=Split.EVAL, seeds=earlier.seeds,
+                    episodes=earlier.episodes, success_rate=earlier.success_rate, mean_reward=earlier.mean_reward,
+                    details={**details, "eval_seconds": 0.0, "reused_from": {
+                        "cycle": earlier.cycle.iteration, "evaluation": earlier.pk,
+                        "eval_seconds": details.get("eval_seconds")}})
+        except IntegrityError:
+            pass
+        Cycle.objects.filter(pk=cycle.pk).update(progress={
+            "done": offset + earlier.episodes, "total": total,
+            "label": f"{role} {checkpoint.name}: measured on these seeds in cycle {earlier.cycle.iteration}"})
+        return True
+    return False

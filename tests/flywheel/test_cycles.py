@@ -269,6 +269,49 @@ def test_a_better_candidate_is_deployed_and_a_worse_one_rejected_with_the_number
     assert worse.decision_data["decision"]["promote"] is False
 
 
+def test_an_earlier_cycles_measurement_on_the_same_plan_is_reused_and_another_plan_is_measured(flywheel_project,
+                                                                                               tmp_path, monkeypatch):
+    """The deployed checkpoint was measured as the candidate in the cycle before, on the same seeds, step limits and
+    prompting: greedy decoding gives the same episodes, so the cycle stores that measurement (saying where it came
+    from) instead of rolling them out again; with other seeds it is measured anew."""
+    from flywheel import evaluation, trainer_process
+
+    fp = flywheel_project
+    project, checkpoint = fp["project"], fp["untrained"]
+    config = cycle_settings.settings_clean(project, {})
+    plan = evaluation.eval_plan(project, config)
+    first = Cycle.objects.create(project=project, iteration=1, state=CycleState.DEPLOYED, config=config)
+    per_task = {"click-test": {"episodes": 4, "success_rate": 0.5, "mean_reward": 0.5, "mean_steps": 1.5,
+                               "void_rate": 0.0}}
+    earlier = Evaluation.objects.create(
+        checkpoint=checkpoint, cycle=first, role="candidate", seeds={"click-test": "100000-100003"}, episodes=4,
+        success_rate=0.5, mean_reward=0.5, details={"per_task": per_task, "eval_seconds": 9.0, "plan": plan,
+                                                    "prompting": evaluation.eval_prompting(first, checkpoint)})
+
+    def rollout(*args, **kwargs):
+        raise AssertionError("rolled out again")
+
+    monkeypatch.setattr(trainer_process, "stream", rollout)
+    second = Cycle.objects.create(project=project, iteration=2, state=CycleState.EVALUATE, config=config)
+    evaluation.evaluate_checkpoint(second, checkpoint, "deployed", plan, (4, 8), tmp_path)
+    reused = Evaluation.objects.get(cycle=second)
+    assert (reused.role, reused.success_rate, reused.episodes, reused.seeds) == \
+        ("deployed", 0.5, 4, {"click-test": "100000-100003"})
+    assert reused.details["per_task"] == per_task
+    assert reused.details["reused_from"] == {"cycle": 1, "evaluation": earlier.pk, "eval_seconds": 9.0}
+    assert Cycle.objects.get(pk=second.pk).progress["done"] == 8
+    shown = client_for(fp["manager"]).get(f"/api/v1/cycles/{second.pk}/").json()["evaluations"][0]
+    assert shown["reused_from"]["cycle"] == 1 and shown["per_task"] == per_task
+
+    Cycle.objects.filter(pk=second.pk).update(state=CycleState.REJECTED)  # one running cycle a project
+    more_seeds = cycle_settings.settings_clean(project, {"eval_seeds": 8})
+    third = Cycle.objects.create(project=project, iteration=3, state=CycleState.EVALUATE, config=more_seeds)
+    with pytest.raises(AssertionError, match="rolled out again"):
+        evaluation.evaluate_checkpoint(third, checkpoint, "deployed", evaluation.eval_plan(project, more_seeds),
+                                       (0, 8), tmp_path)
+    assert not Evaluation.objects.filter(cycle=third).exists()
+
+
 def make_project_like(fp):
     """Another project set up like ``fp`` (its own untrained checkpoint deployed)."""
     import tempfile
