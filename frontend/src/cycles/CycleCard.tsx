@@ -16,6 +16,8 @@ import {
   isCycleActive,
   stepSeconds,
   stepStatus,
+  taskChangeText,
+  taskComparison,
 } from "./cycleView";
 import { useApproveCycle, useRejectCycle } from "./queries";
 
@@ -53,12 +55,21 @@ function StateProgress({ cycle }: { cycle: Cycle }) {
   );
 }
 
-/** This cycle's evaluations: the candidate and the deployed checkpoint on the same seeds. */
+/** This cycle's evaluations: the candidate and the deployed checkpoint on the same seeds, and per task the change
+ * from the deployed checkpoint to the candidate (where a candidate lost, and where it won). */
 export function EvaluationTable({ cycle }: { cycle: Cycle }) {
   if (cycle.evaluations.length === 0) return null;
   const tasks = [...new Set(cycle.evaluations.flatMap((e) => Object.keys(e.per_task)))].sort();
+  const change = new Map(taskComparison(cycle).map((r) => [r.task, r.points]));
+  const compared = cycle.evaluations.some((e) => e.role === "deployed") && cycle.evaluations.some((e) => e.role === "candidate");
+  const changeText = taskChangeText(cycle);
   return (
     <div className="table-wrap">
+      {changeText && (
+        <p className="small" data-testid="task-change">
+          {changeText}
+        </p>
+      )}
       <table className="table" data-testid="evaluation-table">
         <thead>
           <tr>
@@ -92,9 +103,33 @@ export function EvaluationTable({ cycle }: { cycle: Cycle }) {
                 {Object.entries(e.seeds)
                   .map(([task, seeds]) => `${task} ${seeds}`)
                   .join(", ")}
+                {e.reused_from ? ` · measured on these seeds in cycle ${e.reused_from.cycle}` : ""}
               </td>
             </tr>
           ))}
+          {compared && (
+            <tr data-testid="evaluation-change">
+              <td colSpan={2} className="muted small">
+                candidate − deployed
+              </td>
+              <td className="num" />
+              {tasks.map((t) => {
+                const points = change.get(t);
+                return (
+                  <td
+                    key={t}
+                    className={`num small${points !== undefined && points !== null && points < 0 ? " warn-text" : ""}`}
+                    data-testid={`task-change-${t}`}
+                  >
+                    {points === undefined || points === null ? "—" : `${points > 0 ? "+" : points < 0 ? "−" : "±"}${Math.abs(points).toFixed(1)}`}
+                  </td>
+                );
+              })}
+              <td colSpan={2} className="muted small">
+                points, same seeds
+              </td>
+            </tr>
+          )}
         </tbody>
       </table>
     </div>

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Cycle, CycleSettings, TrainingRun } from "../api/types";
 import { mockFetch, type Routes } from "../test/http";
 import { renderApp } from "../test/render";
-import { failureAdvice, formatSeconds, stepStatus, successSeries } from "./cycleView";
+import { failureAdvice, formatSeconds, stepStatus, successSeries, taskChangeText, taskComparison } from "./cycleView";
 
 afterEach(() => vi.unstubAllGlobals());
 
@@ -118,7 +118,54 @@ describe("cycleView", () => {
   });
 });
 
+function perTask(rates: Record<string, number>) {
+  return Object.fromEntries(Object.entries(rates).map(([t, r]) => [t, { episodes: 20, success_rate: r, mean_reward: r, mean_steps: 1, void_rate: 0 }]));
+}
+
+/** A candidate that learnt a new task and forgot an old one: lost overall, and the card says where. */
+const forgot = makeCycle({
+  id: 8, iteration: 5, state: "rejected", candidate: { id: 15, name: "c5" }, baseline: { id: 14, name: "c4" }, deployment: null,
+  decision: "rejected: c5 60.0% vs deployed c4 63.3% on the same 60 eval episodes; gain -3.3 points, the margin is 5.0",
+  evaluations: [
+    { ...evaluation(15, "c5", "candidate", 0.6), episodes: 60, per_task: perTask({ "click-dialog": 0.9, "click-link": 0.3, "focus-text": 0.6 }) },
+    {
+      ...evaluation(14, "c4", "deployed", 0.633), episodes: 60, per_task: perTask({ "click-dialog": 0.5, "click-link": 0.8, "focus-text": 0.6 }),
+      eval_seconds: 0, reused_from: { cycle: 4, evaluation: 13, eval_seconds: 50 },
+    },
+  ],
+});
+
+describe("per-task comparison", () => {
+  it("sets the candidate against the deployed checkpoint task by task and says where it lost", () => {
+    expect(taskComparison(forgot)).toEqual([
+      { task: "click-dialog", candidate: 0.9, deployed: 0.5, points: 40, episodes: 20 },
+      { task: "click-link", candidate: 0.3, deployed: 0.8, points: -50, episodes: 20 },
+      { task: "focus-text", candidate: 0.6, deployed: 0.6, points: 0, episodes: 20 },
+    ]);
+    expect(taskChangeText(forgot)).toBe("Worse than c4 on click-link (30.0% vs 80.0%, −50.0 points); better on click-dialog (+40.0 points).");
+    expect(taskChangeText(makeCycle())).toBe("Better than untrained on click-test (+40.0 points).");
+    expect(taskChangeText(makeCycle({ evaluations: [evaluation(11, "c1", "candidate", 0.4)] }))).toBeNull();
+    expect(taskComparison(running)).toEqual([]);
+  });
+});
+
 describe("CyclesPage", () => {
+  it("shows per task where a rejected candidate lost, and a deployed measurement an earlier cycle made", async () => {
+    mockFetch(routes("manager", [forgot]));
+    renderApp("/projects/1/cycles");
+    const [card] = await screen.findAllByTestId("cycle");
+    expect(within(card).getByTestId("task-change").textContent).toBe(
+      "Worse than c4 on click-link (30.0% vs 80.0%, −50.0 points); better on click-dialog (+40.0 points).",
+    );
+    expect(within(card).getByTestId("task-change-click-link").textContent).toBe("−50.0");
+    expect(within(card).getByTestId("task-change-click-link").className).toContain("warn-text");
+    expect(within(card).getByTestId("task-change-click-dialog").textContent).toBe("+40.0");
+    expect(within(card).getByTestId("task-change-focus-text").textContent).toBe("±0.0");
+    const deployedRow = within(card).getAllByTestId("evaluation-row").find((r) => r.getAttribute("data-role") === "deployed")!;
+    expect(deployedRow.textContent).toContain("measured on these seeds in cycle 4");
+  });
+
+
   it("shows the running cycle's steps and live training, the chart, evaluations and why a candidate was rejected", async () => {
     mockFetch(routes("manager", [running, rejected, makeCycle()]));
     renderApp("/projects/1/cycles");

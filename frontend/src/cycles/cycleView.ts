@@ -66,6 +66,60 @@ export function formatRate(rate: number | null | undefined): string {
   return `${(rate * 100).toFixed(1)}%`;
 }
 
+/** One eval task's success for the candidate and the deployed checkpoint of a cycle (same seeds) and the change. */
+export interface TaskComparison {
+  task: string;
+  candidate: number | null;
+  deployed: number | null;
+  /** candidate − deployed, in points of success rate (null when either is missing). */
+  points: number | null;
+  episodes: number;
+}
+
+/** Per eval task, the candidate against the deployed checkpoint on the same seeds (tasks sorted by name). */
+export function taskComparison(cycle: Cycle): TaskComparison[] {
+  const candidate = cycle.evaluations.find((e) => e.role === "candidate");
+  const deployed = cycle.evaluations.find((e) => e.role === "deployed");
+  if (!candidate) return [];
+  const tasks = [...new Set([...Object.keys(candidate.per_task), ...Object.keys(deployed?.per_task ?? {})])].sort();
+  return tasks.map((task) => {
+    const c = candidate.per_task[task]?.success_rate ?? null;
+    const d = deployed?.per_task[task]?.success_rate ?? null;
+    return {
+      task,
+      candidate: c,
+      deployed: d,
+      points: c !== null && d !== null ? Math.round((c - d) * 1000) / 10 : null,
+      episodes: candidate.per_task[task]?.episodes ?? 0,
+    };
+  });
+}
+
+function pointsText(points: number): string {
+  return `${points > 0 ? "+" : points < 0 ? "−" : "±"}${Math.abs(points).toFixed(1)} points`;
+}
+
+/**
+ * Where a candidate lost and won against the deployed checkpoint, per task, in one sentence a manager can act on
+ * ("Worse than c1 on click-link (40.0% vs 70.0%, −30.0 points); better on click-dialog (+20.0 points)."). Null when
+ * there is no deployed measurement to compare with, or no task changed.
+ */
+export function taskChangeText(cycle: Cycle): string | null {
+  const rows = taskComparison(cycle).filter((r) => r.points !== null && r.points !== 0);
+  const deployed = cycle.evaluations.find((e) => e.role === "deployed");
+  if (!deployed || rows.length === 0) return null;
+  const worse = rows.filter((r) => (r.points ?? 0) < 0).sort((a, b) => (a.points ?? 0) - (b.points ?? 0));
+  const better = rows.filter((r) => (r.points ?? 0) > 0).sort((a, b) => (b.points ?? 0) - (a.points ?? 0));
+  const parts: string[] = [];
+  if (worse.length)
+    parts.push(`Worse than ${deployed.checkpoint.name} on ` + worse.map((r) =>
+      `${r.task} (${formatRate(r.candidate)} vs ${formatRate(r.deployed)}, ${pointsText(r.points ?? 0)})`).join(", "));
+  if (better.length)
+    parts.push(`${worse.length ? "better" : `Better than ${deployed.checkpoint.name}`} on ` +
+      better.map((r) => `${r.task} (${pointsText(r.points ?? 0)})`).join(", "));
+  return `${parts.join("; ")}.`;
+}
+
 /** Success rate (%) of the candidate and of the deployed checkpoint, one point per cycle that measured them. */
 export function successSeries(cycles: Cycle[]): Series[] {
   const candidate: Series = { name: "candidate", points: [], color: "#4f46e5" };

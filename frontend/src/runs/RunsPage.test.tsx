@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { TrainingRun } from "../api/types";
 import { mockFetch, type Routes } from "../test/http";
 import { renderApp } from "../test/render";
-import { lossSeries, nextSteps, runStatusText, runTitle } from "./runView";
+import { lossSeries, nextSteps, runStatusText, runTitle, validationSeries, validationSummary } from "./runView";
 
 afterEach(() => vi.unstubAllGlobals());
 
@@ -59,6 +59,25 @@ describe("runView", () => {
     expect(lossSeries(makeRun({ metrics: [{ step: 3, loss: 0.5 }, { step: 4 }] }))).toEqual([{ name: "sft", points: [{ x: 3, y: 0.5 }] }]);
   });
 
+  it("adds the held-out rows' validation loss as its own curve and says which step's weights the run kept", () => {
+    const run = makeRun({
+      config: { cycle: 2 },
+      metrics: [
+        { step: 10, total: 60, loss: 1.0, val_loss: 0.9, phase: "sft" },
+        { step: 20, total: 60, loss: 0.6, val_loss: 0.5, phase: "sft" },
+        { step: 30, total: 60, loss: 0.3, val_loss: 0.7, phase: "sft" },
+        { step: 10, total: 20, loss: 0.7, phase: "dpo" },
+      ],
+    });
+    expect(lossSeries(run).map((s) => s.name)).toEqual(["sft", "dpo", "validation (held-out rows)"]);
+    expect(validationSeries(run)?.points).toEqual([{ x: 10, y: 0.9 }, { x: 20, y: 0.5 }, { x: 30, y: 0.7 }]);
+    expect(validationSummary(run)).toBe(
+      "Validation loss 0.900 at step 10 → lowest 0.500 at step 20, 0.700 at step 30; the checkpoint keeps the weights of step 20",
+    );
+    expect(validationSeries(makeRun())).toBeNull();
+    expect(validationSummary(makeRun())).toBeNull();
+  });
+
   it("suggests a next step that matches the failure", () => {
     expect(nextSteps(makeRun({ error: "RuntimeError: CUDA out of memory" }))).toMatch(/smaller batch/);
     expect(nextSteps(makeRun({ error: "trainer sft exited with 1: dataset is empty" }))).toMatch(/nothing to train on/);
@@ -89,6 +108,23 @@ describe("RunsPage", () => {
     // Nothing is active any more: no further polls.
     await new Promise((r) => setTimeout(r, 2500));
     expect(calls).toBe(2);
+  });
+
+  it("draws a cycle run's validation curve beside the training loss and says where it was lowest", async () => {
+    const run = makeRun({
+      config: { cycle: 1 }, status: "succeeded", progress: 1,
+      metrics: [
+        { step: 10, total: 30, loss: 1.0, val_loss: 0.8, phase: "sft" },
+        { step: 20, total: 30, loss: 0.5, val_loss: 0.4, phase: "sft" },
+      ],
+    });
+    mockFetch({ ...base, "GET /api/v1/projects/1/runs/": { body: { results: [run], next: null } } });
+    renderApp("/projects/1/runs");
+    expect((await screen.findByTestId("run-validation")).textContent).toBe("Validation loss 0.800 at step 10 → lowest 0.400 at step 20");
+    expect([...document.querySelectorAll("path[data-series]")].map((p) => p.getAttribute("data-series"))).toEqual([
+      "sft",
+      "validation (held-out rows)",
+    ]);
   });
 
   it("shows a failed run's error, its log tail and what to do next", async () => {

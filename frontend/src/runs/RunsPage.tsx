@@ -6,7 +6,7 @@ import { ProjectFrame } from "../shell/ProjectFrame";
 import { Spinner } from "../components/Spinner";
 import { useIdParam } from "../components/useIdParam";
 import { isActive, useDeployments, useRuns } from "./queries";
-import { isColdStart, latestMetric, lossSeries, nextSteps, runStatusText, runTitle, runWarnings } from "./runView";
+import { isColdStart, latestMetric, lossSeries, nextSteps, runStatusText, runTitle, runWarnings, validationSummary } from "./runView";
 
 function ActiveDeployment({ deployments }: { deployments: Deployment[] | undefined }) {
   const active = deployments?.find((d) => d.active);
@@ -83,7 +83,14 @@ export function RunCard({ run }: { run: TrainingRun }) {
         {run.checkpoint ? ` · produced ${run.checkpoint.name}` : ""}
       </p>
       {series.length > 0 ? (
-        <LineChart series={series} width={640} height={220} xLabel="step" yLabel="loss" title="Loss" />
+        <>
+          <LineChart series={series} width={640} height={220} xLabel="step" yLabel="loss" title="Loss" />
+          {validationSummary(run) && (
+            <p className="muted small" data-testid="run-validation">
+              {validationSummary(run)}
+            </p>
+          )}
+        </>
       ) : (
         isActive(run) && <p className="muted small">The loss curve appears once the trainer reports its first step.</p>
       )}

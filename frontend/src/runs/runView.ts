@@ -37,7 +37,36 @@ export function lossSeries(run: TrainingRun): Series[] {
     if (!byPhase.has(phase)) byPhase.set(phase, []);
     byPhase.get(phase)!.push({ x: metric.step, y: metric.loss });
   }
-  return [...byPhase.entries()].map(([name, points]) => ({ name, points }));
+  const series: Series[] = [...byPhase.entries()].map(([name, points]) => ({ name, points }));
+  const validation = validationSeries(run);
+  return validation ? [...series, validation] : series;
+}
+
+/** The loss on the held-out rows (a cycle's SFT with a validation split: `val_loss` on its progress lines), the
+ * curve that shows memorising: it stops falling, or rises, while the training loss still falls. */
+export function validationSeries(run: TrainingRun): Series | null {
+  const points: { x: number; y: number }[] = [];
+  for (const metric of run.metrics ?? []) {
+    const value = metric.val_loss;
+    if (typeof value !== "number" || !Number.isFinite(value) || typeof metric.step !== "number") continue;
+    points.push({ x: metric.step, y: value });
+  }
+  return points.length ? { name: "validation (held-out rows)", points, color: "#db2777" } : null;
+}
+
+/** Where the held-out loss was lowest and what the run kept, e.g. "Validation loss 0.410 at step 10 → lowest 0.220
+ * at step 60, 0.300 at step 90; the checkpoint keeps the weights of step 60". Null for a run without a validation
+ * split. (A run stopped early says so in its warnings.) */
+export function validationSummary(run: TrainingRun): string | null {
+  const series = validationSeries(run);
+  if (!series) return null;
+  const best = series.points.reduce((a, b) => (b.y < a.y ? b : a));
+  const first = series.points[0];
+  const last = series.points[series.points.length - 1];
+  return (
+    `Validation loss ${first.y.toFixed(3)} at step ${first.x} → lowest ${best.y.toFixed(3)} at step ${best.x}` +
+    (best.x !== last.x ? `, ${last.y.toFixed(3)} at step ${last.x}; the checkpoint keeps the weights of step ${best.x}` : "")
+  );
 }
 
 /** The latest metric, for "step 120 of 400 · loss 0.42". */
