@@ -110,6 +110,23 @@ def test_manager_filters_replays_grades_and_accepts_then_freezes_a_snapshot(daph
     assert download.status == 200
     names = zipfile.ZipFile(io.BytesIO(download.body())).namelist()
     assert {"data.jsonl", "data.parquet", "lineage.jsonl", "snapshot.json"} <= set(names)
+
+    # The step label given above makes a process-reward (PRM) row: its step, labelled good.
+    assert "1 rows" in page.get_by_test_id("bucket-prm").inner_text()
+    page.get_by_test_id("snapshot-kind").select_option("prm")
+    page.get_by_test_id("snapshot-create").click()
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=snapshot-row][data-status=ready]').length === 2",
+                           timeout=60_000)
+    prm = DatasetSnapshot.objects.get(project=project, kind="prm")
+    row = page.locator(f'[data-testid="snapshot-row"][data-snapshot-id="{prm.pk}"]')
+    assert "process reward model" in row.get_by_test_id("snapshot-prm-note").inner_text()
+    assert row.get_by_test_id("snapshot-train").count() == 0
+    bundle = zipfile.ZipFile(io.BytesIO(page.request.get(daphne_server + row.get_by_test_id("snapshot-download")
+                                                         .get_attribute("href")).body()))
+    [prm_row] = [json.loads(line) for line in bundle.read("data.jsonl").splitlines()]
+    assert (prm_row["labels"], prm_row["meta"]["episode_id"], prm_row["meta"]["step_index"]) == ([True], edited.pk, 1)
+    assert prm_row["completions"] == ["Thought: the OK button is lower\nAction: click(x=8, y=12)"]
+    screenshot(page, "datasets-prm")
     assert page.errors == []
 
 

@@ -12,6 +12,7 @@ import { useIdParam } from "../components/useIdParam";
 import { useSession } from "../components/useSession";
 import { ProjectFrame } from "../shell/ProjectFrame";
 import { ReviewStatusBadge } from "./ReviewStatusBadge";
+import { stepActionText } from "./replay";
 import { StepScreen } from "./StepPanel";
 
 const DECIDED_BY = { review: "the reviews", reward: "the reward", judge: "the judge" } as const;
@@ -67,7 +68,7 @@ function StepCell({ step, episodeId, mark }: { step: ReplayStep | undefined; epi
       <p className="small">
         <span className="muted">{step.actor === "model" ? "model" : `person (${step.actor})`}:</span> {step.thought || <span className="muted">no thought</span>}
       </p>
-      <p className="mono small">{step.void ? `void turn: ${step.void_reason}` : step.action_text}</p>
+      <p className="mono small">{step.void ? `void turn: ${step.void_reason}` : stepActionText(step)}</p>
     </div>
   );
 }
