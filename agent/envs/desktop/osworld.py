@@ -4,11 +4,14 @@ The offline subset of OSWorld's task format (https://github.com/xlang-ai/OSWorld
 written here rather than taken from the ``desktop-env`` package (68 requirements, torch among them):
 
 - setup steps (``config`` and ``evaluator.postconfig``): ``launch``, ``execute`` / ``command``,
-  ``open``, ``sleep``, ``activate_window``;
+  ``open``, ``sleep``, ``activate_window``, ``upload_file`` (``files: [{"local_path", "path"}]``, the
+  local path a file of the local cache, ``cache/`` beside the tasks: OSWorld downloads them instead);
 - getters (``evaluator.result`` / ``expected``): ``vm_file``, ``vm_command_line``, ``rule``,
-  ``list_directory``, ``accessibility_tree``;
+  ``list_directory``, ``accessibility_tree``, and ``cache_file`` (a file of the local cache: the offline
+  stand-in for OSWorld's ``cloud_file``, for a golden spreadsheet);
 - metrics (``evaluator.func``): ``exact_match``, ``check_include_exclude``, ``fuzzy_match``,
-  ``check_json``, ``infeasible``; a list of funcs is combined by ``conj`` (``and`` / ``or``).
+  ``check_json``, ``compare_table`` (openpyxl; rules ``sheet_name``, ``sheet_data``, ``check_cell``),
+  ``infeasible``; a list of funcs is combined by ``conj`` (``and`` / ``or``).
 
 ``open`` opens a folder in pcmanfm and any file in mousepad (the apps this desktop ships).
 Anything else is refused when the task is loaded, with an error naming it, so a task never fails
@@ -22,7 +25,9 @@ from __future__ import annotations
 import difflib
 import json
 import operator
+import os
 import re
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +38,7 @@ from agent.envs.base import EnvError
 
 __all__ = [
     "GETTERS", "METRICS", "SETUP_STEPS", "OSWorldTask", "TaskFormatError", "evaluate_task", "load_task",
-    "load_task_file", "load_tasks_dir", "run_setup", "FAIL_ANSWERS",
+    "load_task_file", "load_tasks_dir", "run_setup", "FAIL_ANSWERS", "CACHE_DIR", "TABLE_RULES",
 ]
 
 VM_HOME = "/home/user"
@@ -41,17 +46,22 @@ FAIL_ANSWERS = ("fail", "infeasible")
 # Required parameters of each supported setup step.
 SETUP_STEPS: dict[str, tuple[str, ...]] = {
     "launch": ("command",), "execute": ("command",), "command": ("command",), "open": ("path",),
-    "sleep": ("seconds",), "activate_window": ("window_name",),
+    "sleep": ("seconds",), "activate_window": ("window_name",), "upload_file": ("files",),
 }
 GETTERS: dict[str, tuple[str, ...]] = {
     "vm_file": ("path",), "vm_command_line": ("command",), "rule": ("rules",), "list_directory": ("path",),
-    "accessibility_tree": (),
+    "accessibility_tree": (), "cache_file": ("path",),
 }
 # metric -> the options it takes
 METRICS: dict[str, tuple[str, ...]] = {
     "exact_match": (), "check_include_exclude": (), "fuzzy_match": (), "check_json": ("is_yaml",),
-    "infeasible": (),
+    "compare_table": ("rules",), "infeasible": (),
 }
+# compare_table's rule types -> the keys each needs; and the ones that compare with the expected workbook
+TABLE_RULES: dict[str, tuple[str, ...]] = {
+    "sheet_name": (), "sheet_data": ("sheet_idx0", "sheet_idx1"), "check_cell": ("coordinate", "props"),
+}
+CACHE_DIR = Path(__file__).with_name("cache")
 
 
 class TaskFormatError(ValueError):
@@ -100,7 +110,60 @@ def _check_steps(steps: Any, where: str, fail: Callable[[str], TaskFormatError])
             raise fail(f"{where}: {kind} needs {', '.join(missing)}")
         if kind == "open":
             _check_home_path(parameters["path"], f"{where}: open", fail)
+        if kind == "upload_file":
+            files = parameters["files"]
+            if not isinstance(files, list) or not files or not all(
+                    isinstance(item, dict) and {"local_path", "path"} <= set(item) for item in files):
+                raise fail(f"{where}: upload_file files must be a list of {{\"local_path\", \"path\"}} objects")
+            for item in files:
+                _check_home_path(item["path"], f"{where}: upload_file", fail)
     return steps
+
+
+def _cached(name: Any, cache_dir: Path, where: str, fail: Callable[[str], TaskFormatError]) -> str:
+    """The absolute path of a file of the local cache; refused when it is not there or lies outside it."""
+    if not isinstance(name, str) or not name:
+        raise fail(f"{where}: a cache file's path must be a file name, got {name!r}")
+    path = (cache_dir / name).resolve()
+    if cache_dir.resolve() not in path.parents or not path.is_file():
+        raise fail(f"{where}: no file {name!r} in the local cache ({cache_dir})")
+    return str(path)
+
+
+def _resolve_cache(value: Any, cache_dir: Path, where: str, fail: Callable[[str], TaskFormatError]) -> Any:
+    """A copy of ``value`` with every upload_file local_path and cache_file path made absolute in the cache."""
+    if isinstance(value, list):
+        return [_resolve_cache(item, cache_dir, where, fail) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {key: _resolve_cache(item, cache_dir, where, fail) for key, item in value.items()}
+    if "local_path" in out and "path" in out:
+        out["local_path"] = _cached(value["local_path"], cache_dir, f"{where}: upload_file", fail)
+    if out.get("type") == "cache_file":
+        out["path"] = _cached(value.get("path"), cache_dir, f"{where}: cache_file", fail)
+    return out
+
+
+def _check_table_rules(rules: Any, has_expected: bool, where: str, fail: Callable[[str], TaskFormatError]) -> None:
+    if not isinstance(rules, list) or not rules:
+        raise fail(f"{where}: compare_table needs options.rules, a non-empty list")
+    for rule in rules:
+        kind = rule.get("type") if isinstance(rule, dict) else None
+        if kind not in TABLE_RULES:
+            raise fail(f"unsupported compare_table rule {kind!r} in {where}; supported: {', '.join(TABLE_RULES)}")
+        missing = [key for key in TABLE_RULES[kind] if key not in rule]
+        if missing:
+            raise fail(f"{where}: compare_table rule {kind} needs {', '.join(missing)}")
+        if kind in ("sheet_name", "sheet_data") and not has_expected:
+            raise fail(f"{where}: compare_table rule {kind} compares with evaluator.expected, which is missing")
+        if kind == "check_cell":
+            props = rule["props"]
+            if not isinstance(props, dict) or set(props) != {"value"} or not isinstance(props["value"], dict):
+                raise fail(f"{where}: check_cell props must be {{\"value\": {{\"method\", \"ref\"}}}} (only a "
+                           f"cell's value is checked), got {props!r}")
+            method = props["value"].get("method", "eq")
+            if method not in ("re", *_COMPARE):
+                raise fail(f"{where}: check_cell method {method!r}; supported: re, {', '.join(_COMPARE)}")
 
 
 def _check_home_path(path: Any, where: str, fail: Callable[[str], TaskFormatError]) -> None:
@@ -125,7 +188,7 @@ def _check_getter(spec: Any, where: str, fail: Callable[[str], TaskFormatError])
         _check_home_path(spec["path"], f"{where}: {kind}", fail)
 
 
-def load_task(data: Any, *, origin: str = "") -> OSWorldTask:
+def load_task(data: Any, *, origin: str = "", cache_dir: Path = CACHE_DIR) -> OSWorldTask:
     """Validate one OSWorld task object; TaskFormatError names what is wrong or unsupported."""
     label = f"{data.get('id', '?')}" if isinstance(data, dict) else "?"
 
@@ -165,32 +228,37 @@ def load_task(data: Any, *, origin: str = "") -> OSWorldTask:
     for index, func in enumerate(funcs):
         if func != "infeasible" and results[index] is None:
             raise fail(f"metric {func} needs an evaluator.result getter")
-        if func != "infeasible" and expecteds[index] is None:
+        if func not in ("infeasible", "compare_table") and expecteds[index] is None:
             raise fail(f"metric {func} needs evaluator.expected (a rule getter: {{\"type\": \"rule\", ...}})")
         _check_getter(results[index], "evaluator.result", fail)
         _check_getter(expecteds[index], "evaluator.expected", fail)
         extra = [key for key in (options[index] or {}) if key not in METRICS[func]]
         if extra:
             raise fail(f"metric {func} takes no option {', '.join(map(repr, extra))}")
+        if func == "compare_table":
+            _check_table_rules((options[index] or {}).get("rules"), expecteds[index] is not None,
+                               "evaluator.options", fail)
     _check_steps(evaluator.get("postconfig", []), "evaluator.postconfig", fail)
     infeasible = bool(data.get("infeasible", False)) or "infeasible" in funcs
+    config = _resolve_cache(config, Path(cache_dir), "config", fail)
+    evaluator = _resolve_cache(evaluator, Path(cache_dir), "evaluator", fail)
     return OSWorldTask(id=data["id"], instruction=data["instruction"], config=config, evaluator=evaluator,
                        infeasible=infeasible, origin=origin, raw=data)
 
 
-def load_task_file(path: str | Path) -> OSWorldTask:
+def load_task_file(path: str | Path, *, cache_dir: Path = CACHE_DIR) -> OSWorldTask:
     path = Path(path)
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise TaskFormatError(f"OSWorld task file {path}: {exc}") from exc
-    return load_task(data, origin=str(path))
+    return load_task(data, origin=str(path), cache_dir=cache_dir)
 
 
-def load_tasks_dir(folder: str | Path) -> dict[str, OSWorldTask]:
+def load_tasks_dir(folder: str | Path, *, cache_dir: Path = CACHE_DIR) -> dict[str, OSWorldTask]:
     tasks: dict[str, OSWorldTask] = {}
     for path in sorted(Path(folder).glob("*.json")):
-        task = load_task_file(path)
+        task = load_task_file(path, cache_dir=cache_dir)
         if task.id in tasks:
             raise TaskFormatError(f"OSWorld task id {task.id!r} appears twice ({tasks[task.id].origin}, {path})")
         tasks[task.id] = task
@@ -241,6 +309,26 @@ def run_setup(steps: list[dict], desktop: Any, *, window_timeout_s: float = 10.0
                     timeout_s=window_timeout_s)
         elif kind == "activate_window":
             _activate(desktop, parameters, where, window_timeout_s)
+        elif kind == "upload_file":
+            for item in parameters["files"]:
+                _upload(desktop, Path(item["local_path"]), Path(item["path"]), where)
+
+
+def _upload(desktop: Any, source: Path, target: Path, where: str) -> None:
+    """Copy a cached file into the episode's HOME, owned by the session's uid (folders made as needed)."""
+    home = Path(desktop.home).resolve()
+    target = target.resolve()
+    if target != home and home not in target.parents:
+        raise EnvError(f"{where}: {target} lies outside the episode's home")
+    result = desktop.run(["mkdir", "-p", str(target.parent)])
+    if result.returncode != 0:
+        raise EnvError(f"{where}: could not make {target.parent}: {result.stderr.strip()}")
+    try:
+        shutil.copyfile(source, target)
+        if os.geteuid() == 0:
+            os.chown(target, desktop.uid, desktop.uid)
+    except OSError as exc:
+        raise EnvError(f"{where}: could not copy {source.name} to {target}: {exc}") from exc
 
 
 def _launch(desktop: Any, argv: list[str] | str, *, shell: bool, where: str, timeout_s: float) -> None:
@@ -315,6 +403,8 @@ def get_state(spec: dict | None, desktop: Any) -> Any:
         return _tree(path) if path.is_dir() else None
     if kind == "accessibility_tree":
         return accessibility_xml(desktop.accessibility_nodes())
+    if kind == "cache_file":
+        return spec["path"]  # made absolute, and checked to exist, when the task was loaded
     raise EnvError(f"unsupported getter {kind!r}")  # load_task refuses it first
 
 
@@ -417,9 +507,73 @@ def check_json(result: str | None, rules: dict, is_yaml: bool = False) -> float:
     return 1.0
 
 
+def _workbook(path: str | None) -> Any:
+    """The workbook at ``path`` with the values the app computed (not formulas); None if it is not one."""
+    import zipfile
+
+    import openpyxl
+    from openpyxl.utils.exceptions import InvalidFileException
+
+    if path is None:
+        return None
+    try:
+        return openpyxl.load_workbook(path, data_only=True)
+    except (OSError, InvalidFileException, zipfile.BadZipFile, KeyError, ValueError, TypeError):
+        return None  # a file the agent left unreadable fails the check
+
+
+def _sheet(index: Any, result: Any, expected: Any) -> Any:
+    """OSWorld's sheet index: an int (the result's n-th sheet), or "RI0" / "EI0" (result / expected by
+    position), "RNSales" / "ENSales" (by name). None when there is no such sheet."""
+    book, key = result, index
+    if isinstance(index, str) and index[:2] in ("RI", "RN", "EI", "EN"):
+        book, key = (result if index[0] == "R" else expected), index[2:]
+        key = int(key) if index[1] == "I" and key.isdigit() else key
+    if book is None:
+        return None
+    if isinstance(key, int):
+        return book.worksheets[key] if 0 <= key < len(book.worksheets) else None
+    return book[key] if key in book.sheetnames else None
+
+
+def _sheet_values(sheet: Any, precision: int) -> list[list[Any]]:
+    rows = [[round(v, precision) if isinstance(v, float) else v for v in row]
+            for row in sheet.iter_rows(values_only=True)]
+    rows = [row[:max((i + 1 for i, v in enumerate(row) if v not in (None, "")), default=0)] for row in rows]
+    while rows and not rows[-1]:
+        rows.pop()
+    return rows
+
+
+def compare_table(result: str | None, expected: str | None = None, rules: list | None = None) -> float:
+    """OSWorld's compare_table on .xlsx files through openpyxl: 1.0 when every rule holds.
+    ``sheet_name``: the same sheet names; ``sheet_data``: the same cell values in two sheets (floats rounded
+    to ``precision`` places, 4 unless given); ``check_cell``: a cell's value matches ``props.value``
+    (``{"method": "eq" | "ne" | "lt" | "le" | "gt" | "ge" | "re", "ref": ...}``)."""
+    book = _workbook(result)
+    if book is None:
+        return 0.0
+    golden = _workbook(expected)
+    for rule in rules or []:
+        kind = rule["type"]
+        if kind == "sheet_name":
+            if golden is None or book.sheetnames != golden.sheetnames:
+                return 0.0
+        elif kind == "sheet_data":
+            first, second = _sheet(rule["sheet_idx0"], book, golden), _sheet(rule["sheet_idx1"], book, golden)
+            precision = int(rule.get("precision", 4))
+            if first is None or second is None or _sheet_values(first, precision) != _sheet_values(second, precision):
+                return 0.0
+        elif kind == "check_cell":
+            sheet = _sheet(rule.get("sheet_idx", 0), book, golden)
+            if sheet is None or not _match_rule(sheet[rule["coordinate"]].value, rule["props"]["value"]):
+                return 0.0
+    return 1.0
+
+
 _METRIC_FUNCS: dict[str, Callable[..., float]] = {
     "exact_match": exact_match, "check_include_exclude": check_include_exclude, "fuzzy_match": fuzzy_match,
-    "check_json": check_json,
+    "check_json": check_json, "compare_table": compare_table,
 }
 
 

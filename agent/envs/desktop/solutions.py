@@ -55,6 +55,13 @@ SOLUTIONS: dict[str, Callable[[Observation], list[Action]]] = {
     "desktop-calc-multiply": _click_buttons(["1", "2", "3", "*", "4", "5", "="]),
     "desktop-calc-subtract": lambda obs: [_type("1024-25"), _key("enter"), _done()],
     "desktop-infeasible-photoshop": lambda obs: [_done("FAIL")],
+    "desktop-sheet-total": lambda obs: [_key("ctrl+down"), _key("down"), _key("right"), _type("=SUM(B1:B3)\n"),
+                                        _key("ctrl+s"), _done()],
+    "desktop-sheet-convert": lambda obs: [_type("ssconvert ~/scores.csv ~/scores.xlsx\n"), Action("wait", {}),
+                                          Action("wait", {}), _done()],
+    "desktop-mousepad-append": lambda obs: [_key("ctrl+end"), _type("- call the bank\n"), _key("ctrl+s"), _done()],
+    "desktop-files-rename": _shell("mv ~/draft.txt ~/final.txt"),
+    "desktop-calc-average": lambda obs: [_type("(14+27+40)/3"), _key("enter"), _done()],
 }
 
 
@@ -84,18 +91,21 @@ def _thought(action: Action, observation: Observation) -> str:
 def solve_step(task_id: str, observation: Observation, history: list[Turn]) -> Turn:
     """The next turn of ``task_id``'s scripted solution (for the ``scripted`` policy backend).
 
-    How far the solution has got is read from the turns already taken (the prompt's recent ones): the
-    longest stretch of the solution that the last turns end with; what a person did in between that is
-    not a step of it is skipped over, and where nothing matches the solution starts again."""
+    How far the solution has got is read from the turns already taken (the prompt's recent ones): all of
+    them when they are the solution's first steps, else the longest stretch of the solution that the last
+    turns end with (what a person did before it is skipped over); where nothing matches it starts again."""
     plan = solution_for(task_id, observation)
     done = [turn.action.to_text() for turn in history if turn.action is not None]
     steps = [action.to_text() for action in plan]
     position = 0
-    for k in range(len(steps), 0, -1):
-        m = min(k, len(done))
-        if m and done[len(done) - m:] == steps[k - m:k]:
-            position = k
-            break
+    if done and done == steps[:len(done)]:  # the whole solution so far (a repeated key is no ambiguity then)
+        position = len(done)
+    else:
+        for k in range(len(steps), 0, -1):
+            m = min(k, len(done))
+            if m and done[len(done) - m:] == steps[k - m:k]:
+                position = k
+                break
     action = plan[min(position, len(plan) - 1)]
     thought = _thought(action, observation)
     return Turn(thought=thought, action=action, void_reason=None, raw=format_turn(thought, action))
