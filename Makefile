@@ -49,7 +49,7 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive $(if $(shell command -v sudo),sudo) apt-get install -y -qq chromium >/dev/null; }
 
 # The tests also speak (espeak-ng), cut audio (ffmpeg, sox): Debian packages, installed when missing.
-TEST_PACKAGES := espeak-ng ffmpeg sox xvfb openbox dbus-x11 python3-xlib at-spi2-core python3-pyatspi libnss-wrapper xterm mousepad pcmanfm galculator
+TEST_PACKAGES := espeak-ng ffmpeg sox xvfb openbox dbus-x11 python3-xlib at-spi2-core python3-pyatspi libnss-wrapper xterm mousepad pcmanfm galculator gnumeric
 test-tools:
 	@missing=""; for pkg in $(TEST_PACKAGES); do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then echo "Installing$$missing (Debian packages the tests use)…"; \
