@@ -102,7 +102,7 @@ class WebAppEnv(MiniWoBEnv):
 
     def _ensure_shop(self) -> None:
         if self.golden is None:
-            self.golden = site_build.build_oscar(quiet=True)
+            self.golden, _ = site_build.build_oscar(quiet=True)
         if self._workdir is None:
             self._workdir = Path(tempfile.mkdtemp(prefix="loupe-webapp-"))
         self._db = self._workdir / "shop.sqlite3"
@@ -124,7 +124,10 @@ class WebAppEnv(MiniWoBEnv):
             route.continue_()
         else:
             self._blocked.append(route.request.url)
-            route.abort("blockedbyclient")
+            if route.request.is_navigation_request():
+                route.fulfill(status=204)  # No Content: the browser stays on the page it was on
+            else:
+                route.abort("blockedbyclient")
 
     # -- episodes --------------------------------------------------------------------------
     def reset(self, task: str, seed: int) -> Observation:
@@ -267,8 +270,9 @@ class WebAppEnv(MiniWoBEnv):
             elif action.name not in ("finished", "call_user"):
                 before = len(self._blocked)
                 info.update(self._perform(action))
-                self._settle()
-                self._follow_new_tab()
+                if action.name != "type":  # typing into a field does not navigate; a click or Enter may
+                    self._settle()
+                    self._follow_new_tab()
                 if len(self._blocked) > before:
                     info["error"] = (f"the browser was kept from {self._blocked[-1]}: only the local sites and "
                                      f"{', '.join(allowed_hosts())} are allowed")

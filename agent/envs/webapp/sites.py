@@ -2,7 +2,7 @@
 
 The django-oscar shop lives in the repository (``sites/oscar/``: settings, URLs, a seed command) and runs
 from its own virtual environment under ``$LOUPE_SITES_DIR/oscar/venv`` (default ``.data/sites``), never
-from Loupe's: oscar pins its own Django and friends. ``python -m agent.envs.webapp.sites build`` (what
+from Loupe's: oscar pins its own Django and friends. ``python -m agent.envs.webapp build`` (what
 ``make sites`` runs) creates that venv from ``sites/oscar/requirements.txt`` and a *golden* build: the
 SQLite database migrated and seeded, the search index (whoosh ``rebuild_index``: without it the
 catalogue is empty), the collected static files and the product pictures with their thumbnails made.
@@ -88,11 +88,14 @@ def site_env(data: Path, db: Path) -> dict[str, str]:
     return env
 
 
-def build_oscar(*, quiet: bool = False) -> Path:
-    """Make the shop's venv and golden build if missing or stale; return the golden folder (idempotent)."""
+def build_oscar(*, quiet: bool = False, log: Path | None = None) -> tuple[Path, bool]:
+    """Make the shop's venv and golden build if missing or stale (idempotent); return the golden folder and
+    whether anything was built. The steps' output goes to ``log`` (default ``<sites>/oscar/build.log``)."""
     home = oscar_home()
     home.mkdir(parents=True, exist_ok=True)
-    log = home / "build.log"
+    log = log or home / "build.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    built = False
     say = (lambda message: None) if quiet else (lambda message: print(message, flush=True))
     with (home / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -107,6 +110,7 @@ def build_oscar(*, quiet: bool = False) -> Path:
             _run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r",
                   str(OSCAR_SOURCE / "requirements.txt")], step="pip install -r requirements.txt", log=log)
             _write_stamp(venv, venv_stamp)
+            built = True
         golden_stamp = venv_stamp + _hash(OSCAR_SOURCE / "shopsite", OSCAR_SOURCE / "serve.py")
         if _stamp(golden) != golden_stamp:
             say("Building the webapp shop's golden database (migrate, seed, search index; about 40 s)…")
@@ -126,7 +130,8 @@ def build_oscar(*, quiet: bool = False) -> Path:
             _warm_thumbnails(python, work, log)
             work.rename(golden)
             _write_stamp(golden, golden_stamp)
-        return golden
+            built = True
+        return golden, built
 
 
 def _stamp(folder: Path) -> str:
@@ -205,9 +210,8 @@ class ShopServer:
                 )
             except OSError as exc:
                 raise EnvError(f"the shop could not be started: {exc}") from exc
-        line = self._first_line()
+        line, timed_out = self._first_line()
         if not line.startswith("LISTENING "):
-            timed_out = self.alive()
             self.stop()
             with log.open(errors="replace") as f:
                 f.seek(offset)
@@ -218,17 +222,18 @@ class ShopServer:
         self.url = f"http://127.0.0.1:{int(line.split()[1])}"
         return self.url
 
-    def _first_line(self) -> str:
+    def _first_line(self) -> tuple[str, bool]:
+        """The server's first line, and whether it timed out (False when it exited or spoke)."""
         assert self.process is not None and self.process.stdout is not None
         with selectors.DefaultSelector() as sel:
             sel.register(self.process.stdout, selectors.EVENT_READ)
             deadline = time.monotonic() + self.start_timeout_s
             while time.monotonic() < deadline:
                 if sel.select(timeout=0.2):
-                    return self.process.stdout.readline().strip()
+                    return self.process.stdout.readline().strip(), False
                 if self.process.poll() is not None:
-                    return ""
-        return ""
+                    return "", False
+        return "", True
 
     def stop(self) -> None:
         process, self.process = self.process, None
@@ -249,16 +254,19 @@ class ShopServer:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] != ["build"]:
-        print("usage: python -m agent.envs.webapp.sites build", file=sys.stderr)
+    """``build [--log PATH]``: what ``make sites`` runs; says a line a step it takes, nothing when up to date."""
+    if argv[:1] != ["build"] or len(argv) not in (1, 3) or (len(argv) == 3 and argv[1] != "--log"):
+        print("usage: python -m agent.envs.webapp build [--log PATH]", file=sys.stderr)
         return 2
+    log = Path(argv[2]) if len(argv) == 3 else None
     started = time.monotonic()
     try:
-        golden = build_oscar()
+        golden, built = build_oscar(log=log)
     except SiteBuildError as exc:
         print(exc, file=sys.stderr)
         return 1
-    print(f"webapp shop ready: {golden} ({time.monotonic() - started:.1f} s)")
+    if built:
+        print(f"The webapp shop is built: {golden} ({time.monotonic() - started:.0f} s)")
     return 0
 
 

@@ -43,7 +43,7 @@ class Click:
 @dataclass(frozen=True)
 class Fill:
     """Click the first field after the text ``label`` (or the ``nth`` text box of the screen if no label),
-    clear it and type ``value``."""
+    select what it holds if anything, and type ``value``."""
 
     label: str | None
     value: str
@@ -59,7 +59,8 @@ class Fill:
             field = None if start is None else next((e for e in elements[start + 1:] if e.role in _FIELDS), None)
         if field is None:
             return None
-        return [_click(field), Action("hotkey", {"keys": "ctrl+a"}), Action("type", {"text": self.value})]
+        clear = [Action("hotkey", {"keys": "ctrl+a"})] if field.text else []
+        return [_click(field), *clear, Action("type", {"text": self.value})]
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,8 @@ SOLUTIONS: dict[str, list] = {
         Fill("Email", "alex@example.com"), Click("Save review"), Finish(),
     ],
     "shop-admin-rename": [
-        Click("Portable Radio", "link"), Fill("Title", "Portable DAB Radio"), Click("Save"), Finish(),
+        Fill("Product title:", "Portable Radio"), Click("Search", "button"), Click("Portable Radio", "link"),
+        Fill("Title", "Portable DAB Radio"), Click("Save"), Finish(),
     ],
 }
 

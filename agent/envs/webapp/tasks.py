@@ -102,7 +102,7 @@ def load_task(data: Any, *, origin: str = "") -> WebTask:
     if not isinstance(data, dict):
         raise TaskFormatError(f"a webapp task must be a JSON object{where}, got {type(data).__name__}")
     name = data.get("task_id")
-    label = f"task {name!r}{where}" if name is not None else f"a task{where}"
+    label = f"task {str(name)!r}{where}" if name is not None else f"a task{where}"
 
     def fail(message: str) -> TaskFormatError:
         return TaskFormatError(f"{label}: {message}")
