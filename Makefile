@@ -11,9 +11,9 @@ CHROMIUM ?= /usr/bin/chromium
 SETUP_LOGS := $(abspath $(or $(LOUPE_LOG_DIR),$(or $(LOUPE_DATA_DIR),.data)/logs))
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup run test test-tools bench soak coldstart flywheel frontend chromium clean stop lint
+.PHONY: setup run test test-tools bench soak coldstart flywheel frontend chromium sites clean stop lint
 
-setup: $(VENV)/.installed frontend/dist/index.html chromium
+setup: $(VENV)/.installed frontend/dist/index.html chromium sites
 
 $(VENV)/.installed: requirements.txt
 	@echo "Installing Python packages into $(VENV) (requirements.txt; about 2 minutes on a first run)…"
@@ -42,6 +42,12 @@ frontend/dist/index.html: frontend/node_modules/.installed $(shell find frontend
 	@grep -iE "warn|error" $(SETUP_LOGS)/frontend-build.log || true
 
 frontend: frontend/dist/index.html
+
+# The webapp env's shop (django-oscar in its own venv under .data/sites, a golden SQLite build); quick and silent
+# when already built, rebuilt when its requirements or seed change.
+sites: $(VENV)/.installed
+	@mkdir -p $(SETUP_LOGS)
+	@$(BIN)/python -m agent.envs.webapp build --log $(SETUP_LOGS)/setup-sites.log
 
 chromium:
 	@test -x $(CHROMIUM) || { echo "Installing Chromium (Debian package)…"; \
