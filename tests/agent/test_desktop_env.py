@@ -150,6 +150,25 @@ def _task(**changes) -> dict:
                     "expected": {"type": "rule", "rules": {}}}}, "must lie in the VM's home"),
     ({"evaluator": {"func": ["exact_match", "fuzzy_match"], "result": [{"type": "rule", "rules": {}}],
                     "expected": [{"type": "rule", "rules": {}}] * 2}}, "result has 1 entries for 2 funcs"),
+    ({"config": [{"type": "upload_file", "parameters": {"files": [{"local_path": "nope.xlsx",
+                                                                   "path": "/home/user/a.xlsx"}]}}]},
+     r"upload_file: no file 'nope.xlsx' in the local cache"),
+    ({"config": [{"type": "upload_file", "parameters": {"files": [{"local_path": "todo.txt",
+                                                                   "path": "/etc/cron.d/x"}]}}]},
+     "must lie in the VM's home"),
+    ({"evaluator": {"func": "compare_table", "result": {"type": "vm_file", "path": "/home/user/a.xlsx"},
+                    "expected": {"type": "cache_file", "path": "../env.py"},
+                    "options": {"rules": [{"type": "sheet_name"}]}}}, r"no file '../env.py' in the local cache"),
+    ({"evaluator": {"func": "compare_table", "result": {"type": "vm_file", "path": "/home/user/a.xlsx"},
+                    "options": {"rules": [{"type": "chart", "chart_props": ["type"]}]}}},
+     "unsupported compare_table rule 'chart'"),
+    ({"evaluator": {"func": "compare_table", "result": {"type": "vm_file", "path": "/home/user/a.xlsx"},
+                    "options": {"rules": [{"type": "sheet_data", "sheet_idx0": "RI0", "sheet_idx1": "EI0"}]}}},
+     "rule sheet_data compares with evaluator.expected, which is missing"),
+    ({"evaluator": {"func": "compare_table", "result": {"type": "vm_file", "path": "/home/user/a.xlsx"},
+                    "options": {"rules": [{"type": "check_cell", "coordinate": "A1",
+                                           "props": {"font_bold": {"method": "eq", "ref": True}}}]}}},
+     "only a cell's value is checked"),
 ])
 def test_an_osworld_file_using_what_is_unsupported_is_refused_by_name(tmp_path, change, message):
     from agent.envs.desktop import load_task_file
@@ -189,3 +208,34 @@ def test_a_killed_x_server_ends_the_episode_with_an_env_error():
             env.step(Action("click", {"x": 10, "y": 10}))
         assert env.desktop is None
         assert env.reset("scratch", 0).width == 1280  # a new desktop
+
+
+def _book(path, rows, title="Sales"):
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    book.active.title = title
+    for row in rows:
+        book.active.append(row)
+    book.save(path)
+    return str(path)
+
+
+def test_compare_table_checks_cells_and_sheet_data_through_openpyxl(tmp_path):
+    from agent.envs.desktop.osworld import compare_table
+
+    result = _book(tmp_path / "r.xlsx", [("North", 120), ("South", 95.00001), (None, 215)])
+    golden = _book(tmp_path / "e.xlsx", [("North", 120), ("South", 95)], title="Golden")
+    cell = [{"type": "check_cell", "sheet_idx": "RNSales", "coordinate": "B3", "props": {"value": {"ref": 215}}}]
+    assert compare_table(result, None, rules=cell) == 1.0
+    cell[0]["props"]["value"]["ref"] = 216
+    assert compare_table(result, None, rules=cell) == 0.0
+    data = [{"type": "sheet_data", "sheet_idx0": "RI0", "sheet_idx1": "EI0"}]
+    assert compare_table(_book(tmp_path / "same.xlsx", [("North", 120), ("South", 95.00001)]), golden, rules=data) == 1.0
+    assert compare_table(result, golden, rules=data) == 0.0  # a row more
+    assert compare_table(result, golden, rules=[{"type": "sheet_name"}]) == 0.0
+    (tmp_path / "broken.xlsx").write_text("not a workbook")
+    assert compare_table(str(tmp_path / "broken.xlsx"), golden, rules=data) == 0.0
+    assert compare_table(None, golden, rules=data) == 0.0
+    missing_sheet = [{"type": "check_cell", "sheet_idx": 3, "coordinate": "A1", "props": {"value": {"ref": 1}}}]
+    assert compare_table(result, None, rules=missing_sheet) == 0.0
