@@ -480,8 +480,12 @@ def _feedback(rejections: list[Rejection], step: Step, target: RenderedFor) -> s
 def step_thought(step: Step) -> str:
     """The thought of the executed turn (a person's correction when edited). Where what a person said aloud during
     the step was polished into a thought (flywheel/polish.py: done, or as a person edited it), that thought; a person
-    who acted without writing a thought and without a polished one contributes what they said aloud, raw."""
-    if step.polished_thought.strip() and step.polish_state in (PolishState.DONE, PolishState.EDITED):
+    who acted without writing a thought and without a polished one contributes what they said aloud, raw. On a step
+    the model took and a person approved, what they said is commentary ("yes, that one"), not the model's reasoning:
+    the model's thought stays unless a person edited the polished one into the thought they want trained on."""
+    polished = step.polished_thought.strip() and (
+        step.polish_state == PolishState.EDITED or (step.polish_state == PolishState.DONE and step.actor != Actor.MODEL))
+    if polished:
         return step.polished_thought
     if not step.thought.strip() and step.actor != Actor.MODEL:
         return step.human_thought

@@ -186,6 +186,20 @@ def test_rows_use_a_polished_thought_where_present_and_the_raw_words_otherwise(d
     assert pair["chosen"][0]["content"].startswith("Thought: The OK button is the lower one.\nAction: click(")
 
 
+def test_an_approved_model_step_keeps_the_models_thought_unless_a_person_edited_the_polished_one(demo):
+    from flywheel.models import PolishState
+
+    project, task = demo["project"], demo["task"]
+    approved = {"actor": "model", "thought": "the submit button is at the bottom", "human_thought": "yes that one"}
+    episode = make_finished_episode(project, task, reward=1.0, mode="supervised", steps=[approved, approved])
+    Step.objects.filter(episode=episode, index=0).update(polished_thought="Yes, that one.", polish_state=PolishState.DONE)
+    Step.objects.filter(episode=episode, index=1).update(polished_thought="Submit is the last button.",
+                                                          polish_state=PolishState.EDITED)
+    thoughts = [row["messages"][-1]["content"].split("\nAction:")[0] for row in
+                snapshots.snapshot_preview(build(project, "sft"), 10)]
+    assert thoughts == ["Thought: the submit button is at the bottom", "Thought: Submit is the last button."]
+
+
 def test_export_bundle_round_trips_through_the_datasets_library(demo, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     from datasets import load_dataset
