@@ -86,3 +86,30 @@ def test_manager_sees_the_judges_verdict_asks_it_again_and_reads_its_calibration
     assert search.get_by_test_id("calibration-task-kappa").inner_text() == "0.00"
     screenshot(page, "judge-calibration")
     assert page.errors == []
+
+
+def test_manager_sets_the_judge_on_the_review_page_and_is_told_what_is_wrong(daphne_server, page):
+    project = make_project("Judge settings")
+    manager = make_user("judge-setter")
+    make_member(project, manager, Role.MANAGER)
+    login(page, daphne_server, "judge-setter", PASSWORD)
+    page.get_by_test_id("project-card").first.wait_for(timeout=20_000)
+    page.goto(f"{daphne_server}/projects/{project.pk}/review")
+    page.get_by_test_id("judge-settings-toggle").click()
+    page.get_by_test_id("judge-samples").fill("40")
+    assert page.get_by_test_id("judge-samples-error").inner_text() == "Use a whole number from 1 to 15."
+    assert page.get_by_test_id("judge-save").is_disabled()
+    page.get_by_test_id("judge-samples").fill("3")
+    page.get_by_test_id("judge-backend").select_option("openai")
+    assert "needs the name of the model" in page.get_by_test_id("judge-model-error").inner_text()
+    page.get_by_test_id("judge-model").fill("qwen2.5-vl-7b")
+    page.get_by_test_id("judge-screenshots").fill("5")
+    page.get_by_test_id("judge-enabled").check()
+    screenshot(page, "judge-settings")
+    page.get_by_test_id("judge-save").click()
+    page.get_by_test_id("judge-saved").wait_for()
+    project.refresh_from_db()
+    saved = judge.judge_settings_of(project)
+    assert (saved["enabled"], saved["backend"], saved["samples"], saved["screenshots"], saved["model"]) == (
+        True, "openai", 3, 5, "qwen2.5-vl-7b")
+    assert not page.errors

@@ -115,8 +115,8 @@ def test_manager_filters_replays_grades_and_accepts_then_freezes_a_snapshot(daph
     assert "1 rows" in page.get_by_test_id("bucket-prm").inner_text()
     page.get_by_test_id("snapshot-kind").select_option("prm")
     page.get_by_test_id("snapshot-create").click()
-    page.wait_for_function("() => document.querySelectorAll('[data-testid=snapshot-row][data-status=ready]').length === 2",
-                           timeout=60_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('[data-testid=snapshot-row][data-status=ready]').length === 2", timeout=60_000)
     prm = DatasetSnapshot.objects.get(project=project, kind="prm")
     row = page.locator(f'[data-testid="snapshot-row"][data-snapshot-id="{prm.pk}"]')
     assert "process reward model" in row.get_by_test_id("snapshot-prm-note").inner_text()

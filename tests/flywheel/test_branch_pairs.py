@@ -117,11 +117,12 @@ def test_the_comparison_shows_both_continuations_from_the_branch_point_and_the_p
     client.force_authenticate(demo["manager"])
     body = client.get(f"/api/v1/episodes/{branch.pk}/compare").json()
     assert body["branched_at"] == 1
-    assert [s["index"] for s in body["branch"]["steps"]] == [1, 2] and [s["index"] for s in body["parent"]["steps"]] == [1, 2]
+    assert [s["index"] for s in body["branch"]["steps"]] == [s["index"] for s in body["parent"]["steps"]] == [1, 2]
     assert body["branch"]["steps"][0]["thought"] == "the other button"
     assert body["branch"]["steps"][0]["screenshot_url"] == f"/api/v1/episodes/{branch.pk}/steps/1/screenshot"
     assert (body["parent"]["episode"]["review_status"], body["branch"]["judge"]["verdict"]) == ("rejected", "success")
-    assert body["pair"] == {"index": 1, "chosen": "branch", "by": "reward", "in_dataset": True}  # a rejected review beside none tells nothing
+    # a rejected review beside none tells them apart by nothing: the reward decides
+    assert body["pair"] == {"index": 1, "chosen": "branch", "by": "reward", "in_dataset": True}
 
     same = branch_of(parent, at=1, steps=[{"action": PARENT_CLICK}], reward=0.0, project=project, task=task)
     body = client.get(f"/api/v1/episodes/{same.pk}/compare").json()

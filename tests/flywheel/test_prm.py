@@ -43,7 +43,8 @@ def labelled_episode(demo):
 def test_prm_rows_label_each_step_by_the_reviewers_majority_up_to_the_first_error(demo):
     episode = labelled_episode(demo)
     Judgement.objects.create(episode=episode, verdict="failure", reason="never clicked", confidence=1.0, judge="rule")
-    rows = datasets.episode_rows("prm", episode, list(episode.steps.order_by("index")), datasets.export_target(demo["project"]))
+    steps, target = list(episode.steps.order_by("index")), datasets.export_target(demo["project"])
+    rows = datasets.episode_rows("prm", episode, steps, target)
     assert [(row["meta"]["step_index"], row["labels"]) for row in rows] == [(0, [True]), (1, [True]), (2, [False])]
     assert [row["meta"]["first_error"] for row in rows] == [False, False, True]
     assert rows[1]["meta"]["step_labels"] == {"man": "good", "adm": "good", "root": "critical"}
@@ -53,7 +54,7 @@ def test_prm_rows_label_each_step_by_the_reviewers_majority_up_to_the_first_erro
 
     # The prompt is the one an SFT row of the same step carries (the model's prompt there), as text; the completion
     # is the step's executed turn as the target writes it.
-    sft = datasets.episode_rows("sft", episode, list(episode.steps.order_by("index")), datasets.export_target(demo["project"]))
+    sft = datasets.episode_rows("sft", episode, steps, target)
     for row, sft_row in zip(rows, sft):
         assert row["prompt_messages"] == sft_row["messages"][:-1]
         assert row["completions"] == [sft_row["messages"][-1]["content"]]

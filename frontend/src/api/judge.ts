@@ -58,3 +58,28 @@ export const judgeEpisode = (episodeId: number) =>
 
 export const calibrationGet = (projectId: number, signal?: AbortSignal) =>
   apiFetch<Calibration>(`projects/${projectId}/judge/calibration`, { signal });
+
+export type JudgeBackend = "rule" | "openai" | "scripted";
+
+/** The project's judge (GET/PATCH projects/<id>/judge, flywheel/judge.py); PATCH sends only what changes. */
+export interface JudgeSettings {
+  /** Judge every episode that finishes. */
+  enabled: boolean;
+  backend: JudgeBackend;
+  /** k: how many times the judge is asked; the majority wins and its share is the confidence. */
+  samples: number;
+  temperature: number;
+  /** How many of the episode's last screenshots the judge sees. */
+  screenshots: number;
+  model: string;
+  base_url: string;
+  timeout_seconds: number | null;
+  retries: number | null;
+  answers: string[];
+}
+
+export const judgeSettingsGet = (projectId: number, signal?: AbortSignal) =>
+  apiFetch<JudgeSettings>(`projects/${projectId}/judge`, { signal });
+
+export const judgeSettingsSet = (projectId: number, changes: Partial<JudgeSettings>) =>
+  apiFetch<JudgeSettings>(`projects/${projectId}/judge`, { method: "PATCH", body: changes });

@@ -3,6 +3,7 @@ import { ErrorBanner } from "../components/ErrorBanner";
 import { Spinner } from "../components/Spinner";
 import type { Agreement } from "../api/judge";
 import { useCalibration } from "./judgeQueries";
+import { JudgeSettingsForm } from "./JudgeSettingsForm";
 
 /** Cohen's kappa in words (Landis and Koch's bands). */
 export function kappaWords(kappa: number | null): string {
@@ -50,10 +51,21 @@ function ConfusionTable({ agreement }: { agreement: Agreement }) {
  */
 export function CalibrationPanel({ projectId }: { projectId: number }) {
   const [open, setOpen] = useState(false);
+  const [settingsOpen, setSettingsOpen] = useState(false);
   const calibration = useCalibration(projectId, open);
   const data = calibration.data;
   return (
     <section className="card calibration" aria-label="Judge calibration" data-testid="calibration">
+      <button
+        type="button"
+        className="button subtle small"
+        aria-expanded={settingsOpen}
+        onClick={() => setSettingsOpen(!settingsOpen)}
+        data-testid="judge-settings-toggle"
+      >
+        {settingsOpen ? "▾" : "▸"} Judge settings: which judge, how many votes, how many screenshots
+      </button>
+      {settingsOpen && <JudgeSettingsForm projectId={projectId} />}
       <button
         type="button"
         className="button subtle small"
