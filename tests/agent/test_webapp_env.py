@@ -64,10 +64,16 @@ def test_the_observation_is_a_1280x720_screenshot_with_the_pages_elements(env):
 
 
 def test_reset_gives_a_fresh_shop_and_browser_nothing_of_the_last_episode(env):
-    untouched, result = _play(env, "shop-add-to-basket")
-    assert result.reward == 1.0
-    obs = env.reset("shop-add-to-basket", 0)
-    assert env.evaluate() == 0.0  # the basket line is gone from the database
+    env.tasks["basket-empty"] = load_task(_webarena(task_id="basket-empty", start_url="__SHOP__/catalogue/spice-routes_14/",
+                                                    eval={"eval_types": ["site_state"],
+                                                          "site_state": [{"check": "basket_empty"}]}))
+    obs = env.reset("basket-empty", 0)
+    assert env.evaluate() == 1.0
+    button = next(e for e in obs.elements if e.text == "Add to basket")
+    obs = env.step(Action("click", {"x": button.x, "y": button.y})).observation
+    assert ("text", "£22.00") in {(e.role, e.text) for e in obs.elements} and env.evaluate() == 0.0
+    obs = env.reset("basket-empty", 0)
+    assert env.evaluate() == 1.0  # the basket line is gone from the database
     assert ("text", "£0.00") in {(e.role, e.text) for e in obs.elements}  # and from the page (no old cookie)
 
 
@@ -231,10 +237,10 @@ def test_a_shop_that_cannot_start_is_a_clear_env_error_and_leaves_no_process(tmp
     assert _shop_servers() == before  # the failed server is gone
 
 
-def test_close_stops_the_shop_server(tmp_path):
-    own = WebAppEnv()
-    own.reset("shop-category-url", 0)
-    pid = own.server_pid
+def test_close_stops_the_shop_server(env):  # last: the module's env is closed
+    env.reset("shop-category-url", 0)
+    pid = env.server_pid
     assert pid and subprocess.run(["kill", "-0", str(pid)]).returncode == 0
-    own.close()
+    env.close()
     assert subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0
+    assert env.server_pid is None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,6 +38,18 @@ WEBAPP_TASKS: dict[str, WebTask] = load_tasks_dir(TASKS_DIR)
 TASKS: dict[str, TaskInfo] = {
     task_id: TaskInfo(task_id, task.max_steps, task.intent[:80]) for task_id, task in WEBAPP_TASKS.items()
 }
+
+
+# Counts, in the page, the navigations it starts (before their request leaves): see WebAppEnv._settle.
+_LEAVING_JS = """
+window.__loupeLeaving = 0;
+if (window.navigation) {
+  window.navigation.addEventListener('navigate', (e) => {
+    if (!e.hashChange && !(e.destination && e.destination.sameDocument)) window.__loupeLeaving += 1;
+  });
+}
+window.addEventListener('beforeunload', () => { window.__loupeLeaving += 1; });
+"""
 
 
 class _Probe:
@@ -73,7 +86,7 @@ class WebAppEnv(MiniWoBEnv):
     kind = "webapp"
 
     def __init__(self, *, width: int = 1280, height: int = 720, executable_path: str = CHROMIUM_PATH,
-                 jpeg_quality: int = 80, max_elements: int = 150, settle_ms: int = 100, wait_ms: int = 500,
+                 jpeg_quality: int = 80, max_elements: int = 150, settle_ms: int = 50, wait_ms: int = 500,
                  nav_timeout_s: float = 15.0, tasks: dict[str, WebTask] | None = None,
                  golden: Path | None = None) -> None:
         super().__init__(executable_path=executable_path, fresh_context=True, jpeg_quality=jpeg_quality,
@@ -89,6 +102,7 @@ class WebAppEnv(MiniWoBEnv):
         self._blocked: list[str] = []
         self._answer: str | None = None
         self._navigating = False
+        self._settled = 0  # navigations of the main frame that committed or failed
 
     # -- sites -----------------------------------------------------------------------------
     @property
@@ -126,6 +140,7 @@ class WebAppEnv(MiniWoBEnv):
             self._blocked.append(route.request.url)
             if route.request.is_navigation_request():
                 route.fulfill(status=204)  # No Content: the browser stays on the page it was on
+                self._settled += 1
             else:
                 route.abort("blockedbyclient")
 
@@ -157,6 +172,7 @@ class WebAppEnv(MiniWoBEnv):
                                                   device_scale_factor=1)
         self._context.set_default_timeout(self.ready_timeout_s * 1000)
         self._context.route("**/*", self._route)
+        self._context.add_init_script(_LEAVING_JS)
         self._page = self._context.new_page()
         self._watch(self._page)
         if spec.login:
@@ -215,34 +231,45 @@ class WebAppEnv(MiniWoBEnv):
         return Observation(instruction=self._instruction, url=page.url, screenshot=self._screenshot(),
                            width=self.width, height=self.height, elements=elements)
 
-    def _settle(self) -> None:
+    def _settle(self, settled_before: int) -> None:
         """Wait for what an action started: a navigation (a link, a submitted form and its redirects) to
         commit and load. Playwright's load state alone would answer for the old page while a slow POST is
-        still on its way, and the elements would be read from a half-styled new one."""
+        still on its way, and the elements would be read from it, or from a half-styled new one. A
+        navigation counts as started when its request was seen or the page says it is leaving (the
+        Navigation API's navigate event, beforeunload: these fire in the page before any request, so a
+        loaded machine cannot hide them), and as settled when a new document committed or it failed."""
         page = self._page
-        page.wait_for_timeout(self.settle_ms)  # events (a navigation's request) are delivered while waiting
-        waited = 0.0
-        while self._navigating and waited < self.ready_timeout_s:
-            page.wait_for_timeout(50)
-            waited += 0.05
+        page.wait_for_timeout(self.settle_ms)  # Playwright delivers the page's events while it waits
+        if self._settled == settled_before and not self._navigating and not self._leaving():
+            return
+        deadline = time.monotonic() + self.ready_timeout_s
+        while self._settled == settled_before and time.monotonic() < deadline:
+            page.wait_for_timeout(25)
         try:
             page.wait_for_load_state("load")
         except Exception:  # noqa: BLE001 - a page still loading after the timeout is observed as it is
             pass
 
+    def _leaving(self) -> bool:
+        try:
+            return bool(self._page.evaluate("() => (window.__loupeLeaving || 0) > 0"))
+        except Exception:  # noqa: BLE001 - the document is being replaced: a navigation is under way
+            return True
+
     def _watch(self, page: Any) -> None:
-        """Track navigations of the page's main frame: started (a request) until committed."""
+        """Track navigations of the page's main frame: started (a request) until settled (committed or failed)."""
         def on_request(request: Any) -> None:
             if request.is_navigation_request() and request.frame == page.main_frame:
                 self._navigating = True
 
-        def on_navigated(frame: Any) -> None:
+        def on_settled(frame: Any) -> None:
             if frame == page.main_frame:
                 self._navigating = False
+                self._settled += 1
 
         page.on("request", on_request)
-        page.on("framenavigated", on_navigated)
-        page.on("requestfailed", lambda request: on_navigated(request.frame) if request.is_navigation_request()
+        page.on("framenavigated", on_settled)
+        page.on("requestfailed", lambda request: on_settled(request.frame) if request.is_navigation_request()
                 else None)
 
     def _follow_new_tab(self) -> None:
@@ -268,10 +295,10 @@ class WebAppEnv(MiniWoBEnv):
             elif action.name == "scroll":
                 self._scroll(action)
             elif action.name not in ("finished", "call_user"):
-                before = len(self._blocked)
+                before, settled = len(self._blocked), self._settled
                 info.update(self._perform(action))
                 if action.name != "type":  # typing into a field does not navigate; a click or Enter may
-                    self._settle()
+                    self._settle(settled)
                     self._follow_new_tab()
                 if len(self._blocked) > before:
                     info["error"] = (f"the browser was kept from {self._blocked[-1]}: only the local sites and "

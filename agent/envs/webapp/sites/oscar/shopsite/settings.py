@@ -134,6 +134,7 @@ THUMBNAIL_KVSTORE = "sorl.thumbnail.kvstores.cached_db_kvstore.KVStore"
 
 # A catalogue page costs Oscar about 7 queries a product: 12 a page keeps a page load short.
 OSCAR_PRODUCTS_PER_PAGE = 12
+OSCAR_DASHBOARD_ITEMS_PER_PAGE = 10
 warnings.filterwarnings("ignore", message="Whoosh does not handle query faceting")
 
 OSCAR_SHOP_NAME = "Loupe Shop"
