@@ -100,6 +100,14 @@ describe("the polished thought on the replay's step panel", () => {
     expect(screen.getByTestId("spoken-words").textContent).toBe(`“${SPOKEN}”`); // the raw words stay
   });
 
+  it("says an approved model step trains on the model's thought until a person edits the polished one", async () => {
+    const approved = episode();
+    approved.steps[0] = { ...approved.steps[0], actor: "model", thought: "the submit button is at the bottom" };
+    mockFetch(routes({ "GET /api/v1/episodes/42/": { body: approved }, "GET /api/v1/episodes/42/polish": { body: polish() } }));
+    renderApp("/projects/1/review/42");
+    expect((await screen.findByTestId("polish-used")).textContent).toContain("training rows keep the model's thought");
+  });
+
   it("says why a polish failed, and shows a refused edit as the server says it", async () => {
     mockFetch(
       routes({

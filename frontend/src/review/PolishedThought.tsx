@@ -66,7 +66,13 @@ export function PolishedThought({ step, spoken }: { step: ReplayStep; spoken: st
         </p>
       </div>
       {episodeId !== undefined ? (
-        <PolishEditor key={`${episodeId}-${step.index}`} episodeId={episodeId} polish={polish} loadError={query.error} />
+        <PolishEditor
+          key={`${episodeId}-${step.index}`}
+          episodeId={episodeId}
+          polish={polish}
+          loadError={query.error}
+          approvedModelStep={step.actor === "model"}
+        />
       ) : (
         polish.polished_thought && (
           <div className="replay-human-thought polished-thought" data-testid="polished-thought" data-state={polish.polish_state}>
@@ -79,7 +85,17 @@ export function PolishedThought({ step, spoken }: { step: ReplayStep; spoken: st
   );
 }
 
-function PolishEditor({ episodeId, polish, loadError }: { episodeId: number; polish: StepPolish; loadError: Error | null }) {
+function PolishEditor({
+  episodeId,
+  polish,
+  loadError,
+  approvedModelStep,
+}: {
+  episodeId: number;
+  polish: StepPolish;
+  loadError: Error | null;
+  approvedModelStep: boolean;
+}) {
   const [draft, setDraft] = useState<string | null>(null);
   const edit = usePolishEdit(episodeId, polish.index);
   const again = usePolishStep(episodeId, polish.index);
@@ -120,7 +136,11 @@ function PolishEditor({ episodeId, polish, loadError }: { episodeId: number; pol
           )}
           {state === "" && <p className="muted">Not polished yet.</p>}
           {(state === "done" || state === "edited") && polish.polished_thought && (
-            <p className="muted small">Training rows use this thought for the step.</p>
+            <p className="muted small" data-testid="polish-used">
+              {state === "done" && approvedModelStep
+                ? "The model took this step and a person approved it: training rows keep the model's thought. Edit this one to train on it instead."
+                : "Training rows use this thought for the step."}
+            </p>
           )}
           {polish.stale && (
             <p className="muted small" data-testid="polish-stale">
