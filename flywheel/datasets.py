@@ -117,7 +117,7 @@ def bucket_episodes(project: Project, kind: str, routing: dict | None = None) ->
     if kind == SnapshotKind.DPO:
         return finished.filter(Exists(_dpo_steps().filter(episode=OuterRef("pk")))
                                | Exists(_dpo_rejections().filter(episode=OuterRef("pk")))
-                               | Q(pk__in=list(_branch_pairs(finished, routing))))
+                               | Q(pk__in=list(branch_pairs(finished, routing))))
     if kind == SnapshotKind.RL:
         return finished.filter(mode=Mode.AUTONOMOUS, env_reward__isnull=False, n_interventions=0)
     if kind == SnapshotKind.PRM:
@@ -155,7 +155,7 @@ def bucket_steps(kind: str, episodes: QuerySet[Episode]) -> QuerySet[Step]:
     if kind == SnapshotKind.DPO:
         return steps.filter(Q(pk__in=_dpo_steps().filter(episode__in=episodes).values("pk"))
                             | Q(pk__in=_dpo_rejections().filter(episode__in=episodes).values("step_id"))
-                            | Q(pk__in=[pair["branch_step"].pk for pair in _branch_pairs(episodes).values()]))
+                            | Q(pk__in=[pair["branch_step"].pk for pair in branch_pairs(episodes).values()]))
     if kind == SnapshotKind.PRM:
         return _own_steps(steps)
     return steps
@@ -305,7 +305,7 @@ def branch_pair_explained(branch: Episode, routing: dict | None = None) -> tuple
             "chosen": "branch" if better.pk == branch.pk else "parent", "by": by}, ""
 
 
-def _branch_pairs(episodes: QuerySet[Episode], routing: dict | None = None) -> dict[int, dict]:
+def branch_pairs(episodes: QuerySet[Episode], routing: dict | None = None) -> dict[int, dict]:
     """{branch id: its pair} for the finished branches among ``episodes`` that make one."""
     branches = episodes.filter(parent__isnull=False, branched_at__isnull=False, status=EpisodeStatus.FINISHED)
     out = {}
@@ -318,7 +318,7 @@ def _branch_pairs(episodes: QuerySet[Episode], routing: dict | None = None) -> d
 
 def branch_pair_count(episodes: QuerySet[Episode]) -> int:
     """How many branch pairs ``episodes`` make (each differs in its action, by construction)."""
-    return len(_branch_pairs(episodes))
+    return len(branch_pairs(episodes))
 
 
 def buckets(project: Project) -> dict:

@@ -24,17 +24,32 @@ from django.utils import timezone
 from core.audit import audit_record
 from core.errors import ApplicationError
 from agent.rows import RenderedFor
-from flywheel.datasets import (bucket_episodes, bucket_steps, export_target, filter_apply, filter_clean, image_path,
-                               routing_of, rows_iter)
+from flywheel.datasets import (branch_pairs, bucket_episodes, bucket_steps, export_target, filter_apply, filter_clean,
+                               image_path, routing_of, rows_iter)
 from flywheel.models import DatasetSnapshot, Episode, Project, SnapshotEpisode, SnapshotKind, SnapshotStatus, Step
 
 
-def _source_key(kind: str, cleaned: dict, routing: dict, episode_ids: list[int], target: dict) -> str:
-    """What a freeze asks for: the same key means the same rows (rendered for the same model)."""
-    digest = hashlib.sha256(json.dumps([kind, cleaned, routing, target], sort_keys=True).encode())
+def _source_key(kind: str, cleaned: dict, routing: dict, episode_ids: list[int], target: dict,
+                within: object = None) -> str:
+    """What a freeze asks for: the same key means the same rows (rendered for the same model). ``within``: what
+    decides rows inside the same episodes (:func:`_rows_within`)."""
+    digest = hashlib.sha256(json.dumps([kind, cleaned, routing, target, within], sort_keys=True).encode())
     for pk in episode_ids:
         digest.update(pk.to_bytes(8, "big"))
     return digest.hexdigest()
+
+
+def _rows_within(kind: str, episode_ids: list[int], routing: dict) -> object:
+    """What can change a bucket's rows while its episodes stay the same: the step labels of a prm bucket (a reviewer
+    labels more steps of an episode already in it) and which side each branch pair of a dpo bucket chose (a review
+    or a judgement came since). Freezing again after such a change makes a new snapshot, not the old one."""
+    episodes = Episode.objects.filter(pk__in=episode_ids)
+    if kind == SnapshotKind.PRM:
+        return [summary.get("step_labels") for summary in
+                episodes.order_by("pk").values_list("review_summary", flat=True)]
+    if kind == SnapshotKind.DPO:
+        return sorted((pk, pair["index"], pair["chosen"]) for pk, pair in branch_pairs(episodes, routing).items())
+    return None
 
 
 def snapshot_create(*, project: Project, kind: str, name: str = "", filter: dict | None = None, actor=None,
@@ -65,7 +80,7 @@ def _snapshot_create(*, project: Project, kind: str, name: str, filter: dict | N
     if not episode_ids:
         raise ApplicationError(_no_rows(kind), errors={"filter": ["Matches no rows."]})
     target = export_target(project).to_dict()
-    key = _source_key(kind, cleaned, routing, episode_ids, target)
+    key = _source_key(kind, cleaned, routing, episode_ids, target, _rows_within(kind, episode_ids, routing))
     same = (DatasetSnapshot.objects.filter(project=project, source_key=key)
             .exclude(status=SnapshotStatus.FAILED).order_by("-id").first())
     if same is not None:

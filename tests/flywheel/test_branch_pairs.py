@@ -135,3 +135,16 @@ def test_the_comparison_shows_both_continuations_from_the_branch_point_and_the_p
     parent.delete()
     body = client.get(f"/api/v1/episodes/{branch.pk}/compare").json()
     assert body["parent"] is None and "deleted" in body["no_pair"]
+
+
+def test_a_review_that_turns_the_pair_round_freezes_as_a_new_snapshot(demo):
+    project, task = demo["project"], demo["task"]
+    parent = make_finished_episode(project, task, steps=[{}, {}], reward=0.0)
+    branch = branch_of(parent, at=1, steps=[{"action": OTHER_CLICK}], reward=1.0, project=project, task=task)
+    [first] = dpo_rows(project)
+    assert first["meta"]["chosen_episode"] == branch.pk
+    review_submit(episode=parent, reviewer=demo["manager"], verdict="accept")
+    review_submit(episode=branch, reviewer=demo["manager"], verdict="reject")  # the people say the parent did better
+    [second] = dpo_rows(project)
+    assert (second["meta"]["chosen_episode"], second["meta"]["decided_by"]) == (parent.pk, "review")
+    assert second["chosen"] == first["rejected"] and second["rejected"] == first["chosen"]

@@ -90,6 +90,17 @@ def test_a_prm_snapshot_exports_and_loads_with_datasets_its_labels_on_the_stored
         == [episode.pk] * 3 + [other.pk]
 
 
+def test_freezing_again_after_more_steps_are_labelled_makes_a_new_snapshot(demo):
+    episode = make_finished_episode(demo["project"], demo["task"], steps=[{}, {}], reward=1.0)
+    review_submit(episode=episode, reviewer=demo["manager"], verdict="accept", step_labels={"0": "good"})
+    first = build(demo["project"])
+    again = snapshots.snapshot_create(project=demo["project"], kind="prm", build=False)
+    assert again.duplicate and again.pk == first.pk  # nothing changed: the same snapshot
+    review_submit(episode=episode, reviewer=demo["manager"], verdict="accept", step_labels={"0": "good", "1": "wrong"})
+    second = build(demo["project"])
+    assert second.pk != first.pk and (first.rows, second.rows) == (1, 2)
+
+
 def test_training_the_policy_on_a_prm_snapshot_is_refused_with_where_it_goes(demo):
     labelled_episode(demo)
     snapshot = build(demo["project"])
