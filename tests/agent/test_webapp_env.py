@@ -13,12 +13,15 @@ import threading
 
 import pytest
 
-from agent.actions import Action
+from agent.actions import Action, format_turn
 from agent.envs import EnvError, make_env, tasks_for
 from agent.envs.webapp import WebAppEnv
 from agent.envs.webapp.sites import build_oscar
 from agent.envs.webapp.solutions import SOLUTIONS, solution_for
 from agent.envs.webapp.tasks import TaskFormatError, load_task, load_task_file
+from agent.policies.base import Policy, PolicyOutput
+from agent.policies.scripted import observation_from_prompt
+from agent.rollout import run_episode
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +48,26 @@ def test_every_shipped_task_scores_0_untouched_and_1_after_its_scripted_solution
     untouched, result = _play(env, task)
     assert untouched == 0.0
     assert result.reward == 1.0, (result.observation.url, result.info)
+
+
+class _SolutionFromPrompt(Policy):
+    """Plays a task's scripted solution from what the prompt shows (the elements the rollout loop rendered)."""
+
+    name = "solution"
+
+    def __init__(self, task: str) -> None:
+        self.solution = solution_for(task)
+
+    def act(self, messages, *, temperature=None) -> PolicyOutput:
+        observation, _ = observation_from_prompt(messages)
+        return PolicyOutput(text=format_turn("Next step of the plan.", self.solution.next_action(observation)))
+
+
+def test_a_webapp_episode_runs_through_the_rollout_loop(env):
+    result = run_episode(env, _SolutionFromPrompt("shop-price-answer"), task="shop-price-answer", seed=0,
+                         max_steps=tasks_for("webapp")["shop-price-answer"].max_steps)
+    assert result.end_reason == "finished" and result.reward == 1.0, (result.end_reason, result.error)
+    assert result.steps[-1].turn.action.args["answer"] == "£35.00"
 
 
 def test_every_shipped_task_has_a_solution_and_a_registry_entry():

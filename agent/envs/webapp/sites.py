@@ -114,7 +114,6 @@ def build_oscar(*, quiet: bool = False, log: Path | None = None) -> tuple[Path, 
         golden_stamp = venv_stamp + _hash(OSCAR_SOURCE / "shopsite", OSCAR_SOURCE / "serve.py")
         if _stamp(golden) != golden_stamp:
             say("Building the webapp shop's golden database (migrate, seed, search index; about 40 s)…")
-            shutil.rmtree(golden, ignore_errors=True)
             work = home / "golden.building"
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir()
@@ -128,8 +127,14 @@ def build_oscar(*, quiet: bool = False, log: Path | None = None) -> tuple[Path, 
             ):
                 _run(manage + argv, step=step, log=log, env=env, cwd=OSCAR_SOURCE)
             _warm_thumbnails(python, work, log)
+            # Swapped in at the end: a server still serving the old build's files loses them only for a moment.
+            _write_stamp(work, golden_stamp)
+            old = home / "golden.old"
+            shutil.rmtree(old, ignore_errors=True)
+            if golden.exists():
+                golden.rename(old)
             work.rename(golden)
-            _write_stamp(golden, golden_stamp)
+            shutil.rmtree(old, ignore_errors=True)
             built = True
         return golden, built
 
