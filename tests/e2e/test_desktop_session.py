@@ -1,7 +1,8 @@
 """A supervised desktop episode through the real page: a real worker runs galculator on a real Xvfb, the
 annotator approves the model's first click, takes over and clicks two calculator buttons on the scaled
 1280x720 screenshot (each click lands on the button: the task's evaluator scores the result), hands back and
-approves the rest. The stored screenshots are 1280x720, and the replay shows the episode."""
+approves the rest. The stored screenshots are 1280x720, and the replay shows the episode. In mousepad, text and
+a ctrl+s typed in the takeover panel reach the desktop: the file is saved with the text."""
 import io
 import shutil
 
@@ -38,6 +39,14 @@ def desktop_project(tmp_path):
     return project, task
 
 
+def start_episode(page, base: str, project, task) -> int:
+    page.goto(f"{base}/projects/{project.pk}/episodes")
+    page.get_by_test_id("start-task").select_option(str(task.pk))
+    page.get_by_test_id("start-submit").click()
+    page.wait_for_url("**/episodes/*", timeout=30_000)
+    return int(page.url.rstrip("/").split("/")[-1])
+
+
 def approve(page, index: int) -> None:
     page.locator(f'[data-testid="proposal"][data-index="{index}"]').wait_for(timeout=60_000)
     page.get_by_test_id("cmd-approve").click()
@@ -58,10 +67,7 @@ def test_annotator_takes_over_a_desktop_episode_and_clicks_on_the_scaled_screen(
     project, task = desktop_project
     login(page, daphne_server, "deskhand", PASSWORD)
     page.get_by_test_id("project-card").first.wait_for(timeout=20_000)
-    page.goto(f"{daphne_server}/projects/{project.pk}/episodes")
-    page.get_by_test_id("start-submit").click()
-    page.wait_for_url("**/episodes/*", timeout=30_000)
-    episode_id = int(page.url.rstrip("/").split("/")[-1])
+    episode_id = start_episode(page, daphne_server, project, task)
 
     approve(page, 0)  # the model clicks "1"
     page.locator('[data-testid="proposal"][data-index="1"]').wait_for(timeout=60_000)
@@ -109,3 +115,30 @@ def test_annotator_takes_over_a_desktop_episode_and_clicks_on_the_scaled_screen(
     shot.wait_for(timeout=30_000)
     wait_for(lambda: shot.evaluate("img => img.complete && img.naturalWidth") == 1280, 20, what="the replay's screenshot")
     screenshot(page, "desktop-replay")
+
+
+def test_text_and_keys_typed_in_the_takeover_panel_reach_the_desktop(daphne_server, celery_worker, page,
+                                                                      desktop_project):
+    project, _ = desktop_project
+    task = make_task(project, "desktop-mousepad-write", env_kind="desktop", max_steps=8)
+    login(page, daphne_server, "deskhand", PASSWORD)
+    page.get_by_test_id("project-card").first.wait_for(timeout=20_000)
+    episode_id = start_episode(page, daphne_server, project, task)
+    page.locator('[data-testid="proposal"][data-index="0"]').wait_for(timeout=60_000)
+    page.get_by_test_id("cmd-takeover").click()
+    page.get_by_test_id("type-text").fill("Meeting at noon")
+    page.get_by_test_id("type-submit").click()
+    wait_for(lambda: Step.objects.filter(episode_id=episode_id, index=0).exists(), 60, what="the typing step")
+    page.get_by_test_id("hotkey-text").fill("ctrl+s")
+    page.get_by_test_id("hotkey-submit").click()
+    wait_for(lambda: Step.objects.filter(episode_id=episode_id, index=1).exists(), 60, what="the ctrl+s step")
+    screenshot(page, "desktop-session-typed")
+    page.get_by_test_id("cmd-handback").click()
+    approve(page, 2)  # the model sees its solution done and finishes
+    wait_for(lambda: Episode.objects.get(pk=episode_id).status in ("finished", "failed"), 60, what="the episode to end")
+    episode = Episode.objects.get(pk=episode_id)
+    assert episode.env_reward == 1.0, episode.end_reason  # notes.txt holds the text: typing and ctrl+s landed
+    steps = list(Step.objects.filter(episode=episode).order_by("index"))
+    assert [(s.actor, s.action_text) for s in steps] == [
+        ("human", 'type(text="Meeting at noon")'), ("human", 'hotkey(keys="ctrl+s")'), ("model", 'finished(answer="")')]
+    assert page.errors == []
