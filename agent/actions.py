@@ -52,6 +52,9 @@ _SCHEMA: dict[str, tuple[tuple[str, str, Any], ...]] = {
     "wait": (),
     "finished": (("answer", "str", ""),),
     "call_user": (("question", "str", None),),
+    # a shell command, run as the desktop's user in its home folder: only hybrid desktop tasks (and the
+    # terminal) take it, and their observation says so; the system prompt lists the GUI actions alone
+    "shell": (("command", "str", None),),
 }
 
 ACTION_NAMES: tuple[str, ...] = tuple(_SCHEMA)

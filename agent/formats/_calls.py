@@ -153,10 +153,10 @@ NAMES = {
     "click": "click", "left_single": "click", "left_double": "double_click", "double_click": "double_click",
     "right_single": "right_click", "right_click": "right_click", "drag": "drag", "select": "drag",
     "hotkey": "hotkey", "press": "hotkey", "type": "type", "scroll": "scroll", "wait": "wait",
-    "finished": "finished", "call_user": "call_user",
+    "finished": "finished", "call_user": "call_user", "shell": "shell",
 }
 _TEXT_KEYS = {"hotkey": ("key", "hotkey", "keys"), "type": ("content", "text"), "scroll": ("direction",),
-              "finished": ("content", "answer"), "call_user": ("content", "question")}
+              "finished": ("content", "answer"), "call_user": ("content", "question"), "shell": ("command",)}
 
 
 def _text(call: Call, canonical: str) -> str | None:
@@ -203,4 +203,8 @@ def call_to_action(call: Call, grid: Grid) -> Action:
         return Action("finished", {"answer": text or ""})
     if canonical == "call_user":
         return Action("call_user", {"question": text or ""})
+    if canonical == "shell":
+        if not text:
+            raise FormatError(f"{call.name} needs the command to run")
+        return Action("shell", {"command": text})
     return Action("wait", {})

@@ -50,6 +50,7 @@ _SIGNATURES = {
     "computer.wait": ("seconds",),
     "computer.terminate": ("status", "answer"),
     "computer.call_user": ("question",),
+    "computer.shell": ("command",),
 }
 _POINTED = ("pyautogui.click", "pyautogui.doubleClick", "pyautogui.rightClick", "pyautogui.moveTo",
             "pyautogui.dragTo", "pyautogui.scroll", "pyautogui.hscroll")
@@ -195,6 +196,8 @@ def read(code: str, width: int, height: int) -> Action:
                 raise FormatError(f"computer.terminate: status must be 'success' or 'failure', got {status!r}")
             answer = b.get("answer", "") if status == "success" else "FAIL"
             done.append(Action("finished", {"answer": answer}))
+        elif short == "shell":
+            done.append(Action("shell", {"command": _text(b, "command", name)}))
         else:
             done.append(Action("call_user", {"question": _text(b, "question", name)}))
     if len(done) == 2 and done[0].name == "type" and done[1] == Action("hotkey", {"keys": "enter"}):
@@ -229,6 +232,8 @@ def _code(action: Action) -> str:
         return "computer.terminate(status='success'" + (f", answer={a['answer']!r})" if a["answer"] else ")")
     if name == "call_user":
         return f"computer.call_user(question={a['question']!r})"
+    if name == "shell":
+        return f"computer.shell(command={a['command']!r})"
     return "computer.wait(seconds=2)"
 
 
@@ -239,7 +244,7 @@ def _describe(action: Action) -> str:
     if action.name == "drag":
         return f"Drag from ({a['x1']}, {a['y1']}) to ({a['x2']}, {a['y2']})."
     return {"type": "Type the text.", "hotkey": f"Press {a.get('keys')}.", "wait": "Wait.",
-            "finished": "Finish the task.", "call_user": "Ask the user."}[action.name]
+            "finished": "Finish the task.", "call_user": "Ask the user.", "shell": "Run a shell command."}[action.name]
 
 
 def render(thought: str, action: Action | None, width: int, height: int) -> str:

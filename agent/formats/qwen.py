@@ -130,6 +130,11 @@ def _tool_call(body: str, g: Grid) -> Action:
         return Action("finished", {"answer": args.get("text")})
     if kind == "call_user":
         return Action("call_user", {"question": args.get("text", "")})
+    if kind == "shell":
+        command = args.get("command")
+        if not isinstance(command, str) or not command:
+            raise FormatError('shell needs "command": the command line to run')
+        return Action("shell", {"command": command})
     if kind in _NOT_LOUPE:
         raise FormatError(f"{kind} has no Loupe action")
     raise FormatError(f"unknown computer_use action {kind!r}")
@@ -166,6 +171,8 @@ def _args(action: Action, g: Grid) -> dict:
         return {"action": "answer", "text": a["answer"]}
     if action.name == "call_user":
         return {"action": "call_user", "text": a["question"]}
+    if action.name == "shell":
+        return {"action": "shell", "command": a["command"]}
     return {"action": "wait", "time": 2}
 
 

@@ -88,6 +88,8 @@ def action_text(action: Action, g: Grid) -> str:
         return f"finished(content={quote(a['answer'])})"
     if action.name == "call_user":
         return f"call_user(content={quote(a['question'])})" if a["question"] else "call_user()"
+    if action.name == "shell":
+        return f"shell(command={quote(a['command'])})"
     return "wait()"
 
 

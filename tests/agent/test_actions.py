@@ -32,6 +32,7 @@ actions = st.one_of(
     st.just(Action("wait", {})),
     st.builds(lambda t: Action("finished", {"answer": t}), st.text(max_size=40)),
     st.builds(lambda t: Action("call_user", {"question": t}), text),
+    st.builds(lambda t: Action("shell", {"command": t}), text),
 )
 
 
@@ -92,6 +93,7 @@ def test_action_constructor_and_from_dict_validate():
 def test_action_names_cover_the_grammar():
     assert set(ACTION_NAMES) == {
         "click", "double_click", "right_click", "drag", "type", "hotkey", "scroll", "wait", "finished", "call_user",
+        "shell",
     }
 
 

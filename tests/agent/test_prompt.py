@@ -27,7 +27,8 @@ def _step(i: int) -> tuple[str, str]:
 
 
 def test_system_prompt_documents_every_action():
-    assert all(f"{name}(" in SYSTEM_PROMPT for name in ACTION_NAMES)
+    # shell is offered where an env has one (hybrid desktop tasks say so in their observation), not to every model
+    assert all(f"{name}(" in SYSTEM_PROMPT for name in ACTION_NAMES if name != "shell")
 
 
 def test_render_observation_has_instruction_loopback_path_and_elements():
