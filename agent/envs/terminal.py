@@ -187,6 +187,9 @@ class TerminalEnv(Env):
                 self._lines = []
             else:
                 info["error"] = f"the terminal does not support the key {action.args['keys']!r}"
+        elif action.name == "shell":  # the command line typed and run in one action
+            self._run(action.args["command"], info)
+            self._input, ran = "", True
         elif action.name == "call_user":
             info["call_user"] = action.args["question"]
         elif action.name == "finished":

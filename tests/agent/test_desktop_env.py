@@ -150,6 +150,7 @@ def _task(**changes) -> dict:
                     "expected": {"type": "rule", "rules": {}}}}, "must lie in the VM's home"),
     ({"evaluator": {"func": ["exact_match", "fuzzy_match"], "result": [{"type": "rule", "rules": {}}],
                     "expected": [{"type": "rule", "rules": {}}] * 2}}, "result has 1 entries for 2 funcs"),
+    ({"hybrid": "yes"}, "hybrid must be true or false, got 'yes'"),
     ({"config": [{"type": "upload_file", "parameters": {"files": [{"local_path": "nope.xlsx",
                                                                    "path": "/home/user/a.xlsx"}]}}]},
      r"upload_file: no file 'nope.xlsx' in the local cache"),

@@ -27,3 +27,44 @@ def test_shell_needs_its_command():
                       ("qwen-relative", '<tool_call>\n{"name": "computer_use", "arguments": {"action": "shell"}}\n</tool_call>')):
         turn = parse(text, format=fmt, width=1280, height=720)
         assert turn.is_void and "command" in turn.void_reason, (fmt, turn.void_reason)
+
+
+needs_desktop = pytest.mark.skipif(shutil.which("Xvfb") is None or shutil.which("mousepad") is None,
+                                   reason="needs the desktop packages (make test-tools installs them)")
+
+
+@needs_desktop
+def test_a_hybrid_desktop_runs_shell_commands_as_its_user_and_shows_the_output():
+    import os
+
+    from agent.envs.desktop import DesktopEnv
+
+    with DesktopEnv(elements=False, shell_timeout_s=2.0) as env:
+        obs = env.reset("desktop-hybrid-count", 0)
+        assert obs.screen_text.startswith('Shell: shell(command="...") runs a command as you')
+        result = env.step(Action("shell", {"command": "ls ~/notes/*.txt | wc -l; id -u; pwd"}))
+        assert result.info["exit_code"] == 0 and not result.done
+        lines = result.observation.screen_text.splitlines()
+        assert lines[1:] == ["$ ls ~/notes/*.txt | wc -l; id -u; pwd", "3", str(env.desktop.uid), str(env.home)]
+        if os.geteuid() == 0:
+            assert env.desktop.uid != 0
+        slow = env.step(Action("shell", {"command": "sleep 30"}))
+        assert slow.info["exit_code"] is None and "ran over 2.0 s" in slow.info["error"]
+        for action in (Action("type", {"text": "3"}), Action("hotkey", {"keys": "ctrl+s"})):
+            env.step(action)
+        assert env.step(Action("finished", {"answer": ""})).reward == 1.0
+
+        env.reset("desktop-mousepad-write", 0)  # not hybrid: the shell is refused, the episode goes on
+        refused = env.step(Action("shell", {"command": "echo Meeting at noon > ~/notes.txt"}))
+        assert "has no shell" in refused.info["error"] and not (env.home / "notes.txt").exists()
+        assert refused.observation.screen_text == ""
+
+
+def test_the_terminal_runs_a_shell_action_as_a_command_line():
+    from agent.envs.terminal import TerminalEnv
+
+    with TerminalEnv() as env:
+        env.reset("terminal-hello", 0)
+        result = env.step(Action("shell", {"command": "echo hi > probe.txt && cat probe.txt"}))
+        assert result.info["exit_code"] == 0 and (env.workdir / "probe.txt").read_text() == "hi\n"
+        assert result.observation.screen_text.splitlines()[-3:] == ["$ echo hi > probe.txt && cat probe.txt", "hi", "$ "]

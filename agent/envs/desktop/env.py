@@ -13,6 +13,10 @@
   a different uid and a new HOME) and hands the previous one back to be recycled in the background.
 - The observation is a JPEG of the whole screen and the elements of a capped AT-SPI walk (what is
   showing and has a name or text); xterm exposes nothing to AT-SPI, so a terminal is pixels only.
+- A hybrid task (``"hybrid": true`` in its JSON) also takes ``shell(command=...)``: the command runs in the
+  session (the desktop's uid, HOME, display and bus; files stay, shell state does not), with a time limit,
+  and the observation's ``screen_text`` holds the last commands and their output. Other tasks answer a
+  shell action with ``info["error"]``.
 - ``finished(answer=...)`` ends the episode and scores it with the task's evaluator (0..1);
   ``evaluate()`` scores the current state without ending it (tests use it).
 """
@@ -38,6 +42,9 @@ TASKS: dict[str, TaskInfo] = {
     task_id: TaskInfo(task_id, MAX_STEPS, task.instruction[:80]) for task_id, task in DESKTOP_TASKS.items()
 }
 MAX_ELEMENTS = 200
+SHELL_HINT = ('Shell: shell(command="...") runs a command as you, in your home folder (files stay, cd does not); '
+              "its output shows here.")
+SHELL_LINES = 20
 
 
 class DesktopEnv(Env):
@@ -45,7 +52,8 @@ class DesktopEnv(Env):
 
     def __init__(self, *, width: int = 1280, height: int = 720, jpeg_quality: int = 80, elements: bool = True,
                  settle_s: float = 0.25, wait_s: float = 1.0, per_uid: bool | None = None,
-                 tasks: dict[str, osworld.OSWorldTask] | None = None, pool: int = 0) -> None:
+                 tasks: dict[str, osworld.OSWorldTask] | None = None, pool: int = 0,
+                 shell_timeout_s: float = 10.0, shell_output_chars: int = 2000) -> None:
         self.width, self.height = width, height
         self.jpeg_quality = jpeg_quality
         self.read_elements = elements
@@ -56,6 +64,8 @@ class DesktopEnv(Env):
         self._input: Any = None
         self._task: osworld.OSWorldTask | None = None
         self._done = True
+        self.shell_timeout_s, self.shell_output_chars = shell_timeout_s, shell_output_chars
+        self._shell_lines: list[str] = []  # a hybrid task's shell: the commands run and their output
         # pool > 0: that many desktops are kept warm (pool.py), so a reset does not wait for a display or a session
         self.pool = DesktopPool(pool, width=width, height=height, per_uid=per_uid) if pool else None
 
@@ -69,6 +79,7 @@ class DesktopEnv(Env):
         if task not in self.tasks:
             raise EnvError(f"unknown desktop task {task!r}; registered: {', '.join(self.tasks)}")
         self._task, self._done = self.tasks[task], True
+        self._shell_lines = []
         previous = None
         if self.pool is not None:
             previous = self._take_from_pool()
@@ -219,15 +230,37 @@ class DesktopEnv(Env):
             return {"answer": a["answer"]}
         elif action.name == "call_user":
             return {"call_user": a["question"]}
+        elif action.name == "shell":
+            return self._shell(a["command"])
         return {}
+
+    def _shell(self, command: str) -> dict[str, Any]:
+        """Run a hybrid task's command in the session: the desktop's uid, HOME, display and bus."""
+        assert self._task is not None and self.desktop is not None
+        if not self._task.hybrid:
+            return {"error": f"{self._task.id} has no shell: act on the screen (shell is for hybrid tasks)"}
+        info: dict[str, Any] = {}
+        try:
+            result = self.desktop.run(command, shell=True, timeout_s=self.shell_timeout_s)
+            output, info["exit_code"] = result.stdout + result.stderr, result.returncode
+        except EnvError as exc:  # ran over its time
+            output, info["exit_code"], info["error"] = "", None, str(exc)
+        if len(output) > self.shell_output_chars:
+            output = output[:self.shell_output_chars] + "\n[output truncated]"
+        self._shell_lines += ["$ " + command, *(output.rstrip("\n").split("\n") if output.strip() else [])]
+        if info.get("error"):
+            self._shell_lines.append(f"[{info['error']}]")
+        return info
 
     # -- observation -----------------------------------------------------------------------
     def _observe(self) -> Observation:
         assert self.desktop is not None and self._task is not None
         screenshot = self.desktop.screenshot(self.jpeg_quality)
         elements = self.elements() if self.read_elements else []
+        shell = "\n".join([SHELL_HINT, *self._shell_lines[-SHELL_LINES:]]) if self._task.hybrid else ""
         return Observation(instruction=self._task.instruction, url=f"desktop://{self._task.id}",
-                           screenshot=screenshot, width=self.width, height=self.height, elements=elements)
+                           screenshot=screenshot, width=self.width, height=self.height, elements=elements,
+                           screen_text=shell)
 
     def elements(self) -> list[Element]:
         """What is showing on screen and has a name or text, from the capped AT-SPI walk."""

@@ -76,6 +76,7 @@ class OSWorldTask:
     evaluator: dict
     infeasible: bool
     origin: str = ""
+    hybrid: bool = False  # Loupe's addition ("hybrid": true): the episode may also run shell(command=...)
     raw: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -240,10 +241,13 @@ def load_task(data: Any, *, origin: str = "", cache_dir: Path = CACHE_DIR) -> OS
                                "evaluator.options", fail)
     _check_steps(evaluator.get("postconfig", []), "evaluator.postconfig", fail)
     infeasible = bool(data.get("infeasible", False)) or "infeasible" in funcs
+    hybrid = data.get("hybrid", False)
+    if not isinstance(hybrid, bool):
+        raise fail(f"hybrid must be true or false, got {hybrid!r}")
     config = _resolve_cache(config, Path(cache_dir), "config", fail)
     evaluator = _resolve_cache(evaluator, Path(cache_dir), "evaluator", fail)
     return OSWorldTask(id=data["id"], instruction=data["instruction"], config=config, evaluator=evaluator,
-                       infeasible=infeasible, origin=origin, raw=data)
+                       infeasible=infeasible, origin=origin, raw=data, hybrid=hybrid)
 
 
 def load_task_file(path: str | Path, *, cache_dir: Path = CACHE_DIR) -> OSWorldTask:

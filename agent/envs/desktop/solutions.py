@@ -62,6 +62,8 @@ SOLUTIONS: dict[str, Callable[[Observation], list[Action]]] = {
     "desktop-mousepad-append": lambda obs: [_key("ctrl+end"), _type("- call the bank\n"), _key("ctrl+s"), _done()],
     "desktop-files-rename": _shell("mv ~/draft.txt ~/final.txt"),
     "desktop-calc-average": lambda obs: [_type("(14+27+40)/3"), _key("enter"), _done()],
+    "desktop-hybrid-count": lambda obs: [Action("shell", {"command": "ls ~/notes/*.txt | wc -l"}), _type("3"),
+                                         _key("ctrl+s"), _done()],
 }
 
 
@@ -83,6 +85,8 @@ def _thought(action: Action, observation: Observation) -> str:
         return f"I press {a['keys']}."
     if action.name == "wait":
         return "I wait for it to finish."
+    if action.name == "shell":
+        return f"I run {a['command']!r} in the shell."
     if action.name == "finished":
         return "This cannot be done on this computer." if a["answer"] else "The task is done."
     return ""
