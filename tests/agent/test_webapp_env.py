@@ -20,7 +20,7 @@ from agent.envs.webapp.sites import build_oscar
 from agent.envs.webapp.solutions import SOLUTIONS, solution_for
 from agent.envs.webapp.tasks import TaskFormatError, load_task, load_task_file
 from agent.policies.base import Policy, PolicyOutput
-from agent.policies.scripted import observation_from_prompt
+from agent.policies.scripted import ScriptedPolicy, observation_from_prompt
 from agent.rollout import run_episode
 
 
@@ -68,6 +68,14 @@ def test_a_webapp_episode_runs_through_the_rollout_loop(env):
                          max_steps=tasks_for("webapp")["shop-price-answer"].max_steps)
     assert result.end_reason == "finished" and result.reward == 1.0, (result.end_reason, result.error)
     assert result.steps[-1].turn.action.args["answer"] == "£35.00"
+
+
+@pytest.mark.parametrize("task", ["shop-guest-checkout"])
+def test_the_scripted_backend_solves_a_task_from_the_prompt_alone(env, task):
+    """ScriptedPolicy (what `make run` uses before v0) sees 4 turns of history: the solution finds its place."""
+    result = run_episode(env, ScriptedPolicy(task), task=task, seed=0, max_steps=tasks_for("webapp")[task].max_steps)
+    assert result.end_reason == "finished" and result.reward == 1.0, (result.end_reason, result.error,
+                                                                      [s.turn.raw for s in result.steps[-6:]])
 
 
 def test_every_shipped_task_has_a_solution_and_a_registry_entry():

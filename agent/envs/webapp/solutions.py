@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent.actions import Action
+from agent.actions import Action, Turn, format_turn
 from agent.envs.base import Element, Observation
 
-__all__ = ["SOLUTIONS", "Click", "ClickNear", "Fill", "Finish", "Key", "ScriptedSolution", "SolutionError", "solution_for"]
+__all__ = ["SOLUTIONS", "Click", "ClickNear", "Fill", "Finish", "Key", "ScriptedSolution", "SolutionError", "solution_for",
+           "solve_step"]
 
 _FIELDS = ("textbox", "password", "select")
 
@@ -73,7 +74,8 @@ class ClickNear:
 
     def resolve(self, obs: Observation) -> list[Action] | None:
         found = next((e for e in obs.elements if e.role == "text" and e.text.strip() == self.label), None)
-        if found is None or not 0 <= found.y + self.dy < obs.height:
+        # (a screen read back from a prompt has no size: height 0)
+        if found is None or not 0 <= found.y + self.dy < (obs.height or 720):
             return None
         return [Action("click", {"x": found.x + self.dx, "y": found.y + self.dy})]
 
@@ -163,3 +165,78 @@ def solution_for(task_id: str, **kw: int) -> ScriptedSolution:
     if task_id not in SOLUTIONS:
         raise KeyError(f"no scripted solution for webapp task {task_id!r}")
     return ScriptedSolution(SOLUTIONS[task_id], **kw)
+
+
+# -- the scripted policy backend: one turn at a time from what the prompt shows --------------------------------
+def _tokens(step: object) -> list[tuple]:
+    """What a step's actions look like in a history (coordinates aside): Fill always selects before typing here."""
+    if isinstance(step, Fill):
+        return [("click",), ("hotkey", "ctrl+a"), ("type", step.value)]
+    if isinstance(step, Key):
+        return [("hotkey", step.keys)]
+    if isinstance(step, Finish):
+        return [("finished",)]
+    return [("click",)]
+
+
+def _token(action: Action) -> tuple:
+    if action.name in ("type", "hotkey"):
+        return (action.name, action.args["text" if action.name == "type" else "keys"])
+    return (action.name,)
+
+
+def _thought(step: object, part: int) -> str:
+    if isinstance(step, Fill):
+        where = f'the field after "{step.label}"' if step.label else "the search box"
+        return [f"I click {where}.", "I select what it holds.", f"I type {step.value!r}."][part]
+    if isinstance(step, Click):
+        return f'I click "{step.text}".'
+    if isinstance(step, ClickNear):
+        return f'I click the control near "{step.label}".'
+    if isinstance(step, Key):
+        return f"I press {step.keys}."
+    return "The task is done."
+
+
+def solve_step(task_id: str, observation: Observation, history: list[Turn]) -> Turn:
+    """The next turn of ``task_id``'s solution for the ``scripted`` policy backend, which sees only the prompt: the
+    screen and the last few turns. Where the solution has got to is read from those turns (scrolls aside): the
+    places in the solution that the turns end with, the first whose next step can be done on this screen (its
+    element is in view; the typing of a Fill only where a field has the focus); none means a scroll down."""
+    if task_id not in SOLUTIONS:
+        raise KeyError(f"no scripted solution for webapp task {task_id!r}")
+    steps = SOLUTIONS[task_id]
+    flat = [(i, part, token) for i, step in enumerate(steps) for part, token in enumerate(_tokens(step))]
+    tokens = [token for _, _, token in flat]
+    done = [_token(t.action) for t in history if t.action is not None and t.action.name != "scroll"]
+    candidates = [0] if not done else []
+    for length in range(min(len(done), len(tokens)), 0, -1):
+        tail = done[-length:]
+        candidates = [p for p in range(length, len(tokens) + 1) if tokens[p - length:p] == tail]
+        if candidates:
+            break
+    candidates = candidates or [0]
+    # A scroll was taken because the next step's element was not in view: that step needs an element.
+    scrolled = bool(history) and history[-1].action is not None and history[-1].action.name == "scroll"
+    for position in candidates:
+        if position >= len(tokens):
+            continue
+        index, part, token = flat[position]
+        step = steps[index]
+        if scrolled and (part or isinstance(step, (Key, Finish))):
+            continue
+        if part == 0:
+            actions = step.resolve(observation)
+            if actions is None:
+                continue
+            action = actions[0]
+        else:  # the rest of a Fill: only where a field has the focus (the click before it landed in one)
+            if not any(e.focused and e.role in _FIELDS for e in observation.elements):
+                continue
+            action = Action("hotkey", {"keys": "ctrl+a"}) if token[0] == "hotkey" else Action("type", {"text": token[1]})
+        thought = _thought(step, part)
+        return Turn(thought=thought, action=action, void_reason=None, raw=format_turn(thought, action))
+    action = Action("scroll", {"x": observation.width // 2 or 640, "y": observation.height // 2 or 360,
+                               "direction": "down"})
+    thought = "What I need is not in view; I scroll down."
+    return Turn(thought=thought, action=action, void_reason=None, raw=format_turn(thought, action))
