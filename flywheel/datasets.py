@@ -227,11 +227,13 @@ def _prm_row_count(episodes: QuerySet[Episode]) -> int:
 
 
 # --- a branch and its parent: a preference pair on the identical state --------------------------------------
-def _judge_verdicts(episodes: list[Episode]) -> dict[int, str]:
+def _judge_verdicts(episodes: list) -> dict[int, str]:
+    """The judge's newest verdict of each of ``episodes`` (instances or ids) that has one."""
     return dict(Judgement.objects.filter(episode__in=episodes, latest=True).values_list("episode_id", "verdict"))
 
 
-def episode_better(first: Episode, second: Episode, routing: dict) -> tuple[Episode | None, str]:
+def episode_better(first: Episode, second: Episode, routing: dict,
+                   verdicts: dict[int, str] | None = None) -> tuple[Episode | None, str]:
     """Which of two episodes went better, and by what: the reviews (accepted over rejected), else the reward (one
     clears the routing threshold, the other does not), else the judge's newest verdict (success over failure). The
     first signal that tells them apart decides; (None, "") when none does (both succeeded, both failed, unknown)."""
@@ -253,7 +255,7 @@ def episode_better(first: Episode, second: Episode, routing: dict) -> tuple[Epis
     winner = apart(cleared(first), cleared(second), True, False)
     if winner is not None:
         return winner, "reward"
-    verdicts = _judge_verdicts([first, second])
+    verdicts = _judge_verdicts([first, second]) if verdicts is None else verdicts
     winner = apart(verdicts.get(first.pk), verdicts.get(second.pk), JudgeVerdict.SUCCESS, JudgeVerdict.FAILURE)
     if winner is not None:
         return winner, "judge"
@@ -271,16 +273,21 @@ def branch_pair(branch: Episode, routing: dict | None = None) -> dict | None:
     return branch_pair_explained(branch, routing)[0]
 
 
-def branch_pair_explained(branch: Episode, routing: dict | None = None) -> tuple[dict | None, str]:
-    """(:func:`branch_pair`, and when there is none, why, in words for the review page)."""
+def branch_pair_explained(branch: Episode, routing: dict | None = None, *,
+                          steps: dict[int, dict[int, Step]] | None = None,
+                          verdicts: dict[int, str] | None = None) -> tuple[dict | None, str]:
+    """(:func:`branch_pair`, and when there is none, why, in words for the review page). ``steps`` ({episode id:
+    {index: step}}) and ``verdicts`` (the judge's, by episode) when the caller loaded them for many branches."""
     parent = branch.parent if branch.parent_id is not None else None
     if branch.branched_at is None:
         return None, f"Episode {branch.pk} is not a branch."
     if parent is None:
         return None, "Its parent episode was deleted, so there is nothing to compare its steps with."
     start = branch.branched_at
-    mine = {s.index: s for s in _own_steps(Step.objects.filter(episode=branch, index__gte=start))}
-    theirs = {s.index: s for s in Step.objects.filter(episode=parent, index__gte=start)}
+    if steps is None:
+        steps = _steps_from([(branch.pk, start), (parent.pk, start)])
+    mine = {i: s for i, s in steps.get(branch.pk, {}).items() if i >= start and "replayed_from" not in (s.info or {})}
+    theirs = {i: s for i, s in steps.get(parent.pk, {}).items() if i >= start}
     index = start
     while True:
         if index not in mine or index not in theirs:
@@ -297,7 +304,7 @@ def branch_pair_explained(branch: Episode, routing: dict | None = None) -> tuple
         if step.action != other.action:
             break
         index += 1
-    better, by = episode_better(branch, parent, routing or routing_of(branch.project))
+    better, by = episode_better(branch, parent, routing or routing_of(branch.project), verdicts)
     if better is None:
         return None, (f"At step {index + 1} they acted differently, but neither episode did better (the reviews, the "
                       "reward and the judge do not tell them apart): no pair.")
@@ -307,12 +314,32 @@ def branch_pair_explained(branch: Episode, routing: dict | None = None) -> tuple
 
 def branch_pairs(episodes: QuerySet[Episode], routing: dict | None = None) -> dict[int, dict]:
     """{branch id: its pair} for the finished branches among ``episodes`` that make one."""
-    branches = episodes.filter(parent__isnull=False, branched_at__isnull=False, status=EpisodeStatus.FINISHED)
+    branches = list(episodes.filter(parent__isnull=False, branched_at__isnull=False, status=EpisodeStatus.FINISHED)
+                    .select_related("parent", "project"))
+    if not branches:
+        return {}
+    routing = routing or routing_of(branches[0].project)
+    # the steps and verdicts of every branch and parent in three queries, not three a branch
+    steps = _steps_from([(e, b.branched_at) for b in branches for e in (b.pk, b.parent_id)])
+    verdicts = _judge_verdicts([e for b in branches for e in (b.pk, b.parent_id)])
     out = {}
-    for branch in branches.select_related("parent", "project"):
-        pair = branch_pair(branch, routing)
+    for branch in branches:
+        pair, _ = branch_pair_explained(branch, routing, steps=steps, verdicts=verdicts)
         if pair is not None:
             out[branch.pk] = pair
+    return out
+
+
+def _steps_from(starts: list[tuple[int, int]]) -> dict[int, dict[int, Step]]:
+    """{episode id: {index: step}} of the given episodes' steps from the given index on."""
+    first = {}
+    for episode_id, start in starts:  # a parent of several branches: from the earliest branch point
+        first[episode_id] = min(start, first.get(episode_id, start))
+    out: dict[int, dict[int, Step]] = {}
+    steps = Step.objects.filter(episode_id__in=list(first)).defer("prompt", "token_ids", "token_logprobs")
+    for step in steps:
+        if step.index >= first[step.episode_id]:
+            out.setdefault(step.episode_id, {})[step.index] = step
     return out
 
 
