@@ -101,6 +101,16 @@ def test_freezing_again_after_more_steps_are_labelled_makes_a_new_snapshot(demo)
     assert second.pk != first.pk and (first.rows, second.rows) == (1, 2)
 
 
+def test_the_snapshot_command_freezes_prm_rows_and_says_why_when_there_are_none(demo, capsys):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="label steps good, wasteful, wrong or critical"):
+        call_command("snapshot_create", demo["project"].slug, "prm")
+    labelled_episode(demo)
+    call_command("snapshot_create", demo["project"].slug, "prm")
+    assert json.loads(capsys.readouterr().out)["rows"] == 3
+
+
 def test_training_the_policy_on_a_prm_snapshot_is_refused_with_where_it_goes(demo):
     labelled_episode(demo)
     snapshot = build(demo["project"])

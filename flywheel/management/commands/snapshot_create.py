@@ -4,16 +4,16 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from flywheel import snapshots
-from flywheel.models import Project
+from flywheel.models import Project, SnapshotKind
 from core.errors import ApplicationError
 
 
 class Command(BaseCommand):
-    help = "Freeze the rows of one bucket (sft, dpo, rl, ct) of a project into an immutable snapshot."
+    help = "Freeze the rows of one bucket (sft, dpo, rl, ct, prm) of a project into an immutable snapshot."
 
     def add_arguments(self, parser):
         parser.add_argument("project", help="Project slug or id.")
-        parser.add_argument("kind", choices=["sft", "dpo", "rl", "ct"])
+        parser.add_argument("kind", choices=SnapshotKind.values)
         parser.add_argument("--name", default="")
         parser.add_argument("--filter", default="{}", help='JSON, e.g. \'{"split": "train", "only_new": true}\'.')
 
