@@ -247,6 +247,7 @@ class DesktopEnv(Env):
             output, info["exit_code"], info["error"] = "", None, str(exc)
         if len(output) > self.shell_output_chars:
             output = output[:self.shell_output_chars] + "\n[output truncated]"
+        info["output"] = output  # stored with the step: the session page shows it under the shell action
         self._shell_lines += ["$ " + command, *(output.rstrip("\n").split("\n") if output.strip() else [])]
         if info.get("error"):
             self._shell_lines.append(f"[{info['error']}]")

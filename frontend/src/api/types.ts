@@ -135,6 +135,8 @@ export interface Step {
   proposal: { thought: string; action_text: string; action?: Action | null } | null;
   /** What the person's turn changed of the proposal: "same" when a takeover did what the model proposed. */
   correction?: "" | "action" | "thought" | "same";
+  /** What the env said of the step (an error, a shell command's exit_code and output...). */
+  info?: Record<string, unknown>;
   /** The model's proposals for this step that a person rejected first, oldest first. */
   rejections?: Rejection[];
   reward: number | null;

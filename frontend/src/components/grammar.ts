@@ -25,6 +25,7 @@ const SCHEMA: Record<string, readonly ArgSpec[]> = {
   wait: [],
   finished: [["answer", "str", ""]],
   call_user: [["question", "str", undefined]],
+  shell: [["command", "str", undefined]],
 };
 
 export const ACTION_NAMES: readonly string[] = Object.keys(SCHEMA);

@@ -94,6 +94,8 @@ export function actionLabel(action: Action | null | undefined): string | null {
       return `✓ finished${args.answer ? `: ${text(args.answer)}` : ""}`;
     case "call_user":
       return `? asks: ${text(args.question)}`;
+    case "shell":
+      return `$ ${text(args.command)}`;
     default:
       return null;
   }

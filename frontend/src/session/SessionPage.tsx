@@ -23,6 +23,7 @@ import { clickAction } from "../components/grammar";
 import { type Hint, Notices } from "./Notices";
 import { ProposalPanel } from "./ProposalPanel";
 import { type SessionAction, shortcutLabel, useShortcuts } from "../components/shortcuts";
+import { ShellOutput } from "./ShellOutput";
 import { ShortcutsOverlay } from "./ShortcutsOverlay";
 import { StepTimeline } from "./StepTimeline";
 import { TakeoverPanel } from "./TakeoverPanel";
@@ -84,6 +85,7 @@ function StepDetails({ step, live }: { step: Step; live: boolean }) {
           </div>
         )}
       </div>
+      <ShellOutput step={step} />
       {step.void && step.void_reason && <p className="field-error">Did not parse: {step.void_reason}</p>}
       {step.human_thought && (
         <>
