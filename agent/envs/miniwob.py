@@ -508,4 +508,6 @@ class MiniWoBEnv(Env):
             return {"answer": a["answer"]}
         elif action.name == "call_user":
             return {"call_user": a["question"]}
+        elif action.name == "shell":
+            return {"error": "a web page has no shell: shell(command=...) does nothing here"}
         return {}
