@@ -68,3 +68,12 @@ def test_the_terminal_runs_a_shell_action_as_a_command_line():
         result = env.step(Action("shell", {"command": "echo hi > probe.txt && cat probe.txt"}))
         assert result.info["exit_code"] == 0 and (env.workdir / "probe.txt").read_text() == "hi\n"
         assert result.observation.screen_text.splitlines()[-3:] == ["$ echo hi > probe.txt && cat probe.txt", "hi", "$ "]
+
+
+def test_a_web_page_answers_a_shell_action_with_an_error():
+    from agent.envs import make_env
+
+    with make_env("miniwob") as env:
+        env.reset("click-button", 0)
+        result = env.step(Action("shell", {"command": "touch /tmp/loupe-should-not-exist"}))
+        assert result.info["error"].startswith("a web page has no shell") and not result.done
