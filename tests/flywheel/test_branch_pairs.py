@@ -3,7 +3,7 @@ branch, the better episode's step chosen, and the cases that make no pair."""
 import pytest
 
 from annotation.reviews import review_submit
-from flywheel import datasets, snapshots
+from flywheel import datasets, replay, snapshots
 from flywheel.models import Episode, Judgement, Step
 from tests.factories import make_finished_episode
 
@@ -39,6 +39,8 @@ def test_a_branch_that_acted_otherwise_at_its_step_and_succeeded_is_chosen_over_
     assert (pair["index"], pair["chosen"], pair["by"]) == (1, "branch", "reward")
     assert datasets.buckets(project)["dpo"]["rows"] == 1
     assert set(datasets.bucket_episodes(project, "dpo").values_list("pk", flat=True)) == {branch.pk}
+    # the cycle gate counts it among the pairs whose actions differ (a DPO stage can learn from it)
+    assert replay.dpo_differing_count(Episode.objects.filter(project=project)) == 1
 
     [row] = dpo_rows(project)
     assert row["chosen"] == [{"role": "assistant", "content": "Thought: the other button\nAction: click(x=40, y=20)"}]
