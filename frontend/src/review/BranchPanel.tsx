@@ -8,7 +8,8 @@ import { type BranchMode, type BranchOf, createBranch, fetchBranches } from "../
  * Branching on the replay: "Branch here" starts a new episode that replays this episode up to the shown step
  * (checking each screen matches) and then continues there under a person (opened in the live view) or the model
  * (it appears in the lists). Steps are counted from 1 here, as the replay shows them (the API's ``step`` is the
- * 0-based index). Also says where this episode branched from, and lists its own branches.
+ * 0-based index). Also says where this episode branched from, and lists its own branches, each with a link to
+ * the side-by-side comparison with its parent (BranchCompare).
  */
 export function BranchPanel({ projectId, episodeId, step, ended, branchOf }: {
   projectId: number;
