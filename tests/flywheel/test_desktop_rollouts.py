@@ -1,5 +1,6 @@
 """Desktop tasks in the loop: the tasks API takes them, and a real rollout worker runs a desktop episode on a
-real Xvfb to the task's evaluator, storing 1280x720 screenshots; the worker leaves no X server behind."""
+real Xvfb to the task's evaluator, storing 1280x720 screenshots; when its desktops die mid-episode the episode fails
+saying so and the next one runs on new desktops; the worker leaves no X server behind."""
 import io
 import shutil
 
@@ -61,10 +62,7 @@ def test_a_worker_runs_an_autonomous_desktop_episode_to_its_evaluator(manager_cl
     deployments.deployment_promote(project=project, checkpoint=checkpoint, backend="scripted", reason="test oracle")
     before = _xvfb_pids()
     worker = start_worker(process_stack, tmp_path, stack_env(LOUPE_DESKTOP_POOL=1), queues="rollouts,default")
-    response = client.post(f"/api/v1/projects/{project.pk}/episodes/", {"task": task["id"], "seeds": [0]},
-                           format="json")
-    assert response.status_code == 201, response.content
-    [episode_id] = [row["id"] for row in response.json()["results"]]
+    episode_id = start(client, project, task["id"])
     wait_for(lambda: Episode.objects.get(pk=episode_id).status in ("finished", "failed"), 120,
              what=f"the desktop episode\n{process_stack.tail()}")
     episode = Episode.objects.get(pk=episode_id)
@@ -82,9 +80,33 @@ def test_a_worker_runs_an_autonomous_desktop_episode_to_its_evaluator(manager_cl
 
     started = _xvfb_pids() - before
     assert len(started) == 2  # the episode's desktop and one kept warm (LOUPE_DESKTOP_POOL=1)
+
+    # the desktops die mid-episode: the episode fails saying why, and the next one gets new desktops
+    dying = start(client, project, task["id"])
+    wait_for(lambda: Step.objects.filter(episode_id=dying).exists(), 60, what="the first step")
+    for pid in started:
+        psutil.Process(pid).kill()
+    wait_for(lambda: Episode.objects.get(pk=dying).status in ("finished", "failed"), 60, what="the episode to fail")
+    failed = Episode.objects.get(pk=dying)
+    assert failed.status == EpisodeStatus.FAILED and "X server (Xvfb :" in failed.end_reason, failed.end_reason
+    quick = client.post(f"/api/v1/projects/{project.pk}/tasks/",
+                        {"env_kind": "desktop", "task_name": "desktop-calc-subtract", "max_steps": 5},
+                        format="json").json()
+    after = start(client, project, quick["id"])
+    wait_for(lambda: Episode.objects.get(pk=after).status in ("finished", "failed"), 120, what="the next episode")
+    assert Episode.objects.get(pk=after).env_reward == 1.0, Episode.objects.get(pk=after).end_reason
+
+    started = _xvfb_pids() - before
+    assert len(started) == 2 and not any(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE for pid in started)
     process_stack.stop()
     assert worker.poll() is not None
     wait_for(lambda: not (_xvfb_pids() & started), 10, what="the worker's X servers to end")
+
+
+def start(client, project, task_id: int) -> int:
+    response = client.post(f"/api/v1/projects/{project.pk}/episodes/", {"task": task_id, "seeds": [0]}, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()["results"][0]["id"]
 
 
 def test_demo_project_gets_desktop_tasks_where_the_desktop_is_installed(monkeypatch, caplog):
