@@ -40,7 +40,6 @@ class DesktopPool:
         self._ready: queue.Queue = queue.Queue()
         self._jobs: queue.Queue = queue.Queue()
         self._closed = False
-        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._work, name="desktop-pool", daemon=True)
         self._thread.start()
         for _ in range(size):
