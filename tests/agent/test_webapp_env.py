@@ -13,14 +13,14 @@ import threading
 
 import pytest
 
-from agent.actions import Action, format_turn
+from agent.actions import Action
 from agent.envs import EnvError, make_env, tasks_for
 from agent.envs.webapp import WebAppEnv
 from agent.envs.webapp.sites import build_oscar
 from agent.envs.webapp.solutions import SOLUTIONS, solution_for
 from agent.envs.webapp.tasks import TaskFormatError, load_task, load_task_file
 from agent.policies.base import Policy, PolicyOutput
-from agent.policies.scripted import ScriptedPolicy, observation_from_prompt
+from agent.policies.scripted import ScriptedPolicy
 from agent.rollout import run_episode
 
 
@@ -31,51 +31,41 @@ def env():
     env.close()
 
 
-def _play(env: WebAppEnv, task: str):
-    obs = env.reset(task, 0)
-    untouched = env.evaluate(answer="")
-    solution = solution_for(task)
-    for _ in range(60):
-        result = env.step(solution.next_action(obs))
-        obs = result.observation
-        if result.done:
-            return untouched, result
-    raise AssertionError(f"{task}: the solution did not finish in 60 steps")
+class _FirstLook(Policy):
+    """The scripted policy backend, with the task's score taken at the first turn, before anything was done."""
+
+    name = "scripted"
+
+    def __init__(self, env: WebAppEnv, task: str) -> None:
+        self.env, self.inner, self.untouched = env, ScriptedPolicy(task), None
+
+    def act(self, messages, *, temperature=None) -> PolicyOutput:
+        if self.untouched is None:
+            self.untouched = self.env.evaluate(answer="")
+        return self.inner.act(messages, temperature=temperature)
 
 
 @pytest.mark.parametrize("task", list(SOLUTIONS))
 def test_every_shipped_task_scores_0_untouched_and_1_after_its_scripted_solution(env, task):
-    untouched, result = _play(env, task)
-    assert untouched == 0.0
-    assert result.reward == 1.0, (result.observation.url, result.info)
+    """Played through the rollout loop by the scripted backend (what `make run` uses before v0): it reads the
+    screen's elements and its last four turns from the rendered prompt, nothing else."""
+    policy = _FirstLook(env, task)
+    result = run_episode(env, policy, task=task, seed=0, max_steps=tasks_for("webapp")[task].max_steps)
+    assert policy.untouched == 0.0
+    assert result.end_reason == "finished" and result.reward == 1.0, (
+        result.end_reason, result.error, [step.turn.raw for step in result.steps[-4:]])
 
 
-class _SolutionFromPrompt(Policy):
-    """Plays a task's scripted solution from what the prompt shows (the elements the rollout loop rendered)."""
-
-    name = "solution"
-
-    def __init__(self, task: str) -> None:
-        self.solution = solution_for(task)
-
-    def act(self, messages, *, temperature=None) -> PolicyOutput:
-        observation, _ = observation_from_prompt(messages)
-        return PolicyOutput(text=format_turn("Next step of the plan.", self.solution.next_action(observation)))
-
-
-def test_a_webapp_episode_runs_through_the_rollout_loop(env):
-    result = run_episode(env, _SolutionFromPrompt("shop-price-answer"), task="shop-price-answer", seed=0,
-                         max_steps=tasks_for("webapp")["shop-price-answer"].max_steps)
-    assert result.end_reason == "finished" and result.reward == 1.0, (result.end_reason, result.error)
-    assert result.steps[-1].turn.action.args["answer"] == "£35.00"
-
-
-@pytest.mark.parametrize("task", ["shop-guest-checkout"])
-def test_the_scripted_backend_solves_a_task_from_the_prompt_alone(env, task):
-    """ScriptedPolicy (what `make run` uses before v0) sees 4 turns of history: the solution finds its place."""
-    result = run_episode(env, ScriptedPolicy(task), task=task, seed=0, max_steps=tasks_for("webapp")[task].max_steps)
-    assert result.end_reason == "finished" and result.reward == 1.0, (result.end_reason, result.error,
-                                                                      [s.turn.raw for s in result.steps[-6:]])
+def test_a_scripted_solution_played_directly_scores_1(env):
+    """ScriptedSolution (the bench's driver) needs no prompt: one action a call from the observation."""
+    obs = env.reset("shop-price-answer", 0)
+    solution = solution_for("shop-price-answer")
+    for _ in range(12):
+        result = env.step(solution.next_action(obs))
+        obs = result.observation
+        if result.done:
+            break
+    assert result.done and result.reward == 1.0 and result.info["answer"] == "£35.00"
 
 
 def test_every_shipped_task_has_a_solution_and_a_registry_entry():
@@ -181,6 +171,18 @@ def test_a_malformed_any_url_task_is_refused_with_what_to_fix(changes, message):
 def test_allowed_hosts_come_from_the_setting(monkeypatch):
     monkeypatch.setenv("LOUPE_WEBAPP_ALLOWED_HOSTS", "app.internal")
     assert load_task(_any_url(start_url="http://app.internal:8080/")).start_url == "http://app.internal:8080/"
+
+
+def test_a_teams_task_files_come_from_the_setting_and_bad_ones_are_named(monkeypatch, tmp_path):
+    from agent.envs.webapp.env import _all_tasks
+
+    (tmp_path / "team.json").write_text(json.dumps([_any_url(task_id="team-settings")]))
+    monkeypatch.setenv("LOUPE_WEBAPP_TASKS_DIR", str(tmp_path))
+    tasks = _all_tasks()
+    assert tasks["team-settings"].kind == "any_url" and "shop-guest-checkout" in tasks
+    (tmp_path / "clash.json").write_text(json.dumps([_webarena(task_id="shop-review")]))
+    with pytest.raises(TaskFormatError, match="task ids shop-review are shipped tasks' ids"):
+        _all_tasks()
 
 
 # -- any-URL tasks on a team's own app -----------------------------------------------------------

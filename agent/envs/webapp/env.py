@@ -1,7 +1,7 @@
 """The ``webapp`` env kind: a real multi-page site in Chromium at 1280x720, reset per episode.
 
-- ``reset(task, seed)``: ``task`` is a task id (the shipped WebArena-format shop tasks, or tasks given to
-  the constructor, any-URL ones included); the seed is unused (the tasks are fixed, as in WebArena). For a
+- ``reset(task, seed)``: ``task`` is a task id (the shipped WebArena-format shop tasks, a team's task files in
+  ``LOUPE_WEBAPP_TASKS_DIR``, or tasks given to the constructor; any-URL ones among them); the seed is unused (the tasks are fixed, as in WebArena). For a
   shop task the golden database is copied (the episode's own file; nothing of the last episode is left),
   the env's shop server is started once and reused, the browser context is new (no cookies, no basket
   from before), the task's login is done if it asks for one, then the start URL is opened.
@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -29,12 +30,29 @@ from agent.actions import Action
 from agent.envs.base import Element, EnvError, Observation, StepResult, TaskInfo
 from agent.envs.miniwob import _ELEMENTS_JS, CHROMIUM_PATH, MiniWoBEnv
 from agent.envs.webapp import sites as site_build
-from agent.envs.webapp.tasks import WebTask, allowed_hosts, evaluate, load_tasks_dir, resolve_url
+from agent.envs.webapp.tasks import TaskFormatError, WebTask, allowed_hosts, evaluate, load_tasks_dir, resolve_url
 
 __all__ = ["TASKS", "TASKS_DIR", "WEBAPP_TASKS", "WebAppEnv"]
 
 TASKS_DIR = Path(__file__).with_name("tasks")
-WEBAPP_TASKS: dict[str, WebTask] = load_tasks_dir(TASKS_DIR)
+
+
+def _all_tasks() -> dict[str, WebTask]:
+    """The shipped shop tasks, and a team's own (WebArena-format or any-URL JSON files) from LOUPE_WEBAPP_TASKS_DIR."""
+    tasks = load_tasks_dir(TASKS_DIR)
+    extra = os.environ.get("LOUPE_WEBAPP_TASKS_DIR", "")
+    if extra:
+        if not Path(extra).is_dir():
+            raise TaskFormatError(f"LOUPE_WEBAPP_TASKS_DIR {extra} is not a folder")
+        own = load_tasks_dir(extra)
+        clash = sorted(set(own) & set(tasks))
+        if clash:
+            raise TaskFormatError(f"LOUPE_WEBAPP_TASKS_DIR: task ids {', '.join(clash)} are shipped tasks' ids; rename them")
+        tasks.update(own)
+    return tasks
+
+
+WEBAPP_TASKS: dict[str, WebTask] = _all_tasks()
 TASKS: dict[str, TaskInfo] = {
     task_id: TaskInfo(task_id, task.max_steps, task.intent[:80]) for task_id, task in WEBAPP_TASKS.items()
 }
