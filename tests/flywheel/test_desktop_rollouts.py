@@ -46,8 +46,22 @@ def test_tasks_api_takes_a_desktop_task_and_names_an_unknown_one(manager_client)
     assert kind.status_code == 400 and "Unknown environment kind 'desktops'." in kind.content.decode()
 
 
+def _xvfb_of(worker) -> set[int]:
+    """The live X servers the worker's processes started (other tests may run desktops beside it)."""
+    try:
+        children = psutil.Process(worker.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return set()
+    return {p.pid for p in children if p.name() == "Xvfb" and p.status() != psutil.STATUS_ZOMBIE}
+
+
+def _two(pids: set[int]) -> set[int] | None:
+    return pids if len(pids) == 2 else None
+
+
 def _xvfb_pids() -> set[int]:
-    return {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "Xvfb"}
+    return {p.pid for p in psutil.process_iter(["name", "status"])
+            if p.info["name"] == "Xvfb" and p.info["status"] != psutil.STATUS_ZOMBIE}
 
 
 def test_a_worker_runs_an_autonomous_desktop_episode_to_its_evaluator(manager_client, process_stack, tmp_path):
@@ -60,7 +74,6 @@ def test_a_worker_runs_an_autonomous_desktop_episode_to_its_evaluator(manager_cl
     save_tiny_untrained(tmp_path / "ckpt")
     checkpoint = Checkpoint.objects.create(project=project, name="scripted", uri=str(tmp_path / "ckpt"))
     deployments.deployment_promote(project=project, checkpoint=checkpoint, backend="scripted", reason="test oracle")
-    before = _xvfb_pids()
     worker = start_worker(process_stack, tmp_path, stack_env(LOUPE_DESKTOP_POOL=1), queues="rollouts,default")
     episode_id = start(client, project, task["id"])
     wait_for(lambda: Episode.objects.get(pk=episode_id).status in ("finished", "failed"), 120,
@@ -78,8 +91,8 @@ def test_a_worker_runs_an_autonomous_desktop_episode_to_its_evaluator(manager_cl
             assert Image.open(io.BytesIO(handle.read())).size == (1280, 720)
     assert any(e["role"] == "toggle button" and e["text"] == "=" for e in steps[-1].elements)
 
-    started = _xvfb_pids() - before
-    assert len(started) == 2  # the episode's desktop and one kept warm (LOUPE_DESKTOP_POOL=1)
+    # the episode's desktop and one kept warm (LOUPE_DESKTOP_POOL=1)
+    started = wait_for(lambda: _two(_xvfb_of(worker)), 30, what="two desktops")
 
     # the desktops die mid-episode: the episode fails saying why, and the next one gets new desktops
     dying = start(client, project, task["id"])
@@ -96,8 +109,7 @@ def test_a_worker_runs_an_autonomous_desktop_episode_to_its_evaluator(manager_cl
     wait_for(lambda: Episode.objects.get(pk=after).status in ("finished", "failed"), 120, what="the next episode")
     assert Episode.objects.get(pk=after).env_reward == 1.0, Episode.objects.get(pk=after).end_reason
 
-    started = _xvfb_pids() - before
-    assert len(started) == 2 and not any(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE for pid in started)
+    started = wait_for(lambda: _two(_xvfb_of(worker)), 30, what="the pool to make up its warm desktop")
     process_stack.stop()
     assert worker.poll() is not None
     wait_for(lambda: not (_xvfb_pids() & started), 10, what="the worker's X servers to end")
