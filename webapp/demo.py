@@ -17,20 +17,26 @@ DEMO_TRAIN_TASKS = [
     "click-test", "click-test-2", "click-button", "click-link", "click-dialog", "click-tab", "click-checkboxes",
     "click-option", "focus-text", "focus-text-2", "enter-text", "enter-password", "login-user",
 ]
-DEMO_EVAL_TASKS = ["click-button", "click-link", "focus-text"]
+# Held out for every cycle's evaluation: v0's three cold-start tasks (trainer/coldstart.py TASKS) and two it was
+# not trained on, which people's corrections on their train tasks teach it (tests/flywheel/test_cycles_demo.py).
+DEMO_EVAL_TASKS = ["click-button", "click-link", "focus-text", "click-dialog", "click-tab"]
 EVAL_SEEDS = (100_000, 100_099)  # never used for training rollouts
-# Desktop tasks (agent/envs/desktop) for supervised sessions on a Linux desktop; train split only, so the cycles'
-# evaluations stay on MiniWoB. Seeded only where the desktop's Debian packages are installed (`make test-tools`).
-DEMO_DESKTOP_TASKS = ["desktop-calc-multiply", "desktop-mousepad-write", "desktop-terminal-greeting",
-                      "desktop-files-archive"]
-DESKTOP_PROGRAMS = ("Xvfb", "openbox", "dbus-daemon", "galculator", "mousepad", "xterm")
+# Desktop tasks (agent/envs/desktop; one hybrid) for supervised sessions on a Linux desktop; train split only, so the
+# cycles' evaluations stay on MiniWoB. Each is seeded only where its programs are installed (`make test-tools`).
+DESKTOP_PROGRAMS = ("Xvfb", "openbox", "dbus-daemon")  # every desktop task; then each task's own apps:
+DEMO_DESKTOP_TASKS = {
+    "desktop-calc-multiply": ("galculator",), "desktop-mousepad-write": ("mousepad",),
+    "desktop-terminal-greeting": ("xterm",), "desktop-files-archive": ("xterm",),
+    "desktop-sheet-total": ("gnumeric",), "desktop-hybrid-count": ("mousepad",),
+}
 
 log = logging.getLogger(__name__)
 
 
-def desktop_missing() -> list[str]:
-    """The programs a desktop episode needs that this machine lacks (empty: desktop tasks can run here)."""
-    return [program for program in DESKTOP_PROGRAMS if shutil.which(program) is None]
+def desktop_missing(task: str | None = None) -> list[str]:
+    """The programs a desktop episode (of ``task``) needs that this machine lacks (empty: it can run here)."""
+    wanted = (*DESKTOP_PROGRAMS, *(DEMO_DESKTOP_TASKS[task] if task else ()))
+    return [program for program in wanted if shutil.which(program) is None]
 
 
 def demo_password() -> tuple[str, bool]:
@@ -70,12 +76,12 @@ def seed_demo(password: str) -> Project:
     for name in DEMO_EVAL_TASKS:
         TaskSpec.objects.get_or_create(project=project, env_kind="miniwob", task_name=name, split=Split.EVAL,
                                        defaults={"seed_start": EVAL_SEEDS[0], "seed_end": EVAL_SEEDS[1], "max_steps": 8})
-    missing = desktop_missing()
-    if missing:
-        log.warning("Demo project: no desktop tasks, as %s %s not installed (make test-tools installs them).",
-                    ", ".join(missing), "is" if len(missing) == 1 else "are")
-    else:
-        for name in DEMO_DESKTOP_TASKS:
-            TaskSpec.objects.get_or_create(project=project, env_kind="desktop", task_name=name, split=Split.TRAIN,
-                                           defaults={"seed_start": 0, "seed_end": 0, "max_steps": 15})
+    for name in DEMO_DESKTOP_TASKS:
+        missing = desktop_missing(name)
+        if missing:
+            log.warning("Demo project: no %s task, as %s %s not installed (make test-tools installs them).", name,
+                        ", ".join(missing), "is" if len(missing) == 1 else "are")
+            continue
+        TaskSpec.objects.get_or_create(project=project, env_kind="desktop", task_name=name, split=Split.TRAIN,
+                                       defaults={"seed_start": 0, "seed_end": 0, "max_steps": 15})
     return project
