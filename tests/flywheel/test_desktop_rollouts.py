@@ -131,7 +131,12 @@ def test_demo_project_gets_desktop_tasks_where_the_desktop_is_installed(monkeypa
     assert TaskSpec.objects.filter(project__slug="demo", env_kind="miniwob").count() > 10
 
     TaskSpec.objects.filter(env_kind="desktop").delete()
-    monkeypatch.setattr(demo, "DESKTOP_PROGRAMS", (*demo.DESKTOP_PROGRAMS, "no-such-desktop-app"))
+    monkeypatch.setitem(demo.DEMO_DESKTOP_TASKS, "desktop-sheet-total", ("no-such-spreadsheet",))
+    demo.seed_demo("a-demo-password")
+    seeded = set(TaskSpec.objects.filter(env_kind="desktop").values_list("task_name", flat=True))
+    assert seeded == set(demo.DEMO_DESKTOP_TASKS) - {"desktop-sheet-total"}
+    assert "no desktop-sheet-total task, as no-such-spreadsheet is not installed" in caplog.text
+    TaskSpec.objects.filter(env_kind="desktop").delete()
+    monkeypatch.setattr(demo, "DESKTOP_PROGRAMS", (*demo.DESKTOP_PROGRAMS, "no-such-x-server"))
     demo.seed_demo("a-demo-password")
     assert not TaskSpec.objects.filter(env_kind="desktop").exists()
-    assert "no desktop tasks, as no-such-desktop-app is not installed" in caplog.text
