@@ -32,7 +32,7 @@ export function filterOf(form: {
  */
 export function freezeResult(snapshot: Snapshot): string {
   const which = `snapshot #${snapshot.id} (“${snapshot.name}”)`;
-  if (!snapshot.duplicate) return `Freezing ${which}: it shows below while a worker writes it.`;
+  if (!snapshot.duplicate) return `Asked for ${which}: the list below shows a worker writing it, then when it is ready.`;
   if (snapshot.status === "building") return `Already being frozen as ${which}: the same data, so no second copy was made.`;
   return `Already frozen as ${which}: nothing new since, so no second copy was made.`;
 }
