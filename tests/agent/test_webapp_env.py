@@ -16,7 +16,7 @@ import pytest
 from agent.actions import Action
 from agent.envs import EnvError, make_env, tasks_for
 from agent.envs.webapp import WebAppEnv
-from agent.envs.webapp.sites import build_oscar
+from agent.envs.webapp.sites import build_oscar, wiki_missing
 from agent.envs.webapp.solutions import SOLUTIONS, solution_for
 from agent.envs.webapp.tasks import TaskFormatError, load_task, load_task_file
 from agent.policies.base import Policy, PolicyOutput
@@ -45,7 +45,10 @@ class _FirstLook(Policy):
         return self.inner.act(messages, temperature=temperature)
 
 
-@pytest.mark.parametrize("task", list(SOLUTIONS))
+NO_WIKI = pytest.mark.skipif(bool(wiki_missing()), reason="needs Debian's mediawiki, php-sqlite3, php-cli (make test-tools)")
+
+
+@pytest.mark.parametrize("task", [pytest.param(t, marks=NO_WIKI) if t.startswith("wiki-") else t for t in SOLUTIONS])
 def test_every_shipped_task_scores_0_untouched_and_1_after_its_scripted_solution(env, task):
     """Played through the rollout loop by the scripted backend (what `make run` uses before v0): it reads the
     screen's elements and its last four turns from the rendered prompt, nothing else."""
@@ -270,10 +273,28 @@ def test_a_shop_that_cannot_start_is_a_clear_env_error_and_leaves_no_process(tmp
     assert _shop_servers() == before  # the failed server is gone
 
 
-def test_close_stops_the_shop_server(env):  # last: the module's env is closed
+@NO_WIKI
+def test_a_wiki_episode_starts_from_a_fresh_copy_of_the_wiki(env):
+    env.reset("wiki-edit-page", 0)
+    env._page.goto(env.sites["wiki"] + "/index.php?title=Coffee_machine&action=edit")  # an edit, done directly
+    env._page.fill("#wpTextbox1", "Use only filtered water.")
+    with env._page.expect_navigation():
+        env._page.click("#wpSave")
+    assert env.evaluate() == 0.0 and "filtered water" in env._page.inner_text("#mw-content-text")
+    env.reset("wiki-edit-page", 0)
+    assert "descaled every Friday" in env._page.inner_text("#mw-content-text")
+    assert "filtered water" not in env._page.inner_text("#mw-content-text")
+
+
+def test_close_stops_the_site_servers(env):  # last: the module's env is closed
     env.reset("shop-category-url", 0)
-    pid = env.server_pid
-    assert pid and subprocess.run(["kill", "-0", str(pid)]).returncode == 0
+    pids = [pid for pid in (env.server_pid, env.wiki_pid) if pid]
+    assert env.server_pid and all(subprocess.run(["kill", "-0", str(pid)]).returncode == 0 for pid in pids)
     env.close()
-    assert subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0
-    assert env.server_pid is None
+    assert all(subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0 for pid in pids)
+    assert env.server_pid is None and env.wiki_pid is None
+    assert not _wiki_servers()
+
+
+def _wiki_servers() -> str:
+    return subprocess.run(["pgrep", "-af", "php -S 127.0.0.1"], capture_output=True, text=True).stdout.strip()

@@ -76,7 +76,8 @@ class _Probe:
     def __init__(self, env: WebAppEnv) -> None:
         self.env = env
         self.url = env._page.url
-        self.db = env._db if env._task is not None and env._task.kind == "webarena" else None
+        self.dbs = {"shop": env._db, "wiki": env._wiki_data / "wiki.sqlite" if env._wiki_data else None}
+        self.dbs = {site: path for site, path in self.dbs.items() if path is not None}
 
     def _on(self, url: str, read: Any) -> Any:
         if url == "last":
@@ -116,6 +117,9 @@ class WebAppEnv(MiniWoBEnv):
         self._workdir: Path | None = None
         self._server: site_build.ShopServer | None = None
         self._db: Path | None = None
+        self.wiki_golden: Path | None = None
+        self._wiki: site_build.WikiServer | None = None
+        self._wiki_data: Path | None = None
         self._task: WebTask | None = None  # type: ignore[assignment] - a WebTask here, a name in MiniWoBEnv
         self._blocked: list[str] = []
         self._answer: str | None = None
@@ -126,24 +130,47 @@ class WebAppEnv(MiniWoBEnv):
     @property
     def sites(self) -> dict[str, str]:
         """Site name -> base URL of the sites this env serves now."""
-        return {"shop": self._server.url} if self._server is not None and self._server.url else {}
+        servers = {"shop": self._server, "wiki": self._wiki}
+        return {name: server.url for name, server in servers.items() if server is not None and server.url}
 
     @property
     def server_pid(self) -> int | None:
         return self._server.pid if self._server else None
 
+    @property
+    def wiki_pid(self) -> int | None:
+        return self._wiki.pid if self._wiki else None
+
+    def _work(self) -> Path:
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="loupe-webapp-"))
+        return self._workdir
+
     def _ensure_shop(self) -> None:
         if self.golden is None:
             self.golden, _ = site_build.build_oscar(quiet=True)
-        if self._workdir is None:
-            self._workdir = Path(tempfile.mkdtemp(prefix="loupe-webapp-"))
-        self._db = self._workdir / "shop.sqlite3"
+        self._db = self._work() / "shop.sqlite3"
         site_build.copy_database(self.golden / "golden.sqlite3", self._db)
         if self._server is None or not self._server.alive():
             if self._server is not None:
                 self._server.stop()
-            self._server = site_build.ShopServer(data=self.golden, db=self._db, log=self._workdir / "server.log")
+            self._server = site_build.ShopServer(data=self.golden, db=self._db, log=self._work() / "server.log")
             self._server.start()
+
+    def _ensure_wiki(self) -> None:
+        if self.wiki_golden is None:
+            try:
+                self.wiki_golden, _ = site_build.build_wiki(quiet=True)
+            except site_build.SiteBuildError as exc:
+                raise EnvError(str(exc)) from exc
+        self._wiki_data = self._work() / "wiki"
+        site_build.copy_wiki(self.wiki_golden, self._wiki_data)
+        if self._wiki is None or not self._wiki.alive():
+            if self._wiki is not None:
+                self._wiki.stop()
+            self._wiki = site_build.WikiServer(golden=self.wiki_golden, data=self._wiki_data,
+                                               log=self._work() / "wiki.log")
+            self._wiki.start()
 
     def _allowed(self, url: str) -> bool:
         parts = urlsplit(url)
@@ -168,8 +195,12 @@ class WebAppEnv(MiniWoBEnv):
             raise EnvError(f"unknown webapp task {task!r}; registered: {', '.join(self.tasks)}")
         spec = self.tasks[task]
         self._done, self._task, self._answer = True, spec, None
-        if spec.kind == "webarena":
+        self._close_context()  # first: a request of the last episode's page must not write into the new copy
+        sites = spec.sites
+        if "shop" in sites:
             self._ensure_shop()
+        if "wiki" in sites:
+            self._ensure_wiki()
         for attempt in (1, 2):  # a browser that died since the last episode is replaced once
             self._ensure_browser()
             try:
@@ -223,9 +254,10 @@ class WebAppEnv(MiniWoBEnv):
 
     def close(self) -> None:
         super().close()
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+        for server in (self._server, self._wiki):
+            if server is not None:
+                server.stop()
+        self._server = self._wiki = None
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None

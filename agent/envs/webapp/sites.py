@@ -21,21 +21,27 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import selectors
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from agent.envs.base import EnvError
 
-__all__ = ["OSCAR_SOURCE", "ShopServer", "SiteBuildError", "build_oscar", "copy_database", "oscar_home",
-           "sites_dir"]
+__all__ = ["MEDIAWIKI", "OSCAR_SOURCE", "WIKI_SOURCE", "ShopServer", "SiteBuildError", "WikiServer", "build_oscar",
+           "build_wiki", "copy_database", "copy_wiki", "oscar_home", "sites_dir", "wiki_missing"]
 
 OSCAR_SOURCE = Path(__file__).with_name("sites") / "oscar"
+WIKI_SOURCE = Path(__file__).with_name("sites") / "wiki"
+MEDIAWIKI = Path(os.environ.get("LOUPE_MEDIAWIKI_DIR", "/usr/share/mediawiki"))  # Debian's mediawiki package
+WIKI_PACKAGES = ("mediawiki", "php-sqlite3", "php-cli")
 REPO = Path(__file__).resolve().parents[3]
 _PYTHON = os.environ.get("LOUPE_SITES_PYTHON", "python3.11" if shutil.which("python3.11") else sys.executable)
 STAFF_LOGIN = ("staff@example.com", "staff-password")
@@ -258,6 +264,163 @@ class ShopServer:
             process.stdout.close()
 
 
+# -- the MediaWiki wiki (Debian's mediawiki, php-sqlite3, php-cli; served by php -S) -------------------------------
+def wiki_missing() -> list[str]:
+    """What this machine lacks to serve the wiki (empty: it can); the Debian packages that bring it."""
+    missing = []
+    if shutil.which("php") is None:
+        missing.append("php-cli")
+    if not (MEDIAWIKI / "index.php").is_file():
+        missing.append("mediawiki")
+    else:
+        probe = subprocess.run(["php", "-r", "exit(extension_loaded('pdo_sqlite') ? 0 : 1);"], capture_output=True) \
+            if shutil.which("php") else None
+        if probe is not None and probe.returncode != 0:
+            missing.append("php-sqlite3")
+    return missing
+
+
+def wiki_home() -> Path:
+    return sites_dir() / "wiki"
+
+
+def build_wiki(*, quiet: bool = False, log: Path | None = None) -> tuple[Path, bool]:
+    """The wiki's golden build (MediaWiki installed on SQLite, the pages of sites/wiki/pages saved in it): made if
+    missing or stale, idempotent; SiteBuildError naming the Debian packages when MediaWiki is not installed."""
+    missing = wiki_missing()
+    if missing:
+        raise SiteBuildError(f"the wiki needs the Debian packages {', '.join(missing)} (make test-tools installs them)")
+    home = wiki_home()
+    home.mkdir(parents=True, exist_ok=True)
+    log = log or home / "build.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    say = (lambda message: None) if quiet else (lambda message: print(message, flush=True))
+    with (home / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        golden = home / "golden"
+        version = next(iter(sorted(MEDIAWIKI.glob("includes/Defines.php"))), MEDIAWIKI / "index.php")
+        stamp = _hash(WIKI_SOURCE) + _hash(version)
+        if _stamp(golden) == stamp:
+            return golden, False
+        say("Building the webapp wiki's golden database (MediaWiki on SQLite, seeded pages; about 20 s)…")
+        work = home / "golden.building"
+        shutil.rmtree(work, ignore_errors=True)
+        (work / "data").mkdir(parents=True)
+        _run(["php", "maintenance/install.php", "--dbtype", "sqlite", "--dbpath", str(work / "data"), "--dbname",
+              "wiki", "--server", "http://127.0.0.1", "--scriptpath", "", "--lang", "en", "--pass",
+              "wiki-admin-password-1", "--confpath", str(work), "Loupe Wiki", "Admin"],
+             step="MediaWiki install.php", log=log, cwd=MEDIAWIKI)
+        settings = (work / "LocalSettings.php").read_text()
+        # The data folder is the episode's copy and the server's port is the episode's: both read per request.
+        settings = re.sub(r'(?m)^\$wgSQLiteDataDir = .*$',
+                          lambda m: f'$wgSQLiteDataDir = getenv("WIKI_DATA") ?: "{work / "data"}";', settings)
+        settings = re.sub(r'(?m)^\$wgServer = .*$', "$wgServer = WebRequest::detectServer();", settings)
+        settings += "\n$wgJobRunRate = 1;\n$wgEnableAPI = true;\n"
+        (work / "LocalSettings.php").write_text(settings)
+        env = {**os.environ, "MW_CONFIG_FILE": str(work / "LocalSettings.php"), "WIKI_DATA": str(work / "data")}
+        for page in sorted((WIKI_SOURCE / "pages").glob("*.wiki")):
+            with page.open() as text:
+                _run_stdin(["php", "maintenance/edit.php", "--user", "Admin", "--summary", "Seeded by Loupe",
+                            page.stem.replace("_", " ")], stdin=text, step=f"save the page {page.stem}", log=log,
+                           env=env, cwd=MEDIAWIKI)
+        _run(["php", "maintenance/runJobs.php", "--quiet"], step="runJobs", log=log, env=env, cwd=MEDIAWIKI)
+        _write_stamp(work, stamp)
+        old = home / "golden.old"
+        shutil.rmtree(old, ignore_errors=True)
+        if golden.exists():
+            golden.rename(old)
+        work.rename(golden)
+        # LocalSettings names the build folder as the default data folder: point it at the final one.
+        final = (golden / "LocalSettings.php").read_text().replace(str(work / "data"), str(golden / "data"))
+        (golden / "LocalSettings.php").write_text(final)
+        shutil.rmtree(old, ignore_errors=True)
+        return golden, True
+
+
+def _run_stdin(argv: list[str], *, stdin: Any, step: str, log: Path, env: dict, cwd: Path) -> None:
+    with log.open("a") as out:
+        out.write(f"\n$ {' '.join(argv)}\n")
+        out.flush()
+        result = subprocess.run(argv, stdin=stdin, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, timeout=120)
+    if result.returncode != 0:
+        raise SiteBuildError(f"building the wiki failed at '{step}' (exit {result.returncode}); see {log}")
+
+
+def copy_wiki(golden: Path, target: Path) -> None:
+    """The golden wiki's SQLite files into ``target`` (the episode's data folder), each put in place atomically."""
+    target.mkdir(parents=True, exist_ok=True)
+    for path in (golden / "data").glob("*.sqlite"):
+        copy_database(path, target / path.name)
+    (target / "locks").mkdir(exist_ok=True)
+
+
+def _die_with_parent() -> None:
+    import ctypes
+    import signal
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class WikiServer:
+    """One ``php -S`` serving MediaWiki on a free loopback port, reading the episode's data folder ``data``."""
+
+    def __init__(self, *, golden: Path, data: Path, log: Path, start_timeout_s: float = 20.0) -> None:
+        self.golden, self.data, self.log = golden, data, log
+        self.start_timeout_s = start_timeout_s
+        self.process: subprocess.Popen | None = None
+        self.url = ""
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> str:
+        if self.alive():
+            return self.url
+        if wiki_missing():
+            raise EnvError(f"the wiki needs the Debian packages {', '.join(wiki_missing())}")
+        with socket.socket() as sock:  # php -S wants a port: take a free one (a lost race is tried again below)
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        env = {**os.environ, "MW_CONFIG_FILE": str(self.golden / "LocalSettings.php"), "WIKI_DATA": str(self.data),
+               "PHP_CLI_SERVER_WORKERS": "4"}
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("a") as out:
+            self.process = subprocess.Popen(["php", "-S", f"127.0.0.1:{port}", "-t", str(MEDIAWIKI)], cwd=MEDIAWIKI,
+                                            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                            preexec_fn=_die_with_parent)
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                tail = self.log.read_text(errors="replace").strip().splitlines()[-1:] or ["it exited"]
+                self.process = None
+                raise EnvError(f"the wiki did not start: {tail[0]} (log: {self.log})")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/index.php?title=Main_Page", timeout=5).read()
+                self.url = f"http://127.0.0.1:{port}"
+                return self.url
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise EnvError(f"the wiki did not answer in {self.start_timeout_s:.0f} s (log: {self.log})")
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            try:
+                os.killpg(process.pid, 15)
+                process.wait(timeout=5)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(process.pid, 9)
+                except ProcessLookupError:
+                    pass
+                process.wait(timeout=5)
+
+
 def main(argv: list[str]) -> int:
     """``build [--log PATH]``: what ``make sites`` runs; says a line a step it takes, nothing when up to date."""
     if argv[:1] != ["build"] or len(argv) not in (1, 3) or (len(argv) == 3 and argv[1] != "--log"):
@@ -272,6 +435,18 @@ def main(argv: list[str]) -> int:
         return 1
     if built:
         print(f"The webapp shop is built: {golden} ({time.monotonic() - started:.0f} s)")
+    missing = wiki_missing()
+    if missing:
+        print(f"The webapp wiki is left out: it needs the Debian packages {', '.join(missing)} (make test-tools)")
+        return 0
+    started = time.monotonic()
+    try:
+        wiki, built = build_wiki(log=log)
+    except SiteBuildError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    if built:
+        print(f"The webapp wiki is built: {wiki} ({time.monotonic() - started:.0f} s)")
     return 0
 
 

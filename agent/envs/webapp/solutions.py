@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from agent.actions import Action, Turn, format_turn
 from agent.envs.base import Element, Observation
 
-__all__ = ["SOLUTIONS", "Click", "ClickNear", "Fill", "Finish", "Key", "ScriptedSolution", "SolutionError", "solution_for",
+__all__ = ["SOLUTIONS", "Click", "ClickNear", "Fill", "Finish", "Key", "Type", "ScriptedSolution", "SolutionError", "solution_for",
            "solve_step"]
 
 _FIELDS = ("textbox", "password", "select")
@@ -35,9 +35,11 @@ class Click:
     text: str
     role: str | None = None
     nth: int = 0
+    prefix: bool = False  # the element's text only starts with ``text`` (a text area showing its content)
 
     def resolve(self, obs: Observation) -> list[Action] | None:
-        found = [e for e in obs.elements if e.text.strip() == self.text and (self.role is None or e.role == self.role)]
+        found = [e for e in obs.elements if (e.text.strip().startswith(self.text) if self.prefix else
+                 e.text.strip() == self.text) and (self.role is None or e.role == self.role)]
         return [_click(found[self.nth])] if len(found) > self.nth else None
 
 
@@ -89,6 +91,14 @@ class Key:
 
 
 @dataclass(frozen=True)
+class Type:
+    text: str
+
+    def resolve(self, obs: Observation) -> list[Action] | None:
+        return [Action("type", {"text": self.text})]
+
+
+@dataclass(frozen=True)
 class Finish:
     """End the episode; ``answer`` may be read from the screen by a function of the observation."""
 
@@ -125,6 +135,17 @@ class ScriptedSolution:
         return actions[0]
 
 
+def _text_like(pattern: str) -> Callable[[Observation], str]:
+    """The first text on the screen that matches ``pattern`` (a time, a number)."""
+    import re
+
+    def read(obs: Observation) -> str:
+        return next((e.text.strip() for e in obs.elements if e.role == "text" and re.fullmatch(pattern, e.text.strip())),
+                    "")
+
+    return read
+
+
 def _price_after(title: str) -> Callable[[Observation], str]:
     """The first price shown after the product's title (as a person reads a product page)."""
     def read(obs: Observation) -> str:
@@ -158,6 +179,12 @@ SOLUTIONS: dict[str, list] = {
         Fill("Product title:", "Portable Radio"), Click("Search", "button"), Click("Portable Radio", "link"),
         Fill("Title", "Portable DAB Radio"), Click("Save"), Finish(),
     ],
+    "wiki-standup-answer": [Click("Daily standup", "link"), Finish(_text_like(r"\d{1,2}:\d{2}"))],
+    "wiki-open-page": [Click("Coffee machine", "link"), Finish()],
+    "wiki-edit-page": [Click("Edit", "link"), Click("The coffee machine", "textbox", prefix=True), Key("ctrl+End"),
+                       Type("\nUse only filtered water."), Click("Save changes"), Finish()],
+    "wiki-create-page": [Fill(None, "Team lunch"), Key("enter"), Click("Team lunch", "link"),
+                         Fill(None, "Team lunch is on Thursdays at 12:30."), Click("Save page"), Finish()],
 }
 
 
@@ -174,6 +201,8 @@ def _tokens(step: object) -> list[tuple]:
         return [("click",), ("hotkey", "ctrl+a"), ("type", step.value)]
     if isinstance(step, Key):
         return [("hotkey", step.keys)]
+    if isinstance(step, Type):
+        return [("type", step.text)]
     if isinstance(step, Finish):
         return [("finished",)]
     return [("click",)]
@@ -195,6 +224,8 @@ def _thought(step: object, part: int) -> str:
         return f'I click the control near "{step.label}".'
     if isinstance(step, Key):
         return f"I press {step.keys}."
+    if isinstance(step, Type):
+        return f"I type {step.text.strip()!r}."
     return "The task is done."
 
 
@@ -223,7 +254,7 @@ def solve_step(task_id: str, observation: Observation, history: list[Turn]) -> T
             continue
         index, part, token = flat[position]
         step = steps[index]
-        if scrolled and (part or isinstance(step, (Key, Finish))):
+        if scrolled and (part or isinstance(step, (Key, Type, Finish))):
             continue
         if part == 0:
             actions = step.resolve(observation)

@@ -2,7 +2,7 @@
 
 **WebArena format** (a task a JSON object, or a file holding a list of them), the fields read:
 ``task_id``, ``intent``, ``start_url`` (with a site placeholder: ``__SHOP__`` / ``__SHOPPING__`` for the
-shop, ``__SHOP_ADMIN__`` / ``__SHOPPING_ADMIN__`` for its staff dashboard), ``require_login`` (the seeded
+shop, ``__SHOP_ADMIN__`` / ``__SHOPPING_ADMIN__`` for its staff dashboard, ``__WIKI__`` for the MediaWiki wiki), ``require_login`` (the seeded
 customer, or the staff user for an admin site), ``eval`` with ``eval_types`` among:
 
 - ``string_match``: ``reference_answers`` with ``exact_match`` (a string), ``must_include`` (a list) and/or
@@ -19,7 +19,8 @@ customer, or the staff user for an admin site), ``eval`` with ``eval_types`` amo
   ``{"check": "basket_line", "product": title, "quantity": n}``, ``{"check": "basket_empty"}``,
   ``{"check": "order_placed", "product": title, "quantity": n, "email": guest email}`` (all but the
   kind optional), ``{"check": "product_title", "upc": upc, "title": title}``, ``{"check": "product_price",
-  "upc": upc, "price": "12.50"}``.
+  "upc": upc, "price": "12.50"}``, and for the wiki ``{"check": "wiki_page", "title": title, "must_include":
+  [...]}`` (the page's latest revision holds each text).
 
 Scores of the listed types multiply (all must pass), as in WebArena. Unknown eval types, site checks,
 placeholders and missing fields are refused at load with a message naming them.
@@ -49,12 +50,13 @@ __all__ = ["ANY_URL_CHECKS", "EVAL_TYPES", "SITE_CHECKS", "TaskFormatError", "We
            "evaluate", "load_task", "load_task_file", "load_tasks_dir", "resolve_url"]
 
 EVAL_TYPES = ("string_match", "url_match", "program_html", "site_state")
-SITE_CHECKS = ("basket_line", "basket_empty", "order_placed", "product_title", "product_price")
+SITE_CHECKS = ("basket_line", "basket_empty", "order_placed", "product_title", "product_price", "wiki_page")
 ANY_URL_CHECKS = ("url_match", "dom_content", "judge", "person")
 STRING_MATCH_KINDS = ("exact_match", "must_include", "fuzzy_match")
 # Placeholder -> (site, path under the site's base URL).
 PLACEHOLDERS = {"__SHOP__": ("shop", ""), "__SHOPPING__": ("shop", ""),
-                "__SHOP_ADMIN__": ("shop", "/dashboard"), "__SHOPPING_ADMIN__": ("shop", "/dashboard")}
+                "__SHOP_ADMIN__": ("shop", "/dashboard"), "__SHOPPING_ADMIN__": ("shop", "/dashboard"),
+                "__WIKI__": ("wiki", "")}
 _NOT_SERVED = ("__REDDIT__", "__GITLAB__", "__WIKIPEDIA__", "__MAP__", "__HOMEPAGE__")
 _PLACEHOLDER = re.compile(r"__[A-Z_]+__")
 DEFAULT_MAX_STEPS = 30
@@ -75,6 +77,14 @@ class WebTask:
     login: str | None = None  # "customer" | "staff" | None
     max_steps: int = DEFAULT_MAX_STEPS
     origin: str = ""
+
+    @property
+    def sites(self) -> set[str]:
+        """The local sites the task uses (from the placeholders in its start URL and checks)."""
+        text = self.start_url + json.dumps(self.eval)
+        return {PLACEHOLDERS[p][0] for p in _PLACEHOLDER.findall(text) if p in PLACEHOLDERS} | (
+            {"wiki"} if "wiki_page" in text else set()) | ({"shop"} if self.kind == "webarena" and any(
+                c.get("check") != "wiki_page" for c in self.eval.get("site_state", [])) else set())
 
     @property
     def automatic(self) -> bool:
@@ -207,7 +217,8 @@ def _check_program_html(target: Any, where: str, fail: Any) -> None:
 
 
 _SITE_CHECK_FIELDS = {"basket_line": ("product",), "basket_empty": (), "order_placed": (),
-                      "product_title": ("upc", "title"), "product_price": ("upc", "price")}
+                      "product_title": ("upc", "title"), "product_price": ("upc", "price"),
+                      "wiki_page": ("title", "must_include")}
 
 
 def _check_site_check(check: Any, where: str, fail: Any) -> None:
@@ -221,6 +232,9 @@ def _check_site_check(check: Any, where: str, fail: Any) -> None:
         raise fail(f"{where} ({kind}) is missing {', '.join(missing)}")
     if "quantity" in check and (not isinstance(check["quantity"], int) or check["quantity"] < 1):
         raise fail(f"{where}: quantity must be a whole number of at least 1")
+    if kind == "wiki_page" and (not isinstance(check["must_include"], list)
+                                or not all(isinstance(x, str) for x in check["must_include"])):
+        raise fail(f"{where}: wiki_page's must_include must be a list of texts")
     if kind == "product_price":
         try:
             Decimal(str(check["price"]))
@@ -298,7 +312,7 @@ class Probe(Protocol):
     """What evaluation reads from a finished episode (the env provides it)."""
 
     url: str  # the page the episode ended on
-    db: Path | None  # the shop's database of the episode
+    dbs: dict[str, Path]  # site -> the episode's database of that site
 
     def dom(self, url: str, locator: str) -> str: ...  # run a JS expression on a page ("last": the current one)
 
@@ -350,11 +364,20 @@ def _contents_match(text: str, contents: dict) -> bool:
     return all(any(_clean(alt) in _clean(text) for alt in _alternatives(item)) for item in contents["must_include"])
 
 
-def site_check(db: Path | None, check: dict) -> bool:
+def site_check(dbs: dict[str, Path], check: dict) -> bool:
+    kind = check["check"]
+    db = dbs.get("wiki" if kind == "wiki_page" else "shop")
     if db is None or not db.exists():
         return False
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10) as conn:
-        kind, rows = check["check"], None
+        if kind == "wiki_page":
+            row = conn.execute(
+                "SELECT t.old_text FROM page p JOIN slots s ON s.slot_revision_id = p.page_latest "
+                "JOIN content c ON c.content_id = s.slot_content_id "
+                "JOIN text t ON 'tt:' || t.old_id = c.content_address "
+                "WHERE p.page_namespace = 0 AND p.page_title = ?", (check["title"].strip().replace(" ", "_"),)).fetchone()
+            text = bytes(row[0]).decode("utf-8", "replace") if row and isinstance(row[0], bytes) else (row[0] if row else None)
+            return text is not None and all(_clean(item) in _clean(text) for item in check["must_include"])
         if kind in ("basket_line", "basket_empty"):
             rows = conn.execute(
                 "SELECT p.title, l.quantity FROM basket_line l JOIN basket_basket b ON b.id = l.basket_id "
@@ -411,7 +434,7 @@ def evaluate(task: WebTask, probe: Probe, *, answer: str | None, sites: dict[str
                 text = probe.dom(url, target.get("locator") or "")
                 score *= float(_contents_match(text, target["required_contents"]))
         elif kind == "site_state":
-            score *= float(all(site_check(probe.db, check) for check in spec["site_state"]))
+            score *= float(all(site_check(probe.dbs, check) for check in spec["site_state"]))
         if not score:
             break
     return score
