@@ -275,7 +275,7 @@ SOLVERS.update({
 def solve_step(task: str, observation: Observation, history: list[Turn]) -> Turn:
     """The scripted next turn for ``task``. Raises ``SolverError`` if the screen lacks its target."""
     solver = SOLVERS.get(task)
-    if solver is None and task.startswith("shop-"):
+    if solver is None and task.startswith(("shop-", "wiki-")):
         from agent.envs.webapp.solutions import SOLUTIONS as WEBAPP_SOLUTIONS, solve_step as webapp_step
 
         if task in WEBAPP_SOLUTIONS:
