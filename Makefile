@@ -56,11 +56,19 @@ chromium:
 
 # The tests also speak (espeak-ng), cut audio (ffmpeg, sox): Debian packages, installed when missing.
 TEST_PACKAGES := espeak-ng ffmpeg sox xvfb openbox dbus-x11 python3-xlib at-spi2-core python3-pyatspi libnss-wrapper xterm mousepad pcmanfm galculator gnumeric
+# The webapp env's wiki: MediaWiki on SQLite, served by php -S. Without recommends: those would pull in MySQL and
+# ImageMagick (mediawiki recommends them before php-sqlite3). apache2 comes as a dependency; Loupe never uses it (on a
+# host where Debian starts services it listens on port 80: `systemctl disable --now apache2` if that is unwanted).
+WIKI_PACKAGES := mediawiki php-sqlite3 php-cli
 test-tools:
 	@missing=""; for pkg in $(TEST_PACKAGES); do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then echo "Installing$$missing (Debian packages the tests use)…"; \
 	  $(if $(shell command -v sudo),sudo) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(if $(shell command -v sudo),sudo) apt-get install -y -qq $$missing >/dev/null; fi
+	@missing=""; for pkg in $(WIKI_PACKAGES); do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
+	if [ -n "$$missing" ]; then echo "Installing$$missing (the webapp env's wiki)…"; \
+	  $(if $(shell command -v sudo),sudo) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(if $(shell command -v sudo),sudo) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
 
 run: setup
 	@$(BIN)/python manage.py loupe_run --host $(HOST) --port $(PORT)
