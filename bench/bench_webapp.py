@@ -5,8 +5,10 @@ Prints one JSON object: ``db_copy`` the golden SQLite copy alone; ``server_start
 process until it answers (Django and oscar imported, database checked); ``reset`` a whole episode start
 (database copy, new browser context, first page load of the catalogue, screenshot and elements);
 ``screenshot`` one JPEG of the 1280x720 viewport through CDP; ``observe`` elements and screenshot;
-``step_type`` a type action (no navigation); ``step_click_nav`` a click on a link that loads a product
-page (settle, load, observation); ``solution_<task>`` a whole scripted solution, reset included.
+``step_type`` a type action (no navigation); ``step_click_nav`` a click on a link that loads a category
+page (settle, load, observation); ``server_rss_mib`` the shop server's memory after those pages;
+``solution_<task>`` a whole scripted solution, reset included; ``wiki_reset`` an episode start on the MediaWiki
+wiki (its SQLite files copied, a page loaded), where MediaWiki is installed.
 The site is built first if needed (not measured). The load average is reported beside: on a busy 2-core
 machine the page loads (oscar renders a catalogue page in about 150 queries) dominate.
 """
@@ -83,6 +85,10 @@ def main() -> None:
             clicks.append((time.perf_counter() - started) * 1000)
             assert "/catalogue/category/electronics/audio" in result.observation.url, result.observation.url
         report["step_click_nav"] = _summary(clicks)
+        import psutil  # one of Loupe's requirements
+
+        server = psutil.Process(env.server_pid)
+        report["server_rss_mib"] = round(sum(p.memory_info().rss for p in [server, *server.children(True)]) / 2**20, 1)
         for task in ("shop-add-to-basket", "shop-guest-checkout"):
             started, steps = time.perf_counter(), 0
             obs, solution = env.reset(task, 0), solution_for(task)
@@ -93,6 +99,18 @@ def main() -> None:
                     break
             report[f"solution_{task}"] = {"seconds": round(time.perf_counter() - started, 2), "steps": steps,
                                           "reward": result.reward}
+        if not sites.wiki_missing():
+            env.reset("wiki-open-page", 0)  # the wiki's build and server start, not measured
+            report["wiki_reset"] = _summary(_timed(lambda: env.reset("wiki-open-page", 0), args.resets))
+            started, steps = time.perf_counter(), 0
+            obs, solution = env.reset("wiki-edit-page", 0), solution_for("wiki-edit-page")
+            while True:
+                result = env.step(solution.next_action(obs))
+                obs, steps = result.observation, steps + 1
+                if result.done:
+                    break
+            report["solution_wiki-edit-page"] = {"seconds": round(time.perf_counter() - started, 2), "steps": steps,
+                                                 "reward": result.reward}
     finally:
         env.close()
     print(json.dumps({**report, "cpu_count": os.cpu_count(), "load_average_1min": round(os.getloadavg()[0], 2)}))

@@ -297,4 +297,4 @@ def test_close_stops_the_site_servers(env):  # last: the module's env is closed
 
 
 def _wiki_servers() -> str:
-    return subprocess.run(["pgrep", "-af", "php -S 127.0.0.1"], capture_output=True, text=True).stdout.strip()
+    return subprocess.run(["pgrep", "-af", "opcache.enable_cli=1 -S 127.0.0.1"], capture_output=True, text=True).stdout.strip()
