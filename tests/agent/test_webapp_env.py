@@ -286,6 +286,27 @@ def test_a_wiki_episode_starts_from_a_fresh_copy_of_the_wiki(env):
     assert "filtered water" not in env._page.inner_text("#mw-content-text")
 
 
+@NO_WIKI
+def test_a_wiki_that_cannot_start_is_a_clear_env_error_and_leaves_no_process(tmp_path):
+    from agent.envs.webapp.sites import build_wiki
+
+    golden, _ = build_wiki(quiet=True)
+    bad = tmp_path / "wiki"
+    shutil.copytree(golden, bad)
+    for path in (bad / "data").glob("*.sqlite"):
+        path.write_bytes(b"this is not a database" * 100)
+    broken = WebAppEnv()
+    broken.wiki_golden = bad
+    before = _wiki_servers()
+    try:
+        with pytest.raises(EnvError, match=r"the wiki did not start: it answered HTTP 500"):
+            broken.reset("wiki-open-page", 0)
+        assert broken.wiki_pid is None
+    finally:
+        broken.close()
+    assert _wiki_servers() == before
+
+
 def test_close_stops_the_site_servers(env):  # last: the module's env is closed
     env.reset("shop-category-url", 0)
     pids = [pid for pid in (env.server_pid, env.wiki_pid) if pid]

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -404,6 +405,10 @@ class WikiServer:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/index.php?title=Main_Page", timeout=5).read()
                 self.url = f"http://127.0.0.1:{port}"
                 return self.url
+            except urllib.error.HTTPError as exc:  # it answers, broken: no use waiting
+                body = re.sub(r"<[^>]+>|\s+", " ", exc.read().decode("utf-8", "replace")).strip()
+                self.stop()
+                raise EnvError(f"the wiki did not start: it answered HTTP {exc.code}: {body[:200]}") from exc
             except OSError:
                 time.sleep(0.1)
         self.stop()
