@@ -43,6 +43,7 @@ OSCAR_SOURCE = Path(__file__).with_name("sites") / "oscar"
 WIKI_SOURCE = Path(__file__).with_name("sites") / "wiki"
 MEDIAWIKI = Path(os.environ.get("LOUPE_MEDIAWIKI_DIR", "/usr/share/mediawiki"))  # Debian's mediawiki package
 WIKI_PACKAGES = ("mediawiki", "php-sqlite3", "php-cli")
+WIKI_BUILD = "2"  # raised when build_wiki changes what it makes, so built wikis are made again
 REPO = Path(__file__).resolve().parents[3]
 _PYTHON = os.environ.get("LOUPE_SITES_PYTHON", "python3.11" if shutil.which("python3.11") else sys.executable)
 STAFF_LOGIN = ("staff@example.com", "staff-password")
@@ -300,7 +301,7 @@ def build_wiki(*, quiet: bool = False, log: Path | None = None) -> tuple[Path, b
         fcntl.flock(lock, fcntl.LOCK_EX)
         golden = home / "golden"
         version = next(iter(sorted(MEDIAWIKI.glob("includes/Defines.php"))), MEDIAWIKI / "index.php")
-        stamp = _hash(WIKI_SOURCE) + _hash(version)
+        stamp = _hash(WIKI_SOURCE) + _hash(version) + WIKI_BUILD
         if _stamp(golden) == stamp:
             return golden, False
         say("Building the webapp wiki's golden database (MediaWiki on SQLite, seeded pages; about 20 s)…")
@@ -316,7 +317,7 @@ def build_wiki(*, quiet: bool = False, log: Path | None = None) -> tuple[Path, b
         settings = re.sub(r'(?m)^\$wgSQLiteDataDir = .*$',
                           lambda m: f'$wgSQLiteDataDir = getenv("WIKI_DATA") ?: "{work / "data"}";', settings)
         settings = re.sub(r'(?m)^\$wgServer = .*$', "$wgServer = WebRequest::detectServer();", settings)
-        settings += "\n$wgJobRunRate = 1;\n$wgEnableAPI = true;\n"
+        settings += "\n$wgJobRunRate = 1;\n$wgLogos = ['1x' => \"$wgResourceBasePath/resources/assets/mediawiki.png\"];\n"
         (work / "LocalSettings.php").write_text(settings)
         env = {**os.environ, "MW_CONFIG_FILE": str(work / "LocalSettings.php"), "WIKI_DATA": str(work / "data")}
         for page in sorted((WIKI_SOURCE / "pages").glob("*.wiki")):
