@@ -45,6 +45,7 @@ MEDIAWIKI = Path(os.environ.get("LOUPE_MEDIAWIKI_DIR", "/usr/share/mediawiki")) 
 WIKI_PACKAGES = ("mediawiki", "php-sqlite3", "php-cli")
 WIKI_BUILD = "2"  # raised when build_wiki changes what it makes, so built wikis are made again
 REPO = Path(__file__).resolve().parents[3]
+OSCAR_BUILD = "1"  # raised when build_oscar changes what it makes (steps, warming), so built shops are made again
 _PYTHON = os.environ.get("LOUPE_SITES_PYTHON", "python3.11" if shutil.which("python3.11") else sys.executable)
 STAFF_LOGIN = ("staff@example.com", "staff-password")
 CUSTOMER_LOGIN = ("customer@example.com", "customer-password")
@@ -119,7 +120,7 @@ def build_oscar(*, quiet: bool = False, log: Path | None = None) -> tuple[Path, 
                   str(OSCAR_SOURCE / "requirements.txt")], step="pip install -r requirements.txt", log=log)
             _write_stamp(venv, venv_stamp)
             built = True
-        golden_stamp = venv_stamp + _hash(OSCAR_SOURCE / "shopsite", OSCAR_SOURCE / "serve.py")
+        golden_stamp = venv_stamp + _hash(OSCAR_SOURCE / "shopsite", OSCAR_SOURCE / "serve.py") + OSCAR_BUILD
         if _stamp(golden) != golden_stamp:
             say("Building the webapp shop's golden database (migrate, seed, search index; about 40 s)…")
             work = home / "golden.building"
