@@ -16,8 +16,13 @@ HERE = Path(__file__).resolve().parent
 ONLY_WHEN_NAMED = {"flywheel"}  # from the cold start through three cycles: about 40 minutes on 2 cores
 
 
+# A name that brings others along: the env figures include the webapp env's (bench_webapp.py, its own process).
+WITH = {"env": {"webapp"}}
+
+
 def main(argv: list[str]) -> int:
     wanted = set(argv)
+    wanted |= {other for name in argv for other in WITH.get(name, ())}
     report: dict = {"machine": {"cpus": __import__("os").cpu_count()}, "results": {}}
     failed = False
     for script in sorted(HERE.glob("bench_*.py")):
