@@ -68,9 +68,9 @@ def test_a_worker_runs_an_autonomous_desktop_episode_to_its_evaluator(manager_cl
     from trainer.model import save_tiny_untrained
 
     project, client = manager_client
-    task = client.post(f"/api/v1/projects/{project.pk}/tasks/",
-                       {"env_kind": "desktop", "task_name": "desktop-calc-multiply", "max_steps": 12},
-                       format="json").json()
+    task, long_task = (client.post(f"/api/v1/projects/{project.pk}/tasks/",
+                                   {"env_kind": "desktop", "task_name": name, "max_steps": 12}, format="json").json()
+                       for name in ("desktop-calc-subtract", "desktop-calc-multiply"))
     save_tiny_untrained(tmp_path / "ckpt")
     checkpoint = Checkpoint.objects.create(project=project, name="scripted", uri=str(tmp_path / "ckpt"))
     deployments.deployment_promote(project=project, checkpoint=checkpoint, backend="scripted", reason="test oracle")
@@ -82,9 +82,8 @@ def test_a_worker_runs_an_autonomous_desktop_episode_to_its_evaluator(manager_cl
     assert episode.status == EpisodeStatus.FINISHED, episode.end_reason
     assert episode.env_reward == 1.0 and episode.end_reason == "finished"
     steps = list(Step.objects.filter(episode=episode).order_by("index"))
-    # 1 2 3 * 4 5 = on the calculator's buttons, then finished
-    assert [s.action["name"] for s in steps] == ["click"] * 7 + ["finished"]
-    assert steps[0].thought == 'I click the "1" button.' and steps[0].url == "desktop://desktop-calc-multiply"
+    assert [s.action_text for s in steps] == ['type(text="1024-25")', 'hotkey(keys="enter")', 'finished(answer="")']
+    assert steps[0].thought == "I type '1024-25'." and steps[0].url == "desktop://desktop-calc-subtract"
     for step in steps:
         assert (step.width, step.height) == (1280, 720)
         with default_storage.open(step.screenshot, "rb") as handle:
@@ -95,17 +94,14 @@ def test_a_worker_runs_an_autonomous_desktop_episode_to_its_evaluator(manager_cl
     started = wait_for(lambda: _two(_xvfb_of(worker)), 30, what="two desktops")
 
     # the desktops die mid-episode: the episode fails saying why, and the next one gets new desktops
-    dying = start(client, project, task["id"])
+    dying = start(client, project, long_task["id"])  # eight steps: it is still running when they die
     wait_for(lambda: Step.objects.filter(episode_id=dying).exists(), 60, what="the first step")
     for pid in started:
         psutil.Process(pid).kill()
     wait_for(lambda: Episode.objects.get(pk=dying).status in ("finished", "failed"), 60, what="the episode to fail")
     failed = Episode.objects.get(pk=dying)
     assert failed.status == EpisodeStatus.FAILED and "X server (Xvfb :" in failed.end_reason, failed.end_reason
-    quick = client.post(f"/api/v1/projects/{project.pk}/tasks/",
-                        {"env_kind": "desktop", "task_name": "desktop-calc-subtract", "max_steps": 5},
-                        format="json").json()
-    after = start(client, project, quick["id"])
+    after = start(client, project, task["id"])
     wait_for(lambda: Episode.objects.get(pk=after).status in ("finished", "failed"), 120, what="the next episode")
     assert Episode.objects.get(pk=after).env_reward == 1.0, Episode.objects.get(pk=after).end_reason
 

@@ -143,16 +143,23 @@ class DesktopEnv(Env):
             finally:
                 self.desktop, self._input = None, None
 
-    def _fail_if_dead(self) -> None:
-        """If a desktop process died, end the episode, drop the desktop and raise EnvError saying which."""
+    def _fail_if_dead(self, wait_s: float = 0.0) -> None:
+        """If a desktop process died, end the episode, drop the desktop and raise EnvError saying which.
+        ``wait_s``: after a call failed, how long to give a dying process to be seen dead (the X connection
+        can break a moment before the server's exit is visible)."""
         if self.desktop is None:
             return
-        try:
-            self.desktop.check_alive()
-        except EnvError as exc:
-            self._done = True
-            self._drop_desktop()
-            raise EnvError(f"{exc}; the episode is lost, the next reset() starts a new desktop") from None
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self.desktop.check_alive()
+            except EnvError as exc:
+                self._done = True
+                self._drop_desktop()
+                raise EnvError(f"{exc}; the episode is lost, the next reset() starts a new desktop") from None
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
 
     def close(self) -> None:
         self._done = True
@@ -182,10 +189,10 @@ class DesktopEnv(Env):
                 time.sleep(self.settle_s)
             observation = self._observe()
         except EnvError:
-            self._fail_if_dead()
+            self._fail_if_dead(wait_s=1.0)
             raise
         except Exception as exc:  # the X connection broke, a process vanished mid-call
-            self._fail_if_dead()
+            self._fail_if_dead(wait_s=1.0)
             raise EnvError(f"the desktop failed during {action.to_text()}: {exc}") from exc
         self._done = done
         return StepResult(observation=observation, reward=reward, done=done, info=info)
