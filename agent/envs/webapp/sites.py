@@ -451,9 +451,9 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
     try:
         wiki, built = build_wiki(log=log)
-    except SiteBuildError as exc:
-        print(exc, file=sys.stderr)
-        return 1
+    except SiteBuildError as exc:  # the wiki is optional: say why its tasks will not start, but let Loupe start
+        print(f"The webapp wiki is left out: {exc}", file=sys.stderr)
+        return 0
     if built:
         print(f"The webapp wiki is built: {wiki} ({time.monotonic() - started:.0f} s)")
     return 0
