@@ -70,7 +70,7 @@ def test_every_kind_refuses_a_thought_too_long(kind):
     ("edit", {"index": 0}, "'edit' needs an 'action' like click(x=10, y=20)."),
     ("act", {"action": "clack(x=1)"},
      "That action does not parse: unknown action 'clack'; expected one of: click, double_click, right_click, drag, "
-     "type, hotkey, scroll, wait, finished, call_user"),
+     "type, hotkey, scroll, wait, finished, call_user, shell"),
 ])
 def test_an_action_is_needed_and_must_parse(kind, bad_frame, message):
     with pytest.raises(CommandRefused) as refused:
