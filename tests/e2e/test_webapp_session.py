@@ -67,9 +67,16 @@ def test_annotator_takes_over_a_webapp_episode_and_adds_to_the_basket_on_the_sca
     page.wait_for_url("**/episodes/*", timeout=30_000)
     episode_id = int(page.url.rstrip("/").split("/")[-1])
 
-    approve(page, 0)  # the product's link is below the fold: the model scrolls
-    approve(page, 1)  # and clicks "Bluetooth Speaker"
-    page.locator('[data-testid="proposal"][data-index="2"]').wait_for(timeout=60_000)
+    clicked = 0  # the model scrolls while the product's link is below the fold, then clicks "Bluetooth Speaker"
+    while True:
+        approve(page, clicked)
+        wait_for(lambda: Step.objects.filter(episode_id=episode_id, index=clicked).exists(), 60, what="the step")
+        if Step.objects.get(episode_id=episode_id, index=clicked).action["name"] == "click":
+            break
+        clicked += 1
+        assert clicked < 5, "the model never clicked the product"
+    human = clicked + 1
+    page.locator(f'[data-testid="proposal"][data-index="{human}"]').wait_for(timeout=60_000)
     box = page.get_by_test_id("episode-screenshot").bounding_box()
     assert abs(box["width"] / box["height"] - 1280 / 720) < 0.01
     screenshot(page, "webapp-session-proposal")
@@ -80,10 +87,10 @@ def test_annotator_takes_over_a_webapp_episode_and_adds_to_the_basket_on_the_sca
     image.scroll_into_view_if_needed()
     box = image.bounding_box()
     image.click(position={"x": box["width"] * (x + 0.5) / 1280, "y": box["height"] * (y + 0.5) / 720})
-    wait_for(lambda: Step.objects.filter(episode_id=episode_id, index=2).exists(), 60, what="the human click")
+    wait_for(lambda: Step.objects.filter(episode_id=episode_id, index=human).exists(), 60, what="the human click")
     screenshot(page, "webapp-session-takeover")
     page.get_by_test_id("cmd-handback").click()
-    approve(page, 3)  # the model sees the product in the basket and finishes
+    approve(page, human + 1)  # the model sees the product in the basket and finishes
     wait_for(lambda: Episode.objects.get(pk=episode_id).status in ("finished", "failed"), 60, what="the episode to end")
     page.get_by_test_id("episode-status").filter(has_text="finished").wait_for(timeout=30_000)
     screenshot(page, "webapp-session-finished")
@@ -91,15 +98,15 @@ def test_annotator_takes_over_a_webapp_episode_and_adds_to_the_basket_on_the_sca
     episode = Episode.objects.get(pk=episode_id)
     assert episode.env_reward == 1.0, episode.end_reason  # the shop's database holds the basket line
     steps = list(Step.objects.filter(episode=episode).order_by("index"))
-    assert [s.actor for s in steps] == ["model", "model", "human", "model"]
-    assert steps[2].action["name"] == "click"
-    assert abs(steps[2].action["args"]["x"] - x) <= 1 and abs(steps[2].action["args"]["y"] - y) <= 1
-    assert "/catalogue/bluetooth-speaker_16/" in steps[2].url
+    assert [s.actor for s in steps] == ["model"] * human + ["human", "model"]
+    assert steps[human].action["name"] == "click"
+    assert abs(steps[human].action["args"]["x"] - x) <= 1 and abs(steps[human].action["args"]["y"] - y) <= 1
+    assert "/catalogue/bluetooth-speaker_16/" in steps[human].url
     for step in steps:
         with default_storage.open(step.screenshot, "rb") as handle:
             assert Image.open(io.BytesIO(handle.read())).size == (1280, 720) == (step.width, step.height)
     kinds = list(Intervention.objects.filter(episode=episode).values_list("kind", flat=True))
-    assert kinds[:4] == ["approve", "approve", "takeover", "act"] and "handback" in kinds
+    assert kinds[:human + 2] == ["approve"] * human + ["takeover", "act"] and "handback" in kinds
     assert page.errors == []
 
     page.context.clear_cookies()
