@@ -142,3 +142,25 @@ def test_text_and_keys_typed_in_the_takeover_panel_reach_the_desktop(daphne_serv
     assert [(s.actor, s.action_text) for s in steps] == [
         ("human", 'type(text="Meeting at noon")'), ("human", 'hotkey(keys="ctrl+s")'), ("model", 'finished(answer="")')]
     assert page.errors == []
+
+
+def test_a_hybrid_episode_shows_what_the_shell_printed(daphne_server, celery_worker, page, desktop_project):
+    project, _ = desktop_project
+    task = make_task(project, "desktop-hybrid-count", env_kind="desktop", max_steps=8)
+    login(page, daphne_server, "deskhand", PASSWORD)
+    page.get_by_test_id("project-card").first.wait_for(timeout=20_000)
+    episode_id = start_episode(page, daphne_server, project, task)
+    page.locator('[data-testid="proposal"][data-index="0"]').wait_for(timeout=60_000)
+    assert page.get_by_test_id("action-label").inner_text() == "$ ls ~/notes/*.txt | wc -l"
+    page.get_by_test_id("cmd-approve").click()
+    output = page.get_by_test_id("shell-output")
+    output.wait_for(timeout=60_000)
+    assert output.text_content() == "Shell output (exit code 0)3"  # the heading, then what the command printed
+    screenshot(page, "desktop-session-shell")
+    for index in (1, 2, 3):  # type 3, ctrl+s, finished
+        approve(page, index)
+    wait_for(lambda: Episode.objects.get(pk=episode_id).status in ("finished", "failed"), 60, what="the episode to end")
+    episode = Episode.objects.get(pk=episode_id)
+    assert episode.env_reward == 1.0, episode.end_reason
+    assert Step.objects.get(episode=episode, index=0).info["output"] == "3\n"
+    assert page.errors == []
