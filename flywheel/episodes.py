@@ -353,8 +353,10 @@ def step_record(*, episode: Episode, index: int, screenshot: bytes, width: int, 
         checkpoint_id=episode.checkpoint_id, intervened_by=intervened_by, started_at=started_at,
     )
     Rejection.objects.filter(episode=episode, step_index=index, step__isnull=True).update(step=step)
-    # a person's step that did what the model proposed is not a correction; rejections before it are
-    corrected = correction in (Correction.ACTION, Correction.THOUGHT) or step.rejections.exists()
+    # a person's step that did what the model proposed is not a correction; rejections before it are, and so is a
+    # step a person took in control with no proposal to compare (a takeover: the person acted in the model's place)
+    took_over = actor == Actor.HUMAN and proposal is None
+    corrected = correction in (Correction.ACTION, Correction.THOUGHT) or took_over or step.rejections.exists()
     Episode.objects.filter(pk=episode.pk).update(
         n_steps=F("n_steps") + 1, n_void=F("n_void") + (1 if action is None else 0),
         n_interventions=F("n_interventions") + (1 if corrected else 0), heartbeat_at=timezone.now(),

@@ -112,6 +112,13 @@ def test_dpo_pairs_only_where_a_person_changed_the_action_or_rewrote_the_thought
     assert rows[0]["chosen"][0]["content"] == "Thought: the OK button is the first one\nAction: click(x=10, y=20)"
 
 
+def test_steps_a_person_took_in_control_without_a_proposal_count_as_interventions(demo):
+    project, task = demo["project"], demo["task"]
+    in_control = {"actor": "human", "thought": "", "action": {"name": "click", "args": {"x": 3, "y": 4}}}
+    episode = make_finished_episode(project, task, steps=[{}, in_control, in_control], mode="supervised", reward=1.0)
+    assert episode.n_interventions == 2
+
+
 def test_a_rejected_proposal_is_a_dpo_pair_under_the_prompt_it_answered(demo):
     project, task = demo["project"], demo["task"]
     wrong = {"action": {"name": "click", "args": {"x": 1, "y": 1}}, "thought": "top left?",
