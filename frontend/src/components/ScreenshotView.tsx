@@ -138,3 +138,12 @@ export function ScreenshotView({
     </div>
   );
 }
+
+/**
+ * A desktop's or web app's screen (1280x720) is wider than tall and full of small text: pages show it as wide as
+ * they allow (up to its own size) instead of in the narrow column a phone-sized MiniWoB page gets, and scale it
+ * smoothly (a MiniWoB page is scaled up as crisp pixels). Clicks map back to its own pixels at any size.
+ */
+export function isWideScreen(width: number, height: number): boolean {
+  return width >= 640 && width > height;
+}

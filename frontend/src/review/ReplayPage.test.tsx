@@ -175,6 +175,23 @@ describe("ReplayPage", () => {
     expect(screen.getByTestId("end-reason").textContent).toBe("A person rejected the model's proposals for one step too many times.");
   });
 
+  it("shows a desktop's wide screen across the page, and a MiniWoB page in its 400-pixel column", async () => {
+    const wide = episode();
+    wide.steps = wide.steps.map((s) => ({ ...s, width: 1280, height: 720 }));
+    mockFetch(routes({ "GET /api/v1/episodes/42/": { body: wide } }));
+    const { unmount } = renderApp(`/projects/1/review/42?${LIST}`);
+    const shot = await screen.findByTestId("replay-screenshot");
+    expect(screen.getByTestId("replay").querySelector(".replay-body")?.classList.contains("replay-body-wide")).toBe(true);
+    expect((shot.parentElement as HTMLElement).style.width).toBe("");
+    unmount();
+
+    mockFetch(routes());
+    renderApp(`/projects/1/review/42?${LIST}`);
+    const narrow = await screen.findByTestId("replay-screenshot");
+    expect(screen.getByTestId("replay").querySelector(".replay-body")?.classList.contains("replay-body-wide")).toBe(false);
+    expect((narrow.parentElement as HTMLElement).style.width).toBe("400px");
+  });
+
   it("does not offer to submit a review of an episode that is still running", async () => {
     mockFetch(routes({ "GET /api/v1/episodes/42/": { body: { ...episode(), status: "running" } } }));
     renderApp("/projects/1/review/42");

@@ -1,3 +1,4 @@
+import { isWideScreen } from "../components/ScreenshotView";
 import { useEffect, useRef, useState } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router";
 import { useSession } from "../components/useSession";
@@ -144,7 +145,7 @@ function Replay({ projectId, episode, transcript, reviews, userId, listQuery, pr
         <EndReason reason={episode.end_reason} className="" />
       </div>
       {step && <StepStrip steps={steps} current={step.index} labels={draft.step_labels} onSelect={setCurrent} />}
-      <div className="replay-body">
+      <div className={`replay-body${step && isWideScreen(step.width, step.height) ? " replay-body-wide" : ""}`}>
         <div className="replay-left">
           {steps.length === 0 || !step ? (
             <p className="empty-state">This episode has no steps to replay.</p>

@@ -2,7 +2,7 @@ import { useEffect, useRef } from "react";
 import type { Actor } from "../api/types";
 import { formatReward, stepNumber } from "../components/format";
 import { RejectedProposals, rejectionLine, sameAsProposalText } from "../components/RejectedProposals";
-import { ScreenshotView } from "../components/ScreenshotView";
+import { isWideScreen, ScreenshotView } from "../components/ScreenshotView";
 import type { ReplayStep, StepLabel, TranscriptWord } from "../api/review";
 import { PolishedThought } from "./PolishedThought";
 import { STEP_LABELS } from "./queries";
@@ -25,11 +25,13 @@ function actorTitle(actor: Actor): string {
 }
 
 /** The step's screenshot with what was done drawn solid and, when a person overrode it, the model's proposal dashed. */
-export function StepScreen({ step, episodeId }: { step: ReplayStep; episodeId: number }) {
+export function StepScreen({ step, episodeId, columnWidth = 400 }: { step: ReplayStep; episodeId: number; columnWidth?: number }) {
+  // a desktop's wide screen fills the page's width on the replay (ReplayPage lays it out above the panels)
+  const wide = isWideScreen(step.width, step.height);
   // a takeover that did what the model proposed draws no second mark: there is nothing to compare
   const overridden = step.actor !== "model" && step.correction !== "same" && step.proposal?.action ? step.proposal.action : null;
   return (
-    <div className="replay-screen">
+    <div className={`replay-screen${wide ? " replay-screen-wide" : ""}`}>
       {step.screenshot_url ? (
         <ScreenshotView
           src={step.screenshot_url}
@@ -38,7 +40,7 @@ export function StepScreen({ step, episodeId }: { step: ReplayStep; episodeId: n
           alt={`Episode ${episodeId}, step ${stepNumber(step.index)}`}
           action={step.action}
           proposal={overridden}
-          displayWidth={400}
+          displayWidth={wide ? undefined : columnWidth}
           testId="replay-screenshot"
         />
       ) : (

@@ -9,7 +9,7 @@ import { ErrorBanner } from "../components/ErrorBanner";
 import { LoadError } from "../components/NoAccess";
 import { formatDateTime, formatReward, stepNumber } from "../components/format";
 import { RejectedProposals, sameAsProposalText } from "../components/RejectedProposals";
-import { ScreenshotView } from "../components/ScreenshotView";
+import { isWideScreen, ScreenshotView } from "../components/ScreenshotView";
 import { Spinner } from "../components/Spinner";
 import { useIdParam } from "../components/useIdParam";
 import { useEpisode } from "../components/episodeQueries";
@@ -34,14 +34,8 @@ import { useEpisodeStream } from "./useEpisodeStream";
 
 const SCREENSHOT_WIDTH = 480;
 
-/**
- * A desktop's screen (1280x720) is wider than tall and full of small text: it is shown as wide as the page
- * allows (up to its own size), above the side panels, instead of in the 480-pixel column a phone-sized
- * MiniWoB page gets. Clicks on it map back to its own pixels whatever size it is shown at.
- */
-export function isWideScreen(width: number, height: number): boolean {
-  return width >= 640 && width > height;
-}
+// A wide screen (a desktop's 1280x720) is shown above the side panels, as wide as the page allows.
+export { isWideScreen };
 /** How long a shortcut's "why not" hint stays on screen. */
 const HINT_MS = 6000;
 
