@@ -307,6 +307,16 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
     detail = result.error or (result.outcome if result.outcome and not outcome else "")
     status = EpisodeStatus.FAILED if reason in ("env_error", "policy_error", "replay_diverged") else EpisodeStatus.FINISHED
     episodes.episode_finish(episode_id=episode.pk, status=status, end_reason=f"{reason}: {detail}" if detail else reason,
-                            reward=float(result.reward), outcome=outcome)
+                            reward=finish_reward(result), outcome=outcome)
     log.info("episode %s ended (%s) in %.1f s", episode.pk, reason, time.monotonic() - started)
     return reason
+
+
+def finish_reward(result) -> float | None:
+    """The episode's env reward to store: none where the task's check is the judge's or a person's (the env says
+    so with ``info["verdict"]`` on its last step, e.g. an any-URL webapp task): a 0 stored there would count as a
+    failure before anyone looked; routing by the judge or a review decides instead."""
+    last = result.steps[-1].info if result.steps else {}
+    if (last or {}).get("verdict") in ("judge", "person"):
+        return None
+    return float(result.reward)

@@ -78,3 +78,23 @@ def test_a_worker_runs_an_autonomous_webapp_episode_to_its_check(manager_client,
     process_stack.stop()
     assert worker.poll() is not None
     wait_for(lambda: not (_shop_servers() - before), 10, what="the worker's shop server to end")
+
+
+def test_an_episode_whose_check_is_the_judges_or_a_persons_stores_no_reward_instead_of_a_failure():
+    from agent.actions import Action, Turn
+    from agent.envs.base import Observation
+    from agent.rollout import EpisodeResult, StepRecord
+    from flywheel.rollout_worker import finish_reward
+
+    def result(info: dict, reward: float = 0.0) -> EpisodeResult:
+        turn = Turn(thought="done", action=Action("finished", {"answer": "ok"}), void_reason=None, raw="")
+        step = StepRecord(index=0, observation=Observation(instruction="", url="", screenshot=b"", width=1280, height=720),
+                          prompt=[], output=None, turn=turn, actor="model", proposal=None, reward=reward, done=True,
+                          info=info)
+        return EpisodeResult(reward=reward, steps=[step], end_reason="finished")
+
+    assert finish_reward(result({"verdict": "judge"})) is None
+    assert finish_reward(result({"verdict": "person"})) is None
+    assert finish_reward(result({}, reward=1.0)) == 1.0
+    assert finish_reward(result({}, reward=0.0)) == 0.0  # a check that ran and failed stays a failure
+    assert finish_reward(EpisodeResult(reward=0.0, steps=[], end_reason="policy_error")) == 0.0
