@@ -69,6 +69,7 @@ def test_manager_runs_a_cycle_approves_the_rejected_candidate_and_rolls_back(dap
     why = page.get_by_test_id("cycle-decision").first.inner_text()
     assert "Why it was rejected" in why and "rejected: c1 0.0% vs deployed untrained 0.0%" in why, why
     assert page.get_by_test_id("evaluation-row").count() == 2
+    expect(page.get_by_test_id("task-change-click-test")).to_have_text("±0.0")  # per task: candidate − deployed
     assert page.locator(".success-card path[data-series]").count() == 2
     screenshot(page, "cycles-rejected")
 
