@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -30,13 +29,9 @@ from agent.actions import Action  # noqa: E402
 from agent.envs import make_env  # noqa: E402
 from agent.envs.webapp import sites  # noqa: E402
 from agent.envs.webapp.solutions import solution_for  # noqa: E402
+from bench.bench_env import _summary  # noqa: E402  (the same figures as the desktop and MiniWoB bench)
 
 
-def _summary(samples_ms: list[float]) -> dict:
-    ordered = sorted(samples_ms)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {"n": len(ordered), "median_ms": round(statistics.median(ordered), 2), "p95_ms": round(p95, 2),
-            "min_ms": round(ordered[0], 2)}
 
 
 def _timed(fn, n: int) -> list[float]:

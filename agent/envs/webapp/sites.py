@@ -188,7 +188,35 @@ def copy_database(golden: Path, target: Path) -> None:
         Path(str(target) + suffix).unlink(missing_ok=True)
 
 
-class ShopServer:
+class _SiteProcess:
+    """A site's server process, started in its own process group (``start_new_session``)."""
+
+    process: subprocess.Popen | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+def _end_group(process: subprocess.Popen) -> None:
+    """Stop a server and everything it started (its process group): TERM, then KILL after 5 s."""
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, 15)
+        process.wait(timeout=5)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(process.pid, 9)
+        except ProcessLookupError:
+            pass
+        process.wait(timeout=5)
+
+
+class ShopServer(_SiteProcess):
     """One shop server process on a free loopback port, serving the database file ``db``."""
 
     def __init__(self, *, data: Path, db: Path, python: Path | None = None, log: Path | None = None,
@@ -199,13 +227,6 @@ class ShopServer:
         self.start_timeout_s = start_timeout_s
         self.process: subprocess.Popen | None = None
         self.url = ""
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process else None
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
 
     def start(self) -> str:
         if self.alive():
@@ -253,16 +274,7 @@ class ShopServer:
         process, self.process = self.process, None
         if process is None:
             return
-        if process.poll() is None:
-            try:
-                os.killpg(process.pid, 15)
-                process.wait(timeout=5)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
-                    os.killpg(process.pid, 9)
-                except ProcessLookupError:
-                    pass
-                process.wait(timeout=5)
+        _end_group(process)
         if process.stdout:
             process.stdout.close()
 
@@ -364,7 +376,7 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-class WikiServer:
+class WikiServer(_SiteProcess):
     """One ``php -S`` serving MediaWiki on a free loopback port, reading the episode's data folder ``data``."""
 
     def __init__(self, *, golden: Path, data: Path, log: Path, start_timeout_s: float = 20.0) -> None:
@@ -372,13 +384,6 @@ class WikiServer:
         self.start_timeout_s = start_timeout_s
         self.process: subprocess.Popen | None = None
         self.url = ""
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process else None
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
 
     def start(self) -> str:
         if self.alive():
@@ -418,16 +423,8 @@ class WikiServer:
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            try:
-                os.killpg(process.pid, 15)
-                process.wait(timeout=5)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
-                    os.killpg(process.pid, 9)
-                except ProcessLookupError:
-                    pass
-                process.wait(timeout=5)
+        if process is not None:
+            _end_group(process)
 
 
 def main(argv: list[str]) -> int:
