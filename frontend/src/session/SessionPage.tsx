@@ -34,8 +34,6 @@ import { useEpisodeStream } from "./useEpisodeStream";
 
 const SCREENSHOT_WIDTH = 480;
 
-// A wide screen (a desktop's 1280x720) is shown above the side panels, as wide as the page allows.
-export { isWideScreen };
 /** How long a shortcut's "why not" hint stays on screen. */
 const HINT_MS = 6000;
 

@@ -1,6 +1,6 @@
 import { fireEvent, render, screen } from "@testing-library/react";
 import { describe, expect, it, vi } from "vitest";
-import { isWideScreen } from "./SessionPage";
+import { isWideScreen } from "../components/ScreenshotView";
 import { TakeoverPanel } from "./TakeoverPanel";
 
 describe("TakeoverPanel keys", () => {
