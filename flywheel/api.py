@@ -141,19 +141,32 @@ class MemberDetailApi(APIView):
 
 # --- tasks -------------------------------------------------------------------------------------
 class TaskOutput(serializers.ModelSerializer):
+    source = serializers.SerializerMethodField()
+
     class Meta:
         model = TaskSpec
-        fields = ["id", "env_kind", "task_name", "instruction_template", "seed_start", "seed_end", "split", "max_steps"]
+        fields = ["id", "env_kind", "task_name", "instruction_template", "seed_start", "seed_end", "split", "max_steps",
+                  "definition", "source"]
+
+    def get_source(self, task) -> str:
+        return "shipped" if task.definition is None else "authored"
+
+
+DEFINITION_HELP = ("An authored task's JSON: an OSWorld task (desktop), a WebArena or any-URL task (webapp). Its id "
+                   "names the task; the env's loader checks it.")
 
 
 class TaskCreateInput(StrictSerializer):
     env_kind = serializers.CharField(max_length=32, default="miniwob")
-    task_name = serializers.CharField(max_length=100)
+    task_name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="",
+                                      help_text="A shipped task's name; with a definition, its id (or leave it out).")
+    definition = serializers.JSONField(required=False, allow_null=True, default=None, help_text=DEFINITION_HELP)
     instruction_template = serializers.CharField(required=False, allow_blank=True, default="")
     seed_start = serializers.IntegerField(min_value=0, default=0)
     seed_end = serializers.IntegerField(min_value=0, default=999)
     split = serializers.ChoiceField(choices=["train", "eval"], default="train")
-    max_steps = serializers.IntegerField(min_value=1, max_value=200, default=10)
+    max_steps = serializers.IntegerField(min_value=1, max_value=200, required=False, allow_null=True, default=None,
+                                         help_text="Left out: the definition's own limit, else 10.")
 
 
 class TaskUpdateInput(StrictSerializer):
@@ -162,6 +175,7 @@ class TaskUpdateInput(StrictSerializer):
     seed_end = serializers.IntegerField(min_value=0, required=False)
     split = serializers.ChoiceField(choices=["train", "eval"], required=False)
     max_steps = serializers.IntegerField(min_value=1, max_value=200, required=False)
+    definition = serializers.JSONField(required=False, help_text=DEFINITION_HELP)
 
 
 class TaskListApi(APIView):

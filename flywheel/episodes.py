@@ -129,7 +129,7 @@ def episode_branch(*, parent: Episode, step: int, mode: str, actor) -> Episode:
         known = tasks_for(task.env_kind)
     except ValueError:
         known = []
-    if task.task_name not in known:
+    if task.definition is None and task.task_name not in known:  # an authored task carries its own JSON
         raise ApplicationError(f"The task '{task.task_name}' of episode {parent.pk} no longer exists in the "
                                f"{task.env_kind} environment, so its state cannot be restored.", status=410)
     if not Deployment.objects.filter(project_id=parent.project_id, active=True).exists():

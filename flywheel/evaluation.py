@@ -30,6 +30,11 @@ def eval_plan(project: Project, config: dict) -> list[dict]:
     if not tasks:
         raise ApplicationError("This project has no eval-split task, so a candidate cannot be measured. Add a task "
                                "with split 'eval' and seeds no training episode uses.", status=409)
+    authored = [task.task_name for task in tasks if task.definition is not None]
+    if authored:  # python -m trainer eval builds its envs from the shipped registries
+        raise ApplicationError(f"The eval tasks {', '.join(authored)} are your own (written as JSON); cycle evaluations "
+                               "run shipped tasks only. Move them to the train split or leave them out of the cycle's "
+                               "eval tasks.", status=409)
     groups: dict[tuple, dict] = {}
     for task in tasks:
         last = min(task.seed_end, task.seed_start + config["eval_seeds"] - 1)

@@ -63,6 +63,10 @@ class TaskSpec(models.Model):
     seed_end = models.PositiveIntegerField(default=999)
     split = models.CharField(max_length=8, choices=Split.choices, default=Split.TRAIN)
     max_steps = models.PositiveIntegerField(default=10)
+    definition = models.JSONField(
+        null=True, blank=True,
+        help_text="An authored task's own JSON (OSWorld for desktop, WebArena or any-URL for webapp), handed to the env "
+                  "before each episode; null for a shipped task, found by its name (flywheel/task_authoring.py).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -61,7 +61,9 @@ def membership_remove(*, membership: Membership, actor) -> None:
     membership.delete()
 
 
-def _task_validate(*, env_kind: str, task_name: str, seed_start: int, seed_end: int, split: str, max_steps: int) -> None:
+def _task_validate(*, env_kind: str, task_name: str, seed_start: int, seed_end: int, split: str, max_steps: int,
+                   authored: bool = False) -> None:
+    """``authored``: the task is defined by its JSON (checked by task_authoring.definition_check), not looked up."""
     errors = {}
     if split not in Split.values:
         errors["split"] = [f"Use one of {', '.join(Split.values)}."]
@@ -76,42 +78,89 @@ def _task_validate(*, env_kind: str, task_name: str, seed_start: int, seed_end: 
     except ValueError:
         errors["env_kind"] = [f"Unknown environment kind '{env_kind}'."]
         known = None
-    if known is not None and task_name not in known:
+    if not task_name:
+        json_too = ", or write one as JSON" if env_kind in ("desktop", "webapp") else ""
+        errors["task_name"] = [f"Choose a {env_kind} task from the list{json_too}."]
+    elif known is not None and not authored and task_name not in known:
         errors["task_name"] = [f"'{task_name}' is not a registered {env_kind} task."]
     if errors:
         raise ApplicationError(next(iter(errors.values()))[0], errors=errors)
 
 
 @transaction.atomic
-def task_create(*, project: Project, actor, task_name: str, env_kind: str = "miniwob", instruction_template: str = "",
-                seed_start: int = 0, seed_end: int = 999, split: str = Split.TRAIN, max_steps: int = 10) -> TaskSpec:
+def task_create(*, project: Project, actor, task_name: str = "", env_kind: str = "miniwob",
+                instruction_template: str = "", seed_start: int = 0, seed_end: int = 999, split: str = Split.TRAIN, max_steps: int | None = None,
+                definition: dict | None = None) -> TaskSpec:
+    """A shipped task (``task_name`` from its env's registry) or an authored one (``definition``: its JSON, whose id
+    names it; see task_authoring). ``max_steps`` None: the definition's own limit, else 10."""
+    from flywheel.task_authoring import definition_check
+
+    if definition is not None:
+        loaded, definition = definition_check(env_kind=env_kind, definition=definition)
+        if task_name and task_name != loaded.task_id:
+            message = f"The task's name is its JSON's id, '{loaded.task_id}'; leave the name out or make them the same."
+            raise ApplicationError(message, errors={"task_name": [message]})
+        task_name, instruction_template = loaded.task_id, instruction_template or loaded.instruction
+        max_steps = loaded.max_steps if max_steps is None else max_steps
+    max_steps = 10 if max_steps is None else max_steps
     _task_validate(env_kind=env_kind, task_name=task_name, seed_start=seed_start, seed_end=seed_end, split=split,
-                   max_steps=max_steps)
+                   max_steps=max_steps, authored=definition is not None)
     try:
         with transaction.atomic():
             task = TaskSpec.objects.create(
                 project=project, env_kind=env_kind, task_name=task_name, instruction_template=instruction_template,
-                seed_start=seed_start, seed_end=seed_end, split=split, max_steps=max_steps,
+                seed_start=seed_start, seed_end=seed_end, split=split, max_steps=max_steps, definition=definition,
             )
     except IntegrityError:
         raise ApplicationError(f"{task_name} ({split}) is already a task of this project.", status=409)
-    audit_record(actor=actor, action="task.create", target=f"task:{task.pk}", project_id=project.pk)
+    audit_record(actor=actor, action="task.create", target=f"task:{task.pk}", project_id=project.pk,
+                 data={"authored": definition is not None})
     return task
 
 
 @transaction.atomic
 def task_update(*, task: TaskSpec, actor, **fields) -> TaskSpec:
-    allowed = {"instruction_template", "seed_start", "seed_end", "split", "max_steps"}
+    """Change a task's seeds, split, step limit or label; ``definition`` replaces an authored task's JSON (checked as
+    on create; its id may change only while the task has no episodes)."""
+    from flywheel.task_authoring import definition_check
+
+    allowed = {"instruction_template", "seed_start", "seed_end", "split", "max_steps", "definition"}
     unknown = set(fields) - allowed
     if unknown:
         raise ApplicationError(f"These fields cannot be changed: {', '.join(sorted(unknown))}.")
+    audit = {key: value for key, value in fields.items() if key != "definition"}
+    if "definition" in fields:
+        if fields["definition"] is None:
+            raise ApplicationError("A task's JSON can be replaced, not removed; add the shipped task instead.",
+                                   errors={"definition": ["This field may not be null."]})
+        loaded, fields["definition"] = definition_check(env_kind=task.env_kind, definition=fields["definition"])
+        if loaded.task_id != task.task_name:
+            if task.episodes.exists():
+                message = (f"This task has episodes, so its id stays '{task.task_name}'; add a new task for "
+                           f"'{loaded.task_id}'.")
+                raise ApplicationError(message, status=409, errors={"definition": [message]})
+            fields["task_name"] = loaded.task_id
+        if "instruction_template" not in fields and task.instruction_template in ("", _instruction_of(task)):
+            fields["instruction_template"] = loaded.instruction  # the label follows the JSON unless someone set it
+        audit["definition"] = loaded.task_id
     for key, value in fields.items():
         setattr(task, key, value)
     _task_validate(env_kind=task.env_kind, task_name=task.task_name, seed_start=task.seed_start,
-                   seed_end=task.seed_end, split=task.split, max_steps=task.max_steps)
-    task.save()
-    audit_record(actor=actor, action="task.update", target=f"task:{task.pk}", project_id=task.project_id, data=fields)
+                   seed_end=task.seed_end, split=task.split, max_steps=task.max_steps,
+                   authored=task.definition is not None)
+    try:
+        with transaction.atomic():
+            task.save()
+    except IntegrityError:
+        raise ApplicationError(f"{task.task_name} ({task.split}) is already a task of this project.", status=409)
+    audit_record(actor=actor, action="task.update", target=f"task:{task.pk}", project_id=task.project_id, data=audit)
     return task
+
+
+def _instruction_of(task: TaskSpec) -> str:
+    """The instruction of the task's stored JSON, "" for a shipped task."""
+    definition = task.definition if isinstance(task.definition, dict) else {}
+    return str(definition.get("instruction") or definition.get("intent") or "")
 
 
 @transaction.atomic

@@ -264,6 +264,11 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
         supervisor = None
         try:
             env = env_for(episode.task.env_kind)
+            if episode.task.definition is not None:  # an authored task: the env learns its JSON (task_authoring)
+                try:
+                    env.add_task(episode.task.definition)
+                except ValueError as exc:  # the env's loader refused it here (LOUPE_WEBAPP_ALLOWED_HOSTS differ)
+                    raise EnvError(f"the task's JSON was refused: {exc}") from exc
             policy = policy_for(episode)
             prompting = prompting_for(episode)
             log.info("episode %s: environment and policy ready after %.1f s", episode.pk, time.monotonic() - started)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from flywheel import api, api_branches, api_cycles, api_polish
+from flywheel import api, api_branches, api_cycles, api_polish, api_tasks
 
 urlpatterns = [
     path("projects/", api.ProjectListApi.as_view(), name="project-list"),
@@ -9,6 +9,9 @@ urlpatterns = [
     path("projects/<int:project_id>/members/<int:member_id>/", api.MemberDetailApi.as_view(), name="member-detail"),
     path("projects/<int:project_id>/tasks/", api.TaskListApi.as_view(), name="task-list"),
     path("projects/<int:project_id>/tasks/<int:task_id>/", api.TaskDetailApi.as_view(), name="task-detail"),
+    path("projects/<int:project_id>/tasks/import", api_tasks.TaskImportApi.as_view(), name="task-import"),
+    path("projects/<int:project_id>/tasks/export", api_tasks.TaskExportApi.as_view(), name="task-export"),
+    path("tasks/catalogue", api_tasks.TaskCatalogueApi.as_view(), name="task-catalogue"),
 ]
 urlpatterns += [
     path("episodes/", api.EpisodeListApi.as_view(), name="episode-list"),

@@ -240,3 +240,33 @@ def test_compare_table_checks_cells_and_sheet_data_through_openpyxl(tmp_path):
     assert compare_table(None, golden, rules=data) == 0.0
     missing_sheet = [{"type": "check_cell", "sheet_idx": 3, "coordinate": "A1", "props": {"value": {"ref": 1}}}]
     assert compare_table(result, None, rules=missing_sheet) == 0.0
+
+
+# -- authored tasks: given as their JSON (the Tasks page, tasks_import), handed to the env by the rollout worker --
+AUTHORED = {
+    "id": "authored-copy-draft", "instruction": "Copy draft.txt to done.txt in your home folder.", "hybrid": True,
+    "config": [{"type": "execute", "parameters": {"command": "echo 'first draft' > ~/draft.txt", "shell": True}}],
+    "evaluator": {"func": "check_include_exclude", "result": {"type": "vm_command_line", "command": "cat ~/done.txt",
+                                                              "shell": True},
+                  "expected": {"type": "rule", "rules": {"include": ["first draft"]}}},
+}
+
+
+def test_an_authored_task_runs_its_setup_and_scores_0_untouched_and_1_after_its_solution(quick_env):
+    assert quick_env.add_task(copy.deepcopy(AUTHORED)) == "authored-copy-draft"
+    quick_env.reset("authored-copy-draft", 0)
+    assert (quick_env.home / "draft.txt").read_text() == "first draft\n"  # its config ran
+    assert quick_env.evaluate(answer="") == 0.0
+    result = _play(quick_env, [Action("shell", {"command": "cp draft.txt done.txt"}),
+                               Action("finished", {"answer": ""})])
+    assert result.done and result.reward == 1.0
+
+
+def test_an_authored_task_is_refused_naming_what_it_uses_or_the_shipped_id_it_takes():
+    env = DesktopEnv()  # no desktop starts before a reset
+    cloud = {**AUTHORED, "evaluator": {**AUTHORED["evaluator"], "result": {"type": "cloud_file", "path": "x"}}}
+    with pytest.raises(TaskFormatError, match="unsupported getter 'cloud_file' in evaluator.result"):
+        env.add_task(cloud)
+    with pytest.raises(TaskFormatError, match="the id of a shipped task"):
+        env.add_task({**AUTHORED, "id": "desktop-mousepad-write"})
+    assert env.add_task(copy.deepcopy(DESKTOP_TASKS["desktop-mousepad-write"].raw)) == "desktop-mousepad-write"

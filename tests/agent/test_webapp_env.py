@@ -253,6 +253,22 @@ def test_a_site_that_does_not_answer_is_a_clear_env_error(env):
         env.reset("team-down", 0)
 
 
+def test_an_authored_any_url_task_scores_0_untouched_and_1_after_its_solution(env, team_app):
+    """Given as its JSON (the Tasks page, tasks_import), as the rollout worker hands it over."""
+    definition = _any_url(task_id="authored-settings", start_url=team_app + "/index.html",
+                          instruction="Open the settings.",
+                          check={"type": "dom_content", "selector": "#status", "must_include": ["notifications are on"]})
+    assert env.add_task(definition) == "authored-settings"
+    obs = env.reset("authored-settings", 0)
+    assert obs.instruction == "Open the settings." and env.evaluate() == 0.0
+    _click_text(env, obs, "Settings")
+    assert env.step(Action("finished", {"answer": ""})).reward == 1.0
+    with pytest.raises(TaskFormatError, match="the id of a shipped task"):
+        env.add_task({**definition, "task_id": "shop-review"})
+    with pytest.raises(TaskFormatError, match="is not a web address"):
+        env.add_task({**definition, "start_url": "intranet/settings"})
+
+
 def _shop_servers() -> set[str]:
     return set(subprocess.run(["pgrep", "-f", "sites/oscar/serve.py"], capture_output=True, text=True).stdout.split())
 

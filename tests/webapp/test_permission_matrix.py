@@ -88,6 +88,13 @@ TABLE: dict[str, Call] = {
     "POST /api/v1/projects/<int:project_id>/tasks/": Call(managers(201), body=lambda w: {"task_name": "click-link"}),
     "PATCH /api/v1/projects/<int:project_id>/tasks/<int:task_id>/": Call(managers(200), body=lambda w: {"max_steps": 5}),
     "DELETE /api/v1/projects/<int:project_id>/tasks/<int:task_id>/": Call(managers(204)),
+    "POST /api/v1/projects/<int:project_id>/tasks/import": Call(managers(201), body=lambda w: {
+        "format": "webarena",
+        "tasks": [{"task_id": "matrix-app", "start_url": "http://127.0.0.1:9/", "instruction": "Open it.",
+                   "check": {"type": "person"}}]}),
+    # no ?format= here: managers get the 400 that asks for one, everyone else what the role allows
+    "GET /api/v1/projects/<int:project_id>/tasks/export": Call(_row(401, 404, 403, 400, 400)),
+    "GET /api/v1/tasks/catalogue": Call(signed_in(200)),
     # --- episodes ---
     "GET /api/v1/episodes/": Call(signed_in(200)),
     "POST /api/v1/projects/<int:project_id>/episodes/": Call(

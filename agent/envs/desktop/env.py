@@ -75,6 +75,17 @@ class DesktopEnv(Env):
         return self.desktop.home if self.desktop else None
 
     # -- episodes --------------------------------------------------------------------------
+    def add_task(self, definition: dict) -> str:
+        """Register a task given as its OSWorld JSON, for reset() by its id, which is returned. TaskFormatError
+        when the loader refuses it (naming the unsupported step, getter or metric), or when it takes a shipped
+        task's id with other JSON."""
+        task = osworld.load_task(definition, origin="authored")
+        shipped = DESKTOP_TASKS.get(task.id)
+        if shipped is not None and shipped.raw != definition:
+            raise osworld.TaskFormatError(f"OSWorld task {task.id}: the id of a shipped task; give yours another id")
+        self.tasks[task.id] = task
+        return task.id
+
     def reset(self, task: str, seed: int) -> Observation:
         if task not in self.tasks:
             raise EnvError(f"unknown desktop task {task!r}; registered: {', '.join(self.tasks)}")

@@ -30,7 +30,8 @@ from agent.actions import Action
 from agent.envs.base import Element, EnvError, Observation, StepResult, TaskInfo
 from agent.envs.miniwob import _ELEMENTS_JS, CHROMIUM_PATH, MiniWoBEnv
 from agent.envs.webapp import sites as site_build
-from agent.envs.webapp.tasks import TaskFormatError, WebTask, allowed_hosts, evaluate, load_tasks_dir, resolve_url
+from agent.envs.webapp.tasks import (TaskFormatError, WebTask, allowed_hosts, evaluate, load_task, load_tasks_dir,
+                                     resolve_url)
 
 __all__ = ["TASKS", "TASKS_DIR", "WEBAPP_TASKS", "WebAppEnv"]
 
@@ -190,6 +191,16 @@ class WebAppEnv(MiniWoBEnv):
                 route.abort("blockedbyclient")
 
     # -- episodes --------------------------------------------------------------------------
+    def add_task(self, definition: dict) -> str:
+        """Register a task given as its JSON (WebArena format or any-URL), for reset() by its id, which is returned.
+        TaskFormatError when the loader refuses it, or when it takes a shipped task's id with other JSON."""
+        task = load_task(definition, origin="authored")
+        shipped = WEBAPP_TASKS.get(task.task_id)
+        if shipped is not None and shipped.raw != definition:
+            raise TaskFormatError(f"task {task.task_id!r}: the id of a shipped task; give yours another id")
+        self.tasks[task.task_id] = task
+        return task.task_id
+
     def reset(self, task: str, seed: int) -> Observation:
         if task not in self.tasks:
             raise EnvError(f"unknown webapp task {task!r}; registered: {', '.join(self.tasks)}")

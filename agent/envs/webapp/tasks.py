@@ -77,6 +77,7 @@ class WebTask:
     login: str | None = None  # "customer" | "staff" | None
     max_steps: int = DEFAULT_MAX_STEPS
     origin: str = ""
+    raw: dict = field(default_factory=dict, repr=False, compare=False)  # the task's JSON as given
 
     @property
     def sites(self) -> set[str]:
@@ -193,7 +194,7 @@ def _load_webarena(data: dict, name: str, origin: str, fail: Any) -> WebTask:
     if data.get("require_login"):
         login = "staff" if any("admin" in str(s) for s in sites) or "ADMIN__" in start_url else "customer"
     return WebTask(task_id=name, kind="webarena", start_url=start_url, intent=str(data["intent"]), eval=spec,
-                   login=login, max_steps=_max_steps(data, fail), origin=origin)
+                   login=login, max_steps=_max_steps(data, fail), origin=origin, raw=data)
 
 
 def _check_program_html(target: Any, where: str, fail: Any) -> None:
@@ -278,7 +279,7 @@ def _load_any_url(data: dict, name: str, origin: str, fail: Any) -> WebTask:
         if not isinstance(needed, list) or not needed or not all(isinstance(x, str) for x in needed):
             raise fail("a dom_content check needs must_include: a non-empty list of texts")
     return WebTask(task_id=name, kind="any_url", start_url=data["start_url"], intent=str(data["instruction"]),
-                   eval=check, max_steps=_max_steps(data, fail), origin=origin)
+                   eval=check, max_steps=_max_steps(data, fail), origin=origin, raw=data)
 
 
 def load_task_file(path: str | Path) -> list[WebTask]:

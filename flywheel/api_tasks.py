@@ -1,0 +1,98 @@
+"""REST for authoring tasks beyond their CRUD (flywheel/api.py): the shipped tasks of each env kind, and importing
+and exporting OSWorld / WebArena task files (flywheel/task_authoring.py). Managers only, but the catalogue, which
+any signed-in person may read."""
+from __future__ import annotations
+
+import json
+
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.api import StrictSerializer
+from core.errors import ApplicationError
+from flywheel import selectors, task_authoring
+from flywheel.api import TaskOutput
+from flywheel.models import Role
+
+MAX_FILE_BYTES = 2 * 1024 * 1024
+
+
+class TaskCatalogueApi(APIView):
+    """Each env kind's shipped tasks (name, description, step limit) and the JSON format its own tasks are
+    written in (null: only shipped tasks)."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request):
+        return Response({"kinds": task_authoring.catalogue()})
+
+
+class TaskImportInput(StrictSerializer):
+    format = serializers.ChoiceField(choices=sorted(task_authoring.FORMATS))
+    tasks = serializers.ListField(child=serializers.JSONField(), min_length=1, max_length=task_authoring.MAX_IMPORT)
+    split = serializers.ChoiceField(choices=["train", "eval"], default="train")
+    seed_start = serializers.IntegerField(min_value=0, default=0)
+    seed_end = serializers.IntegerField(min_value=0, default=999)
+
+
+class TaskImportApi(APIView):
+    """Import tasks, all or none: a JSON body ``{format, tasks: [...]}``, or a multipart form with ``format`` and
+    one or more ``files`` (each one task or a list). A refusal lists every problem in ``errors.tasks``."""
+
+    parser_classes = [JSONParser, MultiPartParser]
+
+    @extend_schema(request=TaskImportInput, responses={201: TaskOutput(many=True)})
+    def post(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        if request.content_type.startswith("multipart/"):
+            options, files = self._form(request)
+        else:
+            data = TaskImportInput(data=request.data)
+            data.is_valid(raise_exception=True)
+            options = dict(data.validated_data)
+            files = [(f"tasks[{index}]", task) for index, task in enumerate(options.pop("tasks"))]
+        created = task_authoring.task_import(project=project, actor=request.user, files=files, **options)
+        return Response({"results": TaskOutput(created, many=True).data}, status=status.HTTP_201_CREATED)
+
+    @staticmethod
+    def _form(request) -> tuple[dict, list]:
+        uploads = request.FILES.getlist("files")
+        if not uploads:
+            raise ApplicationError("Choose one or more task files to import.", errors={"files": ["No file given."]})
+        too_big = [upload.name for upload in uploads if upload.size > MAX_FILE_BYTES]
+        if too_big:
+            raise ApplicationError(f"{too_big[0]} is larger than {MAX_FILE_BYTES // 1024 // 1024} MB; a task file "
+                                   "is a few kilobytes.", errors={"files": ["Too large."]})
+        options = {"format": request.data.get("format", ""), "split": request.data.get("split") or "train"}
+        return options, [(upload.name, upload.read()) for upload in uploads]
+
+
+class _FormatIsOurs(DefaultContentNegotiation):
+    """JSON always: ``?format=`` names the task format here, not one of DRF's renderers."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class TaskExportApi(APIView):
+    """The project's tasks of one format as a JSON file (a list): authored ones as written, shipped ones as
+    shipped."""
+
+    content_negotiation_class = _FormatIsOurs
+
+    @extend_schema(parameters=[OpenApiParameter("format", str, enum=sorted(task_authoring.FORMATS), required=True)],
+                   responses={200: dict})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        name = request.query_params.get("format", "")
+        if not name:
+            choices = " or ".join(f"?format={name}" for name in task_authoring.FORMATS)
+            raise ApplicationError(f"Say which format to export: {choices}.", errors={"format": ["This field is required."]})
+        tasks = task_authoring.task_export(project=project, format=name)
+        response = HttpResponse(json.dumps(tasks, indent=2, ensure_ascii=False), content_type="application/json")
+        response["Content-Disposition"] = f'attachment; filename="{project.slug}-{name}-tasks.json"'
+        return response

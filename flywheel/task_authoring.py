@@ -1,0 +1,228 @@
+"""Authored tasks: a desktop or webapp task written as its own JSON (an OSWorld task, a WebArena task or an any-URL
+task), checked by the env's own loader, and files of them imported and exported.
+
+A TaskSpec with ``definition`` null is a shipped task, looked up by name in its env's registry; one with a
+definition carries the JSON the rollout worker hands to the env (``env.add_task``) before the episode. The
+definition's id (``id`` / ``task_id``) is the task's name; it may not be a shipped task's id unless the JSON is that
+shipped task's own (then it is stored as the shipped task, so an export imports back unchanged)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from core.audit import audit_record
+from core.errors import ApplicationError
+from flywheel.models import Project, Split, TaskSpec
+
+DESKTOP_MAX_STEPS = 15  # agent/envs/desktop/env.py MAX_STEPS: OSWorld tasks carry no step limit
+MAX_IMPORT = 500
+MAX_NAME = 100  # TaskSpec.task_name's length
+
+
+@dataclass(frozen=True)
+class Definition:
+    """What flywheel needs of a loaded definition."""
+
+    task_id: str
+    instruction: str
+    max_steps: int
+
+
+class AuthoredKind:
+    """An env kind whose tasks can be written as JSON: its file format, its loader and its shipped tasks' JSON."""
+
+    kind = ""
+    format = ""  # the import / export format's name
+    label = ""
+
+    def load(self, data: Any, origin: str) -> Definition:  # raises the loader's TaskFormatError (a ValueError)
+        raise NotImplementedError
+
+    def shipped(self) -> dict[str, dict]:
+        """Shipped task id -> the task's JSON as its file holds it."""
+        raise NotImplementedError
+
+
+class DesktopKind(AuthoredKind):
+    kind, format, label = "desktop", "osworld", "OSWorld"
+
+    def load(self, data: Any, origin: str) -> Definition:
+        from agent.envs.desktop.osworld import load_task
+
+        task = load_task(data, origin=origin)
+        return Definition(task.id, task.instruction, DESKTOP_MAX_STEPS)
+
+    def shipped(self) -> dict[str, dict]:
+        from agent.envs.desktop import DESKTOP_TASKS
+
+        return {task_id: task.raw for task_id, task in DESKTOP_TASKS.items()}
+
+
+class WebAppKind(AuthoredKind):
+    kind, format, label = "webapp", "webarena", "WebArena"
+
+    def load(self, data: Any, origin: str) -> Definition:
+        from agent.envs.webapp.tasks import load_task
+
+        task = load_task(data, origin=origin)
+        return Definition(task.task_id, task.intent, task.max_steps)
+
+    def shipped(self) -> dict[str, dict]:
+        from agent.envs.webapp import WEBAPP_TASKS
+
+        return {task_id: task.raw for task_id, task in WEBAPP_TASKS.items()}
+
+
+AUTHORED: dict[str, AuthoredKind] = {k.kind: k for k in (DesktopKind(), WebAppKind())}
+FORMATS: dict[str, AuthoredKind] = {k.format: k for k in AUTHORED.values()}
+
+
+def authored_kind(env_kind: str) -> AuthoredKind:
+    if env_kind not in AUTHORED:
+        message = (f"{env_kind} tasks cannot be written as JSON; choose one from the shipped list. Desktop (OSWorld) "
+                   "and webapp (WebArena or any-URL) tasks can be.")
+        raise ApplicationError(message, errors={"definition": [message]})
+    return AUTHORED[env_kind]
+
+
+def format_kind(name: str) -> AuthoredKind:
+    if name not in FORMATS:
+        message = f"Unknown task format '{name}'; use {' or '.join(FORMATS)}."
+        raise ApplicationError(message, errors={"format": [message]})
+    return FORMATS[name]
+
+
+def definition_check(*, env_kind: str, definition: Any, origin: str = "") -> tuple[Definition, dict | None]:
+    """Load ``definition`` with the env's own loader. Returns what it defines and the JSON to store: None when it is
+    a shipped task's own JSON (the task is then the shipped one). ApplicationError with the loader's message on the
+    ``definition`` field when it is refused, naming what is wrong or unsupported."""
+    authored = authored_kind(env_kind)
+    try:
+        loaded = authored.load(definition, origin)
+    except ValueError as exc:  # the loaders' TaskFormatError: names the task, the file and what is wrong
+        raise ApplicationError(str(exc), errors={"definition": [str(exc)]}) from None
+    except (TypeError, AttributeError, KeyError, IndexError) as exc:  # a value of a type the loader did not expect
+        message = (f"{origin + ': ' if origin else ''}this is not a {authored.label} task the loader can read "
+                   f"(a field holds a value of the wrong type: {exc}).")
+        raise ApplicationError(message, errors={"definition": [message]}) from None
+    if len(loaded.task_id) > MAX_NAME:
+        message = f"The task id '{loaded.task_id[:40]}…' is longer than {MAX_NAME} characters; shorten it."
+        raise ApplicationError(message, errors={"definition": [message]})
+    shipped = authored.shipped()
+    if loaded.task_id in shipped:
+        if shipped[loaded.task_id] == definition:
+            return loaded, None
+        message = (f"'{loaded.task_id}' is the id of a shipped {env_kind} task; give your task another id "
+                   "(or choose the shipped one from the list).")
+        raise ApplicationError(message, errors={"definition": [message]})
+    return loaded, definition
+
+
+def catalogue() -> list[dict]:
+    """Each env kind with its shipped tasks (name, description, step limit), and whether and how it is authored."""
+    from agent.envs import ENV_KINDS, tasks_for
+
+    kinds = []
+    for kind in ENV_KINDS:
+        try:
+            registry = tasks_for(kind)
+        except Exception as exc:  # noqa: BLE001 - a kind whose registry cannot load (a bad LOUPE_WEBAPP_TASKS_DIR)
+            registry, error = {}, str(exc)
+        else:
+            error = ""
+        authored = AUTHORED.get(kind)
+        kinds.append({
+            "kind": kind, "format": authored.format if authored else None,
+            "tasks": [{"name": info.name, "description": info.description, "max_steps": info.max_steps}
+                      for info in sorted(registry.values(), key=lambda info: info.name)],
+            "error": error,
+        })
+    return kinds
+
+
+# -- import and export -----------------------------------------------------------------------------
+def _items(files: list[tuple[str, Any]]) -> tuple[list[tuple[str, Any]], list[str]]:
+    """Flatten (name, content) pairs into (origin, task object) pairs. ``content`` is a file's bytes (parsed here) or
+    JSON already parsed; a file may hold one task or a list. Returns the items and the files' errors."""
+    items, errors = [], []
+    for name, content in files:
+        if isinstance(content, bytes):
+            try:
+                content = json.loads(content)
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                errors.append(f"{name}: not a readable JSON file ({exc}).")
+                continue
+        tasks = content if isinstance(content, list) else [content]
+        if not tasks:
+            errors.append(f"{name}: holds an empty list, no task.")
+        items += [(f"{name}[{index}]" if isinstance(content, list) else name, task) for index, task in enumerate(tasks)]
+    return items, errors
+
+
+@transaction.atomic
+def task_import(*, project: Project, actor, format: str, files: list[tuple[str, Any]], split: str = Split.TRAIN,
+                seed_start: int = 0, seed_end: int = 999) -> list[TaskSpec]:
+    """Add every task of ``files`` (``(file name, content)``: see _items) to the project, or none: one transaction,
+    and every refusal reported (ApplicationError, its ``errors["tasks"]`` a message an item, each naming the file,
+    the task's id and what is wrong or unsupported)."""
+    from flywheel.projects import task_create
+
+    authored = format_kind(format)
+    if split not in Split.values:
+        raise ApplicationError(f"Unknown split '{split}'; use {' or '.join(Split.values)}.",
+                               errors={"split": ["Invalid choice."]})
+    items, errors = _items(files)
+    if not items and not errors:
+        raise ApplicationError("There is nothing to import: give at least one task file.",
+                               errors={"tasks": ["No task given."]})
+    if len(items) > MAX_IMPORT:
+        raise ApplicationError(f"At most {MAX_IMPORT} tasks an import; split the files.",
+                               errors={"tasks": ["Too many."]})
+    checked: list[tuple[Definition, dict | None]] = []
+    seen: dict[str, str] = {}
+    existing = set(project.tasks.filter(env_kind=authored.kind, split=split).values_list("task_name", flat=True))
+    for origin, data in items:
+        try:
+            loaded, stored = definition_check(env_kind=authored.kind, definition=data, origin=origin)
+        except ApplicationError as exc:
+            errors.append(exc.message)
+            continue
+        if loaded.task_id in seen:
+            errors.append(f"{origin}: the task id '{loaded.task_id}' is also in {seen[loaded.task_id]}; "
+                          "ids must differ.")
+        elif loaded.task_id in existing:
+            errors.append(f"{origin}: '{loaded.task_id}' ({split}) is already a task of this project; edit it on the "
+                          "Tasks page or remove it first.")
+        seen.setdefault(loaded.task_id, origin)
+        checked.append((loaded, stored))
+    if errors:
+        raise ApplicationError(f"Nothing was imported: {len(errors)} problem{'s' if len(errors) > 1 else ''} "
+                               f"found. {errors[0]}", errors={"tasks": errors})
+    created = [
+        task_create(project=project, actor=actor, env_kind=authored.kind, task_name=loaded.task_id,
+                    definition=stored, split=split, seed_start=seed_start, seed_end=seed_end,
+                    max_steps=loaded.max_steps)
+        for loaded, stored in checked
+    ]
+    audit_record(actor=actor, action="task.import", target=f"project:{project.pk}", project_id=project.pk,
+                 data={"format": format, "tasks": [task.pk for task in created]})
+    return created
+
+
+def task_export(*, project: Project, format: str) -> list[dict]:
+    """The project's tasks of the format's env kind as that format's JSON (a list): an authored task's definition,
+    a shipped task's shipped JSON. A task in both splits is listed once."""
+    authored = format_kind(format)
+    shipped = authored.shipped()
+    out, seen = [], set()
+    for task in project.tasks.filter(env_kind=authored.kind).order_by("task_name", "split", "pk"):
+        if task.task_name in seen:
+            continue
+        data = task.definition if task.definition is not None else shipped.get(task.task_name)
+        if data is not None:
+            seen.add(task.task_name)
+            out.append(data)
+    return out

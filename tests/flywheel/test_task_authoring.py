@@ -1,0 +1,222 @@
+"""Authored tasks through the services, the API and `manage.py tasks_import`: a desktop or webapp task written as its
+own JSON is checked by the env's loader (its message on the definition field), named by its id, imported all or
+none with every problem named (file, task, the unsupported getter), and exported as the JSON it came as."""
+import copy
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
+from rest_framework.test import APIClient
+
+from agent.envs.desktop import DESKTOP_TASKS
+from flywheel import task_authoring
+from core.models import AuditEntry
+from flywheel.models import TaskSpec
+from tests.factories import make_project
+
+pytestmark = pytest.mark.django_db
+
+ANY_URL = {"task_id": "team-settings", "start_url": "http://127.0.0.1:8000/app/",
+           "instruction": "Turn notifications off.",
+           "check": {"type": "dom_content", "selector": "#status", "must_include": ["Notifications are off"]}}
+OSWORLD = {"id": "my-notes", "instruction": "Create notes.txt in your home folder.", "config": [],
+           "evaluator": {"func": "check_include_exclude", "result": {"type": "vm_command_line", "command": "ls ~"},
+                         "expected": {"type": "rule", "rules": {"include": ["notes.txt"]}}}}
+CLOUD = {**OSWORLD, "id": "from-the-cloud",
+         "evaluator": {"func": "compare_table",
+                       "result": {"type": "vm_file", "path": "/home/user/a.xlsx", "dest": "a.xlsx"},
+                       "expected": {"type": "cloud_file", "path": "https://example.com/gold.xlsx", "dest": "gold.xlsx"},
+                       "options": {"rules": [{"type": "sheet_name"}]}}}
+
+
+def client_for(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+@pytest.fixture
+def manager(demo):
+    return client_for(demo["manager"]), demo["project"]
+
+
+def tasks_url(project, tail: str = "") -> str:
+    return f"/api/v1/projects/{project.pk}/tasks/{tail}"
+
+
+def test_an_any_url_task_is_created_from_its_json_and_named_by_its_id(manager):
+    client, project = manager
+    response = client.post(tasks_url(project), {"env_kind": "webapp", "definition": ANY_URL}, format="json")
+    assert response.status_code == 201, response.content
+    task = response.json()
+    assert (task["task_name"], task["env_kind"], task["source"]) == ("team-settings", "webapp", "authored")
+    assert task["definition"] == ANY_URL and task["instruction_template"] == "Turn notifications off."
+    assert task["max_steps"] == 30  # the any-URL format's own default
+    again = client.post(tasks_url(project), {"env_kind": "webapp", "definition": ANY_URL}, format="json")
+    assert again.status_code == 409 and "already a task of this project" in again.json()["detail"]
+
+
+def test_a_bad_start_url_is_refused_on_the_definition_field_in_plain_words(manager):
+    client, project = manager
+    bad = {**ANY_URL, "start_url": "intranet/settings"}
+    response = client.post(tasks_url(project), {"env_kind": "webapp", "definition": bad}, format="json")
+    assert response.status_code == 400
+    [message] = response.json()["errors"]["definition"]
+    assert "start_url 'intranet/settings' is not a web address: it must start with http:// or https://" in message
+    assert not TaskSpec.objects.filter(task_name="team-settings").exists()
+
+
+def test_an_osworld_task_with_an_unsupported_getter_is_refused_naming_it(manager):
+    client, project = manager
+    response = client.post(tasks_url(project), {"env_kind": "desktop", "definition": CLOUD}, format="json")
+    assert response.status_code == 400
+    assert "unsupported getter 'cloud_file' in evaluator.expected" in response.json()["errors"]["definition"][0]
+
+
+def test_a_shipped_tasks_id_is_refused_unless_the_json_is_the_shipped_tasks_own(manager):
+    client, project = manager
+    shipped = copy.deepcopy(DESKTOP_TASKS["desktop-mousepad-write"].raw)
+    changed = {**shipped, "instruction": "Something else."}
+    refused = client.post(tasks_url(project), {"env_kind": "desktop", "definition": changed}, format="json")
+    assert refused.status_code == 400
+    assert "'desktop-mousepad-write' is the id of a shipped desktop task" in refused.json()["detail"]
+    same = client.post(tasks_url(project), {"env_kind": "desktop", "definition": shipped}, format="json")
+    assert same.status_code == 201, same.content
+    assert same.json()["source"] == "shipped" and same.json()["definition"] is None
+
+
+def test_only_desktop_and_webapp_tasks_are_written_as_json(manager):
+    client, project = manager
+    response = client.post(tasks_url(project), {"env_kind": "miniwob", "definition": ANY_URL}, format="json")
+    assert response.status_code == 400
+    assert "miniwob tasks cannot be written as JSON; choose one from the shipped list" in response.json()["detail"]
+    nameless = client.post(tasks_url(project), {"env_kind": "miniwob"}, format="json")
+    assert nameless.status_code == 400 and nameless.json()["detail"] == "Choose a miniwob task from the list."
+
+
+def test_editing_a_definition_is_checked_and_a_refused_edit_changes_nothing(manager):
+    client, project = manager
+    task = client.post(tasks_url(project), {"env_kind": "webapp", "definition": ANY_URL}, format="json").json()
+    edited = {**ANY_URL, "instruction": "Turn notifications off, then on."}
+    response = client.patch(tasks_url(project, f"{task['id']}/"), {"definition": edited}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["definition"]["instruction"] == "Turn notifications off, then on."
+    bad = {**ANY_URL, "check": {"type": "screenshot_diff"}}
+    refused = client.patch(tasks_url(project, f"{task['id']}/"), {"definition": bad}, format="json")
+    assert refused.status_code == 400 and "unknown check type 'screenshot_diff'" in refused.json()["detail"]
+    assert TaskSpec.objects.get(pk=task["id"]).definition == edited
+
+
+def test_a_definition_cannot_be_given_to_a_shipped_miniwob_task(manager, demo):
+    client, project = manager
+    response = client.patch(tasks_url(project, f"{demo['task'].pk}/"), {"definition": ANY_URL}, format="json")
+    assert response.status_code == 400 and "cannot be written as JSON" in response.json()["detail"]
+
+
+def test_an_import_is_all_or_nothing_and_names_the_file_the_task_and_the_getter(manager):
+    client, project = manager
+    before = TaskSpec.objects.count()
+    response = client.post(tasks_url(project, "import"), {"format": "osworld", "tasks": [OSWORLD, CLOUD]},
+                           format="json")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["detail"].startswith("Nothing was imported: 1 problem found.")
+    [problem] = body["errors"]["tasks"]
+    assert "OSWorld task from-the-cloud (tasks[1])" in problem and "unsupported getter 'cloud_file'" in problem
+    assert TaskSpec.objects.count() == before
+
+
+def test_task_files_are_uploaded_one_task_or_a_list_a_file(manager):
+    client, project = manager
+    second = {**ANY_URL, "task_id": "team-profile", "check": {"type": "url_match", "url": "http://127.0.0.1:8000/me"}}
+    files = [SimpleUploadedFile("one.json", json.dumps(ANY_URL).encode(), content_type="application/json"),
+             SimpleUploadedFile("list.json", json.dumps([second]).encode(), content_type="application/json")]
+    response = client.post(tasks_url(project, "import"), {"format": "webarena", "split": "eval", "files": files},
+                           format="multipart")
+    assert response.status_code == 201, response.content
+    assert sorted((t["task_name"], t["split"]) for t in response.json()["results"]) == [
+        ("team-profile", "eval"), ("team-settings", "eval")]
+    assert AuditEntry.objects.filter(action="task.import", project_id=project.pk).count() == 1
+    broken = SimpleUploadedFile("broken.json", b"{not json", content_type="application/json")
+    refused = client.post(tasks_url(project, "import"), {"format": "webarena", "files": [broken]}, format="multipart")
+    assert refused.status_code == 400 and "broken.json: not a readable JSON file" in refused.json()["detail"]
+
+
+def test_an_import_names_ids_that_clash_within_it_or_with_the_projects_tasks(manager):
+    client, project = manager
+    client.post(tasks_url(project), {"env_kind": "webapp", "definition": ANY_URL}, format="json")
+    twice = {**ANY_URL, "task_id": "twice"}
+    response = client.post(tasks_url(project, "import"),
+                           {"format": "webarena", "tasks": [ANY_URL, twice, twice]}, format="json")
+    problems = response.json()["errors"]["tasks"]
+    assert response.status_code == 400 and len(problems) == 2
+    assert "tasks[0]: 'team-settings' (train) is already a task of this project" in problems[0]
+    assert "tasks[2]: the task id 'twice' is also in tasks[1]" in problems[1]
+
+
+def test_an_export_gives_authored_json_and_shipped_json_that_import_back_unchanged(manager, demo):
+    client, project = manager
+    client.post(tasks_url(project), {"env_kind": "desktop", "task_name": "desktop-mousepad-write"}, format="json")
+    client.post(tasks_url(project), {"env_kind": "desktop", "definition": OSWORLD, "split": "eval"}, format="json")
+    client.post(tasks_url(project), {"env_kind": "desktop", "definition": OSWORLD}, format="json")  # both splits
+    response = client.get(tasks_url(project, "export?format=osworld"))
+    assert response.status_code == 200
+    assert 'attachment; filename="' in response["Content-Disposition"]
+    exported = json.loads(response.content)
+    assert exported == [DESKTOP_TASKS["desktop-mousepad-write"].raw, OSWORLD]
+    other = make_project("Gamma")
+    created = task_authoring.task_import(project=other, actor=demo["manager"], format="osworld",
+                                         files=[("export.json", response.content)])
+    assert {(t.task_name, t.definition is None) for t in created} == {("desktop-mousepad-write", True),
+                                                                        ("my-notes", False)}
+    assert json.loads(client.get(tasks_url(project, "export?format=webarena")).content) == []
+    unknown = client.get(tasks_url(project, "export?format=gaia"))
+    assert unknown.status_code == 400 and "Unknown task format 'gaia'" in unknown.json()["detail"]
+
+
+def test_annotators_may_not_import_or_export_and_outsiders_do_not_see_the_project(demo):
+    project = demo["project"]
+    for role, status in (("annotator", 403), ("outsider", 404)):
+        client = client_for(demo[role])
+        assert client.get(tasks_url(project, "export?format=osworld")).status_code == status
+        response = client.post(tasks_url(project, "import"), {"format": "osworld", "tasks": [OSWORLD]}, format="json")
+        assert response.status_code == status
+        created = client.post(tasks_url(project), {"env_kind": "desktop", "definition": OSWORLD}, format="json")
+        assert created.status_code == status
+    assert not TaskSpec.objects.filter(task_name="my-notes").exists()
+
+
+def test_the_catalogue_lists_each_kinds_shipped_tasks_and_its_format(demo):
+    kinds = {k["kind"]: k for k in client_for(demo["annotator"]).get("/api/v1/tasks/catalogue").json()["kinds"]}
+    assert set(kinds) == {"miniwob", "terminal", "desktop", "webapp"}
+    assert (kinds["desktop"]["format"], kinds["webapp"]["format"], kinds["miniwob"]["format"]) == (
+        "osworld", "webarena", None)
+    names = {t["name"]: t for t in kinds["desktop"]["tasks"]}
+    assert names["desktop-mousepad-write"]["description"].startswith("Write")
+
+
+def test_the_command_imports_files_and_folders(demo, tmp_path):
+    folder = tmp_path / "osworld"
+    folder.mkdir()
+    (folder / "notes.json").write_text(json.dumps(OSWORLD))
+    (folder / "two.json").write_text(json.dumps([{**OSWORLD, "id": "my-notes-2"}, {**OSWORLD, "id": "my-notes-3"}]))
+    call_command("tasks_import", "--format", "osworld", "--project", str(demo["project"].pk), "--split", "eval",
+                 "--seeds", "100-199", str(folder))
+    tasks = TaskSpec.objects.filter(project=demo["project"], env_kind="desktop").order_by("task_name")
+    assert [(t.task_name, t.split, t.seed_start, t.seed_end) for t in tasks] == [
+        ("my-notes", "eval", 100, 199), ("my-notes-2", "eval", 100, 199), ("my-notes-3", "eval", 100, 199)]
+
+
+def test_the_command_refuses_a_file_with_an_unsupported_getter_and_imports_nothing(demo, tmp_path, capsys):
+    good, bad = tmp_path / "good.json", tmp_path / "cloud.json"
+    good.write_text(json.dumps(OSWORLD))
+    bad.write_text(json.dumps(CLOUD))
+    with pytest.raises(CommandError, match="Nothing was imported into Alpha: 1 problem"):
+        call_command("tasks_import", "--format", "osworld", "--project", demo["project"].slug, str(good), str(bad))
+    assert f"OSWorld task from-the-cloud ({bad}): unsupported getter 'cloud_file'" in capsys.readouterr().err
+    assert not TaskSpec.objects.filter(env_kind="desktop").exists()
+    with pytest.raises(CommandError, match="No project 'nope'"):
+        call_command("tasks_import", "--format", "osworld", "--project", "nope", str(good))
+    with pytest.raises(CommandError, match="no such file or folder"):
+        call_command("tasks_import", "--format", "osworld", "--project", demo["project"].slug, str(tmp_path / "x"))
