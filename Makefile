@@ -11,9 +11,9 @@ CHROMIUM ?= /usr/bin/chromium
 SETUP_LOGS := $(abspath $(or $(LOUPE_LOG_DIR),$(or $(LOUPE_DATA_DIR),.data)/logs))
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup run test test-tools bench soak coldstart flywheel frontend chromium sites clean stop lint
+.PHONY: setup run test test-tools env-tools bench soak coldstart flywheel frontend chromium sites clean stop lint
 
-setup: $(VENV)/.installed frontend/dist/index.html chromium sites
+setup: $(VENV)/.installed frontend/dist/index.html chromium env-tools sites
 
 $(VENV)/.installed: requirements.txt
 	@echo "Installing Python packages into $(VENV) (requirements.txt; about 2 minutes on a first run)…"
@@ -45,7 +45,7 @@ frontend: frontend/dist/index.html
 
 # The webapp env's shop (django-oscar in its own venv under .data/sites, a golden SQLite build); quick and silent
 # when already built, rebuilt when its requirements or seed change.
-sites: $(VENV)/.installed
+sites: $(VENV)/.installed env-tools
 	@mkdir -p $(SETUP_LOGS)
 	@$(BIN)/python -m agent.envs.webapp build --log $(SETUP_LOGS)/setup-sites.log
 
@@ -54,21 +54,33 @@ chromium:
 	  $(if $(shell command -v sudo),sudo) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(if $(shell command -v sudo),sudo) apt-get install -y -qq chromium >/dev/null; }
 
-# The tests also speak (espeak-ng), cut audio (ffmpeg, sox): Debian packages, installed when missing.
-TEST_PACKAGES := espeak-ng ffmpeg sox xvfb openbox dbus-x11 python3-xlib at-spi2-core python3-pyatspi libnss-wrapper xterm mousepad pcmanfm galculator gnumeric
-# The webapp env's wiki: MediaWiki on SQLite, served by php -S. Without recommends: those would pull in MySQL and
-# ImageMagick (mediawiki recommends them before php-sqlite3). apache2 comes as a dependency; Loupe never uses it (on a
-# host where Debian starts services it listens on port 80: `systemctl disable --now apache2` if that is unwanted).
+# The desktop env's X server, window manager, session bus, AT-SPI and apps, and the webapp env's wiki (MediaWiki on
+# SQLite, served by php -S): Debian packages that `make run` and `make test` install when missing (about 400 MB;
+# `LOUPE_ENV_TOOLS=0 make run` skips them, and the demo project then has no desktop or wiki tasks). The wiki's
+# packages go without recommends: those would pull in MySQL and ImageMagick. apache2 comes as a dependency; Loupe never
+# uses it (on a host where Debian starts services it listens on port 80: `systemctl disable --now apache2`).
+ENV_PACKAGES := xvfb openbox dbus-x11 python3-xlib at-spi2-core python3-pyatspi libnss-wrapper xterm mousepad pcmanfm galculator gnumeric
 WIKI_PACKAGES := mediawiki php-sqlite3 php-cli
-test-tools:
-	@missing=""; for pkg in $(TEST_PACKAGES); do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
-	if [ -n "$$missing" ]; then echo "Installing$$missing (Debian packages the tests use)…"; \
-	  $(if $(shell command -v sudo),sudo) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(if $(shell command -v sudo),sudo) apt-get install -y -qq $$missing >/dev/null; fi
-	@missing=""; for pkg in $(WIKI_PACKAGES); do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
-	if [ -n "$$missing" ]; then echo "Installing$$missing (the webapp env's wiki)…"; \
-	  $(if $(shell command -v sudo),sudo) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(if $(shell command -v sudo),sudo) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
+# The tests also speak (espeak-ng) and cut audio (ffmpeg, sox).
+TEST_PACKAGES := espeak-ng ffmpeg sox
+SUDO := $(if $(shell command -v sudo),sudo)
+# $(call apt_missing,packages,what they are for,extra apt-get options)
+define apt_missing
+missing=""; for pkg in $(1); do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
+	if [ -n "$$missing" ]; then echo "Installing$$missing ($(2))…"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(3) $$missing >/dev/null; fi
+endef
+ENV_TOOLS_FAILED := echo "Could not install them (see above). Loupe runs without them: the demo project then has no desktop or wiki tasks."
+env-tools:
+ifeq ($(LOUPE_ENV_TOOLS),0)
+	@echo "LOUPE_ENV_TOOLS=0: the desktop and wiki packages are left out."
+else
+	@$(call apt_missing,$(ENV_PACKAGES),the desktop env) || $(ENV_TOOLS_FAILED)
+	@$(call apt_missing,$(WIKI_PACKAGES),the webapp env's wiki,--no-install-recommends) || $(ENV_TOOLS_FAILED)
+endif
+test-tools: env-tools
+	@$(call apt_missing,$(TEST_PACKAGES) $(ENV_PACKAGES),the tests)
+	@$(call apt_missing,$(WIKI_PACKAGES),the tests' wiki,--no-install-recommends)
 
 run: setup
 	@$(BIN)/python manage.py loupe_run --host $(HOST) --port $(PORT)

@@ -1,4 +1,5 @@
-"""The demo data `make run` seeds: users admin / manager / annotator in a demo project."""
+"""The demo data `make run` seeds: users admin / manager / annotator in a demo project with MiniWoB++, desktop and
+web-app tasks."""
 from __future__ import annotations
 
 import logging
@@ -24,7 +25,7 @@ DEMO_TRAIN_TASKS = [
 DEMO_EVAL_TASKS = ["click-button", "click-link", "focus-text"]
 EVAL_SEEDS = (100_000, 100_099)  # never used for training rollouts
 # Desktop tasks (agent/envs/desktop; one hybrid) for supervised sessions on a Linux desktop; train split only, so the
-# cycles' evaluations stay on MiniWoB. Each is seeded only where its programs are installed (`make test-tools`).
+# cycles' evaluations stay on MiniWoB. Each is seeded only where its programs are installed (`make env-tools`).
 DESKTOP_PROGRAMS = ("Xvfb", "openbox", "dbus-daemon")  # every desktop task; then each task's own apps:
 DEMO_DESKTOP_TASKS = {
     "desktop-calc-multiply": ("galculator",), "desktop-mousepad-write": ("mousepad",),
@@ -32,7 +33,19 @@ DEMO_DESKTOP_TASKS = {
     "desktop-sheet-total": ("gnumeric",), "desktop-hybrid-count": ("mousepad",),
 }
 
+# Web-app tasks (agent/envs/webapp): the shop's (django-oscar, built by `make sites`, or on the first episode) always,
+# the wiki's where MediaWiki is installed; train split, for supervised sessions on a real multi-page site.
+DEMO_WEBAPP_TASKS = ("shop-add-to-basket", "shop-price-answer", "shop-guest-checkout", "shop-admin-rename",
+                     "wiki-standup-answer", "wiki-edit-page")
+
 log = logging.getLogger(__name__)
+
+
+def wiki_missing() -> list[str]:
+    """The Debian packages the wiki's tasks need that this machine lacks (empty: they can run here)."""
+    from agent.envs.webapp.sites import wiki_missing as missing
+
+    return missing()
 
 
 def desktop_missing(task: str | None = None) -> list[str]:
@@ -81,9 +94,20 @@ def seed_demo(password: str) -> Project:
     for name in DEMO_DESKTOP_TASKS:
         missing = desktop_missing(name)
         if missing:
-            log.warning("Demo project: no %s task, as %s %s not installed (make test-tools installs them).", name,
+            log.warning("Demo project: no %s task, as %s %s not installed (`make env-tools` installs them).", name,
                         ", ".join(missing), "is" if len(missing) == 1 else "are")
             continue
         TaskSpec.objects.get_or_create(project=project, env_kind="desktop", task_name=name, split=Split.TRAIN,
                                        defaults={"seed_start": 0, "seed_end": 0, "max_steps": 15})
+    no_wiki = wiki_missing()
+    from agent.envs import tasks_for
+
+    webapp_tasks = tasks_for("webapp")
+    for name in DEMO_WEBAPP_TASKS:
+        if name.startswith("wiki-") and no_wiki:
+            log.warning("Demo project: no %s task, as %s %s not installed (`make env-tools` installs them).", name,
+                        ", ".join(no_wiki), "is" if len(no_wiki) == 1 else "are")
+            continue
+        TaskSpec.objects.get_or_create(project=project, env_kind="webapp", task_name=name, split=Split.TRAIN,
+                                       defaults={"seed_start": 0, "seed_end": 0, "max_steps": webapp_tasks[name].max_steps})
     return project

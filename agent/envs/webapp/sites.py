@@ -304,7 +304,7 @@ def build_wiki(*, quiet: bool = False, log: Path | None = None) -> tuple[Path, b
     missing or stale, idempotent; SiteBuildError naming the Debian packages when MediaWiki is not installed."""
     missing = wiki_missing()
     if missing:
-        raise SiteBuildError(f"the wiki needs the Debian packages {', '.join(missing)} (make test-tools installs them)")
+        raise SiteBuildError(f"the wiki needs the Debian packages {', '.join(missing)} (make env-tools installs them)")
     home = wiki_home()
     home.mkdir(parents=True, exist_ok=True)
     log = log or home / "build.log"
@@ -443,7 +443,7 @@ def main(argv: list[str]) -> int:
         print(f"The webapp shop is built: {golden} ({time.monotonic() - started:.0f} s)")
     missing = wiki_missing()
     if missing:
-        print(f"The webapp wiki is left out: it needs the Debian packages {', '.join(missing)} (make test-tools)")
+        print(f"The webapp wiki is left out: it needs the Debian packages {', '.join(missing)} (make env-tools installs them)")
         return 0
     started = time.monotonic()
     try:

@@ -1,0 +1,35 @@
+"""What `make run` seeds in the demo project beyond MiniWoB: web-app tasks (the desktop ones are in
+tests/flywheel/test_desktop_rollouts.py, beside the worker that runs them)."""
+import pytest
+
+from webapp import demo
+
+pytestmark = pytest.mark.django_db
+
+
+def _webapp_tasks() -> dict[str, int]:
+    from flywheel.models import TaskSpec
+
+    return dict(TaskSpec.objects.filter(project__slug="demo", env_kind="webapp", split="train")
+                .values_list("task_name", "max_steps"))
+
+
+def test_demo_project_gets_the_shop_tasks_and_the_wiki_ones_only_where_mediawiki_is_installed(monkeypatch, caplog):
+    from agent.envs import tasks_for
+
+    shipped = tasks_for("webapp")
+    monkeypatch.setattr(demo, "wiki_missing", lambda: [])
+    demo.seed_demo("a-demo-password")
+    seeded = _webapp_tasks()
+    assert set(seeded) == set(demo.DEMO_WEBAPP_TASKS)
+    assert all(seeded[name] == shipped[name].max_steps for name in seeded)  # each task's own step budget
+    demo.seed_demo("a-demo-password")  # a second start adds nothing
+    assert len(_webapp_tasks()) == len(demo.DEMO_WEBAPP_TASKS)
+
+    from flywheel.models import TaskSpec
+
+    TaskSpec.objects.filter(env_kind="webapp").delete()
+    monkeypatch.setattr(demo, "wiki_missing", lambda: ["mediawiki", "php-cli"])
+    demo.seed_demo("a-demo-password")
+    assert set(_webapp_tasks()) == {name for name in demo.DEMO_WEBAPP_TASKS if name.startswith("shop-")}
+    assert "no wiki-edit-page task, as mediawiki, php-cli are not installed" in caplog.text
