@@ -85,7 +85,7 @@ test-tools: env-tools
 run: setup
 	@$(BIN)/python manage.py loupe_run --host $(HOST) --port $(PORT)
 
-# pytest runs in two pytest-xdist workers, a test module each at a time, each with its own database, Redis prefix,
+# pytest runs in two pytest-xdist workers, a test module each at a time (the slow ones first: tests/conftest.py), each with its own database, Redis prefix,
 # media and checkpoints; the frontend's unit tests run beside them. TEST_WORKERS=0 runs pytest in this one process.
 # (Earlier parallel runs failed because a fixture flushed the Redis database the workers' Celery broker shares;
 # it now deletes only its own cache keys.)
@@ -93,7 +93,8 @@ TEST_WORKERS ?= 2
 
 test: setup test-tools
 	@mkdir -p $(SETUP_LOGS); (cd frontend && npm test --silent > $(SETUP_LOGS)/vitest.log 2>&1; echo $$? > $(SETUP_LOGS)/vitest.rc) & \
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --durations=25 $(PYTEST_ARGS); rc=$$?; wait; \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=25 \
+	  --junitxml=$(SETUP_LOGS)/pytest-junit.xml $(PYTEST_ARGS); rc=$$?; wait; \
 	tail -n 6 $(SETUP_LOGS)/vitest.log; vrc=$$(cat $(SETUP_LOGS)/vitest.rc); \
 	if [ "$$vrc" != 0 ]; then cat $(SETUP_LOGS)/vitest.log; echo "frontend unit tests failed"; exit 1; fi; exit $$rc
 

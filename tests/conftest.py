@@ -6,6 +6,32 @@ import pytest
 from tests.factories import *  # noqa: E402,F401,F403
 from tests.stack import *  # noqa: E402,F401,F403
 
+# Modules that hold a test of a minute or more on a quiet 2-core machine (or many slow ones), longest first. `make
+# test` hands modules to its two workers in collection order (`--no-loadscope-reorder`): run these first, so that no
+# worker is left at the end with one long module while the other has finished. (xdist's default order, most tests
+# first, put the one-test training modules last and left a worker alone with them for minutes.)
+SLOW_MODULES_FIRST = (
+    "tests/flywheel/test_cycles.py",
+    "tests/flywheel/test_vlm_grpo_run.py",
+    "tests/flywheel/test_vlm_flywheel.py",
+    "tests/flywheel/test_cycles_faults.py",
+    "tests/agent/test_desktop_env.py",
+    "tests/e2e/test_think_aloud.py",
+    "tests/agent/test_webapp_env.py",
+    "tests/e2e/test_cycles.py",
+    "tests/webapp/test_fuzz.py",
+    "tests/flywheel/test_rollout_faults.py",
+    "tests/reliability/test_outages.py",
+    "tests/flywheel/test_desktop_rollouts.py",
+    "tests/e2e/test_desktop_session.py",
+    "tests/e2e/test_webapp_session.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {module: i for i, module in enumerate(SLOW_MODULES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest keep their order
+
 
 @pytest.fixture(autouse=True)
 def _clear_cache():
