@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from agent.actions import Action
 
-__all__ = ["Element", "Env", "EnvError", "Observation", "StepResult", "TaskInfo"]
+__all__ = ["Element", "Env", "EnvError", "LiveFrame", "Observation", "StepResult", "TaskInfo"]
 
 
 @dataclass
@@ -89,6 +89,16 @@ class TaskInfo:
     description: str = ""
 
 
+@dataclass(frozen=True)
+class LiveFrame:
+    """The screen as it is now, for people watching a live episode (never stored, never shown to the model).
+    ``width, height`` are the env's screen, whose pixels actions name, whatever size the JPEG itself is."""
+
+    jpeg: bytes
+    width: int
+    height: int
+
+
 class EnvError(RuntimeError):
     """The environment itself failed (browser crashed, page never ready); the message says how."""
 
@@ -106,6 +116,15 @@ class Env(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def live_frame(self) -> LiveFrame | None:
+        """The newest picture of the screen, for the live view while a person decides or acts (call it from the
+        thread that runs the env; a few times a second). None where the env has no screen to stream (a terminal)
+        or no picture yet."""
+        return None
+
+    def live_stop(self) -> None:
+        """The live view pauses (a step runs now): stop producing frames until ``live_frame`` is called again."""
 
     def __enter__(self) -> Env:
         return self

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.actions import Action
-from agent.envs.base import Element, Env, EnvError, Observation, StepResult, TaskInfo
+from agent.envs.base import Element, Env, EnvError, LiveFrame, Observation, StepResult, TaskInfo
 
 __all__ = ["CHROMIUM_ARGS", "TASKS", "MiniWoBEnv", "miniwob_html_dir", "serve_miniwob"]
 
@@ -51,6 +51,8 @@ CHROMIUM_ARGS = [
 ]
 _HIDE_HARNESS_CSS = "#reward-display, #click-canvas, #attention-canvas { display: none !important; }"
 _NO_TIMEOUT_MS = 2**31 - 1  # the largest delay setTimeout accepts; larger ones fire at once
+LIVE_JPEG_QUALITY = 60  # the live view's screencast frames (people watching; the model's screenshots keep theirs)
+LIVE_PUMP_MS = 15  # how long live_frame lets Playwright deliver the screencast's frames
 
 TASKS: dict[str, TaskInfo] = {
     info.name: info
@@ -295,6 +297,10 @@ class MiniWoBEnv(Env):
         self._page: Any = None
         self._cdp: Any = None
         self._page_task: str | None = None  # the task whose page is loaded
+        self.width, self.height = WIDTH, HEIGHT
+        self._screencast: Any = None  # the CDP session streaming the live view, while one does
+        self._screencast_handler: Any = None
+        self._live: LiveFrame | None = None
         self._task: str | None = None
         self._instruction = ""
         self._done = True
@@ -414,6 +420,46 @@ class MiniWoBEnv(Env):
             "Page.captureScreenshot", {"format": "jpeg", "quality": self.jpeg_quality, "optimizeForSpeed": True}
         )
         return base64.b64decode(reply["data"])
+
+    # -- live view -------------------------------------------------------------------------
+    def live_frame(self) -> LiveFrame | None:
+        """The newest frame of a CDP screencast of the page (Chromium sends one when the page repaints, and the
+        next only once that one is acknowledged). Playwright's sync API hands over CDP events only while one of
+        its calls runs, on the thread that owns the page: so this waits LIVE_PUMP_MS for them."""
+        page, cdp = self._page, self._cdp
+        if page is None or cdp is None or page.is_closed():
+            return None
+        if self._screencast is not cdp:  # a new episode's page, a new tab: stream that one
+            self.live_stop()
+            self._screencast_start(cdp)
+        page.wait_for_timeout(LIVE_PUMP_MS)
+        return self._live
+
+    def _screencast_start(self, cdp: Any) -> None:
+        def on_frame(params: dict[str, Any]) -> None:
+            if self._screencast is not cdp:
+                return
+            self._live = LiveFrame(jpeg=base64.b64decode(params["data"]), width=self.width, height=self.height)
+            try:
+                cdp.send("Page.screencastFrameAck", {"sessionId": params["sessionId"]})
+            except Exception:  # noqa: BLE001 - the page is going away; the next live_frame finds out
+                pass
+
+        cdp.on("Page.screencastFrame", on_frame)
+        self._screencast, self._screencast_handler, self._live = cdp, on_frame, None
+        cdp.send("Page.startScreencast", {"format": "jpeg", "quality": LIVE_JPEG_QUALITY, "maxWidth": self.width,
+                                          "maxHeight": self.height, "everyNthFrame": 1})
+
+    def live_stop(self) -> None:
+        cdp, handler = self._screencast, self._screencast_handler
+        self._screencast = self._screencast_handler = self._live = None
+        if cdp is None:
+            return
+        try:
+            cdp.remove_listener("Page.screencastFrame", handler)
+            cdp.send("Page.stopScreencast")
+        except Exception:  # noqa: BLE001 - its page or browser closed already: nothing streams
+            pass
 
     def _observe(self) -> tuple[dict[str, Any], Observation]:
         """Read the page state and elements (one round trip), then take the screenshot."""

@@ -270,3 +270,29 @@ def test_an_authored_task_is_refused_naming_what_it_uses_or_the_shipped_id_it_ta
     with pytest.raises(TaskFormatError, match="the id of a shipped task"):
         env.add_task({**AUTHORED, "id": "desktop-mousepad-write"})
     assert env.add_task(copy.deepcopy(DESKTOP_TASKS["desktop-mousepad-write"].raw)) == "desktop-mousepad-write"
+
+
+def test_live_frames_follow_the_screen_and_are_encoded_only_when_it_changed(env):
+    from Xlib import display as xdisplay
+
+    env.reset("scratch", 0)
+    first = env.live_frame()
+    assert (first.width, first.height) == (1280, 720)
+    assert Image.open(io.BytesIO(first.jpeg)).size == (1280, 720)
+    assert env.live_frame() is first  # the same pixels: not encoded again
+    x = xdisplay.Display(env.desktop.name)  # another program draws on the screen: no step is taken
+    try:
+        screen = x.screen()
+        red = screen.default_colormap.alloc_color(65535, 0, 0).pixel
+        window = screen.root.create_window(100, 100, 400, 300, 0, screen.root_depth, background_pixel=red,
+                                           override_redirect=True)
+        window.map()
+        x.sync()
+        deadline = time.monotonic() + 5
+        while (frame := env.live_frame()) is first and time.monotonic() < deadline:
+            time.sleep(0.05)
+        r, g, b = Image.open(io.BytesIO(frame.jpeg)).convert("RGB").getpixel((300, 250))
+        assert r > 200 and g < 60 and b < 60
+    finally:
+        x.close()
+    env.live_stop()

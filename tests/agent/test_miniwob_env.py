@@ -205,3 +205,30 @@ def test_solver_reaches_reward_on_20_seeds(env, task):
         if reward < 0.9:
             failures.append((seed, reward, [t.action.to_text() for t in history]))
     assert not failures, failures
+
+
+def _live_frame(env, *, other_than: bytes | None = None, timeout: float = 5.0):
+    """The env's live frame, once there is one (and it differs from ``other_than``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        frame = env.live_frame()
+        if frame is not None and frame.jpeg != other_than:
+            return frame
+    raise AssertionError("no (new) live frame came")
+
+
+def test_live_frames_follow_the_page_as_it_changes_without_a_step(env):
+    env.reset("click-test", 5)
+    try:
+        first = _live_frame(env)
+        assert (first.width, first.height) == (160, 210)
+        assert Image.open(io.BytesIO(first.jpeg)).size == (160, 210)
+        env._page.evaluate("() => { document.getElementById('area').style.background = 'rgb(255, 0, 0)'; }")
+        changed = _live_frame(env, other_than=first.jpeg)
+        r, g, b = Image.open(io.BytesIO(changed.jpeg)).convert("RGB").getpixel((40, 120))  # in the task area
+        assert r > 200 and g < 60 and b < 60
+    finally:
+        env.live_stop()
+    obs = env.reset("click-test", 6)  # a new episode's page streams anew
+    assert _live_frame(env).jpeg[:2] == b"\xff\xd8" and obs.width == 160
+    env.live_stop()

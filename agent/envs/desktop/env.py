@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.actions import Action
-from agent.envs.base import Element, Env, EnvError, Observation, StepResult, TaskInfo
+from agent.envs.base import Element, Env, EnvError, LiveFrame, Observation, StepResult, TaskInfo
 from agent.envs.desktop import osworld
 from agent.envs.desktop.pool import DesktopPool
 from agent.envs.desktop.session import Desktop
@@ -45,6 +45,7 @@ MAX_ELEMENTS = 200
 SHELL_HINT = ('Shell: shell(command="...") runs a command as you, in your home folder (files stay, cd does not); '
               "its output shows here.")
 SHELL_LINES = 20
+LIVE_JPEG_QUALITY = 60  # the live view's frames (people watching; the model's screenshots keep theirs)
 
 
 class DesktopEnv(Env):
@@ -66,6 +67,8 @@ class DesktopEnv(Env):
         self._done = True
         self.shell_timeout_s, self.shell_output_chars = shell_timeout_s, shell_output_chars
         self._shell_lines: list[str] = []  # a hybrid task's shell: the commands run and their output
+        self._live_rgb: bytes | None = None  # the live view's last grab, and its frame
+        self._live: LiveFrame | None = None
         # pool > 0: that many desktops are kept warm (pool.py), so a reset does not wait for a display or a session
         self.pool = DesktopPool(pool, width=width, height=height, per_uid=per_uid) if pool else None
 
@@ -280,6 +283,20 @@ class DesktopEnv(Env):
         return Observation(instruction=self._task.instruction, url=f"desktop://{self._task.id}",
                            screenshot=screenshot, width=self.width, height=self.height, elements=elements,
                            screen_text=shell)
+
+    def live_frame(self) -> LiveFrame | None:
+        """The screen now (an mss grab), encoded only when its pixels changed since the last call."""
+        if self.desktop is None or self._task is None:
+            return None
+        rgb, size = self.desktop.grab()
+        if self._live is None or rgb != self._live_rgb:
+            self._live_rgb = rgb
+            self._live = LiveFrame(jpeg=self.desktop.jpeg(rgb, size, LIVE_JPEG_QUALITY), width=self.width,
+                                   height=self.height)
+        return self._live
+
+    def live_stop(self) -> None:
+        self._live_rgb = self._live = None
 
     def elements(self) -> list[Element]:
         """What is showing on screen and has a name or text, from the capped AT-SPI walk."""

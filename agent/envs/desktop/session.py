@@ -335,14 +335,23 @@ class Desktop:
     # -- what is on the screen -------------------------------------------------------------
     def screenshot(self, quality: int = 80) -> bytes:
         """The whole screen as JPEG bytes (mss grabs through XGetImage / XShm)."""
+        return self.jpeg(*self.grab(), quality)
+
+    def grab(self) -> tuple[bytes, tuple[int, int]]:
+        """The whole screen's RGB pixels and its size."""
         import mss
-        from PIL import Image
 
         if self._mss is None:
             self._mss = mss.mss(display=self.name)
         shot = self._mss.grab(self._mss.monitors[0])
+        return shot.rgb, shot.size
+
+    @staticmethod
+    def jpeg(rgb: bytes, size: tuple[int, int], quality: int) -> bytes:
+        from PIL import Image
+
         buffer = io.BytesIO()
-        Image.frombytes("RGB", shot.size, shot.rgb).save(buffer, format="JPEG", quality=quality)
+        Image.frombytes("RGB", size, rgb).save(buffer, format="JPEG", quality=quality)
         return buffer.getvalue()
 
     def accessibility_nodes(self, *, max_depth: int = 24, max_children: int = 60, max_nodes: int = 1500,
