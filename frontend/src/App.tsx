@@ -14,6 +14,7 @@ import { ReviewPage } from "./review/ReviewPage";
 import { QueuePage } from "./review/QueuePage";
 import { RunsPage } from "./runs/RunsPage";
 import { CyclesPage } from "./cycles/CyclesPage";
+import { TasksPage } from "./tasks/TasksPage";
 
 function NotFoundPage() {
   return (
@@ -42,6 +43,7 @@ export function AppRoutes() {
       >
         <Route index element={<ProjectListPage />} />
         <Route path="projects/:projectId" element={<ProjectPage />} />
+        <Route path="projects/:projectId/tasks" element={<TasksPage />} />
         <Route path="projects/:projectId/episodes" element={<EpisodeListPage />} />
         <Route path="projects/:projectId/review" element={<ReviewPage />} />
         <Route path="projects/:projectId/review/:episodeId" element={<ReplayPage />} />

@@ -17,7 +17,6 @@ import type {
   Page,
   Project,
   Role,
-  TaskInput,
   TaskSpec,
   TrainingRun,
   User,
@@ -120,8 +119,9 @@ export interface RequestOptions {
   method?: "GET" | "POST" | "PATCH" | "PUT" | "DELETE";
   /** A JSON body (sent as `application/json`). */
   body?: unknown;
-  /** Bytes sent as they are (an audio chunk), instead of `body`; name their Content-Type in `headers`. */
-  rawBody?: Blob | ArrayBuffer | string;
+  /** Bytes sent as they are (an audio chunk; a form with files, whose Content-Type the browser sets), instead of
+   * `body`; name other raw bodies' Content-Type in `headers`. */
+  rawBody?: Blob | ArrayBuffer | string | FormData;
   /** Headers of this request besides Accept and CSRF (a raw body's Content-Type, X-Chunk-Start). */
   headers?: Record<string, string>;
   signal?: AbortSignal;
@@ -236,9 +236,6 @@ export const memberRemove = (projectId: number, memberId: number) =>
 
 export const taskList = (projectId: number, signal?: AbortSignal) =>
   fetchAll<TaskSpec>(`projects/${projectId}/tasks/`, signal);
-
-export const taskAdd = (projectId: number, task: TaskInput) =>
-  apiFetch<TaskSpec>(`projects/${projectId}/tasks/`, { method: "POST", body: task });
 
 export const taskRemove = (projectId: number, taskId: number) =>
   apiFetch<void>(`projects/${projectId}/tasks/${taskId}/`, { method: "DELETE" });

@@ -42,9 +42,10 @@ export interface TaskSpec {
   seed_end: number;
   split: Split;
   max_steps: number;
+  /** An authored task's JSON (OSWorld, WebArena or any-URL); null for a shipped task. */
+  definition: unknown;
+  source: "shipped" | "authored";
 }
-
-export type TaskInput = Omit<TaskSpec, "id">;
 
 export type EpisodeMode = "autonomous" | "supervised";
 export type EpisodeStatus = "queued" | "running" | "paused" | "finished" | "failed" | "interrupted";

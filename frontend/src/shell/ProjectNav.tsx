@@ -3,7 +3,7 @@ import { useSession } from "../components/useSession";
 import { canManage } from "../components/permissions";
 import { useProject } from "../components/projectQueries";
 
-/** The parts of a project, the same on every project page; review and datasets only for its managers. */
+/** The parts of a project, the same on every project page; tasks, review and datasets only for its managers. */
 export function ProjectNav({ projectId }: { projectId: number }) {
   const base = `/projects/${projectId}`;
   const project = useProject(projectId);
@@ -11,6 +11,7 @@ export function ProjectNav({ projectId }: { projectId: number }) {
   const manager = canManage(project.data, user);
   const items = [
     { to: base, label: "Overview", end: true },
+    { to: `${base}/tasks`, label: "Tasks", end: false, managers: true },
     { to: `${base}/episodes`, label: "Live sessions", end: false },
     { to: `${base}/review`, label: "Review", end: false, managers: true },
     { to: `${base}/datasets`, label: "Datasets", end: false, managers: true },

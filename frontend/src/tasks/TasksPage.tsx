@@ -1,0 +1,154 @@
+import { useMutation, useQueryClient } from "@tanstack/react-query";
+import { useState } from "react";
+import { useNavigate } from "react-router";
+import { episodeStart, taskRemove } from "../api/client";
+import type { TaskSpec } from "../api/types";
+import { ErrorBanner } from "../components/ErrorBanner";
+import { ManagersOnly } from "../components/ManagersOnly";
+import { Spinner } from "../components/Spinner";
+import { canManage } from "../components/permissions";
+import { tasksKey, useTasks } from "../components/projectQueries";
+import { useIdParam } from "../components/useIdParam";
+import { useSession } from "../components/useSession";
+import { ProjectFrame } from "../shell/ProjectFrame";
+import { ImportPanel } from "./ImportPanel";
+import { TaskEditor } from "./TaskEditor";
+
+type Panel = { kind: "new" } | { kind: "edit"; task: TaskSpec } | { kind: "import" } | null;
+
+function TaskManager({ projectId }: { projectId: number }) {
+  const tasks = useTasks(projectId);
+  const client = useQueryClient();
+  const navigate = useNavigate();
+  const [panel, setPanel] = useState<Panel>(null);
+  const remove = useMutation({
+    mutationFn: (taskId: number) => taskRemove(projectId, taskId),
+    onSuccess: () => client.invalidateQueries({ queryKey: tasksKey(projectId) }),
+  });
+  // "Try it": one supervised episode on the task's first seed, opened at once on its session page
+  const tryIt = useMutation({
+    mutationFn: (task: TaskSpec) => episodeStart(projectId, { task: task.id, seeds: [task.seed_start], mode: "supervised" }),
+    onSuccess: ({ results }) => {
+      client.invalidateQueries({ queryKey: ["episodes"] });
+      navigate(`/episodes/${results[0].id}`);
+    },
+  });
+
+  return (
+    <>
+      <div className="page-header">
+        <h1>Tasks</h1>
+        <div className="header-spacer" />
+        <button type="button" className="button primary" onClick={() => setPanel({ kind: "new" })} data-testid="task-new">
+          New task
+        </button>
+        <button type="button" className="button" onClick={() => setPanel({ kind: "import" })} data-testid="task-import">
+          Import / export
+        </button>
+      </div>
+      <p className="muted">
+        What the agent practises and is measured on: shipped tasks, your own web app (any URL), and OSWorld or WebArena
+        task files.
+      </p>
+      {panel?.kind === "new" && <TaskEditor projectId={projectId} onDone={() => setPanel(null)} />}
+      {panel?.kind === "edit" && (
+        <TaskEditor key={panel.task.id} projectId={projectId} task={panel.task} onDone={() => setPanel(null)} />
+      )}
+      {panel?.kind === "import" && <ImportPanel projectId={projectId} onDone={() => setPanel(null)} />}
+      {remove.error && <ErrorBanner error={remove.error} title="Could not remove the task" />}
+      {tryIt.error && <ErrorBanner error={tryIt.error} title="Could not start a try-out episode" />}
+      {tasks.isPending && <Spinner label="Loading tasks…" />}
+      {tasks.isError && <ErrorBanner error={tasks.error} onRetry={() => tasks.refetch()} />}
+      {tasks.data && tasks.data.length === 0 && <p className="empty-state">No tasks yet. Add one, or import a file.</p>}
+      {tasks.data && tasks.data.length > 0 && (
+        <div className="table-wrap">
+          <table className="table" data-testid="task-table">
+            <thead>
+              <tr>
+                <th>Task</th>
+                <th>Environment</th>
+                <th>Source</th>
+                <th>Split</th>
+                <th>Seeds</th>
+                <th className="num">Max steps</th>
+                <th aria-label="Actions" />
+              </tr>
+            </thead>
+            <tbody>
+              {tasks.data.map((task) => (
+                <tr key={task.id} data-testid="task-row" data-task={task.task_name}>
+                  <td>
+                    <strong>{task.task_name}</strong>
+                    {task.instruction_template && <div className="muted small">{task.instruction_template}</div>}
+                  </td>
+                  <td>{task.env_kind}</td>
+                  <td>
+                    <span className="badge">{task.source === "authored" ? "yours" : "shipped"}</span>
+                  </td>
+                  <td>
+                    <span className={`badge split-${task.split}`}>{task.split}</span>
+                  </td>
+                  <td className="mono">
+                    {task.seed_start}–{task.seed_end}
+                  </td>
+                  <td className="num">{task.max_steps}</td>
+                  <td className="row-actions">
+                    <div className="form-actions">
+                      <button
+                        type="button"
+                        className="button small"
+                        disabled={tryIt.isPending}
+                        data-testid="task-try"
+                        title="Start a supervised episode of this task and open it"
+                        onClick={() => tryIt.mutate(task)}
+                      >
+                        {tryIt.isPending && tryIt.variables?.id === task.id ? "Starting…" : "Try it"}
+                      </button>
+                      <button
+                        type="button"
+                        className="button subtle small"
+                        data-testid="task-edit"
+                        onClick={() => setPanel({ kind: "edit", task })}
+                      >
+                        Edit
+                      </button>
+                      <button
+                        type="button"
+                        className="button subtle small danger"
+                        disabled={remove.isPending}
+                        onClick={() => {
+                          if (window.confirm(`Remove task "${task.task_name}"? A task that has episodes cannot be removed.`)) {
+                            remove.mutate(task.id);
+                          }
+                        }}
+                      >
+                        Remove
+                      </button>
+                    </div>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </>
+  );
+}
+
+/** `/projects/:projectId/tasks`: create, edit, try, import and export the project's tasks; managers only. */
+export function TasksPage() {
+  const projectId = useIdParam("projectId");
+  const { user } = useSession();
+  return (
+    <ProjectFrame projectId={projectId} trail={[{ label: "Tasks" }]}>
+      {(project) =>
+        canManage(project, user) ? (
+          <TaskManager projectId={projectId} />
+        ) : (
+          <ManagersOnly projectId={projectId} title="Tasks" what="create, edit, import and export tasks" />
+        )
+      }
+    </ProjectFrame>
+  );
+}
