@@ -6,7 +6,8 @@ event after `seq`, then stream. Every server message carries `type` and the epis
 duplicate. Client commands are stored before they are acknowledged (annotation/services.py). Database calls
 (the role, the replay, commands) run on the live pool (annotation/live_db.py), not on Django's one thread.
 Per-connection messages carry no seq: `hello` (server clock), `ack`, `error` about the client's own
-frame, `presence` (who is watching) and `transcript.interim` (provisional words, replaced by stored ones).
+frame, `presence` (who is watching), `transcript.interim` (provisional words, replaced by stored ones) and
+`live.frame` (the env's screen while the worker waits for a person: annotation/live_view.py).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from annotation.live_db import live_db
+from annotation.live_view import presence_key
 from annotation.services import command_submit
 from flywheel.events import episode_group, events_after
 from flywheel.models import Episode
@@ -168,7 +170,7 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
 
     # --- presence: who is watching (ephemeral view state, kept in Redis, sent without seq) ---------
     def _presence_key(self) -> str:
-        return f"{settings.CHANNEL_LAYERS['default']['CONFIG']['prefix']}:presence:{self.episode_id}"
+        return presence_key(self.episode_id)
 
     async def _presence_update(self, joined: bool):
         client = aioredis.from_url(settings.REDIS_URL)
@@ -190,6 +192,11 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
         """Provisional words of speech still going on (annotation/audio.py): a view, sent without seq."""
         await self.send_json({"type": "transcript.interim", "data": {
             k: event[k] for k in ("clip", "username", "committed_until", "words")}})
+
+    async def live_frame(self, event):
+        """A frame of the env's screen (annotation/live_view.py): a view, sent without seq, never stored."""
+        await self.send_json({"type": "live.frame", "data": {
+            k: event[k] for k in ("frame", "width", "height", "jpeg_b64")}})
 
     async def presence_changed(self, event):
         await self.send_json({"type": "presence", "data": {"watchers": event["watchers"]}})

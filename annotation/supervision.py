@@ -5,7 +5,8 @@ were stored by annotation/services.py and announced with PostgreSQL NOTIFY; here
 on that notification, reads the stored commands in order and applies them at this point of the
 step, each by its kind's class in annotation/commands.py: approve / edit / reject the proposal,
 pause / resume, take over and act, hand back, finish.
-In autonomous mode the proposal runs at once unless someone paused or took over."""
+In autonomous mode the proposal runs at once unless someone paused or took over.
+While it waits for a person, the env's screen streams to the episode's watchers (annotation/live_view.py)."""
 from __future__ import annotations
 
 import logging
@@ -19,6 +20,7 @@ from agent.rollout import Decision
 from annotation import services
 from annotation.audio import words_align
 from annotation.commands import COMMANDS, CommandRefused, StepPoint, command_refuse
+from annotation.live_view import LiveView
 from annotation.models import Command, TranscriptWord
 from flywheel import episodes
 from flywheel.models import Episode, EpisodeStatus, Mode
@@ -51,6 +53,15 @@ class EpisodeSupervisor:
         self._listen.execute(f'LISTEN "{services.notify_channel(episode.pk)}"')
         self._last_activity = time.monotonic()
         self.answers: dict[int, str] = {}  # step index -> the person's reply to the model's call_user
+        self.live: LiveView | None = None
+
+    def watch_env(self, env) -> None:
+        """Stream this env's screen to the episode's watchers while waiting for a person (the rollout worker
+        calls this with the env the episode runs in). ``LOUPE_LIVE_FPS=0`` turns the live view off."""
+        if settings.LOUPE_LIVE_FPS <= 0:
+            return
+        self.live = LiveView(episode_id=self.episode_id, env=env, fps=settings.LOUPE_LIVE_FPS,
+                             max_bytes=settings.LOUPE_LIVE_MAX_FRAME_BYTES)
 
     def close(self):
         try:
@@ -72,6 +83,13 @@ class EpisodeSupervisor:
             words_align(episode_id=self.episode_id)  # words of the open step now have their step
 
     def review(self, index: int, observation, proposal, *, attempt: int = 1, repeated: bool = False):
+        try:
+            return self._review(index, observation, proposal, repeated=repeated)
+        finally:
+            if self.live is not None:
+                self.live.stop()
+
+    def _review(self, index: int, observation, proposal, *, repeated: bool):
         opened_as = None  # a proposal is shown again when control changes hands (model <-> person)
         while True:
             close_old_connections()
@@ -101,14 +119,23 @@ class EpisodeSupervisor:
                     screenshot=observation.screenshot, width=observation.width, height=observation.height,
                     url=observation.url, reason=reason, repeated=repeated)
                 opened_as = mode
+                if self.live is not None:
+                    self.live.reset()  # the page shows this still now: the next live frame goes out whole
             if time.monotonic() - self._last_activity > settings.LOUPE_SUPERVISED_IDLE_SECONDS:
                 raise SupervisorIdle(f"no annotator acted for {settings.LOUPE_SUPERVISED_IDLE_SECONDS:.0f} s")
             self._wait(1.0)
 
     # ---------------------------------------------------------------------------------------------
     def _wait(self, timeout: float) -> None:
-        for _ in self._listen.notifies(timeout=timeout, stop_after=1):
-            pass
+        """Until a command is announced or ``timeout`` passes; meanwhile the live view sends frames when due."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pause = self.live.tick() if self.live is not None else timeout
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if any(True for _ in self._listen.notifies(timeout=max(0.01, min(pause, left)), stop_after=1)):
+                return
 
     def _apply(self, command: Command, index: int, proposal) -> Decision | None:
         """Apply one stored command at this point of the step; a Decision ends the review."""

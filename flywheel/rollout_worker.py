@@ -274,6 +274,8 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
             log.info("episode %s: environment and policy ready after %.1f s", episode.pk, time.monotonic() - started)
             # every episode gets the supervisor: watchers may pause or take over autonomous ones too
             supervisor = supervisor_factory(episode) if supervisor_factory else None
+            if supervisor is not None and hasattr(supervisor, "watch_env"):
+                supervisor.watch_env(env)  # the live view: the screen streams while a person decides or acts
 
             def on_step(record):  # replayed steps are not passed here: they were stored before the interruption
                 step = record_step(episode, record, index_offset=index_offset,

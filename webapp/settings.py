@@ -277,6 +277,9 @@ LOUPE_WHISPER_MODEL = os.environ.get("LOUPE_WHISPER_MODEL", "")
 LOUPE_HEARTBEAT_SECONDS = float(os.environ.get("LOUPE_HEARTBEAT_SECONDS", "5"))
 LOUPE_INTERRUPTED_AFTER_SECONDS = float(os.environ.get("LOUPE_INTERRUPTED_AFTER_SECONDS", "20"))
 LOUPE_SUPERVISED_IDLE_SECONDS = float(os.environ.get("LOUPE_SUPERVISED_IDLE_SECONDS", "600"))
+# The live view (annotation/live_view.py): frames a second at most while a person decides or acts, bytes a frame at most
+LOUPE_LIVE_FPS = float(os.environ.get("LOUPE_LIVE_FPS", "3"))
+LOUPE_LIVE_MAX_FRAME_BYTES = int(os.environ.get("LOUPE_LIVE_MAX_FRAME_BYTES", "100000"))
 # How long a reviewer holds a review-queue item they asked for before it is offered to someone else.
 LOUPE_REVIEW_HOLD_SECONDS = int(os.environ.get("LOUPE_REVIEW_HOLD_SECONDS", "900"))
 # Desktops a rollout worker process keeps warm (started, a fresh session waiting) beside the one in use, so a
