@@ -60,6 +60,17 @@ const lastSent = (socket: MockWebSocket) => socket.sent[socket.sent.length - 1] 
 const button = (id: string) => screen.getByTestId(id) as HTMLButtonElement;
 
 describe("SessionPage", () => {
+  it("shows the live frame with a Live badge, and the still of a proposal that opens after it", async () => {
+    const socket = await openSession();
+    propose(socket, 1, 1);
+    act(() => socket.receive({ type: "live.frame", data: { frame: 1, width: 160, height: 210, jpeg_b64: "/9j/4AAQ" } }));
+    expect(screen.getByTestId("episode-screenshot").getAttribute("src")).toBe("data:image/jpeg;base64,/9j/4AAQ");
+    expect(screen.getByTestId("live-badge").textContent).toBe("Live");
+    propose(socket, 2, 2);
+    expect(screen.queryByTestId("live-badge")).toBeNull();
+    expect(screen.getByTestId("episode-screenshot").getAttribute("src")).toBe("/api/v1/episodes/42/proposals/2/screenshot");
+  });
+
   it("shows the loaded episode, then follows its WebSocket", async () => {
     renderApp("/episodes/42");
     const shot = await screen.findByTestId("episode-screenshot");

@@ -204,11 +204,14 @@ export function SessionPage() {
   const projectName = project.data?.name ?? `Project ${episode.project}`;
   const listLink = `/projects/${episode.project}/episodes`;
   const deciding = live.pending.some((p) => ["approve", "edit", "reject"].includes(p.type));
-  // The live screen: the open proposal's observation, else the last executed step's (also when
-  // the proposal's picture cannot be loaded).
+  // The live screen: the newest live frame while the worker streams one (someone decides or acts), else the
+  // open proposal's observation, else the last executed step's (also when the proposal's picture cannot be loaded).
   const stepShown = picked ?? latest;
+  const liveShot = following && !ended ? stream.liveScreen : null;
   const proposalShot = following && proposal?.screenshot_url && proposal.screenshot_url !== brokenShot ? proposal : null;
-  const screen = proposalShot
+  const screen = liveShot
+    ? { src: liveShot.src, width: liveShot.width, height: liveShot.height, label: "The screen now (live)", action: null }
+    : proposalShot
     ? {
         src: proposalShot.screenshot_url,
         width: proposalShot.width,
@@ -360,7 +363,12 @@ export function SessionPage() {
       <div className={wide ? "viewer viewer-wide" : "viewer"} data-testid="viewer" data-wide={wide ? "true" : undefined}>
         <div className="viewer-screen">
           {screen ? (
-            <div data-testid="screen-frame" className={canClick ? "screen-acting" : undefined}>
+            <div data-testid="screen-frame" className={canClick ? "screen-acting" : undefined} data-live={liveShot ? "true" : undefined}>
+              {liveShot && (
+                <span className="badge live-badge" data-testid="live-badge" title="The screen as it is now, streamed while the agent waits for you">
+                  Live
+                </span>
+              )}
               <ScreenshotView
                 src={screen.src}
                 width={screen.width}
@@ -372,7 +380,7 @@ export function SessionPage() {
                 testId="episode-screenshot"
                 onPick={canClick ? (p) => act(clickAction(p.x, p.y)) : undefined}
                 pickTitle="Click here to click this spot"
-                onError={() => proposalShot && setBrokenShot(proposalShot.screenshot_url)}
+                onError={() => !liveShot && proposalShot && setBrokenShot(proposalShot.screenshot_url)}
               />
             </div>
           ) : (

@@ -10,6 +10,7 @@ import {
   type LiveEpisode,
   noticeDismissed,
 } from "./episodeState";
+import { type LiveScreen, useLiveScreen } from "./liveScreen";
 import { browserMsFromPerformance, SessionClock } from "./thinkAloud/clock";
 
 type StreamAction =
@@ -41,6 +42,8 @@ export interface EpisodeStream {
   dismissNotice: (key: number) => void;
   /** The server's clock, measured from each `hello` (think-aloud audio is stamped with it). */
   clock: SessionClock;
+  /** The env's screen as it is now, while the worker streams it (a person decides or acts); else null. */
+  liveScreen: LiveScreen | null;
 }
 
 /**
@@ -55,6 +58,7 @@ export function useEpisodeStream(episodeId: number, detail: EpisodeDetail | unde
   const socketRef = useRef<EpisodeSocket | null>(null);
   const statusRef = useRef<string | undefined>(undefined);
   const [clock] = useState(() => new SessionClock());
+  const { screen: liveScreen, onFrame, clear: clearLive } = useLiveScreen();
   const loaded = detail !== undefined;
 
   useEffect(() => {
@@ -79,6 +83,12 @@ export function useEpisodeStream(episodeId: number, detail: EpisodeDetail | unde
             receivedAt: browserMsFromPerformance(performance.now()),
           });
         }
+        if (message.type === "live.frame") {
+          onFrame(message.data); // a view, not an event: kept apart from the episode's state
+          return;
+        }
+        // A step ran or a proposal opened: its still is newer than the last frame until the next frame comes.
+        if (["step.proposed", "step.executed", "episode.finished"].includes(message.type)) clearLive();
         dispatch({ kind: "message", message });
       },
       onStateChange: (state, why) => {
@@ -111,5 +121,5 @@ export function useEpisodeStream(episodeId: number, detail: EpisodeDetail | unde
   const reconnect = useCallback(() => socketRef.current?.reconnectNow(), []);
   const dismissNotice = useCallback((key: number) => dispatch({ kind: "dismiss", key }), []);
 
-  return { live, connection, connectionDetail, send, reconnect, dismissNotice, clock };
+  return { live, connection, connectionDetail, send, reconnect, dismissNotice, clock, liveScreen };
 }
