@@ -147,6 +147,11 @@ class CycleSettingsInput(StrictSerializer):
     val_fraction = serializers.FloatField(required=False, help_text="SFT: share of the new rows held out for the "
                                                                     "validation loss (0-0.5; 0: none)")
     val_min_rows = serializers.IntegerField(required=False, help_text="SFT: at least this many new rows held out")
+    val_from = serializers.ChoiceField(
+        choices=["corrected", "new"], required=False,
+        help_text="SFT: what the validation loss reads. corrected: some of the steps people corrected plus as many "
+                  "replayed rows (it falls while the model learns the corrections, rises when it forgets); new: a "
+                  "sample of all new rows")
     patience = serializers.IntegerField(required=False, help_text="SFT: stop when the validation loss has not "
                                                                   "improved for this many progress lines; the "
                                                                   "candidate keeps its best weights (0: never stop)")

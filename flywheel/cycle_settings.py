@@ -11,6 +11,7 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from core.audit import audit_record
 from core.errors import ApplicationError
+from flywheel import replay
 from flywheel.models import Project, SnapshotKind, Split
 from flywheel.training import DEFAULT_MAX_EPOCHS
 
@@ -34,6 +35,9 @@ DEFAULTS = {
     "correction_weight": 3,  # each SFT row of a step a person corrected (edit, takeover) counts this many times
     "val_fraction": 0.15,  # share of the new SFT rows held out for the validation loss
     "val_min_rows": 2,  # ... and at least this many
+    # "corrected": the validation rows are some of the corrected steps plus replayed rows (learning vs forgetting);
+    # "new": a sample of all new rows (mostly approved steps the checkpoint predicts already)
+    "val_from": "corrected",
     "patience": 3,  # stop SFT when the validation loss has not improved for this many progress lines (0: never)
     "eval_tasks": [],  # TaskSpec ids of the eval split; empty: every eval task of the project
     "eval_seeds": 10,  # the first N seeds of each eval task's range, the same in every cycle
@@ -154,6 +158,10 @@ def settings_clean(project: Project, changes: dict) -> dict:
         _bad("val_fraction", "use a share of the new SFT rows from 0 (no validation) to 0.5.")
     clean["val_fraction"] = float(fraction)
     clean["val_min_rows"] = _int("val_min_rows", merged["val_min_rows"], 1, 10_000)
+    if merged["val_from"] not in replay.VAL_FROM:
+        _bad("val_from", "use 'corrected' (hold out some corrected steps and replayed rows) or 'new' (a sample of all "
+                         "new rows).")
+    clean["val_from"] = merged["val_from"]
     clean["patience"] = _int("patience", merged["patience"], 0, 1000)
     if clean["patience"] and not clean["val_fraction"]:
         _bad("patience", "stopping early reads the validation loss: set val_fraction above 0, or patience to 0.")

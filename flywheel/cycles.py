@@ -328,7 +328,8 @@ def _stage_data(cycle: Cycle, stage: dict, snapshot, init: Checkpoint | None) ->
                           seed=cycle.project_id * 100_003 + cycle.iteration, replay_ratio=config.get("replay_ratio", 0),
                           max_rows=config.get("replay_max_rows", 10_000_000),
                           val_fraction=config.get("val_fraction", 0), val_min_rows=config.get("val_min_rows", 1),
-                          correction_weight=config.get("correction_weight", 1))
+                          correction_weight=config.get("correction_weight", 1),
+                          val_from=config.get("val_from", "new"))
     if made["val_file"]:
         made["patience"] = config.get("patience", 0)
     return made

@@ -6,8 +6,9 @@ memorised them and forgot the rest (four cycles in a row scored 0-3 % against v0
 stage trains on the new rows mixed with a sample of the rows the deployed checkpoint was trained on, found by
 lineage: the checkpoint's training run's SFT snapshots (and the cold start's demonstrations, ``demos.jsonl`` in
 the cold-start run's directory, written by ``python -m trainer coldstart --out``), then its init checkpoint's run,
-and so on back to v0. A part of the new rows is held out: the trainer's validation loss on it stops the training
-where it starts to memorise (trainer/sft.py ``--val-data``).
+and so on back to v0. A part of the rows is held out: by default some of the steps people corrected and as many
+replayed rows; the trainer's validation loss on them keeps the weights of the check where the model had learnt most
+of the corrections while still knowing what it knew (trainer/sft.py ``--val-data``; ``val_from`` in sft_mix).
 
 A cycle's SFT snapshot holds every routed train row of the project (new since the last cycle and earlier ones):
 those are the rows mixed and split here. Everything is deterministic given the cycle (its seed), and every count is
@@ -106,10 +107,17 @@ def val_rows_for(n: int, fraction: float, minimum: int) -> int:
 
 
 CORRECTED_ACTORS = ("edited", "human")  # a person's step over the model's: where the deployed checkpoint was wrong
+VAL_FROM = ("corrected", "new")
+MIN_CORRECTED_TO_HOLD_OUT = 4  # fewer corrected rows are all trained on: they are the only ones that teach
+
+
+def _corrected(row: dict) -> bool:
+    return (row.get("meta") or {}).get("actor") in CORRECTED_ACTORS
 
 
 def sft_mix(*, snapshot: DatasetSnapshot, sources: list[dict], out_dir: Path, seed: int, replay_ratio: float,
-            max_rows: int, val_fraction: float, val_min_rows: int, correction_weight: int = 1) -> dict:
+            max_rows: int, val_fraction: float, val_min_rows: int, correction_weight: int = 1,
+            val_from: str = "new") -> dict:
     """Write ``train.jsonl`` (the snapshot's rows less the held-out ones, each row of a person's corrected step
     ``correction_weight`` times, plus a replay sample of ``sources``: ``replay_ratio`` replayed rows a new one, the
     whole mix at most ``max_rows``) and ``val.jsonl`` (the held-out new rows) into ``out_dir``. Replayed rows are
@@ -117,13 +125,20 @@ def sft_mix(*, snapshot: DatasetSnapshot, sources: list[dict], out_dir: Path, se
     one, are left out and counted. Returns the paths and counts.
 
     Why weight corrections: most new rows of a good checkpoint are its own approved steps, which it predicts
-    already; the few a person corrected are where it was wrong, the only rows with something to teach."""
+    already; the few a person corrected are where it was wrong, the only rows with something to teach.
+
+    ``val_from``: ``"new"`` holds out a sample of all new rows. ``"corrected"`` holds out ``val_fraction`` of the
+    corrected rows (at least one, when there are :data:`MIN_CORRECTED_TO_HOLD_OUT`) and, as a forgetting guard, as
+    many replayed rows as ``"new"`` would hold out: its validation loss falls while the model learns what people
+    corrected and rises when it forgets what it knew. A validation split of all new rows (mostly approved steps the
+    checkpoint already predicts) rose from the first check, so early stopping kept the starting weights (issue 23).
+    With too few corrected rows, or no replay pool, it falls back to ``"new"`` (said in the counts)."""
     target = (snapshot.lineage or {}).get("rendered_for")
     rng = random.Random(seed)
     new = _snapshot_rows(snapshot)
     rng.shuffle(new)
     n_val = val_rows_for(len(new), val_fraction, val_min_rows)
-    val, train_new = new[:n_val], new[n_val:]
+    corrected_new = [row for row in new if _corrected(row)]
     seen = {_key(row) for row in new}
     pool, other_style, duplicates, missing, used = [], 0, 0, [], []
     for source in sources:
@@ -141,7 +156,20 @@ def sft_mix(*, snapshot: DatasetSnapshot, sources: list[dict], out_dir: Path, se
             else:
                 seen.add(_key(row))
                 pool.append(row)
-    corrected = [row for row in train_new if (row.get("meta") or {}).get("actor") in CORRECTED_ACTORS]
+    used_from, guard = "new", []
+    if val_from == "corrected" and n_val and len(corrected_new) >= MIN_CORRECTED_TO_HOLD_OUT and pool:
+        used_from = "corrected"
+        n_corrected = min(len(corrected_new) - 1, max(1, round(len(corrected_new) * val_fraction)))
+        held = {id(row) for row in corrected_new[:n_corrected]}
+        val = corrected_new[:n_corrected]
+        train_new = [row for row in new if id(row) not in held]
+        guard = rng.sample(pool, min(n_val, len(pool)))
+        taken = {id(row) for row in guard}
+        pool = [row for row in pool if id(row) not in taken]  # a guard row is never trained on
+        val = [*val, *guard]
+    else:
+        val, train_new = new[:n_val], new[n_val:]
+    corrected = [row for row in train_new if _corrected(row)]
     weighted = [*train_new, *(corrected * (correction_weight - 1))][:max_rows]
     wanted = min(round(replay_ratio * len(train_new)), max(0, max_rows - len(weighted)), len(pool))
     replay = rng.sample(pool, wanted) if wanted else []
@@ -153,7 +181,9 @@ def sft_mix(*, snapshot: DatasetSnapshot, sources: list[dict], out_dir: Path, se
     if val:
         _write(val_path, val)
     return {"data_file": str(train_path), "val_file": str(val_path) if val else "",
-            "mix": {"snapshot_rows": len(new), "val_rows": len(val),
+            "mix": {"snapshot_rows": len(new), "val_rows": len(val), "val_from": used_from,
+                    "val_corrected_rows": len(val) - len(guard) if used_from == "corrected" else 0,
+                    "val_replay_rows": len(guard),
                     "train_snapshot_rows": min(len(train_new), max_rows),
                     "corrected_rows": len(corrected), "correction_weight": correction_weight,
                     "replay_rows": len(replay), "replay_pool": len(pool), "train_rows": len(train),

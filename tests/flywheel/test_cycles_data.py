@@ -113,7 +113,7 @@ def test_sft_trains_on_new_rows_with_replay_of_the_cold_start_and_a_validation_s
         fp, django_capture_on_commit_callbacks):
     sft_episodes(fp, 10, edited=4)
     state, cycle = gate(fp, django_capture_on_commit_callbacks, replay_ratio=2.0, replay_max_rows=100,
-                        val_fraction=0.15, val_min_rows=2, patience=2, correction_weight=3)
+                        val_fraction=0.15, val_min_rows=2, patience=2, correction_weight=3, val_from="new")
     assert state == CycleState.SNAPSHOT
     with django_capture_on_commit_callbacks(execute=False):
         assert cycles.cycle_snapshot(cycle_id=cycle.pk) == CycleState.TRAIN
@@ -146,6 +146,44 @@ def test_sft_trains_on_new_rows_with_replay_of_the_cold_start_and_a_validation_s
     assert all("val_loss" in line for line in run.metrics)
     assert run.checkpoint.metrics["val_loss_best"] <= run.checkpoint.metrics["val_loss_first"]
     assert run.checkpoint.metrics["rows"] == mix["train_rows"] and "--val-data" in run.log and "--patience 2" in run.log
+
+
+def test_validation_reads_held_out_corrections_and_replayed_rows_and_trains_on_neither(
+        fp, django_capture_on_commit_callbacks):
+    sft_episodes(fp, 12, edited=6)
+    state, cycle = gate(fp, django_capture_on_commit_callbacks, replay_ratio=2.0, replay_max_rows=100,
+                        val_fraction=0.2, val_min_rows=2, patience=2, correction_weight=3)  # val_from: the default
+    assert cycle.config["val_from"] == "corrected"
+    with django_capture_on_commit_callbacks(execute=False):
+        cycles.cycle_snapshot(cycle_id=cycle.pk)
+        cycles.cycle_train(cycle_id=cycle.pk)
+    cycle.refresh_from_db()
+    mix = cycle.decision_data["data"]["sft"]
+    # 12 new rows: 2 would be held out (20 %); of the 6 corrected, round(6 * 0.2) = 1 is, with 2 replayed rows
+    assert {k: mix[k] for k in ("val_from", "val_corrected_rows", "val_replay_rows", "val_rows",
+                                "train_snapshot_rows", "corrected_rows")} == {
+        "val_from": "corrected", "val_corrected_rows": 1, "val_replay_rows": 2, "val_rows": 3,
+        "train_snapshot_rows": 11, "corrected_rows": 5}
+    assert mix["replay_rows"] == 22 and mix["train_rows"] == 11 + 2 * 5 + 22
+    [stage] = TrainingRun.objects.get(config__cycle=cycle.pk).config["stages"]
+    train_rows = [json.loads(line) for line in open(stage["data_file"])]
+    val_rows = [json.loads(line) for line in open(stage["val_file"])]
+    assert sorted((r["meta"].get("actor") or r["meta"].get("source")) for r in val_rows) == ["edited", "solver", "solver"]
+    assert not {json.dumps(r["messages"]) for r in val_rows} & {json.dumps(r["messages"]) for r in train_rows}
+
+
+def test_too_few_corrections_to_hold_one_out_fall_back_to_a_sample_of_the_new_rows(fp, django_capture_on_commit_callbacks):
+    sft_episodes(fp, 10, edited=3)  # every one of 3 corrections is trained on
+    state, cycle = gate(fp, django_capture_on_commit_callbacks, val_fraction=0.2, val_min_rows=2)
+    with django_capture_on_commit_callbacks(execute=False):
+        cycles.cycle_snapshot(cycle_id=cycle.pk)
+        cycles.cycle_train(cycle_id=cycle.pk)
+    cycle.refresh_from_db()
+    mix = cycle.decision_data["data"]["sft"]
+    assert (mix["val_from"], mix["val_rows"], mix["val_replay_rows"]) == ("new", 2, 0)
+    with pytest.raises(ApplicationError) as refused:
+        cycle_settings.settings_set(project=fp["project"], actor=fp["manager"], val_from="approved")
+    assert list(refused.value.errors) == ["val_from"]
 
 
 def cycle_dir_again(cycle):

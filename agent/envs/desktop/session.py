@@ -87,7 +87,7 @@ class Desktop:
     def start(self) -> None:
         """Start Xvfb and connect to it; EnvError says why if it does not come up."""
         if shutil.which("Xvfb") is None:
-            raise EnvError("Xvfb is not installed (Debian package xvfb); `make test-tools` installs it")
+            raise EnvError("Xvfb is not installed (Debian package xvfb); `make env-tools` installs it")
         read_fd, write_fd = os.pipe()
         self.root_dir = Path(tempfile.mkdtemp(prefix="loupe-desktop-"))
         self.root_dir.chmod(0o755)

@@ -347,6 +347,14 @@ export interface CycleSettings {
   backend: "local" | "openai";
   export: "lora" | "full";
   base_checkpoint: number | null;
+  /** What an SFT stage trains on besides the new rows, and what its validation loss reads (flywheel/replay.py). */
+  replay_ratio: number;
+  replay_max_rows: number;
+  correction_weight: number;
+  val_fraction: number;
+  val_min_rows: number;
+  val_from: "corrected" | "new";
+  patience: number;
   /** 0: no schedule (manual runs only). */
   cadence_minutes: number | null;
   schedule: string;
@@ -370,5 +378,12 @@ export type CycleSettingsInput = Partial<
     | "backend"
     | "export"
     | "base_checkpoint"
+    | "replay_ratio"
+    | "replay_max_rows"
+    | "correction_weight"
+    | "val_fraction"
+    | "val_min_rows"
+    | "val_from"
+    | "patience"
   > & { cadence_minutes: number }
 >;

@@ -140,6 +140,9 @@ export function EvaluationTable({ cycle }: { cycle: Cycle }) {
 type StageData = {
   snapshot_rows?: number;
   val_rows?: number;
+  val_from?: "corrected" | "new";
+  val_corrected_rows?: number;
+  val_replay_rows?: number;
   train_snapshot_rows?: number;
   corrected_rows?: number;
   correction_weight?: number;
@@ -166,7 +169,11 @@ function TrainingData({ cycle }: { cycle: Cycle }) {
     else if (d.snapshot_rows !== undefined)
       lines.push(`SFT: ${d.train_snapshot_rows} snapshot rows + ${d.replay_rows} replayed from the deployed checkpoint's training data` +
         (d.corrected_rows && (d.correction_weight ?? 1) > 1 ? ` (${d.corrected_rows} corrected steps counted ${d.correction_weight} times)` : "") +
-        (d.val_rows ? `; ${d.val_rows} snapshot rows held out for the validation loss` : "") +
+        (d.val_rows
+          ? d.val_from === "corrected"
+            ? `; validation loss on ${d.val_corrected_rows} held-out corrected steps and ${d.val_replay_rows} replayed rows`
+            : `; ${d.val_rows} snapshot rows held out for the validation loss`
+          : "") +
         (d.replay_other_rendering ? `; ${d.replay_other_rendering} replay rows of another prompt style left out` : ""));
   }
   for (const [kind, v] of Object.entries(extra.gate?.stages ?? {}))

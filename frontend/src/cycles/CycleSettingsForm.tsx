@@ -25,7 +25,30 @@ const EPOCHS_HELP =
   "the stage stops after this many passes over its rows, whatever max steps says: a few rows trained for hundreds of steps are memorised. 0: no cap.";
 const hasEpochs = (algorithm: TrainAlgorithm) => algorithm !== "rl";
 
+/** The SFT mix's knobs (flywheel/replay.py), each with what it does; shown under "Training data". */
+type DataKey = "replay_ratio" | "replay_max_rows" | "correction_weight" | "val_fraction" | "val_min_rows" | "patience";
+export const DATA_KNOBS: { key: DataKey; label: string; help: string; whole: boolean; min: number; max: number }[] = [
+  { key: "replay_ratio", label: "Replayed rows per new row", whole: false, min: 0, max: 100,
+    help: "rows of what the deployed checkpoint was trained on (its snapshots, the cold start's demonstrations), mixed in so it does not forget them; 0: none." },
+  { key: "replay_max_rows", label: "Mix size at most (rows)", whole: true, min: 1, max: 10_000_000,
+    help: "the new rows and the replayed ones together; the replay is cut first." },
+  { key: "correction_weight", label: "Weight of a corrected step", whole: true, min: 1, max: 100,
+    help: "each row of a step a person edited or took over counts this many times: approved steps are the checkpoint's own answers, corrections are where it was wrong." },
+  { key: "val_fraction", label: "Held out for validation (share, 0-0.5)", whole: false, min: 0, max: 0.5,
+    help: "rows kept out of training whose loss is measured at every progress line; 0: none (and no early stopping)." },
+  { key: "val_min_rows", label: "Held out at least (rows)", whole: true, min: 1, max: 10_000,
+    help: "with fewer than 8 new rows nothing is held out." },
+  { key: "patience", label: "Stop after checks without improvement", whole: true, min: 0, max: 1000,
+    help: "SFT stops when the validation loss has not improved for this many progress lines, and the candidate keeps its best weights; 0: never stop early." },
+];
+const VAL_FROM_HELP: Record<"corrected" | "new", string> = {
+  corrected: "some of the steps people corrected, plus as many replayed rows: the loss falls while the model learns the corrections and rises when it forgets what it knew (fewer than 4 corrections: a sample of the new rows).",
+  new: "a sample of all new rows: mostly approved steps the checkpoint already predicts, so it mostly measures forgetting.",
+};
+
 interface Draft {
+  data: Record<DataKey, string>;
+  valFrom: "corrected" | "new";
   minNewRows: string;
   cadence: string;
   margin: string;
@@ -50,6 +73,8 @@ function draftOf(settings: CycleSettings): Draft {
     };
   };
   return {
+    data: Object.fromEntries(DATA_KNOBS.map(({ key }) => [key, String(settings[key])])) as Record<DataKey, string>,
+    valFrom: settings.val_from,
     minNewRows: String(settings.min_new_rows),
     cadence: String(settings.cadence_minutes ?? 0),
     margin: String(Math.round(settings.margin * 1000) / 10),
@@ -99,6 +124,15 @@ export function CycleSettingsForm({ projectId, settings, manage }: { projectId: 
   if (recipe.some((s) => s.max_epochs !== undefined && (Number.isNaN(s.max_epochs) || s.max_epochs > MAX_EPOCHS_LIMIT))) {
     problems.push(`Max epochs is a whole number from 0 to ${MAX_EPOCHS_LIMIT} (0: no cap).`);
   }
+  const data = Object.fromEntries(
+    DATA_KNOBS.map(({ key, whole: isWhole }) => [key, isWhole ? whole(draft.data[key]) : draft.data[key].trim() === "" ? NaN : Number(draft.data[key])]),
+  ) as Record<DataKey, number>;
+  for (const knob of DATA_KNOBS) {
+    const value = data[knob.key];
+    if (!Number.isFinite(value) || value < knob.min || value > knob.max)
+      problems.push(`${knob.label}: use ${knob.whole ? "a whole number" : "a number"} from ${knob.min} to ${knob.max.toLocaleString()}.`);
+  }
+  if (data.patience > 0 && data.val_fraction === 0) problems.push("Stopping early reads the validation loss: hold some rows out, or set the checks to 0.");
   const gate = settings.gate;
 
   return (
@@ -120,6 +154,8 @@ export function CycleSettingsForm({ projectId, settings, manage }: { projectId: 
           backend: draft.backend,
           export: draft.exportAs,
           base_checkpoint: draft.baseCheckpoint.trim() ? Number(draft.baseCheckpoint) : null,
+          ...data,
+          val_from: draft.valFrom,
         });
       }}
     >
@@ -234,6 +270,34 @@ export function CycleSettingsForm({ projectId, settings, manage }: { projectId: 
             Max epochs: {EPOCHS_HELP}
           </p>
         </fieldset>
+        <details className="cycle-data" data-testid="cycle-data-settings">
+          <summary>
+            Training data (SFT): {draft.data.replay_ratio} replayed rows a new one, corrected steps ×{draft.data.correction_weight}, validation on{" "}
+            {draft.valFrom === "corrected" ? "held-out corrections and replayed rows" : "a sample of the new rows"}
+          </summary>
+          <div className="form-grid">
+            {DATA_KNOBS.map((knob) => (
+              <label key={knob.key} className="field">
+                <span>{knob.label}</span>
+                <input
+                  inputMode={knob.whole ? "numeric" : "decimal"}
+                  value={draft.data[knob.key]}
+                  onChange={(e) => setDraft((d) => ({ ...d, data: { ...d.data, [knob.key]: e.target.value } }))}
+                  data-testid={`setting-${knob.key}`}
+                />
+                <span className="muted small">{knob.help}</span>
+              </label>
+            ))}
+            <label className="field">
+              <span>Validation reads</span>
+              <select value={draft.valFrom} onChange={(e) => set("valFrom", e.target.value as Draft["valFrom"])} data-testid="setting-val_from">
+                <option value="corrected">held-out corrections and replayed rows</option>
+                <option value="new">a sample of the new rows</option>
+              </select>
+              <span className="muted small">{VAL_FROM_HELP[draft.valFrom]}</span>
+            </label>
+          </div>
+        </details>
         <details className="cycle-serving">
           <summary>Serving: {draft.backend === "openai" ? `openai (vLLM), ${draft.exportAs === "lora" ? "LoRA adapter" : "full weights"}` : "local (in the rollout workers)"}</summary>
           <div className="inline-form">

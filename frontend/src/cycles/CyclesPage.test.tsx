@@ -65,6 +65,7 @@ const running = makeCycle({
 const settings: CycleSettings = {
   min_new_rows: 20, recipe: [{ algorithm: "sft", max_steps: 200, lr: 0.003 }], eval_tasks: [], eval_seeds: 10, eval_max_steps: 0,
   margin: 0.05, auto_deploy: true, backend: "local", export: "lora", base_checkpoint: null, cadence_minutes: 60,
+  replay_ratio: 2, replay_max_rows: 600, correction_weight: 3, val_fraction: 0.15, val_min_rows: 2, val_from: "corrected", patience: 3,
   schedule: "every 60 minutes", last_scheduled_at: null,
   gate: { buckets: { sft: { rows: 40, new_rows: 12 } }, new_rows: 12, min_new_rows: 20 },
   eval_plan: [{ env: "miniwob", seeds: "100000-100009", max_steps: 3, tasks: ["click-test", "focus-text"] }], eval_plan_error: "",
@@ -244,6 +245,33 @@ describe("CyclesPage", () => {
     fireEvent.change(screen.getByTestId("setting-margin"), { target: { value: "abc" } });
     expect(screen.getByTestId("cycle-settings-problems").textContent).toContain("points of success rate");
     expect(requests.filter((r) => r.method === "PATCH").length).toBe(2);
+  });
+
+  it("saves the training-data knobs with their help, and refuses out-of-range ones before sending", async () => {
+    let saved: Record<string, unknown> | null = null;
+    const { requests } = mockFetch(routes("manager", [], {
+      "PATCH /api/v1/projects/1/cycle-settings": (init) => {
+        saved = JSON.parse(String(init.body));
+        return { body: settings };
+      },
+    }));
+    renderApp("/projects/1/cycles");
+    const knobs = await screen.findByTestId("cycle-data-settings");
+    expect(knobs.textContent).toContain("2 replayed rows a new one, corrected steps ×3, validation on held-out corrections");
+    expect(knobs.textContent).toContain("rises when it forgets");
+    fireEvent.change(screen.getByTestId("setting-replay_ratio"), { target: { value: "1.5" } });
+    fireEvent.change(screen.getByTestId("setting-val_from"), { target: { value: "new" } });
+    expect(knobs.textContent).toContain("mostly measures forgetting");
+    fireEvent.click(screen.getByTestId("cycle-settings-save"));
+    await screen.findByTestId("cycle-settings-saved");
+    expect(saved).toMatchObject({ replay_ratio: 1.5, val_from: "new", correction_weight: 3, val_fraction: 0.15, patience: 3 });
+
+    fireEvent.change(screen.getByTestId("setting-val_fraction"), { target: { value: "0.9" } });
+    expect(screen.getByTestId("cycle-settings-problems").textContent).toContain("Held out for validation (share, 0-0.5): use a number from 0 to 0.5");
+    fireEvent.change(screen.getByTestId("setting-val_fraction"), { target: { value: "0" } });
+    expect(screen.getByTestId("cycle-settings-problems").textContent).toContain("Stopping early reads the validation loss");
+    fireEvent.click(screen.getByTestId("cycle-settings-save"));
+    expect(requests.filter((r) => r.method === "PATCH").length).toBe(1);
   });
 
   it("shows a failed cycle's log tail and what to do next", async () => {
