@@ -1,19 +1,25 @@
 """Authored tasks through the services, the API and `manage.py tasks_import`: a desktop or webapp task written as its
 own JSON is checked by the env's loader (its message on the definition field), named by its id, imported all or
-none with every problem named (file, task, the unsupported getter), and exported as the JSON it came as."""
+none with every problem named (file, task, the unsupported getter), exported as the JSON it came as, and run by the
+rollout worker from the JSON stored with it."""
 import copy
+import functools
+import http.server
 import json
+import threading
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agent.envs.desktop import DESKTOP_TASKS
-from flywheel import task_authoring
 from core.models import AuditEntry
-from flywheel.models import TaskSpec
-from tests.factories import make_project
+from flywheel import projects, task_authoring
+from flywheel.models import Checkpoint, Deployment, Episode, Step, TaskSpec
+from tests.factories import make_member, make_project, make_user
+from tests.stack import start_policy_server
 
 pytestmark = pytest.mark.django_db
 
@@ -220,3 +226,67 @@ def test_the_command_refuses_a_file_with_an_unsupported_getter_and_imports_nothi
         call_command("tasks_import", "--format", "osworld", "--project", "nope", str(good))
     with pytest.raises(CommandError, match="no such file or folder"):
         call_command("tasks_import", "--format", "osworld", "--project", demo["project"].slug, str(tmp_path / "x"))
+
+
+class _Finisher(http.server.BaseHTTPRequestHandler):
+    """A policy server whose model ends every episode at once."""
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        text = 'Thought: This is the page.\nAction: finished(answer="")'
+        reply = json.dumps({"model": body["model"], "choices": [{"message": {"role": "assistant", "content": text}}]})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(reply.encode())
+
+    def log_message(self, *args):
+        pass
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def _end_other_sessions() -> None:
+    """The worker's run, in this process, leaves a database session of its own open (a Celery worker's ends with its
+    process); end it, so the test database can be flushed and dropped."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND pid <> pg_backend_pid()")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_rollout_worker_hands_an_authored_task_to_the_env_and_its_check_scores_the_episode(tmp_path, settings):
+    """The worker's env knows only shipped tasks; the episode of an authored one runs from the JSON stored with it."""
+    from flywheel import rollout_worker
+
+    (tmp_path / "index.html").write_text("<html><body><h1>Team app</h1></body></html>")
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(tmp_path)))
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    policy = start_policy_server(_Finisher)
+    settings.LOUPE_OPENAI_BASE_URL = f"http://127.0.0.1:{policy.server_address[1]}"
+    project, manager = make_project(), make_user()
+    make_member(project, manager, "manager")
+    # the model the policy server "serves" (no weights are read on the openai backend)
+    checkpoint = Checkpoint.objects.create(project=project, name="finisher", uri=str(tmp_path))
+    Deployment.objects.create(project=project, checkpoint=checkpoint, backend="openai", served_name="finisher-authored",
+                              active=True, activated_at=timezone.now())
+    url = f"http://127.0.0.1:{site.server_address[1]}/index.html"
+    task = projects.task_create(project=project, actor=manager, env_kind="webapp", max_steps=3, definition={
+        "task_id": "team-home", "start_url": url, "instruction": "Open the team app.",
+        "check": {"type": "url_match", "url": url}})
+    episode = Episode.objects.create(project=project, task=task, seed=0, mode="autonomous", created_by=manager)
+    try:
+        assert rollout_worker.run(episode.pk) == "finished"
+    finally:
+        rollout_worker.close_envs()
+        site.shutdown()
+        policy.shutdown()
+        _end_other_sessions()
+    episode.refresh_from_db()
+    assert (episode.status, episode.env_reward) == ("finished", 1.0), episode.end_reason
+    assert Step.objects.get(episode=episode).url == url
