@@ -79,6 +79,9 @@ def test_annotator_takes_over_a_desktop_episode_and_clicks_on_the_scaled_screen(
 
     page.get_by_test_id("cmd-takeover").click()
     page.get_by_test_id("cmd-handback").wait_for(timeout=30_000)
+    page.get_by_test_id("live-badge").wait_for(timeout=20_000)  # the desktop streams while the person acts: the
+    assert page.get_by_test_id("episode-screenshot").get_attribute("src").startswith("data:image/jpeg")  # live frame
+    screenshot(page, "desktop-session-live")
     first = Step.objects.get(episode_id=episode_id, index=0)
     two = click_button(page, first, "2")
     wait_for(lambda: Step.objects.filter(episode_id=episode_id, index=1).exists(), 60, what="the first human click")
