@@ -192,6 +192,23 @@ describe("ReplayPage", () => {
     expect((narrow.parentElement as HTMLElement).style.width).toBe("400px");
   });
 
+  it("shows a hybrid episode's shell command with what it printed beside the GUI steps", async () => {
+    const hybrid = episode();
+    hybrid.steps = [
+      hybrid.steps[0],
+      { ...makeStep(1, { action: { name: "shell", args: { command: "wc -l notes.txt" } }, action_text: 'shell(command="wc -l notes.txt")' }),
+        info: { output: "3 notes.txt\n", exit_code: 0 }, created_at: at(1020) },
+    ];
+    mockFetch(routes({ "GET /api/v1/episodes/42/": { body: hybrid } }));
+    renderApp(`/projects/1/review/42?${LIST}`);
+    await screen.findByTestId("replay-current");
+    expect(screen.queryByTestId("shell-output")).toBeNull(); // a click shows no shell output
+    press("ArrowRight");
+    await waitFor(() => expect(current()).toBe("1"));
+    expect(screen.getByTestId("replay-action").textContent).toContain("wc -l notes.txt");
+    expect(screen.getByTestId("shell-output").textContent).toBe("Shell output (exit code 0)3 notes.txt");
+  });
+
   it("does not offer to submit a review of an episode that is still running", async () => {
     mockFetch(routes({ "GET /api/v1/episodes/42/": { body: { ...episode(), status: "running" } } }));
     renderApp("/projects/1/review/42");

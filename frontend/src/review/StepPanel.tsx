@@ -7,6 +7,7 @@ import type { ReplayStep, StepLabel, TranscriptWord } from "../api/review";
 import { PolishedThought } from "./PolishedThought";
 import { STEP_LABELS } from "./queries";
 import { proposalActionText, proposalThought, stepActionText } from "./replay";
+import { ShellOutput } from "../session/ShellOutput";
 
 const ACTOR_TEXT: Record<Actor, string> = { model: "model", human: "human", edited: "edited" };
 
@@ -127,6 +128,7 @@ export function StepPanel({ step, count, words, label, onLabel }: StepPanelProps
           )}
         </>
       )}
+      <ShellOutput step={step} />
       <PolishedThought step={step} spoken={spoken} />
       <label className="field inline step-label-field">
         <span>Label this step</span>
