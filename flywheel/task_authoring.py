@@ -17,7 +17,6 @@ from core.audit import audit_record
 from core.errors import ApplicationError
 from flywheel.models import Project, Split, TaskSpec
 
-DESKTOP_MAX_STEPS = 15  # agent/envs/desktop/env.py MAX_STEPS: OSWorld tasks carry no step limit
 MAX_IMPORT = 500
 MAX_NAME = 100  # TaskSpec.task_name's length
 
@@ -50,10 +49,11 @@ class DesktopKind(AuthoredKind):
     kind, format, label = "desktop", "osworld", "OSWorld"
 
     def load(self, data: Any, origin: str) -> Definition:
+        from agent.envs.desktop.env import MAX_STEPS  # OSWorld tasks carry no step limit: the env's default
         from agent.envs.desktop.osworld import load_task
 
         task = load_task(data, origin=origin)
-        return Definition(task.id, task.instruction, DESKTOP_MAX_STEPS)
+        return Definition(task.id, task.instruction, MAX_STEPS)
 
     def shipped(self) -> dict[str, dict]:
         from agent.envs.desktop import DESKTOP_TASKS
@@ -81,6 +81,11 @@ FORMATS: dict[str, AuthoredKind] = {k.format: k for k in AUTHORED.values()}
 
 
 def authored_kind(env_kind: str) -> AuthoredKind:
+    from agent.envs import ENV_KINDS
+
+    if env_kind not in ENV_KINDS:
+        message = f"Unknown environment kind '{env_kind}'; use one of {', '.join(ENV_KINDS)}."
+        raise ApplicationError(message, errors={"env_kind": [message]})
     if env_kind not in AUTHORED:
         message = (f"{env_kind} tasks cannot be written as JSON; choose one from the shipped list. Desktop (OSWorld) "
                    "and webapp (WebArena or any-URL) tasks can be.")
@@ -90,7 +95,8 @@ def authored_kind(env_kind: str) -> AuthoredKind:
 
 def format_kind(name: str) -> AuthoredKind:
     if name not in FORMATS:
-        message = f"Unknown task format '{name}'; use {' or '.join(FORMATS)}."
+        message = (f"Unknown task format '{name}'; use {' or '.join(FORMATS)}." if name else
+                   f"Say which format the tasks are in: {' or '.join(FORMATS)}.")
         raise ApplicationError(message, errors={"format": [message]})
     return FORMATS[name]
 
@@ -105,8 +111,8 @@ def definition_check(*, env_kind: str, definition: Any, origin: str = "") -> tup
     except ValueError as exc:  # the loaders' TaskFormatError: names the task, the file and what is wrong
         raise ApplicationError(str(exc), errors={"definition": [str(exc)]}) from None
     except (TypeError, AttributeError, KeyError, IndexError) as exc:  # a value of a type the loader did not expect
-        message = (f"{origin + ': ' if origin else ''}this is not a {authored.label} task the loader can read "
-                   f"(a field holds a value of the wrong type: {exc}).")
+        message = (f"{origin + ': ' if origin else ''}the {authored.label} loader cannot read this task: a field "
+                   f"holds a value of the wrong type ({exc}).")
         raise ApplicationError(message, errors={"definition": [message]}) from None
     if len(loaded.task_id) > MAX_NAME:
         message = f"The task id '{loaded.task_id[:40]}…' is longer than {MAX_NAME} characters; shorten it."
