@@ -11,7 +11,11 @@ elements); ``click_xtest`` one click through XTEST alone; ``step_click`` a whole
 (click, settle, screenshot, AT-SPI elements); ``pool_reset_with_app`` / ``pool_reset_no_app`` a reset
 with a warm desktop waiting (``LOUPE_DESKTOP_POOL=1``): the task's own setup and first observation, and
 a task with no setup; memory is the X server and every session process (USS) with mousepad and
-galculator open.
+galculator open. ``live`` (both envs, and the webapp's in bench_webapp.py): the live view's frames (annotation/live_view.py)
+while the screen changes: a frame's JPEG bytes, one ``live_frame`` call on an unchanged screen (Chromium: the 15 ms
+pump of the screencast; desktop: the grab and compare), a call that returns a changed frame (``grab_changed``: the
+desktop's grab and JPEG encode), from a change to its frame (``change_to_frame``), and the pictures a second the
+live view sends at ``LOUPE_LIVE_FPS`` 3 on a screen changing every 50 ms, with their bytes a second.
 """
 
 from __future__ import annotations
@@ -37,6 +41,57 @@ def _summary(samples_ms: list[float]) -> dict:
             "min_ms": round(ordered[0], 2)}
 
 
+COLOURS = ["rgb(255, 0, 0)", "rgb(0, 160, 0)", "rgb(0, 0, 255)", "rgb(240, 200, 0)"]
+
+
+def bench_live(env, change, rounds: int = 10, seconds: float = 3.0) -> dict:
+    """The live view's figures on ``env`` (a reset one); ``change(i)`` changes its screen without a step."""
+    from annotation.live_view import LiveView
+
+    deadline = time.monotonic() + 5
+    while env.live_frame() is None and time.monotonic() < deadline:
+        pass
+    unchanged, _ = _timed(env.live_frame, 20)
+    latencies, sizes, changed_calls = [], [], []
+    for i in range(rounds):
+        before = env.live_frame().jpeg
+        change(i)
+        started = time.perf_counter()
+        while True:
+            call = time.perf_counter()
+            frame = env.live_frame()
+            if frame.jpeg != before or time.perf_counter() - started > 5:
+                break
+        changed_calls.append((time.perf_counter() - call) * 1000)
+        latencies.append((time.perf_counter() - started) * 1000)
+        sizes.append(len(frame.jpeg))
+    sent: list[dict] = []
+    view = LiveView(episode_id=0, env=env, fps=3, max_bytes=100_000, publish=lambda _, message: sent.append(message),
+                    watchers=lambda _: 1)
+    started, i = time.monotonic(), 0
+    while time.monotonic() - started < seconds:
+        change(i)
+        i += 1
+        pause = view.tick()
+        time.sleep(min(pause, 0.05))
+    env.live_stop()
+    pictures = [m for m in sent if m["jpeg_b64"]]
+    return {
+        "frame_jpeg_bytes": {"median": int(statistics.median(sizes)), "max": max(sizes)},
+        "live_frame_unchanged": _summary(unchanged),
+        "grab_changed": _summary(changed_calls),
+        "change_to_frame": _summary(latencies),
+        "fps_achieved": round(len(pictures) / seconds, 2),
+        "bytes_per_second": int(view.bytes_sent / seconds),
+    }
+
+
+def _page_colour(env):
+    """A change for bench_live on a Chromium env: the page's background colour."""
+    return lambda i: env._page.evaluate(
+        f"() => {{ (document.getElementById('area') || document.body).style.background = '{COLOURS[i % len(COLOURS)]}'; }}")
+
+
 def bench_miniwob(args: argparse.Namespace) -> dict:
     env = make_env("miniwob")
     try:
@@ -60,6 +115,8 @@ def bench_miniwob(args: argparse.Namespace) -> dict:
             if result.done:
                 env.reset(args.task, 0)
         screenshot_bytes = len(result.observation.screenshot)
+        env.reset(args.task, 0)
+        live = bench_live(env, _page_colour(env))
     finally:
         env.close()
     return {
@@ -68,6 +125,7 @@ def bench_miniwob(args: argparse.Namespace) -> dict:
         "reset_fresh_context": _summary(fresh),
         "reset_in_page": _summary(in_page),
         "screenshot_jpeg_bytes": screenshot_bytes,
+        "live": live,
     }
 
 
@@ -111,6 +169,7 @@ def bench_desktop(args: argparse.Namespace) -> dict:
         steps, _ = _timed(lambda: env.step(Action("click", {"x": blank[0], "y": blank[1]})), 10)
         memory = env.desktop.memory_bytes()
         processes = len(env.desktop.session_processes())
+        live = bench_live(env, _desktop_window(env))
     finally:
         env.close()
     pool_resets, pool_bare = _bench_pool(args.resets)
@@ -131,7 +190,27 @@ def bench_desktop(args: argparse.Namespace) -> dict:
         "session_processes": processes,
         "desktops_per_8_gib": int(8 * 2**30 // memory),
         "desktops_in_available_memory": int(available // memory),
+        "live": live,
     }
+
+
+def _desktop_window(env):
+    """A change for bench_live on the desktop: a window another program shows, its colour changing."""
+    from Xlib import display as xdisplay
+
+    x = xdisplay.Display(env.desktop.name)
+    screen = x.screen()
+    window = screen.root.create_window(40, 40, 300, 200, 0, screen.root_depth, override_redirect=True)
+    window.map()
+    pixels = [screen.default_colormap.alloc_color(*rgb).pixel
+              for rgb in ((65535, 0, 0), (0, 40000, 0), (0, 0, 65535), (60000, 50000, 0))]
+
+    def change(i: int) -> None:
+        window.change_attributes(background_pixel=pixels[i % len(pixels)])
+        window.clear_area()
+        x.sync()
+
+    return change
 
 
 def _bench_pool(n: int) -> tuple[list[float], list[float]]:

@@ -29,7 +29,7 @@ from agent.actions import Action  # noqa: E402
 from agent.envs import make_env  # noqa: E402
 from agent.envs.webapp import sites  # noqa: E402
 from agent.envs.webapp.solutions import solution_for  # noqa: E402
-from bench.bench_env import _summary  # noqa: E402  (the same figures as the desktop and MiniWoB bench)
+from bench.bench_env import _page_colour, _summary, bench_live  # noqa: E402  (the same figures as the desktop and MiniWoB bench)
 
 
 
@@ -84,6 +84,8 @@ def main() -> None:
 
         server = psutil.Process(env.server_pid)
         report["server_rss_mib"] = round(sum(p.memory_info().rss for p in [server, *server.children(True)]) / 2**20, 1)
+        env.reset("shop-add-to-basket", 0)
+        report["live"] = bench_live(env, _page_colour(env))  # the live view of a 1280x720 shop page
         for task in ("shop-add-to-basket", "shop-guest-checkout"):
             started, steps = time.perf_counter(), 0
             obs, solution = env.reset(task, 0), solution_for(task)
