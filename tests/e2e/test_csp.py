@@ -92,6 +92,10 @@ def test_every_project_page_renders_under_the_policy(daphne_server, watched, tmp
         page.locator("[data-testid=clip-duration][data-known=true]").wait_for(timeout=20_000)
         assert violations(page) == []
     visit(page, f"{base}/datasets", "[data-testid=routing-form]", "datasets")
+    visit(page, f"{base}/tasks", "[data-testid=task-table]", "tasks")
+    page.get_by_test_id("task-new").click()  # the editor asks the server for the shipped tasks
+    page.get_by_test_id("shipped-task").locator("option[value=click-button]").wait_for(state="attached", timeout=10_000)
+    assert violations(page) == []
     assert page.errors == []
 
 
