@@ -23,7 +23,10 @@ log = logging.getLogger(__name__)
 KEEPALIVE_S = 1.0  # an unchanged screen: a message without the picture this often keeps the page's "Live" badge on
 REPEAT_S = 5.0  # ... and the picture itself again this often, for someone who joined since it last changed
 PRESENCE_EVERY_S = 2.0  # how often the watchers are counted (one HLEN)
-NO_FRAME_YET_S = 0.05  # a screencast just started has no frame yet: look again this soon
+NO_FRAME_YET_S = 0.05  # a screencast just started has no frame yet: look again this soon (a few times)
+NO_FRAME_TRIES = 10
+PUBLISH_TIMEOUT_S = 0.5  # a frame is not worth holding up the wait for commands
+QUIET_AFTER_FAILURE_S = 2.0  # after a failed publish (Redis away), send nothing for this long
 REENCODE_QUALITIES = (45, 30, 20)
 
 
@@ -110,18 +113,20 @@ class FrameGate:
 def _publish(episode_id: int, message: dict) -> None:
     from flywheel.events import episode_group, group_send
 
-    group_send(episode_group(episode_id), message, timeout=2)
+    group_send(episode_group(episode_id), message, timeout=PUBLISH_TIMEOUT_S)
+
+
+_redis = None  # one client a process, made where it is used (after a worker's fork)
 
 
 def _watchers(episode_id: int) -> int:
-    import redis
-    from django.conf import settings
+    global _redis
+    if _redis is None:
+        import redis
+        from django.conf import settings
 
-    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
-    try:
-        return int(client.hlen(presence_key(episode_id)))
-    finally:
-        client.close()
+        _redis = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1)
+    return int(_redis.hlen(presence_key(episode_id)))
 
 
 class LiveView:
@@ -143,6 +148,8 @@ class LiveView:
         self.off = False
         self._watched: bool = True
         self._counted_at: float | None = None
+        self._misses = 0  # looks in a row that found no frame
+        self._quiet_until = 0.0
 
     def reset(self) -> None:
         """A new proposal is showing: the next frame goes out whole and at once."""
@@ -171,7 +178,7 @@ class LiveView:
         if self.off:
             return 3600.0
         now = self.clock()
-        wait = self.gate.wait_s(now)
+        wait = max(self.gate.wait_s(now), self._quiet_until - now)
         if wait > 0:
             return wait
         if not self._anyone_watching(now):
@@ -187,7 +194,9 @@ class LiveView:
         now = self.clock()
         self.grab_ms = (self.grab_ms + [(now - started) * 1000])[-50:]
         if frame is None:
-            return NO_FRAME_YET_S
+            self._misses += 1
+            return NO_FRAME_YET_S if self._misses < NO_FRAME_TRIES else self.gate.period
+        self._misses = 0
         out = self.gate.offer(frame.jpeg, now)
         if out is not None:
             self._send(out, frame.width, frame.height)
@@ -199,7 +208,9 @@ class LiveView:
         message = {"type": "live.frame", "frame": self.frame, "width": width, "height": height, "jpeg_b64": encoded}
         try:
             self.publish(self.episode_id, message)
-        except Exception:  # noqa: BLE001 - a view: a Redis blip loses a frame, the next one follows
+        except Exception:  # noqa: BLE001 - a view: a Redis blip loses frames, later ones follow
             log.debug("could not publish live frame %s of episode %s", self.frame, self.episode_id, exc_info=True)
+            self._quiet_until = self.clock() + QUIET_AFTER_FAILURE_S
+            self.gate.reset()  # the next one goes whole
             return
         self.bytes_sent += len(out.jpeg or b"")

@@ -58,7 +58,9 @@ class EpisodeSupervisor:
     def watch_env(self, env) -> None:
         """Stream this env's screen to the episode's watchers while waiting for a person (the rollout worker
         calls this with the env the episode runs in). ``LOUPE_LIVE_FPS=0`` turns the live view off."""
-        if settings.LOUPE_LIVE_FPS <= 0:
+        from agent.envs.base import Env
+
+        if settings.LOUPE_LIVE_FPS <= 0 or type(env).live_frame is Env.live_frame:  # off, or a terminal: no screen
             return
         self.live = LiveView(episode_id=self.episode_id, env=env, fps=settings.LOUPE_LIVE_FPS,
                              max_bytes=settings.LOUPE_LIVE_MAX_FRAME_BYTES)

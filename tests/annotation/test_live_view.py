@@ -105,3 +105,27 @@ def test_a_failing_screen_turns_the_live_view_off_for_the_episode():
     view.tick()
     view.stop()
     assert screen.grabs == 1 and screen.stopped == 0
+
+
+def test_after_a_failed_publish_the_live_view_stays_quiet_then_sends_the_picture_whole():
+    calls, clock = [], [0.0]
+
+    def publish(episode_id, message):
+        calls.append(message)
+        if len(calls) == 1:
+            raise ConnectionError("Redis is away")
+
+    view = LiveView(episode_id=7, env=_Screen([LiveFrame(jpeg=A, width=160, height=210)]), fps=4, max_bytes=10_000,
+                    publish=publish, watchers=lambda e: 1, clock=lambda: clock[0])
+    view.tick()
+    clock[0] = 1.0
+    assert view.tick() == 1.0 and len(calls) == 1  # quiet for 2 s: the wait for commands is not held up
+    clock[0] = 2.0
+    view.tick()
+    assert len(calls) == 2 and calls[1]["jpeg_b64"] is not None  # unchanged, but the lost picture goes again
+    assert view.bytes_sent == len(A)
+
+
+def test_a_screen_without_frames_is_looked_at_often_at_first_then_once_a_frame_time():
+    view, sent, _ = _view(_Screen([None] * 12))
+    assert [view.tick() for _ in range(12)] == [0.05] * 9 + [0.25] * 3 and sent == []

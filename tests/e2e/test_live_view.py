@@ -1,6 +1,7 @@
 """The live view through the real page: a manager watches a supervised webapp episode (a page the test serves, in the
 worker's Chromium) and sees the "Live" badge and frames that follow the page as it changes on its own, with no step;
-then takes over and clicks and types on the live frame: each lands where it was aimed on the env's 1280x720 screen."""
+then takes over and clicks, types and presses a key on the live frame: each reaches the page, the clicks where they
+were aimed on the env's 1280x720 screen."""
 import base64
 import io
 import json
@@ -149,16 +150,20 @@ def test_a_manager_sees_the_live_screen_change_without_a_step_and_acts_on_the_li
     page.get_by_test_id("type-submit").click()
     wait_for(lambda: Step.objects.filter(episode_id=episode_id, index=1).exists(), 60, what="the typed text")
     wait_for(lambda: _frame(page) is not None, 15, what="the live frame after typing")
+    page.get_by_test_id("key-backspace").click()  # a key, from the takeover panel
+    wait_for(lambda: Step.objects.filter(episode_id=episode_id, index=2).exists(), 60, what="the key")
+    wait_for(lambda: _frame(page) is not None, 15, what="the live frame after the key")
     _click(page, PRESS)
-    wait_for(lambda: Step.objects.filter(episode_id=episode_id, index=2).exists(), 60, what="the click on the button")
+    wait_for(lambda: Step.objects.filter(episode_id=episode_id, index=3).exists(), 60, what="the click on the button")
     wait_for(lambda: _shows(page, PRESS_FILL, (0, 160, 0)), 15, what="a live frame with the pressed (green) button")
     screenshot(page, "live-view-takeover")
 
     steps = list(Step.objects.filter(episode_id=episode_id).order_by("index"))
-    assert [s.actor for s in steps] == ["human"] * 3
-    assert [s.action["name"] for s in steps] == ["click", "type", "click"]
-    for step, aimed in ((steps[0], NAME), (steps[2], PRESS)):
+    assert [s.actor for s in steps] == ["human"] * 4
+    assert [s.action["name"] for s in steps] == ["click", "type", "hotkey", "click"]
+    for step, aimed in ((steps[0], NAME), (steps[3], PRESS)):
         assert abs(step.action["args"]["x"] - aimed[0]) <= 1 and abs(step.action["args"]["y"] - aimed[1]) <= 1
-    # each step keeps the screen it acted on: the text typed into the box is there before the button is pressed
+    # each step keeps the screen it acted on: typed, then one character taken back, before the button is pressed
     assert ("textbox", "Ada") in {(e["role"], e["text"]) for e in steps[2].elements}
+    assert ("textbox", "Ad") in {(e["role"], e["text"]) for e in steps[3].elements}
     assert page.errors == []
