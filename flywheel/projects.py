@@ -9,6 +9,7 @@ from django.utils.text import slugify
 from core.audit import audit_record
 from core.errors import ApplicationError
 from flywheel.models import Membership, Project, Role, Split, TaskSpec
+from flywheel.task_authoring import definition_check
 
 User = get_user_model()
 
@@ -93,8 +94,6 @@ def task_create(*, project: Project, actor, task_name: str = "", env_kind: str =
                 definition: dict | None = None) -> TaskSpec:
     """A shipped task (``task_name`` from its env's registry) or an authored one (``definition``: its JSON, whose id
     names it; see task_authoring). ``max_steps`` None: the definition's own limit, else 10."""
-    from flywheel.task_authoring import definition_check
-
     if definition is not None:
         loaded, definition = definition_check(env_kind=env_kind, definition=definition)
         if task_name and task_name != loaded.task_id:
@@ -122,8 +121,6 @@ def task_create(*, project: Project, actor, task_name: str = "", env_kind: str =
 def task_update(*, task: TaskSpec, actor, **fields) -> TaskSpec:
     """Change a task's seeds, split, step limit or label; ``definition`` replaces an authored task's JSON (checked as
     on create; its id may change only while the task has no episodes)."""
-    from flywheel.task_authoring import definition_check
-
     allowed = {"instruction_template", "seed_start", "seed_end", "split", "max_steps", "definition"}
     unknown = set(fields) - allowed
     if unknown:
