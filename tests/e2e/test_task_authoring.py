@@ -1,6 +1,7 @@
 """A manager authors tasks on the Tasks page: an any-URL task through its form (a bad start URL is refused beside
-the field), an OSWorld file with an unsupported getter is refused naming the getter, and Try it opens a supervised
-episode of the new task on its session page."""
+the field), a shipped one from the list, an OSWorld task as JSON (an unsupported metric is named beside the editor),
+an OSWorld file with an unsupported getter is refused naming the getter, and Try it opens a supervised episode of
+the new task on its session page."""
 import json
 
 import pytest
@@ -16,6 +17,10 @@ CLOUD = {"id": "from-the-cloud", "instruction": "Fill in the sheet.", "config": 
          "evaluator": {"func": "compare_table", "result": {"type": "vm_file", "path": "/home/user/a.xlsx"},
                        "expected": {"type": "cloud_file", "path": "https://example.com/gold.xlsx"},
                        "options": {"rules": [{"type": "sheet_name"}]}}}
+
+NOTES = {"id": "my-notes", "instruction": "Create notes.txt in your home folder.", "config": [],
+         "evaluator": {"func": "check_include_exclude", "result": {"type": "vm_command_line", "command": "ls ~"},
+                       "expected": {"type": "rule", "rules": {"include": ["notes.txt"]}}}}
 
 
 @pytest.fixture
@@ -62,10 +67,23 @@ def test_a_manager_authors_an_any_url_task_imports_a_file_and_tries_the_task(dap
     page.get_by_test_id("task-save").click()
     shipped = page.locator('[data-testid=task-row][data-task="desktop-mousepad-write"]')
     shipped.wait_for(timeout=10_000)
-    assert "shipped" in shipped.inner_text()
+    assert "shipped" in shipped.inner_text() and "15" in shipped.inner_text()  # the task's own step budget
     row.get_by_test_id("task-edit").click()  # an any-URL task opens in its form
     assert page.get_by_test_id("anyurl-start").input_value() == "http://127.0.0.1:8000/"
     page.get_by_role("button", name="Cancel").click()
+
+    page.get_by_test_id("task-new").click()  # an OSWorld task as its JSON: the loader's message beside the editor
+    page.get_by_test_id("editor-osworld").click()
+    page.get_by_test_id("definition-json").fill(json.dumps({**NOTES, "evaluator": {**NOTES["evaluator"],
+                                                                                  "func": "compare_pdf"}}))
+    page.get_by_test_id("task-save").click()
+    error = page.locator("label:has([data-testid=definition-json]) .field-error")
+    error.wait_for(timeout=10_000)
+    assert "unsupported metric 'compare_pdf'" in error.inner_text()
+    screenshot(page, "tasks-osworld-json-refused")
+    page.get_by_test_id("definition-json").fill(json.dumps(NOTES, indent=2))
+    page.get_by_test_id("task-save").click()
+    page.locator('[data-testid=task-row][data-task="my-notes"]').wait_for(timeout=10_000)
 
     path = tmp_path / "cloud.json"
     path.write_text(json.dumps(CLOUD))

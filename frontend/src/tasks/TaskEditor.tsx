@@ -187,7 +187,11 @@ export function TaskEditor({ projectId, task, onDone }: { projectId: number; tas
                 disabled={Boolean(task)}
                 data-testid="shipped-task"
                 required
-                onChange={(e) => setTaskName(e.target.value)}
+                onChange={(e) => {
+                  setTaskName(e.target.value);
+                  const chosen = shippedKind?.tasks.find((t) => t.name === e.target.value);
+                  if (chosen) setCommon((c) => ({ ...c, max_steps: chosen.max_steps })); // the task's own budget
+                }}
               >
                 <option value="">Choose a task…</option>
                 {task && <option value={task.task_name}>{task.task_name}</option>}
