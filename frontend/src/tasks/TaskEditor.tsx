@@ -12,6 +12,7 @@ import {
   type CheckType,
   EMPTY_ANY_URL,
   type EditorKind,
+  JSON_EXAMPLES,
   type UrlMatch,
   anyUrlDefinition,
   anyUrlFieldOf,
@@ -28,25 +29,6 @@ const EDITORS: { value: EditorKind; label: string }[] = [
   { value: "osworld", label: "OSWorld JSON" },
   { value: "webarena", label: "WebArena JSON" },
 ];
-
-const JSON_PLACEHOLDER: Record<"osworld" | "webarena", string> = {
-  osworld: `{
-  "id": "my-desktop-task",
-  "instruction": "Create a file notes.txt in the home folder.",
-  "config": [],
-  "evaluator": {
-    "func": "check_include_exclude",
-    "result": {"type": "vm_command_line", "command": "ls ~"},
-    "expected": {"type": "rule", "rules": {"include": ["notes.txt"]}}
-  }
-}`,
-  webarena: `{
-  "task_id": "my-shop-task",
-  "intent": "Put the product 'The shellcoder's handbook' in the basket.",
-  "start_url": "__SHOP__",
-  "eval": {"eval_types": ["site_state"], "site_state": [{"check": "basket_line", "product": "The shellcoder's handbook"}]}
-}`,
-};
 
 interface Common {
   split: Split;
@@ -342,7 +324,7 @@ export function TaskEditor({ projectId, task, onDone }: { projectId: number; tas
               value={jsonText}
               spellCheck={false}
               data-testid="definition-json"
-              placeholder={JSON_PLACEHOLDER[editor]}
+              placeholder={JSON_EXAMPLES[editor]}
               aria-invalid={Boolean(jsonError || definitionErrors.length)}
               onChange={(e) => setJsonText(e.target.value)}
             />

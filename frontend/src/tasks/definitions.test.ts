@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   EMPTY_ANY_URL,
+  JSON_EXAMPLES,
   anyUrlDefinition,
   anyUrlFieldOf,
   anyUrlForm,
@@ -53,6 +54,11 @@ describe("the JSON editor", () => {
     expect(parseDefinition("[1]")).toMatchObject({ ok: false, error: expect.stringContaining("one JSON object") });
     expect(parseDefinition("{nope")).toMatchObject({ ok: false, error: expect.stringContaining("not valid JSON") });
     expect(parseDefinition('{"id": "x"}')).toEqual({ ok: true, value: { id: "x" } });
+  });
+
+  it("shows examples that are valid JSON tasks", () => {
+    expect(parseDefinition(JSON_EXAMPLES.osworld)).toMatchObject({ ok: true, value: { id: "my-desktop-task" } });
+    expect(parseDefinition(JSON_EXAMPLES.webarena)).toMatchObject({ ok: true, value: { task_id: "my-shop-task" } });
   });
 });
 

@@ -17,6 +17,26 @@ export const CHECK_TYPES: { value: CheckType; label: string }[] = [
   { value: "person", label: "A person decides on review (person)" },
 ];
 
+/** What the JSON editors show while empty: one small task of each format. */
+export const JSON_EXAMPLES: Record<"osworld" | "webarena", string> = {
+  osworld: `{
+  "id": "my-desktop-task",
+  "instruction": "Create a file notes.txt in the home folder.",
+  "config": [],
+  "evaluator": {
+    "func": "check_include_exclude",
+    "result": {"type": "vm_command_line", "command": "ls ~"},
+    "expected": {"type": "rule", "rules": {"include": ["notes.txt"]}}
+  }
+}`,
+  webarena: `{
+  "task_id": "my-shop-task",
+  "intent": "Put a \\"Bluetooth Speaker\\" in the basket.",
+  "start_url": "__SHOP__/catalogue/",
+  "eval": {"eval_types": ["site_state"], "site_state": [{"check": "basket_line", "product": "Bluetooth Speaker"}]}
+}`,
+};
+
 export interface AnyUrlForm {
   task_id: string;
   start_url: string;
