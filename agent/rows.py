@@ -154,10 +154,12 @@ def render_prompt(step: StepView, history: Sequence[StepView], target: RenderedF
     ``loupe`` with no images these are exactly the messages a rollout sent the model."""
     style = target.style
     images = _images(step, history, target)
-    past = [HistoryStep(render_observation(view.observation(), style), view.turn(), view.width, view.height)
-            for view in history]
+    window = max(history_window, len(images) - 1)
+    cut = max(len(history) - window, 0)  # steps before it are summarised by their actions: their screens go unread
+    past = [HistoryStep(render_observation(view.observation(), style) if i >= cut else "", view.turn(), view.width,
+                        view.height) for i, view in enumerate(history)]
     messages = render_messages(instruction=step.instruction, observation_text=render_observation(step.observation(), style),
-                               history=past, history_window=max(history_window, len(images) - 1), feedback=feedback,
+                               history=past, history_window=window, feedback=feedback,
                                style=style, action_format=target.action_format)
     return messages, images
 

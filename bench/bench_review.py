@@ -138,7 +138,11 @@ def main() -> None:
     replay = {"detail": timed(client, f"/api/v1/episodes/{replay_episode.pk}/"),
               "transcript": timed(client, f"/api/v1/episodes/{replay_episode.pk}/transcript")}
 
-    # Snapshot of one task's accepted-by-reward episodes, then its export streamed to nowhere.
+    # Snapshot of one task's accepted-by-reward episodes, then its export streamed to nowhere. An earlier run's
+    # snapshot of the same rows would be returned as it is (freezing the same data twice makes one): drop it first.
+    from flywheel.models import DatasetSnapshot
+
+    DatasetSnapshot.objects.filter(project=project).delete()
     snapshot = snapshots.snapshot_create(project=project, kind="sft", filter={"tasks": [tasks[1].pk]}, build=False)
     started = time.monotonic()
     snapshot = snapshots.snapshot_build(snapshot_id=snapshot.pk)

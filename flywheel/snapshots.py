@@ -167,6 +167,8 @@ def _snapshot_write(snapshot: DatasetSnapshot) -> DatasetSnapshot:
     try:
         with tempfile.TemporaryDirectory(prefix="loupe-snapshot-") as tmp:
             jsonl_path = os.path.join(tmp, "data.jsonl")
+            parquet_path = os.path.join(tmp, "data.parquet")
+            parquet = ParquetRows(parquet_path)
             with open(jsonl_path, "wb") as out:
                 for done, (episode, rows) in enumerate(rows_iter(kind, Episode.objects.filter(pk__in=episode_ids),
                                                                         target=target), 1):
@@ -174,16 +176,16 @@ def _snapshot_write(snapshot: DatasetSnapshot) -> DatasetSnapshot:
                         line = (json.dumps(row, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n").encode()
                         out.write(line)
                         digest.update(line)
+                        parquet.add(row)
                     if rows:
                         n_rows += len(rows)
                         lineage_rows.append(SnapshotEpisode(snapshot_id=snapshot_id, episode_id=episode.pk, rows=len(rows)))
                         by_task[episode.task.task_name] += len(rows)
                         by_checkpoint[episode.checkpoint.name if episode.checkpoint_id else "(none)"] += len(rows)
-                    progress(0.85 * done / total)
+                    progress(0.95 * done / total)
             if n_rows == 0:
                 raise ApplicationError(_no_rows(kind))
-            parquet_path = os.path.join(tmp, "data.parquet")
-            jsonl_to_parquet(jsonl_path, parquet_path, on_rows=lambda written: progress(0.85 + 0.1 * written / n_rows))
+            parquet.close()
             progress(0.97, force=True)
             base = f"snapshots/{project.pk}/{snapshot_id}-{kind}"
             with open(jsonl_path, "rb") as fh:
@@ -210,38 +212,36 @@ def snapshot_fail(*, snapshot_id: int, error: str) -> None:
         status=SnapshotStatus.FAILED, error=error[:2000], finished_at=timezone.now())
 
 
-def jsonl_to_parquet(jsonl_path: str, parquet_path: str, batch: int = 1000, on_rows=None) -> None:
-    """Parquet beside the JSONL, written in batches. ``meta`` (free-form) is kept as a JSON string so
-    every batch has one schema. ``on_rows(n)`` hears how many rows are written so far."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+class ParquetRows:
+    """Parquet beside the JSONL, written in row groups as the rows are made (no second pass over the file).
+    ``meta`` (free-form) is kept as a JSON string so every row group has one schema, the first group's."""
 
-    writer = None
-    schema = None
+    def __init__(self, path: str, batch: int = 5000) -> None:
+        self.path, self.batch = path, batch
+        self.rows: list[dict] = []
+        self.writer = None
+        self.schema = None
 
-    def flush(rows):
-        nonlocal writer, schema
-        table = pa.Table.from_pylist(rows, schema=schema)
-        if writer is None:
-            schema = table.schema
-            writer = pq.ParquetWriter(parquet_path, schema)
-        writer.write_table(table)
+    def add(self, row: dict) -> None:
+        self.rows.append({**row, "meta": json.dumps(row.get("meta", {}), sort_keys=True)})
+        if len(self.rows) >= self.batch:
+            self._flush()
 
-    rows, written = [], 0
-    with open(jsonl_path, encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            row["meta"] = json.dumps(row.get("meta", {}), sort_keys=True)
-            rows.append(row)
-            if len(rows) >= batch:
-                flush(rows)
-                written += len(rows)
-                rows = []
-                if on_rows:
-                    on_rows(written)
-    if rows or writer is None:
-        flush(rows)
-    writer.close()
+    def _flush(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pylist(self.rows, schema=self.schema)
+        if self.writer is None:
+            self.schema = table.schema
+            self.writer = pq.ParquetWriter(self.path, self.schema)
+        self.writer.write_table(table)
+        self.rows = []
+
+    def close(self) -> None:
+        if self.rows or self.writer is None:
+            self._flush()
+        self.writer.close()
 
 
 def snapshot_preview(snapshot: DatasetSnapshot, limit: int) -> list[dict]:
