@@ -376,8 +376,8 @@ class GRPORow:
     """One step to sample answers to (GRPO of a screen-reading checkpoint, trainer/vlm_grpo.py): the prompt up to the
     user turn the answer replies to, its screenshots (the current screen's last), the format answers are read in and
     the screen's size (None: read from the screenshot), and ``reward``: ``{"kind": "env", "env", "task", "seed",
-    "prefix": [canonical actions]}`` or ``{"kind": "action", "action", "box" | "element", ...}`` (vlm_grpo checks
-    the rest of the spec)."""
+    "prefix": [canonical actions]}`` (and ``"definition"``, an authored task's JSON) or ``{"kind": "action",
+    "action", "box" | "element", ...}`` (vlm_grpo checks the rest of the spec)."""
 
     messages: list[dict]
     images: list[str]
@@ -389,9 +389,11 @@ class GRPORow:
     rendered_for: RenderedFor | None = None
 
     @staticmethod
-    def env_reward(env: str, task: str, seed: int, prefix: Sequence[Action]) -> dict:
-        """The env reward spec of a step reached by ``prefix`` from the seeded episode's start."""
-        return {"kind": "env", "env": env, "task": task, "seed": seed, "prefix": [a.to_text() for a in prefix]}
+    def env_reward(env: str, task: str, seed: int, prefix: Sequence[Action], definition: dict | None = None) -> dict:
+        """The env reward spec of a step reached by ``prefix`` from the seeded episode's start; with ``definition``,
+        the JSON of a task written as JSON (an authored task), which the trainer's env learns before it resets."""
+        spec = {"kind": "env", "env": env, "task": task, "seed": seed, "prefix": [a.to_text() for a in prefix]}
+        return spec if definition is None else {**spec, "definition": definition}
 
     def to_dict(self) -> dict:
         size = {"width": self.width, "height": self.height} if self.width is not None else {}

@@ -612,7 +612,8 @@ def _grpo_row(step: Step, view: StepView, history: list[StepView], prefix: list[
     GRPO scores fresh ones."""
     prompt, images = render_prompt(view, history, target,
                                    feedback=_feedback(list(step.rejections.all()), step, target))
-    reward = GRPORow.env_reward(episode.task.env_kind, episode.task.task_name, episode.seed, prefix)
+    reward = GRPORow.env_reward(episode.task.env_kind, episode.task.task_name, episode.seed, prefix,
+                                episode.task.definition)
     return GRPORow(messages=prompt, images=images, format=target.action_format, reward=reward, width=step.width,
                    height=step.height, meta=_meta(episode, step, void=step.void, step_reward=step.reward),
                    rendered_for=target).to_dict()

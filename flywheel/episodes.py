@@ -68,6 +68,16 @@ def _episode_state_event(episode: Episode) -> None:
     event_append(episode_id=episode.pk, type="episode.state", payload=episode_payload(episode))
 
 
+def scripted_refusal(task, backend: str) -> str:
+    """Why a policy served by ``backend`` cannot act on ``task``, or "": the scripted baseline plays the solutions
+    written for the shipped tasks, and a task written as JSON (an authored task) has none."""
+    if backend != "scripted" or task.definition is None:
+        return ""
+    return (f"The deployed policy is the scripted baseline, which can only play the solutions written for the shipped "
+            f"tasks; '{task.task_name}' is your own task (written as JSON), so it has none. Deploy a trained "
+            "checkpoint to run it (Runs page), or try a shipped task.")
+
+
 @transaction.atomic
 def episodes_start(*, project, task, seeds: list[int], mode: str, actor) -> list[Episode]:
     """Queue one episode per seed; each runs in its lane (LANES) once this transaction commits."""
@@ -85,9 +95,13 @@ def episodes_start(*, project, task, seeds: list[int], mode: str, actor) -> list
                                errors={"seeds": ["Out of range."]})
     if mode == Mode.SUPERVISED and len(seeds) > 1:
         raise ApplicationError("A supervised episode needs a person; start them one at a time.")
-    if not Deployment.objects.filter(project=project, active=True).exists():
+    deployment = Deployment.objects.filter(project=project, active=True).only("backend").first()
+    if deployment is None:
         raise ApplicationError("This project has no deployed policy yet; wait for the cold-start run on the Runs page "
                                "or deploy a checkpoint.", status=409)
+    refusal = scripted_refusal(task, deployment.backend)
+    if refusal:
+        raise ApplicationError(refusal, status=409)
     episodes = [
         Episode.objects.create(project=project, task=task, seed=seed, mode=mode, created_by=actor,
                                controller=actor if mode == Mode.SUPERVISED else None)

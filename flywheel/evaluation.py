@@ -1,5 +1,6 @@
 """Measuring checkpoints for a cycle: which eval episodes (the same seeds for the candidate and the deployed
-checkpoint, in every cycle), and ``python -m trainer eval`` on them, stored as one Evaluation row each."""
+checkpoint, in every cycle), and ``python -m trainer eval`` on them, stored as one Evaluation row each. An authored
+eval task's JSON travels in the plan and reaches the trainer as a ``--task-defs`` file in the cycle's dir."""
 from __future__ import annotations
 
 import json
@@ -30,11 +31,6 @@ def eval_plan(project: Project, config: dict) -> list[dict]:
     if not tasks:
         raise ApplicationError("This project has no eval-split task, so a candidate cannot be measured. Add a task "
                                "with split 'eval' and seeds no training episode uses.", status=409)
-    authored = [task.task_name for task in tasks if task.definition is not None]
-    if authored:  # python -m trainer eval builds its envs from the shipped registries
-        raise ApplicationError(f"The eval tasks {', '.join(authored)} are your own (written as JSON); cycle evaluations "
-                               "run shipped tasks only. Move them to the train split or leave them out of the cycle's "
-                               "eval tasks.", status=409)
     groups: dict[tuple, dict] = {}
     for task in tasks:
         last = min(task.seed_end, task.seed_start + config["eval_seeds"] - 1)
@@ -51,6 +47,8 @@ def eval_plan(project: Project, config: dict) -> list[dict]:
         group = groups.setdefault(key, {"env": task.env_kind, "seeds": f"{task.seed_start}-{last}",
                                         "max_steps": steps, "tasks": []})
         group["tasks"].append(task.task_name)
+        if task.definition is not None:  # an authored task: the eval's env learns its JSON (--task-defs)
+            group.setdefault("definitions", {})[task.task_name] = task.definition
     return list(groups.values())
 
 
@@ -86,7 +84,7 @@ def evaluate_checkpoint(cycle: Cycle, checkpoint: Checkpoint, role: str, plan: l
         out = folder / f"eval-{role}-{checkpoint.pk}-{g}"
         argv = trainer_process.command("eval", init=checkpoint.uri, out=str(out), tasks=",".join(group["tasks"]),
                                        seeds=group["seeds"], env=group["env"], max_episode_steps=group["max_steps"],
-                                       **prompting)
+                                       task_defs=_task_defs(group, folder / f"{out.name}-tasks.json"), **prompting)
         base = offset + episodes
 
         def on_progress(item, base=base):
@@ -114,6 +112,17 @@ def evaluate_checkpoint(cycle: Cycle, checkpoint: Checkpoint, role: str, plan: l
                          "prompting": prompting})
     except IntegrityError:
         pass  # a duplicate task measured it at the same moment; the numbers are the same
+
+
+def _task_defs(group: dict, path: Path) -> str:
+    """The ``--task-defs`` file of a plan group's authored tasks (task name -> env kind and JSON), written to ``path``;
+    "" (no option) when all its tasks are shipped ones."""
+    if not group.get("definitions"):
+        return ""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({name: {"env_kind": group["env"], "definition": definition}
+                                for name, definition in group["definitions"].items()}))
+    return str(path)
 
 
 def _reuse_earlier(cycle: Cycle, checkpoint: Checkpoint, role: str, plan: list[dict], prompting: dict, offset: int,

@@ -94,6 +94,9 @@ def policy_for(episode: Episode):
                                          retries=settings.LOUPE_OPENAI_RETRIES, max_tokens=max_tokens)
         return _policies[key]
     if backend == "scripted":
+        refusal = episodes.scripted_refusal(episode.task, backend)
+        if refusal:  # queued before the scripted baseline was deployed again (a rollback)
+            raise PolicyError(refusal)
         return make_policy("scripted", task=episode.task.task_name)
     if checkpoint is not None and checkpoint.reads_images:
         raise PolicyError(f"Checkpoint {checkpoint.name} reads screenshots; the local backend runs text models only. "
@@ -239,7 +242,8 @@ def _stored_bytes(name: str) -> bytes | None:
 def run(episode_id: int, *, supervisor_factory=None) -> str:
     """Run (or resume) one episode to its end. Returns the end reason."""
     from agent.actions import Action
-    from agent.envs import EnvError
+    from agent.envs import EnvError, add_authored_task
+    from agent.policies import PolicyError
     from agent.rollout import run_episode
 
     worker = worker_name()
@@ -264,11 +268,7 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
         supervisor = None
         try:
             env = env_for(episode.task.env_kind)
-            if episode.task.definition is not None:  # an authored task: the env learns its JSON (task_authoring)
-                try:
-                    env.add_task(episode.task.definition)
-                except ValueError as exc:  # the env's loader refused it here (LOUPE_WEBAPP_ALLOWED_HOSTS differ)
-                    raise EnvError(f"the task's JSON was refused: {exc}") from exc
+            add_authored_task(env, episode.task.definition)  # an authored task: the env learns its JSON
             policy = policy_for(episode)
             prompting = prompting_for(episode)
             log.info("episode %s: environment and policy ready after %.1f s", episode.pk, time.monotonic() - started)
@@ -301,6 +301,10 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
             episodes.episode_finish(episode_id=episode.pk, status=EpisodeStatus.FAILED,
                                     end_reason=f"environment failed: {exc}")
             return "env_error"
+        except PolicyError as exc:  # the policy cannot be built for this episode: its reason, said plainly
+            episodes.episode_finish(episode_id=episode.pk, status=EpisodeStatus.FAILED,
+                                    end_reason=f"policy_error: {exc}")
+            return "policy_error"
         except Exception as exc:
             log.exception("episode %s crashed", episode.pk)
             episodes.episode_finish(episode_id=episode.pk, status=EpisodeStatus.FAILED,

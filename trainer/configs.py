@@ -129,6 +129,8 @@ class EvalConfig:
                             "empty: its loupe.json's, else loupe", choices=["", *FORMATS])
     history_images: int = _f(0, "earlier screenshots a screen-reading checkpoint is sent with the current one (the "
                              "project's history_images); only for a checkpoint that reads images")
+    task_defs: str = _f("", "JSON file of the tasks written as JSON (authored tasks): task name -> {\"env_kind\", "
+                        "\"definition\"}; the env learns each before its episodes (the flywheel writes it)")
 
 
 @dataclass

@@ -4,9 +4,10 @@ Generation goes through agent's ``LocalPolicy`` (a text checkpoint) or trainer.v
 vision-language one, as ``python -m trainer serve`` runs it), and episodes through ``agent.rollout.run_episode`` (the
 one rollout loop the product uses), prompted as the rollout worker prompts a deployment of the checkpoint: in its
 action format, with its screenshot and ``history_images`` earlier ones when it reads images. So an eval success rate
-means what a deployment's success rate means. Writes ``metrics.json`` (per task and overall: success rate, mean
-reward, mean steps, void rate and the commonest reasons of void turns) and ``episodes.jsonl`` (one line an episode,
-with the screenshots each step's prompt carried).
+means what a deployment's success rate means. A task written as JSON (an authored task) comes with its JSON in
+``--task-defs`` and is handed to the env as the rollout worker hands it (agent.envs.add_authored_task). Writes
+``metrics.json`` (per task and overall: success rate, mean reward, mean steps, void rate and the commonest reasons of
+void turns) and ``episodes.jsonl`` (one line an episode, with the screenshots each step's prompt carried).
 """
 
 from __future__ import annotations
@@ -94,6 +95,56 @@ def load_policy(config: EvalConfig, vision: bool) -> Policy:
         raise TrainerError(str(exc)) from None
 
 
+def task_definitions(config: EvalConfig, tasks: list[str]) -> dict[str, dict]:
+    """The JSON of each of ``tasks`` that is written as JSON (an authored task), from ``--task-defs`` (task name ->
+    ``{"env_kind", "definition"}``); the rest must be tasks the env ships. TrainerError, naming the file and the task,
+    for a file that cannot be read and a task the env would not know."""
+    from agent.envs import tasks_for
+
+    entries: dict = {}
+    if config.task_defs:
+        try:
+            entries = json.loads(Path(config.task_defs).read_text())
+        except (OSError, ValueError) as exc:
+            raise TrainerError(f"--task-defs {config.task_defs}: cannot read it as JSON ({exc})") from None
+        if not isinstance(entries, dict):
+            raise TrainerError(f"--task-defs {config.task_defs}: expected a JSON object of task name -> "
+                               "{\"env_kind\", \"definition\"}")
+    try:
+        shipped = tasks_for(config.env)
+    except ValueError as exc:
+        raise TrainerError(f"--env {config.env}: {exc}") from None
+    definitions = {}
+    for task in tasks:
+        entry = entries.get(task)
+        if entry is None:
+            if task not in shipped:
+                raise TrainerError(f"--tasks {task}: not a {config.env} task; give its JSON in --task-defs if it is "
+                                   "written as JSON")
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("definition"), dict):
+            raise TrainerError(f"--task-defs {config.task_defs}: {task} needs a \"definition\" object (the task's "
+                               "JSON)")
+        if entry.get("env_kind") != config.env:
+            raise TrainerError(f"--task-defs {config.task_defs}: {task} is a {entry.get('env_kind')!r} task, but "
+                               f"--env is {config.env}")
+        definitions[task] = entry["definition"]
+    return definitions
+
+
+def add_definitions(env, definitions: dict[str, dict]) -> None:
+    """Teach ``env`` each authored task, as the rollout worker does before an episode of one."""
+    from agent.envs import EnvError, add_authored_task
+
+    for task, definition in definitions.items():
+        try:
+            added = add_authored_task(env, definition)
+        except EnvError as exc:
+            raise TrainerError(f"--task-defs {task}: {exc}") from None
+        if added != task:
+            raise TrainerError(f"--task-defs {task}: its JSON defines the task {added!r}, not {task!r}")
+
+
 def evaluate(config: EvalConfig) -> dict:
     """Roll ``config.init`` out on every (task, seed); write and return the metrics."""
     from agent.envs import make_env
@@ -109,18 +160,20 @@ def evaluate(config: EvalConfig) -> dict:
         raise TrainerError(f"--seeds {config.seeds!r}: {exc}") from None
     if not tasks or not seeds:
         raise TrainerError("eval needs --tasks and --seeds")
+    definitions = task_definitions(config, tasks)
     prompt = prompting(config)
     vision = prompt.pop("vision")
     set_threads(config.threads)
-    policy = load_policy(config, vision)
-    out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
     # MiniWoB episodes restarted inside the loaded page: the same seeded episodes, far cheaper resets
     env = make_env(config.env, **({"fresh_context": False} if config.env == "miniwob" else {}))
-    timer = Timer()
-    episodes: list[dict] = []
-    total = len(tasks) * len(seeds)
     try:
+        add_definitions(env, definitions)  # JSON the env refuses is said before the model loads
+        policy = load_policy(config, vision)
+        out = Path(config.out)
+        out.mkdir(parents=True, exist_ok=True)
+        timer = Timer()
+        episodes: list[dict] = []
+        total = len(tasks) * len(seeds)
         with open(out / "episodes.jsonl", "w") as fh:
             for task in tasks:
                 for seed in seeds:

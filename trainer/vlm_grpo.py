@@ -23,7 +23,8 @@ two kinds, both rule rewards on real outcomes (as UI-R1 / GUI-R1 score GUI actio
   otherwise 0.
 - ``{"kind": "env", "env": "miniwob", "task": "click-button", "seed": 3, "prefix": ["click(x=..., y=...)"]}``: the
   real environment is reset on the seed, the prefix (canonical actions) replayed, the answer executed, and the env's
-  reward is the answer's. One environment of each kind per trainer process, reused; an answer the env fails to run
+  reward is the answer's (an authored task's reward also carries its JSON, ``"definition"``, which the env learns
+  first). One environment of each kind per trainer process, reused; an answer the env fails to run
   scores 0 and is counted (``env_failures``), never raised. Each env task is started once before training, so an env
   that cannot start stops the run at once with exit status 2.
 
@@ -63,7 +64,7 @@ from trl import GRPOConfig, GRPOTrainer
 from agent import formats
 from agent import rows as R
 from agent.actions import Action, ActionSyntaxError, parse_action
-from agent.envs import Env, EnvError, make_env
+from agent.envs import Env, EnvError, add_authored_task, make_env
 from trainer import data as D
 from trainer.configs import RLConfig, config_dict
 from trainer.model import Loaded, TrainerError, resolve_device, resolve_dtype
@@ -179,10 +180,15 @@ class EnvReward:
     task: str
     seed: int
     prefix: tuple[Action, ...]
+    definition: dict | None = dataclasses.field(default=None, compare=False)  # an authored task's JSON
 
     @classmethod
     def read(cls, spec: dict, where: str) -> EnvReward:
         env, task, seed, prefix = spec.get("env"), spec.get("task"), spec.get("seed"), spec.get("prefix", [])
+        definition = spec.get("definition")
+        if definition is not None and not isinstance(definition, dict):
+            raise TrainerError(f"{where}: an env reward's 'definition' is the task's JSON (an object), got "
+                               f"{type(definition).__name__}")
         if not isinstance(env, str) or not env:
             raise TrainerError(f"{where}: an env reward names its 'env' (e.g. \"miniwob\")")
         if not isinstance(task, str) or not task:
@@ -191,7 +197,8 @@ class EnvReward:
             raise TrainerError(f"{where}: an env reward needs a whole-number 'seed', got {seed!r}")
         if not isinstance(prefix, list):
             raise TrainerError(f"{where}: 'prefix' is a list of canonical actions, e.g. [\"click(x=1, y=2)\"]")
-        return cls(env, task, seed, tuple(_action(a, f"{where}: prefix[{i}]") for i, a in enumerate(prefix)))
+        return cls(env, task, seed, tuple(_action(a, f"{where}: prefix[{i}]") for i, a in enumerate(prefix)),
+                   definition)
 
     def score(self, answer: Action, envs: Envs) -> float:
         return envs.run(self, answer)
@@ -217,6 +224,7 @@ class Envs:
 
     def __init__(self) -> None:
         self._envs: dict[str, Env] = {}
+        self._authored: dict[tuple[str, str], dict] = {}  # (kind, task) -> the JSON its env learnt
         self.steps = self.episodes = self.failures = 0
 
     def get(self, kind: str) -> Env:
@@ -226,17 +234,28 @@ class Envs:
             self._envs[kind] = make_env(kind, **({"fresh_context": False} if kind == "miniwob" else {}))
         return self._envs[kind]
 
+    def for_task(self, spec: EnvReward) -> Env:
+        """The env of ``spec``'s kind, knowing its task: an authored one's JSON is handed over as the rollout worker
+        does (agent.envs.add_authored_task), once, and again only when another row gives other JSON for the name."""
+        env = self.get(spec.env)
+        if spec.definition is not None and self._authored.get((spec.env, spec.task)) != spec.definition:
+            added = add_authored_task(env, spec.definition)
+            if added != spec.task:
+                raise EnvError(f"the reward's definition is of the task {added!r}, not {spec.task!r}")
+            self._authored[(spec.env, spec.task)] = spec.definition
+        return env
+
     def probe(self, spec: EnvReward, where: str) -> None:
         """Start the env on ``spec``'s task once; one that cannot start is the run's error, not a zero reward."""
         try:
-            self.get(spec.env).reset(spec.task, spec.seed)
+            self.for_task(spec).reset(spec.task, spec.seed)
         except (ValueError, EnvError) as exc:
             raise TrainerError(f"{where}: the {spec.env} env cannot start {spec.task} (seed {spec.seed}): {exc}") \
                 from None
 
     def run(self, spec: EnvReward, answer: Action) -> float:
         try:
-            env = self.get(spec.env)
+            env = self.for_task(spec)
             env.reset(spec.task, spec.seed)
             self.episodes += 1
             for action in spec.prefix:
@@ -254,6 +273,7 @@ class Envs:
         for env in self._envs.values():
             env.close()
         self._envs.clear()
+        self._authored.clear()
 
 
 class AnswerReward:

@@ -290,14 +290,3 @@ def test_the_rollout_worker_hands_an_authored_task_to_the_env_and_its_check_scor
     episode.refresh_from_db()
     assert (episode.status, episode.env_reward) == ("finished", 1.0), episode.end_reason
     assert Step.objects.get(episode=episode).url == url
-
-
-def test_a_cycle_refuses_an_authored_eval_task_by_name(demo):
-    """python -m trainer eval builds its envs from the shipped registries: a cycle says so before it trains."""
-    from core.errors import ApplicationError
-    from flywheel import evaluation
-
-    projects.task_create(project=demo["project"], actor=demo["manager"], env_kind="desktop", definition=OSWORLD,
-                         split="eval")
-    with pytest.raises(ApplicationError, match="The eval tasks my-notes are your own"):
-        evaluation.eval_plan(demo["project"], {"eval_tasks": [], "eval_seeds": 5, "eval_max_steps": 0})
