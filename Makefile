@@ -89,7 +89,7 @@ run: setup
 # media and checkpoints; the frontend's unit tests run beside them. TEST_WORKERS=0 runs pytest in this one process.
 # (Earlier parallel runs failed because a fixture flushed the Redis database the workers' Celery broker shares;
 # it now deletes only its own cache keys.)
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 
 test: setup test-tools
 	@mkdir -p $(SETUP_LOGS); (cd frontend && npm test --silent > $(SETUP_LOGS)/vitest.log 2>&1; echo $$? > $(SETUP_LOGS)/vitest.rc) & \

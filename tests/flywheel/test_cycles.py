@@ -532,8 +532,14 @@ def test_a_killed_training_subprocess_fails_the_cycle_with_its_log_and_keeps_the
         return run if run is not None and run.metrics else None
 
     run = wait_for(training, 120, interval=0.5, what="the training run to report progress")
-    trainer = [p for p in psutil.process_iter(["cmdline"])
-               if "trainer" in (p.info["cmdline"] or []) and any(f"run-{run.pk}" in a for a in p.info["cmdline"])]
+    # this module's worker's own trainer: another test worker's database has a run of the same id, and may train it now
+    def cmdline(process):
+        try:
+            return process.cmdline()
+        except psutil.Error:  # ended meanwhile
+            return []
+    trainer = [p for p in psutil.Process(cycle_worker.pid).children(recursive=True)
+               if "trainer" in cmdline(p) and any(f"run-{run.pk}" in a for a in cmdline(p))]
     assert len(trainer) == 1
     os.kill(trainer[0].pid, signal.SIGKILL)  # e.g. the kernel's OOM killer
     ended = wait_cycle(cycle.pk, timeout=120)
