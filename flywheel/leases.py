@@ -8,7 +8,7 @@ import socket
 import threading
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 log = logging.getLogger(__name__)
 
@@ -27,13 +27,18 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._run, daemon=True, name=name)
 
     def _run(self):
-        while not self._stop.wait(settings.LOUPE_HEARTBEAT_SECONDS):
-            try:
-                self.beat()
-            except Exception:  # the database may blip; the next beat retries
-                log.warning("%s failed", self.name, exc_info=True)
-            finally:
-                close_old_connections()
+        try:
+            while not self._stop.wait(settings.LOUPE_HEARTBEAT_SECONDS):
+                try:
+                    self.beat()
+                except Exception:  # the database may blip; the next beat retries
+                    log.warning("%s failed", self.name, exc_info=True)
+                finally:
+                    close_old_connections()
+        finally:
+            # the thread's own connection: an ended thread leaves it open (an idle session an episode, in a
+            # worker that runs thousands), so it is closed here
+            connection.close()
 
     def __enter__(self):
         self._thread.start()

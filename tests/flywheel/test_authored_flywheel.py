@@ -16,7 +16,7 @@ from flywheel import datasets, deployments, episodes, evaluation, projects
 from flywheel.models import Checkpoint, Cycle, Episode, Evaluation, Step
 from tests.agent.test_webapp_env import team_app  # noqa: F401 - the team's own app, served for any-URL tasks
 from tests.factories import make_finished_episode, make_tiny_checkpoint
-from tests.flywheel.test_task_authoring import ANY_URL, _end_other_sessions
+from tests.flywheel.test_task_authoring import ANY_URL
 
 SCRIPTED = "The deployed policy is the scripted baseline, which can only play the solutions written for the shipped tasks"
 
@@ -96,7 +96,6 @@ def test_an_authored_episode_queued_before_the_scripted_baseline_came_back_fails
         assert rollout_worker.run(episode.pk) == "policy_error"  # ended, not raised
     finally:
         rollout_worker.close_envs()
-        _end_other_sessions()
     episode.refresh_from_db()
     assert episode.status == "failed" and episode.end_reason.startswith(f"policy_error: {SCRIPTED}"), episode.end_reason
     assert not episode.steps.exists()
