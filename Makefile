@@ -85,7 +85,8 @@ test-tools: env-tools
 run: setup
 	@$(BIN)/python manage.py loupe_run --host $(HOST) --port $(PORT)
 
-# pytest runs in two pytest-xdist workers, a test module each at a time (the slow ones first: tests/conftest.py), each with its own database, Redis prefix,
+# pytest runs in three pytest-xdist workers (the suite waits on processes a third of the time on 2 cores), a test
+# module each at a time (the slow ones first: tests/conftest.py), each with its own database, Redis prefix,
 # media and checkpoints; the frontend's unit tests run beside them. TEST_WORKERS=0 runs pytest in this one process.
 # (Earlier parallel runs failed because a fixture flushed the Redis database the workers' Celery broker shares;
 # it now deletes only its own cache keys.)

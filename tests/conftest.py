@@ -10,21 +10,23 @@ from tests.stack import *  # noqa: E402,F401,F403
 # test` hands modules to its two workers in collection order (`--no-loadscope-reorder`): run these first, so that no
 # worker is left at the end with one long module while the other has finished. (xdist's default order, most tests
 # first, put the one-test training modules last and left a worker alone with them for minutes.)
-SLOW_MODULES_FIRST = (
+SLOW_MODULES_FIRST = (  # by their time in a quiet three-worker run (.data/logs/pytest-junit.xml)
     "tests/flywheel/test_cycles.py",
     "tests/flywheel/test_vlm_grpo_run.py",
     "tests/flywheel/test_vlm_flywheel.py",
     "tests/flywheel/test_cycles_faults.py",
-    "tests/agent/test_desktop_env.py",
     "tests/e2e/test_think_aloud.py",
-    "tests/agent/test_webapp_env.py",
-    "tests/e2e/test_cycles.py",
     "tests/webapp/test_fuzz.py",
-    "tests/flywheel/test_rollout_faults.py",
+    "tests/agent/test_webapp_env.py",
+    "tests/agent/test_desktop_env.py",
+    "tests/e2e/test_cycles.py",
+    "tests/annotation/test_live_session.py",
+    "tests/agent/test_miniwob_env.py",
+    "tests/reliability/test_process_kills.py",
     "tests/reliability/test_outages.py",
-    "tests/flywheel/test_desktop_rollouts.py",
+    "tests/flywheel/test_rollout_faults.py",
     "tests/e2e/test_desktop_session.py",
-    "tests/e2e/test_webapp_session.py",
+    "tests/flywheel/test_rollouts.py",
 )
 
 
