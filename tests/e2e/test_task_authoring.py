@@ -9,7 +9,7 @@ import pytest
 from flywheel import deployments
 from flywheel.models import Checkpoint, Episode, TaskSpec
 from tests.e2e.conftest import login, screenshot
-from tests.factories import PASSWORD, make_member, make_project, make_user
+from tests.factories import PASSWORD, make_member, make_project, make_tiny_checkpoint, make_user
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
@@ -27,8 +27,8 @@ NOTES = {"id": "my-notes", "instruction": "Create notes.txt in your home folder.
 def authoring_project():
     project = make_project("Authoring")
     make_member(project, make_user("author"), "manager")
-    # the scripted backend needs no weights: enough for an episode to be started and queued
-    checkpoint = Checkpoint.objects.create(project=project, name="scripted", uri="/nonexistent")
+    # the scripted baseline first: it has no solutions for a team's own tasks, and Try it says so
+    checkpoint = Checkpoint.objects.create(project=project, name="scripted-baseline", uri="scripted:")
     deployments.deployment_promote(project=project, checkpoint=checkpoint, backend="scripted", reason="test")
     return project
 
@@ -96,6 +96,12 @@ def test_a_manager_authors_an_any_url_task_imports_a_file_and_tries_the_task(dap
     screenshot(page, "tasks-import-refused")
     assert not TaskSpec.objects.filter(task_name="from-the-cloud").exists()
 
+    row.get_by_test_id("task-try").click()
+    refused = page.get_by_text("Could not start a try-out episode")
+    refused.wait_for(timeout=10_000)
+    assert "scripted baseline" in page.get_by_role("alert").filter(has_text="try-out").inner_text()
+    assert not Episode.objects.filter(task__task_name="team-settings").exists()
+    make_tiny_checkpoint(project, tmp_path / "tiny")  # a trained policy deployed: now it starts (queued; no worker here)
     row.get_by_test_id("task-try").click()
     page.wait_for_url("**/episodes/*", timeout=20_000)
     episode = Episode.objects.get(pk=int(page.url.rstrip("/").split("/")[-1]))
