@@ -85,7 +85,7 @@ test-tools: env-tools
 run: setup
 	@$(BIN)/python manage.py loupe_run --host $(HOST) --port $(PORT)
 
-# pytest runs in two pytest-xdist workers (three were faster, 13.8 against 15.1 minutes, but the desktop calculator's
+# pytest runs in two pytest-xdist workers (three were faster, 13.8 against 14.4 minutes, but the desktop calculator's
 # typed keys were lost under their load once: a flaky test), a test module each at a time (the slow ones first:
 # tests/conftest.py), each with its own database, Redis prefix,
 # media and checkpoints; the frontend's unit tests run beside them. TEST_WORKERS=0 runs pytest in this one process.
