@@ -1,6 +1,7 @@
 """Real processes for tests: daphne and Celery workers on the test database and the test Redis prefix."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -10,13 +11,13 @@ import threading
 import time
 import urllib.request
 from dataclasses import dataclass
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
-__all__ = ["ProcessStack", "process_stack", "stack_env", "daphne_server", "celery_worker", "free_port", "wait_for",
+__all__ = ["ChatModel", "ProcessStack", "process_stack", "stack_env", "daphne_server", "celery_worker", "free_port", "wait_for",
            "start_daphne", "start_worker", "module_stack", "module_celery_worker",
            "worker_quiet"]
 
@@ -114,6 +115,25 @@ def start_daphne(stack: ProcessStack, tmp_path: Path, env: dict, name: str = "da
 
     wait_for(up, 30, what=f"daphne on {base}\n{stack.tail()}")
     return base
+
+
+class ChatModel(BaseHTTPRequestHandler):
+    """A policy server's handler answering OpenAI chat completions with the text ``answer(body)`` returns."""
+
+    def answer(self, body: dict) -> str:
+        raise NotImplementedError
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        text = self.answer(body)
+        reply = json.dumps({"model": body["model"], "choices": [{"message": {"role": "assistant", "content": text}}]})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(reply.encode())
+
+    def log_message(self, *args):
+        pass
 
 
 def start_policy_server(handler) -> ThreadingHTTPServer:

@@ -1,12 +1,9 @@
 """A supervised episode served by a policy server the test runs: it asks the user (call_user) on its
 first turn of an episode and clicks an empty spot afterwards. The worker has a short idle timeout."""
-import json
-from http.server import BaseHTTPRequestHandler
-
 import pytest
 
 from tests.factories import make_member, make_project, make_task, make_user
-from tests.stack import (ProcessStack, deploy_served_checkpoint, stack_env, start_daphne, start_policy_server,
+from tests.stack import (ChatModel, ProcessStack, deploy_served_checkpoint, stack_env, start_daphne, start_policy_server,
                          start_worker)
 
 EMPTY_SPOT = "click(x=3, y=207)"  # a corner of the task area with nothing on it
@@ -14,25 +11,16 @@ IDLE_SECONDS = 6
 QUESTION = "Which of the buttons do you mean?"
 
 
-class AskingModel(BaseHTTPRequestHandler):
+class AskingModel(ChatModel):
     """A policy server: asks the user on its first turn of an episode, clicks an empty spot afterwards."""
 
     prompts: list[list[dict]] = []
 
-    def do_POST(self):  # noqa: N802 - http.server's name
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+    def answer(self, body: dict) -> str:
         self.prompts.append(body["messages"])
         asked = any("call_user" in str(m.get("content")) for m in body["messages"] if m["role"] == "assistant")
-        text = ("Thought: I clicked.\nAction: " + EMPTY_SPOT) if asked else \
+        return ("Thought: I clicked.\nAction: " + EMPTY_SPOT) if asked else \
             f'Thought: I am not sure.\nAction: call_user(question="{QUESTION}")'
-        reply = json.dumps({"model": body["model"], "choices": [{"message": {"role": "assistant", "content": text}}]})
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(reply.encode())
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from flywheel import episodes
 from flywheel.models import Step
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD, make_member, make_project, make_task, make_user
-from tests.stack import (ProcessStack, deploy_served_checkpoint, free_port, stack_env, start_daphne,
+from tests.stack import (ChatModel, ProcessStack, deploy_served_checkpoint, free_port, stack_env, start_daphne,
                          start_policy_server, start_worker, wait_for)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
@@ -58,20 +58,11 @@ class LivePage(BaseHTTPRequestHandler):
         pass
 
 
-class WaitingModel(BaseHTTPRequestHandler):
+class WaitingModel(ChatModel):
     """A policy server that always proposes to wait: the person decides everything here."""
 
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        text = "Thought: I wait for the page.\nAction: wait()"
-        reply = json.dumps({"model": body["model"], "choices": [{"message": {"role": "assistant", "content": text}}]})
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(reply.encode())
-
-    def log_message(self, *args):
-        pass
+    def answer(self, body: dict) -> str:
+        return "Thought: I wait for the page.\nAction: wait()"
 
 
 @pytest.fixture

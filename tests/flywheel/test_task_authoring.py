@@ -19,7 +19,7 @@ from core.models import AuditEntry
 from flywheel import projects, task_authoring
 from flywheel.models import Checkpoint, Deployment, Episode, Step, TaskSpec
 from tests.factories import make_member, make_project, make_user
-from tests.stack import start_policy_server
+from tests.stack import ChatModel, start_policy_server
 
 pytestmark = pytest.mark.django_db
 
@@ -228,20 +228,11 @@ def test_the_command_refuses_a_file_with_an_unsupported_getter_and_imports_nothi
         call_command("tasks_import", "--format", "osworld", "--project", demo["project"].slug, str(tmp_path / "x"))
 
 
-class _Finisher(http.server.BaseHTTPRequestHandler):
+class _Finisher(ChatModel):
     """A policy server whose model ends every episode at once."""
 
-    def do_POST(self):  # noqa: N802 - http.server's name
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        text = 'Thought: This is the page.\nAction: finished(answer="")'
-        reply = json.dumps({"model": body["model"], "choices": [{"message": {"role": "assistant", "content": text}}]})
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(reply.encode())
-
-    def log_message(self, *args):
-        pass
+    def answer(self, body: dict) -> str:
+        return 'Thought: This is the page.\nAction: finished(answer="")'
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
