@@ -76,6 +76,25 @@ export function TaskEditor({ projectId, task, onDone }: { projectId: number; tas
   const number = (value: string) => (value === "" ? Number.NaN : Number(value));
   const setField = <K extends keyof AnyUrlForm>(key: K, value: AnyUrlForm[K]) =>
     setAnyUrl((form) => ({ ...form, [key]: value }));
+  /** One text field of the any-URL form: its label, its input and the loader's message about it. */
+  const textField = (
+    name: "task_id" | "start_url" | "check_url" | "selector",
+    label: string,
+    input: { testId?: string; placeholder?: string; required?: boolean; flagInvalid?: boolean } = {},
+  ) => (
+    <label className="field">
+      <span>{label}</span>
+      <input
+        value={anyUrl[name]}
+        data-testid={input.testId}
+        required={input.required}
+        placeholder={input.placeholder}
+        aria-invalid={input.flagInvalid ? anyUrlField === name : undefined}
+        onChange={(e) => setField(name, e.target.value)}
+      />
+      <FieldError messages={fieldErrors(name)} />
+    </label>
+  );
 
   const kinds = catalogue.data ?? [];
   const shippedKind = kinds.find((k) => k.kind === envKind);
@@ -200,28 +219,8 @@ export function TaskEditor({ projectId, task, onDone }: { projectId: number; tas
               A task on your team's own web app: the agent starts at the address, follows the instruction, and the
               check decides whether it succeeded.
             </p>
-            <label className="field">
-              <span>Task id</span>
-              <input
-                value={anyUrl.task_id}
-                data-testid="anyurl-id"
-                required
-                placeholder="settings-notifications-off"
-                onChange={(e) => setField("task_id", e.target.value)}
-              />
-              <FieldError messages={fieldErrors("task_id")} />
-            </label>
-            <label className="field">
-              <span>Start URL</span>
-              <input
-                value={anyUrl.start_url}
-                data-testid="anyurl-start"
-                required
-                aria-invalid={anyUrlField === "start_url"}
-                onChange={(e) => setField("start_url", e.target.value)}
-              />
-              <FieldError messages={fieldErrors("start_url")} />
-            </label>
+            {textField("task_id", "Task id", { testId: "anyurl-id", required: true, placeholder: "settings-notifications-off" })}
+            {textField("start_url", "Start URL", { testId: "anyurl-start", required: true, flagInvalid: true })}
             <label className="field span-2">
               <span>Instruction</span>
               <textarea
@@ -249,16 +248,7 @@ export function TaskEditor({ projectId, task, onDone }: { projectId: number; tas
             </label>
             {anyUrl.check_type === "url_match" && (
               <>
-                <label className="field">
-                  <span>Address to reach</span>
-                  <input
-                    value={anyUrl.check_url}
-                    data-testid="anyurl-check-url"
-                    required
-                    onChange={(e) => setField("check_url", e.target.value)}
-                  />
-                  <FieldError messages={fieldErrors("check_url")} />
-                </label>
+                {textField("check_url", "Address to reach", { testId: "anyurl-check-url", required: true })}
                 <label className="field">
                   <span>Match</span>
                   <select value={anyUrl.match} onChange={(e) => setField("match", e.target.value as UrlMatch)}>
@@ -272,22 +262,8 @@ export function TaskEditor({ projectId, task, onDone }: { projectId: number; tas
             )}
             {anyUrl.check_type === "dom_content" && (
               <>
-                <label className="field">
-                  <span>CSS selector</span>
-                  <input
-                    value={anyUrl.selector}
-                    data-testid="anyurl-selector"
-                    required
-                    placeholder="#status"
-                    onChange={(e) => setField("selector", e.target.value)}
-                  />
-                  <FieldError messages={fieldErrors("selector")} />
-                </label>
-                <label className="field">
-                  <span>Page to read (empty: where the episode ends)</span>
-                  <input value={anyUrl.check_url} onChange={(e) => setField("check_url", e.target.value)} />
-                  <FieldError messages={fieldErrors("check_url")} />
-                </label>
+                {textField("selector", "CSS selector", { testId: "anyurl-selector", required: true, placeholder: "#status" })}
+                {textField("check_url", "Page to read (empty: where the episode ends)")}
                 <label className="field span-2">
                   <span>Texts it must show (one a line)</span>
                   <textarea
