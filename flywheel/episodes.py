@@ -438,7 +438,7 @@ def episode_resume(*, episode: Episode, actor) -> Episode:
 def _episode_update_and_announce(episode_id: int, **fields) -> Episode:
     Episode.objects.filter(pk=episode_id).update(**fields)
     episode = Episode.objects.select_related("task", "checkpoint", "created_by", "controller").get(pk=episode_id)
-    _episode_state_event(episode)
+    event_append(episode_id=episode.pk, type="episode.state", payload=episode_payload(episode))  # read just now
     return episode
 
 

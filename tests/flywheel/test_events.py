@@ -66,3 +66,70 @@ def test_a_forked_child_publishes_after_its_parent_did():
     child.join(30)
     assert child.exitcode == 0
     assert _received(layer, channel, 2) == [0, 1]
+
+
+class _GatedLayer:
+    """A channel layer whose sends wait for the test to open a gate: what a stalled Redis looks like to a sender."""
+
+    def __init__(self):
+        self.gate = threading.Event()
+        self.sent: list[int] = []
+
+    async def group_send(self, group, message):
+        while not self.gate.is_set():
+            await asyncio.sleep(0.01)
+        self.sent.append(message["message"]["seq"])
+
+
+def test_publish_returns_before_the_layer_answers_and_events_still_go_out_in_seq_order(monkeypatch):
+    """A command's acknowledgement must not wait on the Redis round trips of the events it wrote (issue 22)."""
+    from flywheel import events
+
+    layer = _GatedLayer()
+    monkeypatch.setattr(events, "get_channel_layer", lambda: layer)
+    for seq in range(1, 6):
+        events.publish(7, {"type": "x", "seq": seq, "data": {}})
+    assert layer.sent == []  # all five returned while the layer had answered none
+    assert not events.publish_drain(0.2)  # still queued
+    layer.gate.set()
+    assert events.publish_drain(10)
+    assert layer.sent == [1, 2, 3, 4, 5]
+
+
+def test_a_full_publish_queue_refuses_the_next_event_with_a_warning_and_keeps_the_queued_ones(monkeypatch, caplog):
+    """A stalled channel layer must not grow a worker's memory without bound: past the cap an event is left to the
+    log (watchers fill it in from there) and said so."""
+    from flywheel import events
+
+    layer = _GatedLayer()
+    monkeypatch.setattr(events, "get_channel_layer", lambda: layer)
+    monkeypatch.setattr(events, "MAX_QUEUED_PUBLISHES", 2)
+    events.publish(8, {"type": "x", "seq": 1, "data": {}})
+    events.publish(8, {"type": "x", "seq": 2, "data": {}})
+    with caplog.at_level("WARNING", logger="flywheel.events"):
+        events.publish(8, {"type": "x", "seq": 3, "data": {}})
+    assert "not publishing event 3 of episode 8" in caplog.text
+    layer.gate.set()
+    assert events.publish_drain(10)
+    assert layer.sent == [1, 2]
+
+
+def test_a_failed_publish_is_logged_and_the_next_one_still_goes_out(monkeypatch, caplog):
+    from flywheel import events
+
+    sent = []
+
+    class Failing:
+        async def group_send(self, group, message):
+            seq = message["message"]["seq"]
+            if seq == 1:
+                raise ConnectionError("redis went away")
+            sent.append(seq)
+
+    monkeypatch.setattr(events, "get_channel_layer", lambda: Failing())
+    with caplog.at_level("WARNING", logger="flywheel.events"):
+        events.publish(9, {"type": "x", "seq": 1, "data": {}})
+        events.publish(9, {"type": "x", "seq": 2, "data": {}})
+        assert events.publish_drain(10)
+    assert "could not publish event 1 of episode 9" in caplog.text
+    assert sent == [2]
