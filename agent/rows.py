@@ -147,18 +147,30 @@ def _images(step: StepView, history: Sequence[StepView], target: RenderedFor) ->
 
 
 def render_prompt(step: StepView, history: Sequence[StepView], target: RenderedFor, *, feedback: str | None = None,
-                  history_window: int = HISTORY_WINDOW) -> tuple[list[dict], list[str]]:
+                  history_window: int = HISTORY_WINDOW, screens: dict | None = None) -> tuple[list[dict], list[str]]:
     """(messages, images) of the prompt at ``step`` for ``target``, by agent.prompt.render_messages: the messages
     a policy of that style and format is sent after ``history`` (the episode's earlier steps, oldest first), text
     contents only, and the paths of the screenshots its user turns carry (see the module docstring). For format
-    ``loupe`` with no images these are exactly the messages a rollout sent the model."""
+    ``loupe`` with no images these are exactly the messages a rollout sent the model.
+
+    ``screens``: a dict the caller keeps while it renders one episode's rows, where each step's screen text is kept
+    once rendered (a step's screen shows again in the history of the next steps' prompts)."""
     style = target.style
+
+    def screen(view: StepView) -> str:
+        if screens is None:
+            return render_observation(view.observation(), style)
+        key = (id(view), style)
+        if key not in screens:
+            screens[key] = render_observation(view.observation(), style)
+        return screens[key]
+
     images = _images(step, history, target)
     window = max(history_window, len(images) - 1)
     cut = max(len(history) - window, 0)  # steps before it are summarised by their actions: their screens go unread
-    past = [HistoryStep(render_observation(view.observation(), style) if i >= cut else "", view.turn(), view.width,
-                        view.height) for i, view in enumerate(history)]
-    messages = render_messages(instruction=step.instruction, observation_text=render_observation(step.observation(), style),
+    past = [HistoryStep(screen(view) if i >= cut else "", view.turn(), view.width, view.height)
+            for i, view in enumerate(history)]
+    messages = render_messages(instruction=step.instruction, observation_text=screen(step),
                                history=past, history_window=window, feedback=feedback,
                                style=style, action_format=target.action_format)
     return messages, images
