@@ -36,7 +36,8 @@ DB_NAME = f"loupe_bench_review_{EPISODES}x{STEPS_PER_EPISODE}"
 
 def use_bench_database() -> None:
     settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = DB_NAME
-    connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=True)
+    # serialize=False: the default dumps the whole kept database into memory first (4 GB and minutes at 2 M steps)
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=True, serialize=False)
 
 
 def generate(project, tasks, checkpoint, annotator) -> float:

@@ -24,7 +24,7 @@ import datetime as dt
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from django.db import transaction
@@ -695,20 +695,20 @@ def episode_rows(kind: str, episode: Episode, steps: list[Step], target: Rendere
     return rows
 
 
-def rows_iter(kind: str, episodes: QuerySet[Episode], chunk: int = 200,
+def rows_iter(kind: str, episode_ids: Sequence[int], chunk: int = 200,
               target: RenderedFor | None = None) -> Iterator[tuple[Episode, list[dict]]]:
-    """(episode, its rows rendered for ``target``) for every episode, in id order, reading ``chunk`` episodes at a
-    time."""
-    last = 0
-    base = episodes.select_related("task", "checkpoint").order_by("pk")
+    """(episode, its rows rendered for ``target``) for each of ``episode_ids`` (a snapshot's frozen membership, in
+    id order) that still exists, reading ``chunk`` episodes at a time. Each batch asks for its own ids only: a
+    query that filtered the whole membership (``pk__in`` all of it) for each batch grew with the snapshot, squared."""
+    base = Episode.objects.select_related("task", "checkpoint").order_by("pk")
     # Rows are rendered from the steps' structure: the prompt as it was sent (the largest column) is never read, nor
     # are the tokens and log-probs outside RL rows, so they are not fetched (decoding them was a third of the time).
     unread = ("prompt", "timings", "polish_source", "polish_error") + (() if kind == SnapshotKind.RL else
                                                                       ("token_ids", "token_logprobs"))
-    while True:
-        batch = list(base.filter(pk__gt=last)[:chunk])
+    for start in range(0, len(episode_ids), chunk):
+        batch = list(base.filter(pk__in=episode_ids[start:start + chunk]))
         if not batch:
-            return
+            continue
         by_episode: dict[int, list[Step]] = {e.pk: [] for e in batch}
         steps = Step.objects.filter(episode_id__in=by_episode).order_by("episode_id", "index").defer(*unread) \
             .prefetch_related(Prefetch("rejections", queryset=Rejection.objects.order_by("attempt"), to_attr="rejections_in_order"))
@@ -716,4 +716,3 @@ def rows_iter(kind: str, episodes: QuerySet[Episode], chunk: int = 200,
             by_episode[step.episode_id].append(step)
         for episode in batch:
             yield episode, episode_rows(kind, episode, by_episode[episode.pk], target)
-        last = batch[-1].pk

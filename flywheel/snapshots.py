@@ -170,8 +170,7 @@ def _snapshot_write(snapshot: DatasetSnapshot) -> DatasetSnapshot:
             parquet_path = os.path.join(tmp, "data.parquet")
             parquet = ParquetRows(parquet_path)
             with open(jsonl_path, "wb") as out:
-                for done, (episode, rows) in enumerate(rows_iter(kind, Episode.objects.filter(pk__in=episode_ids),
-                                                                        target=target), 1):
+                for done, (episode, rows) in enumerate(rows_iter(kind, episode_ids, target=target), 1):
                     for row in rows:
                         line = (json.dumps(row, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n").encode()
                         out.write(line)
