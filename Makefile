@@ -11,9 +11,9 @@ CHROMIUM ?= /usr/bin/chromium
 SETUP_LOGS := $(abspath $(or $(LOUPE_LOG_DIR),$(or $(LOUPE_DATA_DIR),.data)/logs))
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 # The setup steps that do not need each other run side by side: pip beside apt-get, the frontend's npm beside the
-# shop's build (a fresh clone's `make setup test-tools`, Debian packages
-# already installed: 237 s one step at a time, 188 s three at a time). apt-get steps are chained
-# (env-tools, then chromium, then test-tools): dpkg takes one at a time.
+# shop's build (a fresh clone's `make setup test-tools` with the Debian packages already installed: 237 s one step at
+# a time, 188 s three at a time). The apt-get steps are chained (env-tools, then chromium, then test-tools): dpkg takes
+# one at a time.
 MAKEFLAGS += --jobs=3
 
 .PHONY: setup run test test-tools env-tools bench soak coldstart flywheel frontend chromium sites clean stop lint

@@ -154,7 +154,8 @@ def render_prompt(step: StepView, history: Sequence[StepView], target: RenderedF
     ``loupe`` with no images these are exactly the messages a rollout sent the model.
 
     ``screens``: a dict the caller keeps while it renders one episode's rows, where each step's screen text is kept
-    once rendered (a step's screen shows again in the history of the next steps' prompts)."""
+    once rendered (a step's screen shows again in the history of the next steps' prompts). It is keyed by the
+    views' identity, so the caller keeps the views alive as long as the dict (episode_rows' history does)."""
     style = target.style
 
     def screen(view: StepView) -> str:

@@ -498,7 +498,8 @@ def _turn(thought: str, action: dict | None, raw: str) -> Turn:
 
 def _rejections(step: Step) -> list[Rejection]:
     """The step's rejected proposals in attempt order: the list rows_iter fetched with the steps
-    (``rejections_in_order``), else a query. (Through the related manager each of a row's reads built a new queryset: a tenth of a build's time.)"""
+    (``rejections_in_order``), else a query. (Through the related manager each of a row's reads built a new
+    queryset: a tenth of a build's time.)"""
     fetched = getattr(step, "rejections_in_order", None)
     return fetched if fetched is not None else list(step.rejections.order_by("attempt"))
 
@@ -710,8 +711,10 @@ def rows_iter(kind: str, episode_ids: Sequence[int], chunk: int = 200,
         if not batch:
             continue
         by_episode: dict[int, list[Step]] = {e.pk: [] for e in batch}
+        rejections = Prefetch("rejections", queryset=Rejection.objects.order_by("attempt"),
+                              to_attr="rejections_in_order")  # read by _rejections
         steps = Step.objects.filter(episode_id__in=by_episode).order_by("episode_id", "index").defer(*unread) \
-            .prefetch_related(Prefetch("rejections", queryset=Rejection.objects.order_by("attempt"), to_attr="rejections_in_order"))
+            .prefetch_related(rejections)
         for step in steps.iterator(chunk_size=2000):
             by_episode[step.episode_id].append(step)
         for episode in batch:

@@ -63,8 +63,10 @@ def episode_payload(episode: Episode) -> dict:
     }
 
 
-def _episode_state_event(episode: Episode) -> None:
-    episode = Episode.objects.select_related("task", "checkpoint", "created_by", "controller").get(pk=episode.pk)
+def _episode_state_event(episode: Episode, *, fresh: bool = False) -> None:
+    """Append the episode's state as watchers see it; re-read first unless ``fresh`` (just read with its relations)."""
+    if not fresh:
+        episode = Episode.objects.select_related("task", "checkpoint", "created_by", "controller").get(pk=episode.pk)
     event_append(episode_id=episode.pk, type="episode.state", payload=episode_payload(episode))
 
 
@@ -438,7 +440,7 @@ def episode_resume(*, episode: Episode, actor) -> Episode:
 def _episode_update_and_announce(episode_id: int, **fields) -> Episode:
     Episode.objects.filter(pk=episode_id).update(**fields)
     episode = Episode.objects.select_related("task", "checkpoint", "created_by", "controller").get(pk=episode_id)
-    event_append(episode_id=episode.pk, type="episode.state", payload=episode_payload(episode))  # read just now
+    _episode_state_event(episode, fresh=True)
     return episode
 
 

@@ -11,10 +11,10 @@ click-tab; ``LOUPE_DEMO_NEW_TASKS=1``) was measured in issue 23: the tiny model 
 The cold start takes 7-12 minutes on a 2-core machine; ``LOUPE_DEMO_V0=<dir>`` reuses one written by
 ``python -m trainer coldstart --out <dir>`` (its demos.jsonl and checkpoint/). ``LOUPE_DEMO_SEED=<n>`` moves the
 annotated episodes to other seeds (the held-out eval seeds stay); ``LOUPE_DEMO_EPISODES=<n>`` annotates n episodes a
-cycle instead of 10 a task. ``LOUPE_DEMO_SETTINGS`` (JSON) changes cycle
-settings, e.g. the recipe before issue 23 for a side-by-side: ``{"recipe": [{"algorithm": "sft", "max_steps": 200,
-"lr": 0.003, "max_epochs": 5}, {"algorithm": "dpo", "max_steps": 30, "max_epochs": 5}], "replay_ratio": 0,
-"val_fraction": 0, "patience": 0, "correction_weight": 1}``."""
+cycle instead of 10 a task. ``LOUPE_DEMO_SETTINGS`` (JSON) changes cycle settings, e.g. the recipe before issue 23
+for a side-by-side: ``{"recipe": [{"algorithm": "sft", "max_steps": 200, "lr": 0.003, "max_epochs": 5},
+{"algorithm": "dpo", "max_steps": 30, "max_epochs": 5}], "replay_ratio": 0, "val_fraction": 0, "patience": 0,
+"correction_weight": 1}``."""
 import json
 import os
 import shutil
@@ -37,7 +37,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pyte
 V0_TASKS = ("click-button", "click-link", "focus-text")
 NEW_TASKS = ("click-dialog", "click-tab")
 TASKS = (*V0_TASKS, *NEW_TASKS) if os.environ.get("LOUPE_DEMO_NEW_TASKS") == "1" else V0_TASKS
-EPISODES_PER_CYCLE = int(os.environ.get("LOUPE_DEMO_EPISODES") or 10 * len(TASKS))  # split between the tasks and the two annotators
+# split between the tasks and the two annotators
+EPISODES_PER_CYCLE = int(os.environ.get("LOUPE_DEMO_EPISODES") or 10 * len(TASKS))
 CYCLES = 3
 # a task: 20 held-out episodes a checkpoint, seeds 1000-1019 (the cold start's held-out range); the same seeds for
 # every checkpoint, never annotated (train seeds are 10000 on)
