@@ -121,8 +121,8 @@ def test_a_manager_sees_the_live_screen_change_without_a_step_and_acts_on_the_li
     page.goto(f"{base}/episodes/{episode_id}")
     page.locator('[data-testid="proposal"][data-index="0"]').wait_for(timeout=60_000)
     page.get_by_test_id("live-badge").wait_for(timeout=20_000)
-    frame = _frame(page)
-    assert frame is not None and frame.size == (1280, 720)
+    frame = wait_for(lambda: _frame(page), 20, what="a live frame")  # one read: a frame may go stale between two
+    assert frame.size == (1280, 720)
     assert _shows(page, PANEL, (200, 200, 200))
 
     LivePage.color = "rgb(255, 0, 0)"  # the page changes on its own while the proposal waits

@@ -50,15 +50,16 @@ def connect(base: str, episode_id: int, token: str, after: int = 0):
 
 
 def read_until_close(ws, timeout: float = 60) -> tuple[int, str, list[dict]]:
-    """(close code, reason, the messages before it)."""
+    """(close code, reason, the messages before it). Frames are read as they come, without answering the close:
+    a server that closed on a client still sending resets the connection, and the answer would fail on it."""
     ws.settimeout(timeout)
     messages = []
     while True:
-        opcode, data = ws.recv_data(control_frame=True)
-        if opcode == websocket.ABNF.OPCODE_CLOSE:
-            return int.from_bytes(data[:2], "big"), data[2:].decode(errors="replace"), messages
-        if opcode == websocket.ABNF.OPCODE_TEXT:
-            messages.append(json.loads(data))
+        frame = ws.recv_frame()
+        if frame.opcode == websocket.ABNF.OPCODE_CLOSE:
+            return int.from_bytes(frame.data[:2], "big"), frame.data[2:].decode(errors="replace"), messages
+        if frame.opcode == websocket.ABNF.OPCODE_TEXT:
+            messages.append(json.loads(frame.data))
 
 
 def answer_to(ws, command_id: str, timeout: float = 30) -> dict:
