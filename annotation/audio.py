@@ -113,9 +113,10 @@ def clip_transcribe(*, clip_id: int, final: bool = False) -> int:
         stream = b"".join(default_storage.open(c.file, "rb").read() for c in chunks)
         pcm = speech.decode_pcm(stream)
         final = final or clip.finished
+        context = _context(clip)
         words, committed_until = speech.transcribe_increment(
             speech.load_model(settings.LOUPE_WHISPER_MODEL or None), pcm,
-            committed_until=clip.committed_until, final=final)
+            committed_until=clip.committed_until, final=final, context=context)
         origin = chunks[0].start_time  # session-clock time of the clip's first sample
         position = clip.words.count()
         stored = [TranscriptWord(clip=clip, position=position + i, word=w.text, start=origin + w.start,
@@ -137,9 +138,16 @@ def clip_transcribe(*, clip_id: int, final: bool = False) -> int:
     return len(stored)
 
 
+def _context(clip: AudioClip) -> str:
+    """The clip's last committed words, in order: what was said just before its uncommitted audio."""
+    last = clip.words.order_by("-position").values_list("word", flat=True)[:speech.CONTEXT_WORDS]
+    return " ".join(reversed(list(last)))
+
+
 def _interim_publish(clip: AudioClip, pcm, *, origin: float, committed_until: float) -> None:
     """Send the uncommitted audio's provisional words to the episode's watchers. They are a view, not a
-    record: not stored, carrying no seq, replaced by the next interim or by the committed words."""
+    record: not stored, carrying no seq, replaced by the next interim or by the committed words. Read without the
+    committed words as Whisper's prompt: a prompt slows the reading, and these are for speed."""
     try:
         words = speech.transcribe_interim(speech.load_model(settings.LOUPE_WHISPER_MODEL or None), pcm,
                                           committed_until=committed_until)

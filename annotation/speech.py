@@ -411,13 +411,18 @@ class Word:
     probability: float
 
 
-# A pause at least this long is a safe place to cut: no word spans it.
-_CUT_SILENCE_MS = 300
+# A pause at least this long is a safe place to cut: no word spans it (the pause at a comma is 150-250 ms; the
+# silence inside a word, before a stop consonant, under 100 ms).
+_CUT_SILENCE_MS = 150
 # Speech that ended this long before the end of the audio so far is finished, for now.
 _SETTLED_SILENCE_S = 0.8
 # Whisper is more accurate with context, so a cut waits for this much audio unless the speaker
-# has stopped. (Words reach people sooner as interim words: see transcribe_interim.)
-_MIN_COMMIT_S = 5.0
+# has stopped. (Words reach people sooner as interim words: see transcribe_interim.) The words
+# committed before a cut are given to Whisper as its prompt (`context`), which keeps short pieces
+# as accurate as long ones: measured in bench/bench_audio.py, issue 22.
+_MIN_COMMIT_S = 2.0
+# How many of the committed words before the audio are its context.
+CONTEXT_WORDS = 30
 # Past this much uncommitted audio without a pause, cut between words anyway (Whisper's window
 # is 30 s).
 _MAX_PENDING_S = 24.0
@@ -427,14 +432,15 @@ _HOLDBACK_S = 1.0
 
 
 def transcribe_increment(model: "WhisperModel", pcm: np.ndarray, *, committed_until: float,
-                         final: bool) -> tuple[list[Word], float]:
+                         final: bool, context: str = "") -> tuple[list[Word], float]:
     """Transcribe the audio after `committed_until` and return (newly committed words, new mark).
 
     `pcm` is all the clip's audio so far (float32 mono 16 kHz). Words are committed only up to a
     pause in the speech that cannot move as more audio arrives (or, with `final`, up to the end),
     and the audio up to that pause is transcribed on its own, so a later call starts in silence
-    and neither repeats nor loses a word at the boundary. The result depends only on the
-    arguments: a retry with the same audio and mark returns the same words.
+    and neither repeats nor loses a word at the boundary. `context` is the text committed before
+    the mark (its last words), Whisper's prompt. The result depends only on the arguments: a retry
+    with the same audio, mark and context returns the same words.
     """
     if pcm.ndim != 1:
         raise ValueError(f"pcm must be mono (one dimension), not shape {pcm.shape}")
@@ -452,11 +458,11 @@ def transcribe_increment(model: "WhisperModel", pcm: np.ndarray, *, committed_un
         if cut is None:
             if duration < _MAX_PENDING_S:
                 return [], committed_until
-            return _commit_between_words(model, pending, offset)
+            return _commit_between_words(model, pending, offset, context)
     if cut == 0:
         return [], committed_until
     until = (start_sample + cut) / SAMPLE_RATE
-    return _transcribe(model, pending[:cut], offset=offset, limit=until), until
+    return _transcribe(model, pending[:cut], offset=offset, limit=until, context=context), until
 
 
 def transcribe_interim(model: "WhisperModel", pcm: np.ndarray, *, committed_until: float) -> list[Word]:
@@ -500,12 +506,12 @@ def _settled_cut(pending: np.ndarray) -> int | None:
 
 
 def _commit_between_words(model: "WhisperModel", pending: np.ndarray,
-                          offset: float) -> tuple[list[Word], float]:
+                          offset: float, context: str) -> tuple[list[Word], float]:
     """For speech with no pause long enough to cut at: cut at the quietest boundary between two
     words, away from the end of the audio (where Whisper's word times are least reliable), and
     commit what the audio before the cut says, transcribed on its own as at a pause. Whisper's
     word times are rough, so a word next to a forced cut may be lost; pauses make this rare."""
-    words = _transcribe(model, pending, offset=offset, limit=offset + len(pending) / SAMPLE_RATE)
+    words = _transcribe(model, pending, offset=offset, limit=offset + len(pending) / SAMPLE_RATE, context=context)
     earliest = offset + _MIN_COMMIT_S / 2
     latest = offset + len(pending) / SAMPLE_RATE - 2 * _HOLDBACK_S
     boundaries = [(before.end + after.start) / 2 for before, after in zip(words, words[1:])]
@@ -518,7 +524,7 @@ def _commit_between_words(model: "WhisperModel", pending: np.ndarray,
     if cut <= 0:
         return [], offset
     until = offset + cut / SAMPLE_RATE
-    return _transcribe(model, pending[:cut], offset=offset, limit=until), until
+    return _transcribe(model, pending[:cut], offset=offset, limit=until, context=context), until
 
 
 _FRAME = SAMPLE_RATE // 50  # 20 ms
@@ -537,11 +543,13 @@ def _quietest_near(audio: np.ndarray, sample: int) -> tuple[float, int]:
 
 
 def _transcribe(model: "WhisperModel", audio: np.ndarray, *, offset: float,
-                limit: float, beam_size: int = 5) -> list[Word]:
-    """Whisper's words for `audio`, shifted to the clip's clock and kept within [offset, limit]."""
+                limit: float, beam_size: int = 5, context: str = "") -> list[Word]:
+    """Whisper's words for `audio`, shifted to the clip's clock and kept within [offset, limit];
+    `context` (what was said just before) is its prompt."""
     segments, _ = model.transcribe(
         audio,
         language="en",
+        initial_prompt=context.strip() or None,
         beam_size=beam_size,
         temperature=0.0,  # no sampling fallback: the same audio always gives the same words
         condition_on_previous_text=False,

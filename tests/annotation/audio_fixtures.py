@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from annotation.speech import Word, decode_pcm, transcribe_increment
+from annotation.speech import CONTEXT_WORDS, Word, decode_pcm, transcribe_increment
 
 if TYPE_CHECKING:
     from faster_whisper import WhisperModel
@@ -259,20 +259,24 @@ class Increment:
     words: list[Word]
     committed_after: float
     seconds: float  # wall time of the transcribe_increment call
+    context: str = ""  # the words committed before it, Whisper's prompt
 
 
 def transcribe_chunk_by_chunk(model: "WhisperModel", chunks: list[Chunk]) -> list[Increment]:
     """Feed chunks one at a time the way the audio worker does: decode chunks 0..N, transcribe
-    what is new, final on the last chunk."""
+    what is new (prompted with the last words committed before it), final on the last chunk."""
     stream = b""
     committed = 0.0
     increments: list[Increment] = []
+    said: list[str] = []
     for chunk in chunks:
         stream += chunk.data
         pcm = decode_pcm(stream)
+        context = " ".join(said[-CONTEXT_WORDS:])
         began = time.perf_counter()
         words, after = transcribe_increment(model, pcm, committed_until=committed,
-                                            final=chunk.index == chunks[-1].index)
-        increments.append(Increment(chunk.index, committed, words, after, time.perf_counter() - began))
+                                            final=chunk.index == chunks[-1].index, context=context)
+        increments.append(Increment(chunk.index, committed, words, after, time.perf_counter() - began, context))
+        said.extend(word.text for word in words)
         committed = after
     return increments

@@ -368,8 +368,25 @@ def test_retried_increments_give_identical_words(model, clip, increments):
     for increment in retried:
         pcm = decode_pcm(b"".join(chunk.data for chunk in clip.chunks[: increment.chunk_index + 1]))
         again = transcribe_increment(model, pcm, committed_until=increment.committed_before,
-                                     final=increment is increments[-1])
+                                     final=increment is increments[-1], context=increment.context)
         assert again == (increment.words, increment.committed_after)
+
+
+def test_whisper_reads_each_increment_after_the_words_committed_before_it(model, clip, increments, monkeypatch):
+    """Short pieces cut at commas lose Whisper's context: the words already committed are its prompt."""
+    later = next(i for i in increments if i.words and i.committed_before > 0)
+    before = [w.text for i in increments if i.committed_after <= later.committed_before for w in i.words]
+    assert later.context == " ".join(before[-speech.CONTEXT_WORDS:]) and later.context
+    prompts = []
+    real = model.transcribe
+    monkeypatch.setattr(model, "transcribe", lambda audio, **options: (
+        prompts.append(options.get("initial_prompt")) or real(audio, **options)))
+    pcm = decode_pcm(b"".join(chunk.data for chunk in clip.chunks[: later.chunk_index + 1]))
+    words, _ = transcribe_increment(model, pcm, committed_until=later.committed_before, final=False,
+                                    context=later.context)
+    assert words == later.words and prompts and set(prompts) == {later.context}
+    transcribe_increment(model, pcm, committed_until=0.0, final=True)  # nothing before: no prompt
+    assert prompts[-1] is None
 
 
 def test_words_near_the_end_wait_unless_final(model, clip):

@@ -162,8 +162,8 @@ def test_chunks_recorded_while_offline_are_uploaded_once_the_network_returns(dap
     page.locator('[data-testid="recording-indicator"][data-mode="push"]').wait_for(timeout=10_000)
     page.wait_for_function("() => document.querySelector('[data-testid=upload-status]').dataset.uploaded === '1'",
                            timeout=15_000)  # chunk 0 is on the server
-    page.context.set_offline(True)
-    page.wait_for_function("() => Number(document.querySelector('[data-testid=upload-status]').dataset.waiting) >= 2",
+    page.context.set_offline(True)  # offline for 4 one-second chunks, while the sentence is still being spoken
+    page.wait_for_function("() => Number(document.querySelector('[data-testid=upload-status]').dataset.waiting) >= 4",
                            timeout=15_000)
     assert status.get_attribute("data-state") == "offline"
     assert "Offline" in status.inner_text() and "chunks waiting" in status.inner_text()

@@ -36,7 +36,7 @@ function formatElapsed(ms: number): string {
 
 /**
  * Think aloud: hold the button (or the M key) to talk, or record continuously. Each recording is
- * a clip cut into ~2 s chunks stamped on the session clock; the upload queue sends them as soon as
+ * a clip cut into ~1 s chunks stamped on the session clock; the upload queue sends them as soon as
  * they are ready and keeps them through network drops. Shows the input level, a clear indicator
  * while recording, and how the uploads stand.
  */

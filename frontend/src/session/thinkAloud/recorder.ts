@@ -2,15 +2,15 @@
  * The microphone: one live stream (getUserMedia), a level meter on it (an AudioContext analyser),
  * and clips recorded from it with MediaRecorder.
  *
- * A clip is ONE MediaRecorder run with a 2 s timeslice, so its chunks are what the server expects
+ * A clip is ONE MediaRecorder run with a 1 s timeslice (words reach the screen sooner: issue 22), so its chunks are what the server expects
  * (annotation/speech.py, annotation/audio.py): chunk 0 carries the WebM header and every later
  * chunk is continuation bytes, cut wherever the muxer stood when the timeslice fired (even inside
- * a block); the server stores each one and transcribes the concatenation of chunks 0..N. Stopping and restarting the recorder every 2 s
+ * a block); the server stores each one and transcribes the concatenation of chunks 0..N. Stopping and restarting the recorder every second
  * would instead make each piece a separate stream with its own header, which the concatenation
  * cannot decode. Each press of push-to-talk, or each continuous stretch, is a new clip.
  */
 
-export const TIMESLICE_MS = 2000;
+export const TIMESLICE_MS = 1000;
 
 /** Opus in WebM (Chrome, Edge) or Ogg (Firefox): the types the server accepts from a recorder. */
 export const MIME_TYPES = ["audio/webm;codecs=opus", "audio/ogg;codecs=opus"];
