@@ -86,6 +86,38 @@ def _contiguous_chunks(clip: AudioClip) -> list[AudioChunk]:
     return chunks
 
 
+# A WebM clip is decoded from a chunk at least this long before its committed mark (by the chunks' stamps): the
+# words after the mark are read from settled audio, not from the codec's first frames.
+DECODE_BEFORE_S = 2.0
+_CLUSTER_SEARCH_CHUNKS = 30  # chunks searched back for a Cluster to start from, before decoding them all
+
+
+def _read(chunk: AudioChunk) -> bytes:
+    with default_storage.open(chunk.file, "rb") as handle:
+        return handle.read()
+
+
+def _stream_for(chunks: list[AudioChunk], committed_until: float) -> bytes:
+    """The bytes to decode for the audio after ``committed_until``: for WebM, chunk 0's header and the chunks from
+    the latest one that starts a Cluster at least DECODE_BEFORE_S before the mark (``speech.stream_header``: they
+    decode at their own time on the clip's clock, silence before), so that a long continuous recording costs each
+    increment the same instead of decoding the whole clip again; otherwise (Ogg, WAV, no such chunk) every chunk."""
+    first = _read(chunks[0])
+    origin = chunks[0].start_time
+    later = [i for i in range(1, len(chunks)) if chunks[i].start_time - origin <= committed_until - DECODE_BEFORE_S]
+    if later and first.startswith(b"\x1a\x45\xdf\xa3"):
+        for start in range(later[-1], max(0, later[-1] - _CLUSTER_SEARCH_CHUNKS), -1):
+            data = _read(chunks[start])
+            at = speech.cluster_start(data)
+            if at is not None:
+                try:
+                    header = speech.stream_header(first)
+                except speech.AudioError:
+                    break
+                return header + data[at:] + b"".join(_read(c) for c in chunks[start + 1:])
+    return first + b"".join(_read(c) for c in chunks[1:])
+
+
 def step_windows(episode_id: int) -> list[StepWindow]:
     """Each step's interval on the session clock (server epoch seconds): from the end of the previous step
     (when its proposal appeared, or the person began acting) to the end of its own execution."""
@@ -110,8 +142,7 @@ def clip_transcribe(*, clip_id: int, final: bool = False) -> int:
         chunks = _contiguous_chunks(clip)
         if not chunks:
             return 0
-        stream = b"".join(default_storage.open(c.file, "rb").read() for c in chunks)
-        pcm = speech.decode_pcm(stream)
+        pcm = speech.decode_pcm(_stream_for(chunks, clip.committed_until))
         final = final or clip.finished
         context = _context(clip)
         words, committed_until = speech.transcribe_increment(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.resources
 import io
+import logging
 import os
 import re
 import threading
@@ -37,6 +38,8 @@ import numpy as np
 
 if TYPE_CHECKING:
     from faster_whisper import WhisperModel
+
+log = logging.getLogger(__name__)
 
 SAMPLE_RATE = 16_000
 MODEL_ENV_VAR = "LOUPE_WHISPER_MODEL"
@@ -302,6 +305,27 @@ def stream_header(chunk_0: bytes) -> bytes:
     raise AudioError("chunk 0 holds no Cluster, so no audio; upload it again", status=400)
 
 
+_CLUSTER_BYTES = _CLUSTER_ID.to_bytes(4, "big")
+_TIMECODE_ID = 0xE7
+
+
+def cluster_start(data: bytes) -> int | None:
+    """Where the first Cluster begins in a WebM chunk, or None. Chrome's chunks may begin inside a cluster, and a
+    cluster may begin anywhere in a chunk; `stream_header(chunk_0) + data[cluster_start(data):] + later chunks`
+    decodes. A match is the Cluster ID, a valid size and then the cluster's Timecode element, which rules out the
+    ID's four bytes turning up inside the audio."""
+    at = data.find(_CLUSTER_BYTES)
+    while at != -1:
+        try:
+            _, after, _ = _read_element_size(data, at + 4)
+            if data[after] == _TIMECODE_ID:
+                return at
+        except (ValueError, IndexError):
+            pass
+        at = data.find(_CLUSTER_BYTES, at + 1)
+    return None
+
+
 def _read_element_id(data: bytes, position: int) -> tuple[int, int]:
     """An EBML element ID (marker bits kept, as IDs are written) and the position after it."""
     length = _vint_length(data[position])
@@ -556,6 +580,12 @@ def _transcribe(model: "WhisperModel", audio: np.ndarray, *, offset: float,
         word_timestamps=True,
         vad_filter=True,
     )
+    segments = list(segments)
+    if context.strip() and _runs_away(segments, len(audio) / SAMPLE_RATE):
+        # A prompt can send Whisper into a loop ("see you in the next video" a hundred times over three seconds
+        # of speech): read the audio again on its own, as before the prompt.
+        log.info("transcription with the prompt ran away; read again without it")
+        return _transcribe(model, audio, offset=offset, limit=limit, beam_size=beam_size)
     words: list[Word] = []
     for segment in segments:
         for word in segment.words or ():
@@ -567,6 +597,18 @@ def _transcribe(model: "WhisperModel", audio: np.ndarray, *, offset: float,
             words.append(Word(text=text, start=round(start, 3), end=round(end, 3),
                               probability=round(float(word.probability), 4)))
     return words
+
+
+# Whisper's own signs of a runaway decode: text that compresses this well is a loop (its default threshold), and
+# no one says this many words a second.
+_LOOP_COMPRESSION_RATIO = 2.4
+_MAX_WORDS_PER_SECOND = 6.0
+
+
+def _runs_away(segments: list, seconds: float) -> bool:
+    words = sum(len(segment.words or ()) for segment in segments)
+    return (any(segment.compression_ratio > _LOOP_COMPRESSION_RATIO for segment in segments)
+            or words > _MAX_WORDS_PER_SECOND * seconds + 3)
 
 
 # --- scoring ----------------------------------------------------------------------------------

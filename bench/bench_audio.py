@@ -64,6 +64,8 @@ def main() -> int:
     parser.add_argument("--no-latency", action="store_true", help="skip the end-to-end upload-to-socket latency")
     parser.add_argument("--timeslice", type=float, default=1.0,
                         help="seconds of audio a chunk holds, as the browser's recorder cuts them")
+    parser.add_argument("--talkers", type=int, default=1,
+                        help="people talking at once, each uploading the speech as their own clip (one audio worker)")
     args = parser.parse_args()
     missing = audio_fixtures.missing_tools()
     if missing:
@@ -143,7 +145,7 @@ def main() -> int:
         "increments_with_words": increments_with_words,
     }
     if not args.no_latency:
-        report["upload_to_socket"] = upload_to_socket_latency(args.latency_repeat, args.timeslice)
+        report["upload_to_socket"] = upload_to_socket_latency(args.latency_repeat, args.timeslice, args.talkers)
     print(json.dumps(report, indent=2))
     return 0
 
@@ -179,8 +181,9 @@ class _Api:
         self.call("POST", f"/api/v1/audio/{clip_id}/finish")
 
 
-def upload_to_socket_latency(repeat: int, timeslice: float = 1.0) -> dict:
-    """Latency from a chunk's upload to its words on the session's socket, while a rollout runs."""
+def upload_to_socket_latency(repeat: int, timeslice: float = 1.0, talkers: int = 1) -> dict:
+    """Latency from a chunk's upload to its words on the session's socket, while a rollout runs; ``talkers`` people
+    talk at once (each their own clip), served by one audio worker process."""
     import threading
 
     from bench.django_setup import setup_django
@@ -273,19 +276,22 @@ def upload_to_socket_latency(repeat: int, timeslice: float = 1.0) -> dict:
 
         steps_before = Step.objects.filter(episode_id__in=rollouts).count()
         origin = time.time()
-        clip = api.clip(listened.pk, f"bench-{os.getpid()}", origin)
-        uploaded: list[float] = []
+        clips = [api.clip(listened.pk, f"bench-{os.getpid()}-{n}", origin) for n in range(talkers)]
+        uploaded: dict[int, list[float]] = {clip: [] for clip in clips}
         ends = [c.start for c in chunks[1:]] + [chunks[-1].start + timeslice]
         for chunk, end in zip(chunks, ends):
             time.sleep(max(0.0, origin + end - time.time()))  # a recorder hands a chunk over when its slice ends
-            api.chunk(clip, chunk.index, chunk.data, origin + chunk.start)
-            uploaded.append(time.time())
-        api.finish(clip)
+            for clip in clips:  # everyone talking at once
+                api.chunk(clip, chunk.index, chunk.data, origin + chunk.start)
+                uploaded[clip].append(time.time())
+        for clip in clips:
+            api.finish(clip)
 
         def settled():
-            mine = [t for t, data in events if data["clip"] == clip]
-            return mine and time.time() - mine[-1] > 8 and time.time() - uploaded[-1] > 10
-        wait_for(settled, 180, interval=0.5, what="the last words")
+            last = [max((t for t, data in events if data["clip"] == clip), default=None) for clip in clips]
+            return (None not in last and time.time() - max(last) > 8
+                    and time.time() - max(u[-1] for u in uploaded.values()) > 10)
+        wait_for(settled, 300, interval=0.5, what="the last words")
         steps_during = Step.objects.filter(episode_id__in=rollouts).count() - steps_before
     finally:
         stop.set()
@@ -293,51 +299,56 @@ def upload_to_socket_latency(repeat: int, timeslice: float = 1.0) -> dict:
         roller.join(timeout=10)
         Episode.objects.filter(pk__in=[*rollouts, listened.pk]).delete()
 
-    mine = [(received, data["words"]) for received, data in events if data["clip"] == clip and data["words"]]
-    if not mine:
-        return {"error": "no words reached the socket"}
-
     def holder(moment: float) -> int:
         """The chunk that holds a moment of the clip (session seconds)."""
         return max(i for i, c in enumerate(chunks) if c.start <= max(0.0, moment - origin - 1e-3))
 
-    provisional = [(received, data["words"]) for received, data in interims if data["clip"] == clip]
+    word_latency, shown_latency, commit_latency, shown_after_speech, committed_after_speech = [], [], [], [], []
+    wers, interim_messages, batches = [], 0, 0
+    for clip in clips:
+        mine = [(received, data["words"]) for received, data in events if data["clip"] == clip and data["words"]]
+        if not mine:
+            return {"error": f"no words of clip {clip} reached the socket"}
+        provisional = [(received, data["words"]) for received, data in interims if data["clip"] == clip]
+        interim_messages += len(provisional)
+        batches += len(mine)
 
-    def first_shown(word: dict, committed_at: float) -> float:
-        """When a word first reached the socket: as a provisional word at about its time, or committed."""
-        same = word["word"].strip(".,?!").lower()
-        return min([committed_at] + [received for received, batch in provisional if any(
-            w["word"].strip(".,?!").lower() == same and abs(w["start"] - word["start"]) < 0.6 for w in batch)])
+        def first_shown(word: dict, committed_at: float) -> float:
+            """When a word first reached the socket: as a provisional word at about its time, or committed."""
+            same = word["word"].strip(".,?!").lower()
+            return min([committed_at] + [received for received, batch in provisional if any(
+                w["word"].strip(".,?!").lower() == same and abs(w["start"] - word["start"]) < 0.6 for w in batch)])
 
-    word_latency, shown_latency, commit_latency, words = [], [], [], []
-    shown_after_speech, committed_after_speech = [], []
-    for n, (received, batch) in enumerate(mine):
-        words.extend(w["word"] for w in batch)
-        # Its own chunk: a word cannot come before the chunk holding its end is uploaded.
-        word_latency.extend(received - uploaded[holder(w["end"])] for w in batch)
-        shown_latency.extend(first_shown(w, received) - uploaded[holder(w["end"])] for w in batch)
-        # from the moment the word was said (its end, on the session clock) to the screen: what a person feels
-        shown_after_speech.extend(first_shown(w, received) - w["end"] for w in batch)
-        committed_after_speech.extend(received - w["end"] for w in batch)
-        # The chunk that made the batch committable: the server commits up to a settled pause, which
-        # it sees once the next speech begins or 0.8 s of silence follows (annotation/speech.py).
-        following = mine[n + 1][1][0]["start"] if n + 1 < len(mine) else float("inf")
-        needed = min(len(chunks) - 1, holder(min(following, batch[-1]["end"] + 0.8)))
-        commit_latency.append(received - uploaded[needed])
+        words = []
+        for n, (received, batch) in enumerate(mine):
+            words.extend(w["word"] for w in batch)
+            # Its own chunk: a word cannot come before the chunk holding its end is uploaded.
+            word_latency.extend(received - uploaded[clip][holder(w["end"])] for w in batch)
+            shown_latency.extend(first_shown(w, received) - uploaded[clip][holder(w["end"])] for w in batch)
+            # from the moment the word was said (its end, on the session clock) to the screen: what a person feels
+            shown_after_speech.extend(first_shown(w, received) - w["end"] for w in batch)
+            committed_after_speech.extend(received - w["end"] for w in batch)
+            # The chunk that made the batch committable: the server commits up to a settled pause, which
+            # it sees once the next speech begins or 0.8 s of silence follows (annotation/speech.py).
+            following = mine[n + 1][1][0]["start"] if n + 1 < len(mine) else float("inf")
+            needed = min(len(chunks) - 1, holder(min(following, batch[-1]["end"] + 0.8)))
+            commit_latency.append(received - uploaded[clip][needed])
+        wers.append(word_error_rate(text, " ".join(words)))
     summary = _summary(shown_latency)
     shown_spoken, committed_spoken = _summary(shown_after_speech), _summary(committed_after_speech)
     return {
+        "talkers": talkers,
         "chunks": len(chunks),
         "chunk_s": timeslice,
         "audio_s": round(ends[-1], 1),
-        "words": len(words),
-        "wer": round(word_error_rate(text, " ".join(words)), 4),
+        "words": len(shown_latency),
+        "wer": round(max(wers), 4),  # the worst talker's
         # from the upload of the chunk holding each word's end to the word first on the socket, as a
         # provisional (`transcript.interim`) word where one came first, else committed: what a person sees
         "shown_latency": summary,
         # the same, to the committed (stored) word
         "word_latency": _summary(word_latency),
-        "interim_messages": len(provisional),
+        "interim_messages": interim_messages,
         "p95_s": summary["p95_s"],
         "target_p95_s": LATENCY_TARGET_P95_S,
         "meets_target": summary["p95_s"] < LATENCY_TARGET_P95_S,
@@ -351,7 +362,7 @@ def upload_to_socket_latency(repeat: int, timeslice: float = 1.0) -> dict:
         "committed_after_speech_target_p95_s": COMMITTED_TARGET_P95_S,
         "meets_speech_targets": (shown_spoken["p95_s"] < SHOWN_TARGET_P95_S
                                  and committed_spoken["p95_s"] < COMMITTED_TARGET_P95_S),
-        "events": len(mine),
+        "events": batches,
         "rollout": "autonomous episodes back to back, local tiny policy on the CPU",
         "rollout_steps_during": steps_during,
         "load_average_1m": round(os.getloadavg()[0], 2),

@@ -206,3 +206,38 @@ def test_interim_words_are_sent_from_a_worker_thread_that_keeps_an_event_loop(sp
     message = async_to_sync(receive)()
     assert message["type"] == "transcript.interim" and message["clip"] == clip.pk
     assert message["words"], message
+
+
+@pytest.mark.django_db
+def test_a_long_clip_is_decoded_from_shortly_before_its_mark_with_the_same_words(tmp_path, monkeypatch):
+    """Continuous recording makes long clips: each increment decodes chunk 0's header and the chunks from about
+    DECODE_BEFORE_S before the committed mark (from where a cluster starts, also inside a chunk as Chrome cuts them),
+    not the whole clip again, and commits the words a whole decode would."""
+    from annotation import audio, speech
+    from tests.annotation import audio_fixtures
+
+    text = audio_fixtures.THINK_ALOUD_TEXT  # 21 s, in 1 s chunks cut as Chrome cuts them (inside clusters)
+    stream = encode_webm_opus(synthesize_wav(text, tmp_path / "long.wav"), cluster_ms=1000)
+    chunks = audio_fixtures.split_like_chrome(stream, timeslice=1.0)
+    decoded: list[int] = []
+    real_decode = speech.decode_pcm
+    monkeypatch.setattr(speech, "decode_pcm", lambda data: decoded.append(len(data)) or real_decode(data))
+
+    def transcribe(client_id: str) -> list[str]:
+        episode, user, _ = setup_episode()
+        clip, _ = audio.clip_create(episode=episode, user=user, client_id=client_id,
+                                    content_type="audio/webm;codecs=opus", started_at=1000.0)
+        for chunk in chunks:
+            audio.chunk_store(clip=clip, index=chunk.index, data=chunk.data, content_type="audio/webm;codecs=opus",
+                              start_time=1000.0 + chunk.start)
+            audio.clip_transcribe(clip_id=clip.pk, final=chunk is chunks[-1])
+        return list(clip.words.order_by("position").values_list("word", flat=True))
+
+    tail = transcribe("tail")
+    tail_sizes, decoded[:] = list(decoded), []
+    monkeypatch.setattr(audio, "DECODE_BEFORE_S", float("inf"))  # every increment decodes the whole clip
+    whole = transcribe("whole")
+    assert decoded[-1] >= len(stream) - 100  # (the whole clip: chunk 0's bytes and every later chunk's)
+    assert max(tail_sizes[-5:]) < len(stream) / 2, tail_sizes  # the last increments decode a few seconds
+    assert word_error_rate(text, " ".join(tail)) <= 0.05, tail
+    assert word_error_rate(" ".join(whole), " ".join(tail)) <= 0.03, (whole, tail)

@@ -288,6 +288,21 @@ def test_stream_header_lets_later_chunks_decode_alone_at_their_own_time(clip):
     assert abs(_misplacement(pcm, whole, at=clip.chunks[first].start + 0.3)) <= 0.01
 
 
+def test_cluster_start_finds_a_cluster_inside_a_chunk_and_nothing_in_audio_bytes(clip):
+    assert all(speech.cluster_start(chunk.data) == 0 for chunk in clip.chunks[1:])
+    chrome = audio_fixtures.split_like_chrome(clip.webm, timeslice=1.0)
+    whole, header = decode_pcm(clip.webm), stream_header(chrome[0].data)
+    inside = [(i, speech.cluster_start(c.data)) for i, c in enumerate(chrome[1:], 1)]
+    inside = [(i, at) for i, at in inside if at]
+    assert inside  # Chrome's cuts fall between blocks: some chunks start inside a cluster and hold the next one's start
+    index, at = inside[len(inside) // 2]
+    pcm = decode_pcm(header + chrome[index].data[at:] + b"".join(c.data for c in chrome[index + 1:]))
+    assert abs(_misplacement(pcm, whole, at=chrome[index + 1].start + 0.3)) <= 0.01
+    fake = random.Random(3).randbytes(300)
+    assert speech.cluster_start(fake[:100] + CLUSTER + b"\x81" + fake[100:]) is None  # the ID without a timecode
+    assert speech.cluster_start(b"") is None and speech.cluster_start(CLUSTER) is None
+
+
 def test_stream_header_refuses_a_truncated_header_with_400(clip):
     for length in (10, 60, 200):
         with pytest.raises(AudioError) as caught:
@@ -387,6 +402,35 @@ def test_whisper_reads_each_increment_after_the_words_committed_before_it(model,
     assert words == later.words and prompts and set(prompts) == {later.context}
     transcribe_increment(model, pcm, committed_until=0.0, final=True)  # nothing before: no prompt
     assert prompts[-1] is None
+
+
+def test_a_prompted_reading_that_runs_away_is_read_again_without_the_prompt():
+    """Seen on real speech: with the committed words as its prompt, Whisper read 3 s of speech as the right sentence
+    and then "see you in the next video" a hundred times."""
+    from types import SimpleNamespace
+
+    def segment(text: str, seconds: float):
+        words = text.split()
+        step = seconds / len(words)
+        return SimpleNamespace(compression_ratio=1.2 if len(words) < 20 else 9.0, words=[
+            SimpleNamespace(word=f" {w}", start=i * step, end=(i + 1) * step, probability=0.9)
+            for i, w in enumerate(words)])
+
+    class Looping:
+        prompts: list = []
+
+        def transcribe(self, audio, **options):
+            self.prompts.append(options.get("initial_prompt"))
+            if options.get("initial_prompt"):
+                return [segment("it clicked the wrong button" + " see you in the next video" * 30, 3.0)], None
+            return [segment("it clicked the wrong button", 3.0)], None
+
+    model = Looping()
+    audio = np.zeros(3 * speech.SAMPLE_RATE, dtype=np.float32)
+    words = speech._transcribe(model, audio, offset=10.0, limit=13.0, context="The agent opened the page.")
+    assert [w.text for w in words] == ["it", "clicked", "the", "wrong", "button"]
+    assert model.prompts == ["The agent opened the page.", None]
+    assert words[0].start == 10.0 and words[-1].end == 13.0
 
 
 def test_words_near_the_end_wait_unless_final(model, clip):
