@@ -92,6 +92,34 @@ def test_sessions_run_under_their_own_uid_when_root(env):
     assert all(process.uids().real == env.desktop.uid for process in env.desktop.session_processes())
 
 
+def test_ending_a_session_leaves_alone_what_another_session_of_the_same_uid_runs(env):
+    """The uid comes from the display number, which a desktop whose X server died frees before its session is
+    ended: another desktop on that number (another worker's) runs under the same uid. Ending the dead one's session
+    killed the other's openbox; now only processes with its own tag, or with none, are its to kill."""
+    import subprocess
+
+    from agent.envs.desktop.session import _TAG
+
+    if os.geteuid() != 0:
+        pytest.skip("a per-desktop uid needs root")
+    env.reset("scratch", 0)
+    uid = env.desktop.uid
+
+    def sleeper(**tag):
+        return subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", "sleep", "60"],
+                                env={"PATH": os.environ["PATH"], **tag})
+    others, untagged = sleeper(**{_TAG: "another-desktops-session"}), sleeper()
+    try:
+        time.sleep(0.3)
+        env.reset("scratch", 1)  # ends the session
+        assert untagged.wait(timeout=5) == -signal.SIGKILL  # a leftover of the uid: killed
+        assert others.poll() is None  # someone else's: alive
+    finally:
+        others.kill()
+        untagged.kill()
+        others.wait()
+
+
 NEEDS_ELEMENTS = {"desktop-calc-multiply"}  # its solution clicks the buttons the AT-SPI walk found
 
 

@@ -191,7 +191,12 @@ class Desktop:
         """Every live process of the current session (the uid's, or those carrying the session tag).
 
         Zombies do not count: an orphan whose parent died is reparented to PID 1, which in a
-        container may never reap it; it holds a pid entry, nothing else."""
+        container may never reap it; it holds a pid entry, nothing else.
+
+        Per uid, a process tagged with another session's token is not ours: the uid comes from the display number,
+        and when a desktop's X server dies (killed, or its worker was), the number is free for another desktop,
+        perhaps in another process, before the dead one's session is ended; ending it then killed the new desktop's
+        openbox (CI, stop 28's rerun). Untagged processes of the uid are still ours to kill."""
         found = []
         for process in psutil.process_iter(["uids", "status"]):
             try:
@@ -199,7 +204,9 @@ class Desktop:
                     continue
                 if self.per_uid:
                     if process.info["uids"] and process.info["uids"].real == self.uid:
-                        found.append(process)
+                        tag = process.environ().get(_TAG)
+                        if tag is None or tag == self._token:
+                            found.append(process)
                 elif self._token and process.pid != os.getpid() and process.environ().get(_TAG) == self._token:
                     found.append(process)
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
