@@ -89,7 +89,7 @@ def _contiguous_chunks(clip: AudioClip) -> list[AudioChunk]:
 # A WebM clip is decoded from a chunk at least this long before its committed mark (by the chunks' stamps): the
 # words after the mark are read from settled audio, not from the codec's first frames.
 DECODE_BEFORE_S = 2.0
-_CLUSTER_SEARCH_CHUNKS = 30  # chunks searched back for a Cluster to start from, before decoding them all
+_RESUME_SEARCH_CHUNKS = 30  # chunks searched back for a place to start from, before decoding them all
 
 
 def _read(chunk: AudioChunk) -> bytes:
@@ -98,17 +98,19 @@ def _read(chunk: AudioChunk) -> bytes:
 
 
 def _stream_for(chunks: list[AudioChunk], committed_until: float) -> bytes:
-    """The bytes to decode for the audio after ``committed_until``: for WebM, chunk 0's header and the chunks from
-    the latest one that starts a Cluster at least DECODE_BEFORE_S before the mark (``speech.stream_header``: they
-    decode at their own time on the clip's clock, silence before), so that a long continuous recording costs each
-    increment the same instead of decoding the whole clip again; otherwise (Ogg, WAV, no such chunk) every chunk."""
+    """The bytes to decode for the audio after ``committed_until``: chunk 0's header and the chunks from the latest
+    one at least DECODE_BEFORE_S before the mark that holds a place to decode from (a WebM Cluster, an Ogg page:
+    ``speech.stream_header``, ``speech.resume_point``; they decode at their own time on the clip's clock, silence
+    before), so that a long continuous recording costs each increment the same instead of decoding the whole clip
+    again; otherwise (WAV, no such chunk) every chunk."""
     first = _read(chunks[0])
     origin = chunks[0].start_time
     later = [i for i in range(1, len(chunks)) if chunks[i].start_time - origin <= committed_until - DECODE_BEFORE_S]
-    if later and first.startswith(b"\x1a\x45\xdf\xa3"):
-        for start in range(later[-1], max(0, later[-1] - _CLUSTER_SEARCH_CHUNKS), -1):
+    kind = "webm" if first.startswith(b"\x1a\x45\xdf\xa3") else "ogg" if first.startswith(b"OggS") else None
+    if later and kind:
+        for start in range(later[-1], max(0, later[-1] - _RESUME_SEARCH_CHUNKS), -1):
             data = _read(chunks[start])
-            at = speech.cluster_start(data)
+            at = speech.resume_point(data, kind)
             if at is not None:
                 try:
                     header = speech.stream_header(first)

@@ -281,10 +281,19 @@ def stream_header(chunk_0: bytes) -> bytes:
     worker transcribing a long session can so decode only the chunks from shortly (~1 s) before
     `committed_until`, instead of the whole recording on every increment. The first of those
     chunks must begin with a Cluster element (ID 1F 43 B6 75); Chrome's chunks may begin inside
-    one, so pick the latest chunk that does. For Ogg and WAV, whose header cannot be cut off so
-    simply, the whole of chunk 0 is returned.
+    one: start from `resume_point`. For Ogg (Firefox) the header is the pages before the first
+    page with audio (Opus's ID and comment headers, granule position 0), and later chunks are
+    decoded from a page boundary. For WAV, whole chunk 0 is returned.
     """
-    if _container_of_bytes(chunk_0) != "webm":
+    kind = _container_of_bytes(chunk_0)
+    if kind == "ogg":
+        position = 0
+        while (page := _ogg_page_at(chunk_0, position)) is not None and page[1] == 0:
+            position = page[0]
+        if position == 0:
+            raise AudioError("chunk 0 does not start with Ogg header pages; upload it again", status=400)
+        return chunk_0[:position]
+    if kind != "webm":
         return chunk_0
     try:
         position = _skip_element(chunk_0, 0, expected=_EBML_HEADER_ID)
@@ -309,11 +318,38 @@ _CLUSTER_BYTES = _CLUSTER_ID.to_bytes(4, "big")
 _TIMECODE_ID = 0xE7
 
 
-def cluster_start(data: bytes) -> int | None:
+def resume_point(data: bytes, kind: str) -> int | None:
+    """Where a later chunk of a `kind` ("webm", "ogg") stream can be decoded from, or None:
+    `stream_header(chunk_0) + data[resume_point(data, kind):] + the chunks after it` decodes, its
+    audio at its own time on the clip's clock. For WebM the first Cluster, for Ogg the first page."""
+    if kind == "webm":
+        return _cluster_start(data)
+    if kind == "ogg":
+        at = data.find(b"OggS")
+        while at != -1:
+            page = _ogg_page_at(data, at)
+            if page is not None and (page[0] == len(data) or data.startswith(b"OggS", page[0])):
+                return at  # a whole page, followed by the next one or the chunk's end
+            at = data.find(b"OggS", at + 1)
+    return None
+
+
+def _ogg_page_at(data: bytes, at: int) -> tuple[int, int] | None:
+    """(the position after the page, its granule position) when an Ogg page starts at `at` and fits."""
+    if not data.startswith(b"OggS", at) or len(data) < at + 27 or data[at + 4] != 0:
+        return None
+    segments = data[at + 26]
+    body = at + 27 + segments
+    if len(data) < body:
+        return None
+    end = body + sum(data[at + 27:body])
+    return (end, int.from_bytes(data[at + 6:at + 14], "little")) if end <= len(data) else None
+
+
+def _cluster_start(data: bytes) -> int | None:
     """Where the first Cluster begins in a WebM chunk, or None. Chrome's chunks may begin inside a cluster, and a
-    cluster may begin anywhere in a chunk; `stream_header(chunk_0) + data[cluster_start(data):] + later chunks`
-    decodes. A match is the Cluster ID, a valid size and then the cluster's Timecode element, which rules out the
-    ID's four bytes turning up inside the audio."""
+    cluster may begin anywhere in a chunk. A match is the Cluster ID, a valid size and then the cluster's Timecode
+    element, which rules out the ID's four bytes turning up inside the audio."""
     at = data.find(_CLUSTER_BYTES)
     while at != -1:
         try:

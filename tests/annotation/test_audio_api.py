@@ -208,27 +208,45 @@ def test_interim_words_are_sent_from_a_worker_thread_that_keeps_an_event_loop(sp
     assert message["words"], message
 
 
+def _cut_ogg(stream: bytes, seconds: float):
+    """An Ogg/Opus stream cut as Firefox hands it over: whole pages (about a second each here), the header pages
+    with the first one; stamped by their share of the bytes."""
+    from tests.annotation.audio_fixtures import Chunk
+
+    pages = [at for at in range(len(stream)) if stream.startswith(b"OggS", at)][2:]  # after Opus's two headers
+    cuts = [0, *pages[1:], len(stream)]
+    return [Chunk(index=i, start=seconds * start / len(stream), data=stream[start:end])
+            for i, (start, end) in enumerate(zip(cuts, cuts[1:]))]
+
+
 @pytest.mark.django_db
-def test_a_long_clip_is_decoded_from_shortly_before_its_mark_with_the_same_words(tmp_path, monkeypatch):
+@pytest.mark.parametrize("container", ["webm", "ogg"])
+def test_a_long_clip_is_decoded_from_shortly_before_its_mark_with_the_same_words(tmp_path, monkeypatch, container):
     """Continuous recording makes long clips: each increment decodes chunk 0's header and the chunks from about
     DECODE_BEFORE_S before the committed mark (from where a cluster starts, also inside a chunk as Chrome cuts them),
     not the whole clip again, and commits the words a whole decode would."""
     from annotation import audio, speech
     from tests.annotation import audio_fixtures
 
-    text = audio_fixtures.THINK_ALOUD_TEXT  # 21 s, in 1 s chunks cut as Chrome cuts them (inside clusters)
-    stream = encode_webm_opus(synthesize_wav(text, tmp_path / "long.wav"), cluster_ms=1000)
-    chunks = audio_fixtures.split_like_chrome(stream, timeslice=1.0)
+    text = audio_fixtures.THINK_ALOUD_TEXT  # 21 s, in 1 s chunks cut as Chrome cuts them (inside clusters), or
+    wav = synthesize_wav(text, tmp_path / "long.wav")  # as Firefox records it (Ogg), cut inside pages
+    if container == "webm":
+        stream = encode_webm_opus(wav, cluster_ms=1000)
+        chunks = audio_fixtures.split_like_chrome(stream, timeslice=1.0)
+    else:
+        stream = audio_fixtures.encode_ogg_opus(wav)
+        chunks = _cut_ogg(stream, len(speech.decode_pcm(stream)) / speech.SAMPLE_RATE)
+    content_type = f"audio/{container};codecs=opus"
     decoded: list[int] = []
     real_decode = speech.decode_pcm
     monkeypatch.setattr(speech, "decode_pcm", lambda data: decoded.append(len(data)) or real_decode(data))
 
     def transcribe(client_id: str) -> list[str]:
         episode, user, _ = setup_episode()
-        clip, _ = audio.clip_create(episode=episode, user=user, client_id=client_id,
-                                    content_type="audio/webm;codecs=opus", started_at=1000.0)
+        clip, _ = audio.clip_create(episode=episode, user=user, client_id=client_id, content_type=content_type,
+                                    started_at=1000.0)
         for chunk in chunks:
-            audio.chunk_store(clip=clip, index=chunk.index, data=chunk.data, content_type="audio/webm;codecs=opus",
+            audio.chunk_store(clip=clip, index=chunk.index, data=chunk.data, content_type=content_type,
                               start_time=1000.0 + chunk.start)
             audio.clip_transcribe(clip_id=clip.pk, final=chunk is chunks[-1])
         return list(clip.words.order_by("position").values_list("word", flat=True))

@@ -288,19 +288,33 @@ def test_stream_header_lets_later_chunks_decode_alone_at_their_own_time(clip):
     assert abs(_misplacement(pcm, whole, at=clip.chunks[first].start + 0.3)) <= 0.01
 
 
-def test_cluster_start_finds_a_cluster_inside_a_chunk_and_nothing_in_audio_bytes(clip):
-    assert all(speech.cluster_start(chunk.data) == 0 for chunk in clip.chunks[1:])
+def test_resume_point_finds_a_cluster_inside_a_chunk_and_nothing_in_audio_bytes(clip):
+    assert all(speech.resume_point(chunk.data, "webm") == 0 for chunk in clip.chunks[1:])
     chrome = audio_fixtures.split_like_chrome(clip.webm, timeslice=1.0)
     whole, header = decode_pcm(clip.webm), stream_header(chrome[0].data)
-    inside = [(i, speech.cluster_start(c.data)) for i, c in enumerate(chrome[1:], 1)]
+    inside = [(i, speech.resume_point(c.data, "webm")) for i, c in enumerate(chrome[1:], 1)]
     inside = [(i, at) for i, at in inside if at]
     assert inside  # Chrome's cuts fall between blocks: some chunks start inside a cluster and hold the next one's start
     index, at = inside[len(inside) // 2]
     pcm = decode_pcm(header + chrome[index].data[at:] + b"".join(c.data for c in chrome[index + 1:]))
     assert abs(_misplacement(pcm, whole, at=chrome[index + 1].start + 0.3)) <= 0.01
     fake = random.Random(3).randbytes(300)
-    assert speech.cluster_start(fake[:100] + CLUSTER + b"\x81" + fake[100:]) is None  # the ID without a timecode
-    assert speech.cluster_start(b"") is None and speech.cluster_start(CLUSTER) is None
+    assert speech.resume_point(fake[:100] + CLUSTER + b"\x81" + fake[100:], "webm") is None  # no timecode after
+    assert speech.resume_point(b"", "webm") is None and speech.resume_point(CLUSTER, "webm") is None
+
+
+def test_an_ogg_stream_resumes_at_a_page_after_its_header_pages(clip, tmp_path):
+    ogg = audio_fixtures.encode_ogg_opus(clip.wav_path)
+    whole, header = decode_pcm(ogg), stream_header(ogg)
+    assert header.count(b"OggS") == 2 and ogg.startswith(header)  # Opus's ID and comment headers
+    middle = ogg[len(ogg) // 2:]
+    at = speech.resume_point(middle, "ogg")
+    assert at is not None and middle[at:].startswith(b"OggS")
+    pcm = decode_pcm(header + middle[at:])
+    first = int(np.argmax(np.abs(pcm) > 0))
+    assert first > 0 and abs(len(pcm) - len(whole)) < 0.05 * speech.SAMPLE_RATE
+    assert np.allclose(pcm[first + 8000:first + 24000], whole[first + 8000:first + 24000], atol=1e-3)
+    assert speech.resume_point(b"OggS\x00" + bytes(40), "ogg") is None  # the capture pattern, no page
 
 
 def test_stream_header_refuses_a_truncated_header_with_400(clip):
