@@ -86,8 +86,8 @@ def _contiguous_chunks(clip: AudioClip) -> list[AudioChunk]:
     return chunks
 
 
-# A WebM clip is decoded from a chunk at least this long before its committed mark (by the chunks' stamps): the
-# words after the mark are read from settled audio, not from the codec's first frames.
+# A WebM or Ogg clip is decoded from a chunk at least this long before its committed mark (by the chunks' stamps):
+# the words after the mark are read from settled audio, not from the codec's first frames.
 DECODE_BEFORE_S = 2.0
 _RESUME_SEARCH_CHUNKS = 30  # chunks searched back for a place to start from, before decoding them all
 
@@ -97,12 +97,25 @@ def _read(chunk: AudioChunk) -> bytes:
         return handle.read()
 
 
-def _stream_for(chunks: list[AudioChunk], committed_until: float) -> bytes:
-    """The bytes to decode for the audio after ``committed_until``: chunk 0's header and the chunks from the latest
-    one at least DECODE_BEFORE_S before the mark that holds a place to decode from (a WebM Cluster, an Ogg page:
-    ``speech.stream_header``, ``speech.resume_point``; they decode at their own time on the clip's clock, silence
-    before), so that a long continuous recording costs each increment the same instead of decoding the whole clip
-    again; otherwise (WAV, no such chunk) every chunk."""
+def pcm_after(chunks: list[AudioChunk], committed_until: float):
+    """The clip's audio (float32, 16 kHz, on the clip's clock) that holds everything after ``committed_until``:
+    decoded from chunk 0's header and the chunks from the latest one at least DECODE_BEFORE_S before the mark that
+    holds a place to decode from (a WebM Cluster, an Ogg page: ``speech.stream_header``, ``speech.resume_point``;
+    they decode at their own time on the clip's clock, silence before), so that a long continuous recording costs
+    each increment the same instead of decoding the whole clip again. The chunks are picked by the stamps the
+    browser sent; when the audio they hold begins after the mark all the same (stamps that lie), and for WAV or
+    when no chunk has such a place, every chunk is decoded: no audio is skipped."""
+    tail = _tail_stream(chunks, committed_until)
+    if tail is not None:
+        pcm, begins = speech.decode_pcm_from(tail)
+        if begins <= committed_until:
+            return pcm
+        log.warning("clip %s: the chunks picked by their stamps begin at %.1f s, after the mark at %.1f s; "
+                    "decoding the whole clip", chunks[0].clip_id, begins, committed_until)
+    return speech.decode_pcm(b"".join(_read(c) for c in chunks))
+
+
+def _tail_stream(chunks: list[AudioChunk], committed_until: float) -> bytes | None:
     first = _read(chunks[0])
     origin = chunks[0].start_time
     later = [i for i in range(1, len(chunks)) if chunks[i].start_time - origin <= committed_until - DECODE_BEFORE_S]
@@ -115,9 +128,9 @@ def _stream_for(chunks: list[AudioChunk], committed_until: float) -> bytes:
                 try:
                     header = speech.stream_header(first)
                 except speech.AudioError:
-                    break
+                    return None
                 return header + data[at:] + b"".join(_read(c) for c in chunks[start + 1:])
-    return first + b"".join(_read(c) for c in chunks[1:])
+    return None
 
 
 def step_windows(episode_id: int) -> list[StepWindow]:
@@ -144,7 +157,7 @@ def clip_transcribe(*, clip_id: int, final: bool = False) -> int:
         chunks = _contiguous_chunks(clip)
         if not chunks:
             return 0
-        pcm = speech.decode_pcm(_stream_for(chunks, clip.committed_until))
+        pcm = pcm_after(chunks, clip.committed_until)
         final = final or clip.finished
         context = _context(clip)
         words, committed_until = speech.transcribe_increment(

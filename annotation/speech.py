@@ -231,6 +231,13 @@ def decode_pcm(data: bytes) -> np.ndarray:
     failing the clip, since one bad packet should not lose a whole think-aloud session.
     Raises AudioError(400) if the bytes are not a WebM, Ogg or WAV audio stream.
     """
+    return decode_pcm_from(data)[0]
+
+
+def decode_pcm_from(data: bytes) -> tuple[np.ndarray, float]:
+    """`decode_pcm`, and the clip-clock second at which the decoded audio begins (0.0 for a whole
+    stream; later for `stream_header(chunk_0)` + later chunks, whose first samples are silence)."""
+    begins: float | None = None
     container_kind = _container_of_bytes(data)
     if container_kind is None:
         raise AudioError("audio is not a WebM, Ogg or WAV stream", status=400)
@@ -248,6 +255,9 @@ def decode_pcm(data: bytes) -> np.ndarray:
                 except _DECODE_ERRORS:
                     continue
                 for frame in frames:
+                    if begins is None:
+                        begins = float(frame.pts * frame.time_base) if frame.pts is not None and frame.time_base \
+                            is not None else 0.0
                     if frame.pts is not None and frame.time_base is not None:
                         behind = int(float(frame.pts * frame.time_base) * SAMPLE_RATE) - samples_out
                         if behind > _GAP_FILL_S * SAMPLE_RATE:
@@ -264,8 +274,8 @@ def decode_pcm(data: bytes) -> np.ndarray:
     except _DECODE_ERRORS as error:
         raise AudioError(f"audio is not a decodable {label} stream ({error})", status=400) from None
     if not pieces:
-        return np.zeros(0, dtype=np.float32)
-    return np.ascontiguousarray(np.concatenate(pieces), dtype=np.float32)
+        return np.zeros(0, dtype=np.float32), 0.0
+    return np.ascontiguousarray(np.concatenate(pieces), dtype=np.float32), begins or 0.0
 
 
 _EBML_HEADER_ID = 0x1A45DFA3

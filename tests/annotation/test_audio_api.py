@@ -1,6 +1,7 @@
 """Think-aloud uploads through the real API, transcribed by a real `audio` worker, aligned to steps."""
 from datetime import datetime, timezone as dt_timezone
 
+import numpy as np
 import pytest
 from rest_framework.test import APIClient
 
@@ -239,7 +240,9 @@ def test_a_long_clip_is_decoded_from_shortly_before_its_mark_with_the_same_words
     content_type = f"audio/{container};codecs=opus"
     decoded: list[int] = []
     real_decode = speech.decode_pcm
+    real_from = speech.decode_pcm_from
     monkeypatch.setattr(speech, "decode_pcm", lambda data: decoded.append(len(data)) or real_decode(data))
+    monkeypatch.setattr(speech, "decode_pcm_from", lambda data: decoded.append(len(data)) or real_from(data))
 
     def transcribe(client_id: str) -> list[str]:
         episode, user, _ = setup_episode()
@@ -259,3 +262,35 @@ def test_a_long_clip_is_decoded_from_shortly_before_its_mark_with_the_same_words
     assert max(tail_sizes[-5:]) < len(stream) / 2, tail_sizes  # the last increments decode a few seconds
     assert word_error_rate(text, " ".join(tail)) <= 0.05, tail
     assert word_error_rate(" ".join(whole), " ".join(tail)) <= 0.03, (whole, tail)
+
+
+@pytest.mark.django_db
+def test_chunk_stamps_that_lie_cannot_make_a_tail_decode_skip_audio(tmp_path):
+    """The chunks to decode from are picked by the stamps the browser sent: stamps that put every chunk at the clip's
+    start would pick the last chunk alone, skipping the audio after the mark. The decoded audio says where it begins,
+    and the whole clip is decoded instead."""
+    from annotation import audio, speech
+    from tests.annotation import audio_fixtures
+
+    stream = encode_webm_opus(synthesize_wav(PHRASE_A + " " + PHRASE_B, tmp_path / "s.wav"), cluster_ms=1000)
+    chunks = audio_fixtures.split_like_media_recorder(stream, timeslice=1.0)
+    episode, user, _ = setup_episode()
+    clips = {}
+    for name, stamp in (("honest", lambda chunk: chunk.start), ("lying", lambda chunk: 0.0)):
+        clips[name], _ = audio.clip_create(episode=episode, user=user, client_id=name,
+                                           content_type="audio/webm;codecs=opus", started_at=1000.0)
+        for chunk in chunks:
+            audio.chunk_store(clip=clips[name], index=chunk.index, data=chunk.data,
+                              content_type="audio/webm;codecs=opus", start_time=1000.0 + stamp(chunk))
+    whole, mark = speech.decode_pcm(stream), 4.0
+    after = int(mark * speech.SAMPLE_RATE)
+    for name, clip in clips.items():
+        pcm = audio.pcm_after(list(clip.chunks.order_by("index")), mark)
+        assert abs(len(pcm) - len(whole)) < 0.05 * speech.SAMPLE_RATE, name
+        # the same sound after the mark (a decode that resumes is not sample-exact: compare 100 ms loudness)
+        windows = range(after + 8000, min(len(pcm), len(whole)) - 1600, 1600)
+        loudness = [(float(np.sqrt(np.mean(pcm[i:i + 1600] ** 2))), float(np.sqrt(np.mean(whole[i:i + 1600] ** 2))))
+                    for i in windows]
+        assert all(abs(a - b) <= 0.1 * b + 1e-3 for a, b in loudness), (name, loudness)
+    tail = audio._tail_stream(list(clips["honest"].chunks.order_by("index")), mark)
+    assert tail is not None and len(tail) < len(stream) * 0.8  # the honest stamps did pick a tail
