@@ -225,12 +225,12 @@ def _cut_ogg(stream: bytes, seconds: float):
 def test_a_long_clip_is_decoded_from_shortly_before_its_mark_with_the_same_words(tmp_path, monkeypatch, container):
     """Continuous recording makes long clips: each increment decodes chunk 0's header and the chunks from about
     DECODE_BEFORE_S before the committed mark (from where a cluster starts, also inside a chunk as Chrome cuts them),
-    not the whole clip again, and commits the words a whole decode would."""
+    not the whole clip again, and commits the words a whole decode would. (Resuming inside an Ogg page: test_speech.)"""
     from annotation import audio, speech
     from tests.annotation import audio_fixtures
 
     text = audio_fixtures.THINK_ALOUD_TEXT  # 21 s, in 1 s chunks cut as Chrome cuts them (inside clusters), or
-    wav = synthesize_wav(text, tmp_path / "long.wav")  # as Firefox records it (Ogg), cut inside pages
+    wav = synthesize_wav(text, tmp_path / "long.wav")  # as Firefox records it (Ogg), in whole pages
     if container == "webm":
         stream = encode_webm_opus(wav, cluster_ms=1000)
         chunks = audio_fixtures.split_like_chrome(stream, timeslice=1.0)
