@@ -58,6 +58,9 @@ def test_a_branch_and_its_parent_side_by_side_with_the_pair_they_make(daphne_ser
     login(page, daphne_server, "comparer", PASSWORD)
     page.get_by_test_id("project-card").first.wait_for(timeout=20_000)
     page.goto(f"{daphne_server}/projects/{project.pk}/review/{branch.pk}")
+    # the panels above the link (transcript, judge) grow as their data arrives: a click while they load can land
+    # where the link was (CI: the navigation never came)
+    page.wait_for_load_state("networkidle")
     page.get_by_test_id("compare-with-parent").click()
     page.wait_for_url(f"{daphne_server}/projects/{project.pk}/review/{branch.pk}/compare")
     pair = page.get_by_test_id("compare-pair")
@@ -76,6 +79,7 @@ def test_a_branch_and_its_parent_side_by_side_with_the_pair_they_make(daphne_ser
     screenshot(page, "branch-compare")
 
     page.goto(f"{daphne_server}/projects/{project.pk}/review/{parent.pk}")  # and from the parent, to the same view
+    page.wait_for_load_state("networkidle")
     page.get_by_test_id(f"compare-branch-{branch.pk}").click()
     page.get_by_test_id("compare-pair").wait_for()
     assert page.url.endswith(f"/review/{branch.pk}/compare")
