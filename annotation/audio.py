@@ -116,20 +116,23 @@ def pcm_after(chunks: list[AudioChunk], committed_until: float):
 
 
 def _tail_stream(chunks: list[AudioChunk], committed_until: float) -> bytes | None:
+    settled = chunks[0].start_time + committed_until - DECODE_BEFORE_S  # on the session clock, as the stamps are
+    latest = max((i for i in range(1, len(chunks)) if chunks[i].start_time <= settled), default=0)
+    if not latest:
+        return None
     first = _read(chunks[0])
-    origin = chunks[0].start_time
-    later = [i for i in range(1, len(chunks)) if chunks[i].start_time - origin <= committed_until - DECODE_BEFORE_S]
-    kind = "webm" if first.startswith(b"\x1a\x45\xdf\xa3") else "ogg" if first.startswith(b"OggS") else None
-    if later and kind:
-        for start in range(later[-1], max(0, later[-1] - _RESUME_SEARCH_CHUNKS), -1):
-            data = _read(chunks[start])
-            at = speech.resume_point(data, kind)
-            if at is not None:
-                try:
-                    header = speech.stream_header(first)
-                except speech.AudioError:
-                    return None
-                return header + data[at:] + b"".join(_read(c) for c in chunks[start + 1:])
+    kind = speech.container_of(first)
+    if kind not in ("webm", "ogg"):
+        return None
+    for start in range(latest, max(0, latest - _RESUME_SEARCH_CHUNKS), -1):
+        data = _read(chunks[start])
+        at = speech.resume_point(data, kind)
+        if at is not None:
+            try:
+                header = speech.stream_header(first)
+            except speech.AudioError:
+                return None
+            return header + data[at:] + b"".join(_read(c) for c in chunks[start + 1:])
     return None
 
 

@@ -87,7 +87,7 @@ def normalise_content_type(content_type: str) -> str:
     return base
 
 
-def _container_of_bytes(data: bytes) -> str | None:
+def container_of(data: bytes) -> str | None:
     """The container a byte stream starts with, from its magic number, or None."""
     if data.startswith(b"\x1a\x45\xdf\xa3"):
         return "webm"
@@ -160,7 +160,7 @@ def check_chunk(*, data: bytes, content_type: str, max_bytes: int, header: bytes
         raise AudioError("chunk is empty", status=400)
     label = _CONTAINER_LABEL[container_kind]
     stream_start = header if header is not None else data
-    found = _container_of_bytes(stream_start)
+    found = container_of(stream_start)
     if found != container_kind:
         what = "chunk 0" if header is not None else "the chunk"
         raise AudioError(
@@ -238,7 +238,7 @@ def decode_pcm_from(data: bytes) -> tuple[np.ndarray, float]:
     """`decode_pcm`, and the clip-clock second at which the decoded audio begins (0.0 for a whole
     stream; later for `stream_header(chunk_0)` + later chunks, whose first samples are silence)."""
     begins: float | None = None
-    container_kind = _container_of_bytes(data)
+    container_kind = container_of(data)
     if container_kind is None:
         raise AudioError("audio is not a WebM, Ogg or WAV stream", status=400)
     label = _CONTAINER_LABEL[container_kind]
@@ -255,11 +255,11 @@ def decode_pcm_from(data: bytes) -> tuple[np.ndarray, float]:
                 except _DECODE_ERRORS:
                     continue
                 for frame in frames:
+                    at = None if frame.pts is None or frame.time_base is None else float(frame.pts * frame.time_base)
                     if begins is None:
-                        begins = float(frame.pts * frame.time_base) if frame.pts is not None and frame.time_base \
-                            is not None else 0.0
-                    if frame.pts is not None and frame.time_base is not None:
-                        behind = int(float(frame.pts * frame.time_base) * SAMPLE_RATE) - samples_out
+                        begins = at or 0.0
+                    if at is not None:
+                        behind = int(at * SAMPLE_RATE) - samples_out
                         if behind > _GAP_FILL_S * SAMPLE_RATE:
                             pieces.append(np.zeros(behind, dtype=np.float32))
                             samples_out += behind
@@ -295,7 +295,7 @@ def stream_header(chunk_0: bytes) -> bytes:
     page with audio (Opus's ID and comment headers, granule position 0), and later chunks are
     decoded from a page boundary. For WAV, whole chunk 0 is returned.
     """
-    kind = _container_of_bytes(chunk_0)
+    kind = container_of(chunk_0)
     if kind == "ogg":
         position = 0
         while (page := _ogg_page_at(chunk_0, position)) is not None and page[1] == 0:
