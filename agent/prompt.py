@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -155,6 +156,7 @@ def _squash(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+@functools.lru_cache(maxsize=4096)  # every step of an episode, and every row made from it, asks again
 def quoted_names(instruction: str) -> frozenset[str]:
     """The texts ``instruction`` quotes, whitespace collapsed: what a ``Named:`` line answers to."""
     return frozenset(name for name in map(_squash, QUOTED_TEXT.findall(instruction)) if name)
@@ -300,6 +302,7 @@ def render_messages(
     style: str = DEFAULT_STYLE,
     action_format: str = "loupe",
     images: Sequence[bytes | None] | None = None,
+    texts: dict | None = None,
 ) -> list[dict]:
     """Chat messages for the next turn, in prompt ``style`` and ``action_format``.
 
@@ -312,6 +315,9 @@ def render_messages(
     ``images``: screenshots, oldest first, the last one the current screen's; ``images[-1 - k]`` goes
     with the user turn of the step ``k`` steps back (None: that turn has none). When they reach further
     back than ``history_window``, the window widens to hold them. ``image`` is ``images=[image]``.
+    ``texts``: a dict kept across the prompts of one episode where each history step's summary and assistant text
+    are kept once made, keyed by the step's identity (the caller passes the same HistoryStep objects each time and
+    keeps them alive as long as the dict).
     A user content with an image is a list of a text and an image part; every other is a plain string.
     With format ``loupe`` and no images the messages are those Loupe's text models were trained on.
     """
@@ -323,6 +329,8 @@ def render_messages(
     shots = list(images) if images is not None else ([image] if image is not None else [])
     if len(shots) > len(history) + 1:
         raise ValueError(f"{len(shots)} images for {len(history) + 1} user turns; one image per step at most")
+    if texts is not None and not all(isinstance(item, HistoryStep) for item in history):
+        texts = None  # pairs become new objects on each call: their identity says nothing the next time
     steps = [item if isinstance(item, HistoryStep) else HistoryStep(*item) for item in history]
     if action_format != "loupe":
         for number, step in enumerate(steps):
@@ -345,16 +353,25 @@ def render_messages(
     def screen(text: str) -> str:
         return text[len(instruction_line) + 1:] if text.startswith(instruction_line + "\n") else text
 
+    def text(step: HistoryStep, kind: str) -> str:
+        make = _summary if kind == "summary" else _assistant_text
+        if texts is None:
+            return make(step, action_format)
+        key = (id(step), action_format, kind)
+        if key not in texts:
+            texts[key] = make(step, action_format)
+        return texts[key]
+
     header = [instruction_line]
     if older:
-        header.append(spec.earlier + "; ".join(_summary(step, action_format) for step in older))
+        header.append(spec.earlier + "; ".join(text(step, "summary") for step in older))
 
     system = spec.system if action_format == "loupe" else FORMAT_SYSTEM_PROMPTS[action_format]
     messages: list[dict] = [{"role": "system", "content": system}]
     for index, step in enumerate(recent):
         content = "\n".join([*header, screen(step.observation_text)]) if index == 0 else screen(step.observation_text)
         messages.append(_user(content, recent_shots[index]))
-        messages.append({"role": "assistant", "content": _assistant_text(step, action_format)})
+        messages.append({"role": "assistant", "content": text(step, "assistant")})
     last = "\n".join([*header, screen(observation_text)]) if not recent else screen(observation_text)
     if feedback:
         last += "\nFeedback: " + " ".join(feedback.split())

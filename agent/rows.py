@@ -155,7 +155,9 @@ def render_prompt(step: StepView, history: Sequence[StepView], target: RenderedF
 
     ``screens``: a dict the caller keeps while it renders one episode's rows, where each step's screen text is kept
     once rendered (a step's screen shows again in the history of the next steps' prompts). It is keyed by the
-    views' identity, so the caller keeps the views alive as long as the dict (episode_rows' history does)."""
+    views' identity, so the caller keeps the views alive as long as the dict (episode_rows' history does). The
+    history entries made from the views, and their texts in the prompt, are kept there too: without them a step's
+    row rebuilt every earlier step's turn and summary, a cost that grew with the square of the episode's length."""
     style = target.style
 
     def screen(view: StepView) -> str:
@@ -169,11 +171,18 @@ def render_prompt(step: StepView, history: Sequence[StepView], target: RenderedF
     images = _images(step, history, target)
     window = max(history_window, len(images) - 1)
     cut = max(len(history) - window, 0)  # steps before it are summarised by their actions: their screens go unread
-    past = [HistoryStep(screen(view) if i >= cut else "", view.turn(), view.width, view.height)
-            for i, view in enumerate(history)]
+    def earlier(view: StepView, shown: bool) -> HistoryStep:
+        if screens is None:
+            return HistoryStep(screen(view) if shown else "", view.turn(), view.width, view.height)
+        key = (id(view), style, shown)
+        if key not in screens:  # the same object each time, so that render_messages' texts memo finds it
+            screens[key] = HistoryStep(screen(view) if shown else "", view.turn(), view.width, view.height)
+        return screens[key]
+
+    past = [earlier(view, i >= cut) for i, view in enumerate(history)]
     messages = render_messages(instruction=step.instruction, observation_text=screen(step),
                                history=past, history_window=window, feedback=feedback,
-                               style=style, action_format=target.action_format)
+                               style=style, action_format=target.action_format, texts=screens)
     return messages, images
 
 

@@ -112,6 +112,27 @@ def test_history_images_beyond_the_window_widen_it():
     assert len(images) == 6 and sum(1 for m in messages if m["role"] == "user") == 6
 
 
+@pytest.mark.parametrize("target", [RenderedFor(style="named"), UITARS], ids=["loupe-text", "uitars-images"])
+def test_an_episodes_prompts_are_the_same_with_the_kept_texts_as_without(target):
+    # episode_rows keeps one dict for an episode's prompts, where each step's screen, history entry and texts are
+    # made once; the prompts must be those made from scratch, for steps inside and beyond the history window
+    views = [_view(n) for n in range(9)]
+    views[4] = StepView(instruction=views[4].instruction, url=views[4].url, elements=views[4].elements, width=160,
+                        height=210, screenshot="images/s4.jpg", thought="", action=None, raw="I am not sure")
+    kept: dict = {}
+    for n in range(len(views)):
+        assert render_prompt(views[n], views[:n], target, screens=kept) == render_prompt(views[n], views[:n], target)
+    assert any(key[-1] == "summary" for key in kept)  # the older steps' summaries were kept, not only the screens
+
+
+def test_kept_texts_are_not_used_for_history_given_as_pairs():
+    # pairs become new objects on each call, and a new object may take a dead one's identity: no texts are kept
+    kept: dict = {}
+    first = render_messages(instruction="Click", observation_text="Task: Click\nnow",
+                            history=[("a", "Thought: x\nAction: wait()")], texts=kept)
+    assert kept == {} and first[2]["content"] == "Thought: x\nAction: wait()"
+
+
 def _grpo(**changes) -> dict:
     reward = GRPORow.env_reward("miniwob", "click-option", 3, [Action("click", {"x": 1, "y": 2})])
     row = GRPORow(messages=[{"role": "system", "content": "sys"}, {"role": "user", "content": "Task: go"}],

@@ -142,6 +142,32 @@ def test_a_rejected_proposal_is_a_dpo_pair_under_the_prompt_it_answered(demo):
         {"attempt": 2, "action": "click(x=11, y=20)", "reason": "not sure yet"}]
 
 
+@pytest.mark.parametrize("kind", ["sft", "dpo", "rl"])
+def test_a_builds_queries_do_not_grow_with_its_episodes_and_steps(demo, kind):
+    # rows_iter reads steps as values and makes the instances itself: a column it left out and a row then read
+    # would be fetched step by step, one query each, and so would rejections read through the step
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    project, task = demo["project"], demo["task"]
+    rejected = {"action": {"name": "click", "args": {"x": 1, "y": 1}}, "thought": "no", "raw": "x", "reason": "wrong"}
+    steps = [{}, {"action": None}, {}] if kind == "rl" else \
+        [{}, {**EDITED, "rejections": [rejected]}, {}, {"rejections": [rejected]}]
+
+    def queries(episodes: int) -> int:
+        for _ in range(episodes):
+            make_finished_episode(project, task, mode="autonomous" if kind == "rl" else "supervised", reward=1.0,
+                                  steps=steps)
+        ids = list(datasets.bucket_episodes(project, kind).order_by("pk").values_list("pk", flat=True))
+        with CaptureQueriesContext(connection) as captured:
+            rows = [row for _, rows in datasets.rows_iter(kind, ids, target=datasets.export_target(project))
+                    for row in rows]
+        assert rows, kind
+        return len(captured)
+
+    assert queries(2) == queries(8)
+
+
 def test_rl_rows_are_whole_autonomous_episodes_with_logprobs_and_void_turns_flagged(demo):
     project, task = demo["project"], demo["task"]
     auto = make_finished_episode(project, task, steps=[{"action": None}, {"reward": 1.0}], reward=1.0)
