@@ -163,7 +163,7 @@ def main() -> None:
         "replay_api_50_steps": replay,
         "snapshot": {"rows": snapshot.rows, "episodes": snapshot.episodes, "build_s": round(build_s, 1),
                      "build_rows_per_s": round(snapshot.rows / build_s), "bytes": snapshot.size_bytes,
-                     "build_target_rows_per_s": 20_000},  # issue 22's goal; 8,300-8,400 at 100,000 episodes (2026-12-06)
+                     "build_target_rows_per_s": 20_000},  # issue 22's goal; 8,300-8,400 at 100,000 episodes (2026-12-05)
         "export": {"bytes": exported, "seconds": round(export_s, 2), "rows_per_s": round(snapshot.rows / export_s),
                    "peak_python_mb": round(peak / 2**20, 1),
                    "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)},
