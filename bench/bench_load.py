@@ -1,17 +1,22 @@
 """Load: 100 annotator sockets on one daphne (20 live episodes x 5 people), step events at the rate 20 live
 episodes produce (2 a second each, stored as the rollout workers store them), and each episode's controller
-sending a command every two seconds (stored, NOTIFYed, acknowledged). Measures event latency (stored ->
-received) and command latency (sent -> ack) p50/p95/p99, errors, and daphne's memory and CPU over the run; apart,
-the events of sockets that only watch (`watcher_event_*`), the writer's store-and-publish time (`append_*`) and the
-commands after each controller's first (`later_ack_*`: the first also makes its sender the controller, two events
-more). Every socket checks that it sees no event twice.
+sending a command every two seconds (stored, NOTIFYed, acknowledged). Each episode steps, and each controller
+commands, at its own moment of the interval, as 20 rollouts and 20 people do; LOUPE_BENCH_LOAD_BURST=1 makes every
+event of a tick and every command arrive in the same millisecond instead (the worst case). Measures event latency
+(stored -> received) and command latency (sent -> ack) p50/p95/p99, errors, and daphne's memory and CPU over the
+run; apart, the events of sockets that only watch (`watcher_event_*`), the writer's store-and-publish time
+(`append_*`) and the commands after each controller's first (`later_ack_*`: the first also makes its sender the
+controller, two events more). Every socket checks that it sees no event twice. The sockets are read by
+LOUPE_BENCH_LOAD_CLIENTS processes (4), so that the client's own queueing stays out of the figures.
 Prints JSON; also writes bench/results/load-memory.svg (daphne's memory) and bench/results/load-latency.svg (event
 and command latency p95 per second of the run, the same series in the JSON's `timeline`). Unlike bench_fanout, the
 sockets also write. LOUPE_BENCH_LOAD_EPISODES scales it (5 sockets an episode), LOUPE_BENCH_LOAD_SECONDS its length."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import selectors
 import subprocess
 import sys
 import threading
@@ -30,6 +35,8 @@ from bench.stats import percentile  # noqa: E402
 EPISODES, PEOPLE = int(os.environ.get("LOUPE_BENCH_LOAD_EPISODES", "20")), 5
 SECONDS = float(os.environ.get("LOUPE_BENCH_LOAD_SECONDS", "30"))
 STEP_INTERVAL, COMMAND_INTERVAL = 0.5, 2.0
+CLIENTS = int(os.environ.get("LOUPE_BENCH_LOAD_CLIENTS", "4"))  # client processes
+BURST = os.environ.get("LOUPE_BENCH_LOAD_BURST", "") not in ("", "0")
 
 
 def per_second(samples: list[tuple[float, float]], started: float) -> list[tuple[float, float]]:
@@ -40,12 +47,121 @@ def per_second(samples: list[tuple[float, float]], started: float) -> list[tuple
     return [(second, percentile(values, .95)) for second, values in sorted(seconds.items())]
 
 
+def phase(index: int, count: int) -> float:
+    """Where in each interval episode `index` of `count` acts, as a share of the interval: spread evenly, as 20
+    rollouts and 20 people do, or all at once with LOUPE_BENCH_LOAD_BURST=1 (every event of a tick and every
+    command in the same millisecond: the worst case, not a load people make)."""
+    return 0.0 if BURST else index / count
+
+
+def client(port: int, share: list[tuple[int, str, bool, float]], go, stop, ready, results) -> None:
+    try:
+        _client(port, share, go, stop, ready, results)
+    except BaseException:  # the parent reports it instead of waiting for results that will not come
+        import traceback
+
+        ready.put(traceback.format_exc())
+        results.put({"crashed": traceback.format_exc()})
+
+
+def _client(port: int, share: list[tuple[int, str, bool, float]], go, stop, ready, results) -> None:
+    """One client process: connects its share of the sockets (episode id, token, is the controller, the
+    controller's offset in the command interval), reads them all on one thread and sends its controllers'
+    commands on another, each every COMMAND_INTERVAL from `go` plus its offset, until `stop`; then puts what it
+    measured on `results`."""
+    import websocket
+
+    try:
+        sockets = [(websocket.create_connection(f"ws://127.0.0.1:{port}/ws/episodes/{episode}/",
+                                                header=[f"Authorization: Bearer {token}"], suppress_origin=True,
+                                                timeout=30), episode, controller)
+                   for episode, token, controller, _ in share]
+        offsets = {episode: offset for episode, _, controller, offset in share if controller}
+    except Exception as exc:  # noqa: BLE001 - the parent says so
+        ready.put(f"{type(exc).__name__}: {exc}")
+        return
+    ready.put("")
+    measured = {"event": [], "ack": [], "later_ack": [], "watcher": [], "errors": {}}
+    sent_at: dict[str, float] = {}
+    lock = threading.Lock()
+
+    def error(kind: str) -> None:
+        with lock:
+            measured["errors"][kind] = measured["errors"].get(kind, 0) + 1
+
+    def read_one(ws, controller: bool, seen: set[int]) -> bool:
+        try:
+            # a control frame is returned too: recv() would answer daphne's ping and then wait for the next text
+            # frame of this socket, and every other socket of the process with it
+            opcode, frame = ws.recv_data_frame(control_frame=True)
+            if opcode != websocket.ABNF.OPCODE_TEXT:
+                return opcode != websocket.ABNF.OPCODE_CLOSE
+            message = json.loads(frame.data)
+        except Exception as exc:  # noqa: BLE001 - counted in the report
+            if not stop.is_set():
+                error(f"socket {type(exc).__name__}")
+            return False
+        now = time.time()
+        if message.get("type") == "step.executed":
+            if message["seq"] in seen:
+                error("duplicate event")
+            seen.add(message["seq"])
+            measured["event"].append((now, now - message["data"]["t"]))
+            if not controller:
+                measured["watcher"].append(now - message["data"]["t"])
+        elif message.get("type") in ("ack", "error"):
+            with lock:
+                sent = sent_at.pop(message.get("id"), None)
+            if sent is not None:
+                measured["ack"].append((now, now - sent))
+                if not message["id"].endswith("-1"):
+                    measured["later_ack"].append(now - sent)
+                if message["type"] == "error":
+                    error("command refused")
+        return True
+
+    def read_all() -> None:
+        selector = selectors.DefaultSelector()
+        for ws, _, controller in sockets:
+            selector.register(ws.sock, selectors.EVENT_READ, (ws, controller, set()))
+        while not stop.is_set():
+            # one frame a turn: websocket-client reads no further than a frame, so the rest of what arrived stays
+            # in the socket and the selector offers it again
+            for key, _ in selector.select(timeout=0.2):
+                ws, controller, seen = key.data
+                if not read_one(ws, controller, seen):
+                    selector.unregister(key.fileobj)
+
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    go.wait()
+    began = time.monotonic()
+    schedule = sorted(((began + COMMAND_INTERVAL + offsets[episode], 1, ws, episode)
+                       for ws, episode, controller in sockets if controller), key=lambda item: item[0])
+    while schedule and not stop.wait(max(0.0, schedule[0][0] - time.monotonic())):
+        due, n, ws, episode = schedule.pop(0)
+        command_id = f"load-{episode}-{n}"
+        with lock:
+            sent_at[command_id] = time.time()
+        try:
+            ws.send(json.dumps({"type": "pause", "id": command_id}))
+        except Exception as exc:  # noqa: BLE001
+            error(f"send {type(exc).__name__}")
+            continue
+        schedule.append((due + COMMAND_INTERVAL, n + 1, ws, episode))
+        schedule.sort(key=lambda item: item[0])
+    reader.join(timeout=5)
+    for ws, _, _ in sockets:
+        ws.close()
+    results.put({**measured, "unanswered": len(sent_at)})
+
+
 def main() -> None:
     import socket
 
     import psutil
-    import websocket
     from django.contrib.auth import get_user_model
+    from django.db import connection
 
     from bench.chart import line_chart_svg
     from flywheel.events import event_append
@@ -77,14 +193,6 @@ def main() -> None:
     watcher_latency: list[float] = []  # events to the sockets that only watch (the controller's also wait on its commands)
     errors: dict[str, int] = {}
     memory: list[tuple[float, float]] = []
-    lock = threading.Lock()
-    stop = threading.Event()
-    sent_at: dict[str, float] = {}
-
-    def error(kind: str):
-        with lock:
-            errors[kind] = errors.get(kind, 0) + 1
-
     try:
         for _ in range(150):
             try:
@@ -92,82 +200,55 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.2)
-        sockets = []  # (ws, episode, is the controller)
-        for episode in episodes:
-            for n in range(PEOPLE):
-                ws = websocket.create_connection(f"ws://127.0.0.1:{port}/ws/episodes/{episode.pk}/",
-                                                 header=[f"Authorization: Bearer {tokens[n]}"], suppress_origin=True,
-                                                 timeout=30)
-                sockets.append((ws, episode, n == 0))
-
-        def read(ws, controller: bool):
-            seen: set[int] = set()
-            while not stop.is_set():
-                try:
-                    message = json.loads(ws.recv())
-                except websocket.WebSocketTimeoutException:
-                    continue
-                except Exception as exc:  # noqa: BLE001 - counted in the report
-                    if not stop.is_set():
-                        error(f"socket {type(exc).__name__}")
-                    return
-                now = time.time()
-                if message.get("type") == "step.executed":
-                    if message["seq"] in seen:
-                        error("duplicate event")
-                    seen.add(message["seq"])
-                    with lock:
-                        event_latency.append((now, now - message["data"]["t"]))
-                        if not controller:
-                            watcher_latency.append(now - message["data"]["t"])
-                elif message.get("type") in ("ack", "error") and message.get("id") in sent_at:
-                    with lock:
-                        latency = now - sent_at.pop(message["id"])
-                        ack_latency.append((now, latency))
-                        if not message["id"].endswith("-1"):
-                            later_ack_latency.append(latency)
-                    if message["type"] == "error":
-                        error("command refused")
-
-        def command(ws, episode):
-            n = 0
-            while not stop.wait(COMMAND_INTERVAL):
-                n += 1
-                command_id = f"load-{episode.pk}-{n}"
-                sent_at[command_id] = time.time()
-                try:
-                    ws.send(json.dumps({"type": "pause", "id": command_id}))
-                except Exception as exc:  # noqa: BLE001
-                    error(f"send {type(exc).__name__}")
-                    return
-
-        threads = []
-        for ws, episode, controller in sockets:
-            ws.settimeout(1)
-            threads.append(threading.Thread(target=read, args=(ws, controller), daemon=True))
-            if controller:
-                threads.append(threading.Thread(target=command, args=(ws, episode), daemon=True))
-        for t in threads:
-            t.start()
+        # The client runs in CLIENTS processes, each with its share of the sockets, one thread reading them all as
+        # frames arrive and one sending its controllers' commands. With a thread per socket in one process, 120
+        # threads took turns on one interpreter and that queueing showed as 15-25 ms of the measured latency.
+        context = multiprocessing.get_context("fork")
+        results, ready = context.Queue(), context.Queue()
+        go, stop_clients = context.Event(), context.Event()
+        shares = [[] for _ in range(min(CLIENTS, len(episodes) * PEOPLE))]
+        for number, (index, person) in enumerate((i, n) for i in range(len(episodes)) for n in range(PEOPLE)):
+            shares[number % len(shares)].append((episodes[index].pk, tokens[person], person == 0,
+                                                 phase(index, len(episodes)) * COMMAND_INTERVAL))
+        connection.close()  # the children must not share the parent's database connection
+        clients = [context.Process(target=client, args=(port, share, go, stop_clients, ready, results), daemon=True)
+                   for share in shares]
+        for process in clients:
+            process.start()
+        for _ in clients:
+            failure = ready.get(timeout=120)
+            if failure:
+                raise RuntimeError(f"a client could not connect: {failure}")
         cpu_before = sum(daphne.cpu_times()[:2])
         started, started_wall = time.monotonic(), time.time()
+        go.set()
         steps = 0
         while time.monotonic() - started < SECONDS:
-            tick = time.monotonic()
-            for episode in episodes:
+            for index, episode in enumerate(episodes):  # each episode at its own moment of the step interval
+                time.sleep(max(0.0, started + (steps + phase(index, len(episodes))) * STEP_INTERVAL - time.monotonic()))
                 t = time.time()
                 event_append(episode_id=episode.pk, type="step.executed", payload={"index": steps, "t": t})
                 append_latency.append(time.time() - t)  # stored, committed and published, on the writer's side
             steps += 1
             memory.append((time.monotonic() - started, daphne.memory_info().rss / 2**20))
-            time.sleep(max(0.0, STEP_INTERVAL - (time.monotonic() - tick)))
+            time.sleep(max(0.0, started + steps * STEP_INTERVAL - time.monotonic()))
         time.sleep(3)  # the last events and acks arrive
         cpu = sum(daphne.cpu_times()[:2]) - cpu_before
-        stop.set()
-        for ws, _, _ in sockets:
-            ws.close()
-        for t in threads:
-            t.join(timeout=5)
+        stop_clients.set()
+        unanswered = 0
+        for _ in clients:
+            part = results.get(timeout=60)
+            if "crashed" in part:
+                raise RuntimeError(f"a client process failed:\n{part['crashed']}")
+            event_latency.extend(part["event"])
+            ack_latency.extend(part["ack"])
+            later_ack_latency.extend(part["later_ack"])
+            watcher_latency.extend(part["watcher"])
+            unanswered += part["unanswered"]
+            for kind, count in part["errors"].items():
+                errors[kind] = errors.get(kind, 0) + count
+        for process in clients:
+            process.join(timeout=10)
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -186,7 +267,8 @@ def main() -> None:
     event_latency = [latency for _, latency in event_latency]
     ack_latency = [latency for _, latency in ack_latency]
     print(json.dumps({
-        "sockets": EPISODES * PEOPLE, "duration_s": SECONDS, "events_per_second": round(EPISODES / STEP_INTERVAL, 1),
+        "sockets": EPISODES * PEOPLE, "duration_s": SECONDS, "burst": BURST, "client_processes": len(shares),
+        "events_per_second": round(EPISODES / STEP_INTERVAL, 1),
         "commands_per_second": round(EPISODES / COMMAND_INTERVAL, 1),
         "deliveries": len(event_latency), "expected_deliveries": expected, "lost_deliveries": expected - len(event_latency),
         "event_p50_ms": percentile(event_latency, .5), "event_p95_ms": percentile(event_latency, .95),
@@ -196,7 +278,7 @@ def main() -> None:
         "acks": len(ack_latency), "ack_p50_ms": percentile(ack_latency, .5), "ack_p95_ms": percentile(ack_latency, .95),
         "ack_p99_ms": percentile(ack_latency, .99),
         "later_ack_p50_ms": percentile(later_ack_latency, .5), "later_ack_p95_ms": percentile(later_ack_latency, .95),
-        "later_ack_p99_ms": percentile(later_ack_latency, .99), "unanswered_commands": len(sent_at), "errors": errors,
+        "later_ack_p99_ms": percentile(later_ack_latency, .99), "unanswered_commands": unanswered, "errors": errors,
         "daphne_rss_mb": {"start": round(memory[0][1], 1), "end": round(memory[-1][1], 1)} if memory else None,
         "daphne_cpu_share": round(cpu / SECONDS, 2),
         "timeline": timeline,

@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import threading
+from collections.abc import Iterator
 
 from channels.layers import get_channel_layer
 from django.db import connection, transaction
+from django.utils import timezone
 
 from flywheel.models import Event
 
@@ -24,18 +27,27 @@ def event_message(event: Event) -> dict:
 
 
 def event_append(*, episode_id: int, type: str, payload: dict) -> Event:
-    """Append one event; it is published once the surrounding transaction commits."""
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE flywheel_episode SET last_seq = last_seq + 1 WHERE id = %s RETURNING last_seq", [episode_id]
-            )
-            row = cursor.fetchone()
-        if row is None:
-            raise ValueError(f"episode {episode_id} does not exist")
-        event = Event.objects.create(episode_id=episode_id, seq=row[0], type=type, payload=payload)
-        transaction.on_commit(lambda: publish(episode_id, event_message(event)))
+    """Append one event; it is published once the surrounding transaction commits (at once outside one).
+
+    One statement takes the episode's next seq and stores the event, so it is atomic by itself: no savepoint and
+    no second round trip (event_append runs inside every command that changes who steers, and for every step a
+    rollout worker stores). An episode that does not exist stores nothing and raises ValueError."""
+    field = Event._meta.get_field("payload")
+    created_at = timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(_APPEND_SQL, [episode_id, type, field.get_db_prep_save(payload, connection), created_at])
+        row = cursor.fetchone()
+    if row is None:
+        raise ValueError(f"episode {episode_id} does not exist")
+    event = Event(id=row[0], episode_id=episode_id, seq=row[1], type=type, payload=payload, created_at=created_at)
+    transaction.on_commit(lambda: publish(episode_id, event_message(event)))
     return event
+
+
+_APPEND_SQL = (
+    "WITH next AS (UPDATE flywheel_episode SET last_seq = last_seq + 1 WHERE id = %s RETURNING id, last_seq) "
+    "INSERT INTO flywheel_event (episode_id, seq, type, payload, created_at) "
+    "SELECT next.id, next.last_seq, %s, %s, %s FROM next RETURNING id, seq")
 
 
 class _Publisher:
@@ -88,13 +100,45 @@ def group_send(group: str, message: dict, timeout: float = 10) -> None:
     _publisher.send(group, message, timeout)
 
 
+_collecting = threading.local()
+
+
+@contextlib.contextmanager
+def publishes_collected(collected: list | None = None) -> Iterator[list[tuple[str, dict]]]:
+    """Within it, this thread's publishes are not sent but collected as (group, message), in order, into
+    ``collected`` (a new list if None) for the caller to send (annotation/live_db.py hands a live socket's to
+    daphne's own event loop, after the socket's answer)."""
+    collected = [] if collected is None else collected
+    outer = getattr(_collecting, "into", None)
+    _collecting.into = collected
+    try:
+        yield collected
+    finally:
+        _collecting.into = outer
+
+
 def publish(episode_id: int, message: dict) -> None:
     """Best effort: a Redis outage loses no event (it is stored); watchers fill the gap from the log."""
+    group, envelope = episode_group(episode_id), {"type": "episode.event", "message": message}
+    into = getattr(_collecting, "into", None)
+    if into is not None:
+        into.append((group, envelope))
+        return
     try:
-        group_send(episode_group(episode_id), {"type": "episode.event", "message": message})
+        group_send(group, envelope)
     except Exception:  # the event is stored; say so and carry on
         log.warning("could not publish event %s of episode %s; watchers will replay it", message.get("seq"),
                     episode_id, exc_info=True)
+
+
+async def publish_collected(collected: list[tuple[str, dict]]) -> None:
+    """Send what publishes_collected gathered, in order, from the running event loop; best effort, as publish."""
+    for group, envelope in collected:
+        try:
+            await get_channel_layer().group_send(group, envelope)
+        except Exception:  # the event is stored; watchers fill the gap from the log
+            log.warning("could not publish event %s to %s; watchers will replay it", envelope["message"].get("seq"),
+                        group, exc_info=True)
 
 
 def events_after(*, episode_id: int, after: int, limit: int = 500) -> list[dict]:

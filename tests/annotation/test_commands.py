@@ -156,3 +156,40 @@ def test_the_worker_is_woken_once_the_command_is_committed():
         stored = worker.execute("SELECT id, status FROM annotation_command WHERE id = %s",
                                 [int(woken.payload)]).fetchone()
     assert stored == (Command.objects.get(episode=episode, client_id="p1").pk, "accepted")
+
+
+def test_the_locked_read_gives_the_members_role_staff_an_admins_and_another_projects_member_none():
+    from annotation.services import _episode_locked
+    from flywheel.models import Role
+
+    episode = _episode()
+    manager, staff, elsewhere = make_user(), make_user(staff=True), make_user()
+    make_member(episode.project, manager, Role.MANAGER)
+    make_member(make_project(), elsewhere, Role.ADMIN)
+    command_submit(episode_id=episode.pk, user=manager, frame={"type": "pause", "id": "p1"})
+    read = _episode_locked(episode_id=episode.pk, user=manager, command_id="p1")
+    assert (read.pk, read.member_role, read.existing_command) == (
+        episode.pk, Role.MANAGER, Command.objects.get(episode=episode, client_id="p1").pk)
+    assert _episode_locked(episode_id=episode.pk, user=manager, command_id="p2").existing_command is None
+    assert _episode_locked(episode_id=episode.pk, user=elsewhere, command_id="p1").member_role is None
+    # staff act without a membership (an admin's role, as flywheel.selectors.project_role says); an outsider not
+    other = _episode()
+    assert command_submit(episode_id=other.pk, user=staff, frame={"type": "pause", "id": "s1"}).ok
+    refused = command_submit(episode_id=other.pk, user=elsewhere, frame={"type": "resume", "id": "e1"})
+    assert "no longer a member" in refused.message["data"]["message"]
+    with pytest.raises(Episode.DoesNotExist):
+        _episode_locked(episode_id=episode.pk + 1000, user=manager, command_id="p1")
+
+
+def test_the_first_command_makes_its_sender_controller_with_two_events_in_order():
+    from flywheel.models import Event
+
+    episode = _episode()
+    user = make_user()
+    make_member(episode.project, user)
+    assert command_submit(episode_id=episode.pk, user=user, frame={"type": "pause", "id": "p1"}).ok
+    events = list(Event.objects.filter(episode=episode).order_by("seq").values_list("seq", "type", "payload"))
+    assert [(seq, kind) for seq, kind, _ in events] == [(1, "episode.state"), (2, "control.changed")]
+    assert events[1][2]["control"] == {"username": user.username}
+    episode.refresh_from_db()
+    assert episode.last_seq == 2 and episode.controller_id == user.pk

@@ -94,3 +94,95 @@ def test_a_pool_of_no_threads_is_refused_in_words(settings):
     settings.LOUPE_LIVE_DB_THREADS = 0
     with pytest.raises(ValueError, match="LOUPE_LIVE_DB_THREADS must be at least 1, not 0"):
         asyncio.run(live_db(_backend_pid))
+
+
+def _episode():
+    from flywheel.models import Episode, TaskSpec
+
+    project = Project.objects.create(name="Live", slug=f"live-{time.monotonic_ns()}")
+    task = TaskSpec.objects.create(project=project, task_name="click-button", split="train")
+    return Episode.objects.create(project=project, task=task, seed=1, mode="supervised", status="running")
+
+
+def _published_through(monkeypatch) -> list:
+    """Where publishes go from a thread: recorded, so a test can tell that none went that way."""
+    from flywheel import events
+
+    sent = []
+    monkeypatch.setattr(events._publisher, "send", lambda group, message, timeout: sent.append(message))
+    return sent
+
+
+def test_events_a_call_stored_are_broadcast_from_the_sockets_loop_after_the_call(monkeypatch):
+    """The call's thread does not wait on Redis: the broadcast is sent from the loop the socket runs on."""
+    from channels.layers import get_channel_layer
+
+    from flywheel.events import episode_group, event_append
+
+    episode = _episode()
+    from_threads = _published_through(monkeypatch)
+    layer = get_channel_layer()
+
+    async def socket():
+        channel = await layer.new_channel()
+        await layer.group_add(episode_group(episode.pk), channel)
+        stored = await live_db(event_append, episode_id=episode.pk, type="note", payload={"n": 1})
+        message = await asyncio.wait_for(layer.receive(channel), 10)
+        return stored, message
+
+    stored, message = asyncio.run(socket())
+    assert message["message"] == {"type": "note", "seq": stored.seq, "data": {"n": 1}}
+    assert from_threads == []
+
+
+def test_a_call_that_fails_after_committing_an_event_still_broadcasts_it(monkeypatch):
+    from channels.layers import get_channel_layer
+
+    from flywheel.events import episode_group, event_append
+
+    episode = _episode()
+    _published_through(monkeypatch)
+    layer = get_channel_layer()
+
+    def store_then_fail():
+        event_append(episode_id=episode.pk, type="note", payload={})  # autocommit: stored at once
+        raise RuntimeError("after the event")
+
+    async def socket():
+        channel = await layer.new_channel()
+        await layer.group_add(episode_group(episode.pk), channel)
+        with pytest.raises(RuntimeError, match="after the event"):
+            await live_db(store_then_fail)
+        return await asyncio.wait_for(layer.receive(channel), 10)
+
+    assert asyncio.run(socket())["message"]["seq"] == 1
+
+
+def test_an_event_of_a_rolled_back_call_is_neither_stored_nor_broadcast(monkeypatch):
+    from django.db import transaction
+
+    from flywheel.events import event_append
+    from flywheel.models import Event
+
+    episode = _episode()
+    from_threads = _published_through(monkeypatch)
+
+    def store_then_roll_back():
+        with transaction.atomic():
+            event_append(episode_id=episode.pk, type="note", payload={})
+            raise RuntimeError("rolled back")
+
+    async def call():
+        with pytest.raises(RuntimeError):
+            await live_db(store_then_roll_back)
+        await asyncio.sleep(0.2)  # a broadcast task, had one been made, would have run
+
+    sent = []
+    monkeypatch.setattr("annotation.live_db.publish_collected", lambda collected: sent.append(collected))
+    asyncio.run(call())
+    assert not Event.objects.filter(episode=episode).exists()
+    assert sent == [] and from_threads == []
+    episode.refresh_from_db()
+    assert episode.last_seq == 0
+    with pytest.raises(ValueError, match="does not exist"):
+        event_append(episode_id=episode.pk + 1000, type="note", payload={})
