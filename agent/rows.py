@@ -171,12 +171,16 @@ def render_prompt(step: StepView, history: Sequence[StepView], target: RenderedF
     images = _images(step, history, target)
     window = max(history_window, len(images) - 1)
     cut = max(len(history) - window, 0)  # steps before it are summarised by their actions: their screens go unread
+
     def earlier(view: StepView, shown: bool) -> HistoryStep:
-        if screens is None:
+        def make() -> HistoryStep:
             return HistoryStep(screen(view) if shown else "", view.turn(), view.width, view.height)
+
+        if screens is None:
+            return make()
         key = (id(view), style, shown)
         if key not in screens:  # the same object each time, so that render_messages' texts memo finds it
-            screens[key] = HistoryStep(screen(view) if shown else "", view.turn(), view.width, view.height)
+            screens[key] = make()
         return screens[key]
 
     past = [earlier(view, i >= cut) for i, view in enumerate(history)]

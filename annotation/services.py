@@ -10,7 +10,6 @@ import functools
 from dataclasses import dataclass
 
 from django.db import connection, transaction
-from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from annotation.commands import COMMANDS, CommandRefused
@@ -66,7 +65,7 @@ def _episode_locked(*, episode_id: int, user, command_id: str) -> Episode:
     flywheel.selectors.project_role). One round trip instead of three: the command path runs for every approve of
     every annotator.
 
-    The statement is written once (_LOCKED_SQL), not built by the ORM on each call: building and compiling the
+    The statement is written once (_locked_sql), not built by the ORM on each call: building and compiling the
     query was half of a command's CPU time, and a daphne serves a burst of commands one after another on its one
     interpreter (bench load: 20 commands at once, acknowledged one command's CPU apart). The controller is read
     only to name them in a refusal (a query then)."""

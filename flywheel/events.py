@@ -104,15 +104,14 @@ _collecting = threading.local()
 
 
 @contextlib.contextmanager
-def publishes_collected(collected: list | None = None) -> Iterator[list[tuple[str, dict]]]:
-    """Within it, this thread's publishes are not sent but collected as (group, message), in order, into
-    ``collected`` (a new list if None) for the caller to send (annotation/live_db.py hands a live socket's to
-    daphne's own event loop, after the socket's answer)."""
-    collected = [] if collected is None else collected
+def publishes_collected(collected: list) -> Iterator[None]:
+    """Within it, this thread's publishes are not sent but appended to ``collected`` as (group, message), in order,
+    for the caller to send (annotation/live_db.py hands a live socket's to daphne's own event loop, after the
+    socket's answer)."""
     outer = getattr(_collecting, "into", None)
     _collecting.into = collected
     try:
-        yield collected
+        yield
     finally:
         _collecting.into = outer
 
