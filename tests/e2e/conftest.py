@@ -53,6 +53,29 @@ def page(browser):
     page.errors = errors
     yield page
     context.close()
+    _servers_done_with_the_database()
+
+
+def _servers_done_with_the_database(timeout: float = 10) -> None:
+    """Wait until no other connection to the test database is in a query or a transaction: a request daphne was
+    still answering for the closed page held a table lock the flush after the test needed, while waiting for one
+    the flush had taken (a deadlock in CI, and the next test's setup found the last test's rows). Tests without
+    database access skip this; a server busy past the timeout is left to the flush, as before."""
+    import time
+
+    from django.db import connection
+
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
+                               "pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction')")
+                if cursor.fetchone()[0] == 0:
+                    return
+            time.sleep(0.05)
+    except RuntimeError:  # pytest-django's blocker: this test has no database
+        return
 
 
 def screenshot(page, name: str) -> Path:
