@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.core.exceptions import DisallowedHost
 from django.http import JsonResponse
+from django.views import defaults
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularJSONAPIView
@@ -11,6 +13,20 @@ from webapp import api, spa
 def api_not_found(request, rest=""):
     return JsonResponse({"detail": f"There is no API endpoint at /api/v1/{rest}; see /api/v1/openapi.json."}, status=404)
 
+
+def bad_request(request, exception):
+    """Django's 400 (a SuspiciousOperation before any view ran, such as a Host header outside LOUPE_ALLOWED_HOSTS)
+    was an HTML page for API clients too; the API's errors are JSON with a `detail` message."""
+    if not request.path.startswith("/api/"):
+        return defaults.bad_request(request, exception)
+    if isinstance(exception, DisallowedHost):
+        detail = "This server does not answer to the Host this request names; check the URL."
+    else:
+        detail = "The request could not be read; check its headers and body."
+    return JsonResponse({"detail": detail}, status=400)
+
+
+handler400 = bad_request
 
 api_v1 = [
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),

@@ -29,6 +29,17 @@ def test_a_path_with_an_encoded_newline_is_a_json_404():
     assert "no API endpoint" in detail(response)
 
 
+def test_an_api_request_for_a_host_the_server_does_not_answer_to_is_a_json_400():
+    response = Client(HTTP_HOST="g").get("/api/v1/auth/me")
+    assert response.status_code == 400
+    assert "does not answer to the Host" in detail(response)
+
+
+def test_a_page_request_for_a_host_the_server_does_not_answer_to_is_still_django_s_400_page():
+    response = Client(HTTP_HOST="g").get("/projects")
+    assert response.status_code == 400 and response["Content-Type"].startswith("text/html")
+
+
 def test_a_body_over_the_upload_limit_is_a_json_413(settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     response = Client().post("/api/v1/auth/token", json.dumps({"username": "x" * 5000, "password": "y"}),
