@@ -2,8 +2,8 @@
 
 On connect: authenticate (4401), check origin and project membership (4403), replay every stored
 event after `seq`, then stream. Every server message carries `type` and the episode's increasing
-`seq`; a gap in the live stream is filled from the stored log, so a client sees no gap and no
-duplicate. Client commands are stored before they are acknowledged (annotation/services.py). Database calls
+`seq`; a gap in the live stream is filled from the stored log, and so is a broadcast that never came (LogSweep),
+so a client sees no gap and no duplicate. Client commands are stored before they are acknowledged (annotation/services.py). Database calls
 (the role, the replay, commands) run on the live pool (annotation/live_db.py), not on Django's one thread.
 Per-connection messages carry no seq: `hello` (server clock), `ack`, `error` about the client's own
 frame, `presence` (who is watching), `transcript.interim` (provisional words, replaced by stored ones) and
@@ -11,9 +11,11 @@ frame, `presence` (who is watching), `transcript.interim` (provisional words, re
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
+import weakref
 from urllib.parse import parse_qs
 
 import redis.asyncio as aioredis
@@ -57,6 +59,61 @@ class FrameBucket:
         return True
 
 
+def _stored_last_seqs(*, episode_ids: list[int]) -> dict[int, int]:
+    return dict(Episode.objects.filter(pk__in=episode_ids).values_list("pk", "last_seq"))
+
+
+class LogSweep:
+    """One a daphne event loop: every LOUPE_WS_RESYNC_SECONDS, one query reads the stored last seq of every episode
+    this loop's sockets watch, and a socket still short of a seq that was already stored at the sweep before is
+    sent the rest from the log.
+
+    A consumer otherwise learns of a missed broadcast only from the next one (a gap in seq). The pub/sub channel
+    layer keeps nothing for a subscriber that is away, so the broadcasts of a Redis restart are lost, and the last
+    one before a pause (a proposal waiting for its approval) has no next one: without the sweep the person would
+    wait for it forever. A broadcast that is merely in flight is not fetched twice: it has a whole sweep to arrive."""
+
+    _of_loop: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def of_running_loop(cls) -> LogSweep:
+        loop = asyncio.get_running_loop()
+        sweep = cls._of_loop.get(loop)
+        if sweep is None:
+            sweep = cls._of_loop[loop] = cls()
+        return sweep
+
+    def __init__(self) -> None:
+        self.watching: dict[int, set[EpisodeConsumer]] = {}
+        self.task: asyncio.Task | None = None
+
+    def add(self, consumer: EpisodeConsumer) -> None:
+        self.watching.setdefault(consumer.episode_id, set()).add(consumer)
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def discard(self, consumer: EpisodeConsumer) -> None:
+        consumers = self.watching.get(consumer.episode_id)
+        if consumers is not None:
+            consumers.discard(consumer)
+            if not consumers:
+                del self.watching[consumer.episode_id]
+
+    async def _run(self) -> None:
+        while self.watching:
+            await asyncio.sleep(settings.LOUPE_WS_RESYNC_SECONDS)
+            if not self.watching:
+                break
+            try:
+                stored = await live_db(_stored_last_seqs, episode_ids=list(self.watching))
+            except Exception:  # the database is away: the next sweep tries again
+                log.warning("could not read the episodes' stored seqs for the sockets' sweep", exc_info=True)
+                continue
+            for episode_id, consumers in list(self.watching.items()):
+                for consumer in list(consumers):
+                    consumer.swept(stored.get(episode_id, 0))
+
+
 def _episode_role(*, user, episode_id: int) -> tuple[int | None, str | None]:
     project_id = Episode.objects.filter(pk=episode_id).values_list("project_id", flat=True).first()
     if project_id is None:
@@ -68,10 +125,13 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
     episode_id: int
     last_seq: int = 0
     role: str | None = None
+    stored_at_last_sweep: int | None = None  # the episode's stored last seq when the sweep last looked
+    resync: asyncio.Task | None = None
 
     async def connect(self):
         self.bucket = FrameBucket(rate=settings.LOUPE_WS_MAX_FRAMES_PER_SECOND, burst=settings.LOUPE_WS_FRAME_BURST)
         self.closing = False
+        self.log_lock = asyncio.Lock()  # a sweep's catch-up and a live event are sent one at a time, in seq order
         await self.accept()
         user = self.scope.get("user")
         auth = self.scope.get("auth", {})
@@ -94,12 +154,34 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
         await self.send_json({"type": "hello", "data": {"server_time": time.time(), "role": self.role,
                                                         "username": user.username, "after": self.last_seq}})
         await self._catch_up()
+        self.sweep = LogSweep.of_running_loop()
+        self.sweep.add(self)
         await self.on_joined()
 
     async def disconnect(self, code):
+        if hasattr(self, "sweep"):
+            self.sweep.discard(self)
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
             await self.on_left()
+
+    def swept(self, stored_last_seq: int) -> None:
+        """The sweep read the episode's stored last seq: catch up if what was stored a sweep ago has not come."""
+        overdue = self.stored_at_last_sweep is not None and self.last_seq < self.stored_at_last_sweep
+        self.stored_at_last_sweep = stored_last_seq
+        if overdue and (self.resync is None or self.resync.done()):
+            self.resync = asyncio.get_running_loop().create_task(self._resync())
+
+    async def _resync(self):
+        try:
+            async with self.log_lock:
+                before = self.last_seq
+                await self._catch_up()
+            if self.last_seq > before:
+                log.info("a socket of episode %s was sent seq %s-%s from the log: their broadcasts did not come",
+                         self.episode_id, before + 1, self.last_seq)
+        except Exception:  # the next sweep tries again
+            log.warning("could not catch a socket of episode %s up from the log", self.episode_id, exc_info=True)
 
     async def _catch_up(self):
         while True:
@@ -116,14 +198,15 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
     async def episode_event(self, event):
         """A live event from the channel layer."""
         message = event["message"]
-        seq = message["seq"]
-        if seq <= self.last_seq:
-            return  # already sent by the replay
-        if seq > self.last_seq + 1:
-            await self._catch_up()  # a missed publish: fill from the stored log
+        async with self.log_lock:
+            seq = message["seq"]
             if seq <= self.last_seq:
-                return
-        await self._send_event(message)
+                return  # already sent by the replay or a sweep
+            if seq > self.last_seq + 1:
+                await self._catch_up()  # a missed publish: fill from the stored log
+                if seq <= self.last_seq:
+                    return
+            await self._send_event(message)
 
     async def send(self, text_data=None, bytes_data=None, close=False):
         """Every frame to the client goes through here. A broadcast (presence, an event) can reach this

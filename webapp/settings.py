@@ -11,6 +11,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import dj_database_url
+from redis import exceptions as _redis_exceptions
+from redis.asyncio.retry import Retry as _RedisRetry
+from redis.backoff import ExponentialBackoff as _RedisBackoff
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("LOUPE_DATA_DIR", BASE_DIR / ".data"))
@@ -131,19 +134,27 @@ def _redis_url() -> str:
 
 
 REDIS_URL = _redis_url()
+# The pub/sub layer: a broadcast is one PUBLISH, and one subscription per episode a daphne watches fans it out to
+# that daphne's sockets in process. The list-based core layer made a Redis round trip per socket and filled a core
+# at 300 sockets (README, sizing). Pub/sub keeps nothing for a subscriber that is away (a Redis restart): the
+# consumers sweep the stored log for what they missed (annotation/consumers.py, LOUPE_WS_RESYNC_SECONDS).
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
         "CONFIG": {
-            # redis-py 8 defaults to a 5 s socket timeout, the same as channels_redis' blocking pop: a loaded
-            # machine then drops idle sockets. The read timeout must outlast the 5 s pop.
-            "hosts": [{"address": REDIS_URL, "socket_timeout": 20, "socket_connect_timeout": 5}],
+            "hosts": [{
+                "address": REDIS_URL, "socket_timeout": 10, "socket_connect_timeout": 5,
+                # after a Redis restart the pool's first connection is dead: try again on a fresh one
+                "retry_on_error": [_redis_exceptions.ConnectionError, _redis_exceptions.TimeoutError],
+                "retry": _RedisRetry(_RedisBackoff(cap=1.0, base=0.05), 3),
+            }],
             "prefix": os.environ.get("LOUPE_CHANNEL_PREFIX", "loupe"),
-            "capacity": 1000,
-            "expiry": 30,
         },
     }
 }
+# How often (seconds) each daphne compares the stored log with what its sockets were sent; a socket still missing an
+# event stored a sweep ago is sent it from the log (a broadcast lost to a Redis outage, or never published).
+LOUPE_WS_RESYNC_SECONDS = float(os.environ.get("LOUPE_WS_RESYNC_SECONDS", "1.0"))
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",

@@ -1,4 +1,5 @@
 """Think-aloud uploads through the real API, transcribed by a real `audio` worker, aligned to steps."""
+import time
 from datetime import datetime, timezone as dt_timezone
 
 import numpy as np
@@ -12,6 +13,7 @@ from flywheel.models import Episode, Event, Step
 from tests.annotation.audio_fixtures import (encode_webm_opus, missing_tools, split_inside_blocks, split_like_media_recorder,
                                             synthesize_wav)
 from tests.factories import make_member, make_project, make_task, make_user
+from tests.layer_listener import GroupListener
 from tests.stack import wait_for
 
 pytestmark = pytest.mark.skipif(bool(missing_tools()), reason=f"needs {missing_tools()}")
@@ -127,37 +129,24 @@ def test_uploaded_speech_is_transcribed_and_lands_on_the_steps_it_was_spoken_in(
 
 @pytest.mark.django_db
 def test_speech_still_going_on_reaches_watchers_as_interim_words_that_are_not_stored(celery_worker, speech_chunks):
-    from asgiref.sync import async_to_sync
-    from channels.layers import get_channel_layer
-
     from flywheel.events import episode_group
 
     episode, user, client = setup_episode()
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(episode_group(episode.pk), channel)
+    listener = GroupListener(episode_group(episode.pk))
     t0 = 1_800_000_000.0
     clip_id = clip_for(client, episode, t0)
     first = speech_chunks["a"][0]  # two seconds into the phrase: nobody has paused yet
     assert put_chunk(client, clip_id, 0, first.data, t0 + first.start).status_code == 201
 
-    async def first_interim():
-        # One event loop for every receive: the channel layer's receive buffer is bound to the loop that
-        # first waited on it, and a new async_to_sync call would bring a new loop.
-        import asyncio
-
-        async def loop():
-            while True:
-                message = await layer.receive(channel)
-                if message["type"] == "transcript.interim" and message["words"]:
-                    return message
-
-        try:
-            return await asyncio.wait_for(loop(), timeout=120)
-        except asyncio.TimeoutError:
-            raise AssertionError("no interim words within 120 s") from None
-
-    message = async_to_sync(first_interim)()
+    deadline = time.monotonic() + 120
+    with listener:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("no interim words within 120 s")
+            message = listener.receive(left)
+            if message["type"] == "transcript.interim" and message["words"]:
+                break
     said = [w["word"] for w in message["words"]]
     assert message["clip"] == clip_id and message["username"] == user.username
     assert word_error_rate(" ".join(PHRASE_A.split()[:len(said)]), " ".join(said)) <= 0.5, said
@@ -182,8 +171,6 @@ def test_interim_words_are_sent_from_a_worker_thread_that_keeps_an_event_loop(sp
     import asyncio
 
     import numpy as np
-    from asgiref.sync import async_to_sync
-    from channels.layers import get_channel_layer
 
     from annotation import audio, speech
     from flywheel.events import episode_group
@@ -192,19 +179,12 @@ def test_interim_words_are_sent_from_a_worker_thread_that_keeps_an_event_loop(sp
     clip = AudioClip.objects.select_related("user").get(pk=clip_for(client, episode, 1000.0))
     pcm = speech.decode_pcm(speech_chunks["a"][0].data)
     assert len(pcm) > speech.SAMPLE_RATE and np.abs(pcm).max() > 0.01  # speech, not silence
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(episode_group(episode.pk), channel)
+    with GroupListener(episode_group(episode.pk)) as listener:
+        async def inside_a_running_loop():  # what Playwright's sync API leaves on a rollout worker's thread
+            audio._interim_publish(clip, pcm, origin=1000.0, committed_until=0.0)
 
-    async def inside_a_running_loop():  # what Playwright's sync API leaves on a rollout worker's thread
-        audio._interim_publish(clip, pcm, origin=1000.0, committed_until=0.0)
-
-    asyncio.run(inside_a_running_loop())
-
-    async def receive():
-        return await asyncio.wait_for(layer.receive(channel), timeout=10)
-
-    message = async_to_sync(receive)()
+        asyncio.run(inside_a_running_loop())
+        message = listener.receive(10)
     assert message["type"] == "transcript.interim" and message["clip"] == clip.pk
     assert message["words"], message
 

@@ -5,34 +5,17 @@ import multiprocessing
 import threading
 import uuid
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
-
 from flywheel.events import group_send
+from tests.layer_listener import GroupListener
 
 
-def _listener(group: str) -> tuple[str, object]:
-    layer = get_channel_layer()
-
-    async def join():
-        channel = await layer.new_channel()
-        await layer.group_add(group, channel)
-        return channel
-
-    return async_to_sync(join)(), layer
-
-
-def _received(layer, channel: str, count: int) -> list[int]:
-    async def take():
-        return [(await asyncio.wait_for(layer.receive(channel), 10))["n"] for _ in range(count)]
-
-    return async_to_sync(take)()
+def _received(listener: GroupListener, count: int) -> list[int]:
+    return [listener.receive(10)["n"] for _ in range(count)]
 
 
 def test_sends_from_threads_running_their_own_event_loop_all_arrive_in_order():
     """A rollout worker's thread keeps Playwright's event loop running, where async_to_sync refuses to run."""
     group = f"events-test-{uuid.uuid4().hex}"
-    channel, layer = _listener(group)
     failures = []
 
     def from_a_thread_with_a_loop():
@@ -45,11 +28,12 @@ def test_sends_from_threads_running_their_own_event_loop_all_arrive_in_order():
         except Exception as exc:  # noqa: BLE001 - reported by the assert below
             failures.append(exc)
 
-    thread = threading.Thread(target=from_a_thread_with_a_loop)
-    thread.start()
-    thread.join(30)
-    assert not failures
-    assert _received(layer, channel, 20) == list(range(20))
+    with GroupListener(group) as listener:
+        thread = threading.Thread(target=from_a_thread_with_a_loop)
+        thread.start()
+        thread.join(30)
+        assert not failures
+        assert _received(listener, 20) == list(range(20))
 
 
 def _publish_in_child(group: str) -> None:
@@ -59,10 +43,10 @@ def _publish_in_child(group: str) -> None:
 def test_a_forked_child_publishes_after_its_parent_did():
     """Without starting its own loop, a child would wait forever on the parent's publishing thread, absent in it."""
     group = f"events-test-{uuid.uuid4().hex}"
-    channel, layer = _listener(group)
-    group_send(group, {"type": "x", "n": 0})
-    child = multiprocessing.get_context("fork").Process(target=_publish_in_child, args=(group,))
-    child.start()
-    child.join(30)
-    assert child.exitcode == 0
-    assert _received(layer, channel, 2) == [0, 1]
+    with GroupListener(group) as listener:
+        group_send(group, {"type": "x", "n": 0})
+        child = multiprocessing.get_context("fork").Process(target=_publish_in_child, args=(group,))
+        child.start()
+        child.join(30)
+        assert child.exitcode == 0
+        assert _received(listener, 2) == [0, 1]
