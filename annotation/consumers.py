@@ -19,6 +19,7 @@ import weakref
 from urllib.parse import parse_qs
 
 import redis.asyncio as aioredis
+from redis import exceptions as redis_exceptions
 from autobahn.exception import Disconnected
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
@@ -59,19 +60,37 @@ class FrameBucket:
         return True
 
 
+_presence_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _presence_client() -> aioredis.Redis:
+    """The running loop's Redis client for presence, kept: a client made per join and leave cost a new connection
+    (and redis-py's reading of its own package metadata) each time, the most of a disconnect's CPU in a profile of
+    600 sockets closing."""
+    loop = asyncio.get_running_loop()
+    client = _presence_clients.get(loop)
+    if client is None:
+        client = _presence_clients[loop] = aioredis.from_url(
+            settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=5,
+            retry_on_error=[redis_exceptions.ConnectionError, redis_exceptions.TimeoutError])
+    return client
+
+
 def _stored_last_seqs(*, episode_ids: list[int]) -> dict[int, int]:
     return dict(Episode.objects.filter(pk__in=episode_ids).values_list("pk", "last_seq"))
 
 
 class LogSweep:
     """One a daphne event loop: every LOUPE_WS_RESYNC_SECONDS, one query reads the stored last seq of every episode
-    this loop's sockets watch, and a socket still short of a seq that was already stored at the sweep before is
-    sent the rest from the log.
+    this loop's sockets watch. A socket that is short of a seq already stored at the sweep before, and was sent
+    nothing since, is sent the rest from the log: one query an episode, however many of its sockets are stalled.
 
     A consumer otherwise learns of a missed broadcast only from the next one (a gap in seq). The pub/sub channel
     layer keeps nothing for a subscriber that is away, so the broadcasts of a Redis restart are lost, and the last
     one before a pause (a proposal waiting for its approval) has no next one: without the sweep the person would
-    wait for it forever. A broadcast that is merely in flight is not fetched twice: it has a whole sweep to arrive."""
+    wait for it forever. A broadcast in flight is not fetched as well: it has a whole sweep to arrive, and a socket
+    that was sent anything in that sweep is not stalled. A daphne too busy to keep up (its sockets late, but
+    moving) must not also answer a query for every socket: that load made it later still."""
 
     _of_loop: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -86,6 +105,7 @@ class LogSweep:
     def __init__(self) -> None:
         self.watching: dict[int, set[EpisodeConsumer]] = {}
         self.task: asyncio.Task | None = None
+        self.catching_up: dict[int, asyncio.Task] = {}  # episode id -> its catch-up from the log, while it runs
 
     def add(self, consumer: EpisodeConsumer) -> None:
         self.watching.setdefault(consumer.episode_id, set()).add(consumer)
@@ -110,8 +130,28 @@ class LogSweep:
                 log.warning("could not read the episodes' stored seqs for the sockets' sweep", exc_info=True)
                 continue
             for episode_id, consumers in list(self.watching.items()):
-                for consumer in list(consumers):
-                    consumer.swept(stored.get(episode_id, 0))
+                stalled = [consumer for consumer in list(consumers) if consumer.swept(stored.get(episode_id, 0))]
+                running = self.catching_up.get(episode_id)
+                if stalled and (running is None or running.done()):
+                    self.catching_up[episode_id] = asyncio.get_running_loop().create_task(
+                        self._catch_up(episode_id, stalled))
+
+    async def _catch_up(self, episode_id: int, consumers: list[EpisodeConsumer]) -> None:
+        after = first = min(consumer.last_seq for consumer in consumers)
+        try:
+            while True:
+                batch = await live_db(events_after, episode_id=episode_id, after=after)
+                for consumer in consumers:
+                    await consumer.send_missed(batch)
+                if batch:
+                    after = batch[-1]["seq"]
+                if len(batch) < 500:
+                    break
+            if after > first:
+                log.info("%s socket(s) of episode %s were sent seq %s-%s from the log: their broadcasts did not come",
+                         len(consumers), episode_id, first + 1, after)
+        except Exception:  # the next sweep tries again
+            log.warning("could not catch sockets of episode %s up from the log", episode_id, exc_info=True)
 
 
 def _episode_role(*, user, episode_id: int) -> tuple[int | None, str | None]:
@@ -126,7 +166,7 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
     last_seq: int = 0
     role: str | None = None
     stored_at_last_sweep: int | None = None  # the episode's stored last seq when the sweep last looked
-    resync: asyncio.Task | None = None
+    sent_at_last_sweep: int | None = None  # and this socket's last_seq then
 
     async def connect(self):
         self.bucket = FrameBucket(rate=settings.LOUPE_WS_MAX_FRAMES_PER_SECOND, burst=settings.LOUPE_WS_FRAME_BURST)
@@ -165,23 +205,20 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
             await self.on_left()
 
-    def swept(self, stored_last_seq: int) -> None:
-        """The sweep read the episode's stored last seq: catch up if what was stored a sweep ago has not come."""
-        overdue = self.stored_at_last_sweep is not None and self.last_seq < self.stored_at_last_sweep
-        self.stored_at_last_sweep = stored_last_seq
-        if overdue and (self.resync is None or self.resync.done()):
-            self.resync = asyncio.get_running_loop().create_task(self._resync())
+    def swept(self, stored_last_seq: int) -> bool:
+        """The sweep read the episode's stored last seq. Stalled: short of what was stored a sweep ago, and sent
+        nothing since."""
+        stalled = (self.stored_at_last_sweep is not None and self.last_seq < self.stored_at_last_sweep
+                   and self.last_seq == self.sent_at_last_sweep)
+        self.stored_at_last_sweep, self.sent_at_last_sweep = stored_last_seq, self.last_seq
+        return stalled
 
-    async def _resync(self):
-        try:
-            async with self.log_lock:
-                before = self.last_seq
-                await self._catch_up()
-            if self.last_seq > before:
-                log.info("a socket of episode %s was sent seq %s-%s from the log: their broadcasts did not come",
-                         self.episode_id, before + 1, self.last_seq)
-        except Exception:  # the next sweep tries again
-            log.warning("could not catch a socket of episode %s up from the log", self.episode_id, exc_info=True)
+    async def send_missed(self, batch: list[dict]) -> None:
+        """Events the sweep read from the log (in seq order), of which this socket is sent those it was not."""
+        async with self.log_lock:
+            for message in batch:
+                if message["seq"] > self.last_seq:
+                    await self._send_event(message)
 
     async def _catch_up(self):
         while True:
@@ -256,7 +293,7 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
         return presence_key(self.episode_id)
 
     async def _presence_update(self, joined: bool):
-        client = aioredis.from_url(settings.REDIS_URL)
+        client = _presence_client()
         try:
             key = self._presence_key()
             if joined:
@@ -267,8 +304,6 @@ class EpisodeConsumer(AsyncWebsocketConsumer):
             watchers = sorted({v.decode() for v in (await client.hgetall(key)).values()})
         except Exception:  # presence is a courtesy; a Redis blip must not break the session
             return
-        finally:
-            await client.aclose()
         await self.channel_layer.group_send(self.group, {"type": "presence.changed", "watchers": watchers})
 
     async def transcript_interim(self, event):

@@ -1,15 +1,19 @@
 """Fan-out latency: 20 live episodes x 5 watchers on one daphne, events at the rate live episodes
 produce, measured from the moment a step event is stored to each watcher's socket receiving it (`fanout_*`,
 which includes the database write), and from its commit (`from_commit_*`: publish, channel layer, consumer,
-socket: the part that compares with the bare layer); beside the bare channel layer's latency (send -> receive)
-in the same run. Prints JSON."""
+socket: the part that compares with the bare layer); beside the bare channel layer in the same run, twice: one
+message sent and received at a time (`bare_layer`), and the same fan-out as the sockets get, 20 groups of 5
+channels in one event loop with each tick's 20 group sends at once (`bare_layer_fanout`: what the layer costs for
+this shape before any of Loupe's code runs). The sockets are read by LOUPE_BENCH_LOAD_CLIENTS client processes (4,
+bench/ws_clients.py), so that the client's own queueing stays out of the figures. Prints JSON."""
 from __future__ import annotations
 
+import asyncio
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -21,16 +25,23 @@ from bench.django_setup import setup_django  # noqa: E402
 setup_django(channel_prefix=f"bench{os.getpid()}")  # settings, and the database migrated
 
 from bench.stats import percentile  # noqa: E402
+from bench.ws_clients import client  # noqa: E402
 
 from asgiref.sync import async_to_sync  # noqa: E402
 from channels.layers import get_channel_layer  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
-from django.db import transaction  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
 
 EPISODES, WATCHERS, STEPS, STEP_INTERVAL = 20, 5, 15, 0.5  # ~40 events/s in all
+CLIENTS = int(os.environ.get("LOUPE_BENCH_LOAD_CLIENTS", "4"))  # client processes
+
+
+def _summary(samples: list[float]) -> dict:
+    return {"p50_ms": percentile(samples, .5), "p95_ms": percentile(samples, .95), "p99_ms": percentile(samples, .99)}
 
 
 def bare_layer_latency(n: int = 200) -> dict:
+    """One message at a time: send to a channel, receive it, again."""
     layer = get_channel_layer()
 
     async def run():
@@ -43,14 +54,45 @@ def bare_layer_latency(n: int = 200) -> dict:
             out.append(time.perf_counter() - sent)
         return out
 
+    return _summary(async_to_sync(run)())
+
+
+def bare_layer_fanout() -> dict:
+    """The sockets' shape on the bare layer: EPISODES groups of WATCHERS channels in one loop (as in one daphne),
+    each tick's EPISODES group sends at once, every STEP_INTERVAL, for STEPS ticks; send -> each receive."""
+    layer = get_channel_layer()
+
+    async def run():
+        groups = [f"bench-fanout-{os.getpid()}-{n}" for n in range(EPISODES)]
+        channels = []
+        for group in groups:
+            for _ in range(WATCHERS):
+                channel = await layer.new_channel()
+                await layer.group_add(group, channel)
+                channels.append(channel)
+        out: list[float] = []
+
+        async def receive(channel: str) -> None:
+            for _ in range(STEPS):
+                message = await layer.receive(channel)
+                out.append(time.time() - message["t"])
+
+        receivers = [asyncio.ensure_future(receive(channel)) for channel in channels]
+        await asyncio.sleep(0.5)  # the subscriptions are in place
+        for _ in range(STEPS):
+            started = time.monotonic()
+            for group in groups:
+                await layer.group_send(group, {"type": "x", "t": time.time()})
+            await asyncio.sleep(max(0.0, STEP_INTERVAL - (time.monotonic() - started)))
+        await asyncio.wait_for(asyncio.gather(*receivers), 30)
+        return out
+
     samples = async_to_sync(run)()
-    return {"p50_ms": percentile(samples, .5), "p95_ms": percentile(samples, .95), "p99_ms": percentile(samples, .99)}
+    return {**_summary(samples), "deliveries": len(samples), "expected_deliveries": EPISODES * WATCHERS * STEPS}
 
 
 def main() -> None:
     import socket
-
-    import websocket
 
     from flywheel.events import event_append
     from flywheel.models import Episode, Membership, Project, TaskSpec
@@ -73,8 +115,7 @@ def main() -> None:
     latencies: list[float] = []
     received: list[tuple[int, int, float]] = []  # (episode, seq, received at)
     committed_at: dict[tuple[int, int], float] = {}
-    errors: list[str] = []
-    lock = threading.Lock()
+    errors: dict[str, int] = {}
     try:
         for _ in range(100):
             try:
@@ -82,33 +123,22 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.2)
-        sockets = []
-        for episode in episodes:
-            for _ in range(WATCHERS):
-                ws = websocket.create_connection(f"ws://127.0.0.1:{port}/ws/episodes/{episode.pk}/",
-                                                 header=[f"Authorization: Bearer {token}"], suppress_origin=True,
-                                                 timeout=30)
-                sockets.append((ws, episode.pk))
-
-        def watch(ws, episode_id: int):
-            got = 0
-            while got < STEPS:
-                try:
-                    message = json.loads(ws.recv())
-                except Exception as exc:  # noqa: BLE001 - counted as an error in the report
-                    with lock:
-                        errors.append(type(exc).__name__)
-                    return
-                if message.get("type") == "step.executed":
-                    now = time.time()
-                    with lock:
-                        latencies.append(now - message["data"]["t"])
-                        received.append((episode_id, message["seq"], now))
-                    got += 1
-
-        threads = [threading.Thread(target=watch, args=(ws, episode_id), daemon=True) for ws, episode_id in sockets]
-        for t in threads:
-            t.start()
+        context = multiprocessing.get_context("fork")
+        results, ready = context.Queue(), context.Queue()
+        go, stop_clients = context.Event(), context.Event()
+        shares = [[] for _ in range(CLIENTS)]
+        for number, (episode, _) in enumerate((e, w) for e in episodes for w in range(WATCHERS)):
+            shares[number % CLIENTS].append((episode.pk, token, False, 0.0))
+        connection.close()  # the children must not share the parent's database connection
+        clients = [context.Process(target=client, args=(port, share, go, stop_clients, ready, results), daemon=True)
+                   for share in shares if share]
+        for process in clients:
+            process.start()
+        for _ in clients:
+            failure = ready.get(timeout=120)
+            if failure:
+                raise RuntimeError(f"a client could not connect: {failure}")
+        go.set()
         time.sleep(1.0)
         for step in range(STEPS):
             started = time.monotonic()
@@ -121,11 +151,20 @@ def main() -> None:
                                          payload={"index": step, "t": time.time()})
                 committed_at[(episode.pk, event.seq)] = commit["at"]
             time.sleep(max(0.0, STEP_INTERVAL - (time.monotonic() - started)))
-        for t in threads:
-            t.join(timeout=30)
-        for ws, _ in sockets:
-            ws.close()
+        time.sleep(3)  # the last events arrive
+        stop_clients.set()
+        for _ in clients:
+            part = results.get(timeout=60)
+            if "crashed" in part:
+                raise RuntimeError(f"a client process failed:\n{part['crashed']}")
+            latencies.extend(latency for _, latency in part["event"])
+            received.extend(part["received"])
+            for kind, count in part["errors"].items():
+                errors[kind] = errors.get(kind, 0) + count
+        for process in clients:
+            process.join(timeout=10)
         bare = bare_layer_latency()
+        bare_fanout = bare_layer_fanout()
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -134,11 +173,14 @@ def main() -> None:
     from_commit = [at - committed_at[(episode_id, seq)] for episode_id, seq, at in received]
     print(json.dumps({
         "episodes": EPISODES, "watchers_per_episode": WATCHERS, "events_per_second": round(EPISODES / STEP_INTERVAL, 1),
-        "deliveries": len(latencies), "expected_deliveries": expected, "errors": len(errors),
+        "client_processes": len(clients), "deliveries": len(latencies), "expected_deliveries": expected,
+        "errors": errors,
         "fanout_p50_ms": percentile(latencies, .5), "fanout_p95_ms": percentile(latencies, .95),
         "fanout_p99_ms": percentile(latencies, .99),
         "from_commit_p50_ms": percentile(from_commit, .5), "from_commit_p95_ms": percentile(from_commit, .95),
-        "from_commit_p99_ms": percentile(from_commit, .99), "bare_layer": bare,
+        "from_commit_p99_ms": percentile(from_commit, .99), "bare_layer": bare, "bare_layer_fanout": bare_fanout,
+        "from_commit_p95_over_bare_layer_fanout_p95": round(percentile(from_commit, .95) / bare_fanout["p95_ms"], 2),
+        "from_commit_p95_over_bare_layer_p95": round(percentile(from_commit, .95) / bare["p95_ms"], 2),
         "target": "fan-out p95 < 50 ms; from commit, p95 within 3x the bare layer's",
     }))
 

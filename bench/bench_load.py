@@ -10,16 +10,16 @@ controller, two events more). Every socket checks that it sees no event twice. T
 LOUPE_BENCH_LOAD_CLIENTS processes (4), so that the client's own queueing stays out of the figures.
 Prints JSON; also writes bench/results/load-memory.svg (daphne's memory) and bench/results/load-latency.svg (event
 and command latency p95 per second of the run, the same series in the JSON's `timeline`). Unlike bench_fanout, the
-sockets also write. LOUPE_BENCH_LOAD_EPISODES scales it (5 sockets an episode), LOUPE_BENCH_LOAD_SECONDS its length."""
+sockets also write. LOUPE_BENCH_LOAD_EPISODES scales it (5 sockets an episode), LOUPE_BENCH_LOAD_SECONDS its length;
+LOUPE_BENCH_LOAD_DAPHNES=2 serves the sockets from two daphne processes behind the one Redis and PostgreSQL (the shape
+of several hosts), each episode's people spread over them (`daphne_cpu_share` and `daphne_rss_mb` are per daphne)."""
 from __future__ import annotations
 
 import json
 import multiprocessing
 import os
-import selectors
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -31,11 +31,15 @@ from bench.django_setup import setup_django  # noqa: E402
 setup_django(channel_prefix=f"bench{os.getpid()}")  # settings, and the database migrated
 
 from bench.stats import percentile  # noqa: E402
+from bench.ws_clients import client  # noqa: E402
 
 EPISODES, PEOPLE = int(os.environ.get("LOUPE_BENCH_LOAD_EPISODES", "20")), 5
 SECONDS = float(os.environ.get("LOUPE_BENCH_LOAD_SECONDS", "30"))
 STEP_INTERVAL, COMMAND_INTERVAL = 0.5, 2.0
 CLIENTS = int(os.environ.get("LOUPE_BENCH_LOAD_CLIENTS", "4"))  # client processes
+# daphne processes behind one Redis and one PostgreSQL (the shape of several hosts): each episode's people are spread
+# over them, so that its watchers sit on other daphnes than its controller
+DAPHNES = int(os.environ.get("LOUPE_BENCH_LOAD_DAPHNES", "1"))
 BURST = os.environ.get("LOUPE_BENCH_LOAD_BURST", "") not in ("", "0")
 
 
@@ -52,108 +56,6 @@ def phase(index: int, count: int) -> float:
     rollouts and 20 people do, or all at once with LOUPE_BENCH_LOAD_BURST=1 (every event of a tick and every
     command in the same millisecond: the worst case, not a load people make)."""
     return 0.0 if BURST else index / count
-
-
-def client(port: int, share: list[tuple[int, str, bool, float]], go, stop, ready, results) -> None:
-    try:
-        _client(port, share, go, stop, ready, results)
-    except BaseException:  # the parent reports it instead of waiting for results that will not come
-        import traceback
-
-        ready.put(traceback.format_exc())
-        results.put({"crashed": traceback.format_exc()})
-
-
-def _client(port: int, share: list[tuple[int, str, bool, float]], go, stop, ready, results) -> None:
-    """One client process: connects its share of the sockets (episode id, token, is the controller, the
-    controller's offset in the command interval), reads them all on one thread and sends its controllers'
-    commands on another, each every COMMAND_INTERVAL from `go` plus its offset, until `stop`; then puts what it
-    measured on `results`."""
-    import websocket
-
-    try:
-        sockets = [(websocket.create_connection(f"ws://127.0.0.1:{port}/ws/episodes/{episode}/",
-                                                header=[f"Authorization: Bearer {token}"], suppress_origin=True,
-                                                timeout=30), episode, controller)
-                   for episode, token, controller, _ in share]
-        offsets = {episode: offset for episode, _, controller, offset in share if controller}
-    except Exception as exc:  # noqa: BLE001 - the parent says so
-        ready.put(f"{type(exc).__name__}: {exc}")
-        return
-    ready.put("")
-    measured = {"event": [], "ack": [], "later_ack": [], "watcher": [], "errors": {}}
-    sent_at: dict[str, float] = {}
-    lock = threading.Lock()
-
-    def error(kind: str) -> None:
-        with lock:
-            measured["errors"][kind] = measured["errors"].get(kind, 0) + 1
-
-    def read_one(ws, controller: bool, seen: set[int]) -> bool:
-        try:
-            # a control frame is returned too: recv() would answer daphne's ping and then wait for the next text
-            # frame of this socket, and every other socket of the process with it
-            opcode, frame = ws.recv_data_frame(control_frame=True)
-            if opcode != websocket.ABNF.OPCODE_TEXT:
-                return opcode != websocket.ABNF.OPCODE_CLOSE
-            message = json.loads(frame.data)
-        except Exception as exc:  # noqa: BLE001 - counted in the report
-            if not stop.is_set():
-                error(f"socket {type(exc).__name__}")
-            return False
-        now = time.time()
-        if message.get("type") == "step.executed":
-            if message["seq"] in seen:
-                error("duplicate event")
-            seen.add(message["seq"])
-            measured["event"].append((now, now - message["data"]["t"]))
-            if not controller:
-                measured["watcher"].append(now - message["data"]["t"])
-        elif message.get("type") in ("ack", "error"):
-            with lock:
-                sent = sent_at.pop(message.get("id"), None)
-            if sent is not None:
-                measured["ack"].append((now, now - sent))
-                if not message["id"].endswith("-1"):
-                    measured["later_ack"].append(now - sent)
-                if message["type"] == "error":
-                    error("command refused")
-        return True
-
-    def read_all() -> None:
-        selector = selectors.DefaultSelector()
-        for ws, _, controller in sockets:
-            selector.register(ws.sock, selectors.EVENT_READ, (ws, controller, set()))
-        while not stop.is_set():
-            # one frame a turn: websocket-client reads no further than a frame, so the rest of what arrived stays
-            # in the socket and the selector offers it again
-            for key, _ in selector.select(timeout=0.2):
-                ws, controller, seen = key.data
-                if not read_one(ws, controller, seen):
-                    selector.unregister(key.fileobj)
-
-    reader = threading.Thread(target=read_all, daemon=True)
-    reader.start()
-    go.wait()
-    began = time.monotonic()
-    schedule = sorted(((began + COMMAND_INTERVAL + offsets[episode], 1, ws, episode)
-                       for ws, episode, controller in sockets if controller), key=lambda item: item[0])
-    while schedule and not stop.wait(max(0.0, schedule[0][0] - time.monotonic())):
-        due, n, ws, episode = schedule.pop(0)
-        command_id = f"load-{episode}-{n}"
-        with lock:
-            sent_at[command_id] = time.time()
-        try:
-            ws.send(json.dumps({"type": "pause", "id": command_id}))
-        except Exception as exc:  # noqa: BLE001
-            error(f"send {type(exc).__name__}")
-            continue
-        schedule.append((due + COMMAND_INTERVAL, n + 1, ws, episode))
-        schedule.sort(key=lambda item: item[0])
-    reader.join(timeout=5)
-    for ws, _, _ in sockets:
-        ws.close()
-    results.put({**measured, "unanswered": len(sent_at)})
 
 
 def main() -> None:
@@ -179,47 +81,53 @@ def main() -> None:
     episodes = [Episode.objects.create(project=project, task=task, seed=i, mode="supervised", status="running")
                 for i in range(EPISODES)]
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                               "webapp.asgi:application"], cwd=ROOT, env=dict(os.environ),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    daphne = psutil.Process(server.pid)
+    def free_port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    ports = [free_port() for _ in range(DAPHNES)]
+    servers = [subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                                 "webapp.asgi:application"], cwd=ROOT, env=dict(os.environ),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for port in ports]
+    daphnes = [psutil.Process(server.pid) for server in servers]
     event_latency: list[tuple[float, float]] = []  # (received at, latency), both in seconds
     ack_latency: list[tuple[float, float]] = []
     append_latency: list[float] = []
     later_ack_latency: list[float] = []  # all but each controller's first command, which also makes them controller
     watcher_latency: list[float] = []  # events to the sockets that only watch (the controller's also wait on its commands)
     errors: dict[str, int] = {}
-    memory: list[tuple[float, float]] = []
+    memory: list[list[tuple[float, float]]] = [[] for _ in daphnes]
+    machine_busy: list[tuple[float, float]] = []  # (second of the run, % of all cores busy since the last tick)
     try:
-        for _ in range(150):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.2)
-        # The client runs in CLIENTS processes, each with its share of the sockets, one thread reading them all as
-        # frames arrive and one sending its controllers' commands. With a thread per socket in one process, 120
-        # threads took turns on one interpreter and that queueing showed as 15-25 ms of the measured latency.
+        for port in ports:
+            for _ in range(150):
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    break
+                except OSError:
+                    time.sleep(0.2)
+        # The client runs in CLIENTS processes, each with its share of the sockets (bench/ws_clients.py).
         context = multiprocessing.get_context("fork")
         results, ready = context.Queue(), context.Queue()
         go, stop_clients = context.Event(), context.Event()
-        shares = [[] for _ in range(min(CLIENTS, len(episodes) * PEOPLE))]
+        per_daphne = max(1, CLIENTS // DAPHNES)  # client processes, each reading sockets of one daphne
+        shares = {(d, c): [] for d in range(DAPHNES) for c in range(per_daphne)}
         for number, (index, person) in enumerate((i, n) for i in range(len(episodes)) for n in range(PEOPLE)):
-            shares[number % len(shares)].append((episodes[index].pk, tokens[person], person == 0,
-                                                 phase(index, len(episodes)) * COMMAND_INTERVAL))
+            shares[(index + person) % DAPHNES, number // DAPHNES % per_daphne].append((episodes[index].pk, tokens[person], person == 0,
+                                                                 phase(index, len(episodes)) * COMMAND_INTERVAL))
         connection.close()  # the children must not share the parent's database connection
-        clients = [context.Process(target=client, args=(port, share, go, stop_clients, ready, results), daemon=True)
-                   for share in shares]
+        clients = [context.Process(target=client, args=(ports[d], share, go, stop_clients, ready, results,
+                                                        COMMAND_INTERVAL), daemon=True)
+                   for (d, _), share in shares.items() if share]
         for process in clients:
             process.start()
         for _ in clients:
             failure = ready.get(timeout=120)
             if failure:
                 raise RuntimeError(f"a client could not connect: {failure}")
-        cpu_before = sum(daphne.cpu_times()[:2])
+        cpu_before = [sum(daphne.cpu_times()[:2]) for daphne in daphnes]
+        psutil.cpu_percent()  # the machine's busy share is measured from here
         started, started_wall = time.monotonic(), time.time()
         go.set()
         steps = 0
@@ -230,10 +138,12 @@ def main() -> None:
                 event_append(episode_id=episode.pk, type="step.executed", payload={"index": steps, "t": t})
                 append_latency.append(time.time() - t)  # stored, committed and published, on the writer's side
             steps += 1
-            memory.append((time.monotonic() - started, daphne.memory_info().rss / 2**20))
+            for series, daphne in zip(memory, daphnes):
+                series.append((time.monotonic() - started, daphne.memory_info().rss / 2**20))
+            machine_busy.append((round(time.monotonic() - started, 1), psutil.cpu_percent()))
             time.sleep(max(0.0, started + steps * STEP_INTERVAL - time.monotonic()))
         time.sleep(3)  # the last events and acks arrive
-        cpu = sum(daphne.cpu_times()[:2]) - cpu_before
+        cpu = [sum(daphne.cpu_times()[:2]) - before for daphne, before in zip(daphnes, cpu_before)]
         stop_clients.set()
         unanswered = 0
         for _ in clients:
@@ -250,16 +160,22 @@ def main() -> None:
         for process in clients:
             process.join(timeout=10)
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        for server in servers:
+            server.terminate()
+        for server in servers:
+            server.wait(timeout=10)
         Episode.objects.filter(pk__in=[e.pk for e in episodes]).delete()
     expected = steps * EPISODES * PEOPLE
-    timeline = {"event_p95_ms": per_second(event_latency, started_wall), "ack_p95_ms": per_second(ack_latency, started_wall)}
+    timeline = {"event_p95_ms": per_second(event_latency, started_wall), "ack_p95_ms": per_second(ack_latency, started_wall),
+                # the whole machine (every core) busy: daphne, the clients, the writer, PostgreSQL and Redis share it
+                "machine_busy_percent": machine_busy}
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    load = f"Load: {EPISODES * PEOPLE} sockets, {EPISODES / STEP_INTERVAL:.0f} events/s"
+    load = f"Load: {EPISODES * PEOPLE} sockets on {DAPHNES} daphne{'s' if DAPHNES > 1 else ''}, " \
+           f"{EPISODES / STEP_INTERVAL:.0f} events/s"
     (out / "load-memory.svg").write_text(line_chart_svg(
-        {"daphne": memory}, title=f"{load} — daphne memory", x_label="seconds", y_label="resident MB"))
+        {f"daphne {n + 1}" if DAPHNES > 1 else "daphne": series for n, series in enumerate(memory)},
+        title=f"{load} — daphne memory", x_label="seconds", y_label="resident MB"))
     (out / "load-latency.svg").write_text(line_chart_svg(
         {"event p95": timeline["event_p95_ms"], "command ack p95": timeline["ack_p95_ms"]},
         title=f"{load}, {EPISODES / COMMAND_INTERVAL:.0f} commands/s — latency p95 per second", x_label="seconds",
@@ -267,7 +183,8 @@ def main() -> None:
     event_latency = [latency for _, latency in event_latency]
     ack_latency = [latency for _, latency in ack_latency]
     print(json.dumps({
-        "sockets": EPISODES * PEOPLE, "duration_s": SECONDS, "burst": BURST, "client_processes": len(shares),
+        "sockets": EPISODES * PEOPLE, "daphnes": DAPHNES, "duration_s": SECONDS, "burst": BURST,
+        "client_processes": len(clients),
         "events_per_second": round(EPISODES / STEP_INTERVAL, 1),
         "commands_per_second": round(EPISODES / COMMAND_INTERVAL, 1),
         "deliveries": len(event_latency), "expected_deliveries": expected, "lost_deliveries": expected - len(event_latency),
@@ -279,8 +196,11 @@ def main() -> None:
         "ack_p99_ms": percentile(ack_latency, .99),
         "later_ack_p50_ms": percentile(later_ack_latency, .5), "later_ack_p95_ms": percentile(later_ack_latency, .95),
         "later_ack_p99_ms": percentile(later_ack_latency, .99), "unanswered_commands": unanswered, "errors": errors,
-        "daphne_rss_mb": {"start": round(memory[0][1], 1), "end": round(memory[-1][1], 1)} if memory else None,
-        "daphne_cpu_share": round(cpu / SECONDS, 2),
+        # each daphne's resident memory at the start and the end, and its share of a core over the run
+        "daphne_rss_mb": [{"start": round(series[0][1], 1), "end": round(series[-1][1], 1)} for series in memory
+                          if series],
+        "daphne_cpu_share": [round(seconds / SECONDS, 2) for seconds in cpu],
+        "machine_busy_percent": round(sum(p for _, p in machine_busy) / len(machine_busy), 1) if machine_busy else None,
         "timeline": timeline,
         "target": "event p95 < 50 ms and p99 < 100 ms, command ack p95 < 50 ms, no lost delivery, no error",
     }))
