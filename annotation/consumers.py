@@ -3,8 +3,9 @@
 On connect: authenticate (4401), check origin and project membership (4403), replay every stored
 event after `seq`, then stream. Every server message carries `type` and the episode's increasing
 `seq`; a gap in the live stream is filled from the stored log, and so is a broadcast that never came (LogSweep),
-so a client sees no gap and no duplicate. Client commands are stored before they are acknowledged (annotation/services.py). Database calls
-(the role, the replay, commands) run on the live pool (annotation/live_db.py), not on Django's one thread.
+so a client sees no gap and no duplicate. Client commands are stored before they are acknowledged
+(annotation/services.py). Database calls (the role, the replay, commands) run on the live pool
+(annotation/live_db.py), not on Django's one thread.
 Per-connection messages carry no seq: `hello` (server clock), `ack`, `error` about the client's own
 frame, `presence` (who is watching), `transcript.interim` (provisional words, replaced by stored ones) and
 `live.frame` (the env's screen while the worker waits for a person: annotation/live_view.py).
@@ -19,10 +20,10 @@ import weakref
 from urllib.parse import parse_qs
 
 import redis.asyncio as aioredis
-from redis import exceptions as redis_exceptions
 from autobahn.exception import Disconnected
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from redis import exceptions as redis_exceptions
 
 from annotation.live_db import live_db
 from annotation.live_view import presence_key

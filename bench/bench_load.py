@@ -114,8 +114,9 @@ def main() -> None:
         per_daphne = max(1, CLIENTS // DAPHNES)  # client processes, each reading sockets of one daphne
         shares = {(d, c): [] for d in range(DAPHNES) for c in range(per_daphne)}
         for number, (index, person) in enumerate((i, n) for i in range(len(episodes)) for n in range(PEOPLE)):
-            shares[(index + person) % DAPHNES, number // DAPHNES % per_daphne].append((episodes[index].pk, tokens[person], person == 0,
-                                                                 phase(index, len(episodes)) * COMMAND_INTERVAL))
+            share = shares[(index + person) % DAPHNES, number // DAPHNES % per_daphne]
+            share.append((episodes[index].pk, tokens[person], person == 0,
+                          phase(index, len(episodes)) * COMMAND_INTERVAL))
         connection.close()  # the children must not share the parent's database connection
         clients = [context.Process(target=client, args=(ports[d], share, go, stop_clients, ready, results,
                                                         COMMAND_INTERVAL), daemon=True)
@@ -166,7 +167,8 @@ def main() -> None:
             server.wait(timeout=10)
         Episode.objects.filter(pk__in=[e.pk for e in episodes]).delete()
     expected = steps * EPISODES * PEOPLE
-    timeline = {"event_p95_ms": per_second(event_latency, started_wall), "ack_p95_ms": per_second(ack_latency, started_wall),
+    timeline = {"event_p95_ms": per_second(event_latency, started_wall),
+                "ack_p95_ms": per_second(ack_latency, started_wall),
                 # the whole machine (every core) busy: daphne, the clients, the writer, PostgreSQL and Redis share it
                 "machine_busy_percent": machine_busy}
     out = ROOT / "bench" / "results"

@@ -30,8 +30,8 @@ def _client(port: int, share: list[tuple[int, str, bool, float]], go, stop, read
             command_interval: float) -> None:
     """One client process: connects its share of the sockets (episode id, token, is the controller, the
     controller's offset in the command interval), reads them all on one thread and sends its controllers'
-    commands on another, each every `command_interval` seconds from `go` plus its offset, until `stop`; then puts what it
-    measured on `results`."""
+    commands on another, each every `command_interval` seconds from `go` plus its offset, until `stop`; then puts
+    what it measured on `results`."""
     import websocket
 
     try:
