@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -25,12 +24,12 @@ from bench.django_setup import setup_django  # noqa: E402
 setup_django(channel_prefix=f"bench{os.getpid()}")  # settings, and the database migrated
 
 from bench.stats import percentile  # noqa: E402
-from bench.ws_clients import client  # noqa: E402
+from bench.ws_clients import Clients, free_port, wait_listening  # noqa: E402
 
 from asgiref.sync import async_to_sync  # noqa: E402
 from channels.layers import get_channel_layer  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
-from django.db import connection, transaction  # noqa: E402
+from django.db import transaction  # noqa: E402
 
 EPISODES, WATCHERS, STEPS, STEP_INTERVAL = 20, 5, 15, 0.5  # ~40 events/s in all
 CLIENTS = int(os.environ.get("LOUPE_BENCH_LOAD_CLIENTS", "4"))  # client processes
@@ -92,8 +91,6 @@ def bare_layer_fanout() -> dict:
 
 
 def main() -> None:
-    import socket
-
     from flywheel.events import event_append
     from flywheel.models import Episode, Membership, Project, TaskSpec
     from webapp.auth import token_create
@@ -106,39 +103,18 @@ def main() -> None:
     episodes = [Episode.objects.create(project=project, task=task, seed=i) for i in range(EPISODES)]
     _, token = token_create(user=user, name="bench")
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                                "webapp.asgi:application"], cwd=ROOT, env=dict(os.environ),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    latencies: list[float] = []
-    received: list[tuple[int, int, float]] = []  # (episode, seq, received at)
     committed_at: dict[tuple[int, int], float] = {}
-    errors: dict[str, int] = {}
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.2)
-        context = multiprocessing.get_context("fork")
-        results, ready = context.Queue(), context.Queue()
-        go, stop_clients = context.Event(), context.Event()
+        wait_listening(port)
         shares = [[] for _ in range(CLIENTS)]
         for number, (episode, _) in enumerate((e, w) for e in episodes for w in range(WATCHERS)):
             shares[number % CLIENTS].append((episode.pk, token, False, 0.0))
-        connection.close()  # the children must not share the parent's database connection
-        clients = [context.Process(target=client, args=(port, share, go, stop_clients, ready, results), daemon=True)
-                   for share in shares if share]
-        for process in clients:
-            process.start()
-        for _ in clients:
-            failure = ready.get(timeout=120)
-            if failure:
-                raise RuntimeError(f"a client could not connect: {failure}")
-        go.set()
+        clients = Clients([(port, share) for share in shares])
+        clients.go()
         time.sleep(1.0)
         for step in range(STEPS):
             started = time.monotonic()
@@ -152,17 +128,9 @@ def main() -> None:
                 committed_at[(episode.pk, event.seq)] = commit["at"]
             time.sleep(max(0.0, STEP_INTERVAL - (time.monotonic() - started)))
         time.sleep(3)  # the last events arrive
-        stop_clients.set()
-        for _ in clients:
-            part = results.get(timeout=60)
-            if "crashed" in part:
-                raise RuntimeError(f"a client process failed:\n{part['crashed']}")
-            latencies.extend(latency for _, latency in part["event"])
-            received.extend(part["received"])
-            for kind, count in part["errors"].items():
-                errors[kind] = errors.get(kind, 0) + count
-        for process in clients:
-            process.join(timeout=10)
+        measured = clients.finish()
+        latencies = [latency for _, latency in measured["event"]]
+        received, errors = measured["received"], measured["errors"]
         bare = bare_layer_latency()
         bare_fanout = bare_layer_fanout()
     finally:
@@ -173,7 +141,7 @@ def main() -> None:
     from_commit = [at - committed_at[(episode_id, seq)] for episode_id, seq, at in received]
     print(json.dumps({
         "episodes": EPISODES, "watchers_per_episode": WATCHERS, "events_per_second": round(EPISODES / STEP_INTERVAL, 1),
-        "client_processes": len(clients), "deliveries": len(latencies), "expected_deliveries": expected,
+        "client_processes": len(clients.processes), "deliveries": len(latencies), "expected_deliveries": expected,
         "errors": errors,
         "fanout_p50_ms": percentile(latencies, .5), "fanout_p95_ms": percentile(latencies, .95),
         "fanout_p99_ms": percentile(latencies, .99),

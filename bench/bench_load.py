@@ -16,7 +16,6 @@ of several hosts), each episode's people spread over them (`daphne_cpu_share` an
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from bench.django_setup import setup_django  # noqa: E402
 setup_django(channel_prefix=f"bench{os.getpid()}")  # settings, and the database migrated
 
 from bench.stats import percentile  # noqa: E402
-from bench.ws_clients import client  # noqa: E402
+from bench.ws_clients import Clients, free_port, wait_listening  # noqa: E402
 
 EPISODES, PEOPLE = int(os.environ.get("LOUPE_BENCH_LOAD_EPISODES", "20")), 5
 SECONDS = float(os.environ.get("LOUPE_BENCH_LOAD_SECONDS", "30"))
@@ -59,11 +58,8 @@ def phase(index: int, count: int) -> float:
 
 
 def main() -> None:
-    import socket
-
     import psutil
     from django.contrib.auth import get_user_model
-    from django.db import connection
 
     from bench.chart import line_chart_svg
     from flywheel.events import event_append
@@ -81,56 +77,29 @@ def main() -> None:
     episodes = [Episode.objects.create(project=project, task=task, seed=i, mode="supervised", status="running")
                 for i in range(EPISODES)]
 
-    def free_port() -> int:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-
     ports = [free_port() for _ in range(DAPHNES)]
     servers = [subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                                  "webapp.asgi:application"], cwd=ROOT, env=dict(os.environ),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for port in ports]
     daphnes = [psutil.Process(server.pid) for server in servers]
-    event_latency: list[tuple[float, float]] = []  # (received at, latency), both in seconds
-    ack_latency: list[tuple[float, float]] = []
     append_latency: list[float] = []
-    later_ack_latency: list[float] = []  # all but each controller's first command, which also makes them controller
-    watcher_latency: list[float] = []  # events to the sockets that only watch (the controller's also wait on its commands)
-    errors: dict[str, int] = {}
     memory: list[list[tuple[float, float]]] = [[] for _ in daphnes]
     machine_busy: list[tuple[float, float]] = []  # (second of the run, % of all cores busy since the last tick)
     try:
         for port in ports:
-            for _ in range(150):
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                    break
-                except OSError:
-                    time.sleep(0.2)
+            wait_listening(port)
         # The client runs in CLIENTS processes, each with its share of the sockets (bench/ws_clients.py).
-        context = multiprocessing.get_context("fork")
-        results, ready = context.Queue(), context.Queue()
-        go, stop_clients = context.Event(), context.Event()
         per_daphne = max(1, CLIENTS // DAPHNES)  # client processes, each reading sockets of one daphne
         shares = {(d, c): [] for d in range(DAPHNES) for c in range(per_daphne)}
         for number, (index, person) in enumerate((i, n) for i in range(len(episodes)) for n in range(PEOPLE)):
             share = shares[(index + person) % DAPHNES, number // DAPHNES % per_daphne]
             share.append((episodes[index].pk, tokens[person], person == 0,
                           phase(index, len(episodes)) * COMMAND_INTERVAL))
-        connection.close()  # the children must not share the parent's database connection
-        clients = [context.Process(target=client, args=(ports[d], share, go, stop_clients, ready, results,
-                                                        COMMAND_INTERVAL), daemon=True)
-                   for (d, _), share in shares.items() if share]
-        for process in clients:
-            process.start()
-        for _ in clients:
-            failure = ready.get(timeout=120)
-            if failure:
-                raise RuntimeError(f"a client could not connect: {failure}")
+        clients = Clients([(ports[d], share) for (d, _), share in shares.items()], COMMAND_INTERVAL)
         cpu_before = [sum(daphne.cpu_times()[:2]) for daphne in daphnes]
         psutil.cpu_percent()  # the machine's busy share is measured from here
         started, started_wall = time.monotonic(), time.time()
-        go.set()
+        clients.go()
         steps = 0
         while time.monotonic() - started < SECONDS:
             for index, episode in enumerate(episodes):  # each episode at its own moment of the step interval
@@ -145,21 +114,12 @@ def main() -> None:
             time.sleep(max(0.0, started + steps * STEP_INTERVAL - time.monotonic()))
         time.sleep(3)  # the last events and acks arrive
         cpu = [sum(daphne.cpu_times()[:2]) - before for daphne, before in zip(daphnes, cpu_before)]
-        stop_clients.set()
-        unanswered = 0
-        for _ in clients:
-            part = results.get(timeout=60)
-            if "crashed" in part:
-                raise RuntimeError(f"a client process failed:\n{part['crashed']}")
-            event_latency.extend(part["event"])
-            ack_latency.extend(part["ack"])
-            later_ack_latency.extend(part["later_ack"])
-            watcher_latency.extend(part["watcher"])
-            unanswered += part["unanswered"]
-            for kind, count in part["errors"].items():
-                errors[kind] = errors.get(kind, 0) + count
-        for process in clients:
-            process.join(timeout=10)
+        measured = clients.finish()
+        event_latency, ack_latency = measured["event"], measured["ack"]  # (received at, latency), in seconds
+        # all but each controller's first command (which also makes them controller), and the events of the sockets
+        # that only watch (the controller's also wait on its commands)
+        later_ack_latency, watcher_latency = measured["later_ack"], measured["watcher"]
+        errors, unanswered = measured["errors"], measured["unanswered"]
     finally:
         for server in servers:
             server.terminate()
@@ -186,7 +146,7 @@ def main() -> None:
     ack_latency = [latency for _, latency in ack_latency]
     print(json.dumps({
         "sockets": EPISODES * PEOPLE, "daphnes": DAPHNES, "duration_s": SECONDS, "burst": BURST,
-        "client_processes": len(clients),
+        "client_processes": len(clients.processes),
         "events_per_second": round(EPISODES / STEP_INTERVAL, 1),
         "commands_per_second": round(EPISODES / COMMAND_INTERVAL, 1),
         "deliveries": len(event_latency), "expected_deliveries": expected, "lost_deliveries": expected - len(event_latency),

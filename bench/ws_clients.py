@@ -6,13 +6,80 @@ with a thread per socket in one process, 100-120 threads took turns on one inter
 Each process puts on `results` what it measured: `event` (received at, stored -> received) and `received` (episode,
 seq, received at) for every step.executed, `watcher` (the latencies of sockets that only watch), `ack` and
 `later_ack` (sent -> acknowledged; all but each controller's first command), `errors` by kind (a duplicate event,
-a refused command, a socket error) and `unanswered` commands; or `crashed` with the traceback."""
+a refused command, a socket error) and `unanswered` commands; or `crashed` with the traceback. `Clients` runs
+them for a bench and merges what they measured."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import selectors
+import socket
 import threading
 import time
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port: int, seconds: float = 30.0) -> None:
+    """Until a server (a daphne the bench started) accepts connections on `port`, at most `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+class Clients:
+    """A bench's client processes, forked, one for each (port, share) with a share: started and connected on
+    construction, reading (and sending) from `go()`, stopped by `finish()`, which returns what they all measured."""
+
+    KEPT = ("event", "received", "ack", "later_ack", "watcher")  # the lists each process measures
+
+    def __init__(self, shares: list[tuple[int, list[tuple[int, str, bool, float]]]],
+                 command_interval: float = 2.0) -> None:
+        from django.db import connection
+
+        context = multiprocessing.get_context("fork")
+        self.results, ready = context.Queue(), context.Queue()
+        self._go, self._stop = context.Event(), context.Event()
+        connection.close()  # the children must not share the parent's database connection
+        self.processes = [context.Process(target=client, args=(port, share, self._go, self._stop, ready, self.results,
+                                                               command_interval), daemon=True)
+                          for port, share in shares if share]
+        for process in self.processes:
+            process.start()
+        for _ in self.processes:
+            failure = ready.get(timeout=120)
+            if failure:
+                raise RuntimeError(f"a client could not connect: {failure}")
+
+    def go(self) -> None:
+        self._go.set()
+
+    def finish(self) -> dict:
+        """Stop the clients and merge their measures: the KEPT lists, `errors` by kind, `unanswered` commands."""
+        self._stop.set()
+        merged: dict = {key: [] for key in self.KEPT} | {"errors": {}, "unanswered": 0}
+        for _ in self.processes:
+            part = self.results.get(timeout=60)
+            if "crashed" in part:
+                raise RuntimeError(f"a client process failed:\n{part['crashed']}")
+            for key in self.KEPT:
+                merged[key].extend(part[key])
+            merged["unanswered"] += part["unanswered"]
+            for kind, count in part["errors"].items():
+                merged["errors"][kind] = merged["errors"].get(kind, 0) + count
+        for process in self.processes:
+            process.join(timeout=10)
+        return merged
 
 
 def client(port: int, share: list[tuple[int, str, bool, float]], go, stop, ready, results,

@@ -59,10 +59,8 @@ class GroupListener:
             raise AssertionError(f"nothing arrived on {self.group} within {timeout} s") from None
 
     def close(self) -> None:
-        async def stop() -> None:
-            self._pump.cancel()
         if hasattr(self, "_pump"):
-            asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
+            self.loop.call_soon_threadsafe(self._pump.cancel)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
 

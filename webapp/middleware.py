@@ -79,6 +79,16 @@ class DatabaseUnavailableMiddleware:
         return None
 
 
+def api_bad_request(request, exception) -> JsonResponse:
+    """An API request refused as malformed, as JSON: from a view (ApiJsonErrorMiddleware) or from before any view
+    ran (webapp/urls.py handler400, such as a Host header outside LOUPE_ALLOWED_HOSTS)."""
+    log.warning("suspicious request %s %s: %s", request.method, request.path, exception)
+    if isinstance(exception, DisallowedHost):
+        return JsonResponse({"detail": "This server does not answer to the Host this request names; check the URL."},
+                            status=400)
+    return JsonResponse({"detail": "The request was refused as malformed."}, status=400)
+
+
 class ApiJsonErrorMiddleware:
     """Exceptions DRF does not answer (a body over DATA_UPLOAD_MAX_MEMORY_SIZE, too many form fields, any bug)
     would get Django's HTML error pages; an API client gets JSON instead. Listed before
@@ -102,8 +112,7 @@ class ApiJsonErrorMiddleware:
         if isinstance(exception, TooManyFieldsSent):
             return JsonResponse({"detail": "The request has too many fields."}, status=400)
         if isinstance(exception, SuspiciousOperation):
-            log.warning("suspicious request %s %s: %s", request.method, request.path, exception)
-            return JsonResponse({"detail": "The request was refused as malformed."}, status=400)
+            return api_bad_request(request, exception)
         log.error("internal error on %s %s", request.method, request.path, exc_info=exception)
         return JsonResponse({"detail": "Something went wrong on the server; it has been logged. Try again, "
                                        "and report it if it persists."}, status=500)

@@ -1,12 +1,12 @@
 from django.contrib import admin
-from django.core.exceptions import DisallowedHost
 from django.http import JsonResponse
-from django.views import defaults
 from django.urls import include, path, re_path
+from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularJSONAPIView
 
 from webapp import api, spa
+from webapp.middleware import api_bad_request
 
 
 @csrf_exempt  # writes nothing; without it a POST to a wrong URL got the CSRF middleware's HTML 403, not this JSON 404
@@ -15,15 +15,10 @@ def api_not_found(request, rest=""):
 
 
 def bad_request(request, exception):
-    """Django's 400 (a SuspiciousOperation before any view ran, such as a Host header outside LOUPE_ALLOWED_HOSTS)
-    was an HTML page for API clients too; the API's errors are JSON with a `detail` message."""
+    """Django's 400 (a SuspiciousOperation before any view ran) was an HTML page for API clients too."""
     if not request.path.startswith("/api/"):
         return defaults.bad_request(request, exception)
-    if isinstance(exception, DisallowedHost):
-        detail = "This server does not answer to the Host this request names; check the URL."
-    else:
-        detail = "The request could not be read; check its headers and body."
-    return JsonResponse({"detail": detail}, status=400)
+    return api_bad_request(request, exception)
 
 
 handler400 = bad_request
