@@ -96,11 +96,15 @@ run: setup
 # media and checkpoints; the frontend's unit tests run beside them. TEST_WORKERS=0 runs pytest in this one process.
 # (Earlier parallel runs failed because a fixture flushed the Redis database the workers' Celery broker shares;
 # it now deletes only its own cache keys.)
+# Every torch process of the tests (trainer subprocesses, workers' policies) runs one thread: with two workers on two
+# cores, torch's default of a thread a core made each OpenMP thread wait on one the other worker held; a cycle test
+# took 575 s beside one busy core against 76 s with one thread (73 s alone). OMP_NUM_THREADS=n make test overrides it.
 TEST_WORKERS ?= 2
+TEST_THREADS := $(or $(OMP_NUM_THREADS),1)
 
 test: setup test-tools
 	@mkdir -p $(SETUP_LOGS); (cd frontend && npm test --silent > $(SETUP_LOGS)/vitest.log 2>&1; echo $$? > $(SETUP_LOGS)/vitest.rc) & \
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=25 \
+	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=25 \
 	  --junitxml=$(SETUP_LOGS)/pytest-junit.xml $(PYTEST_ARGS); rc=$$?; wait; \
 	tail -n 6 $(SETUP_LOGS)/vitest.log; vrc=$$(cat $(SETUP_LOGS)/vitest.rc); \
 	if [ "$$vrc" != 0 ]; then cat $(SETUP_LOGS)/vitest.log; echo "frontend unit tests failed"; exit 1; fi; exit $$rc
