@@ -110,7 +110,8 @@ def policy_for(episode: Episode):
             _policies.clear()
             _policies[key] = current
         else:
-            _policies[key] = make_policy("local", checkpoint_dir=checkpoint.uri)
+            _policies[key] = make_policy("local", checkpoint_dir=checkpoint.uri,
+                                         num_threads=settings.LOUPE_POLICY_THREADS or None)
     return _policies[key]
 
 

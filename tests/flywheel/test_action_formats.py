@@ -170,3 +170,24 @@ def test_a_stored_prompt_holds_references_to_the_step_screenshots_and_turns_back
     default_storage.delete(first.screenshot)
     with pytest.raises(ApplicationError, match=f"The screenshot {first.screenshot} of a stored prompt is missing"):
         episodes.prompt_as_sent(step.prompt)
+
+
+def test_the_workers_local_policy_answers_with_the_configured_torch_threads(project, tmp_path, settings):
+    """Workers run several local policies at once, one a process: each gets LOUPE_POLICY_THREADS torch threads (two
+    policies of a thread a core on 2 cores answered 40 times slower than with one each)."""
+    import torch
+
+    from flywheel import rollout_worker
+    from tests.factories import make_tiny_checkpoint
+
+    checkpoint = make_tiny_checkpoint(project, tmp_path / "tiny")
+    episode = Episode.objects.create(project=project, task=make_task(project), seed=1, checkpoint=checkpoint)
+    before = torch.get_num_threads()
+    rollout_worker._policies.clear()
+    try:
+        settings.LOUPE_POLICY_THREADS = 3  # not what the test process has (make test runs one thread)
+        policy = policy_for(episode)
+        assert policy.checkpoint_dir == tmp_path / "tiny" and torch.get_num_threads() == 3
+    finally:
+        rollout_worker._policies.clear()
+        torch.set_num_threads(before)
