@@ -312,6 +312,32 @@ def test_an_earlier_cycles_measurement_on_the_same_plan_is_reused_and_another_pl
     assert not Evaluation.objects.filter(cycle=third).exists()
 
 
+def test_a_cycles_evaluation_answers_with_the_policy_threads(flywheel_project, tmp_path, monkeypatch, settings):
+    """The eval subprocess answers as a worker's policy does, with LOUPE_POLICY_THREADS torch threads (a thread a core
+    beside another busy process made an evaluation ten times slower)."""
+    from flywheel import evaluation, trainer_process
+
+    fp = flywheel_project
+    config = cycle_settings.settings_clean(fp["project"], {})
+    cycle = Cycle.objects.create(project=fp["project"], iteration=1, state=CycleState.EVALUATE, config=config)
+    commands = []
+
+    def rollout(argv, on_progress):
+        commands.append(argv)
+        return None, "stopped here", 1
+
+    monkeypatch.setattr(trainer_process, "stream", rollout)
+    for threads, expected in ((1, ["--threads", "1"]), (0, [])):
+        settings.LOUPE_POLICY_THREADS = threads
+        with pytest.raises(evaluation.EvaluationFailed):
+            evaluation.evaluate_checkpoint(cycle, fp["untrained"], "deployed",
+                                           evaluation.eval_plan(fp["project"], config), (0, 4), tmp_path)
+        argv = commands[-1]
+        assert argv[argv.index("eval") - 2:argv.index("eval") + 1] == ["-m", "trainer", "eval"]
+        shown = [argv[i:i + 2] for i in range(len(argv)) if argv[i] == "--threads"]
+        assert shown == ([expected] if expected else []), argv
+
+
 def make_project_like(fp):
     """Another project set up like ``fp`` (its own untrained checkpoint deployed)."""
     import tempfile
