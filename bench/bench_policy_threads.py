@@ -65,10 +65,9 @@ def main() -> None:
         for name, threads in (("torch_default_threads", 0), ("one_thread", 1)):
             result[f"alone_ms_per_answer_{name}"] = run(checkpoint, threads, 1, answers)
             result[f"two_at_once_ms_per_answer_{name}"] = run(checkpoint, threads, 2, answers)
-        result["two_at_once_slowdown_torch_default_threads"] = round(
-            result["two_at_once_ms_per_answer_torch_default_threads"] / result["alone_ms_per_answer_one_thread"], 1)
-        result["two_at_once_slowdown_one_thread"] = round(
-            result["two_at_once_ms_per_answer_one_thread"] / result["alone_ms_per_answer_one_thread"], 1)
+        for name in ("torch_default_threads", "one_thread"):  # against one process alone with one thread
+            result[f"two_at_once_slowdown_{name}"] = round(
+                result[f"two_at_once_ms_per_answer_{name}"] / result["alone_ms_per_answer_one_thread"], 1)
     print(json.dumps(result, indent=2))
 
 
