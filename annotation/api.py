@@ -14,7 +14,7 @@ from annotation import audio, queues, reviews
 from annotation.models import AudioClip, TranscriptWord
 from flywheel import dashboards, selectors
 from flywheel.models import Role
-from core.api import StrictSerializer
+from core.api import LimitedCharField, StrictSerializer
 from core.errors import ApplicationError
 
 
@@ -179,7 +179,7 @@ class ReviewInput(StrictSerializer):
     grade = serializers.IntegerField(min_value=1, max_value=5, required=False, allow_null=True, default=None)
     step_labels = serializers.DictField(child=serializers.CharField(allow_blank=True, allow_null=True),
                                         required=False, default=dict)
-    comment = serializers.CharField(max_length=5000, required=False, allow_blank=True, default="")
+    comment = LimitedCharField("review_comment", required=False, allow_blank=True, default="")
 
 
 class ReviewListApi(APIView):
@@ -224,7 +224,7 @@ class DashboardApi(APIView):
 
 # --- review queues ---------------------------------------------------------------------------------
 class QueueCreateInput(StrictSerializer):
-    name = serializers.CharField(max_length=200)
+    name = LimitedCharField("queue_name")
     filter = serializers.DictField(required=False, default=dict, help_text="The review list's filters.")
     overlap = serializers.IntegerField(help_text="Reviewers per episode, 1 to 5.")
     assignees = serializers.ListField(child=serializers.IntegerField(), help_text="User ids of project members.")
@@ -306,7 +306,7 @@ class QueueItemApi(APIView):
 
 class AdjudicateInput(StrictSerializer):
     verdict = serializers.ChoiceField(choices=["accept", "reject"])
-    comment = serializers.CharField(max_length=5000, required=False, allow_blank=True, default="")
+    comment = LimitedCharField("adjudication_comment", required=False, allow_blank=True, default="")
 
 
 class QueueAdjudicateApi(APIView):

@@ -25,6 +25,7 @@ from django.utils import timezone
 from annotation.models import ClaimState, ItemState, QueueClaim, QueueItem, QueueState, Review, ReviewQueue, Verdict
 from core.audit import audit_record
 from core.errors import ApplicationError
+from core.limits import check_length
 from core.stats import cohen_kappa
 from flywheel import selectors
 from flywheel.models import Episode, EpisodeStatus, Membership, Project, Role
@@ -51,6 +52,7 @@ def queue_create(*, project: Project, actor, name: str, filter: dict, overlap: i
     name = (name or "").strip()
     if not name:
         raise _bad("name", "Give the queue a name.")
+    check_length("queue_name", name, field="name")
     if ReviewQueue.objects.filter(project=project, name=name).exists():
         raise _bad("name", f"{project.name} already has a queue named '{name}'; pick another name.")
     if not isinstance(overlap, int) or isinstance(overlap, bool) or not 1 <= overlap <= MAX_OVERLAP:
@@ -75,7 +77,7 @@ def queue_create(*, project: Project, actor, name: str, filter: dict, overlap: i
     episode_ids = list(episodes.order_by("id").values_list("id", flat=True))
     if not episode_ids:
         raise _bad("filter", "No finished episode matches this filter; widen it before making a queue.")
-    queue = ReviewQueue.objects.create(project=project, name=name[:200], filter=params, overlap=overlap,
+    queue = ReviewQueue.objects.create(project=project, name=name, filter=params, overlap=overlap,
                                        created_by=actor)
     queue.assignees.set(ids)
     QueueItem.objects.bulk_create([QueueItem(queue=queue, episode_id=e) for e in episode_ids])
@@ -240,9 +242,10 @@ def item_adjudicate(*, item: QueueItem, actor, verdict: str, comment: str = "") 
                                status=409)
     if verdict not in Verdict.values:
         raise _bad("verdict", "'verdict' must be accept or reject.")
+    check_length("adjudication_comment", comment, field="comment")
     QueueItem.objects.filter(pk=item.pk).update(state=ItemState.ADJUDICATED, final_verdict=verdict,
                                                 adjudicated_by=actor, adjudicated_at=timezone.now(),
-                                                adjudication_comment=comment[:5000])
+                                                adjudication_comment=comment)
     reviews.episode_summary_refresh(episode_id=item.episode_id)
     audit_record(actor=actor, action="queue.adjudicate", target=item.episode,
                  data={"queue": item.queue_id, "item": item.pk, "verdict": verdict})

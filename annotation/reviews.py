@@ -13,6 +13,7 @@ from flywheel import episodes
 from flywheel.models import Episode, EpisodeStatus
 from core.audit import audit_record
 from core.errors import ApplicationError
+from core.limits import check_length
 from core.stats import cohen_kappa
 
 STEP_LABELS = ("good", "wasteful", "wrong", "critical")
@@ -53,9 +54,10 @@ def review_submit(*, episode: Episode, reviewer, verdict: str, grade: int | None
     if grade is not None and not (isinstance(grade, int) and 1 <= grade <= 5):
         raise ApplicationError("'grade' must be a whole number from 1 to 5.", errors={"grade": ["Out of range."]})
     labels = _clean_labels(episode, step_labels or {})
+    check_length("review_comment", comment, field="comment")
     review, created = Review.objects.update_or_create(
         episode=episode, reviewer=reviewer,
-        defaults={"verdict": verdict, "grade": grade, "step_labels": labels, "comment": comment[:5000]})
+        defaults={"verdict": verdict, "grade": grade, "step_labels": labels, "comment": comment})
     queues.queue_review_recorded(episode=episode, reviewer=reviewer)
     episode_summary_refresh(episode_id=episode.pk)
     audit_record(actor=reviewer, action="review.create" if created else "review.update", target=episode,

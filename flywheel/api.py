@@ -17,7 +17,7 @@ from agent.formats import FORMATS
 from flywheel import datasets, deployments, episodes, judge, projects, selectors, snapshots, training
 from flywheel.models import (Checkpoint, DatasetSnapshot, Episode, Event, Membership, Role, SnapshotKind, Step,
                              TaskSpec)
-from core.api import StrictSerializer
+from core.api import LimitedCharField, StrictSerializer
 from core.errors import ApplicationError
 
 
@@ -55,7 +55,7 @@ class ProjectOutput(serializers.Serializer):
 
 
 class ProjectUpdateInput(StrictSerializer):
-    name = serializers.CharField(max_length=200, required=False)
+    name = LimitedCharField("project_name", required=False)
     description = serializers.CharField(required=False, allow_blank=True)
 
 
@@ -158,10 +158,10 @@ DEFINITION_HELP = ("An authored task's JSON: an OSWorld task (desktop), a WebAre
 
 class TaskCreateInput(StrictSerializer):
     env_kind = serializers.CharField(max_length=32, default="miniwob")
-    task_name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="",
-                                      help_text="A shipped task's name; with a definition, its id (or leave it out).")
+    task_name = LimitedCharField("task_id", required=False, allow_blank=True, default="",
+                                 help_text="A shipped task's name; with a definition, its id (or leave it out).")
     definition = serializers.JSONField(required=False, allow_null=True, default=None, help_text=DEFINITION_HELP)
-    instruction_template = serializers.CharField(required=False, allow_blank=True, default="")
+    instruction_template = LimitedCharField("task_instruction", required=False, allow_blank=True, default="")
     seed_start = serializers.IntegerField(min_value=0, default=0)
     seed_end = serializers.IntegerField(min_value=0, default=999)
     split = serializers.ChoiceField(choices=["train", "eval"], default="train")
@@ -170,7 +170,7 @@ class TaskCreateInput(StrictSerializer):
 
 
 class TaskUpdateInput(StrictSerializer):
-    instruction_template = serializers.CharField(required=False, allow_blank=True)
+    instruction_template = LimitedCharField("task_instruction", required=False, allow_blank=True)
     seed_start = serializers.IntegerField(min_value=0, required=False)
     seed_end = serializers.IntegerField(min_value=0, required=False)
     split = serializers.ChoiceField(choices=["train", "eval"], required=False)
@@ -531,7 +531,7 @@ def snapshot_output(snapshot: DatasetSnapshot) -> dict:
 
 class SnapshotCreateInput(StrictSerializer):
     kind = serializers.ChoiceField(choices=SnapshotKind.choices)
-    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    name = LimitedCharField("snapshot_name", required=False, allow_blank=True, default="")
     filter = serializers.DictField(required=False, default=dict)
 
 

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from core.audit import audit_record
 from core.errors import ApplicationError
+from core.limits import check_length
 from agent.rows import RenderedFor
 from flywheel.datasets import (branch_pairs, bucket_episodes, bucket_steps, export_target, filter_apply, filter_clean,
                                image_path, routing_of, rows_iter)
@@ -72,6 +73,7 @@ def _snapshot_create(*, project: Project, kind: str, name: str, filter: dict | N
     if kind not in SnapshotKind.values:
         raise ApplicationError(f"Unknown kind '{kind}'; use {', '.join(SnapshotKind.values)}.",
                                errors={"kind": ["Invalid choice."]})
+    check_length("snapshot_name", name or "", field="name")
     cleaned = filter_clean(project, filter)
     Project.objects.select_for_update().filter(pk=project.pk).first()  # one freeze of a project at a time
     routing = routing_of(project)
@@ -86,7 +88,7 @@ def _snapshot_create(*, project: Project, kind: str, name: str, filter: dict | N
     if same is not None:
         return same, False
     snapshot = DatasetSnapshot.objects.create(
-        project=project, kind=kind, name=(name or f"{kind} {timezone.now():%Y-%m-%d %H:%M}")[:200], filter=cleaned,
+        project=project, kind=kind, name=name or f"{kind} {timezone.now():%Y-%m-%d %H:%M}", filter=cleaned,
         routing=routing, source_key=key, created_by=actor if actor and actor.is_authenticated else None,
         lineage={"rendered_for": target})
     audit_record(actor=actor, action="snapshot.create", target=snapshot, data={"kind": kind, "filter": cleaned})

@@ -8,6 +8,7 @@ shipped task's own (then it is stored as the shipped task, so an export imports 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,10 +16,15 @@ from django.db import transaction
 
 from core.audit import audit_record
 from core.errors import ApplicationError
+from core.limits import LIMITS, too_long
 from flywheel.models import Project, Split, TaskSpec
 
 MAX_IMPORT = 500
-MAX_NAME = 100  # TaskSpec.task_name's length
+# A task id is a slug: lowercase ASCII letters, digits, '-' and '_'. It names the task in lists, exports, file
+# names and the model's prompt history; other letters (non-Latin scripts included) and markup are refused, not
+# rewritten, so the id a person wrote is the id stored. Shipped ids, OSWorld's UUIDs and WebArena's numbers fit.
+TASK_ID = re.compile(r"[a-z0-9][a-z0-9_-]*")
+TASK_ID_RULE = "lowercase letters a-z, digits, '-' and '_', starting with a letter or a digit"
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,8 @@ class AuthoredKind:
     kind = ""
     format = ""  # the import / export format's name
     label = ""
+    id_key = ""  # the JSON key of the task's id
+    instruction_keys: tuple[str, ...] = ()  # the JSON keys its instruction may be under
 
     def load(self, data: Any, origin: str) -> Definition:  # raises the loader's TaskFormatError (a ValueError)
         raise NotImplementedError
@@ -47,6 +55,7 @@ class AuthoredKind:
 
 class DesktopKind(AuthoredKind):
     kind, format, label = "desktop", "osworld", "OSWorld"
+    id_key, instruction_keys = "id", ("instruction",)
 
     def load(self, data: Any, origin: str) -> Definition:
         from agent.envs.desktop.env import MAX_STEPS  # OSWorld tasks carry no step limit: the env's default
@@ -63,6 +72,7 @@ class DesktopKind(AuthoredKind):
 
 class WebAppKind(AuthoredKind):
     kind, format, label = "webapp", "webarena", "WebArena"
+    id_key, instruction_keys = "task_id", ("intent", "instruction")
 
     def load(self, data: Any, origin: str) -> Definition:
         from agent.envs.webapp.tasks import load_task
@@ -101,22 +111,63 @@ def format_kind(name: str) -> AuthoredKind:
     return FORMATS[name]
 
 
+def task_id_problem(task_id: str) -> str:
+    """What is wrong with ``task_id`` as a task's id, or "" when it is a fine one."""
+    if not task_id:
+        return "The task id is empty; give the task an id such as settings-notifications-off."
+    shown = task_id if len(task_id) <= 60 else f"{task_id[:60]}…"
+    if len(task_id) > LIMITS["task_id"]:
+        return f"The task id '{shown}' is {len(task_id):,} characters long; the limit is {LIMITS['task_id']}."
+    if not TASK_ID.fullmatch(task_id):
+        return f"The task id '{shown}' may hold only {TASK_ID_RULE} (like settings-notifications-off)."
+    return ""
+
+
+def _own_problems(authored: AuthoredKind, definition: Any) -> list[str]:
+    """The problems of ``definition`` that Loupe adds to its loader's: the id's form and the instruction's length,
+    read from the raw JSON so that they are listed with the loader's own problem, not only after it is fixed."""
+    if not isinstance(definition, dict):
+        return []
+    problems = []
+    raw_id = definition.get(authored.id_key)
+    if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) and str(raw_id).strip():
+        problems.append(task_id_problem(str(raw_id)))
+    for key in authored.instruction_keys:
+        if isinstance(definition.get(key), str):
+            problems.append(too_long("task_instruction", definition[key]))
+    return [problem for problem in problems if problem]
+
+
+def problems_message(problems: list[str]) -> str:
+    """The one problem, or all of them numbered."""
+    if len(problems) == 1:
+        return problems[0]
+    return f"{len(problems)} problems; nothing was saved: " + " ".join(f"({n}) {p}" for n, p in enumerate(problems, 1))
+
+
+def problems_error(problems: list[str], field: str) -> ApplicationError:
+    """One ApplicationError listing every problem on ``field``."""
+    return ApplicationError(problems_message(problems), errors={field: problems})
+
+
 def definition_check(*, env_kind: str, definition: Any, origin: str = "") -> tuple[Definition, dict | None]:
     """Load ``definition`` with the env's own loader. Returns what it defines and the JSON to store: None when it is
-    a shipped task's own JSON (the task is then the shipped one). ApplicationError with the loader's message on the
-    ``definition`` field when it is refused, naming what is wrong or unsupported."""
+    a shipped task's own JSON (the task is then the shipped one). ApplicationError listing every problem found on the
+    ``definition`` field when it is refused: the id's form, the instruction's length and the loader's message,
+    naming what is wrong or unsupported."""
     authored = authored_kind(env_kind)
+    where = f"{origin}: " if origin else ""
+    problems = [where + problem for problem in _own_problems(authored, definition)]
     try:
         loaded = authored.load(definition, origin)
     except ValueError as exc:  # the loaders' TaskFormatError: names the task, the file and what is wrong
-        raise ApplicationError(str(exc), errors={"definition": [str(exc)]}) from None
+        raise problems_error([*problems, str(exc)], "definition") from None
     except (TypeError, AttributeError, KeyError, IndexError) as exc:  # a value of a type the loader did not expect
-        message = (f"{origin + ': ' if origin else ''}the {authored.label} loader cannot read this task: a field "
-                   f"holds a value of the wrong type ({exc}).")
-        raise ApplicationError(message, errors={"definition": [message]}) from None
-    if len(loaded.task_id) > MAX_NAME:
-        message = f"The task id '{loaded.task_id[:40]}…' is longer than {MAX_NAME} characters; shorten it."
-        raise ApplicationError(message, errors={"definition": [message]})
+        message = (f"{where}the {authored.label} loader cannot read this task: a field holds a value of the wrong "
+                   f"type ({exc}).")
+        raise problems_error([*problems, message], "definition") from None
+    if problems:
+        raise problems_error(problems, "definition")
     shipped = authored.shipped()
     if loaded.task_id in shipped:
         if shipped[loaded.task_id] == definition:
@@ -194,7 +245,7 @@ def task_import(*, project: Project, actor, format: str, files: list[tuple[str, 
         try:
             loaded, stored = definition_check(env_kind=authored.kind, definition=data, origin=origin)
         except ApplicationError as exc:
-            errors.append(exc.message)
+            errors += exc.errors.get("definition") or [exc.message]
             continue
         if loaded.task_id in seen:
             errors.append(f"{origin}: the task id '{loaded.task_id}' is also in {seen[loaded.task_id]}; "

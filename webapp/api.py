@@ -17,7 +17,7 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import StrictSerializer
+from core.api import LimitedCharField, StrictSerializer
 from webapp import auth
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class SessionApi(APIView):
 
 
 class TokenCreateInput(CredentialsInput):
-    name = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    name = LimitedCharField("token_name", required=False, allow_blank=True)
 
 
 class TokenApi(APIView):

@@ -12,6 +12,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 
 from core.errors import ApplicationError
+from core.limits import check_length
 from core.models import AuditEntry
 from webapp.models import ApiToken, token_digest
 
@@ -82,12 +83,13 @@ def credentials_check(*, username: str, password: str, ip: str):
 
 @transaction.atomic
 def token_create(*, user, name: str = "") -> tuple[ApiToken, str]:
+    check_length("token_name", name, field="name")
     raw = secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user,
         digest=token_digest(raw),
         prefix=raw[:8],
-        name=name[:100],
+        name=name,
         expires_at=timezone.now() + timedelta(days=settings.LOUPE_TOKEN_TTL_DAYS),
     )
     AuditEntry.objects.create(actor=user, action="token.create", target=f"token:{token.pk}")

@@ -11,6 +11,8 @@ from rest_framework.test import APIClient
 from annotation import queues
 from annotation.models import ClaimState, QueueClaim, QueueItem, ReviewQueue
 from core.audit import AuditEntry
+from core.errors import ApplicationError
+from core.limits import LIMITS
 from core.stats import cohen_kappa
 from flywheel.models import Episode, Role
 from tests.factories import make_finished_episode, make_member, make_project, make_task, make_user
@@ -88,6 +90,32 @@ def test_bad_queues_are_refused_naming_the_field(world):
     make_queue(world)
     again = create(world["manager"], p, name="q0", overlap=1, assignees=ids)
     assert again.status_code == 400 and "already has a queue" in again.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_a_queue_name_and_an_adjudication_comment_are_refused_past_their_limits_never_cut(world):
+    ids = [world["annotator"].pk, world["ann2"].pk]
+    name = "n" * LIMITS["queue_name"]
+    long = create(world["manager"], world["project"], name=name + "x", overlap=1, assignees=ids)
+    assert long.status_code == 400
+    assert f"The queue name is {len(name) + 1:,} characters long" in long.json()["errors"]["name"][0]
+    assert not ReviewQueue.objects.exists()
+    with pytest.raises(ApplicationError):  # the service refuses too
+        queues.queue_create(project=world["project"], actor=world["manager"], name=name + "x", filter={}, overlap=1,
+                            assignees=ids)
+    queue = create(world["manager"], world["project"], name=name, overlap=2, assignees=ids).json()
+    assert ReviewQueue.objects.get(pk=queue["id"]).name == name  # whole at the limit
+    item = next_for(world["annotator"], queue["id"])
+    next_for(world["ann2"], queue["id"])
+    review(world["annotator"], item["episode"], "accept")
+    review(world["ann2"], item["episode"], "reject")
+    url = f"/api/v1/queue-items/{item['item']}/adjudicate"
+    comment = "c" * LIMITS["adjudication_comment"]
+    over = client_for(world["manager"]).post(url, {"verdict": "reject", "comment": comment + "!"}, format="json")
+    assert over.status_code == 400 and "the limit is" in over.json()["errors"]["comment"][0]
+    assert QueueItem.objects.get(pk=item["item"]).state == "adjudication"
+    done = client_for(world["manager"]).post(url, {"verdict": "reject", "comment": comment}, format="json")
+    assert done.status_code == 200 and QueueItem.objects.get(pk=item["item"]).adjudication_comment == comment
 
 
 @pytest.mark.django_db

@@ -2,6 +2,9 @@
 import pytest
 from rest_framework.test import APIClient
 
+from annotation.reviews import review_submit
+from core.errors import ApplicationError
+from core.limits import LIMITS
 from core.stats import cohen_kappa
 from flywheel.models import Episode, Role
 from tests.factories import make_finished_episode, make_member, make_task, make_user
@@ -48,6 +51,23 @@ def test_bad_reviews_are_refused_with_the_field_named(demo):
     running = Episode.objects.create(project=demo["project"], task=demo["task"], seed=1, status="running")
     assert put_review(demo["manager"], running).status_code == 409
     assert not episode.reviews.exists()
+
+
+def test_a_review_comment_is_kept_whole_up_to_its_limit_and_refused_past_it_never_cut(demo):
+    limit = LIMITS["review_comment"]
+    episode = make_finished_episode(demo["project"], demo["task"], steps=[{}])
+    whole = "a" * (limit - 1) + "z"
+    kept = put_review(demo["manager"], episode, comment=whole)
+    assert kept.status_code == 200 and kept.json()["comment"] == whole
+    over = put_review(demo["manager"], episode, verdict="reject", comment=whole + "!")
+    assert over.status_code == 400
+    [message] = over.json()["errors"]["comment"]
+    assert f"The comment is {limit + 1:,} characters long; the limit is {limit:,}" in message
+    assert episode.reviews.get().comment == whole and episode.reviews.get().verdict == "accept"  # nothing changed
+    with pytest.raises(ApplicationError) as refused:  # the service refuses too: no path cuts
+        review_submit(episode=episode, reviewer=demo["admin"], verdict="accept", comment=whole + "!")
+    assert refused.value.errors == {"comment": [message]}
+    assert episode.reviews.count() == 1
 
 
 def test_only_managers_review(demo):

@@ -2,7 +2,10 @@
 import pytest
 from rest_framework.test import APIClient
 
-from flywheel.models import Membership, Role
+from core.errors import ApplicationError
+from core.limits import LIMITS
+from flywheel import projects
+from flywheel.models import Membership, Project, Role
 
 pytestmark = pytest.mark.django_db
 
@@ -57,6 +60,20 @@ def test_manager_edits_the_project_and_adds_tasks(demo):
     created = manager.post(f"/api/v1/projects/{pid}/tasks/", {"task_name": "click-link", "split": "eval"}, format="json")
     assert created.status_code == 201, created.content
     assert created.json()["split"] == "eval"
+
+
+def test_a_project_name_is_kept_whole_up_to_its_limit_and_refused_past_it(demo):
+    pid, name = demo["project"].pk, "p" * LIMITS["project_name"]
+    manager = client_for(demo["manager"])
+    over = manager.patch(f"/api/v1/projects/{pid}/", {"name": name + "!"}, format="json")
+    assert over.status_code == 400
+    assert f"The project name is {len(name) + 1:,} characters long" in over.json()["errors"]["name"][0]
+    assert Project.objects.get(pk=pid).name == "Alpha"
+    with pytest.raises(ApplicationError):  # the services refuse too: no path cuts
+        projects.project_update(project=demo["project"], actor=demo["manager"], name=name + "!")
+    with pytest.raises(ApplicationError):
+        projects.project_create(name=name + "!")
+    assert manager.patch(f"/api/v1/projects/{pid}/", {"name": name}, format="json").json()["name"] == name
 
 
 def test_unknown_task_name_is_refused_with_the_reason(demo):

@@ -14,6 +14,7 @@ from annotation.reviews import review_submit
 from flywheel import datasets, snapshots
 from flywheel.models import DatasetSnapshot, SnapshotStatus, Step
 from core.errors import ApplicationError
+from core.limits import LIMITS
 from tests.factories import make_finished_episode, make_task
 
 pytestmark = pytest.mark.django_db
@@ -318,6 +319,23 @@ def test_empty_and_invalid_snapshots_are_refused_with_a_message(demo):
         assert response.status_code == 400, body
         assert field in response.json()["errors"], response.json()
     assert not DatasetSnapshot.objects.exists()
+
+
+def test_a_snapshot_name_is_kept_whole_up_to_its_limit_and_refused_past_it_never_cut(demo):
+    client = client_for(demo["manager"])
+    url = f"/api/v1/projects/{demo['project'].pk}/snapshots/"
+    make_finished_episode(demo["project"], demo["task"], steps=[{}], reward=1.0)
+    name = "s" * (LIMITS["snapshot_name"] - 1) + "!"
+    for long in (name + "?", "n" * 5000):
+        response = client.post(url, {"kind": "sft", "name": long}, format="json")
+        assert response.status_code == 400
+        assert f"The snapshot name is {len(long):,} characters long" in response.json()["errors"]["name"][0]
+    with pytest.raises(ApplicationError) as refused:  # the service refuses too: no path cuts
+        snapshots.snapshot_create(project=demo["project"], kind="sft", name="n" * 5000, build=False)
+    assert list(refused.value.errors) == ["name"]
+    assert not DatasetSnapshot.objects.exists()
+    made = client.post(url, {"kind": "sft", "name": name}, format="json")
+    assert made.status_code == 202 and DatasetSnapshot.objects.get().name == name
 
 
 def test_annotators_cannot_see_routing_snapshots_or_exports(demo):

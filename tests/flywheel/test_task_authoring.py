@@ -15,6 +15,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agent.envs.desktop import DESKTOP_TASKS
+from core.limits import LIMITS
 from core.models import AuditEntry
 from flywheel import projects, task_authoring
 from flywheel.models import Checkpoint, Deployment, Episode, Step, TaskSpec
@@ -71,6 +72,72 @@ def test_a_bad_start_url_is_refused_on_the_definition_field_in_plain_words(manag
     [message] = response.json()["errors"]["definition"]
     assert "start_url 'intranet/settings' is not a web address: it must start with http:// or https://" in message
     assert not TaskSpec.objects.filter(task_name="team-settings").exists()
+
+
+@pytest.mark.parametrize("task_id", ["<script>alert(1)</script>", "новая задача <script>", "Team-Settings",
+                                     "team settings", "-team"])
+def test_a_task_id_that_is_not_a_slug_is_refused_saying_what_an_id_may_hold(manager, task_id):
+    client, project = manager
+    response = client.post(tasks_url(project), {"env_kind": "webapp", "definition": {**ANY_URL, "task_id": task_id}},
+                           format="json")
+    assert response.status_code == 400
+    [message] = response.json()["errors"]["definition"]
+    assert message.startswith(f"The task id '{task_id}' may hold only lowercase letters a-z, digits, '-' and '_'")
+    osworld = client.post(tasks_url(project), {"env_kind": "desktop", "definition": {**OSWORLD, "id": task_id}},
+                          format="json")
+    assert osworld.status_code == 400 and "may hold only lowercase letters" in osworld.json()["detail"]
+    assert not TaskSpec.objects.filter(project=project, definition__isnull=False).exists()
+
+
+def test_slug_ids_are_taken_osworld_uuids_and_webarena_numbers_included(manager):
+    client, project = manager
+    for env_kind, definition in (("webapp", {**ANY_URL, "task_id": "team_settings-2"}),
+                                 ("desktop", {**OSWORLD, "id": "bb5e4c0d-f964-439c-97b6-bdb9747de3f4"}),
+                                 ("webapp", {**ANY_URL, "task_id": 7})):
+        response = client.post(tasks_url(project), {"env_kind": env_kind, "definition": definition}, format="json")
+        assert response.status_code == 201, response.content
+
+
+def test_an_over_long_instruction_is_refused_naming_the_limit_and_nothing_is_cut(manager):
+    client, project = manager
+    limit = LIMITS["task_instruction"]
+    huge = {**ANY_URL, "instruction": "Turn it off. " * 16_000}  # about 200,000 characters
+    response = client.post(tasks_url(project), {"env_kind": "webapp", "definition": huge}, format="json")
+    assert response.status_code == 400
+    [message] = response.json()["errors"]["definition"]
+    assert f"The instruction is {len(huge['instruction']):,} characters long; the limit is {limit:,}" in message
+    label = client.post(tasks_url(project), {"task_name": "click-link", "instruction_template": "x" * (limit + 1)},
+                        format="json")
+    assert label.status_code == 400 and "the limit is" in label.json()["errors"]["instruction_template"][0]
+    with pytest.raises(task_authoring.ApplicationError):  # the service refuses a label past the limit too
+        projects.task_create(project=project, actor=None, task_name="click-link",
+                             instruction_template="x" * (limit + 1))
+    whole = {**ANY_URL, "instruction": "y" * limit}
+    kept = client.post(tasks_url(project), {"env_kind": "webapp", "definition": whole}, format="json")
+    assert kept.status_code == 201 and kept.json()["instruction_template"] == "y" * limit
+
+
+def test_a_task_with_several_problems_lists_every_one(manager):
+    client, project = manager
+    bad = {**ANY_URL, "task_id": "Team Settings", "instruction": "z" * (LIMITS["task_instruction"] + 1),
+           "start_url": "intranet/settings"}
+    response = client.post(tasks_url(project), {"env_kind": "webapp", "definition": bad, "seed_start": 5,
+                                                 "seed_end": 1}, format="json")
+    assert response.status_code == 400
+    body = response.json()
+    first, second, third = body["errors"]["definition"]
+    assert "The task id 'Team Settings' may hold only" in first and "The instruction is" in second
+    assert "start_url 'intranet/settings' is not a web address" in third
+    assert body["errors"]["seed_end"] == ["The seed range ends before it starts."]
+    assert body["detail"].startswith("4 problems; nothing was saved: (1) The task id")
+    task = client.post(tasks_url(project), {"env_kind": "webapp", "definition": ANY_URL}, format="json").json()
+    edit = client.patch(tasks_url(project, f"{task['id']}/"), {"definition": bad, "max_steps": 500}, format="json")
+    assert edit.status_code == 400 and set(edit.json()["errors"]) == {"max_steps"}  # the serializer's own first
+    edit = client.patch(tasks_url(project, f"{task['id']}/"), {"definition": bad, "seed_end": 0, "seed_start": 3},
+                        format="json")
+    assert edit.status_code == 400 and len(edit.json()["errors"]["definition"]) == 3
+    assert edit.json()["errors"]["seed_end"] == ["The seed range ends before it starts."]
+    assert TaskSpec.objects.get(pk=task["id"]).definition == ANY_URL
 
 
 def test_an_osworld_task_with_an_unsupported_getter_is_refused_naming_it(manager):
@@ -147,6 +214,16 @@ def test_task_files_are_uploaded_one_task_or_a_list_a_file(manager):
     broken = SimpleUploadedFile("broken.json", b"{not json", content_type="application/json")
     refused = client.post(tasks_url(project, "import"), {"format": "webarena", "files": [broken]}, format="multipart")
     assert refused.status_code == 400 and "broken.json: not a readable JSON file" in refused.json()["detail"]
+
+
+def test_an_import_lists_every_problem_of_each_task(manager):
+    client, project = manager
+    bad = {**CLOUD, "id": "<script>alert(1)</script>"}
+    response = client.post(tasks_url(project, "import"), {"format": "osworld", "tasks": [bad]}, format="json")
+    assert response.status_code == 400
+    slug, getter = response.json()["errors"]["tasks"]
+    assert slug.startswith("tasks[0]: The task id '<script>alert(1)</script>' may hold only")
+    assert "unsupported getter 'cloud_file'" in getter
 
 
 def test_an_import_names_ids_that_clash_within_it_or_with_the_projects_tasks(manager):

@@ -4,7 +4,10 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from core.errors import ApplicationError
+from core.limits import LIMITS
 from tests.factories import PASSWORD, make_user
+from webapp import auth
 from webapp.models import ApiToken
 
 pytestmark = pytest.mark.django_db
@@ -105,6 +108,35 @@ def test_openapi_schema_is_served():
     schema = response.json()
     assert schema["openapi"].startswith("3.")
     assert "/api/v1/projects/" in schema["paths"]
+
+
+def test_the_schema_gives_each_typed_text_field_its_limit():
+    schemas = APIClient().get("/api/v1/openapi.json").json()["components"]["schemas"]
+    expected = {("TokenCreateInputRequest", "name"): "token_name",
+                ("PatchedProjectUpdateInputRequest", "name"): "project_name",
+                ("SnapshotCreateInputRequest", "name"): "snapshot_name",
+                ("TaskCreateInputRequest", "task_name"): "task_id",
+                ("TaskCreateInputRequest", "instruction_template"): "task_instruction",
+                ("PatchedTaskUpdateInputRequest", "instruction_template"): "task_instruction",
+                ("ReviewInputRequest", "comment"): "review_comment",
+                ("QueueCreateInputRequest", "name"): "queue_name",
+                ("AdjudicateInputRequest", "comment"): "adjudication_comment"}
+    for (schema, field), kind in expected.items():
+        assert schemas[schema]["properties"][field]["maxLength"] == LIMITS[kind], (schema, field)
+
+
+def test_a_token_name_is_kept_whole_up_to_its_limit_and_refused_past_it():
+    alice = make_user("alice")
+    name = "t" * LIMITS["token_name"]
+    body = {"username": "alice", "password": PASSWORD}
+    over = APIClient().post("/api/v1/auth/token", {**body, "name": name + "!"}, format="json")
+    assert over.status_code == 400
+    assert f"The token name is {len(name) + 1:,} characters long" in over.json()["errors"]["name"][0]
+    assert not ApiToken.objects.exists()
+    with pytest.raises(ApplicationError):  # the service refuses too: no path cuts
+        auth.token_create(user=alice, name=name + "!")
+    assert APIClient().post("/api/v1/auth/token", {**body, "name": name}, format="json").status_code == 201
+    assert ApiToken.objects.get().name == name
 
 
 def test_unknown_api_path_is_json_404():
