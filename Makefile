@@ -60,12 +60,14 @@ chromium: env-tools
 	  $(if $(shell command -v sudo),sudo) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(if $(shell command -v sudo),sudo) apt-get install -y -qq chromium >/dev/null; }
 
-# The desktop env's X server, window manager, session bus, AT-SPI and apps, and the webapp env's wiki (MediaWiki on
+# The desktop env's X server, window manager, session bus, AT-SPI and apps, bubblewrap (every env's sandbox:
+# agent/envs/sandbox.py), and the webapp env's wiki (MediaWiki on
 # SQLite, served by php -S): Debian packages that `make run` and `make test` install when missing (about 400 MB;
 # `LOUPE_ENV_TOOLS=0 make run` skips them, and the demo project then has no desktop or wiki tasks). The wiki's
 # packages go without recommends: those would pull in MySQL and ImageMagick. apache2 comes as a dependency; Loupe never
 # uses it (on a host where Debian starts services it listens on port 80: `systemctl disable --now apache2`).
-ENV_PACKAGES := xvfb openbox dbus-x11 python3-xlib at-spi2-core python3-pyatspi libnss-wrapper xterm mousepad pcmanfm galculator gnumeric
+ENV_PACKAGES := xvfb openbox dbus-x11 python3-xlib at-spi2-core python3-pyatspi libnss-wrapper xterm mousepad pcmanfm galculator gnumeric \
+	bubblewrap
 WIKI_PACKAGES := mediawiki php-sqlite3 php-cli
 # The tests also speak (espeak-ng) and cut audio (ffmpeg, sox).
 TEST_PACKAGES := espeak-ng ffmpeg sox

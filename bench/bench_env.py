@@ -196,9 +196,7 @@ def bench_desktop(args: argparse.Namespace) -> dict:
 
 def _desktop_window(env):
     """A change for bench_live on the desktop: a window another program shows, its colour changing."""
-    from Xlib import display as xdisplay
-
-    x = xdisplay.Display(env.desktop.name)
+    x = env.desktop.connect()  # with the display's cookie
     screen = x.screen()
     window = screen.root.create_window(40, 40, 300, 200, 0, screen.root_depth, override_redirect=True)
     window.map()

@@ -4,12 +4,13 @@
   it. A ``"\\n"`` inside typed text also runs the line typed so far (as a real terminal would).
   ``ctrl+u`` / ``ctrl+c`` clear the line, ``backspace`` deletes a character, ``ctrl+l`` clears the
   screen. Pointer actions are not errors to raise: they come back as ``info["error"]``.
-- Each command runs as ``bash -c`` in the episode's fresh temporary directory, with a time limit,
-  its output truncated, in a minimal environment (no proxy variables, HOME is the directory).
-  Files persist between commands; shell state (``cd``, variables) does not.
-- No network: commands run under ``unshare -n`` (``unshare -rn`` when not root) when the kernel
-  allows it; otherwise ``network_isolated`` is False and only the proxy-free environment applies
-  (``info["network_isolated"]`` says which, on every reset).
+- Each command runs as ``bash -c`` in the episode's fresh home folder, with a time limit, its output
+  truncated, in a minimal environment (no proxy variables, HOME is the folder). Files persist between
+  commands; shell state (``cd``, variables) does not.
+- Confined (sandbox.py): every episode gets a sandbox of its own, a network namespace with only a loopback,
+  Loupe's files hidden, private /tmp, its own uid when Loupe runs as root, and CPU, memory and process limits
+  (``limits``, default ``LOUPE_SANDBOX_*``). A command that hits a limit says so in ``info["error"]``. Where no
+  sandbox can be made, ``reset`` raises EnvError with the reason: commands never run unconfined.
 - The observation is the rendered screen: ``screen_text`` (the prompt text) and the same screen as
   a JPEG drawn with Pillow, so the interface matches the browser's. ``elements`` is empty.
 - A task is verified by a check on the resulting files after every command; success ends the
@@ -22,9 +23,9 @@ import io
 import os
 import random
 import shutil
-import signal
 import subprocess
 import tempfile
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +33,9 @@ from typing import Any
 
 from agent.actions import Action
 from agent.envs.base import Env, EnvError, Observation, StepResult, TaskInfo
+from agent.envs.sandbox import Limits, Sandbox, allocate_uid, kill_group, support
 
-__all__ = ["TASKS", "TERMINAL_TASKS", "TerminalEnv", "network_isolation_prefix"]
+__all__ = ["TASKS", "TERMINAL_TASKS", "TerminalEnv"]
 
 PROMPT = "$ "
 _WORDS = ["apple", "river", "stone", "cloud", "maple", "tiger", "lemon", "ocean", "piano", "comet"]
@@ -92,37 +94,21 @@ TERMINAL_TASKS: dict[str, TerminalTask] = {
 }
 TASKS: dict[str, TaskInfo] = {name: task.info for name, task in TERMINAL_TASKS.items()}
 
-_isolation: list[str] | None = None
-
-
-def network_isolation_prefix() -> list[str]:
-    """``["unshare", "-n"]`` (or ``-rn``) if it works here, else ``[]``; probed once a process."""
-    global _isolation
-    if _isolation is None:
-        _isolation = []
-        if shutil.which("unshare"):
-            candidates = [["unshare", "-n"], ["unshare", "-rn"]] if os.geteuid() == 0 else [["unshare", "-rn"]]
-            for prefix in candidates:
-                try:
-                    probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=5)
-                except (OSError, subprocess.TimeoutExpired):
-                    continue
-                if probe.returncode == 0:
-                    _isolation = prefix
-                    break
-    return list(_isolation)
-
 
 class TerminalEnv(Env):
     kind = "terminal"
 
     def __init__(self, *, command_timeout_s: float = 5.0, max_output_chars: int = 2000, rows: int = 24,
-                 cols: int = 80, jpeg_quality: int = 80) -> None:
+                 cols: int = 80, jpeg_quality: int = 80, limits: Limits | None = None) -> None:
         self.command_timeout_s = command_timeout_s
         self.max_output_chars = max_output_chars
         self.rows, self.cols = rows, cols
         self.jpeg_quality = jpeg_quality
+        self.limits = limits or Limits.from_env()
+        self._base: Path | None = None  # the env's folder (root's only): the episodes' homes in it
         self._root: Path | None = None
+        self._sandbox: Sandbox | None = None
+        self._uid: Any = None  # a uid lease, under root
         self._task: TerminalTask | None = None
         self._instruction = ""
         self._facts: dict = {}
@@ -131,29 +117,50 @@ class TerminalEnv(Env):
         self._done = True
 
     @property
-    def network_isolated(self) -> bool:
-        return bool(network_isolation_prefix())
-
-    @property
     def workdir(self) -> Path | None:
         """The episode's directory (tests and checks read it)."""
         return self._root
+
+    @property
+    def sandbox(self) -> Sandbox | None:
+        return self._sandbox
 
     def reset(self, task: str, seed: int) -> Observation:
         if task not in TERMINAL_TASKS:
             raise EnvError(f"unknown terminal task {task!r}; registered: {', '.join(TERMINAL_TASKS)}")
         self._cleanup()
-        self._root = Path(tempfile.mkdtemp(prefix="loupe-terminal-"))
+        if self._base is None:
+            self._base = Path(tempfile.mkdtemp(prefix="loupe-terminal-"))
+        if self._uid is None and support().per_uid:
+            self._uid = allocate_uid()
+        self._root = self._base / f"home-{uuid.uuid4().hex[:8]}"
+        self._root.mkdir(mode=0o700)
         self._task = TERMINAL_TASKS[task]
         self._instruction, self._facts = self._task.setup(self._root, random.Random(seed))
+        if self._uid is not None:
+            for path in [self._root, *self._root.rglob("*")]:
+                os.chown(path, self._uid.uid, self._uid.uid, follow_symlinks=False)
+        sandbox = Sandbox(f"loupe-terminal-{os.getpid()}-{self._root.name}", binds=[self._root],
+                          uid=self._uid.uid if self._uid else None, limits=self.limits)
+        sandbox.start()  # SandboxUnavailable (an EnvError) says why no sandbox can be made here
+        self._sandbox = sandbox
         self._lines, self._input, self._done = [], "", False
         return self._observe()
 
     def close(self) -> None:
         self._cleanup()
+        if self._base is not None:
+            shutil.rmtree(self._base, ignore_errors=True)
+            self._base = None
+        if self._uid is not None:
+            self._uid.release()
+            self._uid = None
         self._done = True
 
     def _cleanup(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None
@@ -201,28 +208,39 @@ class TerminalEnv(Env):
         self._done = done
         return StepResult(observation=self._observe(), reward=1.0 if solved else 0.0, done=done, info=info)
 
+    def evaluate(self, *, answer: str | None = None) -> float:
+        """The task's check on the directory as it is now (1.0 solved, else 0.0)."""
+        if self._task is None or self._root is None:
+            raise EnvError("evaluate() before reset(): start an episode first")
+        return 1.0 if self._task.check(self._root, self._facts) else 0.0
+
     def _run(self, command: str, info: dict[str, Any]) -> None:
-        assert self._root is not None
+        assert self._root is not None and self._sandbox is not None
         self._lines.append(PROMPT + command)
         if not command.strip():
             return
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self._root), "LANG": "C.UTF-8",
-               "TERM": "dumb", "PWD": str(self._root)}
-        argv = [*network_isolation_prefix(), "bash", "--noprofile", "--norc", "-c", command]
+               "TERM": "dumb", "PWD": str(self._root), "TMPDIR": "/tmp"}
+        argv = self._sandbox.command([*self._sandbox.rlimit_memory(), "bash", "--noprofile", "--norc", "-c", command],
+                                     cwd=self._root)
         try:
-            proc = subprocess.Popen(argv, cwd=self._root, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
             raise EnvError(f"could not start bash for the terminal: {exc}") from exc
         try:
             out, _ = proc.communicate(timeout=self.command_timeout_s)
             info["exit_code"] = proc.returncode
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the whole group: pipelines and children too
+            kill_group(proc)  # the whole group: pipelines, children, a fork bomb's copies
             out, _ = proc.communicate()
             info["exit_code"] = None
             info["error"] = f"the command ran over {self.command_timeout_s} s and was stopped"
             out += f"\n[stopped after {self.command_timeout_s} s]".encode()
+        breach = self._sandbox.breach()
+        if breach:
+            info["error"] = f"{info['error']}; {breach}" if info.get("error") else f"the command failed: {breach}"
+            out += f"\n[{breach}]".encode()
         text = out.decode("utf-8", "replace")
         if len(text) > self.max_output_chars:
             text = text[: self.max_output_chars] + "\n[output truncated]"

@@ -301,14 +301,12 @@ def test_an_authored_task_is_refused_naming_what_it_uses_or_the_shipped_id_it_ta
 
 
 def test_live_frames_follow_the_screen_and_are_encoded_only_when_it_changed(env):
-    from Xlib import display as xdisplay
-
     env.reset("scratch", 0)
     first = env.live_frame()
     assert (first.width, first.height) == (1280, 720)
     assert Image.open(io.BytesIO(first.jpeg)).size == (1280, 720)
     assert env.live_frame() is first  # the same pixels: not encoded again
-    x = xdisplay.Display(env.desktop.name)  # another program draws on the screen: no step is taken
+    x = env.desktop.connect()  # another program (with the display's cookie) draws on the screen: no step is taken
     try:
         screen = x.screen()
         red = screen.default_colormap.alloc_color(65535, 0, 0).pixel

@@ -9,7 +9,7 @@ from PIL import Image
 
 from agent.actions import parse_action
 from agent.envs import EnvError, make_env, tasks_for
-from agent.envs.terminal import TASKS, network_isolation_prefix
+from agent.envs.terminal import TASKS
 from agent.prompt import render_observation
 from agent.solvers import solve_step
 
@@ -77,8 +77,7 @@ def test_no_network_and_no_proxy_variables(env):
     result = _run(env, "env | grep -ci proxy; cat /proc/net/dev | grep -c :")
     lines = result.observation.screen_text.splitlines()
     assert lines[-3] == "0"  # no proxy variables reach the command
-    if network_isolation_prefix():
-        assert lines[-2] == "1"  # only the loopback interface exists in the new namespace
+    assert lines[-2] == "1"  # only the loopback interface exists in the sandbox's namespace
 
 
 def test_pointer_actions_are_error_results(env):

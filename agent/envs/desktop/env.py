@@ -32,6 +32,7 @@ from agent.envs.base import Element, Env, EnvError, LiveFrame, Observation, Step
 from agent.envs.desktop import osworld
 from agent.envs.desktop.pool import DesktopPool
 from agent.envs.desktop.session import Desktop
+from agent.envs.sandbox import Limits
 
 __all__ = ["DESKTOP_TASKS", "TASKS", "TASKS_DIR", "DesktopEnv"]
 
@@ -54,12 +55,13 @@ class DesktopEnv(Env):
     def __init__(self, *, width: int = 1280, height: int = 720, jpeg_quality: int = 80, elements: bool = True,
                  settle_s: float = 0.25, wait_s: float = 1.0, per_uid: bool | None = None,
                  tasks: dict[str, osworld.OSWorldTask] | None = None, pool: int = 0,
-                 shell_timeout_s: float = 10.0, shell_output_chars: int = 2000) -> None:
+                 shell_timeout_s: float = 10.0, shell_output_chars: int = 2000, limits: Limits | None = None) -> None:
         self.width, self.height = width, height
         self.jpeg_quality = jpeg_quality
         self.read_elements = elements
         self.settle_s, self.wait_s = settle_s, wait_s
         self.per_uid = per_uid
+        self.limits = limits or Limits.from_env()  # each session's sandbox (sandbox.py)
         self.tasks = {**DESKTOP_TASKS, **(tasks or {})}
         self.desktop: Desktop | None = None
         self._input: Any = None
@@ -70,7 +72,7 @@ class DesktopEnv(Env):
         self._live_rgb: bytes | None = None  # the live view's last grab, and its frame
         self._live: LiveFrame | None = None
         # pool > 0: that many desktops are kept warm (pool.py), so a reset does not wait for a display or a session
-        self.pool = DesktopPool(pool, width=width, height=height, per_uid=per_uid) if pool else None
+        self.pool = DesktopPool(pool, width=width, height=height, per_uid=per_uid, limits=self.limits) if pool else None
 
     @property
     def home(self) -> Path | None:
@@ -124,7 +126,7 @@ class DesktopEnv(Env):
                 self._drop_desktop()
         from agent.envs.desktop.xinput import XInput
 
-        desktop = Desktop(width=self.width, height=self.height, per_uid=self.per_uid)
+        desktop = Desktop(width=self.width, height=self.height, per_uid=self.per_uid, limits=self.limits)
         try:
             desktop.start()
         except BaseException:

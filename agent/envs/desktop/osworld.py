@@ -298,11 +298,15 @@ def run_setup(steps: list[dict], desktop: Any, *, window_timeout_s: float = 10.0
         if kind == "sleep":
             time.sleep(float(parameters["seconds"]))
         elif kind in ("execute", "command"):
-            result = desktop.run(parameters["command"], shell=bool(parameters.get("shell", False)),
-                                 timeout_s=float(parameters.get("timeout", 30)))
+            try:
+                result = desktop.run(parameters["command"], shell=bool(parameters.get("shell", False)),
+                                     timeout_s=float(parameters.get("timeout", 30)))
+            except EnvError as exc:  # it ran over its time (and maybe hit a limit: the message says)
+                raise EnvError(f"{where}: {exc}") from None
             if result.returncode != 0:
-                raise EnvError(f"{where}: {parameters['command']!r} exited with code {result.returncode}: "
-                               f"{(result.stderr or result.stdout).strip()[-300:]}")
+                breach = desktop.breach()  # a limit of the sandbox it hit: the reason the episode failed
+                raise EnvError(f"{where}: {parameters['command']!r} exited with code {result.returncode}"
+                               f"{f' ({breach})' if breach else ''}: {(result.stderr or result.stdout).strip()[-300:]}")
         elif kind in ("launch", "open"):
             if kind == "open":
                 path = Path(parameters["path"])

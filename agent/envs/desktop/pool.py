@@ -22,6 +22,7 @@ import time
 
 from agent.envs.base import EnvError
 from agent.envs.desktop.session import Desktop
+from agent.envs.sandbox import Limits
 
 __all__ = ["DesktopPool"]
 
@@ -32,10 +33,11 @@ _NEW = object()
 
 class DesktopPool:
     def __init__(self, size: int, *, width: int = 1280, height: int = 720, per_uid: bool | None = None,
-                 take_timeout_s: float = 30.0) -> None:
+                 take_timeout_s: float = 30.0, limits: Limits | None = None) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"a desktop pool holds at least 1 desktop, got {size!r}")
         self.size, self.width, self.height, self.per_uid = size, width, height, per_uid
+        self.limits = limits
         self.take_timeout_s = take_timeout_s
         self._ready: queue.Queue = queue.Queue()
         self._jobs: queue.Queue = queue.Queue()
@@ -138,7 +140,7 @@ class DesktopPool:
             except Exception as exc:  # noqa: BLE001 - a broken desktop is replaced, not fatal
                 log.warning("could not recycle desktop %s (%s); starting a new one", desktop.name, exc)
                 desktop.close()
-        fresh = Desktop(width=self.width, height=self.height, per_uid=self.per_uid)
+        fresh = Desktop(width=self.width, height=self.height, per_uid=self.per_uid, limits=self.limits)
         try:
             fresh.start()
             fresh.new_session()

@@ -4,27 +4,40 @@
   the slow part. Everything else belongs to the *session*: a session dbus, openbox and the apps,
   all run with a fresh HOME. ``new_session`` kills every process of the previous one, deletes its
   HOME and starts over, so nothing of one episode is visible to the next.
-- When Loupe runs as root, each desktop's session runs under its own unprivileged uid
-  (``61000 + display``) through ``setpriv``; ``libnss_wrapper`` gives that uid a passwd entry
-  (dbus refuses a uid without one) without touching /etc/passwd. Killing a session is then
-  "kill every process of that uid". Not root: the session runs as the current user and its
-  processes are found by an environment tag they all inherit.
-- The display has no access cookie: any local process may connect to it (as with plain
-  ``Xvfb``). The per-uid sandbox covers files and processes, not the X server.
+- Each session runs in a sandbox of its own (sandbox.py): a network namespace with only a loopback,
+  Loupe's files hidden, a private /tmp holding this display's socket alone, a pid namespace, CPU, memory
+  and process limits. Its apps, setup and checker commands and the AT-SPI helper all run there. When
+  Loupe runs as root, the session also runs under its own unprivileged uid (``61000 + display``);
+  ``libnss_wrapper`` gives that uid a passwd entry (dbus refuses a uid without one) without touching
+  /etc/passwd. Not root: the session runs as the current user and its processes are found by an
+  environment tag they all inherit. Where no sandbox can be made, ``start`` raises SandboxUnavailable.
+- The display has an access cookie of its own (``-auth``, MIT-MAGIC-COOKIE-1): the session's programs
+  get it in their XAUTHORITY, the env's own connections (input, screenshots) in a file only Loupe's user
+  reads; a client without it is refused. The X server itself runs outside the sandbox, in a cgroup of
+  its own with the sandbox's memory limit (a client cannot make it take the worker's memory).
+- openbox runs with Loupe's configuration (openbox/): its right-click menu opens the apps, and offers no
+  way to end the session; the empty desktop says that a right-click opens the menu.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
+import secrets
 import select
 import shlex
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,14 +48,64 @@ from Xlib.display import Display
 from Xlib.protocol import event as xevent
 
 from agent.envs.base import EnvError
+from agent.envs.sandbox import Cgroup, Limits, Sandbox, SandboxUnavailable, kill_group, support
 
-__all__ = ["Desktop", "Window", "ATSPI_HELPER", "NSS_WRAPPER"]
+__all__ = ["Desktop", "Window", "ATSPI_HELPER", "NSS_WRAPPER", "open_display", "write_xauthority"]
 
 ATSPI_HELPER = Path(__file__).with_name("atspi_helper.py")
+OPENBOX_MENU = Path(__file__).with_name("openbox") / "menu.xml"
+OPENBOX_RC = Path("/etc/xdg/openbox/rc.xml")
 NSS_WRAPPER = "libnss_wrapper.so"
 SYSTEM_PYTHON = "/usr/bin/python3"
 UID_BASE = 61000
 _TAG = "LOUPE_DESKTOP_SESSION"
+BACKGROUND = (46, 74, 98)  # a slate blue: the empty desktop is not a black screen
+HINT = "Right-click the desktop to open the applications menu"
+
+# -- access cookies --------------------------------------------------------------------------------------------------
+_FAMILY_LOCAL, _FAMILY_WILD = 256, 65535
+_COOKIE = b"MIT-MAGIC-COOKIE-1"
+_XAUTH_LOCK = threading.Lock()  # XAUTHORITY is the process's: one connection opened at a time
+
+
+def write_xauthority(path: Path, cookie: bytes, number: int | None = None, uid: int | None = None) -> None:
+    """An Xauthority file (0600, owned by ``uid`` when given) holding ``cookie`` for display ``number`` on this host
+    (python-xlib's match) and for any display (libX11's); the X server's -auth file takes the wildcard alone."""
+    def entry(family: int, address: bytes, display: bytes) -> bytes:
+        fields = (address, display, _COOKIE, cookie)
+        return struct.pack(">H", family) + b"".join(struct.pack(">H", len(f)) + f for f in fields)
+
+    data = b""
+    if number is not None:
+        data += entry(_FAMILY_LOCAL, socket.gethostname().encode(), str(number).encode())
+    data += entry(_FAMILY_WILD, b"", b"")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    if uid is not None:
+        os.chown(path, uid, uid)
+
+
+@contextmanager
+def _xauthority(path: Path | None) -> Iterator[None]:
+    """XAUTHORITY set to ``path`` while a connection opens (python-xlib and libX11 read it then, and only then)."""
+    with _XAUTH_LOCK:
+        saved = os.environ.get("XAUTHORITY")
+        if path is not None:
+            os.environ["XAUTHORITY"] = str(path)
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop("XAUTHORITY", None)
+            else:
+                os.environ["XAUTHORITY"] = saved
+
+
+def open_display(name: str, xauthority: Path | None) -> Display:
+    """A python-xlib connection to display ``name`` with the cookie in ``xauthority``."""
+    with _xauthority(xauthority):
+        return Display(name)
 
 
 @dataclass(frozen=True)
@@ -58,17 +121,23 @@ class Desktop:
     """An Xvfb display with one session at a time. ``start`` the display, then ``new_session``."""
 
     def __init__(self, *, width: int = 1280, height: int = 720, per_uid: bool | None = None,
-                 start_timeout_s: float = 10.0) -> None:
+                 start_timeout_s: float = 10.0, limits: Limits | None = None) -> None:
         self.width, self.height = width, height
         self.per_uid = (os.geteuid() == 0) if per_uid is None else per_uid
         if self.per_uid and os.geteuid() != 0:
             raise EnvError("a per-desktop uid needs root (setpriv); run as root or pass per_uid=False")
         self.start_timeout_s = start_timeout_s
+        self.limits = limits or Limits.from_env()
         self.number: int | None = None
         self.display: Display | None = None
         self.root_dir: Path | None = None
         self.home: Path | None = None
+        self.runtime: Path | None = None  # the session's XDG_RUNTIME_DIR: its cookie, openbox's files, the helper
+        self.sandbox: Sandbox | None = None
+        self.xauthority: Path | None = None  # the env's own cookie file (Loupe's user only)
+        self._cookie = b""
         self._xvfb: subprocess.Popen | None = None
+        self._xvfb_cgroup: Cgroup | None = None
         self._session: dict[str, subprocess.Popen] = {}
         self._children: list[subprocess.Popen] = []  # reaped on end_session, so none stays a zombie
         self._token = ""
@@ -85,19 +154,35 @@ class Desktop:
         return UID_BASE + (self.number or 0) if self.per_uid else os.getuid()
 
     def start(self) -> None:
-        """Start Xvfb and connect to it; EnvError says why if it does not come up."""
+        """Start Xvfb and connect to it; EnvError says why if it does not come up (SandboxUnavailable when no
+        session could be confined here: no display is started then)."""
         if shutil.which("Xvfb") is None:
             raise EnvError("Xvfb is not installed (Debian package xvfb); `make env-tools` installs it")
+        found = support()
+        if not found.namespaces:
+            raise SandboxUnavailable(f"desktop tasks need a sandbox, and none can be made here: {found.reason}")
+        if self.per_uid and not found.per_uid:
+            raise SandboxUnavailable("a per-desktop uid needs root")
         read_fd, write_fd = os.pipe()
-        self.root_dir = Path(tempfile.mkdtemp(prefix="loupe-desktop-"))
-        self.root_dir.chmod(0o755)
+        self.root_dir = Path(tempfile.mkdtemp(prefix="loupe-desktop-"))  # 0700: Loupe's user only
+        self._cookie = secrets.token_bytes(16)
+        write_xauthority(self.root_dir / "xauth-server", self._cookie)
         log = open(self.root_dir / "xvfb.log", "wb")  # noqa: SIM115 - Xvfb keeps writing to it
         # setpriv --pdeathsig: the X server dies with the thread that started it, so a worker killed without
         # closing its env leaves no display behind (its X clients then die with it)
         guard = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
+        if found.cgroups:
+            self._xvfb_cgroup = Cgroup(f"loupe-xvfb-{os.getpid()}-{self.root_dir.name[-8:]}", self.limits)
+            try:
+                self._xvfb_cgroup.create()
+            except OSError as exc:
+                self._xvfb_cgroup = None
+                log.close()
+                raise EnvError(f"the X server's cgroup could not be made: {exc}") from exc
+            guard = [*self._xvfb_cgroup.join_prefix(), *guard]
         self._xvfb = subprocess.Popen(
             [*guard, "Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{self.width}x{self.height}x24",
-             "-nolisten", "tcp", "-noreset"],
+             "-nolisten", "tcp", "-noreset", "-auth", str(self.root_dir / "xauth-server")],
             pass_fds=(write_fd,), stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
         os.close(write_fd)
         log.close()
@@ -116,7 +201,13 @@ class Desktop:
             self._xvfb.kill()
             raise EnvError(f"Xvfb did not start in {self.start_timeout_s} s: {self._log_tail('xvfb.log')}")
         self.number = int(number)
-        self.display = Display(self.name)
+        self.xauthority = self.root_dir / "xauth"
+        write_xauthority(self.xauthority, self._cookie, self.number)
+        self.display = self.connect()
+
+    def connect(self) -> Display:
+        """A new connection to this display with its cookie (the env's own: input, windows; tests' and benches')."""
+        return open_display(self.name, self.xauthority)
 
     def check_alive(self) -> None:
         """Raise EnvError naming the desktop process that died, if one did."""
@@ -134,28 +225,35 @@ class Desktop:
 
     # -- the session -----------------------------------------------------------------------
     def new_session(self) -> Path:
-        """Kill the previous session, make a fresh HOME, start dbus and openbox; return the HOME."""
+        """Kill the previous session, make a fresh HOME and sandbox, start dbus and openbox; return the HOME."""
         self.check_alive_display()
         self.end_session()
-        assert self.root_dir is not None
+        assert self.root_dir is not None and self.display is not None
         self._token = uuid.uuid4().hex
         self.home = self.root_dir / f"home-{self._token[:8]}"
-        runtime = self.root_dir / f"run-{self._token[:8]}"
+        runtime = self.runtime = self.root_dir / f"run-{self._token[:8]}"
+        uid = self.uid if self.per_uid else None
         for folder in (self.home, runtime):
             folder.mkdir(mode=0o700)
-            if self.per_uid:
-                os.chown(folder, self.uid, self.uid)
+            if uid is not None:
+                os.chown(folder, uid, uid)
         user = f"loupe{self.number}"
+        write_xauthority(runtime / "Xauthority", self._cookie, self.number, uid)
+        self._write_session_files(runtime, user, uid)
         self._env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.home), "USER": user, "LOGNAME": user,
             "SHELL": "/bin/bash", "DISPLAY": self.name, "LANG": "C.UTF-8", "TERM": "xterm",
-            "XDG_RUNTIME_DIR": str(runtime), "GDK_BACKEND": "x11", _TAG: self._token,
+            "XDG_RUNTIME_DIR": str(runtime), "XAUTHORITY": str(runtime / "Xauthority"), "GDK_BACKEND": "x11",
+            "TMPDIR": "/tmp", _TAG: self._token,
         }
         if self.per_uid:
-            (self.root_dir / "passwd").write_text(f"{user}:x:{self.uid}:{self.uid}:Loupe desktop:{self.home}:/bin/bash\n")
-            (self.root_dir / "group").write_text(f"{user}:x:{self.uid}:\n")
-            self._env.update(LD_PRELOAD=NSS_WRAPPER, NSS_WRAPPER_PASSWD=str(self.root_dir / "passwd"),
-                             NSS_WRAPPER_GROUP=str(self.root_dir / "group"))
+            self._env.update(LD_PRELOAD=NSS_WRAPPER, NSS_WRAPPER_PASSWD=str(runtime / "passwd"),
+                             NSS_WRAPPER_GROUP=str(runtime / "group"))
+        socket_path = Path(f"/tmp/.X11-unix/X{self.number}")
+        sandbox = Sandbox(f"loupe-desktop-{os.getpid()}-{self.number}-{self._token[:8]}", binds=[self.home, runtime],
+                          ro_binds=[socket_path] if socket_path.exists() else [], uid=uid, limits=self.limits)
+        sandbox.start()
+        self.sandbox = sandbox
         dbus = self.popen(["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"],
                           stdout=subprocess.PIPE)
         ready, _, _ = select.select([dbus.stdout], [], [], self.start_timeout_s)
@@ -171,8 +269,10 @@ class Desktop:
         # at-spi-bus-launcher publishes its bus here; a stale one would send the AT-SPI walk to
         # the previous session's (dead) bus instead of activating this session's launcher.
         root.delete_property(self.display.intern_atom("AT_SPI_BUS"))
+        self._paint_background()
         self.display.sync()
-        self._session["window manager (openbox)"] = self.popen(["openbox", "--sm-disable"], log="openbox.log")
+        self._session["window manager (openbox)"] = self.popen(
+            ["openbox", "--sm-disable", "--config-file", str(runtime / "openbox-rc.xml")], log="openbox.log")
         deadline = time.monotonic() + self.start_timeout_s
         while root.get_full_property(check, X.AnyPropertyType) is None:
             self.check_alive()
@@ -180,6 +280,47 @@ class Desktop:
                 raise EnvError(f"openbox did not take {self.name} in {self.start_timeout_s} s")
             time.sleep(0.02)
         return self.home
+
+    def _write_session_files(self, runtime: Path, user: str, uid: int | None) -> None:
+        """What the session reads from its runtime folder: its passwd entry, openbox's configuration (the menu of
+        the apps, without Exit, Restart or Reconfigure) and the AT-SPI helper (Loupe's own folder may not be
+        readable by the session's uid)."""
+        files = {"atspi_helper.py": ATSPI_HELPER.read_text(), "openbox-menu.xml": OPENBOX_MENU.read_text(),
+                 "openbox-rc.xml": _openbox_rc(runtime / "openbox-menu.xml")}
+        if self.per_uid:
+            files["passwd"] = f"{user}:x:{self.uid}:{self.uid}:Loupe desktop:{self.home}:/bin/bash\n"
+            files["group"] = f"{user}:x:{self.uid}:\n"
+        for name, text in files.items():
+            (runtime / name).write_text(text)
+            (runtime / name).chmod(0o644)
+
+    def _paint_background(self) -> None:
+        """A slate-blue desktop with the hint that a right-click opens the apps (drawn into the root window's
+        background, so it shows wherever no window is)."""
+        from PIL import Image, ImageDraw, ImageFont
+
+        assert self.display is not None
+        screen = self.display.screen()
+        root = screen.root
+        if screen.root_depth != 24:
+            return
+        pixmap = root.create_pixmap(self.width, self.height, screen.root_depth)
+        gc = pixmap.create_gc(foreground=(BACKGROUND[0] << 16) | (BACKGROUND[1] << 8) | BACKGROUND[2])
+        pixmap.fill_rectangle(gc, 0, 0, self.width, self.height)
+        try:
+            font = ImageFont.load_default(size=20)
+        except TypeError:  # Pillow < 10.1: the bitmap font
+            font = ImageFont.load_default()
+        left, top, right, bottom = ImageDraw.Draw(Image.new("RGB", (1, 1))).textbbox((0, 0), HINT, font=font)
+        hint = Image.new("RGB", (right - left + 24, bottom - top + 16), BACKGROUND)
+        ImageDraw.Draw(hint).text((12 - left, 8 - top), HINT, fill=(235, 240, 245), font=font)
+        data = hint.convert("RGBX").tobytes("raw", "BGRX")  # a 24-bit TrueColor screen's ZPixmap, 32 bits a pixel
+        x, y = (self.width - hint.width) // 2, self.height - hint.height - 24
+        pixmap.put_image(gc, x, y, hint.width, hint.height, X.ZPixmap, screen.root_depth, 0, data)
+        root.change_attributes(background_pixmap=pixmap)
+        root.clear_area(0, 0, self.width, self.height)
+        gc.free()
+        pixmap.free()
 
     def check_alive_display(self) -> None:
         if self._xvfb is None or self.display is None:
@@ -214,7 +355,11 @@ class Desktop:
         return found
 
     def end_session(self) -> None:
-        """Kill every session process and delete the session's HOME."""
+        """Kill every session process (its sandbox first: all of its pid namespace dies with it) and delete the
+        session's HOME."""
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
         deadline = time.monotonic() + 3.0
         while True:
             processes = self.session_processes()
@@ -241,21 +386,24 @@ class Desktop:
         if self.root_dir is not None:
             for folder in [*self.root_dir.glob("home-*"), *self.root_dir.glob("run-*")]:
                 shutil.rmtree(folder, ignore_errors=True)
-        self.home = None
+        self.home = self.runtime = None
 
-    def popen(self, argv: list[str] | str, *, shell: bool = False, stdout: int | None = None,
-              log: str | None = None) -> subprocess.Popen:
-        """Start a process in the session (its uid, HOME, display and bus); stderr to ``log``."""
-        if self.home is None:
+    def _command(self, argv: list[str] | str, shell: bool) -> list[str]:
+        """``argv`` as the session runs it: in its sandbox (and uid), in its HOME."""
+        if self.home is None or self.sandbox is None:
             raise EnvError("no session: call new_session() first")
         command = ["bash", "-c", argv] if shell and isinstance(argv, str) else (
             shlex.split(argv) if isinstance(argv, str) else list(argv))
-        if self.per_uid:
-            command = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--", *command]
+        return self.sandbox.command([*self.sandbox.rlimit_memory(), *command], cwd=self.home)
+
+    def popen(self, argv: list[str] | str, *, shell: bool = False, stdout: int | None = None,
+              log: str | None = None) -> subprocess.Popen:
+        """Start a process in the session (its sandbox, uid, HOME, display and bus); stderr to ``log``."""
+        command = self._command(argv, shell)
         assert self.root_dir is not None
         err = open(self.root_dir / (log or "session.log"), "ab")  # noqa: SIM115 - handed to the child
         try:
-            child = subprocess.Popen(command, env=self._env, cwd=self.home, stdin=subprocess.DEVNULL,
+            child = subprocess.Popen(command, env=self._env, stdin=subprocess.DEVNULL,
                                      stdout=stdout if stdout is not None else err, stderr=err,
                                      start_new_session=True)
             self._children.append(child)
@@ -267,23 +415,25 @@ class Desktop:
 
     def run(self, argv: list[str] | str, *, shell: bool = False, timeout_s: float = 30.0,
             ) -> subprocess.CompletedProcess:
-        """Run a command in the session to its end; stdout and stderr as text."""
-        if self.home is None:
-            raise EnvError("no session: call new_session() first")
-        command = ["bash", "-c", argv] if shell and isinstance(argv, str) else (
-            shlex.split(argv) if isinstance(argv, str) else list(argv))
-        if self.per_uid:
-            command = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--", *command]
-        process = subprocess.Popen(command, env=self._env, cwd=self.home, stdin=subprocess.DEVNULL,
+        """Run a command in the session to its end; stdout and stderr as text. EnvError when it runs over its time;
+        ``breach()`` says afterwards whether it hit one of the sandbox's limits."""
+        command = self._command(argv, shell)
+        process = subprocess.Popen(command, env=self._env, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         try:
             out, err = process.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+            kill_group(process)  # the whole group: its children, a fork bomb's copies
             process.communicate()
-            raise EnvError(f"{argv!r} ran over {timeout_s} s and was stopped") from None
+            breach = self.breach()
+            raise EnvError(f"{argv!r} ran over {timeout_s} s and was stopped{f'; {breach}' if breach else ''}"
+                           ) from None
         return subprocess.CompletedProcess(command, process.returncode, out.decode("utf-8", "replace"),
                                            err.decode("utf-8", "replace"))
+
+    def breach(self) -> str:
+        """A limit the session's sandbox hit since the last call, in words ("" when none)."""
+        return self.sandbox.breach() if self.sandbox is not None else ""
 
     def log_tail(self, name: str = "session.log", chars: int = 400) -> str:
         return self._log_tail(name, chars)
@@ -349,7 +499,8 @@ class Desktop:
         import mss
 
         if self._mss is None:
-            self._mss = mss.mss(display=self.name)
+            with _xauthority(self.xauthority):
+                self._mss = mss.mss(display=self.name)
         shot = self._mss.grab(self._mss.monitors[0])
         return shot.rgb, shot.size
 
@@ -368,7 +519,9 @@ class Desktop:
 
         if not Path(SYSTEM_PYTHON).exists():
             raise EnvError(f"{SYSTEM_PYTHON} is missing; AT-SPI needs Debian's python3 with python3-pyatspi")
-        result = self.run([SYSTEM_PYTHON, str(ATSPI_HELPER), f"--max-depth={max_depth}",
+        if self.runtime is None:
+            raise EnvError("no session: call new_session() first")
+        result = self.run([SYSTEM_PYTHON, str(self.runtime / "atspi_helper.py"), f"--max-depth={max_depth}",
                            f"--max-children={max_children}", f"--max-nodes={max_nodes}"], timeout_s=timeout_s)
         if result.returncode != 0:
             raise EnvError(f"the AT-SPI walk failed (exit {result.returncode}): {result.stderr.strip()[-300:]}")
@@ -410,6 +563,27 @@ class Desktop:
                     self._xvfb.kill()
                 self._xvfb.wait()
                 self._xvfb = None
+            if self._xvfb_cgroup is not None:
+                self._xvfb_cgroup.remove()
+                self._xvfb_cgroup = None
             if self.root_dir is not None:
                 shutil.rmtree(self.root_dir, ignore_errors=True)
                 self.root_dir = None
+
+
+_rc_template: str | None = None
+
+
+def _openbox_rc(menu: Path) -> str:
+    """Debian's openbox rc.xml with Loupe's menu file (``menu``) as its only one, instead of Debian's menus (whose
+    root menu offers Exit, Restart and Reconfigure)."""
+    global _rc_template
+    if _rc_template is None:
+        try:
+            _rc_template = OPENBOX_RC.read_text()
+        except OSError:  # openbox without its default configuration: its built-in one, with our menu
+            _rc_template = '<?xml version="1.0"?>\n<openbox_config xmlns="http://openbox.org/3.4/rc">\n' \
+                           "<menu><file>MENU</file></menu>\n</openbox_config>\n"
+    menus = re.sub(r"<file>.*?</file>\s*", "", _rc_template, flags=re.S)
+    # the <menu> section starts a line; <menu>root-menu</menu> inside actions names a menu
+    return re.sub(r"<menu>(?=\s)", f"<menu>\n  <file>{menu}</file>", menus, count=1)

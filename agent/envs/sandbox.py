@@ -1,0 +1,620 @@
+"""Sandboxes: what an environment runs (a desktop's apps, its setup and checker commands, a terminal's commands, a
+browser) reaches none of Loupe's data or services.
+
+A ``Sandbox`` is one confinement, made with bubblewrap (``bwrap``, the sandbox Flatpak uses), whose namespaces every
+process of the env enters (``command(argv)``: the argv prefixed with what joins the cgroup, enters the namespaces with
+``nsenter`` and drops to the sandbox's uid with ``setpriv``):
+
+- **network**: a namespace of its own with only a loopback interface. Loupe's Redis, PostgreSQL and web server, other
+  envs' sites and anything else on the host are not there to connect to. What a task needs is served inside it (a
+  browser's MiniWoB pages, shop and wiki: ``listen``) or reached through the env's allow-listed proxy (egress.py).
+- **files**: the system read-only; Loupe's data (``LOUPE_DATA_DIR`` and its media, checkpoints, logs and sites, where
+  they live elsewhere) and ``/run`` (PostgreSQL's, Redis's and Docker's sockets) under empty tmpfs; ``/tmp``,
+  ``/var/tmp`` and ``/dev/shm`` its own, of ``disk_mb`` each (other displays' X sockets and other sessions' files are
+  not in them); writable only those and what it is given (``binds``: its home).
+- **processes**: a pid namespace (it sees its own processes only, and they all die with it), and, when Loupe runs as
+  root, a uid of its own, with no capabilities and no new privileges (setuid binaries do not raise it).
+- **limits** (``Limits``, ``LOUPE_SANDBOX_*``): a cgroup (v1, or v2 where one can be made) with a CPU quota, a memory
+  limit (swap included) and a process-count limit; where no cgroup can be made, rlimits (``prlimit``: processes of the
+  uid, address space, file size) instead. Each command keeps its caller's time limit.
+
+Where namespaces cannot be made (a container without CAP_SYS_ADMIN, a kernel without user namespaces) ``support()``
+says why, once; the desktop and terminal envs then refuse to start with that reason, never running unconfined.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.envs.base import EnvError
+
+__all__ = ["Cgroup", "Limits", "Sandbox", "SandboxUnavailable", "Support", "allocate_uid", "hidden_paths", "kill_group",
+           "support"]
+
+log = logging.getLogger(__name__)
+REPO = Path(__file__).resolve().parents[2]
+HELPER = Path(__file__).with_name("sandbox_helper.py")
+MB = 2**20
+
+
+class SandboxUnavailable(EnvError):
+    """No sandbox can be made on this machine; the message says why and what would allow one."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one sandbox may use. ``cpus``: cores' worth of CPU time (a quota); ``memory_mb``: resident memory and swap
+    of all its processes (a memory hog is killed); ``pids``: processes and threads (a fork bomb stops there);
+    ``disk_mb``: the size of its /tmp, /var/tmp and /dev/shm each, and of each file it writes where no cgroup can
+    hold it (without cgroups: rlimits, of each process: address space ``memory_mb``, file size ``disk_mb``)."""
+
+    cpus: float = 1.0
+    memory_mb: int = 2048
+    pids: int = 512
+    disk_mb: int = 1024
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        """The limits set by LOUPE_SANDBOX_CPUS / _MEMORY_MB / _PIDS / _DISK_MB (README, configuration); ValueError
+        naming the setting when one is not a positive number."""
+        values = {}
+        for name, kind in (("cpus", float), ("memory_mb", int), ("pids", int), ("disk_mb", int)):
+            key = f"LOUPE_SANDBOX_{name.upper()}"
+            raw = os.environ.get(key, "").strip()
+            if not raw:
+                continue
+            try:
+                value = kind(raw)
+            except ValueError:
+                raise ValueError(f"{key}={raw!r} is not a {'number' if kind is float else 'whole number'}") from None
+            if value <= 0:
+                raise ValueError(f"{key}={raw!r} must be above 0")
+            values[name] = value
+        return cls(**values)
+
+
+# -- what this machine allows ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Support:
+    namespaces: bool
+    per_uid: bool  # root: each sandbox under a uid of its own
+    cgroups: str  # "v1", "v2", or "" (rlimits instead)
+    reason: str = ""  # why namespaces (or cgroups) are missing, for a person
+
+
+_support: Support | None = None
+_support_lock = threading.Lock()
+
+
+def _bwrap_base(as_root: bool) -> list[str]:
+    return ["bwrap", "--die-with-parent", "--unshare-net", "--unshare-pid", *([] if as_root else ["--unshare-user"]),
+            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+
+
+def support() -> Support:
+    """What sandboxes this machine can make (probed once a process: a bwrap that starts and exits, about 10 ms)."""
+    global _support
+    with _support_lock:
+        if _support is None:
+            _support = _probe()
+            if not _support.namespaces:
+                log.warning("No sandbox can be made here: %s", _support.reason)
+            elif not _support.cgroups:
+                log.warning("Sandboxes are limited by rlimits only: %s", _support.reason)
+        return _support
+
+
+def _probe() -> Support:
+    root = os.geteuid() == 0
+    missing = [tool for tool in ("bwrap", "nsenter", "setpriv") if shutil.which(tool) is None]
+    if missing:
+        return Support(False, False, "", f"{', '.join(missing)} not installed (Debian packages bubblewrap, util-linux; "
+                                         "make env-tools installs them)")
+    try:
+        probe = subprocess.run([*_bwrap_base(root), "--", "true"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Support(False, False, "", f"bubblewrap could not run: {exc}")
+    if probe.returncode != 0:
+        why = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
+        hint = ("run the worker as root with CAP_SYS_ADMIN and CAP_NET_ADMIN (docker: cap_add SYS_ADMIN, NET_ADMIN)"
+                if root else "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1), or run "
+                             "the worker as root")
+        return Support(False, False, "", f"network namespaces cannot be made ({why}); {hint}")
+    version, reason = Cgroup.probe() if root else ("", "cgroups need root")
+    return Support(True, root, version, reason)
+
+
+def hidden_paths() -> list[Path]:
+    """Loupe's own folders, hidden from every sandbox: its data (secret key, embedded PostgreSQL and Redis, media,
+    logs, checkpoints, the sites' builds) wherever the settings put them, and /run."""
+    data = Path(os.environ.get("LOUPE_DATA_DIR") or REPO / ".data")
+    paths = [data, Path("/run")]
+    for key in ("LOUPE_MEDIA_ROOT", "LOUPE_CHECKPOINT_DIR", "LOUPE_LOG_DIR", "LOUPE_SITES_DIR"):
+        if os.environ.get(key):
+            paths.append(Path(os.environ[key]))
+    if os.geteuid() != 0 and os.environ.get("HOME", "/") != "/":  # the sandbox is Loupe's own user: hide its home
+        paths.append(Path(os.environ["HOME"]))
+    found: list[Path] = []
+    for path in paths:
+        try:
+            resolved = path.resolve()
+        except OSError:
+            continue
+        if resolved.is_dir() and resolved != Path("/") and resolved not in found:
+            found.append(resolved)
+    return found
+
+
+# -- uids ------------------------------------------------------------------------------------------------------------
+UID_RANGE = range(62000, 64000)  # terminals' and browsers' (desktops use 61000 + their display number)
+_uid_dir = Path(tempfile.gettempdir()) / "loupe-sandbox-uids"
+
+
+class _UidLease:
+    def __init__(self, uid: int, lock: int) -> None:
+        self.uid, self._lock = uid, lock
+
+    def release(self) -> None:
+        if self._lock >= 0:
+            os.close(self._lock)
+            self._lock = -1
+
+
+def allocate_uid() -> _UidLease:
+    """A uid no other live sandbox on this machine holds (a lock file a uid, held while the lease lives)."""
+    _uid_dir.mkdir(mode=0o700, exist_ok=True)
+    start = (os.getpid() * 7) % len(UID_RANGE)  # processes start their search apart
+    for offset in range(len(UID_RANGE)):
+        uid = UID_RANGE[(start + offset) % len(UID_RANGE)]
+        fd = os.open(_uid_dir / str(uid), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        return _UidLease(uid, fd)
+    raise SandboxUnavailable(f"every sandbox uid ({UID_RANGE.start}-{UID_RANGE.stop - 1}) is in use")
+
+
+# -- cgroups ---------------------------------------------------------------------------------------------------------
+_counter = 0
+_counter_lock = threading.Lock()
+
+
+def _next_name(kind: str) -> str:
+    global _counter
+    with _counter_lock:
+        _counter += 1
+        return f"loupe-{kind}-{os.getpid()}-{_counter}"
+
+
+class Cgroup:
+    """A cgroup with a sandbox's limits, made beside (v2) or under (v1) the worker's own, removed by ``remove``."""
+
+    V1_CONTROLLERS = ("memory", "pids", "cpu", "freezer")
+    _swept = False
+
+    def __init__(self, name: str, limits: Limits) -> None:
+        self.name, self.limits = name, limits
+        self.dirs: dict[str, Path] = {}  # controller -> its folder (v2: one folder for all)
+        self.version = ""
+        self._seen = {"pids": 0, "oom": 0}
+
+    # which hierarchy, and where the worker sits in it
+    @staticmethod
+    def _mounts() -> dict[str, Path]:
+        """Controller (or "unified") -> where its hierarchy is mounted."""
+        found: dict[str, Path] = {}
+        with open("/proc/self/mountinfo") as mountinfo:
+            for line in mountinfo:
+                left, _, right = line.partition(" - ")
+                fstype, _, options = right.split()[:3]
+                point = Path(left.split()[4])
+                if fstype == "cgroup2":
+                    found["unified"] = point
+                elif fstype == "cgroup":
+                    for option in options.split(","):
+                        if option in Cgroup.V1_CONTROLLERS:
+                            found[option] = point
+        return found
+
+    @staticmethod
+    def _own() -> dict[str, str]:
+        """Controller (or "unified") -> the worker's cgroup path in that hierarchy."""
+        own: dict[str, str] = {}
+        with open("/proc/self/cgroup") as cgroups:
+            for line in cgroups:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                for controller in (controllers.split(",") if controllers else ["unified"]):
+                    own[controller] = path
+        return own
+
+    @classmethod
+    def _parents(cls) -> tuple[str, dict[str, Path], str]:
+        """(version, controller -> the folder new cgroups go in, why none when none)."""
+        mounts, own = cls._mounts(), cls._own()
+        v1 = {c: mounts[c] / own[c].lstrip("/") for c in ("memory", "pids", "cpu") if c in mounts and c in own}
+        if len(v1) == 3:
+            if "freezer" in mounts and "freezer" in own:
+                v1["freezer"] = mounts["freezer"] / own["freezer"].lstrip("/")
+            return "v1", v1, ""
+        if "unified" in mounts and "unified" in own:
+            mine = mounts["unified"] / own["unified"].lstrip("/")
+            # v2 keeps processes out of a cgroup whose children have controllers: a sandbox's cgroup goes beside the
+            # worker's, under a parent that already hands memory, pids and cpu down to its children
+            try:
+                available = set((mine / "cgroup.controllers").read_text().split())
+            except OSError as exc:
+                return "", {}, f"cgroup v2 unreadable ({exc})"
+            if {"memory", "pids", "cpu"} <= available and mine != mounts["unified"]:
+                return "v2", {"unified": mine.parent}, ""
+            return "", {}, ("cgroup v2 gives this process no memory, pids and cpu controllers to hand down (a "
+                            "container's own root cgroup): limits are rlimits")
+        return "", {}, "no cgroup memory, pids and cpu controllers are mounted: limits are rlimits"
+
+    @classmethod
+    def probe(cls) -> tuple[str, str]:
+        """(version or "", why not) for this process, checked by making and removing one cgroup."""
+        try:
+            version, _, reason = cls._parents()
+            if not version:
+                return "", reason
+            probe = cls(_next_name("probe"), Limits())
+            probe.create()
+            probe.remove()
+            return version, ""
+        except OSError as exc:
+            return "", f"cgroups cannot be made here ({exc}): limits are rlimits"
+
+    def create(self) -> None:
+        version, parents, reason = self._parents()
+        if not version:
+            raise SandboxUnavailable(reason)
+        self.version = version
+        if not Cgroup._swept:
+            Cgroup._swept = True
+            self._sweep(parents)
+        if version == "v1":
+            for controller, parent in parents.items():
+                self.dirs[controller] = parent / self.name
+                self.dirs[controller].mkdir(exist_ok=True)
+            memory = str(self.limits.memory_mb * MB)
+            self._write("memory", "memory.limit_in_bytes", memory)
+            if (self.dirs["memory"] / "memory.memsw.limit_in_bytes").exists():  # swap counted (when accounted)
+                self._write("memory", "memory.memsw.limit_in_bytes", memory)
+            self._write("pids", "pids.max", str(self.limits.pids))
+            self._write("cpu", "cpu.cfs_period_us", "100000")
+            self._write("cpu", "cpu.cfs_quota_us", str(int(self.limits.cpus * 100000)))
+        else:
+            folder = parents["unified"] / self.name
+            folder.mkdir(exist_ok=True)
+            self.dirs = {"unified": folder}
+            self._write("unified", "memory.max", str(self.limits.memory_mb * MB))
+            if (folder / "memory.swap.max").exists():
+                self._write("unified", "memory.swap.max", "0")
+            self._write("unified", "pids.max", str(self.limits.pids))
+            self._write("unified", "cpu.max", f"{int(self.limits.cpus * 100000)} 100000")
+
+    def _write(self, controller: str, name: str, value: str) -> None:
+        (self.dirs[controller] / name).write_text(value)
+
+    def _read(self, controller: str, name: str) -> str:
+        try:
+            return (self.dirs[controller] / name).read_text()
+        except (OSError, KeyError):
+            return ""
+
+    @staticmethod
+    def _field(text: str, key: str) -> int:
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == key and parts[1].isdigit():
+                return int(parts[1])
+        return 0
+
+    def _counts(self) -> dict[str, int]:
+        if self.version == "v1":
+            return {"pids": self._field(self._read("pids", "pids.events"), "max"),
+                    "oom": self._field(self._read("memory", "memory.oom_control"), "oom_kill")}
+        return {"pids": self._field(self._read("unified", "pids.events"), "max"),
+                "oom": self._field(self._read("unified", "memory.events"), "oom_kill")}
+
+    def breach(self) -> str:
+        """What limit was hit since the last call ("" when none), for a person: the episode's failure says it."""
+        counts = self._counts()
+        said = []
+        if counts["pids"] > self._seen["pids"]:
+            said.append(f"it hit its process limit ({self.limits.pids} processes and threads)")
+        if counts["oom"] > self._seen["oom"]:
+            said.append(f"it ran out of memory (its limit is {self.limits.memory_mb} MB) and a process was killed")
+        self._seen = counts
+        return "; ".join(said)
+
+    def join_prefix(self) -> list[str]:
+        """An argv prefix that moves the process into this cgroup, then runs the rest (``sh``: about a millisecond)."""
+        files = [folder / "cgroup.procs" for folder in self.dirs.values()]
+        script = " && ".join(f'echo $$ > "{path}"' for path in files) + ' && exec "$@"'
+        return ["/bin/sh", "-c", script, "loupe-sandbox"]
+
+    def pids(self) -> list[int]:
+        found: set[int] = set()
+        for folder in self.dirs.values():
+            try:
+                found |= {int(pid) for pid in (folder / "cgroup.procs").read_text().split()}
+            except OSError:
+                continue
+        return sorted(found)
+
+    def kill_all(self, timeout_s: float = 5.0) -> None:
+        """SIGKILL every process in the cgroup (frozen first where a freezer is, so a fork bomb cannot outrun it)."""
+        if self.version == "v2" and (self.dirs["unified"] / "cgroup.kill").exists():
+            self._write("unified", "cgroup.kill", "1")
+        freezer = self.dirs.get("freezer")
+        deadline = time.monotonic() + timeout_s
+        while (pids := self.pids()) and time.monotonic() < deadline:
+            if freezer is not None:
+                (freezer / "freezer.state").write_text("FROZEN")
+            for pid in pids:
+                try:
+                    os.kill(pid, 9)
+                except ProcessLookupError:
+                    pass
+            if freezer is not None:
+                (freezer / "freezer.state").write_text("THAWED")
+            time.sleep(0.01)
+
+    def remove(self) -> None:
+        self.kill_all()
+        for folder in self.dirs.values():
+            for _ in range(100):  # the killed take a moment to leave
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+        self.dirs = {}
+
+    @staticmethod
+    def _sweep(parents: dict[str, Path]) -> None:
+        """Remove the cgroups of sandboxes whose worker process died without removing them."""
+        for parent in parents.values():
+            for folder in parent.glob("loupe-*-*-*"):
+                try:
+                    pid = int(folder.name.split("-")[2])
+                except (IndexError, ValueError):
+                    continue
+                if pid == os.getpid() or Path(f"/proc/{pid}").exists():
+                    continue
+                try:
+                    for line in (folder / "cgroup.procs").read_text().split():
+                        os.kill(int(line), 9)
+                    folder.rmdir()
+                except OSError:
+                    pass
+
+
+# -- the sandbox -----------------------------------------------------------------------------------------------------
+@dataclass
+class Sandbox:
+    """One confinement (see the module docstring). ``binds``: folders it may write (made beforehand, owned by its uid);
+    ``ro_binds``: files or folders it may read that its private /tmp would hide (an X display's socket). ``uid``: the
+    uid it runs as (root only; None: Loupe's own). ``broker``: keep a helper inside that makes sockets in the network
+    namespace (``listen``, ``connect``), for browsers' sites and proxies."""
+
+    name: str
+    binds: list[Path] = field(default_factory=list)
+    ro_binds: list[Path] = field(default_factory=list)
+    uid: int | None = None
+    limits: Limits = field(default_factory=Limits)
+    broker: bool = False
+
+    def __post_init__(self) -> None:
+        self.pid: int | None = None  # the namespaces' first process (bwrap's init), which nsenter joins
+        self.cgroup: Cgroup | None = None
+        self._bwrap: subprocess.Popen | None = None
+        self._control: socket.socket | None = None
+        self._lock = threading.Lock()
+
+    # lifecycle
+    def start(self) -> None:
+        """Make the namespaces (and the cgroup); SandboxUnavailable says why when they cannot be made."""
+        found = support()
+        if not found.namespaces:
+            raise SandboxUnavailable(f"no sandbox can be made on this machine: {found.reason}")
+        if self.uid is not None and not found.per_uid:
+            raise SandboxUnavailable("a sandbox uid needs root")
+        if found.cgroups:
+            self.cgroup = Cgroup(self.name, self.limits)
+            try:
+                self.cgroup.create()
+            except OSError as exc:
+                self.cgroup = None
+                raise SandboxUnavailable(f"the sandbox's cgroup could not be made: {exc}") from exc
+        argv = _bwrap_base(found.per_uid)
+        size = str(self.limits.disk_mb * MB)
+        for private in ("/tmp", "/var/tmp", "/dev/shm"):
+            argv += ["--perms", "1777", "--size", size, "--tmpfs", private]
+        for hidden in hidden_paths():
+            argv += ["--perms", "0755", "--tmpfs", str(hidden)]
+        made: set[Path] = set()
+        for path in [*self.binds, *self.ro_binds]:
+            for parent in reversed(path.parents):  # bwrap would make them 0700, and the uid could not pass
+                if parent != Path("/") and parent not in made and not _visible_dir(parent):
+                    argv += ["--perms", "0755", "--dir", str(parent)]
+                    made.add(parent)
+        for path in self.binds:
+            argv += ["--bind", str(path), str(path)]
+        for path in self.ro_binds:
+            argv += ["--ro-bind", str(path), str(path)]
+        if found.per_uid:
+            argv += ["--cap-drop", "ALL"]
+        info_read, info_write = os.pipe()
+        argv += ["--info-fd", str(info_write)]
+        if self.broker:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            holder, stdin = [sys.executable, "-I", "-S", str(HELPER)], theirs.fileno()
+        else:
+            ours = theirs = None
+            # exits, and takes the sandbox with it, when its stdin closes (the env closed it, or the worker died)
+            holder, stdin = ["/bin/sh", "-c", "echo ready && exec cat"], subprocess.PIPE
+        prefix = self.cgroup.join_prefix() if self.cgroup else []
+        try:
+            self._bwrap = subprocess.Popen([*prefix, *argv, "--", *holder], stdin=stdin, stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE, pass_fds=(info_write,), start_new_session=True)
+        except OSError as exc:
+            os.close(info_read)
+            raise SandboxUnavailable(f"bubblewrap could not start: {exc}") from exc
+        finally:
+            os.close(info_write)
+            if theirs is not None:
+                theirs.close()
+        self._control = ours
+        with os.fdopen(info_read, "rb") as info:
+            raw = info.read()  # bwrap writes it once the namespaces exist, then closes it
+        # the holder says "ready" once bwrap has made the sandbox's files (after the info): a process that entered
+        # before then would see them half made
+        ready = self._bwrap.stdout.readline() if raw else b""
+        try:
+            self.pid = int(json.loads(raw)["child-pid"])
+            if ready.strip() != b"ready":
+                raise ValueError("not ready")
+        except (ValueError, KeyError, TypeError):
+            self._bwrap.wait(timeout=5)
+            error = self._bwrap.stderr.read().decode(errors="replace").strip()
+            self.close()
+            raise SandboxUnavailable(f"bubblewrap did not make the sandbox: {error or 'no word from it'}") from None
+
+    def alive(self) -> bool:
+        return self._bwrap is not None and self._bwrap.poll() is None
+
+    def close(self) -> None:
+        """End the sandbox: its holder exits, and every process in its pid namespace is killed with it."""
+        bwrap, self._bwrap = self._bwrap, None
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        if bwrap is not None:
+            if bwrap.stdin is not None:
+                bwrap.stdin.close()
+            try:
+                bwrap.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                bwrap.kill()
+                bwrap.wait()
+            for stream in (bwrap.stdout, bwrap.stderr):
+                if stream is not None:
+                    stream.close()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+        self.pid = None
+
+    # processes
+    def command(self, argv: list[str], *, cwd: Path | None = None, network_only: bool = False) -> list[str]:
+        """``argv`` as run in the sandbox: in its cgroup and namespaces, as its uid, in ``cwd`` (its view of the files).
+        ``network_only``: only its network namespace, as Loupe's own user with Loupe's files (the servers of a
+        browser's sites, which the browser reaches there)."""
+        if self.pid is None:
+            raise EnvError(f"the sandbox {self.name} is not started")
+        root = support().per_uid
+        enter = ["nsenter", "-t", str(self.pid), "--net"]
+        if not root:
+            enter += ["--user", "--preserve-credentials"]
+        if network_only:
+            return [*enter, "--", *argv]
+        enter += ["--mount", "--pid"]
+        if cwd is not None:
+            enter.append(f"--wdns={cwd}")
+        drop = ["setpriv", "--no-new-privs"]
+        if self.uid is not None:
+            drop += [f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--inh-caps=-all",
+                     "--bounding-set=-all"]
+        limits = self._rlimits() if self.cgroup is None else []
+        prefix = self.cgroup.join_prefix() if self.cgroup else []
+        return [*prefix, *enter, "--", *drop, "--", *limits, *argv]
+
+    def _rlimits(self) -> list[str]:
+        """Without a cgroup: per-process limits (processes of the uid, address space, file size)."""
+        if shutil.which("prlimit") is None:
+            return []
+        pids = self.limits.pids if self.uid is not None else self.limits.pids + _threads_of_uid(os.getuid())
+        return ["prlimit", f"--nproc={pids}", f"--fsize={self.limits.disk_mb * MB}", "--"]
+
+    def rlimit_memory(self) -> list[str]:
+        """An address-space rlimit to add where no cgroup holds memory (not for Chromium, which reserves far more
+        address space than it uses)."""
+        if self.cgroup is not None or shutil.which("prlimit") is None:
+            return []
+        return ["prlimit", f"--as={self.limits.memory_mb * MB}", "--"]
+
+    def breach(self) -> str:
+        """A limit the sandbox hit since the last call, in words ("" when none, or no cgroup to say it)."""
+        return self.cgroup.breach() if self.cgroup is not None else ""
+
+    # sockets in the network namespace
+    def listen(self, port: int = 0) -> socket.socket:
+        """A TCP socket listening on 127.0.0.1:``port`` (0: a free one) of the sandbox's own loopback."""
+        return self._ask(f"listen {port}")
+
+    def connect(self, port: int, timeout_s: float = 5.0) -> socket.socket:
+        """A TCP connection to 127.0.0.1:``port`` of the sandbox's loopback; OSError when nothing answers there."""
+        return self._ask(f"connect {port} {timeout_s}")
+
+    def _ask(self, request: str) -> socket.socket:
+        if self._control is None:
+            raise EnvError(f"the sandbox {self.name} makes no sockets (broker=False) or is closed")
+        with self._lock:
+            self._control.sendall(request.encode() + b"\n")
+            message, fds, _, _ = socket.recv_fds(self._control, 1024, 1)
+        if not message:
+            raise EnvError(f"the sandbox {self.name} ended")
+        if not fds:
+            raise OSError(message.decode(errors="replace").removeprefix("error "))
+        return socket.socket(fileno=fds[0])
+
+
+def kill_group(process: subprocess.Popen, timeout_s: float = 5.0) -> None:
+    """SIGKILL ``process``'s process group (it was started with start_new_session) until none of it is left: a fork
+    bomb's copies fork while a pass runs, and its sandbox's process limit keeps them few."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        process.poll()  # reap the leader: a group that holds only it, a zombie, would answer forever
+        time.sleep(0.005)
+
+
+def _visible_dir(path: Path) -> bool:
+    """Whether ``path`` shows in the sandbox as it is outside: a folder the read-only root keeps, not one inside a
+    private or hidden one (whose contents the sandbox gets new: bwrap makes such a folder, 0700 unless told)."""
+    private = [Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"), *hidden_paths()]
+    return not any(p in path.parents for p in private)
+
+
+def _threads_of_uid(uid: int) -> int:
+    count = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    count += len(os.listdir(entry / "task"))
+            except OSError:
+                continue
+    return count
