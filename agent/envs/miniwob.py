@@ -2,6 +2,11 @@
 
 - The task pages come from the ``miniwob`` PyPI package; one threaded ``http.server`` per process
   serves them on loopback (``file://`` pages cannot use the shared jQuery UI files reliably).
+- The browser runs in a sandbox of its own (sandbox.py): a network namespace where only the env's own pages
+  are served (a thread of the worker answers on a socket made inside it), Loupe's files hidden, its own uid
+  under root, CPU, memory and process limits. Playwright launches it through a small script that enters the
+  sandbox (the CDP pipe passes through). Where no sandbox can be made, the browser runs as the worker's user,
+  said once in the log, its pages served on the worker's loopback.
 - One browser process per ``MiniWoBEnv`` (shared by its episodes). By default a fresh browser
   context per episode, so cookies, focus and page state never leak from one episode into the
   next; ``fresh_context=False`` restarts episodes of the same task inside the loaded page instead
@@ -30,6 +35,12 @@ import base64
 import functools
 import http.server
 import importlib.util
+import logging
+import os
+import shlex
+import shutil
+import socket
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -37,8 +48,11 @@ from typing import Any
 
 from agent.actions import Action
 from agent.envs.base import Element, Env, EnvError, LiveFrame, Observation, StepResult, TaskInfo
+from agent.envs.sandbox import Limits, Sandbox, allocate_uid, support
 
 __all__ = ["CHROMIUM_ARGS", "TASKS", "MiniWoBEnv", "miniwob_html_dir", "serve_miniwob"]
+
+log = logging.getLogger(__name__)
 
 WIDTH, HEIGHT = 160, 210
 CHROMIUM_PATH = "/usr/bin/chromium"
@@ -231,6 +245,41 @@ def serve_miniwob() -> str:
         return _server_url
 
 
+class _PageServer(http.server.ThreadingHTTPServer):
+    """The task pages served on ``listener``, a socket listening inside an env's sandbox: only its browser reaches
+    them. Answered by a thread of the worker, as the shared server above."""
+
+    daemon_threads = True
+
+    def __init__(self, listener: socket.socket) -> None:
+        handler = functools.partial(_QuietHandler, directory=str(miniwob_html_dir()))
+        super().__init__(listener.getsockname()[:2], handler, bind_and_activate=False)
+        self.socket.close()
+        self.socket = listener
+        self.server_name, self.server_port = "127.0.0.1", listener.getsockname()[1]
+        self._thread = threading.Thread(target=self.serve_forever, name="miniwob-pages", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_port}/"
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+_said_unconfined = False
+
+
+def _say_unconfined(reason: str) -> None:
+    global _said_unconfined
+    if not _said_unconfined:
+        _said_unconfined = True
+        log.warning("Browsers run without a sandbox here (%s): as Loupe's own user, on its network; the webapp env's "
+                    "any-URL pages are kept to their hosts by Chromium's proxy settings only", reason)
+
+
 class _Driver:
     """One Playwright driver per thread, shared by the envs of that thread (a second sync
     Playwright in the same thread is refused by Playwright)."""
@@ -282,6 +331,7 @@ class MiniWoBEnv(Env):
         wait_ms: int = 250,
         ready_timeout_s: float = 10.0,
         max_elements: int = 60,
+        limits: Limits | None = None,
     ) -> None:
         self.executable_path = executable_path
         self.fresh_context = fresh_context
@@ -290,7 +340,14 @@ class MiniWoBEnv(Env):
         self.wait_ms = wait_ms
         self.ready_timeout_s = ready_timeout_s
         self.max_elements = max_elements
-        self.base_url = serve_miniwob()
+        self.limits = limits or Limits.from_env()
+        self.base_url = ""  # where the task pages are served, once the browser's sandbox is made
+        self.sandbox: Sandbox | None = None
+        self._sandbox_dir: Path | None = None
+        self._uid: Any = None  # a uid lease, under root
+        self._launcher: Path | None = None  # the script Playwright starts: Chromium in the sandbox
+        self._browser_env: dict[str, str] = {}
+        self._pages: _PageServer | None = None
         self._playwright: Any = None
         self._browser: Any = None
         self._context: Any = None
@@ -306,18 +363,78 @@ class MiniWoBEnv(Env):
         self._done = True
 
     # -- lifecycle -------------------------------------------------------------------------
+    serves_task_pages = True  # MiniWoB++'s pages, in the sandbox (the webapp env serves its own sites)
+
     def _ensure_browser(self) -> None:
         if self._browser is not None and self._browser.is_connected():
             return
         self._drop_browser()
+        self._ensure_sandbox()
         if self._playwright is None:
             self._playwright = _Driver.acquire()
         try:
             self._browser = self._playwright.chromium.launch(
-                executable_path=self.executable_path, args=CHROMIUM_ARGS, headless=True
-            )
+                executable_path=str(self._launcher or self.executable_path), args=CHROMIUM_ARGS, headless=True,
+                env=self._browser_env or None)
         except Exception as exc:
             raise EnvError(f"could not start Chromium at {self.executable_path}: {exc}") from exc
+
+    def _ensure_sandbox(self) -> None:
+        """The browser's sandbox, its home and launcher, and the task pages served inside it (made once an env)."""
+        if self.sandbox is not None and self.sandbox.alive():
+            return
+        self._close_sandbox()
+        found = support()
+        if not found.namespaces:
+            _say_unconfined(found.reason)
+            if self.serves_task_pages:
+                self.base_url = serve_miniwob()
+            return
+        self._sandbox_dir = Path(tempfile.mkdtemp(prefix="loupe-browser-"))  # 0700: Loupe's user only
+        home = self._sandbox_dir / "home"
+        home.mkdir(mode=0o700)
+        if found.per_uid:
+            self._uid = allocate_uid()
+            os.chown(home, self._uid.uid, self._uid.uid)
+        sandbox = Sandbox(f"loupe-browser-{os.getpid()}-{self._sandbox_dir.name[-8:]}", binds=[home],
+                          uid=self._uid.uid if self._uid else None, limits=self.limits, broker=True)
+        sandbox.start()
+        self.sandbox = sandbox
+        if self.serves_task_pages:
+            self._pages = _PageServer(sandbox.listen())
+            self.base_url = self._pages.url
+        # Playwright starts this script with the browser's arguments and its CDP pipe (fds 3, 4), which pass
+        # through nsenter and setpriv. Playwright's profile folder is its own user's; the browser uses one in its home.
+        command = " ".join(shlex.quote(part) for part in sandbox.command([self.executable_path], cwd=home))
+        script = f"""#!/bin/sh
+for arg in "$@"; do
+  shift
+  case "$arg" in --user-data-dir=*) arg="--user-data-dir={home}/profile" ;; esac
+  set -- "$@" "$arg"
+done
+exec {command} "$@"
+"""
+        self._launcher = self._sandbox_dir / "chromium"
+        self._launcher.write_text(script)
+        self._launcher.chmod(0o700)
+        self._browser_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
+                             "TMPDIR": "/tmp", "XDG_CONFIG_HOME": str(home / ".config"),
+                             "XDG_CACHE_HOME": str(home / ".cache")}
+
+    def _close_sandbox(self) -> None:
+        if self._pages is not None:
+            self._pages.stop()
+            self._pages = None
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
+        if self._uid is not None:
+            self._uid.release()
+            self._uid = None
+        if self._sandbox_dir is not None:
+            shutil.rmtree(self._sandbox_dir, ignore_errors=True)
+            self._sandbox_dir = None
+        self._launcher, self._browser_env = None, {}
 
     def _drop_browser(self) -> None:
         self._close_context()
@@ -341,6 +458,7 @@ class MiniWoBEnv(Env):
         if self._playwright is not None:
             self._playwright = None
             _Driver.release()
+        self._close_sandbox()
         self._done = True
 
     @property
@@ -353,7 +471,10 @@ class MiniWoBEnv(Env):
             processes = session.send("SystemInfo.getProcessInfo")["processInfo"]
         finally:
             session.detach()
-        return next((int(p["id"]) for p in processes if p.get("type") == "browser"), None)
+        pid = next((int(p["id"]) for p in processes if p.get("type") == "browser"), None)
+        if pid is not None and self.sandbox is not None:  # the browser names its pid in its sandbox's pid namespace
+            return self.sandbox.host_pid(pid)
+        return pid
 
     # -- episodes --------------------------------------------------------------------------
     def reset(self, task: str, seed: int) -> Observation:

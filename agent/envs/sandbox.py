@@ -100,7 +100,9 @@ _support_lock = threading.Lock()
 
 
 def _bwrap_base(as_root: bool) -> list[str]:
-    return ["bwrap", "--die-with-parent", "--unshare-net", "--unshare-pid", *([] if as_root else ["--unshare-user"]),
+    # no --die-with-parent: it is tied to the thread that started bwrap; the holder's end of a pipe ends the sandbox
+    # when the worker does, from whichever thread it was made
+    return ["bwrap", "--unshare-net", "--unshare-pid", *([] if as_root else ["--unshare-user"]),
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
 
 
@@ -547,6 +549,32 @@ class Sandbox:
         limits = self._rlimits() if self.cgroup is None else []
         prefix = self.cgroup.join_prefix() if self.cgroup else []
         return [*prefix, *enter, "--", *drop, "--", *limits, *argv]
+
+    def network_prefix(self) -> list[str]:
+        """The argv prefix that runs a process in the sandbox's network namespace alone, as Loupe's own user with
+        Loupe's files: the servers of a browser's sites (the shop, the wiki), which its browser reaches there."""
+        return self.command([], network_only=True)
+
+    def host_pid(self, pid: int) -> int | None:
+        """The worker's pid of the sandbox's process ``pid`` (as the sandbox's pid namespace numbers it)."""
+        if self.pid is None:
+            return None
+        try:
+            namespace = os.readlink(f"/proc/{self.pid}/ns/pid")
+        except OSError:
+            return None
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if os.readlink(entry / "ns" / "pid") != namespace:
+                    continue
+                for line in (entry / "status").read_text().splitlines():
+                    if line.startswith("NSpid:") and int(line.split()[-1]) == pid:
+                        return int(entry.name)
+            except (OSError, ValueError):
+                continue
+        return None
 
     def _rlimits(self) -> list[str]:
         """Without a cgroup: per-process limits (processes of the uid, address space, file size)."""

@@ -5,10 +5,15 @@
   shop task the golden database is copied (the episode's own file; nothing of the last episode is left),
   the env's shop server is started once and reused, the browser context is new (no cookies, no basket
   from before), the task's login is done if it asks for one, then the start URL is opened.
-- The browser is MiniWoB's (``MiniWoBEnv``'s lifecycle: one Chromium a env through the per-thread
-  Playwright driver, a new context per episode, CDP screenshots) at a realistic viewport; the elements are
-  read by the same DOM walk, limited to what is in the viewport. Requests to hosts other than the local
-  sites and ``LOUPE_WEBAPP_ALLOWED_HOSTS`` are refused (``info["error"]`` says so when a step tried).
+- The browser is MiniWoB's (``MiniWoBEnv``'s lifecycle: one Chromium a env, in its sandbox, through the
+  per-thread Playwright driver, a new context per episode, CDP screenshots) at a realistic viewport; the elements
+  are read by the same DOM walk, limited to what is in the viewport.
+- The shop and wiki servers run in the browser's sandbox network namespace (as Loupe's user, with its files),
+  so the browser reaches them on its own loopback, and nothing else of the machine. Any other address goes
+  through the env's egress proxy (egress.py): an any-URL task's pages reach the hosts of
+  ``LOUPE_WEBAPP_ALLOWED_HOSTS``, on the loopback only at the ports the task's URLs name, and never Loupe's Redis or
+  PostgreSQL; a shop or wiki task reaches nothing outside. Requests to hosts other than the local sites and the
+  allowed hosts are refused (``info["error"]`` says so when a step tried).
 - Actions: the grammar's click, double/right click, drag, type, hotkey, scroll (a third of the screen a
   notch) and wait; after each, the env waits for a navigation it started to load. ``finished(answer=...)``
   ends the episode and scores it (tasks.evaluate; a judge or person check gives reward 0 and
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -28,7 +34,9 @@ from urllib.parse import urlsplit
 
 from agent.actions import Action
 from agent.envs.base import Element, EnvError, Observation, StepResult, TaskInfo
+from agent.envs.egress import EgressProxy, EgressRules
 from agent.envs.miniwob import _ELEMENTS_JS, CHROMIUM_PATH, MiniWoBEnv
+from agent.envs.sandbox import Limits
 from agent.envs.webapp import sites as site_build
 from agent.envs.webapp.tasks import (TaskFormatError, WebTask, allowed_hosts, evaluate, load_task, load_tasks_dir,
                                      resolve_url)
@@ -71,6 +79,23 @@ window.addEventListener('beforeunload', () => { window.__loupeLeaving += 1; });
 """
 
 
+def egress_rules(spec: WebTask) -> EgressRules:
+    """Where an episode's pages may connect besides the env's own sites: an any-URL task's allowed hosts, on the
+    loopback only at the ports its URLs name (so not Loupe's web server, nor anything else listening there);
+    nothing for a shop or wiki task."""
+    if spec.kind != "any_url":
+        return EgressRules()
+    ports = set()
+    for url in (spec.start_url, spec.eval.get("url")):
+        if isinstance(url, str) and url.startswith(("http://", "https://")):
+            parts = urlsplit(url)
+            try:
+                ports.add(parts.port or (443 if parts.scheme == "https" else 80))
+            except ValueError:  # a port out of range: the loader refuses the URL first
+                continue
+    return EgressRules(hosts=frozenset(allowed_hosts()), loopback_ports=frozenset(ports))
+
+
 class _Probe:
     """What tasks.evaluate reads from the episode: the current URL, pages' DOM, the shop's database."""
 
@@ -108,9 +133,9 @@ class WebAppEnv(MiniWoBEnv):
     def __init__(self, *, width: int = 1280, height: int = 720, executable_path: str = CHROMIUM_PATH,
                  jpeg_quality: int = 80, max_elements: int = 150, settle_ms: int = 50, wait_ms: int = 500,
                  nav_timeout_s: float = 15.0, tasks: dict[str, WebTask] | None = None,
-                 golden: Path | None = None) -> None:
+                 golden: Path | None = None, limits: Limits | None = None) -> None:
         super().__init__(executable_path=executable_path, fresh_context=True, jpeg_quality=jpeg_quality,
-                         wait_ms=wait_ms, ready_timeout_s=nav_timeout_s, max_elements=max_elements)
+                         wait_ms=wait_ms, ready_timeout_s=nav_timeout_s, max_elements=max_elements, limits=limits)
         self.width, self.height = width, height
         self.settle_ms = settle_ms
         self.tasks = {**WEBAPP_TASKS, **(tasks or {})}
@@ -126,6 +151,7 @@ class WebAppEnv(MiniWoBEnv):
         self._answer: str | None = None
         self._navigating = False
         self._settled = 0  # navigations of the main frame that committed or failed
+        self._egress: EgressProxy | None = None
 
     # -- sites -----------------------------------------------------------------------------
     @property
@@ -142,6 +168,32 @@ class WebAppEnv(MiniWoBEnv):
     def wiki_pid(self) -> int | None:
         return self._wiki.pid if self._wiki else None
 
+    serves_task_pages = False  # its sites are the shop and the wiki
+
+    def _ensure_sandbox(self) -> None:
+        """The browser's sandbox (MiniWoBEnv's) and the env's egress proxy listening in it; a new sandbox starts the
+        sites again, in its network namespace."""
+        if self.sandbox is not None and self.sandbox.alive() and self._egress is not None:
+            return
+        super()._ensure_sandbox()
+        if self.sandbox is not None:
+            listener = self.sandbox.listen()
+        else:  # no sandbox here: the proxy is on the worker's loopback, and Chromium's proxy settings are the guard
+            listener = socket.socket()
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(128)
+        self._egress = EgressProxy(listener)
+
+    def _close_sandbox(self) -> None:
+        for server in (self._server, self._wiki):  # they serve in the sandbox's network namespace
+            if server is not None:
+                server.stop()
+        self._server = self._wiki = None
+        if self._egress is not None:
+            self._egress.close()
+            self._egress = None
+        super()._close_sandbox()
+
     def _work(self) -> Path:
         if self._workdir is None:
             self._workdir = Path(tempfile.mkdtemp(prefix="loupe-webapp-"))
@@ -155,7 +207,8 @@ class WebAppEnv(MiniWoBEnv):
         if self._server is None or not self._server.alive():
             if self._server is not None:
                 self._server.stop()
-            self._server = site_build.ShopServer(data=self.golden, db=self._db, log=self._work() / "server.log")
+            self._server = site_build.ShopServer(data=self.golden, db=self._db, log=self._work() / "server.log",
+                                                 enter=self.sandbox.network_prefix() if self.sandbox else None)
             self._server.start()
 
     def _ensure_wiki(self) -> None:
@@ -170,7 +223,7 @@ class WebAppEnv(MiniWoBEnv):
             if self._wiki is not None:
                 self._wiki.stop()
             self._wiki = site_build.WikiServer(golden=self.wiki_golden, data=self._wiki_data,
-                                               log=self._work() / "wiki.log")
+                                               log=self._work() / "wiki.log", sandbox=self.sandbox)
             self._wiki.start()
 
     def _allowed(self, url: str) -> bool:
@@ -207,6 +260,7 @@ class WebAppEnv(MiniWoBEnv):
         spec = self.tasks[task]
         self._done, self._task, self._answer = True, spec, None
         self._close_context()  # first: a request of the last episode's page must not write into the new copy
+        self._ensure_sandbox()  # the sites serve in its network namespace
         sites = spec.sites
         if "shop" in sites:
             self._ensure_shop()
@@ -228,8 +282,14 @@ class WebAppEnv(MiniWoBEnv):
     def _start_episode(self, spec: WebTask) -> Observation:  # type: ignore[override]
         self._close_context()
         self._blocked, self._navigating = [], False
+        assert self._egress is not None
+        self._egress.rules, self._egress.refused, self._egress.failed = egress_rules(spec), [], {}
+        # every address but the env's own sites goes through the egress proxy (Playwright sends the loopback there
+        # too: "<-loopback>"), which connects only where the task may go
+        own = ",".join(urlsplit(url).netloc for url in self.sites.values())
         self._context = self._browser.new_context(viewport={"width": self.width, "height": self.height},
-                                                  device_scale_factor=1)
+                                                  device_scale_factor=1,
+                                                  proxy={"server": self._egress.url, "bypass": own or None})
         self._context.set_default_timeout(self.ready_timeout_s * 1000)
         self._context.route("**/*", self._route)
         self._context.add_init_script(_LEAVING_JS)
@@ -249,6 +309,12 @@ class WebAppEnv(MiniWoBEnv):
             response = self._page.goto(url, wait_until="load")
         except Exception as exc:  # noqa: BLE001 - Playwright's errors say what the network said
             reason = str(exc).splitlines()[0]
+            parts = urlsplit(url)
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            if self._egress is not None and (said := self._egress.failed.get(((parts.hostname or "").lower(), port))):
+                reason = said  # what the egress proxy met, rather than Chromium's "the proxy failed"
+            elif self._egress is not None and self._egress.refused:
+                reason = f"the sandbox keeps the browser from {self._egress.refused[-1]}"
             raise EnvError(f"the site at {url} does not answer: {reason}") from exc
         if response is not None and response.status >= 400:
             raise EnvError(f"the site at {url} answered HTTP {response.status}")
@@ -357,6 +423,7 @@ class WebAppEnv(MiniWoBEnv):
                 self._scroll(action)
             elif action.name not in ("finished", "call_user"):
                 before, settled = len(self._blocked), self._settled
+                refused = len(self._egress.refused) if self._egress else 0
                 info.update(self._perform(action))
                 if action.name != "type":  # typing into a field does not navigate; a click or Enter may
                     self._settle(settled)
@@ -364,6 +431,8 @@ class WebAppEnv(MiniWoBEnv):
                 if len(self._blocked) > before:
                     info["error"] = (f"the browser was kept from {self._blocked[-1]}: only the local sites and "
                                      f"{', '.join(allowed_hosts())} are allowed")
+                elif self._egress is not None and len(self._egress.refused) > refused:
+                    info["error"] = f"the sandbox kept the browser from {self._egress.refused[-1]}"
             else:
                 info.update(self._perform(action))
             observation = self._observe_page()

@@ -217,14 +217,16 @@ def _end_group(process: subprocess.Popen) -> None:
 
 
 class ShopServer(_SiteProcess):
-    """One shop server process on a free loopback port, serving the database file ``db``."""
+    """One shop server process on a free loopback port, serving the database file ``db``. ``enter``: an argv prefix
+    that puts it in a browser's sandbox network namespace (``Sandbox.network_prefix``), whose loopback it serves."""
 
     def __init__(self, *, data: Path, db: Path, python: Path | None = None, log: Path | None = None,
-                 start_timeout_s: float = 30.0) -> None:
+                 start_timeout_s: float = 30.0, enter: list[str] | None = None) -> None:
         self.data, self.db = data, db
         self.python = python or oscar_home() / "venv" / "bin" / "python"
         self.log = log
         self.start_timeout_s = start_timeout_s
+        self.enter = list(enter or [])
         self.process: subprocess.Popen | None = None
         self.url = ""
 
@@ -239,7 +241,7 @@ class ShopServer(_SiteProcess):
         with log.open("a") as stderr:
             try:
                 self.process = subprocess.Popen(
-                    [str(self.python), str(OSCAR_SOURCE / "serve.py")], cwd=OSCAR_SOURCE,
+                    [*self.enter, str(self.python), str(OSCAR_SOURCE / "serve.py")], cwd=OSCAR_SOURCE,
                     env=site_env(self.data, self.db), stdout=subprocess.PIPE, stderr=stderr, text=True,
                     start_new_session=True,
                 )
@@ -377,11 +379,15 @@ def _die_with_parent() -> None:
 
 
 class WikiServer(_SiteProcess):
-    """One ``php -S`` serving MediaWiki on a free loopback port, reading the episode's data folder ``data``."""
+    """One ``php -S`` serving MediaWiki on a free loopback port, reading the episode's data folder ``data``. In a
+    browser's sandbox: ``sandbox`` (a broker ``Sandbox``) gives the port, the network namespace it serves in, and the
+    connections that check it answers."""
 
-    def __init__(self, *, golden: Path, data: Path, log: Path, start_timeout_s: float = 20.0) -> None:
+    def __init__(self, *, golden: Path, data: Path, log: Path, start_timeout_s: float = 20.0,
+                 sandbox: Any = None) -> None:
         self.golden, self.data, self.log = golden, data, log
         self.start_timeout_s = start_timeout_s
+        self.sandbox = sandbox
         self.process: subprocess.Popen | None = None
         self.url = ""
 
@@ -390,16 +396,18 @@ class WikiServer(_SiteProcess):
             return self.url
         if wiki_missing():
             raise EnvError(f"the wiki needs the Debian packages {', '.join(wiki_missing())}")
-        with socket.socket() as sock:  # php -S wants a port: take a free one (a lost race is tried again below)
-            sock.bind(("127.0.0.1", 0))
+        with (self.sandbox.listen() if self.sandbox else socket.socket()) as sock:
+            if not self.sandbox:  # php -S wants a port: take a free one (a lost race is tried again below)
+                sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         env = {**os.environ, "MW_CONFIG_FILE": str(self.golden / "LocalSettings.php"), "WIKI_DATA": str(self.data),
                "PHP_CLI_SERVER_WORKERS": "4"}
+        enter = self.sandbox.network_prefix() if self.sandbox else []
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("a") as out:
             # opcache: php -S compiles MediaWiki's code on every request without it (seconds a page)
-            self.process = subprocess.Popen(["php", "-d", "opcache.enable_cli=1", "-S", f"127.0.0.1:{port}", "-t",
-                                             str(MEDIAWIKI)], cwd=MEDIAWIKI,
+            self.process = subprocess.Popen([*enter, "php", "-d", "opcache.enable_cli=1", "-S", f"127.0.0.1:{port}",
+                                             "-t", str(MEDIAWIKI)], cwd=MEDIAWIKI,
                                             env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                             preexec_fn=_die_with_parent)
         deadline = time.monotonic() + self.start_timeout_s
@@ -409,17 +417,36 @@ class WikiServer(_SiteProcess):
                 self.process = None
                 raise EnvError(f"the wiki did not start: {tail[0]} (log: {self.log})")
             try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/index.php?title=Main_Page", timeout=5).read()
-                self.url = f"http://127.0.0.1:{port}"
-                return self.url
-            except urllib.error.HTTPError as exc:  # it answers, broken: no use waiting
-                body = re.sub(r"<[^>]+>|\s+", " ", exc.read().decode("utf-8", "replace")).strip()
-                self.stop()
-                raise EnvError(f"the wiki did not start: it answered HTTP {exc.code}: {body[:200]}") from exc
+                status, body = self._get(port, "/index.php?title=Main_Page")
             except OSError:
                 time.sleep(0.1)
+                continue
+            if status >= 400:  # it answers, broken: no use waiting
+                text = re.sub(r"<[^>]+>|\s+", " ", body.decode("utf-8", "replace")).strip()
+                self.stop()
+                raise EnvError(f"the wiki did not start: it answered HTTP {status}: {text[:200]}")
+            self.url = f"http://127.0.0.1:{port}"
+            return self.url
         self.stop()
         raise EnvError(f"the wiki did not answer in {self.start_timeout_s:.0f} s (log: {self.log})")
+
+    def _get(self, port: int, path: str) -> tuple[int, bytes]:
+        """GET ``path`` from the wiki (through the sandbox's loopback when it serves there); OSError when it does
+        not answer yet."""
+        import http.client
+
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        if self.sandbox:
+            connection.sock = self.sandbox.connect(port)
+            connection.sock.settimeout(5)
+        try:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            return response.status, response.read()
+        except http.client.HTTPException as exc:
+            raise OSError(str(exc)) from exc
+        finally:
+            connection.close()
 
     def stop(self) -> None:
         process, self.process = self.process, None
