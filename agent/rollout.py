@@ -125,10 +125,26 @@ class EpisodeResult:
     seed: int = 0
     outcome: str | None = None  # a person's outcome on "supervisor_finish"
     error: str | None = None  # on "env_error" / "policy_error"
+    # On "supervisor_finish": the task's own check scored the screen the person finished on (``reward``), or could
+    # not (a judge or a person decides: ``unscored``; the check failed: ``check_error`` says why).
+    unscored: bool = False
+    check_error: str | None = None
 
 
 def _human_turn(action: Action, thought: str = "") -> Turn:
     return Turn(thought=thought, action=action, void_reason=None, raw=format_turn(thought, action))
+
+
+def _person_finish(env: Env, end: Callable[..., EpisodeResult], outcome: str | None) -> EpisodeResult:
+    """A person ended the episode with ``outcome``: the task's own check scores the screen as it is, as it would
+    have had the agent finished there, so the person's word and the check's are both kept."""
+    try:
+        score = env.evaluate()
+    except EnvError as exc:
+        return end("supervisor_finish", outcome=outcome, unscored=True, check_error=str(exc))
+    if score is None:
+        return end("supervisor_finish", outcome=outcome, unscored=True)
+    return end("supervisor_finish", reward=float(score), outcome=outcome)
 
 
 def _ms(since: float) -> float:
@@ -187,7 +203,7 @@ def run_episode(
         history.append(HistoryStep(observation_text, turn, observation.width, observation.height))
         screenshots.append(observation.screenshot)
 
-    def end(reason: str, reward: float = 0.0, **extra: str | None) -> EpisodeResult:
+    def end(reason: str, reward: float = 0.0, **extra: str | bool | None) -> EpisodeResult:
         return EpisodeResult(reward=reward, steps=steps, end_reason=reason, task=task, seed=seed, **extra)
 
     try:
@@ -206,7 +222,7 @@ def run_episode(
         try:
             result = env.step(turn.action)
         except EnvError as exc:
-            return end("env_error", error=f"while replaying step {len(steps)}: {exc}")
+            return end("env_error", error=f"while replaying step {len(steps) + 1}: {exc}")
         steps.append(StepRecord(
             index=len(steps), observation=observation, prompt=[], output=None, turn=turn, actor="human",
             proposal=None, reward=result.reward, done=result.done, info={**result.info, "replayed": True},
@@ -269,7 +285,7 @@ def run_episode(
         told_before, feedback = feedback or "", None
 
         if decision.kind == "finish":
-            return end("supervisor_finish", outcome=decision.outcome)
+            return _person_finish(env, end, decision.outcome)
         if decision.kind == "approve":
             turn, actor, overridden = proposal, "model", None
         else:

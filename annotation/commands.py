@@ -21,12 +21,12 @@ from agent.actions import Action, ActionSyntaxError, Turn, format_turn, parse_ac
 from agent.rollout import Decision
 from annotation.models import Command, CommandStatus, Intervention
 from core.audit import audit_record
+from core.limits import LABELS, too_long
 from flywheel import episodes
 from flywheel.events import event_append
 from flywheel.models import Episode, EpisodeStatus
 
 OUTCOMES = ("success", "failure", "infeasible")
-MAX_TEXT = 2000
 
 
 class CommandRefused(Exception):
@@ -91,6 +91,8 @@ def _action_of(kind: str, frame: dict, episode: Episode) -> dict:
     except ActionSyntaxError as exc:
         raise CommandRefused(f"That action does not parse: {exc}") from None
     args = action.args
+    if action.name == "type":
+        _check_text("typed_text", args["text"])
     for xk, yk in (("x", "y"), ("x1", "y1"), ("x2", "y2")):
         if xk in args and episode.screen_width and not (0 <= args[xk] < episode.screen_width
                                                          and 0 <= args[yk] < episode.screen_height):
@@ -99,14 +101,24 @@ def _action_of(kind: str, frame: dict, episode: Episode) -> dict:
     return action.to_dict()
 
 
+def _same_text(a: str, b: str) -> bool:
+    return " ".join(a.split()) == " ".join(b.split())
+
+
 def _human_turn(payload: dict) -> Turn:
     action = Action.from_dict(payload["action"])
     thought = payload.get("thought", "")
     return Turn(thought=thought, action=action, void_reason=None, raw=format_turn(thought, action))
 
 
-def _text(value) -> str:
-    return value[:MAX_TEXT] if isinstance(value, str) else ""
+def _check_text(kind: str, value) -> str:
+    """A text field of a command, whole; CommandRefused naming the field past its limit (core.limits), never cut."""
+    if not isinstance(value, str):
+        raise CommandRefused(f"{LABELS[kind]} must be text.")
+    message = too_long(kind, value)
+    if message:
+        raise CommandRefused(message)
+    return value
 
 
 class LiveCommand:
@@ -117,9 +129,7 @@ class LiveCommand:
     @classmethod
     def validate(cls, frame: dict, episode: Episode) -> dict:
         """The payload to store for this frame, judged against the episode as it is now; CommandRefused if not."""
-        thought = frame.get("thought", "")
-        if not isinstance(thought, str) or len(thought) > MAX_TEXT:
-            raise CommandRefused(f"'thought' must be text of at most {MAX_TEXT} characters.")
+        thought = _check_text("human_thought", frame.get("thought", ""))
         return cls.payload_of(frame, episode, thought)
 
     @classmethod
@@ -234,7 +244,7 @@ class Finish(LiveCommand):
         outcome = frame.get("outcome")
         if outcome not in OUTCOMES:
             raise CommandRefused(f"'finish' needs an outcome: one of {', '.join(OUTCOMES)}.")
-        return {"outcome": outcome, "comment": _text(frame.get("comment", ""))}
+        return {"outcome": outcome, "comment": _check_text("finish_comment", frame.get("comment", ""))}
 
     @classmethod
     def apply(cls, command, at):
@@ -280,10 +290,7 @@ class Approve(ProposalAnswer):
     def payload_of(cls, frame, episode, thought):
         payload = super().payload_of(frame, episode, thought)
         if "answer" in frame:  # the person's reply when the model asked them (call_user)
-            answer = frame["answer"]
-            if not isinstance(answer, str) or len(answer) > MAX_TEXT:
-                raise CommandRefused(f"'answer' must be text of at most {MAX_TEXT} characters.")
-            payload["answer"] = answer.strip()
+            payload["answer"] = _check_text("call_user_answer", frame["answer"]).strip()
         return payload
 
     @classmethod
@@ -309,9 +316,12 @@ class Edit(ProposalAnswer):
     @classmethod
     def answer(cls, command, at):
         turn = _human_turn(command.payload)
-        if not turn.thought:  # an edit without a thought keeps the model's
-            turn = Turn(thought=at.proposal.thought, action=turn.action, void_reason=None,
-                        raw=format_turn(at.proposal.thought, turn.action))
+        if turn.thought and _same_text(turn.thought, at.proposal.thought) and (
+                at.proposal.action is None or turn.action.to_dict() != at.proposal.action.to_dict()):
+            # the action changed but the thought is the model's: kept as the person's, it would pass the model's
+            # reasoning off as theirs (the "chosen" side of a preference pair). It stays on the proposal; the
+            # person's turn keeps no thought.
+            turn = _human_turn({"action": command.payload["action"], "thought": ""})
         command_apply(command=command, step_index=at.index, proposal=at.proposal_dict,
                       correction=episodes.turn_payload(turn))
         return Decision(kind="edit", turn=turn)
@@ -323,7 +333,7 @@ class Reject(ProposalAnswer):
     @classmethod
     def payload_of(cls, frame, episode, thought):
         payload = super().payload_of(frame, episode, thought)
-        payload["reason"] = _text(frame.get("reason", ""))
+        payload["reason"] = _check_text("reject_reason", frame.get("reason", ""))
         return payload
 
     @classmethod

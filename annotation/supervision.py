@@ -96,9 +96,13 @@ class EpisodeSupervisor:
         while True:
             close_old_connections()
             episode = Episode.objects.get(pk=self.episode_id)
+            seen = {}
             if (episode.screen_width, episode.screen_height) != (observation.width, observation.height):
-                episodes.episode_live_state_set(episode_id=self.episode_id,
-                                                         screen=(observation.width, observation.height))
+                seen["screen"] = (observation.width, observation.height)
+            if observation.instruction and observation.instruction != episode.instruction:
+                seen["instruction"] = observation.instruction  # shown above the screen from the first proposal on
+            if seen:
+                episodes.episode_live_state_set(episode_id=self.episode_id, **seen)
             for command in services.commands_pending(episode_id=self.episode_id):
                 self._last_activity = time.monotonic()
                 decision = self._apply(command, index, proposal)

@@ -19,6 +19,7 @@ from flywheel.models import (Checkpoint, DatasetSnapshot, Episode, Event, Member
                              TaskSpec)
 from core.api import LimitedCharField, StrictSerializer
 from core.errors import ApplicationError
+from core.paths import paths_hidden
 
 
 class Page(CursorPagination):
@@ -28,6 +29,11 @@ class Page(CursorPagination):
     max_page_size = 200
     page_size_query_param = "page_size"
     ordering = "-id"
+
+
+def for_role(data, role: str | None):
+    """What a member of ``role`` reads of checkpoints, runs and cycles: server paths are for admins only."""
+    return data if role == Role.ADMIN else paths_hidden(data)
 
 
 def paginate(view: APIView, queryset, serializer_class, ordering: str = "-id", **context):
@@ -399,8 +405,10 @@ class CheckpointListApi(APIView):
 
     @extend_schema(responses={200: CheckpointOutput(many=True)})
     def get(self, request, project_id: int):
-        project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
-        return paginate(self, project.checkpoints.select_related("parent"), CheckpointOutput)
+        project, role = selectors.project_for_user(user=request.user, project_id=project_id)
+        response = paginate(self, project.checkpoints.select_related("parent"), CheckpointOutput)
+        response.data["results"] = for_role(response.data["results"], role)
+        return response
 
     @extend_schema(request=CheckpointRegisterInput, responses={201: CheckpointOutput})
     def post(self, request, project_id: int):
@@ -461,14 +469,14 @@ def run_output(r) -> dict:
 class RunListApi(APIView):
     @extend_schema(responses={200: dict})
     def get(self, request, project_id: int):
-        project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
-        return Response({"results": [run_output(r) for r in project.runs.select_related("checkpoint")[:50]],
-                         "next": None})
+        project, role = selectors.project_for_user(user=request.user, project_id=project_id)
+        return Response({"results": for_role([run_output(r) for r in project.runs.select_related("checkpoint")[:50]],
+                                             role), "next": None})
 
     @extend_schema(request=RunCreateInput, responses={202: dict})
     def post(self, request, project_id: int):
         """Train on a ready snapshot (managers)."""
-        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        project, role = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         data = RunCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
         snapshot = project.snapshots.filter(pk=data.validated_data["snapshot"]).first()
@@ -484,7 +492,7 @@ class RunListApi(APIView):
                                   init_checkpoint=init, max_steps=data.validated_data.get("max_steps"),
                                   max_epochs=data.validated_data.get("max_epochs", training.DEFAULT_MAX_EPOCHS),
                                   actor=request.user)
-        return Response(run_output(run), status=status.HTTP_202_ACCEPTED)
+        return Response(for_role(run_output(run), role), status=status.HTTP_202_ACCEPTED)
 
 
 # --- routing and snapshots (managers) --------------------------------------------------------------

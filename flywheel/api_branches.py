@@ -34,9 +34,18 @@ def branch_comparison(*, branch: Episode) -> dict:
     judgements = {j.episode_id: j for j in Judgement.objects.filter(
         episode_id__in=[branch.pk, branch.parent_id], latest=True)}
     pair, why = datasets.branch_pair_explained(branch)
-    return {"branched_at": branch.branched_at,
-            "branch": _side(branch, branch.branched_at, judgements),
-            "parent": _side(parent, branch.branched_at, judgements) if parent is not None else None,
+    start = branch.branched_at
+    both = {}
+    if parent is not None:
+        for step in Step.objects.filter(episode_id__in=[branch.pk, parent.pk], index__gte=start).only(
+                "episode_id", "index", "url", "elements"):
+            both.setdefault(step.index, {})[step.episode_id] = step
+    screens = [{"index": index, "differs": datasets.screens_differ(pair_[branch.pk], pair_[parent.pk])}
+               for index, pair_ in sorted(both.items()) if len(pair_) == 2]
+    return {"branched_at": start,
+            "branch": _side(branch, start, judgements),
+            "parent": _side(parent, start, judgements) if parent is not None else None,
+            "screens": screens,
             "pair": {"index": pair["index"], "chosen": pair["chosen"], "by": pair["by"],
                      "in_dataset": branch.status == "finished"} if pair else None,
             "no_pair": why}

@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from flywheel import cycle_settings, cycles, deployments, evaluation, selectors
-from flywheel.api import paginate, run_output
+from flywheel.api import for_role, paginate, run_output
 from flywheel.models import Cycle, CycleState, Deployment, Evaluation, Role
 from core.api import StrictSerializer
 from core.errors import ApplicationError
@@ -27,7 +27,13 @@ def evaluation_output(evaluation: Evaluation) -> dict:
 
 
 class CycleOutput(serializers.Serializer):
+    """A cycle as a member of the role in the context reads it (server paths for admins only)."""
+
     def to_representation(self, cycle: Cycle) -> dict:
+        return for_role(self._data(cycle), self.context.get("role"))
+
+    @staticmethod
+    def _data(cycle: Cycle) -> dict:
         return {
             "id": cycle.pk, "project": cycle.project_id, "iteration": cycle.iteration, "state": cycle.state,
             "trigger": cycle.trigger,
@@ -51,12 +57,17 @@ def _cycles():
         "snapshots", Prefetch("evaluations", queryset=Evaluation.objects.select_related("checkpoint").order_by("id")))
 
 
-def _cycle_for(request, cycle_id: int, minimum: str = Role.ANNOTATOR) -> Cycle:
+def _cycle_for(request, cycle_id: int, minimum: str = Role.ANNOTATOR) -> tuple[Cycle, str]:
+    """The cycle and the person's role in its project."""
     cycle = _cycles().filter(pk=cycle_id).first()
     if cycle is None or selectors.project_role(user=request.user, project=cycle.project_id) is None:
         raise ApplicationError("No such cycle, or you are not a member of its project.", status=404)
-    selectors.project_for_user(user=request.user, project_id=cycle.project_id, minimum=minimum)
-    return cycle
+    _, role = selectors.project_for_user(user=request.user, project_id=cycle.project_id, minimum=minimum)
+    return cycle, role
+
+
+def _cycle_output(cycle_id: int, role: str) -> dict:
+    return CycleOutput(_cycles().get(pk=cycle_id), context={"role": role}).data
 
 
 class CycleListApi(APIView):
@@ -64,20 +75,21 @@ class CycleListApi(APIView):
 
     @extend_schema(responses={200: CycleOutput(many=True)})
     def get(self, request, project_id: int):
-        project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
-        return paginate(self, _cycles().filter(project=project), CycleOutput, ordering="-id")
+        project, role = selectors.project_for_user(user=request.user, project_id=project_id)
+        return paginate(self, _cycles().filter(project=project), CycleOutput, ordering="-id", role=role)
 
     @extend_schema(request=None, responses={202: CycleOutput})
     def post(self, request, project_id: int):
-        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        project, role = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         cycle = cycles.cycle_start(project=project, actor=request.user, trigger="manual")
-        return Response(CycleOutput(_cycles().get(pk=cycle.pk)).data, status=status.HTTP_202_ACCEPTED)
+        return Response(_cycle_output(cycle.pk, role), status=status.HTTP_202_ACCEPTED)
 
 
 class CycleDetailApi(APIView):
     @extend_schema(responses={200: CycleOutput})
     def get(self, request, cycle_id: int):
-        return Response(CycleOutput(_cycle_for(request, cycle_id)).data)
+        cycle, role = _cycle_for(request, cycle_id)
+        return Response(CycleOutput(cycle, context={"role": role}).data)
 
 
 class CycleApproveApi(APIView):
@@ -85,8 +97,9 @@ class CycleApproveApi(APIView):
 
     @extend_schema(request=None, responses={200: CycleOutput})
     def post(self, request, cycle_id: int):
-        cycle = cycles.cycle_approve(cycle=_cycle_for(request, cycle_id, Role.MANAGER), actor=request.user)
-        return Response(CycleOutput(_cycles().get(pk=cycle.pk)).data)
+        cycle, role = _cycle_for(request, cycle_id, Role.MANAGER)
+        cycle = cycles.cycle_approve(cycle=cycle, actor=request.user)
+        return Response(_cycle_output(cycle.pk, role))
 
 
 class CycleRejectInput(StrictSerializer):
@@ -100,9 +113,9 @@ class CycleRejectApi(APIView):
     def post(self, request, cycle_id: int):
         data = CycleRejectInput(data=request.data)
         data.is_valid(raise_exception=True)
-        cycle = cycles.cycle_reject(cycle=_cycle_for(request, cycle_id, Role.MANAGER), actor=request.user,
-                                    reason=data.validated_data["reason"])
-        return Response(CycleOutput(_cycles().get(pk=cycle.pk)).data)
+        cycle, role = _cycle_for(request, cycle_id, Role.MANAGER)
+        cycle = cycles.cycle_reject(cycle=cycle, actor=request.user, reason=data.validated_data["reason"])
+        return Response(_cycle_output(cycle.pk, role))
 
 
 class StageInput(StrictSerializer):

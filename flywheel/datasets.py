@@ -39,7 +39,7 @@ from agent.rows import (DPORow, GRPORow, PRMRow, RenderedFor, RLRow, RLStepRow, 
                         render_prompt, render_turn)
 from agent.screen_match import elements_difference
 from flywheel.models import (Actor, Correction, Deployment, Episode, EpisodeStatus, Judgement, JudgeVerdict, Mode,
-                             PolishState, Project, Rejection, ReviewStatus, SnapshotEpisode, SnapshotKind,
+                             Outcome, PolishState, Project, Rejection, ReviewStatus, SnapshotEpisode, SnapshotKind,
                              SnapshotStatus, Split, Step)
 from core.audit import audit_record
 from core.errors import ApplicationError
@@ -87,10 +87,17 @@ def _judged(verdict: str) -> Q:
 
 
 def _valid_q(routing: dict) -> tuple[Q, Q]:
-    """(V=1, V=0) as conditions on finished episodes. Episodes that are neither wait for a review or a judge."""
-    reward_ok = Q(env_reward__gte=routing["reward_threshold"])
-    reward_bad = Q(env_reward__lt=routing["reward_threshold"]) | Q(env_reward__isnull=True)
+    """(V=1, V=0) as conditions on finished episodes. Episodes that are neither wait for a review or a judge.
+
+    By reward: the task's own check; where no check scored the episode (a task the judge or a person decides), a
+    person's finish with success counts as done. Where a person's outcome and the check disagree (review_reason),
+    neither decides: the episode waits for a review, and its verdict routes it."""
     accepted, rejected = Q(review_status=ReviewStatus.ACCEPTED), Q(review_status=ReviewStatus.REJECTED)
+    agreed = Q(review_reason="")
+    unscored_success = Q(env_reward__isnull=True, outcome=Outcome.SUCCESS)
+    reward_ok = (agreed & (Q(env_reward__gte=routing["reward_threshold"]) | unscored_success)) | (~agreed & accepted)
+    reward_bad = (agreed & (Q(env_reward__lt=routing["reward_threshold"])
+                            | (Q(env_reward__isnull=True) & ~Q(outcome=Outcome.SUCCESS)))) | (~agreed & rejected)
     judge_ok, judge_bad = _judged(JudgeVerdict.SUCCESS), _judged(JudgeVerdict.FAILURE)
     rule = routing["rule"]
     if rule == "reward":
@@ -274,6 +281,14 @@ def branch_pair(branch: Episode, routing: dict | None = None) -> dict | None:
     return branch_pair_explained(branch, routing)[0]
 
 
+def screens_differ(step: Step, other: Step) -> str | None:
+    """What makes two steps' screens count as different, in words (the address, then the elements read from the
+    page, which can differ where the screenshots look alike: a focus, a hidden element); None when they match."""
+    if step.url != other.url:
+        return f"the address is {step.url or '(none)'} on one and {other.url or '(none)'} on the other"
+    return elements_difference(other.elements, step.elements)
+
+
 def branch_pair_explained(branch: Episode, routing: dict | None = None, *,
                           steps: dict[int, dict[int, Step]] | None = None,
                           verdicts: dict[int, str] | None = None) -> tuple[dict | None, str]:
@@ -300,8 +315,10 @@ def branch_pair_explained(branch: Episode, routing: dict | None = None, *,
         step, other = mine[index], theirs[index]
         if step.action is None or other.action is None:
             return None, f"Step {index + 1} is a void turn (no action) in one of them: no pair."
-        if step.url != other.url or elements_difference(other.elements, step.elements) is not None:
-            return None, f"From step {index + 1} the two screens differ, so their steps are not on the same state."
+        differs = screens_differ(step, other)
+        if differs:
+            return None, (f"At step {index + 1} the two screens differ ({differs}), so their steps are not on the same "
+                          "state: no pair.")
         if step.action != other.action:
             break
         index += 1
@@ -538,7 +555,8 @@ def _model_text(raw: str, spoken_in: str, thought: str, action: dict | None, ste
 
 def _meta(episode: Episode, step: Step | None = None, **extra) -> dict:
     meta = {"episode_id": episode.pk, "task": episode.task.task_name, "seed": episode.seed, "mode": episode.mode,
-            "checkpoint": episode.checkpoint.name if episode.checkpoint_id else None, "episode_reward": episode.env_reward}
+            "checkpoint": episode.checkpoint.name if episode.checkpoint_id else None, "episode_reward": episode.env_reward,
+            "instruction": episode.instruction, "outcome": episode.outcome}
     if step is not None:
         meta.update(step_index=step.index, step_id=step.pk, actor=step.actor, screenshot=image_path(step.screenshot),
                     rejected=[{"attempt": r.attempt, "reason": r.reason,

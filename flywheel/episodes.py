@@ -17,9 +17,10 @@ from agent.prompt import image_bytes, image_url, map_image_urls
 from core.audit import audit_record
 from core.errors import ApplicationError
 from flywheel import judge, polish, selectors
+from flywheel.datasets import routing_of
 from flywheel.events import event_append
-from flywheel.models import (Actor, Correction, Deployment, Episode, EpisodeStatus, Mode, Rejection, ReviewStatus,
-                             Step)
+from flywheel.models import (Actor, Correction, Deployment, Episode, EpisodeStatus, Mode, Outcome, Rejection,
+                             ReviewStatus, Step)
 
 class EpisodeStop(Exception):
     """Raised by a supervisor to end an episode early with `status` (e.g. interrupted when nobody is there)."""
@@ -55,6 +56,9 @@ def episode_payload(episode: Episode) -> dict:
         "pending_index": episode.pending_index, "human_control": episode.human_control,
         "n_interventions": episode.n_interventions, "n_void": episode.n_void,
         "review_status": episode.review_status, "review_summary": episode.review_summary or {},
+        "review_reason": episode.review_reason,
+        "instruction": episode.instruction or episode.task.instruction_template,
+        "comment": episode.comment,
         "created_at": episode.created_at.isoformat() if episode.created_at else None,
         "started_at": episode.started_at.isoformat() if episode.started_at else None,
         "finished_at": episode.finished_at.isoformat() if episode.finished_at else None,
@@ -331,7 +335,7 @@ def rejection_record(*, episode: Episode, index: int, attempt: int, prompt: list
     return Rejection.objects.create(
         episode=episode, step_index=index, attempt=attempt, prompt=prompt_for_storage(prompt), raw_output=raw_output,
         action_format=action_format, token_ids=token_ids, token_logprobs=token_logprobs, thought=thought, action=action,
-        action_text=action_text[:1000], void_reason=(void_reason or "")[:300], reason=reason[:2000],
+        action_text=action_text, void_reason=(void_reason or "")[:300], reason=reason,
         repeated=repeated, rejected_by=rejected_by, checkpoint_id=episode.checkpoint_id)
 
 
@@ -364,7 +368,7 @@ def step_record(*, episode: Episode, index: int, screenshot: bytes, width: int, 
         feedback=feedback, prompt=prompt_for_storage(prompt),
         raw_output=raw_output, action_format=action_format, token_ids=token_ids, token_logprobs=token_logprobs,
         thought=thought, action=action,
-        action_text=action_text[:1000], actor=actor, proposal=proposal, correction=correction, reward=reward, done=done,
+        action_text=action_text, actor=actor, proposal=proposal, correction=correction, reward=reward, done=done,
         void=action is None, void_reason=(void_reason or "")[:300], info=info, timings=timings,
         checkpoint_id=episode.checkpoint_id, intervened_by=intervened_by, started_at=started_at,
     )
@@ -373,19 +377,42 @@ def step_record(*, episode: Episode, index: int, screenshot: bytes, width: int, 
     # step a person took in control with no proposal to compare (a takeover: the person acted in the model's place)
     took_over = actor == Actor.HUMAN and proposal is None
     corrected = correction in (Correction.ACTION, Correction.THOUGHT) or took_over or step.rejections.exists()
+    known = {"instruction": instruction} if instruction and not episode.instruction else {}
     Episode.objects.filter(pk=episode.pk).update(
         n_steps=F("n_steps") + 1, n_void=F("n_void") + (1 if action is None else 0),
-        n_interventions=F("n_interventions") + (1 if corrected else 0), heartbeat_at=timezone.now(),
+        n_interventions=F("n_interventions") + (1 if corrected else 0), heartbeat_at=timezone.now(), **known,
     )
+    if known:  # an episode run without a supervisor learns its instruction from its first step
+        episode.instruction = instruction
     step = steps_with_rejections(episode).get(pk=step.pk)
     event_append(episode_id=episode.pk, type="step.executed", payload=step_payload(step))
     return step
 
 
+OUTCOME_WORDS = {Outcome.SUCCESS: "the task was done", Outcome.FAILURE: "the task was not done",
+                 Outcome.INFEASIBLE: "the task cannot be done"}
+
+
+def review_reason_of(*, outcome: str, reward: float | None, threshold: float, check_error: str = "") -> str:
+    """Why a person should review an episode a person finished with ``outcome`` before it is routed: the task's
+    own check paid ``reward``, which says the opposite (``threshold`` and more counts as done), or the check failed.
+    "" when they agree, when no person's outcome was given, or when the task has no check of its own."""
+    if outcome not in OUTCOME_WORDS:
+        return ""
+    if reward is None:
+        return f"A person finished with {outcome}, and the task's own check failed: {check_error}" if check_error else ""
+    if (outcome == Outcome.SUCCESS) == (reward >= threshold):
+        return ""
+    return (f"A person finished with {outcome} ({OUTCOME_WORDS[outcome]}), but the task's own check paid {reward:g} "
+            f"(this project counts {threshold:g} or more as done).")
+
+
 @transaction.atomic
 def episode_finish(*, episode_id: int, status: str, end_reason: str, reward: float | None = None,
-                   outcome: str = "", comment: str = "") -> Episode:
-    episode = Episode.objects.select_for_update().get(pk=episode_id)
+                   outcome: str = "", comment: str = "", check_error: str = "") -> Episode:
+    """End an episode. Where a person's outcome and the task's own check (``reward``) disagree, the episode keeps
+    both and says so in ``review_reason``: routing by reward then waits for a review (datasets._valid_q)."""
+    episode = Episode.objects.select_for_update().select_related("project").get(pk=episode_id)
     if episode.status in (EpisodeStatus.FINISHED, EpisodeStatus.FAILED):
         return episode
     episode.status = status
@@ -394,7 +421,12 @@ def episode_finish(*, episode_id: int, status: str, end_reason: str, reward: flo
     episode.outcome = outcome or episode.outcome
     episode.comment = comment or episode.comment
     episode.finished_at = timezone.now() if status in (EpisodeStatus.FINISHED, EpisodeStatus.FAILED) else None
-    episode.save(update_fields=["status", "end_reason", "env_reward", "outcome", "comment", "finished_at"])
+    if status == EpisodeStatus.FINISHED:
+        episode.review_reason = review_reason_of(
+            outcome=episode.outcome, reward=reward, check_error=check_error,
+            threshold=routing_of(episode.project)["reward_threshold"])
+    episode.save(update_fields=["status", "end_reason", "env_reward", "outcome", "comment", "finished_at",
+                                "review_reason"])
     _episode_state_event(episode)
     if episode.finished_at:
         event_append(episode_id=episode.pk, type="episode.finished",
@@ -481,8 +513,12 @@ def episode_control_set(*, episode_id: int, controller=None, human_control: bool
 
 @transaction.atomic
 def episode_live_state_set(*, episode_id: int, status: str | None = None, human_control: bool | None = None,
-                           screen: tuple[int, int] | None = None) -> Episode:
+                           screen: tuple[int, int] | None = None, instruction: str | None = None) -> Episode:
+    """Change what watchers see of a running episode (status, who acts, the screen's size, the instruction the
+    environment gave) and tell them with an ``episode.state`` event."""
     fields = {}
+    if instruction is not None:
+        fields["instruction"] = instruction
     if status is not None:
         fields["status"] = status
     if human_control is not None:

@@ -166,8 +166,14 @@ class Episode(models.Model):
     status = models.CharField(max_length=16, choices=EpisodeStatus.choices, default=EpisodeStatus.QUEUED)
     outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True, default="")
     end_reason = models.CharField(max_length=300, blank=True)
-    comment = models.TextField(blank=True)
+    comment = models.TextField(blank=True, help_text="What the person wrote when they finished the episode.")
     env_reward = models.FloatField(null=True, blank=True)
+    instruction = models.TextField(blank=True, default="", db_default="",
+                                   help_text="The task's instruction as the environment gave it for this seed.")
+    review_reason = models.TextField(
+        blank=True, default="", db_default="",
+        help_text="Why a person should review the episode before it is routed: the person's outcome and the task's "
+                  "check disagree. Routing by reward waits for that review.")
     review_summary = models.JSONField(default=dict, blank=True, help_text="reviews, accepts, rejects, grade_mean.")
     review_status = models.CharField(max_length=12, choices=ReviewStatus.choices, default=ReviewStatus.UNREVIEWED)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -264,7 +270,7 @@ class Step(models.Model):
     token_logprobs = models.JSONField(default=list, blank=True)
     thought = models.TextField(blank=True)
     action = models.JSONField(null=True, blank=True, help_text='{"name": ..., "args": {...}}; null for a void turn.')
-    action_text = models.CharField(max_length=1000, blank=True)
+    action_text = models.TextField(blank=True)  # whole: a typed text is never cut
     actor = models.CharField(max_length=8, choices=Actor.choices, default=Actor.MODEL)
     proposal = models.JSONField(null=True, blank=True, help_text="The model's turn when a person overrode it.")
     correction = models.CharField(max_length=8, choices=Correction.choices, blank=True, default=Correction.NONE,
@@ -315,7 +321,7 @@ class Rejection(models.Model):
     token_logprobs = models.JSONField(default=list, blank=True)
     thought = models.TextField(blank=True)
     action = models.JSONField(null=True, blank=True)
-    action_text = models.CharField(max_length=1000, blank=True)
+    action_text = models.TextField(blank=True)  # whole: a typed text is never cut
     void_reason = models.CharField(max_length=300, blank=True)
     reason = models.TextField(blank=True, help_text="Why the person rejected it, in their words.")
     repeated = models.BooleanField(default=False, help_text="Its action had already been rejected at this step.")

@@ -210,7 +210,7 @@ class BranchReplay:
         difference = screen_difference(expected_elements=expected.elements or [], expected_screenshot=screenshot,
                                        observation=observation)
         if difference:
-            return (f"the replay of episode {self.episode.parent_id} diverged at step {expected.index}: "
+            return (f"the replay of episode {self.episode.parent_id} diverged at step {expected.index + 1}: "
                     f"{difference}; nothing of episode {self.episode.parent_id} was changed")
         if position == len(self.acted):
             self._copy_up_to(self.k - 1, observation)  # void steps just before k
@@ -319,7 +319,7 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
     detail = result.error or (result.outcome if result.outcome and not outcome else "")
     status = EpisodeStatus.FAILED if reason in ("env_error", "policy_error", "replay_diverged") else EpisodeStatus.FINISHED
     episodes.episode_finish(episode_id=episode.pk, status=status, end_reason=f"{reason}: {detail}" if detail else reason,
-                            reward=finish_reward(result), outcome=outcome)
+                            reward=finish_reward(result), outcome=outcome, check_error=result.check_error or "")
     log.info("episode %s ended (%s) in %.1f s", episode.pk, reason, time.monotonic() - started)
     return reason
 
@@ -328,6 +328,8 @@ def finish_reward(result) -> float | None:
     """The episode's env reward to store: none where the task's check is the judge's or a person's (the env says
     so with ``info["verdict"]`` on its last step, e.g. an any-URL webapp task): a 0 stored there would count as a
     failure before anyone looked; routing by the judge or a review decides instead."""
+    if result.unscored:  # a person finished, and the task's check could not score the screen they finished on
+        return None
     last = result.steps[-1].info if result.steps else {}
     if (last or {}).get("verdict") in ("judge", "person"):
         return None

@@ -117,6 +117,11 @@ class Env(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    def evaluate(self, *, answer: str | None = None) -> float | None:
+        """The task's own check on the screen as it is now (0..1), as if the episode finished here with ``answer``:
+        what a person's Finish is scored by. None where a judge or a person decides, or the env has no check."""
+        return None
+
     def live_frame(self) -> LiveFrame | None:
         """The newest picture of the screen, for the live view while a person decides or acts (call it from the
         thread that runs the env; a few times a second). None where the env has no screen to stream (a terminal)

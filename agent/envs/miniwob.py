@@ -629,6 +629,18 @@ exec {command} "$@"
         self._done = done
         return StepResult(observation=observation, reward=reward, done=done, info=info)
 
+    def evaluate(self, *, answer: str | None = None) -> float:
+        """The page's own reward if its task has ended, else 0.0: a MiniWoB++ page checks the task only when the
+        agent's last action completes it (then the step itself ends the episode), so a person who finishes
+        earlier finishes an unsolved page."""
+        if self._page is None or self._task is None:
+            raise EnvError("evaluate() before reset(): start an episode first")
+        try:
+            state = self._page.evaluate(_STATE_JS)
+        except Exception as exc:
+            raise EnvError(f"the page could not be checked: {exc}") from exc
+        return float(state["reward"]) if state["done"] else 0.0
+
     # -- actions ---------------------------------------------------------------------------
     @staticmethod
     def _off_screen(action: Action) -> str | None:

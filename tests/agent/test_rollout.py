@@ -250,6 +250,33 @@ def test_max_steps_policy_error_env_error_and_finished():
     assert done.end_reason == "finished" and done.reward == 1.0
 
 
+class CheckedEnv(FakeEnv):
+    """A stand-in whose task check answers ``score`` (or raises), counting how often it was asked."""
+
+    def __init__(self, score):
+        super().__init__()
+        self.score, self.checks = score, 0
+
+    def evaluate(self, *, answer=None):
+        self.checks += 1
+        if isinstance(self.score, Exception):
+            raise self.score
+        return self.score
+
+
+@pytest.mark.parametrize("score, reward, unscored, error", [
+    (1.0, 1.0, False, None), (0.0, 0.0, False, None), (None, 0.0, True, None),
+    (EnvError("the desktop died"), 0.0, True, "the desktop died")])
+def test_a_persons_finish_is_scored_by_the_tasks_own_check(score, reward, unscored, error):
+    env = CheckedEnv(score)
+    finish = ScriptSupervisor(lambda obs, p: Decision("finish", outcome="success"))
+    result = run_episode(env, Recorder(text="Thought: x\nAction: wait()"), task="t", seed=0, max_steps=4,
+                         supervisor=finish)
+    assert (result.end_reason, result.outcome) == ("supervisor_finish", "success")
+    assert (result.reward, result.unscored, result.check_error, env.checks) == (reward, unscored, error, 1)
+    assert env.actions == []  # the check looks; it does not act
+
+
 def test_call_user_answer_reaches_the_next_prompt():
     class Answering:
         def review(self, index, observation, proposal, **_):

@@ -24,7 +24,7 @@ CASES = {
              {"index": 0, "action": CLICK, "thought": "The corner."},
              {"pending_index": 0}, {"index": 0, "action": "click(x=500, y=20)"},
              "(500, 20) is outside the 100x80 screenshot."),
-    "reject": ({"pending_index": 1}, {"index": 1, "reason": "r" * 3000}, {"index": 1, "reason": "r" * 2000},
+    "reject": ({"pending_index": 1}, {"index": 1, "reason": "r" * 4000}, {"index": 1, "reason": "r" * 4000},
                {"pending_index": 2}, {"index": 1},
                "The proposal for step 2 was already decided; the open one is for step 3."),
     "takeover": ({}, {}, {}, {"human_control": True}, {}, "You already have taken over."),
@@ -62,8 +62,47 @@ def test_a_kind_takes_a_good_frame_and_refuses_a_bad_one(kind):
 def test_every_kind_refuses_a_thought_too_long(kind):
     good_state, good_frame = CASES[kind][:2]
     with pytest.raises(CommandRefused) as refused:
-        COMMANDS[kind].validate({**good_frame, "thought": "t" * 2001}, _episode(**good_state))
-    assert refused.value.message == "'thought' must be text of at most 2000 characters."
+        COMMANDS[kind].validate({**good_frame, "thought": "t" * 10_001}, _episode(**good_state))
+    assert refused.value.message == ("The thought is 10,001 characters long; the limit is 10,000. Shorten it and send "
+                                     "it again: nothing was saved.")
+
+
+@pytest.mark.parametrize("kind, frame, limit", [
+    ("reject", {"index": 1, "reason": "r" * 4001}, "The reason is 4,001 characters long; the limit is 4,000."),
+    ("finish", {"outcome": "success", "comment": "c" * 10_001}, "The comment is 10,001 characters long; the limit is 10,000."),
+    ("approve", {"index": 2, "answer": "a" * 4001}, "The answer is 4,001 characters long; the limit is 4,000."),
+    ("act", {"action": f'type(text="{"x" * 10_001}")'}, "The text to type is 10,001 characters long; the limit is 10,000."),
+])
+def test_text_past_its_limit_is_refused_with_its_length_never_cut(kind, frame, limit):
+    state = CASES[kind][0]
+    with pytest.raises(CommandRefused) as refused:
+        COMMANDS[kind].validate(frame, _episode(**state))
+    assert refused.value.message.startswith(limit)
+    long_field = max(frame, key=lambda key: len(str(frame[key])))
+    at_limit = {**frame, long_field: frame[long_field].replace("x" * 10_001, "x" * 10_000) if kind == "act"
+                else frame[long_field][:-1]}
+    stored = COMMANDS[kind].validate(at_limit, _episode(**state))
+    kept = stored[long_field]["args"]["text"] if kind == "act" else stored[long_field]
+    assert len(kept) == len(at_limit[long_field]) - (len('type(text="")') if kind == "act" else 0)  # whole
+
+
+def test_an_edit_that_changes_only_the_action_keeps_none_of_the_models_thought():
+    episode = _episode(pending_index=0)
+    user = make_user()
+    model = Turn(thought="Click the logo.", action=Action.from_dict(CLICK), void_reason=None,
+                 raw="Thought: Click the logo.\nAction: click(x=10, y=20)")
+    moved = {"name": "click", "args": {"x": 30, "y": 40}}
+    cases = [("Click the logo.", ""), ("  Click   the logo. ", ""), ("The OK button is lower.", "The OK button is lower."),
+             ("", "")]
+    for sent, kept in cases:
+        command = Command.objects.create(episode=episode, user=user, type="edit", client_id=f"e{len(sent)}",
+                                         payload={"index": 0, "action": moved, "thought": sent})
+        decision = COMMANDS["edit"].apply(command, _at(episode, 0, model))
+        assert (decision.turn.thought, decision.turn.action.to_dict()) == (kept, moved)
+    # a thought-only edit of the model's own action keeps the person's words
+    command = Command.objects.create(episode=episode, user=user, type="edit", client_id="t",
+                                     payload={"index": 0, "action": CLICK, "thought": "Click the logo."})
+    assert COMMANDS["edit"].apply(command, _at(episode, 0, model)).turn.thought == "Click the logo."
 
 
 @pytest.mark.parametrize("kind, bad_frame, message", [

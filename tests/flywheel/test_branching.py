@@ -117,7 +117,7 @@ def test_branch_replays_and_matches_the_parents_steps_then_acts_anew(celery_work
              what="the diverging branch")
     failed = Episode.objects.get(pk=diverging.json()["id"])
     assert failed.status == EpisodeStatus.FAILED
-    assert failed.end_reason.startswith(f"replay_diverged: the replay of episode {parent.pk} diverged at step {k}: "
+    assert failed.end_reason.startswith(f"replay_diverged: the replay of episode {parent.pk} diverged at step {k + 1}: "
                                         "element 0"), failed.end_reason
     assert "'tampered'" in failed.end_reason
     assert failed.n_steps == Step.objects.filter(episode=failed).count() <= k  # only verified replays were stored

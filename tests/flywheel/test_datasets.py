@@ -49,6 +49,31 @@ def test_reward_rule_sends_successes_to_sft_and_failures_to_ct(demo):
     assert (counts["sft"]["rows"], counts["ct"]["rows"]) == (2, 1)
 
 
+def test_a_persons_outcome_the_check_contradicts_waits_for_a_review_which_then_routes_it(demo):
+    project, task = demo["project"], demo["task"]
+    agreed = make_finished_episode(project, task, steps=[{}], reward=1.0, outcome="success")
+    contradicted = make_finished_episode(project, task, steps=[{}], reward=0.0, outcome="success")
+    gave_up_on_done = make_finished_episode(project, task, steps=[{}], reward=1.0, outcome="failure")
+    assert agreed.review_reason == ""
+    assert contradicted.review_reason == ("A person finished with success (the task was done), but the task's own "
+                                          "check paid 0 (this project counts 0.5 or more as done).")
+    assert "finished with failure" in gave_up_on_done.review_reason
+    # neither the person's word nor the reward alone routes them
+    assert episode_ids(project, "sft") == {agreed.pk} and episode_ids(project, "ct") == set()
+    review_submit(episode=contradicted, reviewer=demo["manager"], verdict="accept")
+    review_submit(episode=gave_up_on_done, reviewer=demo["manager"], verdict="reject")
+    assert episode_ids(project, "sft") == {agreed.pk, contradicted.pk}
+    assert episode_ids(project, "ct") == {gave_up_on_done.pk}
+
+
+def test_where_no_check_scored_an_episode_a_persons_success_counts_as_done(demo):
+    project, task = demo["project"], demo["task"]
+    person = make_finished_episode(project, task, steps=[{}], reward=None, outcome="success")
+    nobody = make_finished_episode(project, task, steps=[{}], reward=None)
+    assert person.review_reason == ""
+    assert (episode_ids(project, "sft"), episode_ids(project, "ct")) == ({person.pk}, {nobody.pk})
+
+
 def test_review_rule_routes_by_verdict_and_leaves_unreviewed_episodes_out(demo):
     project, task = demo["project"], demo["task"]
     datasets.routing_set(project=project, actor=demo["manager"], rule="review")

@@ -38,6 +38,8 @@ export interface BranchComparison {
   parent: ComparisonSide | null;
   /** The DPO pair the two make: at which step, whose step is chosen and what decided it (review, reward, judge). */
   pair: { index: number; chosen: "branch" | "parent"; by: "review" | "reward" | "judge"; in_dataset: boolean } | null;
+  /** For each step both have: what makes the two screens count as different (address, elements), or null. */
+  screens?: { index: number; differs: string | null }[];
   /** Why they make no pair, in words; empty when they make one. */
   no_pair: string;
 }

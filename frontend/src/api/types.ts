@@ -86,6 +86,12 @@ export interface Episode {
   human_control?: boolean;
   /** Where a queued episode stands in its lane; null unless it is queued. */
   queue: EpisodeQueue | null;
+  /** What the task asks, as the environment gave it for this seed ("" until the environment starts). */
+  instruction?: string;
+  /** What the person wrote when they finished the episode. */
+  comment?: string;
+  /** Why the episode waits for a review before it is routed: the person's outcome and the task's check disagree. */
+  review_reason?: string;
 }
 
 /**

@@ -19,11 +19,15 @@ export function rejectionLine(rejection: Rejection): string {
   return `${rejectedAction(rejection)} — ${reason}${who}, proposal ${rejection.attempt}`;
 }
 
-/** The sentence for a person's turn that did exactly what the model proposed (Step.correction "same"). */
-export function sameAsProposalText(step: Pick<Step, "actor">): string {
+/**
+ * The sentence for a person's turn that did exactly what the model proposed (Step.correction "same"), naming the
+ * proposal: the person acted on their own, and the model happened to propose the same.
+ */
+export function sameAsProposalText(step: { actor: Step["actor"]; proposal?: { action_text?: string } | null }): string {
+  const proposed = step.proposal?.action_text ? ` (${step.proposal.action_text})` : "";
   return step.actor === "edited"
-    ? "Edited; kept what the model proposed (no correction)."
-    : "Took over; did what the model proposed (no correction).";
+    ? `Edited, but kept the model's proposed action${proposed}: no correction.`
+    : `A person acted, and did what the model had proposed${proposed}: no correction.`;
 }
 
 /**

@@ -35,3 +35,8 @@ export function formatDuration(seconds: number | null | undefined): string {
   const s = String(whole % 60).padStart(2, "0");
   return h > 0 ? `${h}:${String(m).padStart(2, "0")}:${s}` : `${m}:${s}`;
 }
+
+/** "1 step", "2 steps", "1,200 rows": a count with its noun, singular for one. */
+export function countOf(count: number, noun: string, plural = `${noun}s`): string {
+  return `${count.toLocaleString("en")} ${count === 1 ? noun : plural}`;
+}

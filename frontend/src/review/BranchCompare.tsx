@@ -3,7 +3,7 @@ import { Link } from "react-router";
 import { type BranchComparison, type ComparisonSide, fetchComparison } from "../api/branch";
 import type { ReplayStep } from "../api/review";
 import { OutcomeBadge, StatusBadge } from "../components/Badge";
-import { formatReward } from "../components/format";
+import { countOf, formatReward } from "../components/format";
 import { ManagersOnly } from "../components/ManagersOnly";
 import { LoadError } from "../components/NoAccess";
 import { canManage } from "../components/permissions";
@@ -47,7 +47,7 @@ function Summary({ side, role, projectId }: { side: ComparisonSide; role: string
         </span>
       </p>
       <p className="muted small">
-        {episode.mode} · {episode.n_steps} steps{episode.end_reason ? ` · ${episode.end_reason}` : ""}
+        {episode.mode} · {countOf(episode.n_steps, "step")}{episode.end_reason ? ` · ${episode.end_reason}` : ""}
       </p>
     </div>
   );
@@ -73,6 +73,18 @@ function StepCell({ step, episodeId, mark }: { step: ReplayStep | undefined; epi
   );
 }
 
+/** Whether the two screens of a step count as the same state, and if not, what differs. */
+function ScreensLine({ screen }: { screen: { index: number; differs: string | null } | undefined }) {
+  if (!screen) return null;
+  return (
+    <p className="muted small user-text" data-testid="compare-screens" data-same={screen.differs ? "false" : "true"}>
+      {screen.differs
+        ? `The screens count as different: ${screen.differs}.`
+        : "Same screen on both (the same address and elements), so their steps can be compared."}
+    </p>
+  );
+}
+
 /** The two continuations side by side from the branch point: one row a step, the pair's step marked. */
 export function BranchCompareView({ comparison, projectId }: { comparison: BranchComparison; projectId: number }) {
   const { branch, parent, pair, branched_at: start } = comparison;
@@ -87,7 +99,9 @@ export function BranchCompareView({ comparison, projectId }: { comparison: Branc
         <h1>
           Episode {branch.episode.id} beside {parent ? `episode ${parent.episode.id}` : "its deleted parent"}
         </h1>
-        <span className="muted">From step {start + 1}, where the branch acted anew; the steps before it are the same.</span>
+        <span className="muted">
+          From step {start + 1}, where the branch acted anew; the steps before it replay the parent's.
+        </span>
       </div>
       <p className={pair ? "banner banner-info" : "muted"} role="status" data-testid="compare-pair">
         {pairSentence(comparison)}
@@ -99,6 +113,7 @@ export function BranchCompareView({ comparison, projectId }: { comparison: Branc
       {indices.map((index) => (
         <section key={index} aria-label={`Step ${index + 1}`} data-testid={`compare-row-${index}`}>
           <h3>Step {index + 1}</h3>
+          <ScreensLine screen={comparison.screens?.find((s) => s.index === index)} />
           <div style={columns}>
             <StepCell step={branch.steps.find((s) => s.index === index)} episodeId={branch.episode.id} mark={mark("branch", index)} />
             {parent ? (

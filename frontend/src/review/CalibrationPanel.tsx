@@ -89,8 +89,9 @@ export function CalibrationPanel({ projectId }: { projectId: number }) {
           ) : (
             <>
               <p data-testid="calibration-summary">
-                On the <strong data-testid="calibration-episodes">{data.episodes}</strong> episodes that both the judge and
-                the reviewers decided, they agree on{" "}
+                On the <strong data-testid="calibration-episodes">{data.episodes}</strong>{" "}
+                {data.episodes === 1 ? "episode that both the judge and the reviewers decided, they agree" : "episodes that both the judge and the reviewers decided, they agree"}{" "}
+                on{" "}
                 <strong data-testid="calibration-agreement">{percent(data.agreement)}</strong>. Cohen's kappa is{" "}
                 <strong data-testid="calibration-kappa">{data.kappa === null ? "—" : data.kappa.toFixed(2)}</strong>:{" "}
                 {kappaWords(data.kappa)}.

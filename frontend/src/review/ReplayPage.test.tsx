@@ -332,7 +332,7 @@ describe("ReplayPage", () => {
       correction: "same",
       action: { name: "click", args: { x: 2, y: 2 } },
       thought: "",
-      proposal: { thought: "click cancel", action: { name: "click", args: { x: 2, y: 2 } } },
+      proposal: { thought: "click cancel", action: { name: "click", args: { x: 2, y: 2 } }, action_text: "click(x=2, y=2)" },
     };
     mockFetch(routes({ "GET /api/v1/episodes/42/": { body: same } }));
     renderApp("/projects/1/review/42");
@@ -341,7 +341,9 @@ describe("ReplayPage", () => {
     expect(current()).toBe("1");
     expect(screen.queryByTestId("replay-proposal")).toBeNull();
     expect(screen.queryByTestId("replay-correction")).toBeNull();
-    expect(screen.getByTestId("replay-same").textContent).toBe("Took over; did what the model proposed (no correction).");
+    expect(screen.getByTestId("replay-same").textContent).toBe(
+      "A person acted, and did what the model had proposed (click(x=2, y=2)): no correction.",
+    );
     expect(screen.getByTestId("replay-action").textContent).toBe("click(x=2, y=2)");
     expect(screen.getAllByTestId("replay-step")[1].className).not.toContain("is-corrected");
   });

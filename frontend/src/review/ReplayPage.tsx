@@ -4,8 +4,10 @@ import { Link, useNavigate, useSearchParams } from "react-router";
 import { useSession } from "../components/useSession";
 import { EndReason, OutcomeBadge, StatusBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
+import { FinishSummary } from "../components/FinishSummary";
+import { InstructionCard } from "../components/InstructionCard";
 import { LoadError } from "../components/NoAccess";
-import { formatDateTime, formatReward } from "../components/format";
+import { countOf, formatDateTime, formatReward } from "../components/format";
 import { ManagersOnly } from "../components/ManagersOnly";
 import { ProjectFrame } from "../shell/ProjectFrame";
 import { Spinner } from "../components/Spinner";
@@ -136,14 +138,20 @@ function Replay({ projectId, episode, transcript, reviews, userId, listQuery, pr
         <ReviewStatusBadge status={episode.review_status} />
         <span>{episode.mode}</span>
         <span>reward {formatReward(episode.reward)}</span>
-        <span>{episode.n_steps} steps</span>
-        <span>{episode.n_interventions} interventions</span>
+        <span>{countOf(episode.n_steps, "step")}</span>
+        <span>{countOf(episode.n_interventions, "intervention")}</span>
         <span>{episode.n_void} void</span>
         <span>checkpoint {episode.checkpoint?.name ?? "—"}</span>
         {episode.created_by && <span>by {episode.created_by.username}</span>}
         <span>finished {formatDateTime(episode.finished_at)}</span>
         <EndReason reason={episode.end_reason} className="" />
       </div>
+      <InstructionCard episode={episode} />
+      {(episode.outcome || episode.comment || episode.review_reason) && (
+        <section className="card replay-finish" aria-label="How the episode was finished">
+          <FinishSummary episode={episode} />
+        </section>
+      )}
       {step && <StepStrip steps={steps} current={step.index} labels={draft.step_labels} onSelect={setCurrent} />}
       <div className={`replay-body${step && isWideScreen(step.width, step.height) ? " replay-body-wide" : ""}`}>
         <div className="replay-left">

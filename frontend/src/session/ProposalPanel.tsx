@@ -39,7 +39,13 @@ export function ProposalPanel({
     >
       <div className="section-header">
         <h2>
-          {humanControl ? "The model would do" : "Proposed step"} {proposal.index === null ? "" : stepNumber(proposal.index)}
+          {proposal.index === null
+            ? humanControl
+              ? "What the model would do now"
+              : "Proposed step"
+            : humanControl
+              ? `What the model would do at step ${stepNumber(proposal.index)}`
+              : `Proposed step ${stepNumber(proposal.index)}`}
         </h2>
         <span className="badge status-paused">
           {humanControl ? "a person acts instead" : deciding ? "decision sent…" : "awaiting decision"}

@@ -221,9 +221,12 @@ describe("SessionPage", () => {
 
     fireEvent.change(screen.getByTestId("type-text"), { target: { value: 'say "hi"' } });
     fireEvent.click(button("type-submit"));
-    expect(lastSent(socket)).toMatchObject({ type: "act", action: 'type(text="say \\"hi\\"")' });
-    expect(lastSent(socket).thought).toBeUndefined();
+    // the reason stays for the next action until the person changes or clears it
+    expect(lastSent(socket)).toMatchObject({ type: "act", action: 'type(text="say \\"hi\\"")', thought: "OK is here" });
+    expect((screen.getByTestId("act-thought") as HTMLInputElement).value).toBe("OK is here");
+    fireEvent.click(button("act-thought-clear"));
     fireEvent.click(button("key-enter"));
+    expect(lastSent(socket).thought).toBeUndefined();
     expect(lastSent(socket)).toMatchObject({ type: "act", action: 'hotkey(keys="enter")' });
     fireEvent.click(button("scroll-down"));
     expect(lastSent(socket)).toMatchObject({ type: "act", action: 'scroll(x=80, y=105, direction="down")' });
@@ -374,7 +377,9 @@ describe("SessionPage", () => {
     expect(items[1].querySelector("[data-testid=timeline-same]")?.textContent).toBe("took over; did what the model proposed");
     expect(items[1].querySelector("[data-testid=timeline-rejections]")?.textContent).toBe("1 rejected");
     expect(screen.queryByTestId("step-proposal")).toBeNull();
-    expect(screen.getByTestId("step-same").textContent).toBe("Took over; did what the model proposed (no correction).");
+    expect(screen.getByTestId("step-same").textContent).toBe(
+      "A person acted, and did what the model had proposed (click(x=80, y=100)): no correction.",
+    );
     expect(screen.getByTestId("step-rejection").textContent).toContain("click(x=1, y=1) — “that is the logo” (ann), proposal 1");
   });
 });

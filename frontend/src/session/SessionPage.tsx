@@ -3,6 +3,9 @@ import { Link } from "react-router";
 import type { Step } from "../api/types";
 import { useSession } from "../components/useSession";
 import { EndReason, OutcomeBadge, StatusBadge } from "../components/Badge";
+import { FinishSummary } from "../components/FinishSummary";
+import { InstructionCard } from "../components/InstructionCard";
+import { isOverLimit } from "../components/limits";
 import { Breadcrumbs } from "../components/Breadcrumbs";
 import { ConnectionBadge } from "../components/ConnectionBadge";
 import { ErrorBanner } from "../components/ErrorBanner";
@@ -130,9 +133,9 @@ export function SessionPage() {
   }
 
   function act(action: string) {
-    if (!controls.act.enabled) return;
+    if (!controls.act.enabled || isOverLimit("human_thought", actThought)) return;
+    // the reason stays for the next actions until the person changes or clears it: one reason often covers several
     send({ type: "act", action, ...(actThought.trim() ? { thought: actThought.trim() } : {}) });
-    setActThought("");
   }
 
   /** A key whose command is not available now says why instead of doing nothing. */
@@ -262,6 +265,15 @@ export function SessionPage() {
           Shortcuts <kbd>{shortcutLabel("help")}</kbd>
         </button>
       </div>
+      {episode.branch_of && (
+        <p className="muted branch-line" data-testid="branch-of">
+          A branch of{" "}
+          <Link to={`/episodes/${episode.branch_of.episode}`}>episode #{episode.branch_of.episode}</Link>: its steps before
+          step {stepNumber(episode.branch_of.step)} replay the parent's, and from step {stepNumber(episode.branch_of.step)} on it
+          acts anew.
+        </p>
+      )}
+      <InstructionCard episode={episode} />
       <dl className="facts">
         <div>
           <dt>Seed</dt>
@@ -307,20 +319,11 @@ export function SessionPage() {
           </div>
           <dl className="facts">
             <div>
-              <dt>Outcome</dt>
-              <dd data-testid="finished-outcome">{episode.outcome || "—"}</dd>
-            </div>
-            <div>
               <dt>Ended because</dt>
               <dd data-testid="finished-reason">{episode.end_reason ? <EndReason reason={episode.end_reason} className="" /> : "—"}</dd>
             </div>
-            <div>
-              <dt>Reward</dt>
-              <dd className="mono" data-testid="finished-reward">
-                {formatReward(episode.reward)}
-              </dd>
-            </div>
           </dl>
+          <FinishSummary episode={episode} />
           <Link className="button" to={listLink}>
             Back to live sessions
           </Link>

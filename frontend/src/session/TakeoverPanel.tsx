@@ -1,6 +1,8 @@
 import { type FormEvent, useState } from "react";
 import type { Availability } from "./controls";
 import { checkAction, type Direction, hotkeyAction, scrollAction, typeAction } from "../components/grammar";
+import { LimitCounter } from "../components/LimitCounter";
+import { isOverLimit } from "../components/limits";
 
 const KEYS: { testId: string; label: string; keys: string }[] = [
   { testId: "key-enter", label: "Enter", keys: "enter" },
@@ -37,7 +39,7 @@ export function TakeoverPanel({
 
   function submitType(event: FormEvent) {
     event.preventDefault();
-    if (!text) return;
+    if (!text || isOverLimit("typed_text", text)) return;
     onAct(typeAction(text));
     setText("");
   }
@@ -56,16 +58,31 @@ export function TakeoverPanel({
         <h2>You are acting</h2>
         <span className="muted small">Click the screenshot to click there.</span>
       </div>
-      <label className="field">
-        <span>Why (optional; stored as your thought)</span>
-        <input data-testid="act-thought" value={thought} maxLength={2000} onChange={(e) => onThought(e.target.value)} placeholder="The OK button submits the form" />
-      </label>
+      <div className="field">
+        <label htmlFor="act-thought">Why (optional; stored as the thought of each action you take until you change it)</label>
+        <span className="inline-form">
+          <input
+            id="act-thought"
+            className="grow"
+            data-testid="act-thought"
+            value={thought}
+            aria-describedby="act-thought-limit"
+            onChange={(e) => onThought(e.target.value)}
+            placeholder="The OK button submits the form"
+          />
+          <button type="button" className="button subtle small" data-testid="act-thought-clear" disabled={!thought} onClick={() => onThought("")}>
+            Clear
+          </button>
+        </span>
+        <LimitCounter kind="human_thought" value={thought} id="act-thought-limit" />
+      </div>
       <form className="inline-form" onSubmit={submitType}>
         <label className="field grow">
           <span>Text to type</span>
-          <input data-testid="type-text" value={text} onChange={(e) => setText(e.target.value)} />
+          <input data-testid="type-text" value={text} aria-describedby="type-text-limit" onChange={(e) => setText(e.target.value)} />
+          <LimitCounter kind="typed_text" value={text} id="type-text-limit" />
         </label>
-        <button type="submit" className="button" data-testid="type-submit" disabled={!act.enabled || !text} title={disabledWhy ?? (text ? "Type this text" : "Enter some text first")}>
+        <button type="submit" className="button" data-testid="type-submit" disabled={!act.enabled || !text || isOverLimit("typed_text", text)} title={disabledWhy ?? (text ? "Type this text" : "Enter some text first")}>
           Type
         </button>
       </form>
