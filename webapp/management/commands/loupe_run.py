@@ -1,7 +1,10 @@
 """`make run`: migrate, seed the demo, then start daphne, the Celery workers and beat; Ctrl-C stops all.
 
 The terminal shows what a person needs (progress, the ready message, warnings and errors); each process's
-full output (daphne's access log, Celery's banners and task logs) goes to a file in LOUPE_LOG_DIR."""
+full output (daphne's access log, Celery's banners and task logs) goes to a file in LOUPE_LOG_DIR.
+
+Everything Loupe writes is its user's alone (umask 077; the data folder closed: ``protect``), and where the
+environments' sandboxes cannot be made here, it says so once, with the reason (``sandbox_notice``)."""
 from __future__ import annotations
 
 import os
@@ -49,6 +52,28 @@ def process_commands(*, python: str, host: str, port: int, log_dir: Path, beat_s
     }
 
 
+def protect(data_dir: Path) -> None:
+    """Files made from now on (media, logs, checkpoints; by this process and every one it starts) are Loupe's user's
+    alone, and what an earlier run left in the data folder is closed to others too."""
+    from webapp import embedded
+
+    embedded.private_files()
+    embedded.protect_data_dir(data_dir)
+
+
+def sandbox_notice() -> str:
+    """A line for the terminal when the environments' sandboxes are missing something here ("" when not)."""
+    from agent.envs.sandbox import support
+
+    found = support()
+    if not found.namespaces:
+        return (f"No sandbox can be made here, so desktop and terminal tasks are refused (their episodes fail with "
+                f"this reason), and browsers run unconfined: {found.reason}.")
+    if not found.cgroups:
+        return f"Sandboxes are limited by rlimits only (no cgroup limits): {found.reason}."
+    return ""
+
+
 def log_dir() -> Path:
     return Path(os.environ.get("LOUPE_LOG_DIR") or settings.DATA_DIR / "logs")
 
@@ -79,6 +104,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, host: str, port: int, **options):
         started = time.monotonic()
+        protect(settings.DATA_DIR)
         self.stdout.write("Preparing the database (migrations, demo project)…")
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)  # the admin's styles and scripts
@@ -89,8 +115,12 @@ class Command(BaseCommand):
         ensure_default_deployment(log=self.stdout.write)
 
         if os.geteuid() == 0:
-            self.stdout.write("Running as root: the workers run as root too. Fine on a development machine; in "
-                              "production run Loupe as an unprivileged user (the Docker image does).")
+            self.stdout.write("Running as root: the workers run as root too (each environment's sandbox then runs "
+                              "under a uid of its own). Fine on a development machine; in production run Loupe as an "
+                              "unprivileged user, and the rollout workers as root in their container (the Docker "
+                              "images do).")
+        if notice := sandbox_notice():
+            self.stderr.write(notice)
         env = dict(os.environ)  # DATABASE_URL / REDIS_URL are set by now (embedded or given)
         logs = log_dir()
         logs.mkdir(parents=True, exist_ok=True)
