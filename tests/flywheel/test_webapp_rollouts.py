@@ -69,6 +69,8 @@ def test_a_worker_runs_an_autonomous_webapp_episode_to_its_check(manager_client,
     assert [s.action["name"] for s in steps if s.action["name"] != "scroll"] == [
         "click", "hotkey", "type", "hotkey", "click", "finished"]
     assert steps[-1].action["args"]["answer"] == "£35.00"
+    instruction = client.get(f"/api/v1/episodes/{episode_id}/").json()["instruction"]
+    assert instruction and instruction == steps[0].instruction  # the shop task's own, for the page and the replay
     assert "/catalogue/power-bank-20000_24/" in steps[-1].url
     for step in steps:
         assert (step.width, step.height) == (1280, 720)
