@@ -21,7 +21,8 @@ _NEAR = ("x", "y", "width", "height")
 def elements_difference(expected: list[dict], actual: list[dict]) -> str | None:
     """What differs between two element lists (``Element.to_dict`` shape), in words; None when they match."""
     if len(expected) != len(actual):
-        return f"the screen has {len(actual)} elements where the stored step had {len(expected)}"
+        return (f"the screen has {len(actual)} element{'' if len(actual) == 1 else 's'} where the stored step had "
+                f"{len(expected)}")
     for position, (want, got) in enumerate(zip(expected, actual)):
         for key in _EXACT:
             if want.get(key) != got.get(key):

@@ -91,7 +91,10 @@ def test_no_pair_for_equal_actions_equal_outcomes_a_gone_parent_or_a_shorter_one
     # ... but not when the screens stopped matching there
     Step.objects.filter(episode=later, index=2).update(elements=[{"role": "button", "text": "Next", "x": 1, "y": 1,
                                                                   "width": 5, "height": 5}])
-    assert datasets.branch_pair(later) is None
+    pair, why = datasets.branch_pair_explained(later)
+    assert pair is None
+    assert why == ("At step 3 the two screens differ (the screen has 1 element where the stored step had 0), so "
+                   "their steps are not on the same state: no pair."), why
 
     short_parent = make_finished_episode(project, task, steps=[{}], reward=0.0)
     longer = branch_of(short_parent, at=1, steps=[{"action": OTHER_CLICK}], reward=1.0, project=project, task=task)
@@ -125,6 +128,7 @@ def test_the_comparison_shows_both_continuations_from_the_branch_point_and_the_p
     assert (body["parent"]["episode"]["review_status"], body["branch"]["judge"]["verdict"]) == ("rejected", "success")
     # a rejected review beside none tells them apart by nothing: the reward decides
     assert body["pair"] == {"index": 1, "chosen": "branch", "by": "reward", "in_dataset": True}
+    assert body["screens"] == [{"index": 1, "differs": None}, {"index": 2, "differs": None}]
 
     same = branch_of(parent, at=1, steps=[{"action": PARENT_CLICK}], reward=0.0, project=project, task=task)
     body = client.get(f"/api/v1/episodes/{same.pk}/compare").json()

@@ -53,6 +53,24 @@ describe("BranchCompare", () => {
     expect(screen.queryByTestId("compare-row-0")).toBeNull(); // the shared steps before the branch point are not repeated
   });
 
+  it("says for each step whether the two screens count as the same, and what differs", async () => {
+    const screens = [
+      { index: 1, differs: null },
+      { index: 2, differs: 'element 3 (textbox "Name") has focused true where the stored step had false' },
+    ];
+    const both = comparison();
+    both.parent!.steps.push(step(50, 2));
+    mockFetch({ ...baseRoutes("manager"), "GET /api/v1/episodes/51/compare": { body: { ...both, screens } } });
+    renderApp("/projects/1/review/51/compare");
+    const same = within(await screen.findByTestId("compare-row-1")).getByTestId("compare-screens");
+    expect(same.getAttribute("data-same")).toBe("true");
+    expect(same.textContent).toContain("Same screen on both");
+    const differs = within(screen.getByTestId("compare-row-2")).getByTestId("compare-screens");
+    expect(differs.textContent).toBe(
+      'The screens count as different: element 3 (textbox "Name") has focused true where the stored step had false.',
+    );
+  });
+
   it("says why there is no pair, and that a deleted parent leaves one side empty", () => {
     expect(pairSentence(comparison({ pair: null, no_pair: "Both took the same actions for as long as both had steps: no preference." }))).toBe(
       "Both took the same actions for as long as both had steps: no preference.",
