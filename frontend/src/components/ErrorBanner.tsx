@@ -8,6 +8,12 @@ interface ErrorBannerProps {
   title?: string;
   /** Override the field errors shown (pass {} when a form shows them beside its fields). */
   fieldErrors?: FieldErrors;
+  /**
+   * The fields the form shows the server's errors beside: the banner never repeats them. When every error is about
+   * one of them it only says that nothing was saved and where to look, and shows nothing once they are all fixed
+   * (`fieldErrors` then holds the ones still shown).
+   */
+  besideFields?: readonly string[];
   onRetry?: () => void;
 }
 
@@ -35,11 +41,22 @@ export function isRetryable(error: unknown): boolean {
 }
 
 /** A failure, said plainly, with what to do next (Retry only when trying again may help). */
-export function ErrorBanner({ error, message, title, fieldErrors, onRetry }: ErrorBannerProps) {
-  const text = message ?? describe(error);
-  const fields = fieldErrors ?? (error instanceof ApiError ? error.fieldErrors : {});
+export function ErrorBanner({ error, message, title, fieldErrors, besideFields, onRetry }: ErrorBannerProps) {
+  const all = error instanceof ApiError ? error.fieldErrors : {};
+  const fields = fieldErrors ?? all;
+  let text = message ?? describe(error);
+  let entries = Object.entries(fields);
+  if (besideFields && Object.keys(all).length > 0) {
+    const beside = entries.filter(([field]) => besideFields.includes(field));
+    entries = entries.filter(([field]) => !besideFields.includes(field));
+    const onlyBeside = Object.keys(all).every((field) => besideFields.includes(field));
+    if (onlyBeside && message === undefined) {
+      if (beside.length === 0) return null; // every field it was about has been changed since
+      text = beside.length === 1 ? "Nothing was saved: the message beside the field says what to change." :
+        "Nothing was saved: the messages beside the fields say what to change.";
+    }
+  }
   const retry = onRetry && isRetryable(error) ? onRetry : undefined;
-  const entries = Object.entries(fields);
 
   return (
     <div className="banner banner-error" role="alert" data-testid="error-banner">

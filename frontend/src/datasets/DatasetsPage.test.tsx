@@ -116,6 +116,39 @@ describe("DatasetsPage", () => {
     expect(alert.textContent).toContain("Matches no rows.");
   });
 
+  it("keeps a pasted 5,000-character snapshot name whole, says it is too long and does not send it", async () => {
+    const { requests } = mockFetch(routes());
+    renderApp("/projects/1/datasets");
+    const input = (await screen.findByTestId("snapshot-name")) as HTMLInputElement;
+    expect(input.hasAttribute("maxlength")).toBe(false); // maxLength would cut a paste without a word
+    const long = "n".repeat(5000);
+    fireEvent.change(input, { target: { value: long } });
+    expect(input.value).toBe(long);
+    expect(screen.getByTestId("limit-snapshot_name").textContent).toBe("5,000 / 200 characters: 4,800 too many, shorten it to send");
+    expect((screen.getByTestId("snapshot-create") as HTMLButtonElement).disabled).toBe(true);
+    fireEvent.submit(screen.getByRole("form", { name: "Freeze a snapshot" }));
+    expect(requests.some((r) => r.method === "POST")).toBe(false);
+    fireEvent.change(input, { target: { value: "n".repeat(170) } });
+    expect(screen.getByTestId("limit-snapshot_name").textContent).toBe("170 / 200 characters"); // near the limit
+    expect((screen.getByTestId("snapshot-create") as HTMLButtonElement).disabled).toBe(false);
+  });
+
+  it("shows the server's refusal of the name beside it, once, and drops it when the name is changed", async () => {
+    const message = "The snapshot name is 201 characters long; the limit is 200. Shorten it and send it again: nothing was saved.";
+    mockFetch(routes({ "POST /api/v1/projects/1/snapshots/": { status: 400, body: { detail: `name: ${message}`, errors: { name: [message] } } } }));
+    renderApp("/projects/1/datasets");
+    const input = await screen.findByTestId("snapshot-name");
+    fireEvent.change(input, { target: { value: "first" } });
+    fireEvent.click(screen.getByTestId("snapshot-create"));
+    const field = input.closest(".field") as HTMLElement;
+    await waitFor(() => expect(field.querySelector(".field-error")?.textContent).toBe(message));
+    expect(document.body.textContent?.split(message).length).toBe(2); // said once
+    expect(input.getAttribute("aria-describedby")).toContain(field.querySelector(".field-error")!.id);
+    fireEvent.change(input, { target: { value: "second" } });
+    expect(field.querySelector(".field-error")).toBeNull();
+    expect(screen.queryByTestId("error-banner")).toBeNull();
+  });
+
   it("offers process-reward (PRM) snapshots with their bucket, and freezes one", async () => {
     const { requests } = mockFetch(
       routes({ "POST /api/v1/projects/1/snapshots/": { status: 201, body: snapshot({ id: 30, kind: "prm", name: "labels", status: "building", progress: 0 }) } }),

@@ -1,5 +1,8 @@
 import { useRef, useState } from "react";
 import { ErrorBanner } from "../components/ErrorBanner";
+import { Field } from "../components/Field";
+import { isOverLimit } from "../components/limits";
+import { useServerErrors } from "../components/useServerErrors";
 import { useTasks } from "../components/projectQueries";
 import { useCheckpoints } from "../review/queries";
 import type { Snapshot, SnapshotFilter, SnapshotKind } from "../api/datasets";
@@ -55,6 +58,8 @@ export function FreezeForm({ projectId }: { projectId: number }) {
   const bucket = routing.data?.buckets[kind];
   // One request at a time, even for a double click that lands before the button is re-rendered disabled.
   const inFlight = useRef(false);
+  const server = useServerErrors(create.error);
+  const nameTooLong = isOverLimit("snapshot_name", name);
 
   function toggleTask(id: number) {
     setChosenTasks((old) => (old.includes(id) ? old.filter((t) => t !== id) : [...old, id]));
@@ -66,7 +71,7 @@ export function FreezeForm({ projectId }: { projectId: number }) {
       aria-label="Freeze a snapshot"
       onSubmit={(e) => {
         e.preventDefault();
-        if (inFlight.current) return;
+        if (inFlight.current || nameTooLong) return;
         inFlight.current = true;
         const filter = filterOf({ onlyNew, tasks: chosenTasks, split, mode, checkpoint, createdAfter, createdBefore });
         create.mutate(
@@ -101,16 +106,21 @@ export function FreezeForm({ projectId }: { projectId: number }) {
             ))}
           </select>
         </label>
-        <label className="field">
-          <span>Name (optional)</span>
-          <input
-            value={name}
-            maxLength={200}
-            placeholder={`${kind} ${new Date().toISOString().slice(0, 10)}`}
-            data-testid="snapshot-name"
-            onChange={(e) => setName(e.target.value)}
-          />
-        </label>
+        <Field label="Name (optional)" limit={{ kind: "snapshot_name", value: name }} problems={server.errors.name}>
+          {(control) => (
+            // no maxLength: it would cut a pasted name without a word; the counter says when it is too long
+            <input
+              {...control}
+              value={name}
+              placeholder={`${kind} ${new Date().toISOString().slice(0, 10)}`}
+              data-testid="snapshot-name"
+              onChange={(e) => {
+                setName(e.target.value);
+                server.clear("name");
+              }}
+            />
+          )}
+        </Field>
         <label className="field freeze-check-field">
           <span>Which rows</span>
           <span className="freeze-check">
@@ -175,7 +185,9 @@ export function FreezeForm({ projectId }: { projectId: number }) {
           </label>
         </div>
       </details>
-      {create.isError && <ErrorBanner error={create.error} title="Nothing was frozen" />}
+      {create.isError && (
+        <ErrorBanner error={create.error} fieldErrors={server.errors} besideFields={["name"]} title="Nothing was frozen" />
+      )}
       {create.isSuccess && (
         <p
           className={create.data.duplicate ? "banner banner-info" : "muted small"}
@@ -188,7 +200,7 @@ export function FreezeForm({ projectId }: { projectId: number }) {
         </p>
       )}
       <div className="form-actions">
-        <button type="submit" className="button primary" disabled={create.isPending} data-testid="snapshot-create">
+        <button type="submit" className="button primary" disabled={create.isPending || nameTooLong} data-testid="snapshot-create">
           {create.isPending ? "Queuing…" : `Freeze ${kind.toUpperCase()} snapshot`}
         </button>
         <span className="muted small">A worker writes the rows once (JSONL + Parquet) with their sha256; a snapshot never changes.</span>

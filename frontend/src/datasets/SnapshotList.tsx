@@ -111,7 +111,7 @@ export function SnapshotList({ projectId, taskNames }: { projectId: number; task
           {snapshots.data.map((s) => (
             <tr key={s.id} data-testid="snapshot-row" data-status={s.status} data-snapshot-id={s.id}>
               <td>
-                <strong>{s.name}</strong>
+                <strong className="snapshot-name">{s.name}</strong>
                 <div className="muted small">
                   #{s.id} · {describeFilter(s.filter, taskNames)}
                   {s.routing?.rule ? ` · V by ${s.routing.rule}` : ""}

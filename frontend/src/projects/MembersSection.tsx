@@ -1,5 +1,5 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { type FormEvent, useState } from "react";
+import { type FormEvent, Fragment, useState } from "react";
 import { ApiError, memberAdd, memberRemove, memberUpdate } from "../api/client";
 import type { Role } from "../api/types";
 import { RoleBadge } from "../components/Badge";
@@ -78,8 +78,6 @@ export function MembersSection({ projectId, editable }: { projectId: number; edi
         <h2 id="members-title">Members</h2>
       </div>
       {editable && <AddMemberForm projectId={projectId} />}
-      {change.error && <ErrorBanner error={change.error} title="Could not change the role" />}
-      {remove.error && <ErrorBanner error={remove.error} title="Could not remove the member" />}
       {members.isPending && <Spinner label="Loading members…" />}
       {members.isError && <ErrorBanner error={members.error} onRetry={() => members.refetch()} />}
       {members.data && members.data.length === 0 && <p className="empty-state">No members yet.</p>}
@@ -95,43 +93,59 @@ export function MembersSection({ projectId, editable }: { projectId: number; edi
             </thead>
             <tbody>
               {members.data.map((member) => (
-                <tr key={member.id}>
-                  <td>{member.user.username}</td>
-                  <td>
-                    {editable ? (
-                      <select
-                        aria-label={`Role of ${member.user.username}`}
-                        value={member.role}
-                        disabled={busy}
-                        onChange={(e) => change.mutate({ memberId: member.id, role: e.target.value as Role })}
-                      >
-                        {ROLES.map((r) => (
-                          <option key={r} value={r}>
-                            {r}
-                          </option>
-                        ))}
-                      </select>
-                    ) : (
-                      <RoleBadge role={member.role} />
-                    )}
-                  </td>
-                  {editable && (
-                    <td className="row-actions">
-                      <button
-                        type="button"
-                        className="button subtle small danger"
-                        disabled={busy}
-                        onClick={() => {
-                          if (window.confirm(`Remove ${member.user.username} from this project?`)) {
-                            remove.mutate(member.id);
-                          }
-                        }}
-                      >
-                        Remove
-                      </button>
+                <Fragment key={member.id}>
+                  <tr>
+                    <td>{member.user.username}</td>
+                    <td>
+                      {editable ? (
+                        <select
+                          aria-label={`Role of ${member.user.username}`}
+                          value={member.role}
+                          disabled={busy}
+                          onChange={(e) => change.mutate({ memberId: member.id, role: e.target.value as Role })}
+                        >
+                          {ROLES.map((r) => (
+                            <option key={r} value={r}>
+                              {r}
+                            </option>
+                          ))}
+                        </select>
+                      ) : (
+                        <RoleBadge role={member.role} />
+                      )}
                     </td>
+                    {editable && (
+                      <td className="row-actions">
+                        <button
+                          type="button"
+                          className="button subtle small danger"
+                          disabled={busy}
+                          onClick={() => {
+                            if (window.confirm(`Remove ${member.user.username} from this project?`)) {
+                              remove.mutate(member.id);
+                            }
+                          }}
+                        >
+                          Remove
+                        </button>
+                      </td>
+                    )}
+                  </tr>
+                  {/* a refusal shows under the row whose control caused it, not above the table */}
+                  {((change.error && change.variables?.memberId === member.id) ||
+                    (remove.error && remove.variables === member.id)) && (
+                    <tr data-testid="member-error">
+                      <td colSpan={editable ? 3 : 2}>
+                        {change.error && change.variables?.memberId === member.id && (
+                          <ErrorBanner error={change.error} title="Could not change the role" />
+                        )}
+                        {remove.error && remove.variables === member.id && (
+                          <ErrorBanner error={remove.error} title="Could not remove the member" />
+                        )}
+                      </td>
+                    </tr>
                   )}
-                </tr>
+                </Fragment>
               ))}
             </tbody>
           </table>

@@ -1,9 +1,12 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useState } from "react";
-import { ApiError, projectUpdate } from "../api/client";
+import { projectUpdate } from "../api/client";
 import type { Project } from "../api/types";
 import { RoleBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
+import { Field } from "../components/Field";
+import { isOverLimit } from "../components/limits";
+import { useServerErrors } from "../components/useServerErrors";
 import { PROJECTS_KEY, projectKey } from "../components/projectQueries";
 
 /** The project's name and description; managers and admins edit them in place. */
@@ -21,6 +24,9 @@ export function ProjectDetails({ project, editable }: { project: Project; editab
     },
   });
 
+  const server = useServerErrors(save.error);
+  const nameTooLong = isOverLimit("project_name", name);
+
   function startEditing() {
     setName(project.name);
     setDescription(project.description);
@@ -30,7 +36,7 @@ export function ProjectDetails({ project, editable }: { project: Project; editab
 
   function submit(event: FormEvent) {
     event.preventDefault();
-    save.mutate();
+    if (!nameTooLong) save.mutate();
   }
 
   if (!editing) {
@@ -53,22 +59,45 @@ export function ProjectDetails({ project, editable }: { project: Project; editab
     );
   }
 
-  const fieldErrors = save.error instanceof ApiError ? save.error.fieldErrors : {};
   return (
     <form className="card project-details-form" onSubmit={submit} aria-label="Edit project details">
-      {save.error && <ErrorBanner error={save.error} fieldErrors={{}} title="Could not save the project" />}
-      <label className="field">
-        <span>Name</span>
-        <input value={name} onChange={(e) => setName(e.target.value)} required maxLength={200} />
-        {fieldErrors.name && <span className="field-error">{fieldErrors.name.join(" ")}</span>}
-      </label>
-      <label className="field">
-        <span>Description</span>
-        <textarea value={description} onChange={(e) => setDescription(e.target.value)} rows={3} />
-        {fieldErrors.description && <span className="field-error">{fieldErrors.description.join(" ")}</span>}
-      </label>
+      <Field label="Name" limit={{ kind: "project_name", value: name }} problems={server.errors.name}>
+        {(control) => (
+          <input
+            {...control}
+            value={name}
+            data-testid="project-name"
+            onChange={(e) => {
+              setName(e.target.value);
+              server.clear("name");
+            }}
+            required
+          />
+        )}
+      </Field>
+      <Field label="Description" problems={server.errors.description}>
+        {(control) => (
+          <textarea
+            {...control}
+            value={description}
+            onChange={(e) => {
+              setDescription(e.target.value);
+              server.clear("description");
+            }}
+            rows={3}
+          />
+        )}
+      </Field>
+      {save.error && (
+        <ErrorBanner
+          error={save.error}
+          fieldErrors={server.errors}
+          besideFields={["name", "description"]}
+          title="Could not save the project"
+        />
+      )}
       <div className="form-actions">
-        <button type="submit" className="button primary" disabled={save.isPending || !name.trim()}>
+        <button type="submit" className="button primary" disabled={save.isPending || !name.trim() || nameTooLong}>
           {save.isPending ? "Saving…" : "Save"}
         </button>
         <button type="button" className="button subtle" onClick={() => setEditing(false)} disabled={save.isPending}>

@@ -3,6 +3,9 @@ import { Link } from "react-router";
 import type { QueueItem, ReviewQueue } from "../api/queues";
 import type { Verdict } from "../api/review";
 import { ErrorBanner } from "../components/ErrorBanner";
+import { Field } from "../components/Field";
+import { isOverLimit } from "../components/limits";
+import { useServerErrors } from "../components/useServerErrors";
 import { Spinner } from "../components/Spinner";
 import { useIdParam } from "../components/useIdParam";
 import { useSession } from "../components/useSession";
@@ -16,6 +19,8 @@ const percent = (share: number | null) => (share === null ? "—" : `${Math.roun
 function Adjudication({ projectId, queueId, item }: { projectId: number; queueId: number; item: QueueItem }) {
   const adjudicate = useAdjudicate(queueId);
   const [comment, setComment] = useState(item.adjudication_comment);
+  const server = useServerErrors(adjudicate.error);
+  const tooLong = isOverLimit("adjudication_comment", comment);
   const decide = (verdict: Verdict) => adjudicate.mutate({ itemId: item.id, verdict, comment });
   return (
     <li className="card adjudication" data-testid="adjudication-item" data-item-id={item.id} data-state={item.state}>
@@ -32,25 +37,36 @@ function Adjudication({ projectId, queueId, item }: { projectId: number; queueId
           <div key={r.id} className="adjudication-review" data-testid="adjudication-review">
             <strong>{r.reviewer.username}</strong>: {r.verdict}
             {r.grade ? ` · grade ${r.grade}` : ""}
-            {r.comment && <p className="small">{r.comment}</p>}
+            {r.comment && <p className="small typed-text">{r.comment}</p>}
           </div>
         ))}
       </div>
-      <label>
-        Why (optional){" "}
-        <input value={comment} onChange={(e) => setComment(e.target.value)} data-testid="adjudication-comment" />
-      </label>
+      <Field label="Why (optional)" limit={{ kind: "adjudication_comment", value: comment }} problems={server.errors.comment}>
+        {(control) => (
+          <input
+            {...control}
+            value={comment}
+            onChange={(e) => {
+              setComment(e.target.value);
+              server.clear("comment");
+            }}
+            data-testid="adjudication-comment"
+          />
+        )}
+      </Field>
       <div className="button-row">
-        <button type="button" className="button" onClick={() => decide("accept")} disabled={adjudicate.isPending}
+        <button type="button" className="button" onClick={() => decide("accept")} disabled={adjudicate.isPending || tooLong}
                 data-testid="adjudicate-accept">
           Final verdict: accept
         </button>
-        <button type="button" className="button" onClick={() => decide("reject")} disabled={adjudicate.isPending}
+        <button type="button" className="button" onClick={() => decide("reject")} disabled={adjudicate.isPending || tooLong}
                 data-testid="adjudicate-reject">
           Final verdict: reject
         </button>
       </div>
-      {adjudicate.isError && <ErrorBanner error={adjudicate.error} title="Could not record the verdict" />}
+      {adjudicate.isError && (
+        <ErrorBanner error={adjudicate.error} fieldErrors={server.errors} besideFields={["comment"]} title="Could not record the verdict" />
+      )}
     </li>
   );
 }

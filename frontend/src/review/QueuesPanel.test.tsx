@@ -39,6 +39,31 @@ describe("Review queues on the review page", () => {
     });
   });
 
+  it("counts a queue name near its limit, refuses one past it, and says the server's refusals beside their fields", async () => {
+    const { requests } = mockFetch({
+      ...baseRoutes("manager"),
+      [LIST]: { body: { results: [], next: null, previous: null } },
+      "POST /api/v1/projects/1/review-queues/": {
+        status: 400, body: { detail: "Assign at least one reviewer.", errors: { assignees: ["Assign at least one reviewer."] } },
+      },
+    });
+    renderApp("/projects/1/review?has_void=true");
+    fireEvent.click(await screen.findByTestId("queue-new"));
+    const name = screen.getByTestId("queue-name") as HTMLInputElement;
+    fireEvent.change(name, { target: { value: "q".repeat(201) } });
+    expect(name.value.length).toBe(201);
+    expect(screen.getByTestId("limit-queue_name").textContent).toContain("1 too many");
+    expect((screen.getByTestId("queue-create") as HTMLButtonElement).disabled).toBe(true);
+    fireEvent.change(name, { target: { value: "void turns" } });
+    fireEvent.click(screen.getByTestId("queue-create"));
+    const fieldset = (await screen.findByTestId("queue-assignee-ann")).closest("fieldset") as HTMLElement;
+    await waitFor(() => expect(fieldset.querySelector(".field-error")?.textContent).toBe("Assign at least one reviewer."));
+    expect(document.body.textContent?.split("Assign at least one reviewer.").length).toBe(2);
+    fireEvent.click(screen.getByTestId("queue-assignee-ann"));
+    expect(fieldset.querySelector(".field-error")).toBeNull();
+    expect(requests.filter((r) => r.method === "POST").length).toBe(1);
+  });
+
   it("an assignee's Review next opens the replay of the episode the queue holds for them", async () => {
     mockFetch({
       ...baseRoutes("annotator"),

@@ -4,6 +4,9 @@ import { useQuery } from "@tanstack/react-query";
 import { memberList } from "../api/client";
 import type { ReviewQueue } from "../api/queues";
 import { ErrorBanner } from "../components/ErrorBanner";
+import { Field } from "../components/Field";
+import { isOverLimit } from "../components/limits";
+import { useServerErrors } from "../components/useServerErrors";
 import { Spinner } from "../components/Spinner";
 import { useSession } from "../components/useSession";
 import { apiParams } from "./filters";
@@ -28,11 +31,14 @@ function NewQueueForm({ projectId, onDone }: { projectId: number; onDone: () => 
   const [name, setName] = useState("");
   const [overlap, setOverlap] = useState(2);
   const [assignees, setAssignees] = useState<number[]>([]);
+  const server = useServerErrors(create.error);
+  const nameTooLong = isOverLimit("queue_name", name);
   const filter = queueFilter(projectId, params);
   const described = Object.entries(filter).map(([k, v]) => `${k.replace("_", " ")} ${v}`).join(", ") || "every episode";
 
   function toggle(id: number) {
     setAssignees((now) => (now.includes(id) ? now.filter((x) => x !== id) : [...now, id]));
+    server.clear("assignees", "overlap");
   }
 
   return (
@@ -41,25 +47,48 @@ function NewQueueForm({ projectId, onDone }: { projectId: number; onDone: () => 
       data-testid="queue-form"
       onSubmit={(e) => {
         e.preventDefault();
+        if (nameTooLong) return;
         create.mutate({ name, filter, overlap, assignees }, { onSuccess: onDone });
       }}
     >
       <p className="muted small">
         The queue takes the finished episodes the list's filters match now ({described}).
       </p>
-      <label>
-        Name <input value={name} onChange={(e) => setName(e.target.value)} data-testid="queue-name" required autoFocus />
-      </label>
-      <label>
-        Reviewers per episode{" "}
-        <select value={overlap} onChange={(e) => setOverlap(Number(e.target.value))} data-testid="queue-overlap">
-          {[1, 2, 3, 4, 5].map((n) => (
-            <option key={n} value={n}>
-              {n}
-            </option>
-          ))}
-        </select>
-      </label>
+      <Field label="Name" limit={{ kind: "queue_name", value: name }} problems={server.errors.name}>
+        {(control) => (
+          <input
+            {...control}
+            className="typed-text"
+            value={name}
+            onChange={(e) => {
+              setName(e.target.value);
+              server.clear("name");
+            }}
+            data-testid="queue-name"
+            required
+            autoFocus
+          />
+        )}
+      </Field>
+      <Field label="Reviewers per episode" problems={server.errors.overlap}>
+        {(control) => (
+          <select
+            {...control}
+            value={overlap}
+            onChange={(e) => {
+              setOverlap(Number(e.target.value));
+              server.clear("overlap");
+            }}
+            data-testid="queue-overlap"
+          >
+            {[1, 2, 3, 4, 5].map((n) => (
+              <option key={n} value={n}>
+                {n}
+              </option>
+            ))}
+          </select>
+        )}
+      </Field>
       <fieldset>
         <legend>Who reviews</legend>
         {members.isPending && <Spinner label="Loading members…" />}
@@ -75,10 +104,18 @@ function NewQueueForm({ projectId, onDone }: { projectId: number; onDone: () => 
             {m.user.username} <span className="muted small">{m.role}</span>
           </label>
         ))}
+        {server.errors.assignees && <span className="field-error">{server.errors.assignees.join(" ")}</span>}
       </fieldset>
-      {create.isError && <ErrorBanner error={create.error} title="Could not create the queue" />}
+      {create.isError && (
+        <ErrorBanner
+          error={create.error}
+          fieldErrors={server.errors}
+          besideFields={["name", "overlap", "assignees"]}
+          title="Could not create the queue"
+        />
+      )}
       <div className="button-row">
-        <button type="submit" className="button primary" disabled={create.isPending} data-testid="queue-create">
+        <button type="submit" className="button primary" disabled={create.isPending || nameTooLong} data-testid="queue-create">
           Create queue
         </button>
         <button type="button" className="button subtle" onClick={onDone}>
@@ -114,7 +151,6 @@ export function QueuesPanel({ projectId, manager }: { projectId: number; manager
       {creating && <NewQueueForm projectId={projectId} onDone={() => setCreating(false)} />}
       {queues.isPending && <Spinner label="Loading queues…" />}
       {queues.isError && <ErrorBanner error={queues.error} title="Could not load the review queues" onRetry={() => queues.refetch()} />}
-      {next.mutation.isError && <ErrorBanner error={next.mutation.error} title="Could not get your next episode" />}
       {!queues.isPending && rows.length === 0 && <p className="muted small">No queues yet.</p>}
       <ul className="queue-list" style={{ listStyle: "none", padding: 0 }}>
         {rows.map((queue) => (
@@ -140,6 +176,9 @@ export function QueuesPanel({ projectId, manager }: { projectId: number; manager
               <span className="muted small" data-testid="queue-empty">
                 {" "}Nothing left for you in this queue.
               </span>
+            )}
+            {next.mutation.isError && next.mutation.variables === queue.id && (
+              <ErrorBanner error={next.mutation.error} title="Could not get your next episode" />
             )}
           </li>
         ))}

@@ -1,5 +1,8 @@
 import { Link } from "react-router";
 import { ErrorBanner } from "../components/ErrorBanner";
+import { Field } from "../components/Field";
+import { isOverLimit } from "../components/limits";
+import { useServerErrors } from "../components/useServerErrors";
 import { shortcutLabel } from "../components/shortcuts";
 import { formatDateTime, stepNumber } from "../components/format";
 import type { Review, ReviewStatus, StepLabel, Verdict } from "../api/review";
@@ -59,6 +62,9 @@ export function ReviewForm({
   onStep,
   reviewable,
 }: ReviewFormProps) {
+  const server = useServerErrors(error);
+  const tooLong = isOverLimit("review_comment", draft.comment);
+  const canSubmit = Boolean(draft.verdict) && !submitting && reviewable && !tooLong;
   const labelled = Object.entries(draft.step_labels)
     .filter(([, label]) => label)
     .sort(([a], [b]) => Number(a) - Number(b));
@@ -73,7 +79,7 @@ export function ReviewForm({
       <form
         onSubmit={(e) => {
           e.preventDefault();
-          onSubmit();
+          if (canSubmit) onSubmit();
         }}
       >
         <div className="review-controls">
@@ -125,29 +131,36 @@ export function ReviewForm({
             ))
           )}
         </div>
-        <label className="field">
-          <span>Comment</span>
-          <textarea
-            rows={3}
-            value={draft.comment}
-            maxLength={5000}
-            placeholder="What was good or wrong in this episode (optional)"
-            data-testid="review-comment"
-            onChange={(e) => onChange({ ...draft, comment: e.target.value })}
-            onKeyDown={(e) => {
-              if (e.key === "Enter" && (e.ctrlKey || e.metaKey) && draft.verdict && reviewable) {
-                e.preventDefault();
-                onSubmit();
-              }
-            }}
-          />
-        </label>
-        {error != null && <ErrorBanner error={error} title="The review was not saved" />}
+        <Field label="Comment" limit={{ kind: "review_comment", value: draft.comment }} problems={server.errors.comment}>
+          {(control) => (
+            <textarea
+              {...control}
+              className="typed-text"
+              rows={3}
+              value={draft.comment}
+              placeholder="What was good or wrong in this episode (optional)"
+              data-testid="review-comment"
+              onChange={(e) => {
+                onChange({ ...draft, comment: e.target.value });
+                server.clear("comment");
+              }}
+              onKeyDown={(e) => {
+                if (e.key === "Enter" && (e.ctrlKey || e.metaKey) && canSubmit) {
+                  e.preventDefault();
+                  onSubmit();
+                }
+              }}
+            />
+          )}
+        </Field>
+        {error != null && (
+          <ErrorBanner error={error} fieldErrors={server.errors} besideFields={["comment"]} title="The review was not saved" />
+        )}
         <div className="form-actions">
           <button
             type="submit"
             className="button primary"
-            disabled={!draft.verdict || submitting || !reviewable}
+            disabled={!canSubmit}
             data-testid="review-submit"
             title={draft.verdict ? "Ctrl+Enter in the comment submits too" : "Choose accept or reject first"}
           >
@@ -193,7 +206,7 @@ export function ReviewForm({
                 <span className={`badge review-${r.verdict === "accept" ? "accepted" : "rejected"}`}>{r.verdict}</span>
                 {r.grade ? <span className="muted"> · grade {r.grade}</span> : null}
                 <span className="muted small"> · {formatDateTime(r.updated_at)}</span>
-                {r.comment && <div className="small">{r.comment}</div>}
+                {r.comment && <div className="small typed-text">{r.comment}</div>}
               </li>
             ))}
           </ul>
