@@ -49,7 +49,7 @@ def test_a_manager_authors_an_any_url_task_imports_a_file_and_tries_the_task(dap
     page.get_by_test_id("anyurl-instruction").fill("Open the settings page.")
     page.get_by_test_id("anyurl-check-url").fill("http://127.0.0.1:8000/settings")
     page.get_by_test_id("task-save").click()
-    error = page.locator("label:has([data-testid=anyurl-start]) .field-error")
+    error = page.locator(".field:has([data-testid=anyurl-start]) .field-error")
     error.wait_for(timeout=10_000)
     assert "is not a web address: it must start with http:// or https://" in error.inner_text()
     screenshot(page, "tasks-bad-start-url")
@@ -77,7 +77,7 @@ def test_a_manager_authors_an_any_url_task_imports_a_file_and_tries_the_task(dap
     page.get_by_test_id("definition-json").fill(json.dumps({**NOTES, "evaluator": {**NOTES["evaluator"],
                                                                                   "func": "compare_pdf"}}))
     page.get_by_test_id("task-save").click()
-    error = page.locator("label:has([data-testid=definition-json]) .field-error")
+    error = page.locator(".field:has([data-testid=definition-json]) .field-error")
     error.wait_for(timeout=10_000)
     assert "unsupported metric 'compare_pdf'" in error.inner_text()
     screenshot(page, "tasks-osworld-json-refused")

@@ -6,7 +6,9 @@ import copy
 import functools
 import http.server
 import json
+import re
 import threading
+from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -87,6 +89,12 @@ def test_a_task_id_that_is_not_a_slug_is_refused_saying_what_an_id_may_hold(mana
                           format="json")
     assert osworld.status_code == 400 and "may hold only lowercase letters" in osworld.json()["detail"]
     assert not TaskSpec.objects.filter(project=project, definition__isnull=False).exists()
+
+
+def test_the_page_checks_task_ids_with_the_servers_rule():
+    page = (Path(__file__).resolve().parents[2] / "frontend" / "src" / "tasks" / "definitions.ts").read_text()
+    assert re.search(r"export const TASK_ID = /\^(.*?)\$/;", page).group(1) == task_authoring.TASK_ID.pattern
+    assert task_authoring.TASK_ID_RULE in page
 
 
 def test_slug_ids_are_taken_osworld_uuids_and_webarena_numbers_included(manager):

@@ -40,10 +40,14 @@ export function TasksSection({ projectId, editable }: { projectId: number; edita
             <tbody>
               {tasks.data.map((task) => (
                 <tr key={task.id}>
-                  <td>
+                  <td className="task-cell">
                     <strong>{task.task_name}</strong>
                     {task.source === "authored" && <> <span className="badge">yours</span></>}
-                    {task.instruction_template && <div className="muted small">{task.instruction_template}</div>}
+                    {task.instruction_template && (
+                      <div className="muted small task-instruction" title={task.instruction_template.slice(0, 1000)}>
+                        {task.instruction_template}
+                      </div>
+                    )}
                   </td>
                   <td>{task.env_kind}</td>
                   <td className="mono">

@@ -70,11 +70,17 @@ export function ImportPanel({ projectId, onDone }: { projectId: number; onDone: 
       </div>
       {upload.error && (
         <div data-testid="import-errors">
-          <ErrorBanner error={upload.error} fieldErrors={{}} title="Import refused" />
+          {/* several problems: the banner counts them and the list says each once (the server's detail repeats the first) */}
+          <ErrorBanner
+            error={upload.error}
+            fieldErrors={{}}
+            message={problems.length > 1 ? `Nothing was imported: ${problems.length} problems, each below.` : undefined}
+            title="Import refused"
+          />
           {problems.length > 1 && (
             <ul className="banner-fields">
-              {problems.map((problem) => (
-                <li key={problem} className="field-error">
+              {problems.map((problem, index) => (
+                <li key={index} className="field-error typed-text">
                   {problem}
                 </li>
               ))}

@@ -1,23 +1,26 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { type FormEvent, useState } from "react";
-import { ApiError } from "../api/client";
+import { type FormEvent, type ReactNode, useState } from "react";
 import { taskCatalogue, taskCreate, taskUpdate, type TaskWrite } from "../api/tasks";
 import type { Split, TaskSpec } from "../api/types";
 import { ErrorBanner } from "../components/ErrorBanner";
+import { Field, type FieldControl } from "../components/Field";
 import { Spinner } from "../components/Spinner";
 import { tasksKey } from "../components/projectQueries";
+import { useServerErrors } from "../components/useServerErrors";
 import {
+  ANY_URL_LIMITS,
   type AnyUrlForm,
   CHECK_TYPES,
   type CheckType,
-  EMPTY_ANY_URL,
   type EditorKind,
   JSON_EXAMPLES,
   type UrlMatch,
   anyUrlDefinition,
-  anyUrlFieldOf,
+  anyUrlErrors,
   anyUrlForm,
+  anyUrlProblems,
   editorFor,
+  emptyAnyUrl,
   parseDefinition,
 } from "./definitions";
 
@@ -37,9 +40,10 @@ interface Common {
   max_steps: number;
 }
 
-function FieldError({ messages }: { messages?: string[] }) {
-  return messages && messages.length > 0 ? <span className="field-error">{messages.join(" ")}</span> : null;
-}
+/** The fields whose server messages the editor shows beside them (the banner repeats none of them). */
+const COMMON_FIELDS = ["split", "max_steps", "seed_start", "seed_end", "env_kind", "task_name", "definition"] as const;
+const ANY_URL_FIELDS: (keyof AnyUrlForm)[] = ["task_id", "start_url", "instruction", "check_url", "match", "selector",
+  "must_include"];
 
 /**
  * Create a task (any kind) or edit one. Shipped tasks are chosen from the server's list; an any-URL
@@ -52,7 +56,9 @@ export function TaskEditor({ projectId, task, onDone }: { projectId: number; tas
   const [editor, setEditor] = useState<EditorKind>(task ? editorFor(task) : "shipped");
   const [envKind, setEnvKind] = useState(task?.env_kind ?? "miniwob");
   const [taskName, setTaskName] = useState(task?.task_name ?? "");
-  const [anyUrl, setAnyUrl] = useState<AnyUrlForm>((task && anyUrlForm(task.definition)) || EMPTY_ANY_URL);
+  const [anyUrl, setAnyUrl] = useState<AnyUrlForm>(
+    () => (task && anyUrlForm(task.definition)) || emptyAnyUrl(window.location.origin),
+  );
   const [jsonText, setJsonText] = useState(task?.definition != null ? JSON.stringify(task.definition, null, 2) : "");
   const [jsonError, setJsonError] = useState<string | null>(null);
   const [common, setCommon] = useState<Common>({
@@ -69,32 +75,60 @@ export function TaskEditor({ projectId, task, onDone }: { projectId: number; tas
       onDone();
     },
   });
-  const errors = save.error instanceof ApiError ? save.error.fieldErrors : {};
-  const definitionErrors = errors.definition ?? [];
-  const anyUrlField = definitionErrors.length ? anyUrlFieldOf(definitionErrors[0]) : null;
-  const fieldErrors = (name: keyof AnyUrlForm) => (anyUrlField === name ? definitionErrors : undefined);
+  // each server message beside the field it is about, gone once that field is changed
+  const server = useServerErrors(save.error, editor === "any_url" ? anyUrlErrors : undefined);
+  const errors = server.errors;
+  // what the page can tell before sending: live, so it goes as soon as the value is fixed
+  const local = editor === "any_url" ? anyUrlProblems(anyUrl) : {};
+  const localCount = Object.keys(local).length;
+  const problemsOf = (name: keyof AnyUrlForm) => [local[name], ...(errors[name] ?? [])].filter((p): p is string => Boolean(p));
   const number = (value: string) => (value === "" ? Number.NaN : Number(value));
-  const setField = <K extends keyof AnyUrlForm>(key: K, value: AnyUrlForm[K]) =>
+  const setField = <K extends keyof AnyUrlForm>(key: K, value: AnyUrlForm[K]) => {
     setAnyUrl((form) => ({ ...form, [key]: value }));
-  /** One text field of the any-URL form: its label, its input and the loader's message about it. */
+    server.clear(key);
+  };
+  const setCommonField = <K extends keyof Common>(key: K, value: Common[K]) => {
+    setCommon((c) => ({ ...c, [key]: value }));
+    server.clear(key);
+  };
+  /** One field of the any-URL form: its label, its control, its counter and every message about it. */
+  const anyUrlField = (name: keyof AnyUrlForm, label: string, control: (props: FieldControl) => ReactNode,
+    { help, className }: { help?: ReactNode; className?: string } = {}) => {
+    const kind = ANY_URL_LIMITS[name]; // counted as it is sent: trimmed
+    return (
+      <Field
+        label={label}
+        help={help}
+        className={className}
+        problems={problemsOf(name)}
+        limit={kind ? { kind, value: anyUrl[name].trim() } : undefined}
+        testId={`anyurl-field-${name}`}
+      >
+        {control}
+      </Field>
+    );
+  };
+  /** One text field of the any-URL form. */
   const textField = (
     name: "task_id" | "start_url" | "check_url" | "selector",
     label: string,
-    input: { testId?: string; placeholder?: string; required?: boolean; flagInvalid?: boolean } = {},
-  ) => (
-    <label className="field">
-      <span>{label}</span>
-      <input
-        value={anyUrl[name]}
-        data-testid={input.testId}
-        required={input.required}
-        placeholder={input.placeholder}
-        aria-invalid={input.flagInvalid ? anyUrlField === name : undefined}
-        onChange={(e) => setField(name, e.target.value)}
-      />
-      <FieldError messages={fieldErrors(name)} />
-    </label>
-  );
+    input: { testId?: string; placeholder?: string; required?: boolean; help?: string } = {},
+  ) =>
+    anyUrlField(
+      name,
+      label,
+      (props) => (
+        <input
+          {...props}
+          value={anyUrl[name]}
+          data-testid={input.testId}
+          required={input.required}
+          placeholder={input.placeholder}
+          onChange={(e) => setField(name, e.target.value)}
+        />
+      ),
+      { help: input.help },
+    );
 
   const kinds = catalogue.data ?? [];
   const shippedKind = kinds.find((k) => k.kind === envKind);
@@ -103,6 +137,7 @@ export function TaskEditor({ projectId, task, onDone }: { projectId: number; tas
   function submit(event: FormEvent) {
     event.preventDefault();
     setJsonError(null);
+    if (localCount > 0) return; // said beside the fields already; nothing to send yet
     const body: TaskWrite = { split: common.split, seed_start: common.seed_start, seed_end: common.seed_end };
     if (editor === "shipped") {
       if (!task) Object.assign(body, { env_kind: envKind, task_name: taskName });
@@ -124,10 +159,13 @@ export function TaskEditor({ projectId, task, onDone }: { projectId: number; tas
   }
 
   const title = task ? `Edit ${task.task_name}` : "New task";
+  const jsonEditor = editor === "osworld" || editor === "webarena";
+  const besideFields = [...COMMON_FIELDS, ...(editor === "any_url" ? ANY_URL_FIELDS : [])];
+  const unplaced = editor === "any_url" ? (errors.definition ?? []) : []; // about the any-URL JSON, no one field
   return (
     <form className="card" onSubmit={submit} aria-label={title} data-testid="task-editor">
       <div className="section-header">
-        <h2>{title}</h2>
+        <h2 className="typed-name">{title}</h2>
       </div>
       {!task && (
         <div className="tabs" role="tablist" aria-label="What kind of task">
@@ -150,67 +188,62 @@ export function TaskEditor({ projectId, task, onDone }: { projectId: number; tas
           ))}
         </div>
       )}
-      {save.error && !(definitionErrors.length > 0 && editor !== "shipped") && (
-        <ErrorBanner
-          error={save.error}
-          fieldErrors={{}}
-          title={task ? "Could not save the task" : "Could not add the task"}
-        />
-      )}
       <div className="form-grid">
         {editor === "shipped" && (
           <>
             {catalogue.isPending && <Spinner label="Loading the shipped tasks…" />}
             {catalogue.isError && <ErrorBanner error={catalogue.error} onRetry={() => catalogue.refetch()} />}
-            <label className="field">
-              <span>Environment</span>
-              <select
-                value={envKind}
-                disabled={Boolean(task)}
-                data-testid="shipped-kind"
-                onChange={(e) => {
-                  setEnvKind(e.target.value);
-                  setTaskName("");
-                }}
-              >
-                {(kinds.length ? kinds.map((k) => k.kind) : [envKind]).map((kind) => (
-                  <option key={kind} value={kind}>
-                    {kind}
-                  </option>
-                ))}
-              </select>
-              <FieldError messages={errors.env_kind} />
-            </label>
-            <label className="field">
-              <span>Task</span>
-              <select
-                value={taskName}
-                disabled={Boolean(task)}
-                data-testid="shipped-task"
-                required
-                onChange={(e) => {
-                  setTaskName(e.target.value);
-                  const chosen = shippedKind?.tasks.find((t) => t.name === e.target.value);
-                  if (chosen) setCommon((c) => ({ ...c, max_steps: chosen.max_steps })); // the task's own budget
-                }}
-              >
-                <option value="">Choose a task…</option>
-                {task && <option value={task.task_name}>{task.task_name}</option>}
-                {!task &&
-                  shippedKind?.tasks.map((t) => (
-                    <option key={t.name} value={t.name}>
-                      {t.name}
+            <Field label="Environment" problems={errors.env_kind}>
+              {(control) => (
+                <select
+                  {...control}
+                  value={envKind}
+                  disabled={Boolean(task)}
+                  data-testid="shipped-kind"
+                  onChange={(e) => {
+                    setEnvKind(e.target.value);
+                    setTaskName("");
+                    server.clear("env_kind", "task_name");
+                  }}
+                >
+                  {(kinds.length ? kinds.map((k) => k.kind) : [envKind]).map((kind) => (
+                    <option key={kind} value={kind}>
+                      {kind}
                     </option>
                   ))}
-              </select>
-              {shippedTask?.description && (
-                <span className="muted small" data-testid="shipped-description">
-                  {shippedTask.description}
-                </span>
+                </select>
               )}
-              {shippedKind?.error && <span className="field-error">{shippedKind.error}</span>}
-              <FieldError messages={errors.task_name} />
-            </label>
+            </Field>
+            <Field
+              label="Task"
+              help={shippedTask?.description ? <span data-testid="shipped-description">{shippedTask.description}</span> : undefined}
+              problems={[shippedKind?.error ?? "", ...(errors.task_name ?? [])]}
+            >
+              {(control) => (
+                <select
+                  {...control}
+                  value={taskName}
+                  disabled={Boolean(task)}
+                  data-testid="shipped-task"
+                  required
+                  onChange={(e) => {
+                    setTaskName(e.target.value);
+                    server.clear("task_name");
+                    const chosen = shippedKind?.tasks.find((t) => t.name === e.target.value);
+                    if (chosen) setCommon((c) => ({ ...c, max_steps: chosen.max_steps })); // the task's own budget
+                  }}
+                >
+                  <option value="">Choose a task…</option>
+                  {task && <option value={task.task_name}>{task.task_name}</option>}
+                  {!task &&
+                    shippedKind?.tasks.map((t) => (
+                      <option key={t.name} value={t.name}>
+                        {t.name}
+                      </option>
+                    ))}
+                </select>
+              )}
+            </Field>
           </>
         )}
         {editor === "any_url" && (
@@ -219,61 +252,74 @@ export function TaskEditor({ projectId, task, onDone }: { projectId: number; tas
               A task on your team's own web app: the agent starts at the address, follows the instruction, and the
               check decides whether it succeeded.
             </p>
-            {textField("task_id", "Task id", { testId: "anyurl-id", required: true, placeholder: "settings-notifications-off" })}
-            {textField("start_url", "Start URL", { testId: "anyurl-start", required: true, flagInvalid: true })}
-            <label className="field span-2">
-              <span>Instruction</span>
-              <textarea
-                rows={2}
-                value={anyUrl.instruction}
-                data-testid="anyurl-instruction"
-                required
-                onChange={(e) => setField("instruction", e.target.value)}
-              />
-              <FieldError messages={fieldErrors("instruction")} />
-            </label>
-            <label className="field">
-              <span>Check</span>
-              <select
-                value={anyUrl.check_type}
-                data-testid="anyurl-check"
-                onChange={(e) => setField("check_type", e.target.value as CheckType)}
-              >
-                {CHECK_TYPES.map((c) => (
-                  <option key={c.value} value={c.value}>
-                    {c.label}
-                  </option>
-                ))}
-              </select>
-            </label>
+            {textField("task_id", "Task id", {
+              testId: "anyurl-id",
+              required: true,
+              placeholder: "settings-notifications-off",
+              help: "Lowercase letters a-z, digits, - and _; it names the task everywhere.",
+            })}
+            {textField("start_url", "Start URL", { testId: "anyurl-start", required: true })}
+            {anyUrlField(
+              "instruction",
+              "Instruction",
+              (props) => (
+                <textarea
+                  {...props}
+                  rows={2}
+                  value={anyUrl.instruction}
+                  data-testid="anyurl-instruction"
+                  required
+                  onChange={(e) => setField("instruction", e.target.value)}
+                />
+              ),
+              { className: "span-2" },
+            )}
+            <Field label="Check">
+              {(control) => (
+                <select
+                  {...control}
+                  value={anyUrl.check_type}
+                  data-testid="anyurl-check"
+                  onChange={(e) => setField("check_type", e.target.value as CheckType)}
+                >
+                  {CHECK_TYPES.map((c) => (
+                    <option key={c.value} value={c.value}>
+                      {c.label}
+                    </option>
+                  ))}
+                </select>
+              )}
+            </Field>
             {anyUrl.check_type === "url_match" && (
               <>
                 {textField("check_url", "Address to reach", { testId: "anyurl-check-url", required: true })}
-                <label className="field">
-                  <span>Match</span>
-                  <select value={anyUrl.match} onChange={(e) => setField("match", e.target.value as UrlMatch)}>
+                {anyUrlField("match", "Match", (props) => (
+                  <select {...props} value={anyUrl.match} onChange={(e) => setField("match", e.target.value as UrlMatch)}>
                     <option value="exact">the whole address</option>
                     <option value="prefix">starts with it</option>
                     <option value="contains">contains it</option>
                   </select>
-                  <FieldError messages={fieldErrors("match")} />
-                </label>
+                ))}
               </>
             )}
             {anyUrl.check_type === "dom_content" && (
               <>
                 {textField("selector", "CSS selector", { testId: "anyurl-selector", required: true, placeholder: "#status" })}
                 {textField("check_url", "Page to read (empty: where the episode ends)")}
-                <label className="field span-2">
-                  <span>Texts it must show (one a line)</span>
-                  <textarea
-                    rows={3}
-                    value={anyUrl.must_include}
-                    data-testid="anyurl-must-include"
-                    onChange={(e) => setField("must_include", e.target.value)}
-                  />
-                  <FieldError messages={fieldErrors("must_include")} />
-                </label>
+                {anyUrlField(
+                  "must_include",
+                  "Texts it must show (one a line)",
+                  (props) => (
+                    <textarea
+                      {...props}
+                      rows={3}
+                      value={anyUrl.must_include}
+                      data-testid="anyurl-must-include"
+                      onChange={(e) => setField("must_include", e.target.value)}
+                    />
+                  ),
+                  { className: "span-2" },
+                )}
               </>
             )}
             {(anyUrl.check_type === "judge" || anyUrl.check_type === "person") && (
@@ -282,82 +328,117 @@ export function TaskEditor({ projectId, task, onDone }: { projectId: number; tas
                 whether the episode succeeded.
               </p>
             )}
-            {anyUrlField === null && definitionErrors.length > 0 && (
-              <span className="field-error span-2">{definitionErrors.join(" ")}</span>
+            {unplaced.length > 0 && (
+              <span className="field-error span-2 typed-text" data-testid="anyurl-other-errors">
+                {unplaced.join(" ")}
+              </span>
             )}
           </>
         )}
-        {(editor === "osworld" || editor === "webarena") && (
-          <label className="field span-2">
-            <span>
-              {editor === "osworld"
+        {jsonEditor && (
+          <Field
+            className="span-2"
+            label={
+              editor === "osworld"
                 ? "OSWorld task (desktop): its JSON, as in OSWorld's evaluation_examples"
-                : "WebArena task (webapp), or an any-URL task: its JSON"}
-            </span>
-            <textarea
-              className="mono"
-              rows={14}
-              value={jsonText}
-              spellCheck={false}
-              data-testid="definition-json"
-              placeholder={JSON_EXAMPLES[editor]}
-              aria-invalid={Boolean(jsonError || definitionErrors.length)}
-              onChange={(e) => setJsonText(e.target.value)}
-            />
-            <FieldError messages={jsonError ? [jsonError] : definitionErrors} />
-          </label>
+                : "WebArena task (webapp), or an any-URL task: its JSON"
+            }
+            problems={jsonError ? [jsonError] : errors.definition}
+            testId="definition-field"
+          >
+            {(control) => (
+              <textarea
+                {...control}
+                className="mono"
+                rows={14}
+                value={jsonText}
+                spellCheck={false}
+                data-testid="definition-json"
+                placeholder={JSON_EXAMPLES[editor]}
+                onChange={(e) => {
+                  setJsonText(e.target.value);
+                  setJsonError(null);
+                  server.clear("definition");
+                }}
+              />
+            )}
+          </Field>
         )}
-        <label className="field">
-          <span>Split</span>
-          <select value={common.split} onChange={(e) => setCommon({ ...common, split: e.target.value as Split })}>
-            <option value="train">train</option>
-            <option value="eval">eval (held out for measuring checkpoints)</option>
-          </select>
-          <FieldError messages={errors.split} />
-        </label>
-        {(editor !== "osworld" && editor !== "webarena") || task ? (
-          <label className="field">
-            <span>Max steps</span>
-            <input
-              type="number"
-              min={1}
-              max={200}
-              value={common.max_steps}
-              onChange={(e) => setCommon({ ...common, max_steps: number(e.target.value) })}
-            />
-            <FieldError messages={errors.max_steps} />
-          </label>
+        <Field label="Split" problems={errors.split}>
+          {(control) => (
+            <select {...control} value={common.split} onChange={(e) => setCommonField("split", e.target.value as Split)}>
+              <option value="train">train</option>
+              <option value="eval">eval (held out for measuring checkpoints)</option>
+            </select>
+          )}
+        </Field>
+        {!jsonEditor || task ? (
+          <Field label="Max steps" problems={errors.max_steps}>
+            {(control) => (
+              <input
+                {...control}
+                type="number"
+                min={1}
+                max={200}
+                value={common.max_steps}
+                onChange={(e) => setCommonField("max_steps", number(e.target.value))}
+              />
+            )}
+          </Field>
         ) : (
           <p className="muted small">Max steps: the task's own (WebArena's max_steps, or 15 for a desktop task).</p>
         )}
-        <label className="field">
-          <span>First seed</span>
-          <input
-            type="number"
-            min={0}
-            value={common.seed_start}
-            onChange={(e) => setCommon({ ...common, seed_start: number(e.target.value) })}
-          />
-          <FieldError messages={errors.seed_start} />
-        </label>
-        <label className="field">
-          <span>Last seed</span>
-          <input
-            type="number"
-            min={0}
-            value={common.seed_end}
-            onChange={(e) => setCommon({ ...common, seed_end: number(e.target.value) })}
-          />
-          <FieldError messages={errors.seed_end} />
-        </label>
+        <Field label="First seed" problems={errors.seed_start}>
+          {(control) => (
+            <input
+              {...control}
+              type="number"
+              min={0}
+              value={common.seed_start}
+              onChange={(e) => {
+                setCommonField("seed_start", number(e.target.value));
+                server.clear("seed_end"); // the range's message is about both ends
+              }}
+            />
+          )}
+        </Field>
+        <Field label="Last seed" problems={errors.seed_end}>
+          {(control) => (
+            <input
+              {...control}
+              type="number"
+              min={0}
+              value={common.seed_end}
+              onChange={(e) => {
+                setCommonField("seed_end", number(e.target.value));
+                server.clear("seed_start");
+              }}
+            />
+          )}
+        </Field>
       </div>
+      {/* beside the button that sent it: what no field shows, or where to look */}
+      {save.error && (
+        <ErrorBanner
+          error={save.error}
+          fieldErrors={errors}
+          besideFields={besideFields}
+          title={task ? "Could not save the task" : "Could not add the task"}
+        />
+      )}
       <div className="form-actions">
-        <button type="submit" className="button primary" disabled={save.isPending} data-testid="task-save">
+        <button type="submit" className="button primary" disabled={save.isPending || localCount > 0} data-testid="task-save">
           {save.isPending ? "Saving…" : task ? "Save" : "Add task"}
         </button>
         <button type="button" className="button subtle" onClick={onDone} disabled={save.isPending}>
           Cancel
         </button>
+        {localCount > 0 && (
+          // where to look, not the messages again: each is beside its field
+          <span className="field-error" data-testid="task-fix-first">
+            {localCount === 1 ? "One field above says what to fix first." : `${localCount} fields above say what to fix first.`}
+          </span>
+        )}
       </div>
     </form>
   );

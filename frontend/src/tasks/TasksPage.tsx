@@ -1,5 +1,5 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { useState } from "react";
+import { Fragment, useState } from "react";
 import { useNavigate } from "react-router";
 import { episodeStart, taskRemove } from "../api/client";
 import type { TaskSpec } from "../api/types";
@@ -55,8 +55,6 @@ function TaskManager({ projectId }: { projectId: number }) {
         <TaskEditor key={panel.task.id} projectId={projectId} task={panel.task} onDone={() => setPanel(null)} />
       )}
       {panel?.kind === "import" && <ImportPanel projectId={projectId} onDone={() => setPanel(null)} />}
-      {remove.error && <ErrorBanner error={remove.error} title="Could not remove the task" />}
-      {tryIt.error && <ErrorBanner error={tryIt.error} title="Could not start a try-out episode" />}
       {tasks.isPending && <Spinner label="Loading tasks…" />}
       {tasks.isError && <ErrorBanner error={tasks.error} onRetry={() => tasks.refetch()} />}
       {tasks.data && tasks.data.length === 0 && <p className="empty-state">No tasks yet. Add one, or import a file.</p>}
@@ -76,57 +74,77 @@ function TaskManager({ projectId }: { projectId: number }) {
             </thead>
             <tbody>
               {tasks.data.map((task) => (
-                <tr key={task.id} data-testid="task-row" data-task={task.task_name}>
-                  <td>
-                    <strong>{task.task_name}</strong>
-                    {task.instruction_template && <div className="muted small">{task.instruction_template}</div>}
-                  </td>
-                  <td>{task.env_kind}</td>
-                  <td>
-                    <span className="badge">{task.source === "authored" ? "yours" : "shipped"}</span>
-                  </td>
-                  <td>
-                    <span className={`badge split-${task.split}`}>{task.split}</span>
-                  </td>
-                  <td className="mono">
-                    {task.seed_start}–{task.seed_end}
-                  </td>
-                  <td className="num">{task.max_steps}</td>
-                  <td className="row-actions">
-                    <div className="form-actions">
-                      <button
-                        type="button"
-                        className="button small"
-                        disabled={tryIt.isPending}
-                        data-testid="task-try"
-                        title="Start a supervised episode of this task and open it"
-                        onClick={() => tryIt.mutate(task)}
-                      >
-                        {tryIt.isPending && tryIt.variables?.id === task.id ? "Starting…" : "Try it"}
-                      </button>
-                      <button
-                        type="button"
-                        className="button subtle small"
-                        data-testid="task-edit"
-                        onClick={() => setPanel({ kind: "edit", task })}
-                      >
-                        Edit
-                      </button>
-                      <button
-                        type="button"
-                        className="button subtle small danger"
-                        disabled={remove.isPending}
-                        onClick={() => {
-                          if (window.confirm(`Remove task "${task.task_name}"? A task that has episodes cannot be removed.`)) {
-                            remove.mutate(task.id);
-                          }
-                        }}
-                      >
-                        Remove
-                      </button>
-                    </div>
-                  </td>
-                </tr>
+                <Fragment key={task.id}>
+                  <tr data-testid="task-row" data-task={task.task_name}>
+                    <td className="task-cell">
+                      <strong>{task.task_name}</strong>
+                      {task.instruction_template && (
+                        // at most a few lines here: a long instruction is read whole in the editor
+                        <div className="muted small task-instruction" title={task.instruction_template.slice(0, 1000)}>
+                          {task.instruction_template}
+                        </div>
+                      )}
+                    </td>
+                    <td>{task.env_kind}</td>
+                    <td>
+                      <span className="badge">{task.source === "authored" ? "yours" : "shipped"}</span>
+                    </td>
+                    <td>
+                      <span className={`badge split-${task.split}`}>{task.split}</span>
+                    </td>
+                    <td className="mono">
+                      {task.seed_start}–{task.seed_end}
+                    </td>
+                    <td className="num">{task.max_steps}</td>
+                    <td className="row-actions">
+                      <div className="form-actions">
+                        <button
+                          type="button"
+                          className="button small"
+                          disabled={tryIt.isPending}
+                          data-testid="task-try"
+                          title="Start a supervised episode of this task and open it"
+                          onClick={() => tryIt.mutate(task)}
+                        >
+                          {tryIt.isPending && tryIt.variables?.id === task.id ? "Starting…" : "Try it"}
+                        </button>
+                        <button
+                          type="button"
+                          className="button subtle small"
+                          data-testid="task-edit"
+                          onClick={() => setPanel({ kind: "edit", task })}
+                        >
+                          Edit
+                        </button>
+                        <button
+                          type="button"
+                          className="button subtle small danger"
+                          disabled={remove.isPending}
+                          onClick={() => {
+                            if (window.confirm(`Remove task "${task.task_name}"? A task that has episodes cannot be removed.`)) {
+                              remove.mutate(task.id);
+                            }
+                          }}
+                        >
+                          Remove
+                        </button>
+                      </div>
+                    </td>
+                  </tr>
+                  {/* a refusal shows under the row whose button caused it, not at the top of the page */}
+                  {((tryIt.error && tryIt.variables?.id === task.id) || (remove.error && remove.variables === task.id)) && (
+                    <tr data-testid="task-row-error" data-task={task.task_name}>
+                      <td colSpan={7}>
+                        {tryIt.error && tryIt.variables?.id === task.id && (
+                          <ErrorBanner error={tryIt.error} title="Could not start a try-out episode" />
+                        )}
+                        {remove.error && remove.variables === task.id && (
+                          <ErrorBanner error={remove.error} title="Could not remove the task" />
+                        )}
+                      </td>
+                    </tr>
+                  )}
+                </Fragment>
               ))}
             </tbody>
           </table>

@@ -3,10 +3,13 @@ import {
   EMPTY_ANY_URL,
   JSON_EXAMPLES,
   anyUrlDefinition,
+  anyUrlErrors,
   anyUrlFieldOf,
+  anyUrlProblems,
   anyUrlForm,
   editorFor,
   parseDefinition,
+  taskIdProblem,
 } from "./definitions";
 
 describe("any-URL tasks", () => {
@@ -69,5 +72,42 @@ describe("where a server message about an any-URL task shows", () => {
     expect(anyUrlFieldOf("task 'x': a dom_content check needs a CSS selector")).toBe("selector");
     expect(anyUrlFieldOf("task 'x': missing field: instruction")).toBe("instruction");
     expect(anyUrlFieldOf("something else")).toBeNull();
+  });
+});
+
+describe("task ids and the page's own checks", () => {
+  it("takes slugs and refuses markup, other scripts, capitals and spaces in the server's words", () => {
+    for (const id of ["team-settings", "team_2", "7", "bb5e4c0d-f964-439c-97b6-bdb9747de3f4"]) expect(taskIdProblem(id)).toBeNull();
+    for (const id of ["<script>alert(1)</script>", "новая задача <script>", "Team", "team settings", "-team"]) {
+      expect(taskIdProblem(id)).toBe(
+        `The task id '${id}' may hold only lowercase letters a-z, digits, '-' and '_', starting with a letter or a digit (like settings-notifications-off).`,
+      );
+    }
+    expect(taskIdProblem("a".repeat(101))).toContain("is 101 characters long; the limit is 100.");
+  });
+
+  it("checks the id's form and the instruction's length of the any-URL form, from its current values", () => {
+    const form = { ...EMPTY_ANY_URL, task_id: "Bad Id", instruction: "x".repeat(4001) };
+    expect(Object.keys(anyUrlProblems(form))).toEqual(["task_id", "instruction"]);
+    expect(anyUrlProblems({ ...form, task_id: "good-id", instruction: "x".repeat(4000) })).toEqual({});
+  });
+
+  it("moves each server message about an any-URL definition to the field it names, the rest kept", () => {
+    const errors = anyUrlErrors({
+      definition: [
+        "The task id 'X' may hold only lowercase letters",
+        "tasks[0]: The instruction is 5,000 characters long; the limit is 4,000.",
+        "task 'x': start_url 'a' is not a web address",
+        "task 'x': something else entirely",
+      ],
+      seed_end: ["The seed range ends before it starts."],
+    });
+    expect(errors).toEqual({
+      task_id: ["The task id 'X' may hold only lowercase letters"],
+      instruction: ["tasks[0]: The instruction is 5,000 characters long; the limit is 4,000."],
+      start_url: ["task 'x': start_url 'a' is not a web address"],
+      definition: ["task 'x': something else entirely"],
+      seed_end: ["The seed range ends before it starts."],
+    });
   });
 });

@@ -3,7 +3,9 @@
  * (agent/envs/webapp/tasks.py), which editor a task opens in, and where a server message about a
  * definition belongs. Pure functions; the server's loaders decide what is valid.
  */
+import type { FieldErrors } from "../api/client";
 import type { TaskSpec } from "../api/types";
+import { LIMITS, type LimitKind, isOverLimit } from "../components/limits";
 
 export type CheckType = "url_match" | "dom_content" | "judge" | "person";
 export type UrlMatch = "exact" | "prefix" | "contains";
@@ -50,9 +52,55 @@ export interface AnyUrlForm {
   must_include: string;
 }
 
+/**
+ * A task id is a slug: lowercase ASCII letters, digits, '-' and '_', starting with a letter or a digit (the server's
+ * flywheel/task_authoring.py TASK_ID; tests/flywheel/test_task_authoring.py keeps the two equal). Other scripts and
+ * markup are refused, never rewritten.
+ */
+export const TASK_ID = /^[a-z0-9][a-z0-9_-]*$/;
+const TASK_ID_RULE = "lowercase letters a-z, digits, '-' and '_', starting with a letter or a digit";
+
+/** What is wrong with a task id, as the server says it; null when it is a fine one. */
+export function taskIdProblem(taskId: string): string | null {
+  if (!taskId) return "The task id is empty; give the task an id such as settings-notifications-off.";
+  const shown = taskId.length <= 60 ? taskId : `${taskId.slice(0, 60)}…`;
+  if (isOverLimit("task_id", taskId)) {
+    return `The task id '${shown}' is ${taskId.length.toLocaleString("en")} characters long; the limit is ${LIMITS.task_id}.`;
+  }
+  if (!TASK_ID.test(taskId)) return `The task id '${shown}' may hold only ${TASK_ID_RULE} (like settings-notifications-off).`;
+  return null;
+}
+
+/** The any-URL form's fields that have a length limit, and which. */
+export const ANY_URL_LIMITS: Partial<Record<keyof AnyUrlForm, LimitKind>> = { task_id: "task_id", instruction: "task_instruction" };
+
+/**
+ * What the page can tell about the any-URL form before sending it: the id's form and the instruction's length, by
+ * field (the server's loader checks the rest). Computed from the current values, so a problem goes as soon as it is
+ * fixed.
+ */
+export function anyUrlProblems(form: AnyUrlForm): Partial<Record<keyof AnyUrlForm, string>> {
+  const problems: Partial<Record<keyof AnyUrlForm, string>> = {};
+  const id = form.task_id.trim();
+  if (id) {
+    const problem = taskIdProblem(id);
+    if (problem) problems.task_id = problem;
+  }
+  if (isOverLimit("task_instruction", form.instruction.trim())) {
+    const length = form.instruction.trim().length.toLocaleString("en");
+    problems.instruction = `The instruction is ${length} characters long; the limit is ${LIMITS.task_instruction.toLocaleString("en")}.`;
+  }
+  return problems;
+}
+
+/** An empty any-URL form; its start address is this server's own (the page's origin), not a fixed port. */
+export function emptyAnyUrl(origin: string): AnyUrlForm {
+  return { ...EMPTY_ANY_URL, start_url: `${origin.replace(/\/+$/, "")}/` };
+}
+
 export const EMPTY_ANY_URL: AnyUrlForm = {
   task_id: "",
-  start_url: "http://127.0.0.1:8000/",
+  start_url: "",
   instruction: "",
   check_type: "url_match",
   check_url: "",
@@ -136,6 +184,9 @@ export function parseDefinition(text: string): Parsed {
 
 /** The any-URL form field a server message about the definition names (shown beside it), or null. */
 export function anyUrlFieldOf(message: string): keyof AnyUrlForm | null {
+  // the server's own checks (flywheel/task_authoring.py) say which field first, the loader's name its JSON key
+  if (/^(\S+: )?The task id\b/.test(message)) return "task_id";
+  if (/^(\S+: )?The instruction\b/.test(message)) return "instruction";
   if (/check\.url/.test(message)) return "check_url";
   if (/start_url/.test(message)) return "start_url";
   if (/selector/.test(message)) return "selector";
@@ -144,4 +195,19 @@ export function anyUrlFieldOf(message: string): keyof AnyUrlForm | null {
   if (/instruction/.test(message)) return "instruction";
   if (/task_id/.test(message)) return "task_id";
   return null;
+}
+
+/**
+ * The server's field errors with its messages about an any-URL definition moved to the form field each names (by
+ * that field's key), so each shows beside its field and goes when that field is changed; the rest stay under
+ * `definition`.
+ */
+export function anyUrlErrors(errors: FieldErrors): FieldErrors {
+  const { definition, ...rest } = errors;
+  const out: FieldErrors = { ...rest };
+  for (const message of definition ?? []) {
+    const field = anyUrlFieldOf(message) ?? "definition";
+    out[field] = [...(out[field] ?? []), message];
+  }
+  return out;
 }
