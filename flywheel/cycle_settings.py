@@ -84,7 +84,8 @@ def settings_of(project: Project) -> dict:
 
 
 def _bad(field: str, message: str):
-    raise ApplicationError(f"{field}: {message}", errors={field: [message]})
+    # the field's own message is shown beside it, as a sentence; the detail names the field
+    raise ApplicationError(f"{field}: {message}", errors={field: [message[:1].upper() + message[1:]]})
 
 
 def _int(field: str, value, lo: int, hi: int) -> int:

@@ -218,6 +218,8 @@ def test_replay_and_validation_settings_are_validated(fp):
         with pytest.raises(ApplicationError) as caught:
             cycle_settings.settings_set(project=fp["project"], actor=fp["manager"], **changes)
         assert field in caught.value.errors, (changes, caught.value.errors)
+        [message] = caught.value.errors[field]  # shown beside its field on the page, as a sentence
+        assert message[0].isupper() and caught.value.message == f"{field}: {message[0].lower()}{message[1:]}"
     from rest_framework.test import APIClient
 
     client = APIClient()

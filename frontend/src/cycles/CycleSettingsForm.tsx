@@ -1,7 +1,9 @@
 import { useEffect, useState } from "react";
 import type { CycleSettings, RecipeStage, TrainAlgorithm } from "../api/types";
 import { ErrorBanner } from "../components/ErrorBanner";
+import { Field } from "../components/Field";
 import { formatDateTime } from "../components/format";
+import { useServerErrors } from "../components/useServerErrors";
 import { useSaveCycleSettings } from "./queries";
 
 const ALGORITHMS: { algorithm: TrainAlgorithm; label: string; data: string }[] = [
@@ -46,7 +48,7 @@ const VAL_FROM_HELP: Record<"corrected" | "new", string> = {
   new: "a sample of all new rows: mostly approved steps the checkpoint already predicts, so it mostly measures forgetting.",
 };
 
-interface Draft {
+export interface Draft {
   data: Record<DataKey, string>;
   valFrom: "corrected" | "new";
   minNewRows: string;
@@ -62,7 +64,7 @@ interface Draft {
   stages: Record<TrainAlgorithm, StageDraft>;
 }
 
-function draftOf(settings: CycleSettings): Draft {
+export function draftOf(settings: CycleSettings): Draft {
   const stage = (algorithm: TrainAlgorithm): StageDraft => {
     const found = settings.recipe.find((s) => s.algorithm === algorithm);
     return {
@@ -91,14 +93,82 @@ function draftOf(settings: CycleSettings): Draft {
 
 const whole = (text: string) => (/^\d+$/.test(text.trim()) ? Number(text) : NaN);
 
+/** The server's name of each draft field: its messages show beside that field and go when it is changed. */
+const SERVER_FIELD: Partial<Record<keyof Draft, string>> = {
+  minNewRows: "min_new_rows", cadence: "cadence_minutes", margin: "margin", evalSeeds: "eval_seeds",
+  evalMaxSteps: "eval_max_steps", autoDeploy: "auto_deploy", evalTasks: "eval_tasks", backend: "backend",
+  exportAs: "export", baseCheckpoint: "base_checkpoint", valFrom: "val_from", stages: "recipe",
+};
+/** Every field the form shows messages beside (the banner under it repeats none of them). */
+const BESIDE = [...Object.values(SERVER_FIELD), ...DATA_KNOBS.map((k) => k.key),
+  ...(["sft", "dpo", "rl"] as const).map((a) => `stage_${a}`)];
+
+/**
+ * What is wrong with the draft, by field (the server's field names; `stage_<algorithm>` for a recipe stage's
+ * numbers): each problem is shown beside its field, once. Empty when the draft can be saved.
+ */
+export function draftProblems(draft: Draft, recipe: RecipeStage[]): Record<string, string[]> {
+  const problems: Record<string, string[]> = {};
+  const add = (field: string, message: string) => (problems[field] ??= []).push(message);
+  if (Number.isNaN(whole(draft.minNewRows))) add("min_new_rows", "Use a whole number.");
+  if (Number.isNaN(whole(draft.cadence))) add("cadence_minutes", "Use a whole number of minutes (0 for manual runs only).");
+  const margin = Number(draft.margin);
+  if (draft.margin.trim() === "" || !Number.isFinite(margin) || margin < 0 || margin > 100) add("margin", "Use points of success rate, from 0 to 100.");
+  if (Number.isNaN(whole(draft.evalSeeds))) add("eval_seeds", "Use a whole number.");
+  if (Number.isNaN(whole(draft.evalMaxSteps))) add("eval_max_steps", "Use a whole number (0: the task's own).");
+  if (recipe.length === 0) add("recipe", "Choose at least one training stage.");
+  for (const stage of recipe) {
+    if (Number.isNaN(stage.max_steps)) add(`stage_${stage.algorithm}`, "Max steps must be a whole number.");
+    if (stage.max_epochs !== undefined && (Number.isNaN(stage.max_epochs) || stage.max_epochs > MAX_EPOCHS_LIMIT)) {
+      add(`stage_${stage.algorithm}`, `Max epochs is a whole number from 0 to ${MAX_EPOCHS_LIMIT} (0: no cap).`);
+    }
+    if (stage.lr !== undefined && !Number.isFinite(stage.lr)) add(`stage_${stage.algorithm}`, "The learning rate must be a number.");
+  }
+  const data = dataOf(draft);
+  for (const knob of DATA_KNOBS) {
+    const value = data[knob.key];
+    if (!Number.isFinite(value) || value < knob.min || value > knob.max)
+      add(knob.key, `Use ${knob.whole ? "a whole number" : "a number"} from ${knob.min} to ${knob.max.toLocaleString()}.`);
+  }
+  if (data.patience > 0 && data.val_fraction === 0 && !problems.patience) {
+    add("patience", "Stopping early reads the validation loss: hold some rows out, or set the checks to 0.");
+  }
+  return problems;
+}
+
+function dataOf(draft: Draft): Record<DataKey, number> {
+  return Object.fromEntries(
+    DATA_KNOBS.map(({ key, whole: isWhole }) => [key, isWhole ? whole(draft.data[key]) : draft.data[key].trim() === "" ? NaN : Number(draft.data[key])]),
+  ) as Record<DataKey, number>;
+}
+
+/** A field's messages, beside it; nothing when it has none. */
+function FieldProblems({ messages, testId }: { messages: string[]; testId?: string }) {
+  return messages.length ? (
+    <span className="field-error" data-testid={testId}>
+      {messages.join(" ")}
+    </span>
+  ) : null;
+}
+
 /** The project's cycle settings: when to run, what to train, how to measure, how to decide. */
 export function CycleSettingsForm({ projectId, settings, manage }: { projectId: number; settings: CycleSettings; manage: boolean }) {
   const save = useSaveCycleSettings(projectId);
+  const server = useServerErrors(save.error);
   const [draft, setDraft] = useState<Draft>(() => draftOf(settings));
   useEffect(() => setDraft(draftOf(settings)), [settings]);
-  const set = <K extends keyof Draft>(key: K, value: Draft[K]) => setDraft((d) => ({ ...d, [key]: value }));
-  const setStage = (algorithm: TrainAlgorithm, change: Partial<StageDraft>) =>
+  const set = <K extends keyof Draft>(key: K, value: Draft[K]) => {
+    setDraft((d) => ({ ...d, [key]: value }));
+    if (SERVER_FIELD[key]) server.clear(SERVER_FIELD[key]);
+  };
+  const setStage = (algorithm: TrainAlgorithm, change: Partial<StageDraft>) => {
     setDraft((d) => ({ ...d, stages: { ...d.stages, [algorithm]: { ...d.stages[algorithm], ...change } } }));
+    server.clear("recipe");
+  };
+  const setKnob = (key: DataKey, value: string) => {
+    setDraft((d) => ({ ...d, data: { ...d.data, [key]: value } }));
+    server.clear(key, ...(key === "val_fraction" ? ["patience"] : []));
+  };
 
   const recipe: RecipeStage[] = ALGORITHMS.filter(({ algorithm }) => draft.stages[algorithm].on).map(({ algorithm }) => {
     const stage = draft.stages[algorithm];
@@ -110,29 +180,14 @@ export function CycleSettingsForm({ projectId, settings, manage }: { projectId: 
     else delete out.lr;
     return out;
   });
-  const problems: string[] = [];
-  if (Number.isNaN(whole(draft.minNewRows))) problems.push("New rows needed must be a whole number.");
-  if (Number.isNaN(whole(draft.cadence))) problems.push("The cadence must be a whole number of minutes (0 for manual runs only).");
+  const problems = draftProblems(draft, recipe);
+  const problemCount = Object.values(problems).reduce((n, list) => n + list.length, 0);
   const margin = Number(draft.margin);
-  if (draft.margin.trim() === "" || !Number.isFinite(margin) || margin < 0 || margin > 100) problems.push("The margin is in points of success rate, from 0 to 100.");
-  if (Number.isNaN(whole(draft.evalSeeds))) problems.push("Eval seeds per task must be a whole number.");
-  if (Number.isNaN(whole(draft.evalMaxSteps))) problems.push("The eval step limit must be a whole number (0: the task's own).");
-  if (recipe.length === 0) problems.push("Choose at least one training stage.");
-  if (recipe.some((s) => Number.isNaN(s.max_steps) || (s.lr !== undefined && !Number.isFinite(s.lr)))) {
-    problems.push("Each stage needs whole max steps and, if given, a numeric learning rate.");
-  }
-  if (recipe.some((s) => s.max_epochs !== undefined && (Number.isNaN(s.max_epochs) || s.max_epochs > MAX_EPOCHS_LIMIT))) {
-    problems.push(`Max epochs is a whole number from 0 to ${MAX_EPOCHS_LIMIT} (0: no cap).`);
-  }
-  const data = Object.fromEntries(
-    DATA_KNOBS.map(({ key, whole: isWhole }) => [key, isWhole ? whole(draft.data[key]) : draft.data[key].trim() === "" ? NaN : Number(draft.data[key])]),
-  ) as Record<DataKey, number>;
-  for (const knob of DATA_KNOBS) {
-    const value = data[knob.key];
-    if (!Number.isFinite(value) || value < knob.min || value > knob.max)
-      problems.push(`${knob.label}: use ${knob.whole ? "a whole number" : "a number"} from ${knob.min} to ${knob.max.toLocaleString()}.`);
-  }
-  if (data.patience > 0 && data.val_fraction === 0) problems.push("Stopping early reads the validation loss: hold some rows out, or set the checks to 0.");
+  const data = dataOf(draft);
+  /** Every message about one field: the page's own first, then the server's. */
+  const said = (field: string) => [...(problems[field] ?? []), ...(server.errors[field] ?? [])];
+  const dataOpen = DATA_KNOBS.some((k) => said(k.key).length > 0) || said("val_from").length > 0;
+  const servingOpen = ["backend", "export", "base_checkpoint"].some((field) => said(field).length > 0);
   const gate = settings.gate;
 
   return (
@@ -141,7 +196,7 @@ export function CycleSettingsForm({ projectId, settings, manage }: { projectId: 
       data-testid="cycle-settings"
       onSubmit={(e) => {
         e.preventDefault();
-        if (problems.length) return;
+        if (problemCount) return;
         save.mutate({
           min_new_rows: whole(draft.minNewRows),
           cadence_minutes: whole(draft.cadence),
@@ -177,30 +232,36 @@ export function CycleSettingsForm({ projectId, settings, manage }: { projectId: 
       )}
       <fieldset disabled={!manage || save.isPending} className="cycle-settings-fields">
         <div className="form-grid">
-          <label className="field">
-            <span>Run a cycle every (minutes; 0: only by hand)</span>
-            <input inputMode="numeric" value={draft.cadence} onChange={(e) => set("cadence", e.target.value)} data-testid="setting-cadence" />
-          </label>
-          <label className="field">
-            <span>New routed rows needed</span>
-            <input inputMode="numeric" value={draft.minNewRows} onChange={(e) => set("minNewRows", e.target.value)} data-testid="setting-min-rows" />
-          </label>
-          <label className="field">
-            <span>Required gain over the deployed checkpoint (points of success rate)</span>
-            <input inputMode="decimal" value={draft.margin} onChange={(e) => set("margin", e.target.value)} data-testid="setting-margin" />
-          </label>
+          <Field label="Run a cycle every (minutes; 0: only by hand)" problems={said("cadence_minutes")}>
+            {(control) => (
+              <input {...control} inputMode="numeric" value={draft.cadence} onChange={(e) => set("cadence", e.target.value)} data-testid="setting-cadence" />
+            )}
+          </Field>
+          <Field label="New routed rows needed" problems={said("min_new_rows")}>
+            {(control) => (
+              <input {...control} inputMode="numeric" value={draft.minNewRows} onChange={(e) => set("minNewRows", e.target.value)} data-testid="setting-min-rows" />
+            )}
+          </Field>
+          <Field label="Required gain over the deployed checkpoint (points of success rate)" problems={said("margin")}>
+            {(control) => (
+              <input {...control} inputMode="decimal" value={draft.margin} onChange={(e) => set("margin", e.target.value)} data-testid="setting-margin" />
+            )}
+          </Field>
           <label className="field inline">
             <input type="checkbox" checked={draft.autoDeploy} onChange={(e) => set("autoDeploy", e.target.checked)} data-testid="setting-auto-deploy" />
             <span>Deploy a candidate that passes the gate automatically (off: a manager approves each one)</span>
+            <FieldProblems messages={said("auto_deploy")} />
           </label>
-          <label className="field">
-            <span>Eval seeds per task</span>
-            <input inputMode="numeric" value={draft.evalSeeds} onChange={(e) => set("evalSeeds", e.target.value)} data-testid="setting-eval-seeds" />
-          </label>
-          <label className="field">
-            <span>Eval step limit (0: each task's own)</span>
-            <input inputMode="numeric" value={draft.evalMaxSteps} onChange={(e) => set("evalMaxSteps", e.target.value)} data-testid="setting-eval-steps" />
-          </label>
+          <Field label="Eval seeds per task" problems={said("eval_seeds")}>
+            {(control) => (
+              <input {...control} inputMode="numeric" value={draft.evalSeeds} onChange={(e) => set("evalSeeds", e.target.value)} data-testid="setting-eval-seeds" />
+            )}
+          </Field>
+          <Field label="Eval step limit (0: each task's own)" problems={said("eval_max_steps")}>
+            {(control) => (
+              <input {...control} inputMode="numeric" value={draft.evalMaxSteps} onChange={(e) => set("evalMaxSteps", e.target.value)} data-testid="setting-eval-steps" />
+            )}
+          </Field>
         </div>
         {settings.eval_task_choices.length > 0 && (
           <fieldset className="cycle-eval-tasks">
@@ -217,6 +278,7 @@ export function CycleSettingsForm({ projectId, settings, manage }: { projectId: 
                 </span>
               </label>
             ))}
+            <FieldProblems messages={said("eval_tasks")} testId="problem-eval_tasks" />
           </fieldset>
         )}
         <fieldset className="cycle-recipe">
@@ -264,41 +326,44 @@ export function CycleSettingsForm({ projectId, settings, manage }: { projectId: 
                   onChange={(e) => setStage(algorithm, { lr: e.target.value })}
                 />
               </label>
+              <FieldProblems messages={said(`stage_${algorithm}`)} testId={`problem-stage_${algorithm}`} />
             </div>
           ))}
+          <FieldProblems messages={said("recipe")} testId="problem-recipe" />
           <p className="muted small" id="recipe-epochs-help" data-testid="recipe-epochs-help">
             Max epochs: {EPOCHS_HELP}
           </p>
         </fieldset>
-        <details className="cycle-data" data-testid="cycle-data-settings">
+        <details className="cycle-data" data-testid="cycle-data-settings" open={dataOpen || undefined}>
           <summary>
             Training data (SFT): {draft.data.replay_ratio} replayed rows a new one, corrected steps ×{draft.data.correction_weight}, validation on{" "}
             {draft.valFrom === "corrected" ? "held-out corrections and replayed rows" : "a sample of the new rows"}
           </summary>
           <div className="form-grid">
             {DATA_KNOBS.map((knob) => (
-              <label key={knob.key} className="field">
-                <span>{knob.label}</span>
-                <input
-                  inputMode={knob.whole ? "numeric" : "decimal"}
-                  value={draft.data[knob.key]}
-                  onChange={(e) => setDraft((d) => ({ ...d, data: { ...d.data, [knob.key]: e.target.value } }))}
-                  data-testid={`setting-${knob.key}`}
-                />
-                <span className="muted small">{knob.help}</span>
-              </label>
+              <Field key={knob.key} label={knob.label} help={knob.help} problems={said(knob.key)} testId={`field-${knob.key}`}>
+                {(control) => (
+                  <input
+                    {...control}
+                    inputMode={knob.whole ? "numeric" : "decimal"}
+                    value={draft.data[knob.key]}
+                    onChange={(e) => setKnob(knob.key, e.target.value)}
+                    data-testid={`setting-${knob.key}`}
+                  />
+                )}
+              </Field>
             ))}
-            <label className="field">
-              <span>Validation reads</span>
-              <select value={draft.valFrom} onChange={(e) => set("valFrom", e.target.value as Draft["valFrom"])} data-testid="setting-val_from">
-                <option value="corrected">held-out corrections and replayed rows</option>
-                <option value="new">a sample of the new rows</option>
-              </select>
-              <span className="muted small">{VAL_FROM_HELP[draft.valFrom]}</span>
-            </label>
+            <Field label="Validation reads" help={VAL_FROM_HELP[draft.valFrom]} problems={said("val_from")}>
+              {(control) => (
+                <select {...control} value={draft.valFrom} onChange={(e) => set("valFrom", e.target.value as Draft["valFrom"])} data-testid="setting-val_from">
+                  <option value="corrected">held-out corrections and replayed rows</option>
+                  <option value="new">a sample of the new rows</option>
+                </select>
+              )}
+            </Field>
           </div>
         </details>
-        <details className="cycle-serving">
+        <details className="cycle-serving" open={servingOpen || undefined}>
           <summary>Serving: {draft.backend === "openai" ? `openai (vLLM), ${draft.exportAs === "lora" ? "LoRA adapter" : "full weights"}` : "local (in the rollout workers)"}</summary>
           <div className="inline-form">
             <label className="field">
@@ -307,6 +372,7 @@ export function CycleSettingsForm({ projectId, settings, manage }: { projectId: 
                 <option value="local">local: the rollout workers reload the checkpoint</option>
                 <option value="openai">openai: load it into the running vLLM server</option>
               </select>
+              <FieldProblems messages={said("backend")} />
             </label>
             <label className="field">
               <span>Export</span>
@@ -314,27 +380,30 @@ export function CycleSettingsForm({ projectId, settings, manage }: { projectId: 
                 <option value="lora">LoRA adapter (vLLM runtime loading)</option>
                 <option value="full">full weights</option>
               </select>
+              <FieldProblems messages={said("export")} />
             </label>
             <label className="field">
               <span>Base checkpoint id (what the server was started with)</span>
-              <input inputMode="numeric" value={draft.baseCheckpoint} disabled={draft.backend !== "openai"} onChange={(e) => set("baseCheckpoint", e.target.value)} />
+              <input inputMode="numeric" value={draft.baseCheckpoint} disabled={draft.backend !== "openai"} onChange={(e) => set("baseCheckpoint", e.target.value)} data-testid="setting-base-checkpoint" />
+              <FieldProblems messages={said("base_checkpoint")} testId="problem-base_checkpoint" />
             </label>
           </div>
         </details>
       </fieldset>
-      {problems.length > 0 && manage && (
-        <ul className="field-error" data-testid="cycle-settings-problems">
-          {problems.map((p) => (
-            <li key={p}>{p}</li>
-          ))}
-        </ul>
+      {save.isError && (
+        <ErrorBanner error={save.error} fieldErrors={server.errors} besideFields={BESIDE} title="The settings were not saved" />
       )}
-      {save.isError && <ErrorBanner error={save.error} title="The settings were not saved" />}
       {manage ? (
         <div className="form-actions">
-          <button type="submit" className="button primary" disabled={problems.length > 0 || save.isPending} data-testid="cycle-settings-save">
+          <button type="submit" className="button primary" disabled={problemCount > 0 || save.isPending} data-testid="cycle-settings-save">
             {save.isPending ? "Saving…" : "Save settings"}
           </button>
+          {problemCount > 0 && (
+            // where to look, not the messages again: each is beside its field
+            <span className="field-error" data-testid="cycle-settings-problems">
+              {problemCount === 1 ? "One field above says what to fix before saving." : `${problemCount} fields above say what to fix before saving.`}
+            </span>
+          )}
           {save.isSuccess && <span className="muted small" data-testid="cycle-settings-saved">Saved; the next cycle uses them.</span>}
         </div>
       ) : (

@@ -241,9 +241,18 @@ describe("CyclesPage", () => {
     fireEvent.click(screen.getByTestId("cycle-settings-save"));
     const alert = await screen.findByRole("alert");
     expect(alert.textContent).toContain("The settings were not saved");
-    expect(alert.textContent).toContain("min_new_rows");
+    // the server's message once, beside its field; the banner by the button says where to look
+    const minRows = screen.getByTestId("setting-min-rows").closest(".field") as HTMLElement;
+    expect(minRows.querySelector(".field-error")?.textContent).toBe("use a whole number from 1.");
+    expect(document.body.textContent?.split("use a whole number from 1.").length).toBe(2);
+    expect(alert.textContent).toContain("the message beside the field says what to change");
     fireEvent.change(screen.getByTestId("setting-margin"), { target: { value: "abc" } });
-    expect(screen.getByTestId("cycle-settings-problems").textContent).toContain("points of success rate");
+    const margin = screen.getByTestId("setting-margin").closest(".field") as HTMLElement;
+    expect(margin.querySelector(".field-error")?.textContent).toContain("points of success rate");
+    expect(screen.getByTestId("setting-margin").getAttribute("aria-invalid")).toBe("true");
+    fireEvent.change(screen.getByTestId("setting-min-rows"), { target: { value: "5" } });
+    expect(minRows.querySelector(".field-error")).toBeNull(); // changed: the server's message about 0 goes
+    expect(screen.queryByRole("alert")).toBeNull();
     expect(requests.filter((r) => r.method === "PATCH").length).toBe(2);
   });
 
@@ -267,9 +276,11 @@ describe("CyclesPage", () => {
     expect(saved).toMatchObject({ replay_ratio: 1.5, val_from: "new", correction_weight: 3, val_fraction: 0.15, patience: 3 });
 
     fireEvent.change(screen.getByTestId("setting-val_fraction"), { target: { value: "0.9" } });
-    expect(screen.getByTestId("cycle-settings-problems").textContent).toContain("Held out for validation (share, 0-0.5): use a number from 0 to 0.5");
+    const valFraction = screen.getByTestId("field-val_fraction");
+    expect(valFraction.querySelector(".field-error")?.textContent).toBe("Use a number from 0 to 0.5.");
     fireEvent.change(screen.getByTestId("setting-val_fraction"), { target: { value: "0" } });
-    expect(screen.getByTestId("cycle-settings-problems").textContent).toContain("Stopping early reads the validation loss");
+    expect(valFraction.querySelector(".field-error")).toBeNull(); // fixed: gone at once
+    expect(screen.getByTestId("field-patience").textContent).toContain("Stopping early reads the validation loss");
     fireEvent.click(screen.getByTestId("cycle-settings-save"));
     expect(requests.filter((r) => r.method === "PATCH").length).toBe(1);
   });
@@ -412,7 +423,8 @@ describe("CyclesPage", () => {
     );
 
     fireEvent.change(epochs, { target: { value: "1001" } });
-    expect(screen.getByTestId("cycle-settings-problems").textContent).toContain("Max epochs is a whole number from 0 to 1000");
+    expect(screen.getByTestId("problem-stage_sft").textContent).toContain("Max epochs is a whole number from 0 to 1000");
+    expect(screen.getByTestId("cycle-settings-problems").textContent).toBe("One field above says what to fix before saving.");
     expect((screen.getByTestId("cycle-settings-save") as HTMLButtonElement).disabled).toBe(true);
     fireEvent.change(epochs, { target: { value: "0" } });
     fireEvent.click(screen.getByTestId("cycle-settings-save"));

@@ -76,6 +76,23 @@ describe("EpisodeListPage (the queue)", () => {
     expect(requests.find((r) => r.method === "POST")?.body).toEqual({ task: 3, seeds: [4], mode: "supervised" });
   });
 
+  it("says a supervised episode takes one seed, and a range only for an autonomous batch", async () => {
+    const { requests } = mockFetch(routes("manager"));
+    renderApp("/projects/1/episodes");
+    await screen.findByTestId("start-mode");
+    expect(screen.getByTestId("seed-help").textContent).toBe(
+      "One seed (allowed 0–99): a supervised episode has you at it, so it starts one at a time.",
+    );
+    fireEvent.change(screen.getByTestId("start-seed"), { target: { value: "1-2" } });
+    fireEvent.click(screen.getByTestId("start-submit"));
+    const seedField = screen.getByTestId("start-seed").closest(".field") as HTMLElement;
+    expect(seedField.querySelector(".field-error")?.textContent).toMatch(/^A supervised episode starts one at a time/);
+    expect(requests.some((r) => r.method === "POST")).toBe(false);
+    fireEvent.change(screen.getByTestId("start-mode"), { target: { value: "autonomous" } });
+    expect(seedField.querySelector(".field-error")).toBeNull();
+    expect(screen.getByTestId("seed-help").textContent).toContain("a range (0-4)");
+  });
+
   it("lets a manager choose autonomous, and shows the server's refusal as it is", async () => {
     mockFetch(
       routes("manager", {

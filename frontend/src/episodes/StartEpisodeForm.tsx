@@ -1,12 +1,14 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useState } from "react";
 import { useNavigate } from "react-router";
-import { ApiError, episodeStart } from "../api/client";
+import { episodeStart } from "../api/client";
 import { EPISODE_MODES, type Episode, type EpisodeMode } from "../api/types";
 import { ErrorBanner } from "../components/ErrorBanner";
+import { Field } from "../components/Field";
+import { useServerErrors } from "../components/useServerErrors";
 import { Spinner } from "../components/Spinner";
 import { useTasks } from "../components/projectQueries";
-import { parseSeeds } from "./seeds";
+import { parseSeeds, seedHelp } from "./seeds";
 
 /**
  * Start episodes of a task; a single episode opens its live session straight away. Supervised is
@@ -41,10 +43,14 @@ export function StartEpisodeForm({
     },
   });
 
+  const effectiveMode: EpisodeMode = canStartAutonomous ? mode : "supervised";
+  const server = useServerErrors(start.error);
+
   function submit(event: FormEvent) {
     event.preventDefault();
     if (!chosenTask) return;
-    const parsed = parseSeeds(seedText, { start: chosenTask.seed_start, end: chosenTask.seed_end });
+    const parsed = parseSeeds(seedText, { start: chosenTask.seed_start, end: chosenTask.seed_end },
+      { single: effectiveMode === "supervised" });
     if (!parsed.ok) {
       setSeedError(parsed.error);
       return;
@@ -52,7 +58,6 @@ export function StartEpisodeForm({
     setSeedError(null);
     start.mutate(parsed.seeds);
   }
-  const effectiveMode: EpisodeMode = canStartAutonomous ? mode : "supervised";
 
   if (tasks.isPending) return <Spinner label="Loading tasks…" />;
   if (tasks.isError) return <ErrorBanner error={tasks.error} onRetry={() => tasks.refetch()} />;
@@ -69,59 +74,84 @@ export function StartEpisodeForm({
     );
   }
 
-  const errors = start.error instanceof ApiError ? start.error.fieldErrors : {};
+  const errors = server.errors;
   return (
     <form className="card form-grid" onSubmit={submit} aria-label="Start episode" data-testid="start-form">
-      {start.error && <ErrorBanner error={start.error} fieldErrors={{}} title="Could not start the episode" />}
-      <label className="field">
-        <span>Task</span>
-        <select
-          data-testid="start-task"
-          value={chosenTask ? String(chosenTask.id) : ""}
-          onChange={(e) => setTaskId(e.target.value)}
-        >
-          {tasks.data.map((t) => (
-            <option key={t.id} value={String(t.id)}>
-              {t.task_name} ({t.env_kind}, {t.split})
-            </option>
-          ))}
-        </select>
-        {errors.task && <span className="field-error">{errors.task.join(" ")}</span>}
-      </label>
-      <label className="field">
-        <span>{canStartAutonomous ? "Seeds" : "Seed"}</span>
-        <input
-          data-testid="start-seed"
-          value={seedText}
-          onChange={(e) => setSeedText(e.target.value)}
-          aria-describedby="seed-help"
-          aria-invalid={Boolean(seedError || errors.seeds)}
-          inputMode="numeric"
-        />
-        <span id="seed-help" className="muted small">
-          {chosenTask ? `One seed, a list or a range (allowed ${chosenTask.seed_start}–${chosenTask.seed_end}).` : ""}
-        </span>
-        {(seedError || errors.seeds) && (
-          <span className="field-error">{seedError ?? errors.seeds.join(" ")}</span>
-        )}
-      </label>
-      {canStartAutonomous ? (
-        <label className="field">
-          <span>Mode</span>
-          <select data-testid="start-mode" value={mode} onChange={(e) => setMode(e.target.value as EpisodeMode)}>
-            {EPISODE_MODES.map((m) => (
-              <option key={m} value={m}>
-                {m === "supervised" ? "supervised (approve each step)" : "autonomous (agent runs alone)"}
+      <Field label="Task" problems={errors.task}>
+        {(control) => (
+          <select
+            {...control}
+            data-testid="start-task"
+            value={chosenTask ? String(chosenTask.id) : ""}
+            onChange={(e) => {
+              setTaskId(e.target.value);
+              server.clear("task", "seeds");
+              setSeedError(null);
+            }}
+          >
+            {tasks.data.map((t) => (
+              <option key={t.id} value={String(t.id)}>
+                {t.task_name} ({t.env_kind}, {t.split})
               </option>
             ))}
           </select>
-          {errors.mode && <span className="field-error">{errors.mode.join(" ")}</span>}
-        </label>
+        )}
+      </Field>
+      <Field
+        label={effectiveMode === "supervised" ? "Seed" : "Seeds"}
+        help={chosenTask ? <span data-testid="seed-help">{seedHelp(effectiveMode, chosenTask)}</span> : undefined}
+        problems={seedError ?? errors.seeds}
+      >
+        {(control) => (
+          <input
+            {...control}
+            data-testid="start-seed"
+            value={seedText}
+            onChange={(e) => {
+              setSeedText(e.target.value);
+              setSeedError(null);
+              server.clear("seeds");
+            }}
+            inputMode="numeric"
+          />
+        )}
+      </Field>
+      {canStartAutonomous ? (
+        <Field label="Mode" problems={errors.mode}>
+          {(control) => (
+            <select
+              {...control}
+              data-testid="start-mode"
+              value={mode}
+              onChange={(e) => {
+                setMode(e.target.value as EpisodeMode);
+                setSeedError(null);
+                server.clear("mode", "seeds");
+              }}
+            >
+              {EPISODE_MODES.map((m) => (
+                <option key={m} value={m}>
+                  {m === "supervised" ? "supervised (approve each step)" : "autonomous (agent runs alone)"}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
       ) : (
         <div className="field">
           <span>Mode</span>
           <span>Supervised: you approve, edit or reject each step the agent proposes.</span>
           <span className="muted small">Managers start autonomous batches.</span>
+        </div>
+      )}
+      {start.error && (
+        <div className="span-2">
+          <ErrorBanner
+            error={start.error}
+            fieldErrors={errors}
+            besideFields={["task", "seeds", "mode"]}
+            title="Could not start the episode"
+          />
         </div>
       )}
       <div className="form-actions span-2">

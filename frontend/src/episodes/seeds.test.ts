@@ -1,6 +1,6 @@
 // @vitest-environment node
 import { describe, expect, it } from "vitest";
-import { parseSeeds } from "./seeds";
+import { parseSeeds, seedHelp } from "./seeds";
 
 describe("parseSeeds", () => {
   it("reads single seeds, lists and inclusive ranges, without duplicates", () => {
@@ -18,5 +18,18 @@ describe("parseSeeds", () => {
       ok: false,
       error: expect.stringMatching(/Seed 10 is outside this task's range 0–9/),
     });
+  });
+
+  it("takes one seed for a supervised episode, and says so before and after", () => {
+    expect(parseSeeds("3", { start: 0, end: 9 }, { single: true })).toEqual({ ok: true, seeds: [3] });
+    for (const text of ["1-2", "1, 2", "4-4"]) {
+      expect(parseSeeds(text, { start: 0, end: 9 }, { single: true })).toMatchObject({
+        ok: false, error: expect.stringMatching(/^A supervised episode starts one at a time: give one seed/),
+      });
+    }
+    expect(seedHelp("supervised", { seed_start: 0, seed_end: 9 })).toBe(
+      "One seed (allowed 0–9): a supervised episode has you at it, so it starts one at a time.",
+    );
+    expect(seedHelp("autonomous", { seed_start: 0, seed_end: 9 })).toContain("a range (0-4)");
   });
 });

@@ -6,7 +6,11 @@ export const MAX_SEEDS_PER_START = 100;
 
 export type SeedParse = { ok: true; seeds: number[] } | { ok: false; error: string };
 
-export function parseSeeds(text: string, range?: { start: number; end: number }): SeedParse {
+/**
+ * `single`: a supervised episode has a person at it, so it starts one at a time: one seed, and a list or a range is
+ * refused saying so (the server refuses them too).
+ */
+export function parseSeeds(text: string, range?: { start: number; end: number }, { single = false } = {}): SeedParse {
   const parts = text
     .split(/[\s,]+/)
     .map((p) => p.trim())
@@ -40,6 +44,12 @@ export function parseSeeds(text: string, range?: { start: number; end: number })
       return { ok: false, error: `Start at most ${MAX_SEEDS_PER_START} episodes at once.` };
     }
   }
+  if (single && (seeds.length > 1 || parts.some((part) => part.includes("-")))) {
+    return {
+      ok: false,
+      error: "A supervised episode starts one at a time: give one seed, e.g. 3. Managers start several in autonomous mode.",
+    };
+  }
   if (range) {
     const outside = seeds.find((s) => s < range.start || s > range.end);
     if (outside !== undefined) {
@@ -47,4 +57,12 @@ export function parseSeeds(text: string, range?: { start: number; end: number })
     }
   }
   return { ok: true, seeds };
+}
+
+/** What the seed field accepts, for the mode chosen: what parseSeeds takes, said before anything is typed. */
+export function seedHelp(mode: "supervised" | "autonomous", range: { seed_start: number; seed_end: number }): string {
+  const allowed = `allowed ${range.seed_start}–${range.seed_end}`;
+  return mode === "supervised"
+    ? `One seed (${allowed}): a supervised episode has you at it, so it starts one at a time.`
+    : `One seed, a list (0, 3, 7) or a range (0-4), at most ${MAX_SEEDS_PER_START} (${allowed}).`;
 }

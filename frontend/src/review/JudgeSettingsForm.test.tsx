@@ -55,6 +55,28 @@ describe("JudgeSettingsForm", () => {
     });
   }, 20_000);
 
+  it("ties each label to its control: the label alone names it, the help and the problem describe it", async () => {
+    mockFetch({
+      ...baseRoutes("manager"),
+      [LIST]: { body: { results: [], next: null, previous: null } },
+      "GET /api/v1/projects/1/judge": { body: settings({ backend: "openai", model: "qwen-vl" }) },
+    });
+    renderApp("/projects/1/review");
+    fireEvent.click(await screen.findByTestId("judge-settings-toggle"));
+    await screen.findByTestId("judge-samples");
+    for (const [label, testId] of [["Judge", "judge-backend"], ["Votes (k)", "judge-samples"], ["Last screenshots", "judge-screenshots"],
+      ["Temperature", "judge-temperature"], ["Model", "judge-model"], ["Server (optional)", "judge-base_url"]]) {
+      const control = screen.getByLabelText(label, { exact: true });
+      expect(control).toBe(screen.getByTestId(testId));
+      const label_ = document.querySelector(`label[for="${control.id}"]`);
+      expect(label_?.textContent).toBe(label);
+    }
+    const samples = screen.getByTestId("judge-samples");
+    fireEvent.change(samples, { target: { value: "0" } });
+    const described = (samples.getAttribute("aria-describedby") ?? "").split(" ").map((id) => document.getElementById(id)?.textContent);
+    expect(described).toEqual(["Asked k times; the majority wins, its share is the confidence.", "Use a whole number from 1 to 15."]);
+  }, 20_000);
+
   it("shows the server's refusal beside the field it names", async () => {
     mockFetch({
       ...baseRoutes("manager"),

@@ -2,7 +2,9 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { type JudgeBackend, type JudgeSettings, judgeSettingsGet, judgeSettingsSet } from "../api/judge";
 import { ErrorBanner } from "../components/ErrorBanner";
+import { Field } from "../components/Field";
 import { Spinner } from "../components/Spinner";
+import { useServerErrors } from "../components/useServerErrors";
 
 /** What the form edits of the judge's settings (flywheel/judge.py; the rest stays as it is). */
 export interface JudgeForm {
@@ -68,16 +70,6 @@ export function judgeChanges(form: JudgeForm, saved: JudgeSettings): Partial<Jud
   ) as Partial<JudgeSettings>;
 }
 
-function Problem({ field, problems, server }: { field: string; problems: Record<string, string | undefined>; server: Record<string, string[]> }) {
-  const text = problems[field] ?? server[field]?.join(" ");
-  if (!text) return null;
-  return (
-    <span className="field-error" data-testid={`judge-${field}-error`}>
-      {text}
-    </span>
-  );
-}
-
 function Editor({ projectId, saved }: { projectId: number; saved: JudgeSettings }) {
   const client = useQueryClient();
   const [form, setForm] = useState<JudgeForm>(() => formOf(saved));
@@ -91,25 +83,27 @@ function Editor({ projectId, saved }: { projectId: number; saved: JudgeSettings 
   const problems = judgeFormProblems(form);
   const changes = judgeChanges(form, saved);
   const dirty = Object.keys(changes).length > 0;
-  const server = (save.error as { fieldErrors?: Record<string, string[]> } | null)?.fieldErrors ?? {};
+  const server = useServerErrors(save.error);
   const set = (patch: Partial<JudgeForm>) => {
     setForm({ ...form, ...patch });
-    save.reset();
+    server.clear(...Object.keys(patch));
   };
+  /** The page's own problem with a field, else the server's: beside it, once. */
+  const problemOf = (field: keyof JudgeForm) => problems[field] ?? server.errors[field]?.join(" ");
+  // labels are tied to their controls (htmlFor/id): a control's name is its label, its help and problem describe it
   const number = (field: "samples" | "screenshots" | "temperature", label: string, help: string) => (
-    <label className="field">
-      <span>{label}</span>
-      <input
-        type="number"
-        value={form[field]}
-        step={field === "temperature" ? "0.1" : "1"}
-        data-testid={`judge-${field}`}
-        aria-invalid={problems[field] ? true : undefined}
-        onChange={(e) => set({ [field]: e.target.value })}
-      />
-      <span className="muted small">{help}</span>
-      <Problem field={field} problems={problems} server={server} />
-    </label>
+    <Field label={label} help={help} problems={problemOf(field)} problemsTestId={`judge-${field}-error`}>
+      {(control) => (
+        <input
+          {...control}
+          type="number"
+          value={form[field]}
+          step={field === "temperature" ? "0.1" : "1"}
+          data-testid={`judge-${field}`}
+          onChange={(e) => set({ [field]: e.target.value })}
+        />
+      )}
+    </Field>
   );
   return (
     <form
@@ -128,33 +122,41 @@ function Editor({ projectId, saved }: { projectId: number; saved: JudgeSettings 
         Judge every episode when it finishes
       </label>
       <div className="freeze-grid">
-        <label className="field">
-          <span>Judge</span>
-          <select value={form.backend} data-testid="judge-backend" onChange={(e) => set({ backend: e.target.value as JudgeBackend })}>
-            <option value="rule">rule: the reward or the outcome (no model)</option>
-            <option value="openai">openai: a vision-language model (vLLM)</option>
-            {saved.backend === "scripted" && <option value="scripted">scripted: given answers (tests, demos)</option>}
-          </select>
-        </label>
+        <Field label="Judge" problems={problemOf("backend")} problemsTestId="judge-backend-error">
+          {(control) => (
+            <select {...control} value={form.backend} data-testid="judge-backend" onChange={(e) => set({ backend: e.target.value as JudgeBackend })}>
+              <option value="rule">rule: the reward or the outcome (no model)</option>
+              <option value="openai">openai: a vision-language model (vLLM)</option>
+              {saved.backend === "scripted" && <option value="scripted">scripted: given answers (tests, demos)</option>}
+            </select>
+          )}
+        </Field>
         {number("samples", "Votes (k)", "Asked k times; the majority wins, its share is the confidence.")}
         {number("screenshots", "Last screenshots", "How many of the episode's last screenshots it sees (0-10).")}
         {number("temperature", "Temperature", "Sampling temperature of each vote (0-2).")}
         {form.backend === "openai" && (
           <>
-            <label className="field">
-              <span>Model</span>
-              <input value={form.model} data-testid="judge-model" placeholder="e.g. Qwen2.5-VL-7B-Instruct" onChange={(e) => set({ model: e.target.value })} />
-              <Problem field="model" problems={problems} server={server} />
-            </label>
-            <label className="field">
-              <span>Server (optional)</span>
-              <input value={form.base_url} data-testid="judge-base_url" placeholder="LOUPE_OPENAI_BASE_URL" onChange={(e) => set({ base_url: e.target.value })} />
-              <Problem field="base_url" problems={problems} server={server} />
-            </label>
+            <Field label="Model" problems={problemOf("model")} problemsTestId="judge-model-error">
+              {(control) => (
+                <input {...control} value={form.model} data-testid="judge-model" placeholder="e.g. Qwen2.5-VL-7B-Instruct" onChange={(e) => set({ model: e.target.value })} />
+              )}
+            </Field>
+            <Field label="Server (optional)" problems={problemOf("base_url")} problemsTestId="judge-base_url-error">
+              {(control) => (
+                <input {...control} value={form.base_url} data-testid="judge-base_url" placeholder="LOUPE_OPENAI_BASE_URL" onChange={(e) => set({ base_url: e.target.value })} />
+              )}
+            </Field>
           </>
         )}
       </div>
-      {save.isError && <ErrorBanner error={save.error} title="The judge settings were not changed" />}
+      {save.isError && (
+        <ErrorBanner
+          error={save.error}
+          fieldErrors={server.errors}
+          besideFields={["backend", "samples", "screenshots", "temperature", "model", "base_url"]}
+          title="The judge settings were not changed"
+        />
+      )}
       <div className="form-actions">
         <button
           type="submit"
