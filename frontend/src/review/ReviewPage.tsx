@@ -115,7 +115,6 @@ function ReviewList({ projectId }: { projectId: number }) {
               <tr>
                 <SortHeader field="id" label="Episode" ordering={ordering} onSort={(o) => setFilter("ordering", o === "-id" ? "" : o)} />
                 <th>Task</th>
-                <th>Mode</th>
                 <th>Status</th>
                 <th>Outcome</th>
                 <th className="num">Reward</th>
@@ -154,9 +153,11 @@ function ReviewList({ projectId }: { projectId: number }) {
                   <td>
                     <span className="review-task">{episode.task.task_name}</span>
                     {episode.task.split === "eval" && <span className="badge split-eval">eval</span>}
-                    <div className="muted small">seed {episode.seed}</div>
+                    {/* the mode here, not in a column of its own: the table fits a 1280 px window */}
+                    <div className="muted small">
+                      seed {episode.seed} · {episode.mode}
+                    </div>
                   </td>
-                  <td>{episode.mode}</td>
                   <td>
                     <StatusBadge status={episode.status} />
                     <EndReason reason={episode.end_reason} />
@@ -168,8 +169,8 @@ function ReviewList({ projectId }: { projectId: number }) {
                   <td className="num mono">{episode.n_steps}</td>
                   <td className="num mono">{episode.n_interventions || <span className="muted">0</span>}</td>
                   <td className="num mono">{episode.n_void ? <span className="review-void-count">{episode.n_void}</span> : <span className="muted">0</span>}</td>
-                  <td>{episode.created_by?.username ?? <span className="muted">—</span>}</td>
-                  <td className="mono small">{episode.checkpoint?.name ?? <span className="muted">—</span>}</td>
+                  <td className="review-name">{episode.created_by?.username ?? <span className="muted">—</span>}</td>
+                  <td className="mono small review-name">{episode.checkpoint?.name ?? <span className="muted">—</span>}</td>
                   <td>
                     <ReviewStatusBadge status={episode.review_status} />
                     <div className="muted small">{reviewText(episode)}</div>
