@@ -58,8 +58,9 @@ class SandboxUnavailable(EnvError):
 class Limits:
     """What one sandbox may use. ``cpus``: cores' worth of CPU time (a quota); ``memory_mb``: resident memory and swap
     of all its processes (a memory hog is killed); ``pids``: processes and threads (a fork bomb stops there);
-    ``disk_mb``: the size of its /tmp, /var/tmp and /dev/shm each, and of each file it writes where no cgroup can
-    hold it (without cgroups: rlimits, of each process: address space ``memory_mb``, file size ``disk_mb``)."""
+    ``disk_mb``: the size of its home (under root: a tmpfs of its own), of its /tmp, /var/tmp and /dev/shm each, and,
+    without cgroups, of each file it writes (rlimits then, of each process: address space ``memory_mb``, file size
+    ``disk_mb``). What it keeps in those tmpfs counts against its memory too."""
 
     cpus: float = 1.0
     memory_mb: int = 2048
@@ -68,8 +69,8 @@ class Limits:
 
     @classmethod
     def from_env(cls) -> Limits:
-        """The limits set by LOUPE_SANDBOX_CPUS / _MEMORY_MB / _PIDS / _DISK_MB (README, configuration); ValueError
-        naming the setting when one is not a positive number."""
+        """The limits set by LOUPE_SANDBOX_CPUS / _MEMORY_MB / _PIDS / _DISK_MB (README, configuration); EnvError
+        naming the setting when one is not a positive number (the env, and its episode, cannot start so)."""
         values = {}
         for name, kind in (("cpus", float), ("memory_mb", int), ("pids", int), ("disk_mb", int)):
             key = f"LOUPE_SANDBOX_{name.upper()}"
@@ -79,9 +80,9 @@ class Limits:
             try:
                 value = kind(raw)
             except ValueError:
-                raise ValueError(f"{key}={raw!r} is not a {'number' if kind is float else 'whole number'}") from None
+                raise EnvError(f"{key}={raw!r} is not a {'number' if kind is float else 'whole number'}") from None
             if value <= 0:
-                raise ValueError(f"{key}={raw!r} must be above 0")
+                raise EnvError(f"{key}={raw!r} must be above 0")
             values[name] = value
         return cls(**values)
 
@@ -101,9 +102,11 @@ _support_lock = threading.Lock()
 
 def _bwrap_base(as_root: bool) -> list[str]:
     # no --die-with-parent: it is tied to the thread that started bwrap; the holder's end of a pipe ends the sandbox
-    # when the worker does, from whichever thread it was made
+    # when the worker does, from whichever thread it was made. Without root, /dev is the host's (bound): a new one
+    # needs devpts, for which bwrap nests a second user namespace, and nsenter could not then join the network one.
     return ["bwrap", "--unshare-net", "--unshare-pid", *([] if as_root else ["--unshare-user"]),
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+            "--ro-bind", "/", "/", *(["--dev", "/dev"] if as_root else ["--dev-bind", "/dev", "/dev"]),
+            "--proc", "/proc"]
 
 
 def support() -> Support:
@@ -414,9 +417,11 @@ class Cgroup:
 @dataclass
 class Sandbox:
     """One confinement (see the module docstring). ``binds``: folders it may write (made beforehand, owned by its uid);
-    ``ro_binds``: files or folders it may read that its private /tmp would hide (an X display's socket). ``uid``: the
-    uid it runs as (root only; None: Loupe's own). ``broker``: keep a helper inside that makes sockets in the network
-    namespace (``listen``, ``connect``), for browsers' sites and proxies."""
+    the first is its home, which under root becomes a tmpfs of ``limits.disk_mb`` (mounted where the worker sees it
+    too, from ``start`` to ``close``: files written into it before ``start`` are hidden). ``ro_binds``: files or
+    folders it may read that its private /tmp would hide (an X display's socket). ``uid``: the uid it runs as (root
+    only; None: Loupe's own). ``broker``: keep a helper inside that makes sockets in the network namespace
+    (``listen``, ``connect``), for browsers' sites and proxies."""
 
     name: str
     binds: list[Path] = field(default_factory=list)
@@ -428,6 +433,7 @@ class Sandbox:
     def __post_init__(self) -> None:
         self.pid: int | None = None  # the namespaces' first process (bwrap's init), which nsenter joins
         self.cgroup: Cgroup | None = None
+        self.disk: Path | None = None  # the home's tmpfs, while mounted
         self._bwrap: subprocess.Popen | None = None
         self._control: socket.socket | None = None
         self._lock = threading.Lock()
@@ -440,6 +446,9 @@ class Sandbox:
             raise SandboxUnavailable(f"no sandbox can be made on this machine: {found.reason}")
         if self.uid is not None and not found.per_uid:
             raise SandboxUnavailable("a sandbox uid needs root")
+        if self.binds and found.per_uid:
+            mount_disk(self.binds[0], uid=self.uid, size_mb=self.limits.disk_mb)
+            self.disk = self.binds[0]
         if found.cgroups:
             self.cgroup = Cgroup(self.name, self.limits)
             try:
@@ -524,6 +533,9 @@ class Sandbox:
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
+        if self.disk is not None:
+            unmount_disk(self.disk)
+            self.disk = None
         self.pid = None
 
     # processes
@@ -614,6 +626,51 @@ class Sandbox:
         if not fds:
             raise OSError(message.decode(errors="replace").removeprefix("error "))
         return socket.socket(fileno=fds[0])
+
+
+_DISK_SOURCE = "loupe-sandbox"
+_disks_swept = False
+
+
+def mount_disk(path: Path, *, uid: int | None, size_mb: int) -> None:
+    """Make the folder ``path`` a tmpfs of ``size_mb`` owned by ``uid`` (root only): a sandbox's home then holds at
+    most that. Mounted in the worker's own view, so the env reads and writes the home as before; the mount's source
+    names this process, so a later one unmounts it if this one died first."""
+    global _disks_swept
+    if not _disks_swept:
+        _disks_swept = True
+        _sweep_disks()
+    owner = uid if uid is not None else os.getuid()
+    options = f"size={size_mb}m,mode=0700,uid={owner},gid={owner},nosuid,nodev"
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, f"{_DISK_SOURCE}-{os.getpid()}", str(path)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SandboxUnavailable(f"the sandbox's home could not be made ({result.stderr.strip() or result.returncode})")
+
+
+def unmount_disk(path: Path) -> None:
+    subprocess.run(["umount", "--lazy", str(path)], capture_output=True)
+
+
+def _sweep_disks() -> None:
+    """Unmount the homes of sandboxes whose worker process died without unmounting them."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields = right.split()
+        if len(fields) < 2 or fields[0] != "tmpfs" or not fields[1].startswith(f"{_DISK_SOURCE}-"):
+            continue
+        try:
+            pid = int(fields[1].rsplit("-", 1)[1])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
+            point = left.split()[4].encode().decode("unicode_escape")  # mountinfo escapes spaces as \040
+            unmount_disk(Path(point))
+            shutil.rmtree(point, ignore_errors=True)
 
 
 def kill_group(process: subprocess.Popen, timeout_s: float = 5.0) -> None:

@@ -135,15 +135,18 @@ class TerminalEnv(Env):
             self._uid = allocate_uid()
         self._root = self._base / f"home-{uuid.uuid4().hex[:8]}"
         self._root.mkdir(mode=0o700)
-        self._task = TERMINAL_TASKS[task]
-        self._instruction, self._facts = self._task.setup(self._root, random.Random(seed))
-        if self._uid is not None:
-            for path in [self._root, *self._root.rglob("*")]:
-                os.chown(path, self._uid.uid, self._uid.uid, follow_symlinks=False)
-        sandbox = Sandbox(f"loupe-terminal-{os.getpid()}-{self._root.name}", binds=[self._root],
-                          uid=self._uid.uid if self._uid else None, limits=self.limits)
+        uid = self._uid.uid if self._uid else None
+        if uid is not None:
+            os.chown(self._root, uid, uid)
+        sandbox = Sandbox(f"loupe-terminal-{os.getpid()}-{self._root.name}", binds=[self._root], uid=uid,
+                          limits=self.limits)
         sandbox.start()  # SandboxUnavailable (an EnvError) says why no sandbox can be made here
         self._sandbox = sandbox
+        self._task = TERMINAL_TASKS[task]
+        self._instruction, self._facts = self._task.setup(self._root, random.Random(seed))  # into its home
+        if uid is not None:
+            for path in self._root.rglob("*"):
+                os.chown(path, uid, uid, follow_symlinks=False)
         self._lines, self._input, self._done = [], "", False
         return self._observe()
 

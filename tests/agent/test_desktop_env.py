@@ -322,3 +322,26 @@ def test_live_frames_follow_the_screen_and_are_encoded_only_when_it_changed(env)
     finally:
         x.close()
     env.live_stop()
+
+
+def test_the_desktop_shows_its_menu_hint_and_the_menu_offers_apps_but_no_way_to_end_the_session(env):
+    """The empty desktop is not a black screen: it says a right-click opens the menu (issue 33), and the menu openbox
+    shows there holds the apps, no Exit, Restart or Reconfigure (which would end the episode's session)."""
+    import re
+
+    from agent.envs.desktop.session import BACKGROUND
+
+    obs = env.reset("scratch", 0)
+    before = Image.open(io.BytesIO(obs.screenshot)).convert("RGB")
+    assert all(abs(a - b) < 12 for a, b in zip(before.getpixel((900, 300)), BACKGROUND))
+    hint = before.crop((300, 640, 980, 700))  # the hint, in light letters low in the middle
+    assert max(max(pixel) for pixel in hint.getdata()) > 200
+    rc = (env.desktop.runtime / "openbox-rc.xml").read_text()
+    assert re.findall(r"<file>(.*?)</file>", rc) == [str(env.desktop.runtime / "openbox-menu.xml")]
+    menu = (env.desktop.runtime / "openbox-menu.xml").read_text()
+    actions = set(re.findall(r'<action name="(\w+)"', menu))
+    assert actions == {"Execute"} and {"xterm", "mousepad", "pcmanfm"} <= set(re.findall(r"<execute>(\w+)", menu))
+    after = env.step(Action("right_click", {"x": 900, "y": 300})).observation  # openbox draws its menu there
+    shown = Image.open(io.BytesIO(after.screenshot)).convert("RGB").crop((900, 300, 1000, 340))
+    assert any(abs(a - b) > 40 for pixel in shown.getdata() for a, b in zip(pixel, BACKGROUND))
+    env.step(Action("hotkey", {"keys": "escape"}))

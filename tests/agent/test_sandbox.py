@@ -209,6 +209,18 @@ def test_a_fork_bomb_in_the_terminal_fails_its_command_and_the_next_one_runs():
         assert env.step(Action("shell", {"command": "echo next"})).info["exit_code"] == 0
 
 
+def test_a_terminal_command_cannot_fill_the_disk():
+    from agent.envs.terminal import TerminalEnv
+
+    places = ["/tmp", "/var/tmp", "/dev/shm"] + (["~"] if os.geteuid() == 0 else [])  # under root the home is its own
+    with TerminalEnv(limits=Limits(disk_mb=8)) as env:
+        env.reset("terminal-hello", 0)
+        for place in places:
+            result = env.step(Action("shell", {"command": f"head -c 20M /dev/zero > {place}/big"}))
+            assert result.info["exit_code"] != 0 and "No space left on device" in result.observation.screen_text, place
+        assert env.step(Action("shell", {"command": "rm ~/big; echo small > ~/small"})).info["exit_code"] == 0
+
+
 def test_a_terminal_command_reaches_none_of_loupe(targets):
     from agent.envs.terminal import TerminalEnv
 
@@ -220,6 +232,22 @@ def test_a_terminal_command_reaches_none_of_loupe(targets):
         assert result.info["exit_code"] == 0, result.observation.screen_text
         _assert_nothing_reached("terminal", json.loads((env.workdir / "probe-terminal.json").read_text()), targets)
         assert "probe done" in result.observation.screen_text
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("LOUPE_SANDBOX_MEMORY_MB", "2G", "LOUPE_SANDBOX_MEMORY_MB='2G' is not a whole number"),
+    ("LOUPE_SANDBOX_PIDS", "0", "LOUPE_SANDBOX_PIDS='0' must be above 0"),
+    ("LOUPE_SANDBOX_CPUS", "half", "LOUPE_SANDBOX_CPUS='half' is not a number"),
+])
+def test_a_bad_limit_setting_is_refused_naming_it(monkeypatch, name, value, message):
+    from agent.envs.terminal import TerminalEnv
+
+    monkeypatch.setenv(name, value)
+    with pytest.raises(EnvError, match=message):
+        TerminalEnv()
+    monkeypatch.delenv(name)
+    monkeypatch.setenv("LOUPE_SANDBOX_CPUS", "0.5")
+    assert Limits.from_env() == Limits(cpus=0.5)
 
 
 # -- browsers ------------------------------------------------------------------------------------------------------
