@@ -1,7 +1,7 @@
 """Forms and layout as a new annotation team meets them, in the real page (daphne + Chromium): nothing typed is cut
 (over the limit it is refused at the field, with a counter), task ids are slugs, every message shows beside the
 control that caused it (Try it at the bottom of the page included) and once, labels are tied to their inputs, and
-the review table, the Tasks table and a long unbroken reason fit the window at 1280 and 1440 px."""
+the review table, the Tasks table and a long unbroken reason or thought fit the window at 1280 and 1440 px."""
 import pytest
 
 from flywheel import deployments
@@ -22,8 +22,9 @@ def overflow(page, selector: str) -> dict:
         const box = el.getBoundingClientRect();
         let right = box.right;
         for (const child of el.querySelectorAll('*')) right = Math.max(right, child.getBoundingClientRect().right);
-        return {scroll: el.scrollWidth - el.clientWidth, window: Math.max(0, right - document.documentElement.clientWidth),
-                page: document.documentElement.scrollWidth - document.documentElement.clientWidth};
+        const root = document.documentElement;
+        return {scroll: el.scrollWidth - el.clientWidth, window: Math.max(0, right - root.clientWidth),
+                page: root.scrollWidth - root.clientWidth};
     }""")
 
 
@@ -40,12 +41,14 @@ def layout_project():
                               checkpoint=checkpoint)
     rejected = make_finished_episode(project, task, mode="supervised", created_by=annotator, checkpoint=checkpoint,
                                      steps=[{"rejections": [{"action": {"name": "click", "args": {"x": 1, "y": 1}},
-                                                             "thought": "the logo", "reason": UNBROKEN}]}])
+                                                             "thought": "the logo", "reason": UNBROKEN}],
+                                             "thought": UNBROKEN, "human_thought": UNBROKEN}])
     return {"project": project, "rejected": rejected}
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_the_review_table_and_a_long_unbroken_reason_fit_the_window(daphne_server, page, layout_project, width):
+def test_the_review_table_and_a_long_unbroken_reason_and_thought_fit_the_window(daphne_server, page, layout_project,
+                                                                              width):
     project = layout_project["project"]
     page.set_viewport_size({"width": width, "height": 900})
     login(page, daphne_server, "lead-reviewer", PASSWORD)
@@ -62,8 +65,9 @@ def test_the_review_table_and_a_long_unbroken_reason_fit_the_window(daphne_serve
     rejection.wait_for()
     assert UNBROKEN in rejection.inner_text()
     screenshot(page, f"forms-long-reason-{width}")
-    card = overflow(page, "[data-testid=step-rejections]")
-    assert card["scroll"] == 0 and card["window"] == 0 and card["page"] == 0, card
+    for card in ("[data-testid=step-rejections]", "[data-testid=replay-current]"):  # the reason, the thoughts
+        fits = overflow(page, card)
+        assert fits["scroll"] == 0 and fits["window"] == 0 and fits["page"] == 0, (card, fits)
     assert page.errors == []
 
 
