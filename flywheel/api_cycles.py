@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from flywheel import cycle_settings, cycles, deployments, evaluation, selectors
 from flywheel.api import for_role, paginate, run_output
 from flywheel.models import Cycle, CycleState, Deployment, Evaluation, Role
-from core.api import StrictSerializer
+from core.api import LimitedCharField, StrictSerializer
 from core.errors import ApplicationError
 
 
@@ -30,10 +30,10 @@ class CycleOutput(serializers.Serializer):
     """A cycle as a member of the role in the context reads it (server paths for admins only)."""
 
     def to_representation(self, cycle: Cycle) -> dict:
-        return for_role(self._data(cycle), self.context.get("role"))
+        return for_role(self.fields_of(cycle), self.context.get("role"))
 
     @staticmethod
-    def _data(cycle: Cycle) -> dict:
+    def fields_of(cycle: Cycle) -> dict:
         return {
             "id": cycle.pk, "project": cycle.project_id, "iteration": cycle.iteration, "state": cycle.state,
             "trigger": cycle.trigger,
@@ -103,7 +103,7 @@ class CycleApproveApi(APIView):
 
 
 class CycleRejectInput(StrictSerializer):
-    reason = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    reason = LimitedCharField("reject_reason", required=False, allow_blank=True, default="")
 
 
 class CycleRejectApi(APIView):

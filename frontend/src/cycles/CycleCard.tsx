@@ -2,6 +2,8 @@ import { useEffect, useRef, useState } from "react";
 import type { Cycle } from "../api/types";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime } from "../components/format";
+import { LimitCounter } from "../components/LimitCounter";
+import { isOverLimit } from "../components/limits";
 import { RunCard } from "../runs/RunsPage";
 import { runWarnings } from "../runs/runView";
 import {
@@ -292,12 +294,13 @@ function Actions({ cycle, projectId }: { cycle: Cycle; projectId: number }) {
           <>
             <label className="field">
               <span>Reason (optional)</span>
-              <input value={reason} onChange={(e) => setReason(e.target.value)} maxLength={200} data-testid="reject-reason" />
+              <input value={reason} onChange={(e) => setReason(e.target.value)} aria-describedby="cycle-reject-limit" data-testid="reject-reason" />
+              <LimitCounter kind="reject_reason" value={reason} id="cycle-reject-limit" />
             </label>
             <button
               type="button"
               className="button danger"
-              disabled={reject.isPending}
+              disabled={reject.isPending || isOverLimit("reject_reason", reason)}
               data-testid="reject-candidate"
               onClick={() => reject.mutate({ cycle, reason })}
             >
