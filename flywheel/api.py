@@ -242,7 +242,8 @@ class EpisodesStartInput(StrictSerializer):
 
 EPISODE_LIST_PARAMETERS = [OpenApiParameter(name, str) for name in (
     "project", "task", "split", "checkpoint", "mode", "status", "outcome", "reward_min", "reward_max",
-    "has_interventions", "has_void", "annotator", "review_status", "created_after", "created_before", "ordering")]
+    "has_interventions", "has_void", "disagreement", "annotator", "review_status", "created_after", "created_before",
+    "ordering")]
 
 
 def _episodes_listed(request):

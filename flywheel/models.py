@@ -211,6 +211,8 @@ class Episode(models.Model):
             models.Index(fields=["project", "created_by", "-id"], name="episode_project_annotator"),
             models.Index(fields=["project", "-n_steps", "-id"], name="episode_project_steps"),
             models.Index(fields=["project", "-n_interventions", "-id"], name="episode_project_interventions"),
+            # the review list's "person and check disagree" filter
+            models.Index(fields=["project", "-id"], condition=~Q(review_reason=""), name="episode_project_disagreement"),
             # a queued episode's place in its lane (selectors.episode_queue_position)
             models.Index(fields=["mode", "id"], condition=Q(status="queued"), name="episode_queued_lane"),
         ]

@@ -127,6 +127,8 @@ def episodes_filter(episodes: QuerySet[Episode], params) -> QuerySet[Episode]:
         episodes = episodes.filter(n_interventions__gt=0) if flag("has_interventions") else episodes.filter(n_interventions=0)
     if "has_void" in given:
         episodes = episodes.filter(n_void__gt=0) if flag("has_void") else episodes.filter(n_void=0)
+    if "disagreement" in given:  # a person's outcome the task's check contradicts (Episode.review_reason)
+        episodes = episodes.exclude(review_reason="") if flag("disagreement") else episodes.filter(review_reason="")
     if "created_after" in given:
         episodes = episodes.filter(created_at__date__gte=date("created_after"))
     if "created_before" in given:

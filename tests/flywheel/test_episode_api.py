@@ -60,3 +60,19 @@ def test_server_paths_in_checkpoints_runs_and_cycles_are_for_admins_only(demo, s
         assert str(tmp_path) not in reads[role]
         assert "…/v3" in reads[role] and "…/sft.py" in reads[role] and "…/cycle-1" in reads[role]
     assert str(folder) in reads["admin"] and str(tmp_path / "cycle-1") in reads["admin"]
+
+
+def test_the_review_list_finds_the_episodes_whose_person_and_check_disagree(demo):
+    project, task = demo["project"], demo["task"]
+    contradicted = make_finished_episode(project, task, steps=[{}], reward=0.0, outcome="success")
+    agreed = make_finished_episode(project, task, steps=[{}], reward=1.0, outcome="success")
+    client = client_for(demo["manager"])
+
+    def listed(value):
+        body = client.get("/api/v1/episodes/", {"project": project.pk, "disagreement": value}).json()
+        return {row["id"]: row["review_reason"] for row in body["results"]}
+
+    assert list(listed("true")) == [contradicted.pk] and listed("true")[contradicted.pk].startswith("A person finished")
+    assert list(listed("false")) == [agreed.pk]
+    refused = client.get("/api/v1/episodes/", {"project": project.pk, "disagreement": "maybe"})
+    assert refused.status_code == 400 and "disagreement" in refused.json()["errors"]

@@ -131,6 +131,16 @@ export function ReviewFilters({ projectId, filters, params, onChange, onClear }:
         <Choice name="has_interventions" label="Interventions" value={filters.has_interventions} onChange={onChange} options={flag} />
         <Choice name="has_void" label="Void turns" value={filters.has_void} onChange={onChange} options={flag} />
         <Choice
+          name="disagreement"
+          label="Person vs. check"
+          value={filters.disagreement}
+          onChange={onChange}
+          options={[
+            { value: "true", label: "they disagree" },
+            { value: "false", label: "they agree" },
+          ]}
+        />
+        <Choice
           name="annotator"
           label="Annotator"
           value={filters.annotator}

@@ -164,6 +164,11 @@ function ReviewList({ projectId }: { projectId: number }) {
                   </td>
                   <td>
                     <OutcomeBadge outcome={episode.outcome} />
+                    {episode.review_reason ? (
+                      <span className="badge status-warning review-disagrees" title={episode.review_reason} data-testid="review-disagrees">
+                        check disagrees
+                      </span>
+                    ) : null}
                   </td>
                   <td className="num mono">{formatReward(episode.reward)}</td>
                   <td className="num mono">{episode.n_steps}</td>

@@ -17,6 +17,7 @@ export const FILTER_KEYS = [
   "reward_max",
   "has_interventions",
   "has_void",
+  "disagreement",
   "annotator",
   "review_status",
   "created_after",
