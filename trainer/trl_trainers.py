@@ -1,14 +1,22 @@
-"""SFT and DPO of vision-language checkpoints through TRL (trainer/vlm.py reads the rows and calls these).
+"""SFT and DPO of every Hugging Face model through TRL: text models (SmolLM2, the tiny random Llama of the tests)
+and vision-language ones (Qwen2.5-VL, UI-TARS). sft.py and dpo.py read the rows and call these; GRPO (vlm_grpo.py)
+reuses the trainer plumbing.
 
-TRL's SFTTrainer trains on the assistant turns only (``assistant_only_loss``: the Qwen2.5-VL chat template is
-swapped for TRL's copy with ``{% generation %}`` marks); DPOTrainer scores the chosen and rejected completions
-against the frozen init (with LoRA: the adapter disabled). The repo's contract stays: AdamW with betas (0.9, 0.95)
-and the warmup + decay schedule of optim.py, a JSON progress line every ``log_every`` steps from a TrainerCallback,
-``max_steps`` / ``max_epochs`` / ``max_seconds`` and the same ``stopped_by`` and ``warnings``, and save_checkpoint's
-dir (loupe.json, metrics.json; with LoRA the merged weights at the top and the adapter in ``adapter/``).
+Text SFT rows are tokenized by data.sft_example (labels on the assistant turns, found by rendering the conversation
+with and without each turn, which works for any chat template) and handed to TRL's SFTTrainer as ``input_ids`` /
+``labels``; a vision-language row goes as messages with images, trained on its assistant turns by TRL's
+``assistant_only_loss`` (the Qwen2.5-VL chat template is swapped for TRL's copy with ``{% generation %}`` marks).
+DPOTrainer scores the chosen and rejected completions against the frozen init (with LoRA: the adapter disabled).
+The repo's contract stays: AdamW with betas (0.9, 0.95) and the warmup + decay schedule of optim.py, a JSON progress
+line every ``log_every`` steps from a TrainerCallback, ``max_steps`` / ``max_epochs`` / ``max_seconds`` and the same
+``stopped_by`` and ``warnings``, a validation split (``val_data``: its loss on every progress line, the best
+weights kept, ``patience`` stops), and save_checkpoint's dir (loupe.json, metrics.json; with LoRA the merged weights
+at the top and the adapter in ``adapter/``).
 
-Rows are batched ``batch_tokens // max_length`` at a time in each process. ``max_length`` truncates nothing here:
-cutting a row would cut its image tokens or its answer.
+A batch of text rows is ``batch_tokens`` over the rows' mean length, rows of like lengths together (the Trainer's
+``group_by_length`` sampler: little padding, which costs real time on a CPU); a vision-language batch is
+``batch_tokens // max_length`` rows, and ``max_length`` cuts nothing there (it would cut image tokens or the
+answer). Text rows longer than ``max_length`` lose the start of their prompt.
 
 Under ``torchrun`` / ``accelerate launch`` (trainer/distributed.py, configs in trainer/launch/) the same code runs
 in every process: accelerate deals each rank its own batches of one seeded order and averages the gradients
@@ -16,8 +24,8 @@ in every process: accelerate deals each rank its own batches of one seeded order
 make their optimizer and schedule themselves (:class:`LoupeSchedule`) because FSDP and DeepSpeed wrap the model
 first and refuse an optimizer made outside; a sharded model (FSDP, ZeRO-3) is gathered to rank 0 to be saved.
 
-Over 400 lines: one file for everything Loupe puts around TRL's two trainers (subclasses, callbacks, the save),
-which GRPO (vlm_grpo.py) reuses; the launch-side rules that need no TRL are in distributed.py.
+Over 400 lines: one file for everything Loupe puts around TRL's trainers (subclasses, callbacks, the save), which
+GRPO (vlm_grpo.py) reuses; the launch-side rules that need no TRL are in distributed.py.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from typing import Any
 import torch
 from datasets import Dataset, Features, Image, List, Value
 from peft import get_peft_model
-from transformers import AutoModelForImageTextToText, TrainerCallback
+from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import DPOConfig as TRLDPOConfig
 from trl import DPOTrainer, SFTTrainer
@@ -41,66 +49,94 @@ from trl import SFTConfig as TRLSFTConfig
 
 from trainer import distributed
 from trainer.configs import config_dict
-from trainer.model import (Loaded, TrainerError, parse_lora, read_loupe, resolve_device, resolve_dtype,
-                           save_checkpoint, sha256_file)
+from trainer.model import (TINY, Loaded, TrainerError, build_tiny, cpu_autocast, load_tokenizer, parse_lora, read_loupe,
+                           resolve_device, resolve_dtype, save_checkpoint, sha256_file)
 from trainer.optim import Timer, emit, log_interval, lr_factor, planned_steps, set_seed, set_threads, stop_report
 from trainer.tiny_vlm import forget_processor_class, load_processor
 
 log = logging.getLogger("trainer")
 
-# LoRA's default targets: the language model's linear layers. vLLM serves such an adapter at runtime against the
-# base; the vision tower keeps its weights (name it in --lora targets=... to adapt it too).
+# LoRA's default targets on a vision-language model: the language model's linear layers. vLLM serves such an adapter
+# at runtime against the base; the vision tower keeps its weights (name it in --lora targets=... to adapt it too). A
+# text model's default is PEFT's "all-linear": every linear layer but the output head.
 LANGUAGE_LINEAR = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
 PARTS = {"role": Value("string"), "content": List({"type": Value("string"), "text": Value("string")})}
+TEXT_MESSAGE = {"role": Value("string"), "content": Value("string")}
 IMAGES = List(Image())
 
 
-def load_vlm(config, device: torch.device, dtype: torch.dtype, style: str) -> Loaded:
-    """The init checkpoint's model and processor (``Loaded.tokenizer`` holds the processor), wrapped in LoRA when
-    ``config.lora`` asks for it."""
-    path = Path(config.init)
-    model = AutoModelForImageTextToText.from_pretrained(path, local_files_only=True, dtype=dtype)
+def load_model(config, device: torch.device, dtype: torch.dtype, style: str, vision: bool) -> Loaded:
+    """The init checkpoint's model and tokenizer (a vision-language model's processor, in ``Loaded.tokenizer``),
+    wrapped in LoRA when ``config.lora`` asks for it."""
+    if vision:
+        path = Path(config.init)
+        model = AutoModelForImageTextToText.from_pretrained(path, local_files_only=True, dtype=dtype)
+        tokenizer = load_processor(path)
+        parent = str(path.resolve())
+        base = read_loupe(path).get("base_model") or parent
+    elif config.init == TINY:
+        model, tokenizer = build_tiny(config.seed)
+        model = model.to(dtype)
+        parent, base = None, TINY
+    else:
+        path = Path(config.init)
+        tokenizer = load_tokenizer(config.init)
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
+        parent = str(path.resolve())
+        base = read_loupe(path).get("base_model") or parent
     if not distributed.uses_deepspeed():  # ZeRO-3 loaded it partitioned (the TRL config made first) and places it
         model = model.to(device)
-    processor = load_processor(path)
     if config.lora:
         lora = parse_lora(config.lora)
-        if lora.target_modules == "all-linear":  # no targets= given
+        if vision and lora.target_modules == "all-linear":  # no targets= given
             lora.target_modules = LANGUAGE_LINEAR
         try:
             model = get_peft_model(model, lora)
         except ValueError as exc:  # PEFT's: targets that name no module of this model (another base's names)
             targets = lora.target_modules if isinstance(lora.target_modules, str) else ", ".join(sorted(lora.target_modules))
-            raise TrainerError(f"--lora targets {targets}: no module of the init {path} matches them "
+            raise TrainerError(f"--lora targets {targets}: no module of the init {config.init} matches them "
                                f"({str(exc).splitlines()[0][:160]})") from None
-    parent = str(path.resolve())
-    return Loaded(model=model, tokenizer=processor, parent=parent, base_model=read_loupe(path).get("base_model")
-                  or parent, is_lora=bool(config.lora), prompt_style=style)
+    return Loaded(model=model, tokenizer=tokenizer, parent=parent, base_model=base, is_lora=bool(config.lora),
+                  prompt_style=style)
 
 
-def dataset(rows: list[dict], columns: tuple[str, ...]) -> Dataset:
-    """Rows as a datasets.Dataset whose images decode to PIL images when read (paths are opened lazily), with
-    their snapshot line numbers (``row``) where vlm.py gave them."""
+def dataset(rows: list[dict], columns: tuple[str, ...], vision: bool = True) -> Dataset:
+    """Conversational rows as a datasets.Dataset: with images, contents as parts and images that decode to PIL
+    images when read (paths are opened lazily); without, plain string contents. With their snapshot line numbers
+    (``row``) where the readers gave them."""
     numbered = {"row": Value("int64")} if rows and "row" in rows[0] else {}
+    if not vision:
+        return Dataset.from_list(rows, features=Features({**{c: List(TEXT_MESSAGE) for c in columns}, **numbered}))
     return Dataset.from_list(rows, features=Features({**{c: List(PARTS) for c in columns}, "images": IMAGES,
                                                       **numbered}))
+
+
+def tokenized(rows: list[dict]) -> Dataset:
+    """Text SFT rows already tokenized (``input_ids``, ``labels`` with -100 off the answers, ``row``)."""
+    return Dataset.from_list(rows, features=Features({"input_ids": List(Value("int32")),
+                                                      "labels": List(Value("int32")), "row": Value("int64")}))
 
 
 class Progress(TrainerCallback):
     """Progress lines on stdout (trainer.optim.emit) every ``every`` steps, the per-step history, and the time
     budget (``max_seconds`` stops training after the step that spends it).
 
+    With a validation split (``validating``) the Trainer evaluates after each progress line's step (and the last
+    one); the line waits for that evaluation and carries its ``val_loss``.
+
     With several processes only rank 0 prints (every rank keeps the history: the logged values are already
     averaged over ranks), and the budget is spent by rank 0's clock, sent to every rank after each step: each rank
     must stop at the same step and decay its learning rate alike."""
 
-    def __init__(self, config, planned: int, every: int, keys: dict[str, str]):
+    def __init__(self, config, planned: int, every: int, keys: dict[str, str], validating: bool = False):
         self.config, self.planned, self.every, self.keys = config, planned, every, keys
+        self.validating = validating
         self.history: list[dict] = []
         self.timer = self.window = Timer()
         self.tokens = self.window_tokens = 0
         self.timed_out = False
         self.shared_elapsed = 0.0
+        self.pending: dict | None = None  # a line waiting for its validation loss
 
     def elapsed(self) -> float:
         """Seconds of training by the clock every rank agrees on (rank 0's, as of the last step's end)."""
@@ -112,21 +148,29 @@ class Progress(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         budget = self.config.max_seconds
-        if not budget:
-            return
-        self.shared_elapsed = distributed.broadcast(self.timer.elapsed())
-        if self.elapsed() > budget and state.global_step < self.planned:
-            log.info("vlm: time budget of %.0f s spent after %d steps", budget, state.global_step)
-            self.timed_out = control.should_training_stop = True
+        if budget:
+            self.shared_elapsed = distributed.broadcast(self.timer.elapsed())
+            if self.elapsed() > budget and state.global_step < self.planned:
+                log.info("trl: time budget of %.0f s spent after %d steps", budget, state.global_step)
+                self.timed_out = control.should_training_stop = True
+        step = state.global_step
+        if self.validating and (step % self.every == 0 or step >= self.planned or control.should_training_stop):
+            control.should_log = control.should_evaluate = True
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "eval_loss" in logs and self.pending is not None:
+            self.pending["val_loss"] = float(logs["eval_loss"])
+            self._emit(self.pending, state)
+            self.pending = None
+            return
         if not logs or "loss" not in logs:
-            return  # evaluation and the end-of-training summary
+            return  # the end-of-training summary
         record = {name: float(logs[key]) for name, key in self.keys.items() if key in logs}
         self.tokens = int(logs.get("num_tokens", self.tokens))
         self.history.append(record)
         step = state.global_step
-        if step % self.every and step != self.planned:
+        last = step >= self.planned or control.should_training_stop
+        if step % self.every and not last:
             return
         recent = self.history[-self.every:]
         line = {"step": step, "total": self.planned,
@@ -137,8 +181,52 @@ class Progress(TrainerCallback):
         if "num_tokens" in logs:
             line["tokens_per_s"] = (self.tokens - self.window_tokens) / max(self.window.elapsed(), 1e-9)
             self.window, self.window_tokens = Timer(), self.tokens
+        if self.validating:
+            self.pending = line
+        else:
+            self._emit(line, state)
+
+    @staticmethod
+    def _emit(line: dict, state) -> None:
         if state.is_world_process_zero:
             emit(line)
+
+
+class BestWeights(TrainerCallback):
+    """With a validation split: the trainable weights at the lowest validation loss so far (a copy on the CPU: all
+    of a small model's, or a LoRA's adapter only), put back when training ends; ``patience`` evaluations without a
+    lower loss stop training. A few rows trained too long are memorised, and the validation loss shows it."""
+
+    def __init__(self, model, patience: int) -> None:
+        self.model, self.patience = model, patience
+        self.loss, self.step, self.first, self.waited, self.state = float("inf"), 0, None, 0, None
+        self.early = False
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        loss = float((metrics or {}).get("eval_loss", float("nan")))
+        self.first = loss if self.first is None else self.first
+        if loss < self.loss - 1e-6:
+            self.loss, self.step, self.waited = loss, state.global_step, 0
+            self.state = {n: p.detach().to("cpu", copy=True) for n, p in self.model.named_parameters()
+                          if p.requires_grad}
+        else:
+            self.waited += 1
+            if self.patience and self.waited >= self.patience and not control.should_training_stop:
+                log.info("trl: the validation loss has not improved for %d evaluations: stopping at step %d, keeping "
+                         "the weights of step %d", self.waited, state.global_step, self.step)
+                self.early = control.should_training_stop = True
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.state is not None:
+            params = dict(self.model.named_parameters())
+            with torch.no_grad():
+                for name, value in self.state.items():
+                    params[name].copy_(value.to(params[name].device))
+
+    def report(self) -> dict:
+        """The figures a run reports about its validation."""
+        return {"val_loss_first": self.first, "val_loss_best": self.loss if self.state is not None else None,
+                "best_step": self.step}
 
 
 def schedule(config, progress: Progress):
@@ -233,13 +321,15 @@ class RowTrace(TrainerCallback):
 
 
 def trainer_args(config, device: torch.device, dtype: torch.dtype, planned: int, batch: int, output_dir: str) -> dict:
-    """The TrainingArguments both TRL configs share (``batch`` rows a step in each process)."""
+    """The TrainingArguments every TRL config shares (``batch`` rows a step in each process). bf16: the weights are
+    bfloat16 (CUDA), or float32 under bfloat16 autocast (a CPU that multiplies bfloat16 natively, model.cpu_autocast)."""
     return dict(output_dir=output_dir, max_steps=planned, per_device_train_batch_size=batch,
                 per_device_eval_batch_size=batch, gradient_accumulation_steps=1, learning_rate=config.lr,
                 optim="adamw_torch", adam_beta1=0.9, adam_beta2=0.95, weight_decay=config.weight_decay,
                 max_grad_norm=config.grad_clip, seed=config.seed, data_seed=config.seed, logging_steps=1,
                 save_strategy="no", report_to="none", disable_tqdm=True, use_cpu=device.type == "cpu",
-                bf16=dtype == torch.bfloat16, activation_checkpointing=device.type == "cuda", max_length=None,
+                bf16=dtype == torch.bfloat16 or cpu_autocast(config.dtype, device, config.init),
+                activation_checkpointing=device.type == "cuda", max_length=None,
                 dataloader_num_workers=0)
 
 
@@ -260,30 +350,36 @@ class Run:
     rows: int
     workdir: tempfile.TemporaryDirectory
     trace: RowTrace | None = None
+    best: BestWeights | None = None  # with a validation split
 
 
-def _plan(config, rows: list[dict]) -> tuple[torch.device, torch.dtype, int, int]:
-    """The device, dtype, rows a batch in each process and planned steps of a run on ``rows``."""
+def _plan(config, rows: list[dict], lengths: list[int] | None) -> tuple[torch.device, torch.dtype, int, int]:
+    """The device, dtype, rows a batch in each process and planned steps of a run on ``rows``: ``batch_tokens`` over
+    the mean of the rows' token ``lengths`` (text), or over ``max_length`` (vision-language rows, whose length is
+    known only once their images are read)."""
     if not rows:
         raise TrainerError(f"{config.data}: no rows to train on")
     set_threads(config.threads)
     device = distributed.device_of(resolve_device(config.device))
     dtype = resolve_dtype(config.dtype, device)
-    batch = max(1, config.batch_tokens // max(config.max_length, 1))
+    if lengths:
+        batch = max(1, round(config.batch_tokens / (sum(lengths) / len(lengths))))
+    else:
+        batch = max(1, config.batch_tokens // max(config.max_length, 1))
     processes = distributed.world_size()
     planned = planned_steps(config, math.ceil(len(rows) / (batch * processes)))
     if planned < config.max_steps:
-        log.info("vlm: %d steps, not %d: %s passes over %d rows", planned, config.max_steps, config.max_epochs,
+        log.info("trl: %d steps, not %d: %s passes over %d rows", planned, config.max_steps, config.max_epochs,
                  len(rows))
     if processes > 1 and len(rows) % (batch * processes):
-        log.info("vlm: %d rows do not fill the %d x %d rows of a step: accelerate repeats %d of them at the end "
+        log.info("trl: %d rows do not fill the %d x %d rows of a step: accelerate repeats %d of them at the end "
                  "of each pass to keep the ranks in step", len(rows), processes, batch,
                  -len(rows) % (batch * processes))
     return device, dtype, batch, planned
 
 
 def _run(trainer, progress: Progress, loaded: Loaded, rows: list[dict], planned: int, batch: int,
-         workdir: tempfile.TemporaryDirectory) -> Run:
+         workdir: tempfile.TemporaryDirectory, best: BestWeights | None = None) -> Run:
     """The prepared run: the trainer's own printing taken out, its collator wrapped by a :class:`RowTrace`."""
     own_stdout(trainer)
     if distributed.uses_fsdp() and not trainer.is_fsdp_enabled:  # accelerate 1.16 shards only on accelerators
@@ -292,44 +388,51 @@ def _run(trainer, progress: Progress, loaded: Loaded, rows: list[dict], planned:
     trace = RowTrace(trainer.data_collator, distributed.Trace())
     trainer.data_collator = trace
     trainer.add_callback(trace)
-    log.info("%s: %d rows with %d images, %d a batch in each of %d processes, device %s %s%s",
-             "dpo" if isinstance(trainer, DPOTrainer) else "sft", len(rows), sum(len(r["images"]) for r in rows),
+    log.info("%s: %d rows (%d images), %d a batch in each of %d processes, device %s %s%s",
+             "dpo" if isinstance(trainer, DPOTrainer) else "sft", len(rows), sum(len(r.get("images", ())) for r in rows),
              batch, distributed.world_size(), trainer.args.device, loaded.model.dtype,
              ", LoRA" if loaded.is_lora else "")
-    return Run(trainer, loaded, progress, planned, len(rows), workdir, trace)
+    return Run(trainer, loaded, progress, planned, len(rows), workdir, trace, best)
 
 
-def prepare_sft(config, rows: list[dict], style: str) -> Run:
-    """An SFTTrainer on ``rows`` (vlm.read_sft_rows), loss on the assistant turns only."""
-    device, dtype, batch, planned = _plan(config, rows)
+def prepare_sft(config, rows: list[dict], style: str, vision: bool, val: list[dict] | None = None) -> Run:
+    """An SFTTrainer on ``rows``, loss on the assistant turns only: tokenized text rows (``input_ids``, ``labels``,
+    sft.py) or vision-language rows (vlm.read_sft_rows). ``val``: held-out rows of the same kind, evaluated at every
+    progress line (:class:`BestWeights`)."""
+    device, dtype, batch, planned = _plan(config, rows, None if vision else [len(r["input_ids"]) for r in rows])
     workdir = tempfile.TemporaryDirectory(prefix="loupe-trl-")
     # the TRL config before the model: under ZeRO-3 it makes from_pretrained load the weights partitioned
-    args = TRLSFTConfig(**trainer_args(config, device, dtype, planned, batch, workdir.name), assistant_only_loss=True,
-                        packing=False, padding_free=False)
+    args = TRLSFTConfig(**trainer_args(config, device, dtype, planned, batch, workdir.name), assistant_only_loss=vision,
+                        packing=False, padding_free=False, eval_strategy="no",
+                        train_sampling_strategy="random" if vision else "group_by_length")
     set_seed(config.seed)  # after the process group is up: every rank draws the same LoRA init
-    loaded = load_vlm(config, device, dtype, style)
+    loaded = load_model(config, device, dtype, style, vision)
     progress = Progress(config, planned, log_interval(config, planned),
-                        {"loss": "loss", "lr": "learning_rate", "grad_norm": "grad_norm"})
-    trainer = LoupeSFTTrainer(model=loaded.model, args=args, train_dataset=dataset(rows, ("messages",)),
-                              processing_class=loaded.tokenizer, callbacks=[progress],
+                        {"loss": "loss", "lr": "learning_rate", "grad_norm": "grad_norm"}, validating=bool(val))
+    best = BestWeights(loaded.model, config.patience) if val else None
+    data = dataset(rows, ("messages",)) if vision else tokenized(rows)
+    held_out = (dataset(val, ("messages",)) if vision else tokenized(val)) if val else None
+    trainer = LoupeSFTTrainer(model=loaded.model, args=args, train_dataset=data, eval_dataset=held_out,
+                              processing_class=loaded.tokenizer, callbacks=[progress, *([best] if best else [])],
                               lr_factor=schedule(config, progress))
-    return _run(trainer, progress, loaded, rows, planned, batch, workdir)
+    return _run(trainer, progress, loaded, rows, planned, batch, workdir, best)
 
 
-def prepare_dpo(config, rows: list[dict], style: str) -> Run:
-    """A DPOTrainer on ``rows`` (vlm.read_dpo_rows) against the frozen init."""
-    device, dtype, batch, planned = _plan(config, rows)
+def prepare_dpo(config, rows: list[dict], style: str, vision: bool, lengths: list[int] | None = None) -> Run:
+    """A DPOTrainer on ``rows`` (dpo.py's text pairs, or vlm.read_dpo_rows) against the frozen init; ``lengths``: a
+    text pair's tokens (its prompt and both completions), which size the batches."""
+    device, dtype, batch, planned = _plan(config, rows, lengths)
     workdir = tempfile.TemporaryDirectory(prefix="loupe-trl-")
     losses = (["sigmoid", "sft"], [1.0, config.sft_weight]) if config.sft_weight > 0 else (["sigmoid"], None)
     args = TRLDPOConfig(**trainer_args(config, device, dtype, planned, batch, workdir.name), beta=config.beta,
                         loss_type=losses[0], loss_weights=losses[1], precompute_ref_log_probs=False)
     set_seed(config.seed)  # after the process group is up: every rank draws the same LoRA init
-    loaded = load_vlm(config, device, dtype, style)
+    loaded = load_model(config, device, dtype, style, vision)
     reference = None if loaded.is_lora else copy.deepcopy(loaded.model).eval().requires_grad_(False)
     progress = Progress(config, planned, log_interval(config, planned),
                         {"loss": "loss", "margin": "rewards/margins", "accuracy": "rewards/accuracies",
                          "lr": "learning_rate"})
-    pairs = dataset(rows, ("prompt", "chosen", "rejected"))
+    pairs = dataset(rows, ("prompt", "chosen", "rejected"), vision)
     trainer = LoupeDPOTrainer(model=loaded.model, ref_model=reference, args=args, train_dataset=pairs,
                               eval_dataset=pairs, processing_class=loaded.tokenizer, callbacks=[progress],
                               lr_factor=schedule(config, progress))
@@ -346,12 +449,14 @@ def save_run(trainer, loaded: Loaded, config, algorithm: str, metrics: dict, tra
     """Write the checkpoint dir of a trained TRL run from rank 0 (SFT, DPO, GRPO alike). Every rank must call it:
     a sharded model is gathered first (a collective), unsharded ranks compare their weights, and all wait for rank
     0 to be done writing. DPO's and GRPO's frozen "ref" adapter (the reference of a fresh LoRA) is left out."""
+    from trainer.vlm import is_vlm
+
     model = loaded.model
     if sharded(trainer):
         state = trainer.accelerator.get_state_dict(trainer.model_wrapped)  # the full weights, on rank 0 only
         if distributed.is_main():
-            dtype = torch.bfloat16 if trainer.args.bf16 else torch.float32
-            loaded = load_vlm(config, torch.device("cpu"), dtype, loaded.prompt_style)
+            dtype = resolve_dtype(config.dtype, trainer.args.device)
+            loaded = load_model(config, torch.device("cpu"), dtype, loaded.prompt_style, is_vlm(config.init))
             state = {k: v for k, v in state.items() if ".ref." not in k}
             missing = loaded.model.load_state_dict(state, strict=False).missing_keys
             if missing:
@@ -386,33 +491,42 @@ def _stop(run: Run, config, what: str) -> dict:
                        timed_out=run.progress.timed_out)
 
 
-def train_sft(config, rows: list[dict], style: str) -> dict:
-    """Train on ``rows``, save to ``config.out``; returns the metrics (the text loop's keys)."""
-    run = prepare_sft(config, rows, style)
+def train_sft(config, rows: list[dict], style: str, vision: bool, val: list[dict] | None = None) -> dict:
+    """Train on ``rows``, save to ``config.out``; returns the metrics."""
+    run = prepare_sft(config, rows, style, vision, val)
     history = _train(run)
     seconds = run.progress.timer.elapsed()
     tail = history[-min(len(history), 10):]
-    metrics = {"algorithm": "sft", "model": "vlm", "steps": len(history),
+    metrics = {"algorithm": "sft", "model": "vlm" if vision else "text", "steps": len(history),
                "epochs": math.ceil(run.trainer.state.epoch or 0), "first_loss": history[0]["loss"],
                "final_loss": sum(h["loss"] for h in tail) / len(tail), "train_seconds": seconds,
+               "seconds_per_step": seconds / len(history),
                "tokens": run.progress.tokens, "tokens_per_s": run.progress.tokens / max(seconds, 1e-9),
                "rows": run.rows, "prompt_style": style, "planned_steps": run.planned, **_stop(run, config, "rows")}
+    if run.best is not None:
+        metrics.update(run.best.report())
+        if run.best.early:
+            metrics["stopped_by"] = "early_stop"
+            metrics["warnings"] = [*metrics["warnings"], (
+                f"Stopped at step {len(history)} of {run.planned}: the loss on {len(val)} held-out rows had not "
+                f"improved for {config.patience} progress lines; the checkpoint has the weights of step "
+                f"{run.best.step}.")]
     _save(run, config, "sft", metrics)
     return metrics
 
 
-def train_dpo(config, rows: list[dict], style: str) -> dict:
+def train_dpo(config, rows: list[dict], style: str, vision: bool, lengths: list[int] | None = None) -> dict:
     """Train on the pairs in ``rows``, save to ``config.out``; returns the metrics. The log-probability margins
-    (chosen minus rejected) over every pair, as dpo.py reports them, come from one evaluation after training: the
-    margin before is the reference's (the policy starts as the frozen init), the policy's margin less TRL's reward
-    margin over beta. An evaluation before training would also cost a pass, and with transformers 5.24 it leaves
-    train() without its DDP wrapper: ranks would not average their gradients (seen: LoRA weights diverged)."""
-    run = prepare_dpo(config, rows, style)
+    (chosen minus rejected) over every pair come from one evaluation after training: the margin before is the
+    reference's (the policy starts as the frozen init), the policy's margin less TRL's reward margin over beta. An
+    evaluation before training would also cost a pass, and with transformers 5.24 it leaves train() without its DDP
+    wrapper: ranks would not average their gradients (seen: LoRA weights diverged)."""
+    run = prepare_dpo(config, rows, style, vision, lengths)
     history = _train(run)
     seconds = run.progress.timer.elapsed()
     after = run.trainer.evaluate()
     margin_after = after["eval_logps/chosen"] - after["eval_logps/rejected"]
-    metrics = {"algorithm": "dpo", "model": "vlm", "steps": len(history), "pairs": run.rows,
+    metrics = {"algorithm": "dpo", "model": "vlm" if vision else "text", "steps": len(history), "pairs": run.rows,
                "first_loss": history[0]["loss"], "final_loss": history[-1]["loss"],
                "logp_margin_before": margin_after - after["eval_rewards/margins"] / config.beta,
                "logp_margin_after": margin_after,

@@ -1,8 +1,8 @@
 """Vision-language checkpoints: which ``--init`` is one, and its rows with their screenshots.
 
-``python -m trainer sft|dpo --init DIR`` trains through TRL (trainer/vlm_trl.py) when DIR's config.json has a
-``vision_config`` (Qwen2.5-VL, ``python -c "from trainer.tiny_vlm import save_tiny_vlm; save_tiny_vlm('vlm')"``);
-``tiny`` and text models keep the hand-written loops of sft.py and dpo.py.
+``python -m trainer sft|dpo --init DIR`` reads these rows when DIR's config.json has a ``vision_config``
+(Qwen2.5-VL, ``python -c "from trainer.tiny_vlm import save_tiny_vlm; save_tiny_vlm('vlm')"``) and trains through
+TRL as for every model (trainer/trl_trainers.py).
 
 Rows are the snapshot rows of data.py, message contents plain strings, with the screenshots in ``images``::
 
@@ -29,7 +29,6 @@ from pathlib import Path
 
 from agent import rows as R
 from trainer import data as D
-from trainer.configs import DPOConfig, SFTConfig
 from trainer.model import TINY, TrainerError, checkpoint_prompt_style
 
 log = logging.getLogger("trainer")
@@ -152,26 +151,4 @@ def read_dpo_rows(path: str | os.PathLike, style: str, action_format: str | None
     return rows
 
 
-def train_sft_vlm(config: SFTConfig) -> dict:
-    """SFT of a vision-language checkpoint through TRL's SFTTrainer. Returns the metrics."""
-    # trl, datasets, peft and transformers' Trainer take seconds to import; text runs, which only ask is_vlm, skip them
-    from trainer import vlm_trl
-
-    if not config.out:
-        raise TrainerError("--out is required: the dir to write the checkpoint to")
-    style = prompt_style(config)
-    return vlm_trl.train_sft(config, read_sft_rows(config.data, style, D.init_action_format(config.init, config.action_format)), style)
-
-
-def train_dpo_vlm(config: DPOConfig) -> dict:
-    """DPO of a vision-language checkpoint through TRL's DPOTrainer. Returns the metrics."""
-    # see train_sft_vlm: the heavy imports only for VLM runs
-    from trainer import vlm_trl
-
-    if not config.out:
-        raise TrainerError("--out is required: the dir to write the checkpoint to")
-    style = prompt_style(config)
-    return vlm_trl.train_dpo(config, read_dpo_rows(config.data, style, D.init_action_format(config.init, config.action_format)), style)
-
-
-__all__ = ["is_vlm", "read_sft_rows", "read_dpo_rows", "train_sft_vlm", "train_dpo_vlm"]
+__all__ = ["is_vlm", "read_sft_rows", "read_dpo_rows"]

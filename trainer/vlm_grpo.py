@@ -70,7 +70,8 @@ from trainer.configs import RLConfig, config_dict
 from trainer.model import Loaded, TrainerError, resolve_device, resolve_dtype
 from trainer.optim import log_interval, set_seed, set_threads, stop_report
 from trainer.vlm import image_ref, prompt_style, structured
-from trainer.vlm_trl import IMAGES, PARTS, LoupeSchedule, Progress, load_vlm, own_stdout, save_run, schedule, trainer_args
+from trainer.trl_trainers import (IMAGES, PARTS, LoupeSchedule, Progress, load_model, own_stdout, save_run, schedule,
+                                  trainer_args)
 
 log = logging.getLogger("trainer")
 
@@ -432,7 +433,7 @@ def _build(config: RLConfig, prompts: list[dict], steps: dict[int, Step], envs: 
     batch = per_step * config.group_size  # answers a step: TRL's batch counts completions
     planned = config.max_steps
     style = prompt_style(config)  # recorded in loupe.json; the rows keep the prompts they were acted on
-    loaded = load_vlm(config, device, dtype, style)
+    loaded = load_model(config, device, dtype, style, vision=True)
     workdir = tempfile.TemporaryDirectory(prefix="loupe-grpo-")
     common = {k: v for k, v in trainer_args(config, device, dtype, planned, batch, workdir.name).items()
               if k != "max_length"}  # GRPOConfig has no max_length: nothing is cut, as in vlm_trl

@@ -4,6 +4,13 @@ Generation is a plain token loop with a KV cache rather than ``model.generate`` 
 log-probability of every generated token is recorded exactly as the trainer will recompute it
 (log-softmax of the raw logits, temperature 1), whatever temperature was used to sample.
 It stops at EOS, at a stop string, or as soon as the text holds a complete ``Action:`` call.
+
+Greedy answers are drafted by prompt lookup: the tokens that followed the latest earlier place where the text's last
+few tokens stand (a thought quoting an element line, an action copying the numbers it quoted) are checked in one
+forward pass, and every one the model would have chosen itself is taken; the answer is the same as one token a pass.
+On a CPU a forward pass of one token costs about what one of ten costs (the pass is mostly overhead), so a copied
+span comes almost for free. A model 512 or more wide runs in bfloat16 on a CPU that multiplies it natively (AMX):
+about 3x faster prompts.
 ``prompt_style`` is the agent.prompt style the checkpoint was trained on (its ``loupe.json``);
 the rollout loop renders the policy's prompts in it.
 """
@@ -24,6 +31,32 @@ from agent.policies.base import Policy, PolicyError, PolicyOutput
 __all__ = ["LocalPolicy", "action_complete", "messages_as_text"]
 
 _ACTION_LINE = re.compile(r"^[ \t]*action[ \t]*:", re.IGNORECASE | re.MULTILINE)
+DRAFT_TOKENS = 8  # prompt-lookup tokens checked a forward pass
+BF16_MIN_WIDTH = 512  # narrower models' passes are Python overhead: float32 keeps their logprobs exact
+
+
+def draft(context: list[int], limit: int = DRAFT_TOKENS, longest: int = 3) -> list[int]:
+    """Prompt lookup: up to ``limit`` tokens that followed an earlier occurrence of ``context``'s last n tokens, for
+    the longest n (up to ``longest``) that occurs before: the latest occurrence with ``limit`` tokens after it, else
+    the latest (what a thought just quoted is what its action copies). [] when none occurs."""
+    for n in range(min(longest, len(context) - 1), 0, -1):
+        tail = context[-n:]
+        starts = [s for s in range(len(context) - n - 1, -1, -1) if context[s:s + n] == tail]
+        if starts:
+            full = next((s for s in starts if s + n + limit <= len(context)), starts[0])
+            return context[full + n:full + n + limit]
+    return []
+
+
+def _bf16_fits(model) -> bool:
+    import torch
+
+    try:
+        native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        native = False
+    width = getattr(model.config.get_text_config(), "hidden_size", 0) or 0
+    return native and width >= BF16_MIN_WIDTH
 
 
 def action_complete(text: str) -> bool:
@@ -106,6 +139,10 @@ class LocalPolicy(Policy):
             raise PolicyError(f"could not load the checkpoint at {path}: {exc}") from exc
         if not getattr(tokenizer, "chat_template", None):
             raise PolicyError(f"the tokenizer at {path} has no chat_template; the policy needs one")
+        if _bf16_fits(model):
+            import torch
+
+            model = model.to(torch.bfloat16)
         model.eval()
         return model, tokenizer
 
@@ -139,33 +176,46 @@ class LocalPolicy(Policy):
             prompt = prompt[-(limit - self.max_new_tokens):]  # keep the latest context
         eos = tokenizer.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+        greedy = not (temperature and temperature > 0)
         ids: list[int] = []
         logprobs: list[float] = []
         past = None
         # transformers renamed past_key_values to cache (5.x); speak whichever this model takes.
         cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        step_input = torch.tensor([prompt], dtype=torch.long)
-        with torch.no_grad():
-            for _ in range(self.max_new_tokens):
-                out = model(input_ids=step_input, use_cache=True, **{cache_arg: past})
+        feed = list(prompt)  # tokens the next pass reads: the prompt, then the last token and a draft
+        done = False
+        with torch.inference_mode():
+            while not done and len(ids) < self.max_new_tokens:
+                guess = draft(prompt + ids, min(DRAFT_TOKENS, self.max_new_tokens - len(ids) - 1)) \
+                    if greedy and ids else []
+                out = model(input_ids=torch.tensor([feed + guess], dtype=torch.long), use_cache=True,
+                            **{cache_arg: past})
                 past = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-                logits = out.logits[0, -1].float()
-                log_probs = torch.log_softmax(logits, dim=-1)
-                if temperature and temperature > 0:
-                    probs = torch.softmax(logits / temperature, dim=-1)
-                    token = int(torch.multinomial(probs, 1, generator=self._generator).item())
-                else:
-                    token = int(torch.argmax(logits).item())
-                ids.append(token)
-                logprobs.append(float(log_probs[token].item()))
-                if token in eos_ids:
-                    break
-                text = tokenizer.decode(ids, skip_special_tokens=True)
-                if any(s in text for s in self.stop) or (self.stop_at_action and action_complete(text)):
-                    break
+                rows = out.logits[0, len(feed) - 1:].float()
+                taken = 0
+                for position in range(len(guess) + 1):
+                    logits = rows[position]
+                    log_probs = torch.log_softmax(logits, dim=-1)
+                    if greedy:
+                        token = int(torch.argmax(logits).item())
+                    else:
+                        probs = torch.softmax(logits / temperature, dim=-1)
+                        token = int(torch.multinomial(probs, 1, generator=self._generator).item())
+                    ids.append(token)
+                    logprobs.append(float(log_probs[token].item()))
+                    taken += 1
+                    text = tokenizer.decode(ids, skip_special_tokens=True)
+                    if token in eos_ids or any(s in text for s in self.stop) or \
+                            (self.stop_at_action and action_complete(text)) or len(ids) >= self.max_new_tokens:
+                        done = True
+                        break
+                    if position == len(guess) or guess[position] != token:
+                        break  # the draft's next token was not the model's: what follows it was read for nothing
                 if time.perf_counter() - started > self.timeout_s:
                     raise TimeoutError(f"generation took over {self.timeout_s} s")
-                step_input = torch.tensor([[token]], dtype=torch.long)
+                if len(guess) >= taken:  # the pass read draft tokens past the last one taken: forget them
+                    past.crop(taken - len(guess) - 1)  # (transformers 5: a negative count of tokens to drop)
+                feed = [ids[-1]]
         text = tokenizer.decode(ids, skip_special_tokens=True)
         for s in self.stop:
             if s in text:

@@ -24,8 +24,9 @@ def test_first_start_deploys_the_scripted_baseline_and_queues_the_cold_start(dja
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_the_cold_start_run_makes_demos_trains_and_deploys_v0_on_a_real_worker(celery_worker, monkeypatch):
-    """The whole cold start, shrunk: demonstrations in Chromium, SFT from tiny, v0 deployed for rollouts. Its
-    steps outrun its time budget here, as on a slow machine: the run says the budget cut it."""
+    """The whole cold start, shrunk: demonstrations in Chromium, a LoRA SFT of the tiny random Llama (the real base,
+    SmolLM2, is configuration, not a test dependency), v0 deployed for rollouts. Its steps outrun its time budget
+    here, as on a slow machine: the run says the budget cut it."""
     import json
     from pathlib import Path
 
@@ -37,6 +38,7 @@ def test_the_cold_start_run_makes_demos_trains_and_deploys_v0_on_a_real_worker(c
     monkeypatch.setenv("LOUPE_COLDSTART_SEEDS", "0-1")
     monkeypatch.setenv("LOUPE_COLDSTART_STEPS", "100000")
     monkeypatch.setenv("LOUPE_COLDSTART_SECONDS", "2")
+    monkeypatch.setenv("LOUPE_COLDSTART_BASE", "tiny")
     project = make_project()
     run = training.coldstart_run_create(project=project)
     wait_for(lambda: TrainingRun.objects.get(pk=run.pk).status in (RunStatus.SUCCEEDED, RunStatus.FAILED),
@@ -45,7 +47,7 @@ def test_the_cold_start_run_makes_demos_trains_and_deploys_v0_on_a_real_worker(c
     assert run.status == RunStatus.SUCCEEDED, run.error
     [warning] = run.warnings
     assert warning.startswith("The time budget of 2 s cut training at step ") and "of 100000" in warning, warning
-    assert [line["phase"] for line in run.metrics if "phase" in line][:1] == ["demos"]
+    assert [line["phase"] for line in run.metrics if "phase" in line][:2] == ["base", "demos"]
     active = Deployment.objects.get(project=project, active=True)
     assert active.checkpoint == run.checkpoint and active.checkpoint.name == "v0" and active.backend == "local"
     demos = Path(run.checkpoint.uri).parent / "demos.jsonl"

@@ -124,39 +124,6 @@ def test_lora_checkpoint_has_merged_weights_and_adapter(tmp_path):
     assert json.loads((tmp_path / "ck" / "adapter" / "adapter_config.json").read_text())["r"] == 4
 
 
-def test_shared_prefix_loss_and_gradients_equal_those_of_the_full_rows():
-    from trainer.model import build_tiny
-    from trainer.sft import prefix_shared_loss, shared_prefix_length
-
-    model, tokenizer = build_tiny(seed=3)
-    with torch.no_grad():  # weights wider than at init: every prediction then depends on its context, so a
-        for param in model.parameters():  # prefix one token short changes the loss in the fourth digit
-            if param.dim() > 1:
-                param.normal_(0, 0.2)
-    system = {"role": "system", "content": "Act on the screen. " * 12}  # a long prompt every row opens with
-    rows = [[system, {"role": "user", "content": f"Task: click {'ok ' * n}"},
-             {"role": "assistant", "content": f"Action: click(x={n}, y={2 * n})"}] for n in (1, 4, 9)]
-    examples = [D.sft_example(tokenizer, messages, 2048) for messages in rows]
-    cut = shared_prefix_length(examples)
-    assert cut >= 32 and len({len(e) for e in examples}) == 3  # a real prefix, rows of three lengths (padding)
-
-    def loss_and_grads(compute):
-        model.zero_grad()
-        loss = compute()
-        loss.backward()
-        return float(loss.detach()), [p.grad.clone() for p in model.parameters()]
-
-    full, full_grads = loss_and_grads(lambda: model(**D.collate(examples, tokenizer.pad_token_id)).loss)
-    rest = [D.Example(e.input_ids[cut:], e.labels[cut:]) for e in examples]
-    shared, shared_grads = loss_and_grads(lambda: prefix_shared_loss(
-        model, torch.tensor([examples[0].input_ids[:cut]]), D.collate(rest, tokenizer.pad_token_id)))
-    assert shared == pytest.approx(full, rel=1e-5)  # the same rows, the same loss (its docstring says exactly)
-    # float32 sums in another order (the prefix's keys computed apart; one torch thread or two) differ by up to
-    # 2.5e-6 on gradients up to 1.2: an absolute 1e-5, far under what a prefix one token off changes
-    for a, b in zip(full_grads, shared_grads, strict=True):
-        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5)
-
-
 def _rendered_row(target) -> dict:
     from agent.rows import SFTRow
 

@@ -8,7 +8,14 @@ import torch
 from trainer import data as D
 from trainer.configs import SFTConfig
 from trainer.model import TrainerError, load
-from trainer.sft import batch_loss, train_sft
+from trainer.sft import train_sft
+
+
+@torch.no_grad()
+def mean_answer_loss(model, examples: list[D.Example], pad_token_id: int) -> float:
+    """Loss per answer token of ``examples``, as the trainer's validation measures it."""
+    batch = D.collate(examples, pad_token_id)
+    return float(model.eval()(**batch).loss)
 
 
 def rows_file(path, n: int, answer=lambda i: f"Thought: button {i}.\nAction: click(x={i}, y=5)"):
@@ -33,7 +40,7 @@ def test_val_loss_on_every_line_early_stop_and_the_best_weights_are_the_ones_sav
     assert any("held-out rows had not improved for 2 progress lines" in w for w in metrics["warnings"])
     saved = load(str(tmp_path / "ck"), device=torch.device("cpu"), dtype=torch.float32)
     examples = [D.sft_example(saved.tokenizer, m, 2048) for m in D.read_sft(val)]
-    assert batch_loss(saved.model, examples, saved.tokenizer.pad_token_id, "cpu") == \
+    assert mean_answer_loss(saved.model, examples, saved.tokenizer.pad_token_id) == \
         pytest.approx(metrics["val_loss_best"], rel=1e-3)
 
 

@@ -19,7 +19,7 @@ from trainer.model import TrainerError, read_loupe
 from trainer.sft import train_sft
 from trainer.tiny_vlm import load_processor, save_tiny_vlm
 from trainer.vlm import is_vlm, read_dpo_rows, read_sft_rows
-from trainer.vlm_trl import prepare_sft
+from trainer.trl_trainers import prepare_sft
 
 ROOT = Path(__file__).resolve().parents[2]
 # Saved weights carry Qwen's checkpoint names (transformers converts them back on save); adapters the module names
@@ -148,7 +148,7 @@ def test_sft_labels_fall_on_assistant_tokens_only(tmp_path, vlm_dir):
     data = write(tmp_path / "rows.jsonl", [{"messages": turns, "images": ["s.png", "s.png"]},
                                            {"messages": turns[:3], "images": ["s.png"]}])
     run = prepare_sft(sft_config(data, vlm_dir, tmp_path / "out", batch_tokens=4096), read_sft_rows(data, "full"),
-                      "full")
+                      "full", vision=True)
     try:
         tokenizer = run.loaded.tokenizer.tokenizer
         batch = run.trainer.data_collator([run.trainer.train_dataset[i] for i in range(2)])
