@@ -348,6 +348,7 @@ class MiniWoBEnv(Env):
         self._launcher: Path | None = None  # the script Playwright starts: Chromium in the sandbox
         self._browser_env: dict[str, str] = {}
         self._pages: _PageServer | None = None
+        self._unconfined = False  # no sandbox can be made here: the browser runs as the worker's user
         self._playwright: Any = None
         self._browser: Any = None
         self._context: Any = None
@@ -381,12 +382,13 @@ class MiniWoBEnv(Env):
 
     def _ensure_sandbox(self) -> None:
         """The browser's sandbox, its home and launcher, and the task pages served inside it (made once an env)."""
-        if self.sandbox is not None and self.sandbox.alive():
+        if self._confined_ready():
             return
         self._close_sandbox()
         found = support()
         if not found.namespaces:
             _say_unconfined(found.reason)
+            self._unconfined = True
             if self.serves_task_pages:
                 self.base_url = serve_miniwob()
             return
@@ -421,7 +423,12 @@ exec {command} "$@"
                              "TMPDIR": "/tmp", "XDG_CONFIG_HOME": str(home / ".config"),
                              "XDG_CACHE_HOME": str(home / ".cache")}
 
+    def _confined_ready(self) -> bool:
+        """Whether the browser's sandbox (or, where none can be made, the unconfined set-up) is made and alive."""
+        return self._unconfined or (self.sandbox is not None and self.sandbox.alive())
+
     def _close_sandbox(self) -> None:
+        self._unconfined = False
         if self._pages is not None:
             self._pages.stop()
             self._pages = None

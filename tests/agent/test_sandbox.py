@@ -30,9 +30,10 @@ from agent.actions import Action
 from agent.envs import EnvError
 from agent.envs.sandbox import Limits, support
 
-pytestmark = pytest.mark.skipif(not support().namespaces, reason=f"no sandbox can be made here: {support().reason}")
-needs_desktop = pytest.mark.skipif(shutil.which("Xvfb") is None or shutil.which("xterm") is None,
-                                   reason="needs the desktop packages (make test-tools installs them)")
+needs_sandbox = pytest.mark.skipif(not support().namespaces, reason=f"no sandbox can be made here: {support().reason}")
+needs_desktop = pytest.mark.skipif(
+    not support().namespaces or shutil.which("Xvfb") is None or shutil.which("xterm") is None,
+    reason="needs a sandbox and the desktop packages (make test-tools installs them)")
 
 PROBE = Path(__file__).with_name("sandbox_probe.py")
 
@@ -199,6 +200,7 @@ def test_a_memory_hog_in_a_setup_step_fails_its_episode_alone(limited_desktop, o
     _goes_on(other_episode, limited_desktop)
 
 
+@needs_sandbox
 def test_a_fork_bomb_in_the_terminal_fails_its_command_and_the_next_one_runs():
     from agent.envs.terminal import TerminalEnv
 
@@ -209,6 +211,7 @@ def test_a_fork_bomb_in_the_terminal_fails_its_command_and_the_next_one_runs():
         assert env.step(Action("shell", {"command": "echo next"})).info["exit_code"] == 0
 
 
+@needs_sandbox
 def test_a_terminal_command_cannot_fill_the_disk():
     from agent.envs.terminal import TerminalEnv
 
@@ -221,6 +224,7 @@ def test_a_terminal_command_cannot_fill_the_disk():
         assert env.step(Action("shell", {"command": "rm ~/big; echo small > ~/small"})).info["exit_code"] == 0
 
 
+@needs_sandbox
 def test_a_terminal_command_reaches_none_of_loupe(targets):
     from agent.envs.terminal import TerminalEnv
 
@@ -232,6 +236,39 @@ def test_a_terminal_command_reaches_none_of_loupe(targets):
         assert result.info["exit_code"] == 0, result.observation.screen_text
         _assert_nothing_reached("terminal", json.loads((env.workdir / "probe-terminal.json").read_text()), targets)
         assert "probe done" in result.observation.screen_text
+
+
+@pytest.fixture
+def no_sandbox(monkeypatch):
+    """This machine as one where bubblewrap cannot make namespaces (a container without the capability)."""
+    from agent.envs import sandbox
+
+    monkeypatch.setattr(sandbox, "_support", sandbox.Support(False, False, "", "bwrap: No permissions to creat"
+                                                                                "e new namespace"))
+
+
+def test_where_no_sandbox_can_be_made_desktop_and_terminal_tasks_are_refused_with_the_reason(no_sandbox):
+    from agent.envs.desktop import DesktopEnv
+    from agent.envs.terminal import TerminalEnv
+
+    with DesktopEnv() as desktop:
+        with pytest.raises(EnvError, match="desktop tasks need a sandbox, and none can be made here: bwrap: No "
+                                           "permissions to create new namespace"):
+            desktop.reset("desktop-mousepad-write", 0)
+        assert desktop.desktop is None  # no display was started
+    with TerminalEnv() as terminal:
+        with pytest.raises(EnvError, match="no sandbox can be made on this machine: bwrap: No permissions"):
+            terminal.reset("terminal-hello", 0)
+
+
+def test_where_no_sandbox_can_be_made_a_miniwob_browser_runs_unconfined_as_before(no_sandbox):
+    from agent.envs.miniwob import MiniWoBEnv
+
+    with MiniWoBEnv() as env:
+        obs = env.reset("click-test", 0)
+        assert env.sandbox is None and obs.instruction == "Click the button."
+        button = next(e for e in obs.elements if e.role == "button")
+        assert env.step(Action("click", {"x": button.x, "y": button.y})).reward > 0
 
 
 @pytest.mark.parametrize(("name", "value", "message"), [
@@ -283,6 +320,7 @@ def _browser_in_its_sandbox(env) -> None:
         assert os.stat(f"/proc/{pid}").st_uid == env.sandbox.uid != 0
 
 
+@needs_sandbox
 def test_the_webapp_browser_reaches_its_task_and_none_of_loupe(targets, team_app):
     from agent.envs.webapp import WebAppEnv
     from agent.envs.webapp.tasks import load_task
@@ -307,6 +345,7 @@ def test_the_webapp_browser_reaches_its_task_and_none_of_loupe(targets, team_app
         env.close()
 
 
+@needs_sandbox
 def test_the_miniwob_browser_reaches_its_pages_and_none_of_loupe(targets):
     from agent.envs.miniwob import MiniWoBEnv
 

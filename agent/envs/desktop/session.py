@@ -17,6 +17,8 @@
   its own with the sandbox's memory limit (a client cannot make it take the worker's memory).
 - openbox runs with Loupe's configuration (openbox/): its right-click menu opens the apps, and offers no
   way to end the session; the empty desktop says that a right-click opens the menu.
+
+Over 400 lines: the display, its cookie and its session's lifecycle kept whole, like the other envs.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ from Xlib.display import Display
 from Xlib.protocol import event as xevent
 
 from agent.envs.base import EnvError
-from agent.envs.sandbox import Cgroup, Limits, Sandbox, SandboxUnavailable, kill_group, support
+from agent.envs.cgroups import Cgroup
+from agent.envs.sandbox import Limits, Sandbox, SandboxUnavailable, kill_group, support
 
 __all__ = ["Desktop", "Window", "ATSPI_HELPER", "NSS_WRAPPER", "open_display", "write_xauthority"]
 

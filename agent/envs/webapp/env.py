@@ -173,7 +173,7 @@ class WebAppEnv(MiniWoBEnv):
     def _ensure_sandbox(self) -> None:
         """The browser's sandbox (MiniWoBEnv's) and the env's egress proxy listening in it; a new sandbox starts the
         sites again, in its network namespace."""
-        if self.sandbox is not None and self.sandbox.alive() and self._egress is not None:
+        if self._confined_ready() and self._egress is not None:
             return
         super()._ensure_sandbox()
         if self.sandbox is not None:
