@@ -22,6 +22,8 @@ import json
 import re
 import threading
 import time
+from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,19 +34,31 @@ __all__ = ["LocalPolicy", "action_complete", "messages_as_text"]
 
 _ACTION_LINE = re.compile(r"^[ \t]*action[ \t]*:", re.IGNORECASE | re.MULTILINE)
 DRAFT_TOKENS = 8  # prompt-lookup tokens checked a forward pass
+RECENT_ANSWERS = 16  # the policy's latest answers, searched for drafts too
 BF16_MIN_WIDTH = 512  # narrower models' passes are Python overhead: float32 keeps their logprobs exact
 
 
-def draft(context: list[int], limit: int = DRAFT_TOKENS, longest: int = 3) -> list[int]:
+def draft(context: list[int], answer_start: int, limit: int = DRAFT_TOKENS, longest: int = 3,
+          recent: Sequence[list[int]] = ()) -> list[int]:
     """Prompt lookup: up to ``limit`` tokens that followed an earlier occurrence of ``context``'s last n tokens, for
-    the longest n (up to ``longest``) that occurs before: the latest occurrence with ``limit`` tokens after it, else
-    the latest (what a thought just quoted is what its action copies). [] when none occurs."""
+    the longest n (up to ``longest``) that occurs before. Searched in order: the answer so far
+    (``context[answer_start:]``), latest occurrence first (an action copies the numbers its thought just quoted); the
+    policy's ``recent`` answers, latest first (the grammar's words and a task's phrasing recur from step to step);
+    then the prompt, first occurrence first (the lines that matter come first: a Named: line stands under the task).
+    [] when none occurs."""
     for n in range(min(longest, len(context) - 1), 0, -1):
         tail = context[-n:]
-        starts = [s for s in range(len(context) - n - 1, -1, -1) if context[s:s + n] == tail]
-        if starts:
-            full = next((s for s in starts if s + n + limit <= len(context)), starts[0])
-            return context[full + n:full + n + limit]
+        last = len(context) - n - 1  # the latest start of an occurrence before the tail itself
+        start = next((s for s in range(last, answer_start - 1, -1) if context[s:s + n] == tail), None)
+        if start is not None:
+            return context[start + n:start + n + limit]
+        for earlier in reversed(recent):
+            start = next((s for s in range(len(earlier) - n - 1, -1, -1) if earlier[s:s + n] == tail), None)
+            if start is not None:
+                return earlier[start + n:start + n + limit]
+        start = next((s for s in range(0, min(answer_start, last + 1)) if context[s:s + n] == tail), None)
+        if start is not None:
+            return context[start + n:start + n + limit]
     return []
 
 
@@ -112,6 +126,7 @@ class LocalPolicy(Policy):
 
             torch.set_num_threads(num_threads)
         self._generator: Any = None
+        self._recent: deque[list[int]] = deque(maxlen=RECENT_ANSWERS)  # token ids of the latest answers (drafts)
         self.reload(checkpoint_dir)
 
     def reload(self, checkpoint_dir: str | Path) -> None:
@@ -122,6 +137,7 @@ class LocalPolicy(Policy):
             self.prompt_style = _prompt_style(Path(checkpoint_dir))
             self.checkpoint_dir = Path(checkpoint_dir)
             self.model_name = str(checkpoint_dir)
+            self._recent.clear()  # another model's answers (its tokenizer's ids) say nothing of this one's
             import torch
 
             self._generator = torch.Generator().manual_seed(self.seed) if self.seed is not None else None
@@ -186,8 +202,8 @@ class LocalPolicy(Policy):
         done = False
         with torch.inference_mode():
             while not done and len(ids) < self.max_new_tokens:
-                guess = draft(prompt + ids, min(DRAFT_TOKENS, self.max_new_tokens - len(ids) - 1)) \
-                    if greedy and ids else []
+                guess = draft(prompt + ids, len(prompt), min(DRAFT_TOKENS, self.max_new_tokens - len(ids) - 1),
+                              recent=self._recent) if greedy and ids else []
                 out = model(input_ids=torch.tensor([feed + guess], dtype=torch.long), use_cache=True,
                             **{cache_arg: past})
                 past = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
@@ -216,6 +232,7 @@ class LocalPolicy(Policy):
                 if len(guess) >= taken:  # the pass read draft tokens past the last one taken: forget them
                     past.crop(taken - len(guess) - 1)  # (transformers 5: a negative count of tokens to drop)
                 feed = [ids[-1]]
+        self._recent.append(ids)
         text = tokenizer.decode(ids, skip_special_tokens=True)
         for s in self.stop:
             if s in text:

@@ -12,11 +12,14 @@ MESSAGES = [{"role": "system", "content": "Act on the screen."},
             {"role": "user", "content": 'Task: click "ok ok ok ok".\n[button] "ok ok ok ok" x=10, y=20'}]
 
 
-def test_draft_takes_what_followed_the_latest_earlier_occurrence_of_the_longest_tail():
-    assert draft([1, 2, 3, 9, 1, 2, 3, 7, 8, 1, 2, 3], limit=2) == [7, 8]  # the latest [1, 2, 3] before the tail
-    assert draft([5, 6, 4, 6], limit=3) == [4, 6]  # only [6] occurs before, with fewer than 3 tokens after it
-    assert draft([7, 7, 7, 7, 7, 7], limit=2) == [7, 7]  # a run: the latest occurrence with 2 tokens after it
-    assert draft([1, 2, 3], limit=3) == [] and draft([], limit=3) == []
+def test_draft_takes_what_followed_the_answers_latest_or_the_prompts_first_occurrence_of_the_longest_tail():
+    # the prompt is [1, 2, 3, 9, 1, 2, 3, 7, 8], the answer so far [5, 1, 2, 3, 4, 1, 2, 3]
+    assert draft([1, 2, 3, 9, 1, 2, 3, 7, 8, 5, 1, 2, 3, 4, 1, 2, 3], 9, limit=2) == [4, 1]  # the answer's own
+    assert draft([1, 2, 3, 9, 1, 2, 3, 7, 8, 5, 1, 2, 3], 9, limit=2) == [9, 1]  # the prompt's first [1, 2, 3]
+    assert draft([5, 6, 4, 6], 2, limit=3) == [4, 6]  # only [6] occurs before: what followed it
+    # an earlier answer of the policy before the prompt: [4, 6] followed by [7, 7]
+    assert draft([4, 6, 1, 9, 4, 6], 4, limit=2, recent=[[3, 4, 6, 7, 7]]) == [7, 7]
+    assert draft([1, 2, 3], 3, limit=3) == [] and draft([], 0, limit=3) == []
 
 
 def counting(policy):
@@ -51,7 +54,7 @@ def test_a_draft_the_model_refuses_changes_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(local, "DRAFT_TOKENS", 0)
     plain = policy.act(MESSAGES)
     monkeypatch.setattr(local, "DRAFT_TOKENS", 6)
-    monkeypatch.setattr(local, "draft", lambda context, limit: [context[-1], 11, 12, 13, 14, 15][:limit])
+    monkeypatch.setattr(local, "draft", lambda context, start, limit, recent: [context[-1], 11, 12, 13, 14, 15][:limit])
     refused = policy.act(MESSAGES)
     assert refused.token_ids == plain.token_ids
     assert refused.token_logprobs == pytest.approx(plain.token_logprobs, abs=1e-4)
