@@ -4,17 +4,18 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import audio, queues, reviews
-from annotation.models import AudioClip, TranscriptWord
+from annotation.models import AudioClip, ItemState, QueueState, TranscriptWord, Verdict
 from flywheel import dashboards, selectors
-from flywheel.models import Role
-from core.api import LimitedCharField, StrictSerializer
+from flywheel.models import ReviewStatus, Role
+from core.api import LimitedCharField, StrictSerializer, UserRef, results_of
+from flywheel.api import ReviewSummaryOutput
 from core.errors import ApplicationError
 
 
@@ -40,6 +41,22 @@ class ClipCreateInput(StrictSerializer):
     started_at = serializers.FloatField(help_text="Session clock (server epoch seconds) when recording began.")
 
 
+class ClipOutput(serializers.Serializer):
+    """What clip_output builds: a think-aloud recording."""
+
+    id = serializers.IntegerField()
+    episode = serializers.IntegerField()
+    client_id = serializers.CharField()
+    content_type = serializers.CharField()
+    started_at = serializers.FloatField(help_text="Session seconds (server epoch) when recording began.")
+    origin = serializers.FloatField(help_text="Where the clip's audio time 0 lies on the session clock (chunk 0's "
+                                              "start).")
+    committed_until = serializers.FloatField()
+    chunks = serializers.IntegerField()
+    transcribed_chunks = serializers.IntegerField()
+    finished = serializers.BooleanField()
+
+
 def clip_output(clip: AudioClip) -> dict:
     # Where the clip's audio time 0 lies on the session clock: its words are timed from chunk 0's start.
     origin = clip.chunks.filter(index=0).values_list("start_time", flat=True).first()
@@ -60,7 +77,7 @@ def _clip_for(request, clip_id: int, *, own: bool = False) -> AudioClip:
 
 
 class ClipCreateApi(APIView):
-    @extend_schema(request=ClipCreateInput, responses={201: dict, 200: dict})
+    @extend_schema(request=ClipCreateInput, responses={201: ClipOutput, 200: ClipOutput})
     def post(self, request, episode_id: int):
         episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id)
         data = ClipCreateInput(data=request.data)
@@ -69,13 +86,18 @@ class ClipCreateApi(APIView):
         return Response(clip_output(clip), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
+CHUNK_STORED = inline_serializer("ChunkStored", {
+    "clip": serializers.IntegerField(), "index": serializers.IntegerField(), "size": serializers.IntegerField(),
+    "duplicate": serializers.BooleanField(help_text="The same bytes were stored already.")})
+
+
 class ChunkUploadApi(APIView):
     """PUT the chunk's bytes with its Content-Type and `X-Chunk-Start` (session-clock seconds)."""
 
     parser_classes = [RawAudioParser]
 
     @extend_schema(request={"audio/webm": bytes}, parameters=[OpenApiParameter("X-Chunk-Start", float, "header")],
-                   responses={201: dict, 200: dict})
+                   responses={201: CHUNK_STORED, 200: CHUNK_STORED})
     def put(self, request, clip_id: int, index: int):
         clip = _clip_for(request, clip_id, own=True)
         if clip.finished:
@@ -95,7 +117,7 @@ class ChunkUploadApi(APIView):
 
 
 class ClipFinishApi(APIView):
-    @extend_schema(request=None, responses={202: dict})
+    @extend_schema(request=None, responses={202: ClipOutput})
     def post(self, request, clip_id: int):
         from annotation import tasks
 
@@ -107,7 +129,7 @@ class ClipFinishApi(APIView):
 
 
 class ClipDetailApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: ClipOutput})
     def get(self, request, clip_id: int):
         return Response(clip_output(_clip_for(request, clip_id)))
 
@@ -161,8 +183,21 @@ class ClipAudioApi(APIView):
         return response
 
 
+class TranscriptWordOutput(serializers.Serializer):
+    """A transcribed word: ``start`` and ``end`` are session seconds, ``step`` the step it was spoken in."""
+
+    word = serializers.CharField()
+    start = serializers.FloatField()
+    end = serializers.FloatField()
+    probability = serializers.FloatField()
+    step = serializers.IntegerField(allow_null=True)
+    clip = serializers.IntegerField()
+    username = serializers.CharField()
+
+
 class TranscriptApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: inline_serializer("TranscriptOutput", {
+        "words": TranscriptWordOutput(many=True), "clips": ClipOutput(many=True)})})
     def get(self, request, episode_id: int):
         episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id)
         words = TranscriptWord.objects.filter(clip__episode=episode).select_related("step", "clip__user") \
@@ -182,8 +217,29 @@ class ReviewInput(StrictSerializer):
     comment = LimitedCharField("review_comment", required=False, allow_blank=True, default="")
 
 
+class ReviewOutput(serializers.Serializer):
+    """What reviews.review_payload builds."""
+
+    id = serializers.IntegerField()
+    episode = serializers.IntegerField()
+    reviewer = UserRef()
+    verdict = serializers.ChoiceField(choices=Verdict.values)
+    grade = serializers.IntegerField(allow_null=True)
+    step_labels = serializers.DictField(
+        child=serializers.ChoiceField(choices=["good", "wasteful", "wrong", "critical"]),
+        help_text="Label by step index.")
+    comment = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class ReviewSubmittedOutput(ReviewOutput):
+    review_status = serializers.ChoiceField(choices=ReviewStatus.values)
+    review_summary = ReviewSummaryOutput()
+
+
 class ReviewListApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: results_of(ReviewOutput, "ReviewList")})
     def get(self, request, episode_id: int):
         episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id, minimum=Role.MANAGER)
         return Response({"results": [reviews.review_payload(r) for r in episode.reviews.select_related("reviewer")]})
@@ -193,7 +249,7 @@ class ReviewSubmitApi(APIView):
     """Create or replace the caller's review of a finished episode. Managers review any episode of their
     project; an annotator only one they hold from a review queue that assigns them."""
 
-    @extend_schema(request=ReviewInput, responses={200: dict})
+    @extend_schema(request=ReviewInput, responses={200: ReviewSubmittedOutput})
     def put(self, request, episode_id: int):
         episode, role = selectors.episode_for_user(user=request.user, episode_id=episode_id)
         if not selectors.role_at_least(role, Role.MANAGER) and not queues.may_review(episode=episode,
@@ -208,15 +264,49 @@ class ReviewSubmitApi(APIView):
                          "review_summary": episode.review_summary})
 
 
+class ReviewAgreementOutput(serializers.Serializer):
+    """What reviews.agreement builds."""
+
+    episodes_with_multiple_reviews = serializers.IntegerField()
+    agreement = serializers.FloatField(allow_null=True, help_text="Share of multiply-reviewed episodes whose verdicts "
+                                                                  "all agree; null with none.")
+    kappa = serializers.FloatField(allow_null=True, help_text="Cohen's kappa over every pair of reviews of one "
+                                                              "episode; null when undefined.")
+    reviewers = inline_serializer("ReviewerTally", {
+        "username": serializers.CharField(), "reviews": serializers.IntegerField(),
+        "accepts": serializers.IntegerField()}, many=True)
+
+
+class DashboardOutput(serializers.Serializer):
+    """What dashboards.dashboard_series builds, with the reviewers' agreement."""
+
+    success_by_checkpoint = inline_serializer("SuccessByCheckpoint", {
+        "checkpoint": serializers.CharField(), "day": serializers.DateField(), "episodes": serializers.IntegerField(),
+        "success_rate": serializers.FloatField()}, many=True)
+    interventions = inline_serializer("InterventionsByDay", {
+        "day": serializers.DateField(), "episodes": serializers.IntegerField(),
+        "per_episode": serializers.FloatField()}, many=True)
+    void_rate = inline_serializer("VoidRateByDay", {
+        "day": serializers.DateField(), "steps": serializers.IntegerField(), "rate": serializers.FloatField()},
+        many=True)
+    annotator_throughput = inline_serializer("AnnotatorThroughput", {
+        "username": serializers.CharField(), "day": serializers.DateField(), "episodes": serializers.IntegerField(),
+        "steps": serializers.IntegerField()}, many=True)
+    dataset_growth = inline_serializer("DatasetGrowth", {
+        "created_at": serializers.DateTimeField(), "kind": serializers.CharField(), "rows": serializers.IntegerField(),
+        "name": serializers.CharField()}, many=True)
+    agreement = ReviewAgreementOutput()
+
+
 class AgreementApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: ReviewAgreementOutput})
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         return Response(reviews.agreement(project=project))
 
 
 class DashboardApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: DashboardOutput})
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         return Response({**dashboards.dashboard_series(project=project), "agreement": reviews.agreement(project=project)})
@@ -230,16 +320,72 @@ class QueueCreateInput(StrictSerializer):
     assignees = serializers.ListField(child=serializers.IntegerField(), help_text="User ids of project members.")
 
 
+class QueueProgressOutput(serializers.Serializer):
+    items = serializers.IntegerField()
+    pending = serializers.IntegerField()
+    done = serializers.IntegerField()
+    adjudication = serializers.IntegerField()
+    adjudicated = serializers.IntegerField()
+    reviews_done = serializers.IntegerField()
+    reviews_needed = serializers.IntegerField()
+    reviewers = inline_serializer("QueueReviewerProgress", {
+        "id": serializers.IntegerField(), "username": serializers.CharField(), "reviewed": serializers.IntegerField(),
+        "skipped": serializers.IntegerField(), "holding": serializers.IntegerField()}, many=True)
+
+
+class QueueAgreementOutput(serializers.Serializer):
+    items_with_multiple_reviews = serializers.IntegerField()
+    agreement = serializers.FloatField(allow_null=True)
+    kappa = serializers.FloatField(allow_null=True)
+    reviewers = inline_serializer("QueueReviewerAgreement", {
+        "username": serializers.CharField(), "reviews": serializers.IntegerField(),
+        "settled": serializers.IntegerField(), "agreement": serializers.FloatField(allow_null=True),
+        "kappa": serializers.FloatField(allow_null=True)},
+        many=True)
+
+
+class QueueItemOutput(serializers.Serializer):
+    """What queues.item_payload builds; ``reviews`` (the counted reviews) where it is asked for them."""
+
+    id = serializers.IntegerField()
+    queue = serializers.IntegerField()
+    episode = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=ItemState.values)
+    reviews_done = serializers.IntegerField()
+    final_verdict = serializers.ChoiceField(choices=Verdict.values, allow_null=True)
+    adjudicated_by = serializers.CharField(allow_null=True)
+    adjudication_comment = serializers.CharField()
+    reviews = ReviewOutput(many=True, required=False)
+
+
+class QueueOutput(serializers.Serializer):
+    """What queues.queue_payload builds; managers also get the agreement and the items awaiting adjudication."""
+
+    id = serializers.IntegerField()
+    project = serializers.IntegerField()
+    name = serializers.CharField()
+    filter = serializers.DictField(child=serializers.CharField(), help_text="The review list's filters.")
+    overlap = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=QueueState.values)
+    hold_seconds = serializers.IntegerField()
+    created_by = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    assignees = UserRef(many=True)
+    progress = QueueProgressOutput()
+    agreement = QueueAgreementOutput(required=False)
+    adjudication = QueueItemOutput(many=True, required=False)
+
+
 class QueueListApi(APIView):
     """Managers see and create queues; annotators see the queues that assign them."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: results_of(QueueOutput, "QueueList")})
     def get(self, request, project_id: int):
         project, role = selectors.project_for_user(user=request.user, project_id=project_id)
         return Response({"results": [queues.queue_payload(q) for q in
                                      queues.queues_for_user(user=request.user, project=project, role=role)]})
 
-    @extend_schema(request=QueueCreateInput, responses={201: dict})
+    @extend_schema(request=QueueCreateInput, responses={201: QueueOutput})
     def post(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         data = QueueCreateInput(data=request.data)
@@ -255,12 +401,12 @@ class QueueStateInput(StrictSerializer):
 class QueueDetailApi(APIView):
     """Progress (and, for managers, agreement and the items awaiting adjudication); managers open or close it."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: QueueOutput})
     def get(self, request, queue_id: int):
         queue, role = queues.queue_for_user(user=request.user, queue_id=queue_id)
         return Response(queues.queue_payload(queue, detail=selectors.role_at_least(role, Role.MANAGER)))
 
-    @extend_schema(request=QueueStateInput, responses={200: dict})
+    @extend_schema(request=QueueStateInput, responses={200: QueueOutput})
     def patch(self, request, queue_id: int):
         queue, _ = queues.queue_for_user(user=request.user, queue_id=queue_id, manager=True)
         data = QueueStateInput(data=request.data)
@@ -272,7 +418,10 @@ class QueueDetailApi(APIView):
 class QueueNextApi(APIView):
     """The caller's next episode from the queue, held for them; ``item`` is null when none is left for them."""
 
-    @extend_schema(request=None, responses={200: dict})
+    @extend_schema(request=None, responses={200: inline_serializer("QueueNextOutput", {
+        "queue": serializers.IntegerField(), "item": serializers.IntegerField(allow_null=True),
+        "episode": serializers.IntegerField(allow_null=True), "held_until": serializers.DateTimeField(allow_null=True),
+        "reviewed_by_you": serializers.IntegerField(), "left_for_you": serializers.IntegerField()})})
     def post(self, request, queue_id: int):
         queue, _ = queues.queue_for_user(user=request.user, queue_id=queue_id)
         claim = queues.queue_next(queue=queue, reviewer=request.user)
@@ -287,7 +436,7 @@ class QueueReleaseInput(StrictSerializer):
 class QueueReleaseApi(APIView):
     """Let go of an item the caller holds (nothing happens when they hold none)."""
 
-    @extend_schema(request=QueueReleaseInput, responses={200: dict})
+    @extend_schema(request=QueueReleaseInput, responses={200: QueueItemOutput})
     def post(self, request, item_id: int):
         item = queues.item_for_user(user=request.user, item_id=item_id)
         data = QueueReleaseInput(data=request.data)
@@ -299,7 +448,7 @@ class QueueReleaseApi(APIView):
 class QueueItemApi(APIView):
     """One item with its counted reviews side by side (managers)."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: QueueItemOutput})
     def get(self, request, item_id: int):
         return Response(queues.item_payload(queues.item_for_user(user=request.user, item_id=item_id, manager=True)))
 
@@ -312,7 +461,8 @@ class AdjudicateInput(StrictSerializer):
 class QueueAdjudicateApi(APIView):
     """A manager's final verdict on an item whose reviews disagree; the episode's review status follows it."""
 
-    @extend_schema(request=AdjudicateInput, responses={200: dict})
+    @extend_schema(request=AdjudicateInput, responses={200: inline_serializer("QueueItemAdjudicated", {
+        **QueueItemOutput().get_fields(), "review_status": serializers.ChoiceField(choices=ReviewStatus.values)})})
     def post(self, request, item_id: int):
         item = queues.item_for_user(user=request.user, item_id=item_id, manager=True)
         data = AdjudicateInput(data=request.data)

@@ -1,6 +1,7 @@
 """Helpers every app's REST layer shares."""
 from __future__ import annotations
 
+from drf_spectacular.utils import inline_serializer
 from rest_framework import serializers
 
 from core.limits import LIMITS, too_long
@@ -31,3 +32,35 @@ class LimitedCharField(serializers.CharField):
         if message:  # before DRF's own max_length check, whose message says neither what nor how long
             raise serializers.ValidationError(message)
         return value
+
+
+# --- shapes for the OpenAPI schema -------------------------------------------------------------------------------
+# Many views answer dicts their topic modules build; these declare what those dicts hold, so the schema (and the
+# frontend's types generated from it, frontend/src/api/schema.d.ts) says it. They describe answers; they never make
+# them (tests/webapp/test_openapi_types.py checks real answers against them).
+class OpenRecord(serializers.Serializer):
+    """A JSON record with the fields declared and any others besides (its schema allows more properties): what a
+    trainer's progress line or a cycle's stored decision may carry beyond what the page reads."""
+
+
+class UserRef(serializers.Serializer):
+    id = serializers.IntegerField()
+    username = serializers.CharField()
+
+
+def _page_link() -> serializers.CharField:
+    return serializers.CharField(allow_null=True, help_text="The URL of the next page; null on the last one.")
+
+
+def keyset_page(item: type[serializers.Serializer], name: str) -> serializers.Serializer:
+    """A keyset page (flywheel.api.paginate): ``results`` and the links to the pages after and before it."""
+    return inline_serializer(name, {"results": item(many=True), "next": _page_link(),
+                                    "previous": serializers.CharField(allow_null=True)})
+
+
+def results_of(item: type[serializers.Serializer], name: str, *, next_link: bool = False) -> serializers.Serializer:
+    """``{"results": [...]}``, with ``"next": null`` where the view sends it (the whole list is one page)."""
+    fields = {"results": item(many=True)}
+    if next_link:
+        fields["next"] = _page_link()
+    return inline_serializer(name, fields)

@@ -7,7 +7,7 @@ import itertools
 
 from django.core.files.storage import default_storage
 from django.http import FileResponse, StreamingHttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
@@ -15,9 +15,10 @@ from rest_framework.views import APIView
 
 from agent.formats import FORMATS
 from flywheel import datasets, deployments, episodes, judge, projects, selectors, snapshots, training
-from flywheel.models import (Checkpoint, DatasetSnapshot, Episode, Event, Membership, Role, SnapshotKind, Step,
-                             TaskSpec)
-from core.api import LimitedCharField, StrictSerializer
+from flywheel.models import (Actor, Backend, Checkpoint, Correction, DatasetSnapshot, Episode, EpisodeStatus, Event,
+                             JudgeVerdict, Membership, Mode, Outcome, PolishState, ReviewStatus, Role, RunStatus,
+                             SnapshotKind, SnapshotStatus, Split, Step, TaskSpec)
+from core.api import LimitedCharField, OpenRecord, StrictSerializer, UserRef, keyset_page, results_of
 from core.errors import ApplicationError
 from core.paths import paths_hidden
 
@@ -53,6 +54,7 @@ class ProjectOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
     role = serializers.SerializerMethodField()
 
+    @extend_schema_field(serializers.ChoiceField(choices=Role.choices, allow_null=True))
     def get_role(self, project) -> str | None:
         user = self.context["user"]
         if user.is_staff:
@@ -66,7 +68,7 @@ class ProjectUpdateInput(StrictSerializer):
 
 
 class ProjectListApi(APIView):
-    @extend_schema(responses={200: ProjectOutput(many=True)})
+    @extend_schema(operation_id="projects_list", responses={200: keyset_page(ProjectOutput, "ProjectPage")})
     def get(self, request):
         projects = selectors.projects_for_user(user=request.user)
         roles = dict(Membership.objects.filter(user=request.user).values_list("project_id", "role"))
@@ -92,8 +94,9 @@ class ProjectDetailApi(APIView):
 class MemberOutput(serializers.Serializer):
     id = serializers.IntegerField()
     user = serializers.SerializerMethodField()
-    role = serializers.CharField()
+    role = serializers.ChoiceField(choices=Role.choices)
 
+    @extend_schema_field(UserRef)
     def get_user(self, membership) -> dict:
         return {"id": membership.user_id, "username": membership.user.username}
 
@@ -108,7 +111,7 @@ class MemberUpdateInput(StrictSerializer):
 
 
 class MemberListApi(APIView):
-    @extend_schema(responses={200: MemberOutput(many=True)})
+    @extend_schema(operation_id="projects_members_list", responses={200: keyset_page(MemberOutput, "MemberPage")})
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
         return paginate(self, selectors.members_for_project(project=project), MemberOutput, ordering="id")
@@ -153,7 +156,9 @@ class TaskOutput(serializers.ModelSerializer):
         model = TaskSpec
         fields = ["id", "env_kind", "task_name", "instruction_template", "seed_start", "seed_end", "split", "max_steps",
                   "definition", "source"]
+        read_only_fields = fields  # an answer: every field is in it (the schema says so)
 
+    @extend_schema_field(serializers.ChoiceField(choices=["shipped", "authored"]))
     def get_source(self, task) -> str:
         return "shipped" if task.definition is None else "authored"
 
@@ -185,7 +190,7 @@ class TaskUpdateInput(StrictSerializer):
 
 
 class TaskListApi(APIView):
-    @extend_schema(responses={200: TaskOutput(many=True)})
+    @extend_schema(operation_id="projects_tasks_list", responses={200: keyset_page(TaskOutput, "TaskPage")})
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
         return paginate(self, selectors.tasks_for_project(project=project), TaskOutput, ordering="id")
@@ -221,12 +226,147 @@ class TaskDetailApi(APIView):
 
 
 # --- episodes ------------------------------------------------------------------------------------
+# The fields below declare what episodes.episode_payload / step_payload build (the schema's types); the output is
+# theirs, unchanged (to_representation).
+class CheckpointRef(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+
+
+class EpisodeTaskOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    task_name = serializers.CharField()
+    env_kind = serializers.CharField()
+    split = serializers.ChoiceField(choices=Split.choices)
+
+
+class StepLabelsOutput(serializers.Serializer):
+    reviewer = serializers.CharField(help_text="The reviewer's username.")
+    verdict = serializers.CharField()
+    labels = serializers.DictField(child=serializers.CharField(), help_text="Label by step index.")
+
+
+class ReviewSummaryOutput(serializers.Serializer):
+    """Empty until the episode is reviewed."""
+
+    reviews = serializers.IntegerField(required=False)
+    accepts = serializers.IntegerField(required=False)
+    rejects = serializers.IntegerField(required=False)
+    grade_mean = serializers.FloatField(required=False, allow_null=True)
+    final_verdict = serializers.CharField(required=False, help_text="A manager's adjudicated verdict, when recorded.")
+    step_labels = StepLabelsOutput(many=True, required=False)
+
+
+class EpisodeQueueOutput(serializers.Serializer):
+    """A queued episode's place in its lane: supervised episodes wait in the people's lane, autonomous ones in the
+    machines'."""
+
+    lane = serializers.ChoiceField(choices=["people", "machines"])
+    ahead = serializers.IntegerField(help_text="Queued episodes of the same lane queued before this one.")
+    running = serializers.IntegerField(help_text="Episodes of the same lane running now.")
+
+
 class EpisodeOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    project = serializers.IntegerField()
+    task = EpisodeTaskOutput()
+    seed = serializers.IntegerField()
+    mode = serializers.ChoiceField(choices=Mode.values)
+    status = serializers.ChoiceField(choices=EpisodeStatus.values)
+    outcome = serializers.ChoiceField(choices=Outcome.values)
+    end_reason = serializers.CharField()
+    reward = serializers.FloatField(allow_null=True, help_text="The environment's reward; null until it scores.")
+    n_steps = serializers.IntegerField()
+    created_by = UserRef(allow_null=True)
+    checkpoint = CheckpointRef(allow_null=True)
+    control = inline_serializer("EpisodeControlOutput", {"username": serializers.CharField()}, allow_null=True,
+                                help_text="The one person steering the episode, when someone is.")
+    pending_index = serializers.IntegerField(allow_null=True, help_text="The proposal waiting for a decision.")
+    human_control = serializers.BooleanField(help_text="A person has taken over acting.")
+    n_interventions = serializers.IntegerField()
+    n_void = serializers.IntegerField()
+    review_status = serializers.ChoiceField(choices=ReviewStatus.values)
+    review_summary = ReviewSummaryOutput()
+    review_reason = serializers.CharField(help_text="Why the episode waits for a review before it is routed: the "
+                                                    "person's outcome and the task's check disagree.")
+    instruction = serializers.CharField(help_text="What the task asks, as the environment gave it for this seed.")
+    comment = serializers.CharField(help_text="What the person wrote when they finished the episode.")
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    queue = EpisodeQueueOutput(allow_null=True, help_text="Null unless the episode is queued.")
+    branch_of = inline_serializer("BranchOfOutput", {"episode": serializers.IntegerField(),
+                                                     "step": serializers.IntegerField()}, allow_null=True,
+                                  help_text="Where a branch branched from: its parent and the step it acts on anew.")
+
     def to_representation(self, episode):
         return episodes.episode_payload(episode)
 
 
-class EpisodeDetailOutput(serializers.Serializer):
+class ActionOutput(serializers.Serializer):
+    """An action as the parser stores it: `click(x=120, y=48)` is {"name": "click", "args": {"x": 120, "y": 48}}."""
+
+    name = serializers.CharField()
+    args = serializers.DictField()
+
+
+class TurnOutput(serializers.Serializer):
+    """The model's turn that a person overrode, as stored (episodes.turn_payload)."""
+
+    thought = serializers.CharField(required=False)
+    action = ActionOutput(required=False, allow_null=True)
+    action_text = serializers.CharField(required=False)
+    raw = serializers.CharField(required=False)
+    void_reason = serializers.CharField(required=False, allow_null=True)
+
+
+class RejectionOutput(serializers.Serializer):
+    """A proposal of the model that a person rejected before its step ran (the model was asked again)."""
+
+    attempt = serializers.IntegerField(help_text="1 for the step's first proposal, 2 for the one after it...")
+    thought = serializers.CharField()
+    action = ActionOutput(allow_null=True)
+    action_text = serializers.CharField()
+    void_reason = serializers.CharField()
+    reason = serializers.CharField(help_text="Why, in the person's words (the model read it).")
+    action_format = serializers.ChoiceField(choices=list(FORMATS))
+    repeated = serializers.BooleanField(help_text="Its action had been rejected at this step already.")
+    rejected_by = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField(allow_null=True)
+
+
+class StepOutput(serializers.Serializer):
+    index = serializers.IntegerField()
+    actor = serializers.ChoiceField(choices=Actor.values)
+    thought = serializers.CharField()
+    action = ActionOutput(allow_null=True)
+    action_text = serializers.CharField()
+    void = serializers.BooleanField()
+    void_reason = serializers.CharField()
+    proposal = TurnOutput(allow_null=True, help_text="What the model proposed, for a step a person edited or took.")
+    correction = serializers.ChoiceField(choices=Correction.values)
+    action_format = serializers.ChoiceField(choices=list(FORMATS))
+    rejections = RejectionOutput(many=True, help_text="The proposals a person rejected first, oldest first.")
+    reward = serializers.FloatField()
+    done = serializers.BooleanField()
+    screenshot_url = serializers.CharField()
+    width = serializers.IntegerField()
+    height = serializers.IntegerField()
+    url = serializers.CharField()
+    human_thought = serializers.CharField()
+    episode = serializers.IntegerField()
+    polished_thought = serializers.CharField()
+    polish_state = serializers.ChoiceField(choices=PolishState.values)
+    polish_error = serializers.CharField()
+    info = serializers.DictField(help_text="What the env said of the step (an error, a command's exit code...).")
+    timings = serializers.DictField()
+    created_at = serializers.DateTimeField(allow_null=True)
+
+
+class EpisodeDetailOutput(EpisodeOutput):
+    steps = StepOutput(many=True)
+    last_seq = serializers.IntegerField()
+
     def to_representation(self, episode):
         data = episodes.episode_payload(episode)
         data["steps"] = [episodes.step_payload(step) for step in episodes.steps_with_rejections(episode)]
@@ -263,7 +403,8 @@ def _episodes_listed(request):
 class EpisodeListApi(APIView):
     """The episodes a person may see, filtered for review; keyset-paginated."""
 
-    @extend_schema(parameters=EPISODE_LIST_PARAMETERS, responses={200: EpisodeOutput(many=True)})
+    @extend_schema(operation_id="episodes_list", parameters=EPISODE_LIST_PARAMETERS,
+                   responses={200: keyset_page(EpisodeOutput, "EpisodePage")})
     def get(self, request):
         episodes = _episodes_listed(request).select_related("controller")
         return paginate(self, episodes, EpisodeOutput, ordering=request.query_params.get("ordering") or "-id")
@@ -272,7 +413,8 @@ class EpisodeListApi(APIView):
 class EpisodeNeighboursApi(APIView):
     """The previous and next episode around this one in the review list with the same filters and ordering."""
 
-    @extend_schema(parameters=EPISODE_LIST_PARAMETERS, responses={200: dict})
+    @extend_schema(parameters=EPISODE_LIST_PARAMETERS, responses={200: inline_serializer("EpisodeNeighboursOutput", {
+        "previous": serializers.IntegerField(allow_null=True), "next": serializers.IntegerField(allow_null=True)})})
     def get(self, request, episode_id: int):
         episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id)
         listed = _episodes_listed(request).filter(project_id=episode.project_id)
@@ -283,7 +425,7 @@ class EpisodeNeighboursApi(APIView):
 class EpisodesStartApi(APIView):
     """Start episodes: one per seed, on a task of this project."""
 
-    @extend_schema(request=EpisodesStartInput, responses={201: EpisodeOutput(many=True)})
+    @extend_schema(request=EpisodesStartInput, responses={201: results_of(EpisodeOutput, "EpisodesStarted")})
     def post(self, request, project_id: int):
         project, role = selectors.project_for_user(user=request.user, project_id=project_id)
         data = EpisodesStartInput(data=request.data)
@@ -324,7 +466,7 @@ class EpisodeBranchApi(APIView):
     """Branches of an episode: GET lists them; POST queues a new one at a step (episodes.episode_branch).
     Permitted as starting an episode is: annotators branch supervised, autonomous needs the manager role."""
 
-    @extend_schema(responses={200: EpisodeOutput(many=True)})
+    @extend_schema(operation_id="episodes_branch_list", responses={200: results_of(EpisodeOutput, "EpisodeBranches")})
     def get(self, request, episode_id: int):
         episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id)
         return Response({"results": EpisodeOutput(episodes.branches_of(episode), many=True).data})
@@ -380,7 +522,9 @@ class CheckpointOutput(serializers.ModelSerializer):
         model = Checkpoint
         fields = ["id", "name", "uri", "base_model", "parent", "produced_by", "action_format", "reads_images",
                   "metrics", "created_at"]
+        read_only_fields = fields  # an answer: every field is in it (the schema says so)
 
+    @extend_schema_field(CheckpointRef(allow_null=True))
     def get_parent(self, checkpoint) -> dict | None:
         return {"id": checkpoint.parent_id, "name": checkpoint.parent.name} if checkpoint.parent_id else None
 
@@ -404,7 +548,8 @@ class CheckpointListApi(APIView):
     """A project's checkpoints, newest first (members); register one from a directory (admins: it names a path on
     the servers), with the format it answers in and whether it reads screenshots."""
 
-    @extend_schema(responses={200: CheckpointOutput(many=True)})
+    @extend_schema(operation_id="projects_checkpoints_list",
+                   responses={200: keyset_page(CheckpointOutput, "CheckpointPage")})
     def get(self, request, project_id: int):
         project, role = selectors.project_for_user(user=request.user, project_id=project_id)
         response = paginate(self, project.checkpoints.select_related("parent"), CheckpointOutput)
@@ -436,8 +581,23 @@ class CheckpointListApi(APIView):
         return Response(CheckpointOutput(checkpoint).data, status=status.HTTP_201_CREATED)
 
 
+class DeploymentOutput(serializers.Serializer):
+    """What DeploymentListApi answers of each deployment."""
+
+    id = serializers.IntegerField()
+    checkpoint = inline_serializer("DeployedCheckpointOutput", {
+        "id": serializers.IntegerField(), "name": serializers.CharField(),
+        "action_format": serializers.ChoiceField(choices=list(FORMATS), help_text="How it writes its answers."),
+        "reads_images": serializers.BooleanField(help_text="It is sent the screenshots.")})
+    backend = serializers.ChoiceField(choices=Backend.values)
+    active = serializers.BooleanField()
+    activated_at = serializers.DateTimeField(allow_null=True)
+    deactivated_at = serializers.DateTimeField(allow_null=True)
+    reason = serializers.CharField()
+
+
 class DeploymentListApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: results_of(DeploymentOutput, "DeploymentList", next_link=True)})
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
         rows = project.deployments.select_related("checkpoint")[:100]
@@ -459,6 +619,36 @@ class RunCreateInput(StrictSerializer):
         help_text="Stop after this many passes over the rows (0: no cap); a few rows trained longer are memorised.")
 
 
+class RunMetricOutput(OpenRecord):
+    """One progress line of the trainer: at ``step`` of ``total`` in a ``phase`` (demos, sft, dpo...), with what
+    else it reported."""
+
+    step = serializers.FloatField()
+    total = serializers.FloatField(required=False)
+    phase = serializers.CharField(required=False, help_text="Lines of runs before phases were named have none: sft.")
+    loss = serializers.FloatField(required=False)
+
+
+class RunOutput(serializers.Serializer):
+    """What run_output builds."""
+
+    id = serializers.IntegerField()
+    algorithm = serializers.CharField()
+    status = serializers.ChoiceField(choices=RunStatus.values)
+    progress = serializers.FloatField(help_text="0..1")
+    config = serializers.DictField()
+    snapshot = serializers.IntegerField(allow_null=True)
+    metrics = RunMetricOutput(many=True, help_text="The last 200 progress lines.")
+    warnings = serializers.ListField(child=serializers.CharField(), help_text="What a person should know about how "
+                                     "training went (cut by its time budget, capped epochs), in plain words.")
+    error = serializers.CharField()
+    log_tail = serializers.CharField()
+    checkpoint = CheckpointRef(allow_null=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
 def run_output(r) -> dict:
     return {"id": r.pk, "algorithm": r.algorithm, "status": r.status, "progress": r.progress, "config": r.config,
             "snapshot": r.snapshot_id, "metrics": r.metrics[-200:], "warnings": r.warnings, "error": r.error,
@@ -468,13 +658,13 @@ def run_output(r) -> dict:
 
 
 class RunListApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: results_of(RunOutput, "RunList", next_link=True)})
     def get(self, request, project_id: int):
         project, role = selectors.project_for_user(user=request.user, project_id=project_id)
         return Response({"results": for_role([run_output(r) for r in project.runs.select_related("checkpoint")[:50]],
                                              role), "next": None})
 
-    @extend_schema(request=RunCreateInput, responses={202: dict})
+    @extend_schema(request=RunCreateInput, responses={202: RunOutput})
     def post(self, request, project_id: int):
         """Train on a ready snapshot (managers)."""
         project, role = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
@@ -503,18 +693,32 @@ class RoutingInput(StrictSerializer):
                                               help_text="share of the full reward an episode needs to count as a success")
 
 
+class BucketOutput(serializers.Serializer):
+    rows = serializers.IntegerField()
+    episodes = serializers.IntegerField()
+    new_rows = serializers.IntegerField(help_text="Rows of episodes that no ready snapshot of this kind holds yet.")
+
+
+class RoutingOutput(serializers.Serializer):
+    rule = serializers.ChoiceField(choices=list(datasets.RULES))
+    reward_threshold = serializers.FloatField()
+    buckets = inline_serializer("RoutingBuckets", {
+        **{kind: BucketOutput() for kind in SnapshotKind.values},
+        "rft": BucketOutput(help_text="The part of sft that autonomous successes make (rejection-sampled rows).")})
+
+
 class RoutingApi(APIView):
     """The project's validator V and how many rows each bucket holds now."""
 
     def _out(self, project):
         return {**datasets.routing_of(project), "buckets": datasets.buckets(project)}
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: RoutingOutput})
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         return Response(self._out(project))
 
-    @extend_schema(request=RoutingInput, responses={200: dict})
+    @extend_schema(request=RoutingInput, responses={200: RoutingOutput})
     def patch(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         data = RoutingInput(data=request.data)
@@ -522,6 +726,52 @@ class RoutingApi(APIView):
         datasets.routing_set(project=project, actor=request.user, **data.validated_data)
         project.refresh_from_db()
         return Response(self._out(project))
+
+
+class SnapshotFilterOutput(serializers.Serializer):
+    """A snapshot's filter as datasets.filter_clean kept it: only the keys it was given."""
+
+    tasks = serializers.ListField(child=serializers.IntegerField(), required=False)
+    split = serializers.ChoiceField(choices=Split.choices, required=False)
+    checkpoint = serializers.IntegerField(required=False)
+    mode = serializers.ChoiceField(choices=Mode.values, required=False)
+    created_after = serializers.CharField(required=False)
+    created_before = serializers.CharField(required=False)
+    only_new = serializers.BooleanField(required=False)
+
+
+class SnapshotLineageOutput(OpenRecord):
+    tasks = serializers.DictField(child=serializers.IntegerField(), required=False, help_text="Rows by task.")
+    checkpoints = serializers.DictField(child=serializers.IntegerField(), required=False,
+                                       help_text="Rows by checkpoint.")
+
+
+class SnapshotOutput(serializers.Serializer):
+    """What snapshot_output builds."""
+
+    id = serializers.IntegerField()
+    project = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=SnapshotKind.choices)
+    name = serializers.CharField()
+    filter = SnapshotFilterOutput()
+    routing = inline_serializer("SnapshotRoutingOutput", {
+        "rule": serializers.ChoiceField(choices=list(datasets.RULES), required=False),
+        "reward_threshold": serializers.FloatField(required=False)})
+    status = serializers.ChoiceField(choices=SnapshotStatus.values)
+    progress = serializers.FloatField(help_text="0..1")
+    error = serializers.CharField()
+    rows = serializers.IntegerField()
+    episodes = serializers.IntegerField()
+    sha256 = serializers.CharField()
+    size_bytes = serializers.IntegerField()
+    lineage = SnapshotLineageOutput()
+    created_by = UserRef(allow_null=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True, help_text="When a worker began writing it.")
+    finished_at = serializers.DateTimeField(allow_null=True)
+    export_url = serializers.CharField()
+    duplicate = serializers.BooleanField(help_text="In a freeze's answer: the same data is already frozen (or being "
+                                                   "frozen) as this snapshot.")
 
 
 def snapshot_output(snapshot: DatasetSnapshot) -> dict:
@@ -545,13 +795,13 @@ class SnapshotCreateInput(StrictSerializer):
 
 
 class SnapshotListApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: results_of(SnapshotOutput, "SnapshotList", next_link=True)})
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         rows = project.snapshots.select_related("created_by")[:200]
         return Response({"results": [snapshot_output(s) for s in rows], "next": None})
 
-    @extend_schema(request=SnapshotCreateInput, responses={202: dict, 200: dict})
+    @extend_schema(request=SnapshotCreateInput, responses={202: SnapshotOutput, 200: SnapshotOutput})
     def post(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         data = SnapshotCreateInput(data=request.data)
@@ -571,13 +821,14 @@ def _snapshot_for(request, snapshot_id: int) -> DatasetSnapshot:
 
 
 class SnapshotDetailApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: SnapshotOutput})
     def get(self, request, snapshot_id: int):
         return Response(snapshot_output(_snapshot_for(request, snapshot_id)))
 
 
 class SnapshotRowsApi(APIView):
-    @extend_schema(parameters=[OpenApiParameter("limit", int)], responses={200: dict})
+    @extend_schema(parameters=[OpenApiParameter("limit", int)], responses={200: inline_serializer("SnapshotRows", {
+        "rows": serializers.ListField(child=serializers.DictField(), help_text="The first rows, as exported.")})})
     def get(self, request, snapshot_id: int):
         snapshot = _snapshot_for(request, snapshot_id)
         try:
@@ -603,15 +854,84 @@ class SnapshotExportApi(APIView):
 
 
 # --- the judge (managers) ----------------------------------------------------------------------------------
+class JudgeSettingsOutput(serializers.Serializer):
+    """The project's judge (judge.judge_settings_of); PATCH takes any of these fields."""
+
+    enabled = serializers.BooleanField(help_text="Judge every episode that finishes.")
+    backend = serializers.ChoiceField(choices=list(judge.BACKENDS))
+    samples = serializers.IntegerField(help_text="How many times the judge is asked; the majority wins and its "
+                                                 "share is the confidence.")
+    temperature = serializers.FloatField()
+    screenshots = serializers.IntegerField(help_text="How many of the episode's last screenshots the judge sees.")
+    model = serializers.CharField()
+    base_url = serializers.CharField()
+    timeout_seconds = serializers.FloatField(allow_null=True)
+    retries = serializers.IntegerField(allow_null=True)
+    answers = serializers.ListField(child=serializers.CharField())
+
+
+class JudgeVoteOutput(serializers.Serializer):
+    verdict = serializers.ChoiceField(choices=JudgeVerdict.values)
+    reason = serializers.CharField()
+    raw = serializers.CharField()
+
+
+class JudgementOutput(serializers.Serializer):
+    """What judge.judgement_payload builds. A verdict "" is none: the judge could not be read, or its samples
+    tied."""
+
+    id = serializers.IntegerField()
+    episode = serializers.IntegerField()
+    verdict = serializers.ChoiceField(choices=JudgeVerdict.values)
+    reason = serializers.CharField()
+    confidence = serializers.FloatField(allow_null=True, help_text="Share of the samples that voted the verdict.")
+    votes = JudgeVoteOutput(many=True)
+    judge = serializers.ChoiceField(choices=list(judge.BACKENDS))
+    model = serializers.CharField()
+    config = serializers.DictField(help_text="The judge settings it ran with.")
+    latest = serializers.BooleanField()
+    created_by = UserRef(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class ConfusionOutput(serializers.Serializer):
+    judge_success_review_accept = serializers.IntegerField()
+    judge_success_review_reject = serializers.IntegerField()
+    judge_failure_review_accept = serializers.IntegerField()
+    judge_failure_review_reject = serializers.IntegerField()
+
+
+class JudgeAgreementOutput(serializers.Serializer):
+    episodes = serializers.IntegerField()
+    agreement = serializers.FloatField(allow_null=True)
+    kappa = serializers.FloatField(allow_null=True)
+    confusion = ConfusionOutput()
+
+
+class TaskJudgeAgreementOutput(JudgeAgreementOutput):
+    task = serializers.CharField()
+
+
+class CalibrationOutput(JudgeAgreementOutput):
+    judged = serializers.IntegerField()
+    no_verdict = serializers.IntegerField()
+    not_reviewed = serializers.IntegerField()
+    tasks = TaskJudgeAgreementOutput(many=True)
+
+
+QUEUED_OUTPUT = inline_serializer("JudgementsQueued", {
+    "queued": serializers.ListField(child=serializers.IntegerField())})
+
+
 class JudgeSettingsApi(APIView):
     """The project's judge: whether it judges every finished episode, its backend, samples and temperature."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: JudgeSettingsOutput})
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         return Response(judge.judge_settings_of(project))
 
-    @extend_schema(request=dict, responses={200: dict})
+    @extend_schema(request=dict, responses={200: JudgeSettingsOutput})
     def patch(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         if not isinstance(request.data, dict):
@@ -635,7 +955,7 @@ class JudgeRequestInput(StrictSerializer):
 class JudgeRequestApi(APIView):
     """Judge a list or a filtered set of the project's finished episodes on the `default` queue."""
 
-    @extend_schema(request=JudgeRequestInput, responses={202: dict})
+    @extend_schema(request=JudgeRequestInput, responses={202: QUEUED_OUTPUT})
     def post(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         data = JudgeRequestInput(data=request.data)
@@ -659,13 +979,13 @@ class JudgeRequestApi(APIView):
 class EpisodeJudgementsApi(APIView):
     """An episode's judgements, newest first (GET), or judge it again now (POST, queued)."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: results_of(JudgementOutput, "JudgementList", next_link=True)})
     def get(self, request, episode_id: int):
         episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id, minimum=Role.MANAGER)
         rows = episode.judgements.select_related("created_by")[:50]
         return Response({"results": [judge.judgement_payload(j) for j in rows], "next": None})
 
-    @extend_schema(request=None, responses={202: dict})
+    @extend_schema(request=None, responses={202: QUEUED_OUTPUT})
     def post(self, request, episode_id: int):
         episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id, minimum=Role.MANAGER)
         if episode.status != "finished":
@@ -678,7 +998,7 @@ class EpisodeJudgementsApi(APIView):
 class JudgeCalibrationApi(APIView):
     """How far the judge agrees with the reviewers: share, Cohen's kappa and the confusion table, per task too."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: CalibrationOutput})
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         return Response(judge.calibration(project=project))

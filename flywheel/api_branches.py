@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from django.db.models import Prefetch
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from flywheel import datasets, episodes, selectors
+from flywheel.api import EpisodeOutput, StepOutput
 from flywheel.models import Episode, Judgement, Rejection, Role, Step
 from core.errors import ApplicationError
 
@@ -51,7 +52,31 @@ def branch_comparison(*, branch: Episode) -> dict:
             "no_pair": why}
 
 
+class ComparisonSideOutput(serializers.Serializer):
+    """One side of a comparison: the episode, its judge's newest verdict, its steps from the branch point on."""
+
+    episode = EpisodeOutput()
+    judge = inline_serializer("ComparisonJudgeOutput", {
+        "verdict": serializers.ChoiceField(choices=["success", "failure"], allow_null=True),
+        "reason": serializers.CharField(), "confidence": serializers.FloatField(allow_null=True)}, allow_null=True)
+    steps = StepOutput(many=True)
+
+
 class BranchCompareOutput(serializers.Serializer):
+    branched_at = serializers.IntegerField(help_text="The 0-based index of the step the branch acts on anew.")
+    branch = ComparisonSideOutput()
+    parent = ComparisonSideOutput(allow_null=True, help_text="Null when the parent episode was deleted.")
+    screens = inline_serializer("ComparedScreenOutput", {
+        "index": serializers.IntegerField(),
+        "differs": serializers.CharField(allow_null=True, help_text="What makes the two screens count as different "
+                                                                    "(address, elements), or null.")}, many=True)
+    pair = inline_serializer("ComparisonPairOutput", {
+        "index": serializers.IntegerField(), "chosen": serializers.ChoiceField(choices=["branch", "parent"]),
+        "by": serializers.ChoiceField(choices=["review", "reward", "judge"]),
+        "in_dataset": serializers.BooleanField()}, allow_null=True,
+        help_text="The DPO pair the two make: at which step, whose step is chosen and what decided it.")
+    no_pair = serializers.CharField(help_text="Why they make no pair, in words; empty when they make one.")
+
     def to_representation(self, data: dict) -> dict:
         return data
 

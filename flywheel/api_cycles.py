@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 from django.db.models import Prefetch
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from flywheel import cycle_settings, cycles, deployments, evaluation, selectors
-from flywheel.api import for_role, paginate, run_output
-from flywheel.models import Cycle, CycleState, Deployment, Evaluation, Role
-from core.api import LimitedCharField, StrictSerializer
+from flywheel.api import CheckpointRef, RunOutput, for_role, paginate, run_output
+from flywheel.models import Backend, Cycle, CycleState, Deployment, Evaluation, Role, SnapshotKind, SnapshotStatus
+from core.api import LimitedCharField, OpenRecord, StrictSerializer, UserRef, keyset_page
 from core.errors import ApplicationError
 
 
@@ -26,8 +26,143 @@ def evaluation_output(evaluation: Evaluation) -> dict:
             "reused_from": evaluation.details.get("reused_from")}  # measured on these seeds in an earlier cycle
 
 
+# --- what the answers hold (the schema's types; the dicts above and below build them) ----------------------------
+class TaskEvalOutput(serializers.Serializer):
+    episodes = serializers.IntegerField()
+    success_rate = serializers.FloatField()
+    mean_reward = serializers.FloatField()
+    mean_steps = serializers.FloatField()
+    void_rate = serializers.FloatField()
+
+
+class EvaluationOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    checkpoint = CheckpointRef()
+    role = serializers.ChoiceField(choices=["candidate", "deployed", ""], help_text="candidate: the checkpoint this "
+                                   "cycle trained; deployed: what served when it was measured.")
+    success_rate = serializers.FloatField(allow_null=True)
+    mean_reward = serializers.FloatField(allow_null=True)
+    episodes = serializers.IntegerField()
+    seeds = serializers.DictField(child=serializers.CharField(), help_text='Seed range by task: {"click-test": '
+                                                                          '"100000-100009"}.')
+    per_task = serializers.DictField(child=TaskEvalOutput())
+    eval_seconds = serializers.FloatField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    reused_from = inline_serializer("EvaluationReusedFrom", {
+        "cycle": serializers.IntegerField(), "evaluation": serializers.IntegerField(),
+        "eval_seconds": serializers.FloatField(allow_null=True)}, allow_null=True,
+        help_text="Measured in an earlier cycle on exactly these seeds, not rolled out again.")
+
+
+class StageOutput(serializers.Serializer):
+    """One stage of the training recipe; stages run in order, each from the last one's output."""
+
+    algorithm = serializers.ChoiceField(choices=["sft", "dpo", "rl"])
+    max_steps = serializers.IntegerField()
+    max_seconds = serializers.IntegerField(required=False)
+    max_epochs = serializers.IntegerField(required=False, help_text="Passes over the stage's rows at most (0: no "
+                                                                    "cap); not for rl stages.")
+    lr = serializers.FloatField(required=False)
+    lora = serializers.CharField(required=False)
+    batch_tokens = serializers.IntegerField(required=False)
+    min_rows = serializers.IntegerField(required=False)
+    group_size = serializers.IntegerField(required=False)
+    max_new_tokens = serializers.IntegerField(required=False)
+
+
+class GateBucketOutput(serializers.Serializer):
+    rows = serializers.IntegerField()
+    new_rows = serializers.IntegerField()
+    new_differing = serializers.IntegerField(required=False, help_text="dpo: new pairs whose actions differ.")
+
+
+class GateOutput(OpenRecord):
+    buckets = serializers.DictField(child=GateBucketOutput(), help_text="By bucket (sft, dpo, rl).")
+    new_rows = serializers.IntegerField()
+    min_new_rows = serializers.IntegerField()
+
+
+class CycleConfigOutput(OpenRecord):
+    """The settings a cycle ran with (those of its time)."""
+
+    min_new_rows = serializers.IntegerField(required=False)
+    recipe = StageOutput(many=True, required=False)
+    eval_tasks = serializers.ListField(child=serializers.IntegerField(), required=False)
+    eval_seeds = serializers.IntegerField(required=False)
+    eval_max_steps = serializers.IntegerField(required=False)
+    margin = serializers.FloatField(required=False)
+    auto_deploy = serializers.BooleanField(required=False)
+    backend = serializers.CharField(required=False)
+    export = serializers.CharField(required=False)
+
+
+class CycleSideOutput(serializers.Serializer):
+    checkpoint = serializers.CharField()
+    success_rate = serializers.FloatField(allow_null=True)
+    episodes = serializers.IntegerField()
+
+
+class CycleDecisionOutput(OpenRecord):
+    """The gate's verdict with its numbers (cycles.decision_of)."""
+
+    text = serializers.CharField()
+    promote = serializers.BooleanField()
+    margin = serializers.FloatField()
+    gain = serializers.FloatField(required=False)
+    candidate = CycleSideOutput()
+    deployed = CycleSideOutput(allow_null=True)
+    by = serializers.CharField(required=False, help_text="Who deployed it by hand.")
+
+
+class CycleDecisionDataOutput(OpenRecord):
+    gate = GateOutput(required=False)
+    decision = CycleDecisionOutput(required=False)
+    awaiting_approval = serializers.BooleanField(required=False)
+
+
+class CycleTimingOutput(serializers.Serializer):
+    started = serializers.DateTimeField()
+    finished = serializers.DateTimeField(required=False)
+    seconds = serializers.FloatField(required=False)
+
+
+class CycleProgressOutput(OpenRecord):
+    """Of the long state now running (snapshot, evaluate): done of total, and what."""
+
+    done = serializers.IntegerField(required=False)
+    total = serializers.IntegerField(required=False)
+    label = serializers.CharField(required=False)
+
+
 class CycleOutput(serializers.Serializer):
     """A cycle as a member of the role in the context reads it (server paths for admins only)."""
+
+    id = serializers.IntegerField()
+    project = serializers.IntegerField()
+    iteration = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=CycleState.values)
+    trigger = serializers.CharField()
+    triggered_by = UserRef(allow_null=True)
+    config = CycleConfigOutput()
+    decision = serializers.CharField()
+    decision_data = CycleDecisionDataOutput()
+    awaiting_approval = serializers.BooleanField()
+    error = serializers.CharField()
+    log_tail = serializers.CharField()
+    timings = serializers.DictField(child=CycleTimingOutput(), help_text="By state.")
+    progress = CycleProgressOutput()
+    candidate = CheckpointRef(allow_null=True)
+    baseline = CheckpointRef(allow_null=True)
+    deployment = serializers.IntegerField(allow_null=True)
+    snapshots = inline_serializer("CycleSnapshotOutput", {
+        "id": serializers.IntegerField(), "kind": serializers.ChoiceField(choices=SnapshotKind.choices),
+        "rows": serializers.IntegerField(), "status": serializers.ChoiceField(choices=SnapshotStatus.values),
+        "sha256": serializers.CharField()}, many=True)
+    run = RunOutput(allow_null=True)
+    evaluations = EvaluationOutput(many=True)
+    started_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
 
     def to_representation(self, cycle: Cycle) -> dict:
         return for_role(self.fields_of(cycle), self.context.get("role"))
@@ -73,7 +208,7 @@ def _cycle_output(cycle_id: int, role: str) -> dict:
 class CycleListApi(APIView):
     """A project's cycles, newest first; POST runs one now (managers; 409 while one runs)."""
 
-    @extend_schema(responses={200: CycleOutput(many=True)})
+    @extend_schema(operation_id="projects_cycles_list", responses={200: keyset_page(CycleOutput, "CyclePage")})
     def get(self, request, project_id: int):
         project, role = selectors.project_for_user(user=request.user, project_id=project_id)
         return paginate(self, _cycles().filter(project=project), CycleOutput, ordering="-id", role=role)
@@ -173,6 +308,46 @@ class CycleSettingsInput(StrictSerializer):
     cadence_minutes = serializers.IntegerField(required=False)
 
 
+class EvalPlanOutput(serializers.Serializer):
+    env = serializers.CharField()
+    seeds = serializers.CharField()
+    max_steps = serializers.IntegerField()
+    tasks = serializers.ListField(child=serializers.CharField())
+    definitions = serializers.DictField(required=False, help_text="An authored task's JSON, by task name.")
+
+
+class CycleSettingsOutput(serializers.Serializer):
+    """What settings_output builds: the settings, the schedule, what the gate sees now and the eval plan."""
+
+    min_new_rows = serializers.IntegerField()
+    recipe = StageOutput(many=True)
+    replay_ratio = serializers.FloatField()
+    replay_max_rows = serializers.IntegerField()
+    correction_weight = serializers.IntegerField()
+    val_fraction = serializers.FloatField()
+    val_min_rows = serializers.IntegerField()
+    val_from = serializers.ChoiceField(choices=["corrected", "new"])
+    patience = serializers.IntegerField()
+    eval_tasks = serializers.ListField(child=serializers.IntegerField())
+    eval_seeds = serializers.IntegerField()
+    eval_max_steps = serializers.IntegerField()
+    margin = serializers.FloatField()
+    auto_deploy = serializers.BooleanField()
+    backend = serializers.ChoiceField(choices=["local", "openai"])
+    export = serializers.ChoiceField(choices=["lora", "full"])
+    base_checkpoint = serializers.IntegerField(allow_null=True)
+    history_images = serializers.IntegerField()
+    cadence_minutes = serializers.FloatField(allow_null=True, help_text="0: no schedule (manual runs only).")
+    schedule = serializers.CharField()
+    last_scheduled_at = serializers.DateTimeField(allow_null=True)
+    gate = GateOutput()
+    eval_plan = EvalPlanOutput(many=True)
+    eval_plan_error = serializers.CharField()
+    eval_task_choices = inline_serializer("EvalTaskChoiceOutput", {
+        "id": serializers.IntegerField(), "task_name": serializers.CharField(),
+        "seed_start": serializers.IntegerField(), "seed_end": serializers.IntegerField()}, many=True)
+
+
 def settings_output(project) -> dict:
     """The settings, the schedule, what the gate sees now and the eval plan (or why there is none)."""
     config = cycle_settings.settings_of(project)
@@ -193,12 +368,12 @@ def settings_output(project) -> dict:
 class CycleSettingsApi(APIView):
     """A project's cycle settings and schedule (GET: members; PATCH: managers)."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: CycleSettingsOutput})
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
         return Response(settings_output(project))
 
-    @extend_schema(request=CycleSettingsInput, responses={200: dict})
+    @extend_schema(request=CycleSettingsInput, responses={200: CycleSettingsOutput})
     def patch(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         data = CycleSettingsInput(data=request.data)
@@ -214,7 +389,11 @@ class CycleSettingsApi(APIView):
 class DeploymentRollbackApi(APIView):
     """Serve an earlier deployment's checkpoint again, atomically (managers; audited)."""
 
-    @extend_schema(request=None, responses={200: dict})
+    @extend_schema(request=None, responses={200: inline_serializer("DeploymentRolledBack", {
+        "id": serializers.IntegerField(), "checkpoint": CheckpointRef(), "backend": serializers.ChoiceField(
+            choices=Backend.values), "served_name": serializers.CharField(), "active": serializers.BooleanField(),
+        "activated_at": serializers.DateTimeField(allow_null=True),
+        "deactivated_at": serializers.DateTimeField(allow_null=True), "reason": serializers.CharField()})})
     def post(self, request, project_id: int, deployment_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         deployment = Deployment.objects.select_related("checkpoint").filter(pk=deployment_id, project=project).first()

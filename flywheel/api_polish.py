@@ -2,7 +2,7 @@
 and polished thoughts, editing and re-polishing a step, re-polishing an episode, and the project's polisher."""
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -10,18 +10,62 @@ from rest_framework.views import APIView
 from core.api import StrictSerializer
 from core.errors import ApplicationError
 from flywheel import polish, selectors
-from flywheel.models import Role
+from flywheel.models import PolishState, Role
+
+
+class PolishSettingsOutput(serializers.Serializer):
+    """The project's polisher (polish.polish_settings_of); PATCH takes any of these fields."""
+
+    enabled = serializers.BooleanField(help_text="Polish words as they land.")
+    backend = serializers.ChoiceField(choices=list(polish.BACKENDS))
+    model = serializers.CharField()
+    base_url = serializers.CharField()
+    timeout_seconds = serializers.FloatField(allow_null=True)
+    retries = serializers.IntegerField(allow_null=True)
+
+
+class PolishProgressOutput(serializers.Serializer):
+    steps_with_words = serializers.IntegerField()
+    done = serializers.IntegerField()
+    edited = serializers.IntegerField()
+    queued = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    not_polished = serializers.IntegerField(help_text="Words from before polishing was switched on.")
+
+
+class StepPolishOutput(serializers.Serializer):
+    """What polish.step_polish_payload builds. A state "" is no words (or not polished yet); edited: a person wrote
+    it."""
+
+    index = serializers.IntegerField()
+    words = serializers.CharField(help_text="The words said during the step, raw (the step's human_thought).")
+    polished_thought = serializers.CharField()
+    polish_state = serializers.ChoiceField(choices=PolishState.values)
+    polish_error = serializers.CharField(help_text="Why the last polish gave no thought, in plain words.")
+    polished_at = serializers.DateTimeField(allow_null=True)
+    stale = serializers.BooleanField(help_text="The words changed after this thought was written.")
+    can_edit = serializers.BooleanField(help_text="Whether you may edit it or polish it again (managers, and the "
+                                                  "annotator who worked on the step).")
+
+
+class EpisodePolishOutput(serializers.Serializer):
+    episode = serializers.IntegerField()
+    progress = PolishProgressOutput()
+    can_request = serializers.BooleanField(help_text="Whether you may polish the whole episode again (managers).")
+    settings = inline_serializer("EpisodePolishSettings", {
+        "backend": serializers.ChoiceField(choices=list(polish.BACKENDS)), "enabled": serializers.BooleanField()})
+    steps = StepPolishOutput(many=True)
 
 
 class PolishSettingsApi(APIView):
     """The project's polisher: whether words are polished as they land, and with which backend (managers)."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: PolishSettingsOutput})
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         return Response(polish.polish_settings_of(project))
 
-    @extend_schema(request=dict, responses={200: dict})
+    @extend_schema(request=dict, responses={200: PolishSettingsOutput})
     def patch(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         if not isinstance(request.data, dict):
@@ -34,12 +78,14 @@ class EpisodePolishApi(APIView):
     polished thought, with whether you may edit it. POST: polish every step with words again, except edited ones
     (managers)."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: EpisodePolishOutput})
     def get(self, request, episode_id: int):
         episode, role = selectors.episode_for_user(user=request.user, episode_id=episode_id)
         return Response(polish.episode_polish(episode=episode, user=request.user, role=role))
 
-    @extend_schema(request=None, responses={202: dict})
+    @extend_schema(request=None, responses={202: inline_serializer("EpisodePolishQueued", {
+        "queued": serializers.ListField(child=serializers.IntegerField(), help_text="The steps queued."),
+        "progress": PolishProgressOutput()})})
     def post(self, request, episode_id: int):
         episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id, minimum=Role.MANAGER)
         queued = polish.episode_polish_request(episode=episode, actor=request.user)
@@ -62,7 +108,7 @@ class StepPolishApi(APIView):
         episode, role = selectors.episode_for_user(user=request.user, episode_id=episode_id)
         return polish.step_of(episode=episode, index=index), role
 
-    @extend_schema(request=StepPolishEditInput, responses={200: dict})
+    @extend_schema(request=StepPolishEditInput, responses={200: StepPolishOutput})
     def patch(self, request, episode_id: int, index: int):
         step, role = self._step(request, episode_id, index)
         data = StepPolishEditInput(data=request.data)
@@ -71,7 +117,9 @@ class StepPolishApi(APIView):
                                        text=data.validated_data["polished_thought"])
         return Response(polish.step_polish_payload(step, can_edit=True))
 
-    @extend_schema(request=None, responses={202: dict})
+    @extend_schema(request=None, responses={202: inline_serializer("StepPolishQueued", {
+        **StepPolishOutput().get_fields(),
+        "queued_now": serializers.BooleanField(help_text="False: it was queued already (a second request).")})})
     def post(self, request, episode_id: int, index: int):
         step, role = self._step(request, episode_id, index)
         step, queued = polish.step_polish_request(step=step, user=request.user, role=role)

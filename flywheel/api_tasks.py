@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import StrictSerializer
+from core.api import StrictSerializer, results_of
 from core.errors import ApplicationError
 from flywheel import selectors, task_authoring
 from flywheel.api import TaskOutput
@@ -22,11 +22,22 @@ from flywheel.models import Role
 MAX_FILE_BYTES = 2 * 1024 * 1024
 
 
+class CatalogueKindOutput(serializers.Serializer):
+    kind = serializers.CharField()
+    format = serializers.ChoiceField(
+        choices=sorted(task_authoring.FORMATS), allow_null=True,
+        help_text="The JSON format its own tasks are written in; null: only shipped tasks.")
+    tasks = inline_serializer("CatalogueTaskOutput", {
+        "name": serializers.CharField(), "description": serializers.CharField(),
+        "max_steps": serializers.IntegerField()}, many=True)
+    error = serializers.CharField(help_text="Why its shipped tasks could not be listed; empty when they were.")
+
+
 class TaskCatalogueApi(APIView):
     """Each env kind's shipped tasks (name, description, step limit) and the JSON format its own tasks are
     written in (null: only shipped tasks)."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: inline_serializer("TaskCatalogue", {"kinds": CatalogueKindOutput(many=True)})})
     def get(self, request):
         return Response({"kinds": task_authoring.catalogue()})
 
@@ -45,7 +56,7 @@ class TaskImportApi(APIView):
 
     parser_classes = [JSONParser, MultiPartParser]
 
-    @extend_schema(request=TaskImportInput, responses={201: TaskOutput(many=True)})
+    @extend_schema(request=TaskImportInput, responses={201: results_of(TaskOutput, "TasksImported")})
     def post(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         if request.content_type.startswith("multipart/"):
@@ -85,7 +96,8 @@ class TaskExportApi(APIView):
     content_negotiation_class = _FormatIsOurs
 
     @extend_schema(parameters=[OpenApiParameter("format", str, enum=sorted(task_authoring.FORMATS), required=True)],
-                   responses={200: dict})
+                   responses={200: {"type": "array", "items": {"type": "object", "additionalProperties": {}},
+                                    "description": "The tasks, each as its format writes one."}})
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         name = request.query_params.get("format", "")

@@ -17,7 +17,7 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import LimitedCharField, StrictSerializer
+from core.api import LimitedCharField, OpenRecord, StrictSerializer
 from webapp import auth
 
 log = logging.getLogger(__name__)
@@ -154,13 +154,28 @@ def _celery():
     return {"version": celery_version, "workers": workers}
 
 
+class HealthCheckOutput(OpenRecord):
+    ok = serializers.BooleanField()
+    ms = serializers.FloatField()
+    error = serializers.CharField(required=False, help_text="What failed, when it did.")
+    version = serializers.CharField(required=False)
+    workers = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class HealthOutput(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ok", "degraded"])
+    checks = inline_serializer("HealthChecks", {name: HealthCheckOutput() for name in
+                                                ("database", "redis", "channel_layer", "celery")})
+    detail = serializers.CharField(required=False, help_text="Degraded: what failed, in one line.")
+
+
 class HealthApi(APIView):
     """Real checks of PostgreSQL, Redis, the channel layer and a live Celery worker."""
 
     permission_classes = [AllowAny]
     authentication_classes = []
 
-    @extend_schema(responses={200: dict, 503: dict})
+    @extend_schema(responses={200: HealthOutput, 503: HealthOutput})
     def get(self, request):
         checks = {"database": _check(_database), "redis": _check(_redis), "channel_layer": _check(_channel_layer),
                   "celery": _check(_celery)}

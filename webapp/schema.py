@@ -1,5 +1,6 @@
-"""OpenAPI security schemes for Loupe's two authentications (drf-spectacular cannot guess them)."""
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+"""OpenAPI security schemes for Loupe's two authentications (drf-spectacular cannot guess them), and records open to
+more properties than they declare (core.api.OpenRecord)."""
+from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerExtension
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -18,3 +19,12 @@ class SessionScheme(OpenApiAuthenticationExtension):
     def get_security_definition(self, auto_schema):
         return {"type": "apiKey", "in": "cookie", "name": "sessionid",
                 "description": "The browser's session (POST /api/v1/auth/session); writes need the X-CSRFToken header."}
+
+
+class OpenRecordScheme(OpenApiSerializerExtension):
+    target_class = "core.api.OpenRecord"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        return {**schema, "additionalProperties": {}}

@@ -234,8 +234,20 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
-    # the split as a model field (labelled) and as a task input (bare values): one name each
-    "ENUM_NAME_OVERRIDES": {"SplitEnum": "flywheel.models.Split", "TaskSplitEnum": [("train", "train"), ("eval", "eval")]},
+    # the split as a model field (labelled) and as a task input (bare values): one name each; and a name for each
+    # set of choices that several fields of one name hold (status, state, backend, verdict, role)
+    "ENUM_NAME_OVERRIDES": {
+        "SplitEnum": "flywheel.models.Split", "TaskSplitEnum": [("train", "train"), ("eval", "eval")],
+        "EpisodeStatusEnum": "flywheel.models.EpisodeStatus.values",
+        "RunStatusEnum": "flywheel.models.RunStatus.values",
+        "SnapshotStatusEnum": "flywheel.models.SnapshotStatus.values", "HealthStatusEnum": ["ok", "degraded"],
+        "CycleStateEnum": "flywheel.models.CycleState.values", "QueueStateEnum": "annotation.models.QueueState.values",
+        "QueueItemStateEnum": "annotation.models.ItemState.values",
+        "CycleBackendEnum": ["local", "openai"], "DeploymentBackendEnum": "flywheel.models.Backend.values",
+        "JudgeBackendEnum": "flywheel.judge.BACKENDS", "PolishBackendEnum": "flywheel.polish.BACKENDS",
+        "VerdictEnum": "annotation.models.Verdict.values", "JudgeVerdictEnum": "flywheel.models.JudgeVerdict.values",
+        "RoleEnum": "flywheel.models.Role", "EvaluationRoleEnum": ["candidate", "deployed"],
+    },
 }
 
 # --- files ----------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
  * is raw bytes, sent as the client's `rawBody` with the same CSRF header and the same error shape.
  */
 import { API_ROOT, ApiError, apiFetch, NETWORK_ERROR_DETAIL } from "./client";
-import type { AudioClip, Transcript } from "./types";
+import type { AudioClip, Schemas, Transcript } from "./types";
 
 /** What the server needs to create (or find again) a clip: creation is idempotent by `client_id`. */
 export interface ClipMeta {
@@ -16,12 +16,7 @@ export interface ClipMeta {
 }
 
 /** The server's answer to a chunk PUT. */
-export interface ChunkStored {
-  clip: number;
-  index: number;
-  size: number;
-  duplicate: boolean;
-}
+export type ChunkStored = Schemas["ChunkStored"];
 
 export const clipCreate = (clip: ClipMeta, signal?: AbortSignal) =>
   apiFetch<AudioClip>(`episodes/${clip.episodeId}/audio/`, {

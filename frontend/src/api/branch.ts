@@ -3,18 +3,12 @@
  * parent's steps before that one on the same seed, checking the screen matches, then acts anew.
  */
 import { apiFetch } from "./client";
-import type { ReplayStep, ReviewStatus } from "./review";
-import type { Episode } from "./types";
+import type { Episode, Schemas } from "./types";
 
-export type BranchMode = "supervised" | "autonomous";
+export type { BranchOf } from "./types";
+export type BranchMode = Schemas["ModeEnum"];
 
-/** Where an episode branched from: its parent episode and the step it acts on anew. */
-export interface BranchOf {
-  episode: number;
-  step: number;
-}
-
-export function fetchBranches(episodeId: number): Promise<{ results: (Episode & { branch_of: BranchOf | null })[] }> {
+export function fetchBranches(episodeId: number): Promise<Schemas["EpisodeBranches"]> {
   return apiFetch(`episodes/${episodeId}/branch`);
 }
 
@@ -23,26 +17,10 @@ export function createBranch(episodeId: number, step: number, mode: BranchMode):
 }
 
 /** One side of a comparison: the episode, its judge's newest verdict, its steps from the branch point on. */
-export interface ComparisonSide {
-  episode: Episode & { review_status: ReviewStatus; branch_of: BranchOf | null };
-  judge: { verdict: "success" | "failure" | null; reason: string; confidence: number | null } | null;
-  steps: ReplayStep[];
-}
+export type ComparisonSide = Schemas["ComparisonSideOutput"];
 
 /** A branch beside its parent from the branch point (GET episodes/<branch>/compare, managers). */
-export interface BranchComparison {
-  /** The 0-based index of the step the branch acts on anew. */
-  branched_at: number;
-  branch: ComparisonSide;
-  /** null when the parent episode was deleted. */
-  parent: ComparisonSide | null;
-  /** The DPO pair the two make: at which step, whose step is chosen and what decided it (review, reward, judge). */
-  pair: { index: number; chosen: "branch" | "parent"; by: "review" | "reward" | "judge"; in_dataset: boolean } | null;
-  /** For each step both have: what makes the two screens count as different (address, elements), or null. */
-  screens?: { index: number; differs: string | null }[];
-  /** Why they make no pair, in words; empty when they make one. */
-  no_pair: string;
-}
+export type BranchComparison = Schemas["BranchCompareOutput"];
 
 export function fetchComparison(branchId: number, signal?: AbortSignal): Promise<BranchComparison> {
   return apiFetch(`episodes/${branchId}/compare`, { signal });

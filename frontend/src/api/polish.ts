@@ -3,50 +3,15 @@
  * steps' spoken words beside the thought written from them, editing a step's thought, polishing again.
  */
 import { apiFetch } from "./client";
+import type { Schemas, Step } from "./types";
 
 /** "" no words (or not polished yet); queued: the worker is on it; edited: a person wrote it. */
-export type PolishState = "" | "queued" | "done" | "failed" | "edited";
-
-/** The polish fields the episode's step payload carries besides the Step type's. */
-export interface StepPolishFields {
-  episode?: number;
-  polished_thought?: string;
-  polish_state?: PolishState;
-  polish_error?: string;
-}
-
-export interface StepPolish {
-  index: number;
-  /** The words said during the step, raw (the step's human_thought). */
-  words: string;
-  polished_thought: string;
-  polish_state: PolishState;
-  /** Why the last polish gave no thought, in plain words. */
-  polish_error: string;
-  polished_at: string | null;
-  /** The words changed after this thought was written. */
-  stale: boolean;
-  /** Whether you may edit it or polish it again (managers, and the annotator who worked on the step). */
-  can_edit: boolean;
-}
-
-export interface PolishProgress {
-  steps_with_words: number;
-  done: number;
-  edited: number;
-  queued: number;
-  failed: number;
-  not_polished: number;
-}
-
-export interface EpisodePolish {
-  episode: number;
-  progress: PolishProgress;
-  /** Whether you may polish the whole episode again (managers). */
-  can_request: boolean;
-  settings: { backend: "cleanup" | "openai"; enabled: boolean };
-  steps: StepPolish[];
-}
+export type PolishState = Schemas["StepPolishOutput"]["polish_state"];
+/** The polish fields an episode's step payload carries. */
+export type StepPolishFields = Pick<Step, "episode" | "polished_thought" | "polish_state" | "polish_error">;
+export type StepPolish = Schemas["StepPolishOutput"];
+export type PolishProgress = Schemas["PolishProgressOutput"];
+export type EpisodePolish = Schemas["EpisodePolishOutput"];
 
 export const episodePolishGet = (episodeId: number, signal?: AbortSignal) =>
   apiFetch<EpisodePolish>(`episodes/${episodeId}/polish`, { signal });

@@ -3,73 +3,18 @@
  * the caller's next held episode, and the adjudication of items whose reviews disagree.
  */
 import { apiFetch } from "./client";
-import type { Review, Verdict } from "./review";
+import type { Verdict } from "./review";
+import type { Schemas } from "./types";
 
-export type ItemState = "pending" | "done" | "adjudication" | "adjudicated";
-
-export interface QueueProgress {
-  items: number;
-  pending: number;
-  done: number;
-  adjudication: number;
-  adjudicated: number;
-  reviews_done: number;
-  reviews_needed: number;
-  reviewers: { id: number; username: string; reviewed: number; skipped: number; holding: number }[];
-}
-
-export interface QueueAgreement {
-  items_with_multiple_reviews: number;
-  agreement: number | null;
-  kappa: number | null;
-  reviewers: { username: string; reviews: number; settled: number; agreement: number | null; kappa: number | null }[];
-}
-
-export interface QueueItem {
-  id: number;
-  queue: number;
-  episode: number;
-  state: ItemState;
-  reviews_done: number;
-  final_verdict: Verdict | null;
-  adjudicated_by: string | null;
-  adjudication_comment: string;
-  reviews?: Review[];
-}
-
-export interface ReviewQueue {
-  id: number;
-  project: number;
-  name: string;
-  filter: Record<string, string>;
-  overlap: number;
-  state: "open" | "closed";
-  hold_seconds: number;
-  created_by: string;
-  created_at: string;
-  assignees: { id: number; username: string }[];
-  progress: QueueProgress;
-  /** Managers only. */
-  agreement?: QueueAgreement;
-  adjudication?: QueueItem[];
-}
-
-export interface QueueCreateInput {
-  name: string;
-  filter: Record<string, string>;
-  overlap: number;
-  assignees: number[];
-}
-
+export type ItemState = Schemas["QueueItemStateEnum"];
+export type QueueProgress = Schemas["QueueProgressOutput"];
+export type QueueAgreement = Schemas["QueueAgreementOutput"];
+export type QueueItem = Schemas["QueueItemOutput"];
+/** A review queue; managers also get its agreement and the items awaiting adjudication. */
+export type ReviewQueue = Schemas["QueueOutput"];
+export type QueueCreateInput = Schemas["QueueCreateInputRequest"];
 /** The caller's held item (null when nothing is left for them). */
-export interface QueueNext {
-  queue: number;
-  item: number | null;
-  episode: number | null;
-  held_until: string | null;
-  reviewed_by_you: number;
-  left_for_you: number;
-}
+export type QueueNext = Schemas["QueueNextOutput"];
 
 export const queueList = (projectId: number, signal?: AbortSignal) =>
   apiFetch<{ results: ReviewQueue[] }>(`projects/${projectId}/review-queues/`, { signal }).then((r) => r.results);

@@ -4,111 +4,33 @@
  * clips) and its reviews.
  */
 import { apiFetch } from "./client";
-import type {
-  Action,
-  AudioClip as AudioClipRecord,
-  Episode,
-  Split,
-  Step,
-  Transcript as TranscriptRecord,
-  TranscriptWordRecord,
-} from "./types";
+import type { EpisodeDetail, ReviewStatus, Schemas, Step } from "./types";
 
-export type ReviewStatus = "unreviewed" | "accepted" | "rejected" | "disputed";
-export type Verdict = "accept" | "reject";
-export type StepLabel = "good" | "wasteful" | "wrong" | "critical";
+export type { ReviewStatus, ReviewSummary, StoredProposal } from "./types";
+export type Verdict = Schemas["VerdictEnum"];
+export type StepLabel = Schemas["ReviewOutput"]["step_labels"][string];
 
 export const REVIEW_STATUSES: ReviewStatus[] = ["unreviewed", "accepted", "rejected", "disputed"];
 
-export interface ReviewSummary {
-  reviews?: number;
-  accepts?: number;
-  rejects?: number;
-  grade_mean?: number | null;
-}
-
 /** An episode as the review list shows it (the API's episode payload). */
-export interface ReviewEpisode extends Episode {
-  task: { id: number; task_name: string; env_kind: string; split?: Split };
-  created_by: { id: number; username: string } | null;
-  n_interventions: number;
-  n_void: number;
-  review_status: ReviewStatus;
-  review_summary: ReviewSummary;
-}
-
-/** The model's turn that a person overrode, as stored (`turn_payload`). */
-export interface StoredProposal {
-  thought?: string;
-  action?: Action | null;
-  action_text?: string;
-  raw?: string;
-  void_reason?: string | null;
-}
-
-export interface ReplayStep extends Omit<Step, "proposal"> {
-  proposal: StoredProposal | null;
-}
-
-export interface ReplayEpisode extends ReviewEpisode {
-  steps: ReplayStep[];
-}
-
-export interface ListPage {
-  results: ReviewEpisode[];
-  next: string | null;
-  previous: string | null;
-}
-
-export interface Neighbours {
-  previous: number | null;
-  next: number | null;
-}
+export type ReviewEpisode = Schemas["EpisodeOutput"];
+export type ReplayStep = Step;
+export type ReplayEpisode = EpisodeDetail;
+export type ListPage = Schemas["EpisodePage"];
+export type Neighbours = Schemas["EpisodeNeighboursOutput"];
 
 /** A transcribed word as the transcript API gives it: session-clock times and the step it was aligned to. */
-export interface TranscriptWord extends TranscriptWordRecord {
-  probability: number;
-  clip: number;
-  username: string;
-}
-
-export interface AudioClip extends AudioClipRecord {
-  /** Session-clock time of the clip's audio time 0 (its first chunk's start). */
-  origin: number;
-}
-
+export type TranscriptWord = Schemas["TranscriptWordOutput"];
+export type AudioClip = Schemas["ClipOutput"];
 /**
- * `GET episodes/<id>/transcript` as the replay reads it: every field the server fills for a
- * stored transcript (the live page reads the same endpoint through `api/audio.ts`).
+ * `GET episodes/<id>/transcript` as the replay reads it (the live page reads the same endpoint through
+ * `api/audio.ts`).
  */
-export interface Transcript extends TranscriptRecord {
-  words: TranscriptWord[];
-  clips: AudioClip[];
-}
+export type Transcript = Schemas["TranscriptOutput"];
 
-export interface Review {
-  id: number;
-  episode: number;
-  reviewer: { id: number; username: string };
-  verdict: Verdict;
-  grade: number | null;
-  step_labels: Record<string, StepLabel>;
-  comment: string;
-  created_at: string;
-  updated_at: string;
-}
-
-export interface ReviewInput {
-  verdict: Verdict;
-  grade: number | null;
-  step_labels: Record<string, StepLabel>;
-  comment: string;
-}
-
-export interface ReviewSubmitted extends Review {
-  review_status: ReviewStatus;
-  review_summary: ReviewSummary;
-}
+export type Review = Schemas["ReviewOutput"];
+export type ReviewInput = Schemas["ReviewInputRequest"];
+export type ReviewSubmitted = Schemas["ReviewSubmittedOutput"];
 
 function search(params: Record<string, string>): string {
   const text = new URLSearchParams(params).toString();

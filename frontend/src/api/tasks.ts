@@ -3,36 +3,13 @@
  * their JSON definitions, the shipped tasks of each env kind, and importing / exporting task files.
  */
 import { API_ROOT, apiFetch } from "./client";
-import type { Split, TaskSpec } from "./types";
+import type { Schemas, Split, TaskSpec } from "./types";
 
-export type TaskFormat = "osworld" | "webarena";
-
-export interface CatalogueTask {
-  name: string;
-  description: string;
-  max_steps: number;
-}
-
-export interface CatalogueKind {
-  kind: string;
-  /** The JSON format its own tasks are written in; null: only shipped tasks. */
-  format: TaskFormat | null;
-  tasks: CatalogueTask[];
-  /** Why its shipped tasks could not be listed; "" when they were. */
-  error: string;
-}
-
-export interface TaskWrite {
-  env_kind?: string;
-  task_name?: string;
-  /** An authored task's JSON (OSWorld for desktop, WebArena or any-URL for webapp). */
-  definition?: unknown;
-  instruction_template?: string;
-  seed_start?: number;
-  seed_end?: number;
-  split?: Split;
-  max_steps?: number;
-}
+export type TaskFormat = Schemas["FormatEnum"];
+export type CatalogueTask = Schemas["CatalogueTaskOutput"];
+export type CatalogueKind = Schemas["CatalogueKindOutput"];
+/** A task's fields to create it (all of them) or change them (those that change). */
+export type TaskWrite = Partial<Schemas["TaskCreateInputRequest"]>;
 
 export const taskCatalogue = (signal?: AbortSignal) =>
   apiFetch<{ kinds: CatalogueKind[] }>("tasks/catalogue", { signal }).then((data) => data.kinds);

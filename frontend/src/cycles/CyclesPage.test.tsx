@@ -11,7 +11,7 @@ const T0 = "2026-01-01T10:00:00Z";
 
 function makeRun(extra: Partial<TrainingRun> = {}): TrainingRun {
   return {
-    id: 7, algorithm: "sft", status: "running", progress: 0.4, config: { cycle: 3 },
+    id: 7, algorithm: "sft", status: "running", progress: 0.4, config: { cycle: 3 }, snapshot: null,
     metrics: [{ step: 10, total: 100, loss: 2.1, phase: "sft" }, { step: 40, total: 100, loss: 0.9, phase: "sft" }],
     warnings: [], error: "", log_tail: "", checkpoint: null, created_at: T0, started_at: T0, finished_at: null, ...extra,
   };
@@ -22,7 +22,7 @@ function evaluation(id: number, name: string, role: "candidate" | "deployed", ra
     id, checkpoint: { id, name }, role, success_rate: rate, mean_reward: rate, episodes: 20,
     seeds: { "click-test": "100000-100009", "focus-text": "100000-100009" },
     per_task: { "click-test": { episodes: 10, success_rate: rate, mean_reward: rate, mean_steps: 1, void_rate: 0 } },
-    eval_seconds: 12, created_at: T0,
+    eval_seconds: 12, created_at: T0, reused_from: null,
   };
 }
 
@@ -64,7 +64,7 @@ const running = makeCycle({
 
 const settings: CycleSettings = {
   min_new_rows: 20, recipe: [{ algorithm: "sft", max_steps: 200, lr: 0.003 }], eval_tasks: [], eval_seeds: 10, eval_max_steps: 0,
-  margin: 0.05, auto_deploy: true, backend: "local", export: "lora", base_checkpoint: null, cadence_minutes: 60,
+  margin: 0.05, auto_deploy: true, backend: "local", export: "lora", base_checkpoint: null, history_images: 0, cadence_minutes: 60,
   replay_ratio: 2, replay_max_rows: 600, correction_weight: 3, val_fraction: 0.15, val_min_rows: 2, val_from: "corrected", patience: 3,
   schedule: "every 60 minutes", last_scheduled_at: null,
   gate: { buckets: { sft: { rows: 40, new_rows: 12 } }, new_rows: 12, min_new_rows: 20 },

@@ -22,7 +22,7 @@ function snapshot(extra: Partial<Snapshot> = {}): Snapshot {
     id: 21, project: 1, kind: "sft", name: "first freeze", filter: {}, routing: { rule: "reward", reward_threshold: 1 },
     status: "ready", progress: 1, error: "", rows: 6, episodes: 3, sha256: "ab".repeat(32), size_bytes: 2048,
     lineage: {}, created_by: { id: 1, username: "mia" }, created_at: "2026-01-02T10:00:00Z", started_at: "2026-01-02T10:00:01Z", finished_at: "2026-01-02T10:00:05Z",
-    export_url: "/api/v1/snapshots/21/export", ...extra,
+    export_url: "/api/v1/snapshots/21/export", duplicate: false, ...extra,
   };
 }
 

@@ -21,8 +21,8 @@ export function filterOf(form: {
   const filter: SnapshotFilter = {};
   if (form.onlyNew) filter.only_new = true;
   if (form.tasks.length) filter.tasks = form.tasks;
-  if (form.split) filter.split = form.split;
-  if (form.mode) filter.mode = form.mode;
+  if (form.split) filter.split = form.split as SnapshotFilter["split"];
+  if (form.mode) filter.mode = form.mode as SnapshotFilter["mode"];
   if (form.checkpoint) filter.checkpoint = Number(form.checkpoint);
   if (form.createdAfter) filter.created_after = form.createdAfter;
   if (form.createdBefore) filter.created_before = form.createdBefore;

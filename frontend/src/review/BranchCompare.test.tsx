@@ -26,6 +26,7 @@ function comparison(extra: Partial<BranchComparison> = {}): BranchComparison {
       judge: null,
       steps: [step(50, 1, { thought: "the upper button", action_text: "click(x=11, y=20)" })],
     },
+    screens: [],
     pair: { index: 1, chosen: "branch", by: "review", in_dataset: true },
     no_pair: "",
     ...extra,

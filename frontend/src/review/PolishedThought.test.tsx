@@ -14,6 +14,7 @@ const SPOKEN = "um so the the submit button is uh at the bottom";
 function episode(): ReplayEpisode {
   return {
     ...reviewEpisode(42, { mode: "supervised" }),
+    last_seq: 0,
     steps: [
       { ...makeStep(0, { actor: "human", thought: "", human_thought: SPOKEN }), proposal: null, episode: 42 } as ReplayEpisode["steps"][0],
       { ...makeStep(1, { actor: "edited", human_thought: "um uh" }), proposal: null, episode: 42 } as ReplayEpisode["steps"][0],

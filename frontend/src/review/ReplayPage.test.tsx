@@ -31,6 +31,7 @@ class FakeAudio extends EventTarget {
 function episode(): ReplayEpisode {
   return {
     ...reviewEpisode(42, { n_interventions: 1, n_void: 1, mode: "supervised" }),
+    last_seq: 0,
     steps: [
       { ...makeStep(0), created_at: at(1010) },
       {
@@ -296,7 +297,8 @@ describe("ReplayPage", () => {
   it("shows the proposals a person rejected before a step ran, marks repeats, and marks such steps in the strip", async () => {
     const rejection = (attempt: number, extra: Partial<Rejection> = {}): Rejection => ({
       attempt, thought: "the logo is a button", action: { name: "click", args: { x: 1, y: 1 } }, action_text: "",
-      void_reason: "", reason: "that is the logo", repeated: false, rejected_by: "ann", created_at: at(1005), ...extra,
+      void_reason: "", reason: "that is the logo", action_format: "loupe", repeated: false, rejected_by: "ann", created_at: at(1005),
+      ...extra,
     });
     const rejected = episode();
     rejected.steps[0] = {

@@ -13,6 +13,7 @@ function makeRun(extra: Partial<TrainingRun> = {}): TrainingRun {
     algorithm: "sft",
     status: "running",
     progress: 0.3,
+    snapshot: null,
     config: { stages: [{ algorithm: "coldstart" }], deploy_as: "v0" },
     metrics: [
       { step: 0, total: 10, loss: 2.0, phase: "demos" },

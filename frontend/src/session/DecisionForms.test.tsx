@@ -65,7 +65,7 @@ describe("FinishForm", () => {
 });
 
 describe("InstructionCard", () => {
-  const task = { id: 1, task_name: "make-reports", env_kind: "desktop" };
+  const task = { id: 1, task_name: "make-reports", env_kind: "desktop", split: "train" as const };
   it("shows the environment's instruction, and on a desktop how to reach its apps", () => {
     render(<InstructionCard episode={{ instruction: "Make a folder named reports.", status: "running", task }} />);
     expect(screen.getByTestId("instruction-text").textContent).toBe("Make a folder named reports.");

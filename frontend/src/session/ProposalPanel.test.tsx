@@ -12,6 +12,7 @@ function rejection(attempt: number, extra: Partial<Rejection> = {}): Rejection {
     action_text: "click(x=1, y=1)",
     void_reason: "",
     reason: "that is the logo",
+    action_format: "loupe",
     repeated: false,
     rejected_by: "ann",
     created_at: null,

@@ -366,7 +366,8 @@ describe("SessionPage", () => {
           rejections: [
             {
               attempt: 1, thought: "the logo", action: { name: "click", args: { x: 1, y: 1 } }, action_text: "click(x=1, y=1)",
-              void_reason: "", reason: "that is the logo", repeated: false, rejected_by: "ann", created_at: null,
+              void_reason: "", reason: "that is the logo", action_format: "loupe", repeated: false, rejected_by: "ann",
+              created_at: null,
             },
           ],
         }),
