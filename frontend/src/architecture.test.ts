@@ -8,6 +8,8 @@
  * - `src/components/` (shared pieces) imports only `api/` and itself; `src/shell/` (header, project
  *   frame and tabs, the login gate) imports only `api/`, `components/` and itself. Neither imports
  *   a page folder (`session/`, `review/`, `datasets/`, ...).
+ * - Query keys come from the factories in `src/api/` (`episodeKeys.detail(id)`, ...): no page or component
+ *   writes a key as a literal array, so one resource has one key shape and an invalidation reaches it.
  *
  * Tests are left out: a test may mount a page to check how shared pieces are wired.
  */
@@ -56,6 +58,13 @@ describe("the frontend's import rules", () => {
     // `fetch(` as a call of its own (or window./globalThis.fetch), not refetch() or fetchAll().
     const call = /(?:^|[^\w$.]|(?:window|globalThis|self)\.)fetch\s*\(/m;
     const offenders = sourceFiles().filter((file) => !file.startsWith("api/") && call.test(read(file)));
+    expect(offenders).toEqual([]);
+  });
+
+  it("takes every query key from the key factories in src/api/", () => {
+    // `queryKey: [` or a cache call given `[...]`: a key written by hand instead of a factory's
+    const literal = /queryKey:\s*\[|(?:invalidateQueries|setQueryData|getQueryData|removeQueries|refetchQueries|cancelQueries)\s*(?:<[^>]*>)?\(\s*\[/;
+    const offenders = sourceFiles().filter((file) => !file.startsWith("api/") && literal.test(read(file)));
     expect(offenders).toEqual([]);
   });
 

@@ -4,7 +4,7 @@
  */
 import { MutationCache, QueryCache, QueryClient } from "@tanstack/react-query";
 import { ApiError } from "./api/client";
-import { SESSION_KEY } from "./components/useSession";
+import { sessionKeys } from "./api/keys";
 
 function retry(failureCount: number, error: unknown): boolean {
   // Only a network failure or a 5xx may pass on its own; a 4xx will answer the same again.
@@ -16,15 +16,15 @@ export function createQueryClient(): QueryClient {
   const client: QueryClient = new QueryClient({
     queryCache: new QueryCache({
       onError: (error, query) => {
-        if (error instanceof ApiError && error.status === 401 && query.queryKey[0] !== SESSION_KEY[0]) {
-          client.setQueryData(SESSION_KEY, null);
+        if (error instanceof ApiError && error.status === 401 && query.queryKey[0] !== sessionKeys.current()[0]) {
+          client.setQueryData(sessionKeys.current(), null);
         }
       },
     }),
     mutationCache: new MutationCache({
       onError: (error, _vars, _ctx, mutation) => {
         const isLogin = mutation.options.mutationKey?.[0] === "login";
-        if (!isLogin && error instanceof ApiError && error.status === 401) client.setQueryData(SESSION_KEY, null);
+        if (!isLogin && error instanceof ApiError && error.status === 401) client.setQueryData(sessionKeys.current(), null);
       },
     }),
     defaultOptions: {

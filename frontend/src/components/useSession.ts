@@ -4,13 +4,12 @@
  */
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { sessionGet, sessionLogin, sessionLogout } from "../api/client";
+import { sessionKeys } from "../api/keys";
 import type { User } from "../api/types";
-
-export const SESSION_KEY = ["session"] as const;
 
 export function useSession() {
   const query = useQuery({
-    queryKey: SESSION_KEY,
+    queryKey: sessionKeys.current(),
     queryFn: ({ signal }) => sessionGet(signal),
     staleTime: 5 * 60_000,
     retry: false,
@@ -26,8 +25,8 @@ export function useLogin() {
       sessionLogin(username, password),
     onSuccess: (user: User) => {
       // Drop anything cached for a previous user before showing this one's data.
-      client.removeQueries({ predicate: (q) => q.queryKey[0] !== SESSION_KEY[0] });
-      client.setQueryData(SESSION_KEY, user);
+      client.removeQueries({ predicate: (q) => q.queryKey[0] !== sessionKeys.current()[0] });
+      client.setQueryData(sessionKeys.current(), user);
     },
   });
 }
@@ -37,8 +36,8 @@ export function useLogout() {
   return useMutation({
     mutationFn: sessionLogout,
     onSuccess: () => {
-      client.removeQueries({ predicate: (q) => q.queryKey[0] !== SESSION_KEY[0] });
-      client.setQueryData(SESSION_KEY, null);
+      client.removeQueries({ predicate: (q) => q.queryKey[0] !== sessionKeys.current()[0] });
+      client.setQueryData(sessionKeys.current(), null);
     },
   });
 }

@@ -12,18 +12,16 @@ import {
   cycleStart,
   deploymentRollback,
 } from "../api/client";
+import { cycleKeys, deploymentKeys, runKeys } from "../api/keys";
 import type { Cycle, CycleSettingsInput } from "../api/types";
-import { deploymentsKey, runsKey } from "../runs/queries";
 import { isCycleActive } from "./cycleView";
 
-export const cyclesKey = (projectId: number) => ["project", projectId, "cycles"] as const;
-export const cycleSettingsKey = (projectId: number) => ["project", projectId, "cycle-settings"] as const;
 export const CYCLE_POLL_MS = 2_000;
 
 /** The project's cycles, newest first, polled every 2 s while one of them runs. */
 export function useCycles(projectId: number) {
   return useQuery({
-    queryKey: cyclesKey(projectId),
+    queryKey: cycleKeys.list(projectId),
     queryFn: ({ signal }) => cycleList(projectId, signal),
     enabled: Number.isFinite(projectId),
     staleTime: 0,
@@ -35,7 +33,7 @@ export function useCycles(projectId: number) {
 
 export function useCycleSettings(projectId: number) {
   return useQuery({
-    queryKey: cycleSettingsKey(projectId),
+    queryKey: cycleKeys.settings(projectId),
     queryFn: ({ signal }) => cycleSettingsGet(projectId, signal),
     enabled: Number.isFinite(projectId),
   });
@@ -45,7 +43,7 @@ export function useCycleSettings(projectId: number) {
 function useRefresh(projectId: number) {
   const client = useQueryClient();
   return () => {
-    for (const key of [cyclesKey(projectId), deploymentsKey(projectId), runsKey(projectId), cycleSettingsKey(projectId)]) {
+    for (const key of [cycleKeys.list(projectId), deploymentKeys.list(projectId), runKeys.list(projectId), cycleKeys.settings(projectId)]) {
       void client.invalidateQueries({ queryKey: key });
     }
   };
@@ -73,7 +71,7 @@ export function useSaveCycleSettings(projectId: number) {
   const client = useQueryClient();
   return useMutation({
     mutationFn: (changes: CycleSettingsInput) => cycleSettingsUpdate(projectId, changes),
-    onSuccess: (data) => client.setQueryData(cycleSettingsKey(projectId), data),
+    onSuccess: (data) => client.setQueryData(cycleKeys.settings(projectId), data),
   });
 }
 

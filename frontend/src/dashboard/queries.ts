@@ -1,12 +1,11 @@
 /** The project's dashboard as server state (the call and its shape are in api/dashboard.ts). */
 import { useQuery } from "@tanstack/react-query";
 import { dashboardGet } from "../api/dashboard";
-
-export const dashboardKey = (projectId: number) => ["project", projectId, "dashboard"] as const;
+import { dashboardKeys } from "../api/keys";
 
 export function useDashboard(projectId: number) {
   return useQuery({
-    queryKey: dashboardKey(projectId),
+    queryKey: dashboardKeys.detail(projectId),
     queryFn: ({ signal }) => dashboardGet(projectId, signal),
     enabled: Number.isFinite(projectId),
     refetchInterval: 60_000,

@@ -6,6 +6,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useRef } from "react";
 import { runCreate } from "../api/client";
+import { dashboardKeys, datasetKeys, runKeys } from "../api/keys";
 import {
   type RoutingInput,
   routingGet,
@@ -33,13 +34,11 @@ export const SNAPSHOT_KINDS: { kind: SnapshotKind; label: string; help: string }
   },
 ];
 
-export const routingKey = (projectId: number) => ["project", projectId, "routing"] as const;
-export const snapshotsKey = (projectId: number) => ["project", projectId, "snapshots"] as const;
 export const SNAPSHOT_POLL_MS = 1_000;
 
 export function useRouting(projectId: number) {
   return useQuery({
-    queryKey: routingKey(projectId),
+    queryKey: datasetKeys.routing(projectId),
     queryFn: ({ signal }) => routingGet(projectId, signal),
     enabled: Number.isFinite(projectId),
   });
@@ -50,8 +49,8 @@ export function useSetRouting(projectId: number) {
   return useMutation({
     mutationFn: (changes: RoutingInput) => routingUpdate(projectId, changes),
     onSuccess: (routing) => {
-      client.setQueryData(routingKey(projectId), routing);
-      client.invalidateQueries({ queryKey: ["project", projectId, "dashboard"] });
+      client.setQueryData(datasetKeys.routing(projectId), routing);
+      client.invalidateQueries({ queryKey: dashboardKeys.detail(projectId) });
     },
   });
 }
@@ -63,7 +62,7 @@ export function useSetRouting(projectId: number) {
 export function useSnapshots(projectId: number) {
   const client = useQueryClient();
   const query = useQuery({
-    queryKey: snapshotsKey(projectId),
+    queryKey: datasetKeys.snapshots(projectId),
     queryFn: ({ signal }) => snapshotList(projectId, signal),
     enabled: Number.isFinite(projectId),
     staleTime: 0,
@@ -73,8 +72,8 @@ export function useSnapshots(projectId: number) {
   const wasBuilding = useRef(building);
   useEffect(() => {
     if (building < wasBuilding.current) {
-      client.invalidateQueries({ queryKey: routingKey(projectId) });
-      client.invalidateQueries({ queryKey: ["project", projectId, "dashboard"] });
+      client.invalidateQueries({ queryKey: datasetKeys.routing(projectId) });
+      client.invalidateQueries({ queryKey: dashboardKeys.detail(projectId) });
     }
     wasBuilding.current = building;
   }, [building, client, projectId]);
@@ -88,9 +87,9 @@ export function useCreateSnapshot(projectId: number) {
     onSuccess: (snapshot) => {
       // A new snapshot goes on top at once; a duplicate is one the list already holds, where it is.
       if (!snapshot.duplicate) {
-        client.setQueryData<Snapshot[]>(snapshotsKey(projectId), (old) => [snapshot, ...(old ?? []).filter((s) => s.id !== snapshot.id)]);
+        client.setQueryData<Snapshot[]>(datasetKeys.snapshots(projectId), (old) => [snapshot, ...(old ?? []).filter((s) => s.id !== snapshot.id)]);
       }
-      client.invalidateQueries({ queryKey: snapshotsKey(projectId) });
+      client.invalidateQueries({ queryKey: datasetKeys.snapshots(projectId) });
     },
   });
 }
@@ -99,6 +98,6 @@ export function useTrainOnSnapshot(projectId: number) {
   const client = useQueryClient();
   return useMutation({
     mutationFn: (snapshotId: number) => runCreate(projectId, snapshotId),
-    onSuccess: () => client.invalidateQueries({ queryKey: ["project", projectId, "runs"] }),
+    onSuccess: () => client.invalidateQueries({ queryKey: runKeys.list(projectId) }),
   });
 }

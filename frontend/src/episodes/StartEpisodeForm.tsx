@@ -2,6 +2,7 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useState } from "react";
 import { useNavigate } from "react-router";
 import { episodeStart } from "../api/client";
+import { episodeKeys } from "../api/keys";
 import { EPISODE_MODES, type Episode, type EpisodeMode } from "../api/types";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Field } from "../components/Field";
@@ -37,7 +38,7 @@ export function StartEpisodeForm({
     mutationFn: (seeds: number[]) =>
       episodeStart(projectId, { task: chosenTask!.id, seeds, mode: canStartAutonomous ? mode : "supervised" }),
     onSuccess: ({ results }: { results: Episode[] }) => {
-      client.invalidateQueries({ queryKey: ["episodes"] });
+      client.invalidateQueries({ queryKey: episodeKeys.lists() });
       if (results.length === 1) navigate(`/episodes/${results[0].id}`);
       else onDone?.();
     },

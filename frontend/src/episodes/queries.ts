@@ -1,13 +1,12 @@
 import { useInfiniteQuery, useQueries } from "@tanstack/react-query";
 import type { Episode, EpisodeStatus } from "../api/types";
 import { episodeListPage, type EpisodeFilter } from "../api/client";
-
-export const episodesKey = (filter: EpisodeFilter) => ["episodes", filter] as const;
+import { episodeKeys } from "../api/keys";
 
 /** Episodes page by page (keyset `next` links), newest first as the server orders them. */
 export function useEpisodeList(filter: EpisodeFilter) {
   return useInfiniteQuery({
-    queryKey: episodesKey(filter),
+    queryKey: episodeKeys.list(filter),
     queryFn: ({ pageParam, signal }) => episodeListPage(filter, pageParam, signal),
     initialPageParam: null as string | null,
     getNextPageParam: (last) => last.next,
@@ -26,7 +25,7 @@ export const LIVE_STATUSES: EpisodeStatus[] = ["paused", "running", "queued"];
 export function useLiveEpisodes(projectId: number) {
   const results = useQueries({
     queries: LIVE_STATUSES.map((status) => ({
-      queryKey: [...episodesKey({ project: projectId, status }), "live"],
+      queryKey: episodeKeys.live({ project: projectId, status }),
       queryFn: ({ signal }: { signal: AbortSignal }) => episodeListPage({ project: projectId, status }, null, signal),
       enabled: Number.isFinite(projectId),
       refetchInterval: 5_000,

@@ -1,11 +1,12 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, Fragment, useState } from "react";
 import { ApiError, memberAdd, memberRemove, memberUpdate } from "../api/client";
+import { projectKeys } from "../api/keys";
 import type { Role } from "../api/types";
 import { RoleBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Spinner } from "../components/Spinner";
-import { membersKey, useMembers } from "../components/projectQueries";
+import { useMembers } from "../components/projectQueries";
 
 const ROLES: Role[] = ["annotator", "manager", "admin"];
 
@@ -17,7 +18,7 @@ function AddMemberForm({ projectId }: { projectId: number }) {
     mutationFn: () => memberAdd(projectId, username.trim(), role),
     onSuccess: () => {
       setUsername("");
-      client.invalidateQueries({ queryKey: membersKey(projectId) });
+      client.invalidateQueries({ queryKey: projectKeys.members(projectId) });
     },
   });
   const errors = add.error instanceof ApiError ? add.error.fieldErrors : {};
@@ -61,7 +62,7 @@ function AddMemberForm({ projectId }: { projectId: number }) {
 export function MembersSection({ projectId, editable }: { projectId: number; editable: boolean }) {
   const members = useMembers(projectId);
   const client = useQueryClient();
-  const refresh = () => client.invalidateQueries({ queryKey: membersKey(projectId) });
+  const refresh = () => client.invalidateQueries({ queryKey: projectKeys.members(projectId) });
   const change = useMutation({
     mutationFn: ({ memberId, role }: { memberId: number; role: Role }) => memberUpdate(projectId, memberId, role),
     onSettled: refresh,

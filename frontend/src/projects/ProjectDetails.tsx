@@ -1,13 +1,13 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useState } from "react";
 import { projectUpdate } from "../api/client";
+import { projectKeys } from "../api/keys";
 import type { Project } from "../api/types";
 import { RoleBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Field } from "../components/Field";
 import { isOverLimit } from "../components/limits";
 import { useServerErrors } from "../components/useServerErrors";
-import { PROJECTS_KEY, projectKey } from "../components/projectQueries";
 
 /** The project's name and description; managers and admins edit them in place. */
 export function ProjectDetails({ project, editable }: { project: Project; editable: boolean }) {
@@ -18,8 +18,8 @@ export function ProjectDetails({ project, editable }: { project: Project; editab
   const save = useMutation({
     mutationFn: () => projectUpdate(project.id, { name: name.trim(), description }),
     onSuccess: (updated) => {
-      client.setQueryData(projectKey(project.id), updated);
-      client.invalidateQueries({ queryKey: PROJECTS_KEY });
+      client.setQueryData(projectKeys.detail(project.id), updated);
+      client.invalidateQueries({ queryKey: projectKeys.list() });
       setEditing(false);
     },
   });

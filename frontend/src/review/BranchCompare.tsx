@@ -1,6 +1,7 @@
 import { useQuery } from "@tanstack/react-query";
 import { Link } from "react-router";
 import { type BranchComparison, type ComparisonSide, fetchComparison } from "../api/branch";
+import { branchKeys } from "../api/keys";
 import type { ReplayStep } from "../api/review";
 import { OutcomeBadge, StatusBadge } from "../components/Badge";
 import { countOf, formatReward } from "../components/format";
@@ -129,7 +130,7 @@ export function BranchCompareView({ comparison, projectId }: { comparison: Branc
 }
 
 function CompareLoader({ projectId, branchId }: { projectId: number; branchId: number }) {
-  const comparison = useQuery({ queryKey: ["compare", branchId], queryFn: ({ signal }) => fetchComparison(branchId, signal) });
+  const comparison = useQuery({ queryKey: branchKeys.comparison(branchId), queryFn: ({ signal }) => fetchComparison(branchId, signal) });
   if (comparison.isError) {
     return <LoadError error={comparison.error} resource="episode" title="Could not compare the branch" onRetry={() => comparison.refetch()} />;
   }

@@ -3,6 +3,7 @@ import { Link, useNavigate } from "react-router";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { type BranchMode, type BranchOf, createBranch, fetchBranches } from "../api/branch";
+import { branchKeys } from "../api/keys";
 
 /**
  * Branching on the replay: "Branch here" starts a new episode that replays this episode up to the shown step
@@ -22,11 +23,11 @@ export function BranchPanel({ projectId, episodeId, step, ended, branchOf }: {
   const client = useQueryClient();
   const [mode, setMode] = useState<BranchMode>("supervised");
   const [started, setStarted] = useState<number | null>(null);
-  const branches = useQuery({ queryKey: ["branches", episodeId], queryFn: () => fetchBranches(episodeId) });
+  const branches = useQuery({ queryKey: branchKeys.list(episodeId), queryFn: () => fetchBranches(episodeId) });
   const branch = useMutation({
     mutationFn: () => createBranch(episodeId, step ?? 0, mode),
     onSuccess: (created) => {
-      client.invalidateQueries({ queryKey: ["branches", episodeId] });
+      client.invalidateQueries({ queryKey: branchKeys.list(episodeId) });
       if (mode === "supervised") navigate(`/episodes/${created.id}`);
       else setStarted(created.id);
     },

@@ -1,6 +1,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { type JudgeBackend, type JudgeSettings, judgeSettingsGet, judgeSettingsSet } from "../api/judge";
+import { judgeKeys } from "../api/keys";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Field } from "../components/Field";
 import { Spinner } from "../components/Spinner";
@@ -76,7 +77,7 @@ function Editor({ projectId, saved }: { projectId: number; saved: JudgeSettings 
   const save = useMutation({
     mutationFn: (changes: Partial<JudgeSettings>) => judgeSettingsSet(projectId, changes),
     onSuccess: (settings) => {
-      client.setQueryData(["judge-settings", projectId], settings);
+      client.setQueryData(judgeKeys.settings(projectId), settings);
       setForm(formOf(settings));
     },
   });
@@ -178,7 +179,7 @@ function Editor({ projectId, saved }: { projectId: number; saved: JudgeSettings 
 
 /** A manager's settings of the project's judge: whether it judges every finished episode, how, with how many votes. */
 export function JudgeSettingsForm({ projectId }: { projectId: number }) {
-  const settings = useQuery({ queryKey: ["judge-settings", projectId], queryFn: ({ signal }) => judgeSettingsGet(projectId, signal) });
+  const settings = useQuery({ queryKey: judgeKeys.settings(projectId), queryFn: ({ signal }) => judgeSettingsGet(projectId, signal) });
   if (settings.isPending) return <Spinner label="Loading the judge's settings…" />;
   if (settings.isError) return <ErrorBanner error={settings.error} title="Could not load the judge's settings" onRetry={() => settings.refetch()} />;
   return <Editor projectId={projectId} saved={settings.data} />;

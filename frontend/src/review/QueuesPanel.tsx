@@ -2,6 +2,7 @@ import { useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { useQuery } from "@tanstack/react-query";
 import { memberList } from "../api/client";
+import { projectKeys } from "../api/keys";
 import type { ReviewQueue } from "../api/queues";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Field } from "../components/Field";
@@ -26,7 +27,7 @@ function progressText(queue: ReviewQueue): string {
 
 function NewQueueForm({ projectId, onDone }: { projectId: number; onDone: () => void }) {
   const [params] = useSearchParams();
-  const members = useQuery({ queryKey: ["members", projectId], queryFn: ({ signal }) => memberList(projectId, signal) });
+  const members = useQuery({ queryKey: projectKeys.members(projectId), queryFn: ({ signal }) => memberList(projectId, signal) });
   const create = useCreateQueue(projectId);
   const [name, setName] = useState("");
   const [overlap, setOverlap] = useState(2);

@@ -1,8 +1,7 @@
 /** Server state of the judge on the review pages: an episode's judgements and the judge's calibration. */
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { calibrationGet, judgeEpisode, judgementList } from "../api/judge";
-
-export const judgementsKey = (episodeId: number) => ["judgements", episodeId] as const;
+import { judgeKeys } from "../api/keys";
 
 /**
  * An episode's judgements, newest first. While a judgement asked for is on its way (`waitingFor`: how many there
@@ -10,7 +9,7 @@ export const judgementsKey = (episodeId: number) => ["judgements", episodeId] as
  */
 export function useJudgements(episodeId: number, waitingFor: number | null) {
   return useQuery({
-    queryKey: judgementsKey(episodeId),
+    queryKey: judgeKeys.judgements(episodeId),
     queryFn: ({ signal }) => judgementList(episodeId, signal),
     enabled: Number.isFinite(episodeId),
     refetchInterval: (query) =>
@@ -22,13 +21,13 @@ export function useJudgeEpisode(episodeId: number) {
   const client = useQueryClient();
   return useMutation({
     mutationFn: () => judgeEpisode(episodeId),
-    onSuccess: () => client.invalidateQueries({ queryKey: judgementsKey(episodeId) }),
+    onSuccess: () => client.invalidateQueries({ queryKey: judgeKeys.judgements(episodeId) }),
   });
 }
 
 export function useCalibration(projectId: number, enabled: boolean) {
   return useQuery({
-    queryKey: ["judge-calibration", projectId],
+    queryKey: judgeKeys.calibration(projectId),
     queryFn: ({ signal }) => calibrationGet(projectId, signal),
     enabled: enabled && Number.isFinite(projectId),
   });

@@ -1,12 +1,11 @@
 /** Server state of the polished thoughts on the replay: the episode's polish, polled while a step is queued. */
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { polishKeys } from "../api/keys";
 import { episodePolishGet, episodePolishRequest, stepPolishEdit, stepPolishRequest } from "../api/polish";
-
-export const polishKey = (episodeId: number) => ["polish", episodeId] as const;
 
 export function useEpisodePolish(episodeId: number | undefined) {
   return useQuery({
-    queryKey: polishKey(episodeId ?? NaN),
+    queryKey: polishKeys.episode(episodeId ?? NaN),
     queryFn: ({ signal }) => episodePolishGet(episodeId as number, signal),
     enabled: episodeId !== undefined && Number.isFinite(episodeId),
     refetchInterval: (query) => (query.state.data?.progress.queued ? 1500 : false),
@@ -17,7 +16,7 @@ export function usePolishEdit(episodeId: number, index: number) {
   const client = useQueryClient();
   return useMutation({
     mutationFn: (text: string) => stepPolishEdit(episodeId, index, text),
-    onSuccess: () => client.invalidateQueries({ queryKey: polishKey(episodeId) }),
+    onSuccess: () => client.invalidateQueries({ queryKey: polishKeys.episode(episodeId) }),
   });
 }
 
@@ -25,7 +24,7 @@ export function usePolishStep(episodeId: number, index: number) {
   const client = useQueryClient();
   return useMutation({
     mutationFn: () => stepPolishRequest(episodeId, index),
-    onSuccess: () => client.invalidateQueries({ queryKey: polishKey(episodeId) }),
+    onSuccess: () => client.invalidateQueries({ queryKey: polishKeys.episode(episodeId) }),
   });
 }
 
@@ -33,6 +32,6 @@ export function usePolishEpisode(episodeId: number) {
   const client = useQueryClient();
   return useMutation({
     mutationFn: () => episodePolishRequest(episodeId),
-    onSuccess: () => client.invalidateQueries({ queryKey: polishKey(episodeId) }),
+    onSuccess: () => client.invalidateQueries({ queryKey: polishKeys.episode(episodeId) }),
   });
 }

@@ -5,6 +5,7 @@
  */
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { deploymentList } from "../api/client";
+import { deploymentKeys, reviewKeys } from "../api/keys";
 import {
   episodeNeighbours,
   type ReplayEpisode,
@@ -25,14 +26,10 @@ export const STEP_LABELS: { value: StepLabel; label: string }[] = [
   { value: "critical", label: "critical error" },
 ];
 
-export const reviewListKey = (params: Record<string, string>) => ["review-list", params] as const;
-export const replayKey = (episodeId: number) => ["replay", episodeId] as const;
-export const reviewsKey = (episodeId: number) => ["reviews", episodeId] as const;
-
 /** One keyset page of the review list; `params` holds the project, the filters and the cursor. */
 export function useReviewList(params: Record<string, string>) {
   return useQuery({
-    queryKey: reviewListKey(params),
+    queryKey: reviewKeys.list(params),
     queryFn: ({ signal }) => reviewListPage(params, signal),
     placeholderData: keepPreviousData,
   });
@@ -41,7 +38,7 @@ export function useReviewList(params: Record<string, string>) {
 /** The episodes before and after this one in the list with the same filters. */
 export function useNeighbours(episodeId: number, params: Record<string, string>) {
   return useQuery({
-    queryKey: ["neighbours", episodeId, params],
+    queryKey: reviewKeys.neighbours(episodeId, params),
     queryFn: ({ signal }) => episodeNeighbours(episodeId, params, signal),
     enabled: Number.isFinite(episodeId),
   });
@@ -49,7 +46,7 @@ export function useNeighbours(episodeId: number, params: Record<string, string>)
 
 export function useReplay(episodeId: number) {
   return useQuery({
-    queryKey: replayKey(episodeId),
+    queryKey: reviewKeys.replay(episodeId),
     queryFn: ({ signal }) => replayGet(episodeId, signal),
     enabled: Number.isFinite(episodeId),
   });
@@ -57,7 +54,7 @@ export function useReplay(episodeId: number) {
 
 export function useTranscript(episodeId: number) {
   return useQuery({
-    queryKey: ["transcript", episodeId],
+    queryKey: reviewKeys.replayTranscript(episodeId),
     queryFn: ({ signal }) => replayTranscriptGet(episodeId, signal),
     enabled: Number.isFinite(episodeId),
   });
@@ -65,7 +62,7 @@ export function useTranscript(episodeId: number) {
 
 export function useReviews(episodeId: number) {
   return useQuery({
-    queryKey: reviewsKey(episodeId),
+    queryKey: reviewKeys.reviews(episodeId),
     queryFn: ({ signal }) => reviewList(episodeId, signal),
     enabled: Number.isFinite(episodeId),
   });
@@ -77,11 +74,11 @@ export function useSubmitReview(episodeId: number) {
   return useMutation({
     mutationFn: (review: ReviewInput) => reviewSubmit(episodeId, review),
     onSuccess: (saved) => {
-      client.setQueryData<ReplayEpisode>(replayKey(episodeId), (old) =>
+      client.setQueryData<ReplayEpisode>(reviewKeys.replay(episodeId), (old) =>
         old ? { ...old, review_status: saved.review_status, review_summary: saved.review_summary } : old,
       );
-      client.invalidateQueries({ queryKey: reviewsKey(episodeId) });
-      client.invalidateQueries({ queryKey: ["review-list"] });
+      client.invalidateQueries({ queryKey: reviewKeys.reviews(episodeId) });
+      client.invalidateQueries({ queryKey: reviewKeys.lists() });
     },
   });
 }
@@ -92,7 +89,7 @@ export function useSubmitReview(episodeId: number) {
  */
 export function useCheckpoints(projectId: number): { id: number; name: string }[] {
   const deployments = useQuery({
-    queryKey: ["project", projectId, "deployments"],
+    queryKey: deploymentKeys.list(projectId),
     queryFn: ({ signal }) => deploymentList(projectId, signal),
     enabled: Number.isFinite(projectId),
   });

@@ -2,6 +2,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { useNavigate } from "react-router";
+import { queueKeys } from "../api/keys";
 import type { Verdict } from "../api/review";
 import {
   queueAdjudicate,
@@ -13,16 +14,13 @@ import {
   queueRelease,
 } from "../api/queues";
 
-export const queuesKey = (projectId: number) => ["review-queues", projectId] as const;
-export const queueKey = (queueId: number) => ["review-queue", queueId] as const;
-
 export function useQueues(projectId: number) {
-  return useQuery({ queryKey: queuesKey(projectId), queryFn: ({ signal }) => queueList(projectId, signal) });
+  return useQuery({ queryKey: queueKeys.list(projectId), queryFn: ({ signal }) => queueList(projectId, signal) });
 }
 
 export function useQueue(queueId: number) {
   return useQuery({
-    queryKey: queueKey(queueId),
+    queryKey: queueKeys.detail(queueId),
     queryFn: ({ signal }) => queueGet(queueId, signal),
     enabled: Number.isFinite(queueId),
   });
@@ -32,7 +30,7 @@ export function useCreateQueue(projectId: number) {
   const client = useQueryClient();
   return useMutation({
     mutationFn: (body: QueueCreateInput) => queueCreate(projectId, body),
-    onSuccess: () => client.invalidateQueries({ queryKey: queuesKey(projectId) }),
+    onSuccess: () => client.invalidateQueries({ queryKey: queueKeys.list(projectId) }),
   });
 }
 
@@ -47,8 +45,8 @@ export function useReviewNext(projectId: number) {
   const mutation = useMutation({
     mutationFn: (queueId: number) => queueNext(queueId),
     onSuccess: (next) => {
-      client.invalidateQueries({ queryKey: queueKey(next.queue) });
-      client.invalidateQueries({ queryKey: queuesKey(projectId) });
+      client.invalidateQueries({ queryKey: queueKeys.detail(next.queue) });
+      client.invalidateQueries({ queryKey: queueKeys.list(projectId) });
       if (next.episode === null) setEmpty(next.queue);
       else {
         setEmpty(null);
@@ -68,6 +66,6 @@ export function useAdjudicate(queueId: number) {
   return useMutation({
     mutationFn: ({ itemId, verdict, comment }: { itemId: number; verdict: Verdict; comment: string }) =>
       queueAdjudicate(itemId, verdict, comment),
-    onSuccess: () => client.invalidateQueries({ queryKey: queueKey(queueId) }),
+    onSuccess: () => client.invalidateQueries({ queryKey: queueKeys.detail(queueId) }),
   });
 }

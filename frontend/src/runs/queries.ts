@@ -1,9 +1,7 @@
 import { useQuery } from "@tanstack/react-query";
 import { deploymentList, runList } from "../api/client";
+import { deploymentKeys, runKeys } from "../api/keys";
 import type { TrainingRun } from "../api/types";
-
-export const runsKey = (projectId: number) => ["project", projectId, "runs"] as const;
-export const deploymentsKey = (projectId: number) => ["project", projectId, "deployments"] as const;
 
 export const RUN_POLL_MS = 2_000;
 
@@ -15,7 +13,7 @@ export function isActive(run: TrainingRun): boolean {
 /** The project's runs, polled every 2 s while any of them is queued or running. */
 export function useRuns(projectId: number) {
   return useQuery({
-    queryKey: runsKey(projectId),
+    queryKey: runKeys.list(projectId),
     queryFn: ({ signal }) => runList(projectId, signal),
     enabled: Number.isFinite(projectId),
     staleTime: 0,
@@ -25,7 +23,7 @@ export function useRuns(projectId: number) {
 
 export function useDeployments(projectId: number, poll: boolean) {
   return useQuery({
-    queryKey: deploymentsKey(projectId),
+    queryKey: deploymentKeys.list(projectId),
     queryFn: ({ signal }) => deploymentList(projectId, signal),
     enabled: Number.isFinite(projectId),
     // A run that finishes may deploy its checkpoint; follow along while runs are active.

@@ -1,8 +1,7 @@
 import { useQuery } from "@tanstack/react-query";
 import { ApiError, healthGet } from "../api/client";
+import { healthKeys } from "../api/keys";
 import type { Health } from "../api/types";
-
-export const HEALTH_KEY = ["health"] as const;
 
 /** One line per check, for the tooltip: "redis: ok", "celery: failing". */
 export function healthSummary(health: Health): string {
@@ -18,7 +17,7 @@ export function healthSummary(health: Health): string {
 /** Green when every check passes, amber when degraded, red when the server does not answer. */
 export function HealthDot() {
   const health = useQuery({
-    queryKey: HEALTH_KEY,
+    queryKey: healthKeys.report(),
     queryFn: ({ signal }) => healthGet(signal),
     refetchInterval: 30_000,
     retry: false,

@@ -1,10 +1,10 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useState } from "react";
 import { ApiError } from "../api/client";
+import { taskKeys } from "../api/keys";
 import { type TaskFormat, taskExportUrl, taskImport } from "../api/tasks";
 import type { Split, TaskSpec } from "../api/types";
 import { ErrorBanner } from "../components/ErrorBanner";
-import { tasksKey } from "../components/projectQueries";
 
 /** Import OSWorld / WebArena task files (all or none: every problem is listed) and download the project's tasks. */
 export function ImportPanel({ projectId, onDone }: { projectId: number; onDone: () => void }) {
@@ -14,7 +14,7 @@ export function ImportPanel({ projectId, onDone }: { projectId: number; onDone: 
   const [files, setFiles] = useState<File[]>([]);
   const upload = useMutation({
     mutationFn: () => taskImport(projectId, format, split, files),
-    onSuccess: () => client.invalidateQueries({ queryKey: tasksKey(projectId) }),
+    onSuccess: () => client.invalidateQueries({ queryKey: taskKeys.list(projectId) }),
   });
   const problems = upload.error instanceof ApiError ? (upload.error.fieldErrors.tasks ?? []) : [];
   const imported: TaskSpec[] = upload.data?.results ?? [];

@@ -1,11 +1,11 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, type ReactNode, useState } from "react";
+import { taskKeys } from "../api/keys";
 import { taskCatalogue, taskCreate, taskUpdate, type TaskWrite } from "../api/tasks";
 import type { Split, TaskSpec } from "../api/types";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Field, type FieldControl } from "../components/Field";
 import { Spinner } from "../components/Spinner";
-import { tasksKey } from "../components/projectQueries";
 import { useServerErrors } from "../components/useServerErrors";
 import {
   ANY_URL_LIMITS,
@@ -23,8 +23,6 @@ import {
   emptyAnyUrl,
   parseDefinition,
 } from "./definitions";
-
-export const CATALOGUE_KEY = ["tasks", "catalogue"] as const;
 
 const EDITORS: { value: EditorKind; label: string }[] = [
   { value: "shipped", label: "Shipped task" },
@@ -52,7 +50,7 @@ const ANY_URL_FIELDS: (keyof AnyUrlForm)[] = ["task_id", "start_url", "instructi
  */
 export function TaskEditor({ projectId, task, onDone }: { projectId: number; task?: TaskSpec; onDone: () => void }) {
   const client = useQueryClient();
-  const catalogue = useQuery({ queryKey: CATALOGUE_KEY, queryFn: ({ signal }) => taskCatalogue(signal) });
+  const catalogue = useQuery({ queryKey: taskKeys.catalogue(), queryFn: ({ signal }) => taskCatalogue(signal) });
   const [editor, setEditor] = useState<EditorKind>(task ? editorFor(task) : "shipped");
   const [envKind, setEnvKind] = useState(task?.env_kind ?? "miniwob");
   const [taskName, setTaskName] = useState(task?.task_name ?? "");
@@ -71,7 +69,7 @@ export function TaskEditor({ projectId, task, onDone }: { projectId: number; tas
   const save = useMutation({
     mutationFn: (body: TaskWrite) => (task ? taskUpdate(projectId, task.id, body) : taskCreate(projectId, body)),
     onSuccess: () => {
-      client.invalidateQueries({ queryKey: tasksKey(projectId) });
+      client.invalidateQueries({ queryKey: taskKeys.list(projectId) });
       onDone();
     },
   });

@@ -2,12 +2,13 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { Fragment, useState } from "react";
 import { useNavigate } from "react-router";
 import { episodeStart, taskRemove } from "../api/client";
+import { episodeKeys, taskKeys } from "../api/keys";
 import type { TaskSpec } from "../api/types";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { ManagersOnly } from "../components/ManagersOnly";
 import { Spinner } from "../components/Spinner";
 import { canManage } from "../components/permissions";
-import { tasksKey, useTasks } from "../components/projectQueries";
+import { useTasks } from "../components/projectQueries";
 import { useIdParam } from "../components/useIdParam";
 import { useSession } from "../components/useSession";
 import { ProjectFrame } from "../shell/ProjectFrame";
@@ -23,13 +24,13 @@ function TaskManager({ projectId }: { projectId: number }) {
   const [panel, setPanel] = useState<Panel>(null);
   const remove = useMutation({
     mutationFn: (taskId: number) => taskRemove(projectId, taskId),
-    onSuccess: () => client.invalidateQueries({ queryKey: tasksKey(projectId) }),
+    onSuccess: () => client.invalidateQueries({ queryKey: taskKeys.list(projectId) }),
   });
   // "Try it": one supervised episode on the task's first seed, opened at once on its session page
   const tryIt = useMutation({
     mutationFn: (task: TaskSpec) => episodeStart(projectId, { task: task.id, seeds: [task.seed_start], mode: "supervised" }),
     onSuccess: ({ results }) => {
-      client.invalidateQueries({ queryKey: ["episodes"] });
+      client.invalidateQueries({ queryKey: episodeKeys.lists() });
       navigate(`/episodes/${results[0].id}`);
     },
   });

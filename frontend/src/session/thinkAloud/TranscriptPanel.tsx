@@ -5,10 +5,9 @@ import type { ConnectionState } from "../../api/ws";
 import { ErrorBanner } from "../../components/ErrorBanner";
 import type { InterimWords } from "../episodeState";
 import { transcriptGet } from "../../api/audio";
+import { episodeKeys } from "../../api/keys";
 import { groupByStep, type LiveWord, mergeWords, wordsText } from "./transcript";
 import { stepNumber } from "../../components/format";
-
-export const transcriptKey = (episodeId: number) => ["episode", episodeId, "transcript"] as const;
 
 interface TranscriptPanelProps {
   episodeId: number;
@@ -27,7 +26,7 @@ interface TranscriptPanelProps {
  */
 export function TranscriptPanel({ episodeId, steps, liveWords, connection, interim = [] }: TranscriptPanelProps) {
   const stored = useQuery({
-    queryKey: transcriptKey(episodeId),
+    queryKey: episodeKeys.transcript(episodeId),
     queryFn: ({ signal }) => transcriptGet(episodeId, signal),
     staleTime: 0,
   });
