@@ -134,6 +134,9 @@ class Cgroup:
             self._write("pids", "pids.max", str(self.limits.pids))
             self._write("cpu", "cpu.cfs_period_us", "100000")
             self._write("cpu", "cpu.cfs_quota_us", str(int(self.limits.cpus * 100000)))
+            # a cgroup competes as one process would: weigh it as the cores it may use (its processes each had a
+            # weight of their own before, as autogroups)
+            self._write("cpu", "cpu.shares", str(int(self.limits.cpus * 1024)))
         else:
             folder = parents["unified"] / self.name
             folder.mkdir(exist_ok=True)
@@ -143,6 +146,7 @@ class Cgroup:
                 self._write("unified", "memory.swap.max", "0")
             self._write("unified", "pids.max", str(self.limits.pids))
             self._write("unified", "cpu.max", f"{int(self.limits.cpus * 100000)} 100000")
+            self._write("unified", "cpu.weight", str(min(10000, max(1, int(self.limits.cpus * 100)))))
 
     def _write(self, controller: str, name: str, value: str) -> None:
         (self.dirs[controller] / name).write_text(value)

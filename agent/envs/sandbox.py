@@ -293,8 +293,11 @@ class Sandbox:
             if ready.strip() != b"ready":
                 raise ValueError("not ready")
         except (ValueError, KeyError, TypeError):
-            self._bwrap.wait(timeout=5)
-            error = self._bwrap.stderr.read().decode(errors="replace").strip()
+            try:
+                self._bwrap.wait(timeout=5)
+                error = self._bwrap.stderr.read().decode(errors="replace").strip()
+            except subprocess.TimeoutExpired:  # up, but never ready: close() ends it
+                error = "it made no sandbox in 5 s"
             self.close()
             raise SandboxUnavailable(f"bubblewrap did not make the sandbox: {error or 'no word from it'}") from None
 
