@@ -2,9 +2,11 @@
 /**
  * The import rules of the frontend, checked by reading the source (no linter needed):
  *
- * - Every REST call goes through `src/api/` (the one client: CSRF, `ApiError`): no file outside it
- *   calls `fetch(`.
- * - `src/api/` stands on its own: it imports nothing of the app's.
+ * - Every REST call goes through the one client, `src/api/client.ts` (CSRF, `ApiError`): no other file
+ *   calls `fetch(`; every WebSocket is opened by the one socket client, `src/api/ws.ts`.
+ * - `src/api/` stands on its own: it imports nothing of the app's. It holds one module a topic
+ *   (projects, tasks, episodes, review, ...), each with its calls, its query keys and its records; a
+ *   topic may read another's records (types) but calls none of its functions.
  * - `src/components/` (shared pieces) imports only `api/` and itself; `src/shell/` (header, project
  *   frame and tabs, the login gate) imports only `api/`, `components/` and itself. Neither imports
  *   a page folder (`session/`, `review/`, `datasets/`, ...).
@@ -50,14 +52,31 @@ const pageFolders = () =>
 describe("the frontend's import rules", () => {
   it("finds the source and the page folders it checks", () => {
     expect(sourceFiles()).toContain("api/client.ts");
+    expect(sourceFiles()).toContain("api/episodes.ts");
     expect(sourceFiles()).toContain("shell/Layout.tsx");
     expect(pageFolders()).toEqual(expect.arrayContaining(["auth", "session", "review", "datasets", "dashboard", "cycles", "runs", "episodes", "projects"]));
   });
 
-  it("makes REST calls only in src/api/", () => {
+  it("makes REST calls only in src/api/client.ts and opens sockets only in src/api/ws.ts", () => {
     // `fetch(` as a call of its own (or window./globalThis.fetch), not refetch() or fetchAll().
     const call = /(?:^|[^\w$.]|(?:window|globalThis|self)\.)fetch\s*\(/m;
-    const offenders = sourceFiles().filter((file) => !file.startsWith("api/") && call.test(read(file)));
+    expect(sourceFiles().filter((file) => file !== "api/client.ts" && call.test(read(file)))).toEqual([]);
+    const socket = /new\s+WebSocket\s*\(/;
+    expect(sourceFiles().filter((file) => file !== "api/ws.ts" && socket.test(read(file)))).toEqual([]);
+  });
+
+  it("keeps the API's topic modules apart: one reads another's records, never calls it", () => {
+    const shared = ["client", "types", "schema", "ws"];
+    const offenders = sourceFiles()
+      .filter((file) => file.startsWith("api/"))
+      .flatMap((file) =>
+        [...read(file).matchAll(/^import\s+(type\s+)?\{([^}]*)\}\s*from\s*["']\.\/([\w.]+)["']/gm)]
+          .filter(([, typeOnly, names, module]) => {
+            const values = names.split(",").map((n) => n.trim()).filter((n) => n && !n.startsWith("type "));
+            return !shared.includes(module) && !typeOnly && values.length > 0;
+          })
+          .map(([, , , module]) => `${file} calls into ./${module}`),
+      );
     expect(offenders).toEqual([]);
   });
 

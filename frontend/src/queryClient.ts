@@ -4,7 +4,7 @@
  */
 import { MutationCache, QueryCache, QueryClient } from "@tanstack/react-query";
 import { ApiError } from "./api/client";
-import { sessionKeys } from "./api/keys";
+import { sessionKeys } from "./api/auth";
 
 function retry(failureCount: number, error: unknown): boolean {
   // Only a network failure or a 5xx may pass on its own; a 4xx will answer the same again.

@@ -4,7 +4,25 @@
  * is raw bytes, sent as the client's `rawBody` with the same CSRF header and the same error shape.
  */
 import { API_ROOT, ApiError, apiFetch, NETWORK_ERROR_DETAIL } from "./client";
-import type { AudioClip, Schemas, Transcript } from "./types";
+import type { Schemas } from "./types";
+
+/** A think-aloud recording. */
+export type AudioClip = Schemas["ClipOutput"];
+/** A transcribed word as the transcript API gives it: session-clock times and the step it was aligned to. */
+export type TranscriptWord = Schemas["TranscriptWordOutput"];
+/**
+ * A transcribed word, from the transcript API or the live socket (`transcript.words`, which leaves out the
+ * probability, clip and speaker): `start`/`end` are session seconds, `step` the step it was spoken in.
+ */
+export type TranscriptWordRecord = Pick<TranscriptWord, "word" | "start" | "end" | "step"> &
+  Partial<Pick<TranscriptWord, "probability" | "clip" | "username">>;
+/** An episode's stored transcript and its clips (`GET episodes/<id>/transcript`). */
+export type Transcript = Schemas["TranscriptOutput"];
+
+export const audioKeys = {
+  /** The stored transcript, as the live session reads it (asked again on every reconnect). */
+  transcript: (episodeId: number) => ["episode", episodeId, "transcript"] as const,
+};
 
 /** What the server needs to create (or find again) a clip: creation is idempotent by `client_id`. */
 export interface ClipMeta {

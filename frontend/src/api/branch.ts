@@ -3,10 +3,17 @@
  * parent's steps before that one on the same seed, checking the screen matches, then acts anew.
  */
 import { apiFetch } from "./client";
-import type { Episode, Schemas } from "./types";
+import type { Episode } from "./episodes";
+import type { Schemas } from "./types";
 
-export type { BranchOf } from "./types";
 export type BranchMode = Schemas["ModeEnum"];
+/** Where a branch branched from: its parent episode and the step it acts on anew. */
+export type BranchOf = Schemas["BranchOfOutput"];
+
+export const branchKeys = {
+  list: (episodeId: number) => ["episode", episodeId, "branches"] as const,
+  comparison: (branchId: number) => ["episode", branchId, "comparison"] as const,
+};
 
 export function fetchBranches(episodeId: number): Promise<Schemas["EpisodeBranches"]> {
   return apiFetch(`episodes/${episodeId}/branch`);

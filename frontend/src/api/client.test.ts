@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { mockFetch } from "../test/http";
-import { ApiError, apiFetch, fetchAll, healthGet, NETWORK_ERROR_DETAIL, sessionGet, sessionLogin } from "./client";
+import { sessionGet, sessionLogin } from "./auth";
+import { ApiError, apiFetch, fetchAll, NETWORK_ERROR_DETAIL } from "./client";
+import { healthGet } from "./health";
 
 afterEach(() => vi.unstubAllGlobals());
 

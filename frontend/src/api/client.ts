@@ -1,26 +1,10 @@
 /**
- * The one HTTP client for Loupe's REST API (`/api/v1/`, same origin, session cookie + CSRF).
+ * The one HTTP client for Loupe's REST API (`/api/v1/`, same origin, session cookie + CSRF). The calls themselves
+ * live in one module a topic (projects.ts, episodes.ts, review.ts, ...), each with its query keys and its records.
  *
  * Every failure becomes an `ApiError` that carries what the server said (`detail`, field
  * `errors`) so pages can show it to the person as is; nothing here swallows an error.
  */
-import type {
-  Cycle,
-  CycleSettings,
-  CycleSettingsInput,
-  Deployment,
-  Episode,
-  EpisodeDetail,
-  EpisodeMode,
-  Health,
-  Member,
-  Page,
-  Project,
-  Role,
-  TaskSpec,
-  TrainingRun,
-  User,
-} from "./types";
 
 export const API_ROOT = "/api/v1";
 
@@ -162,6 +146,12 @@ export async function apiFetch<T>(path: string, options: RequestOptions = {}): P
   return (text ? JSON.parse(text) : undefined) as T;
 }
 
+/** A page of a list: its items and the URL of the next page (null on the last). */
+export interface Page<T> {
+  results: T[];
+  next: string | null;
+}
+
 /** Follow `next` links until the list ends; for the small lists (projects, members, tasks). */
 export async function fetchAll<T>(path: string, signal?: AbortSignal, maxPages = 50): Promise<T[]> {
   const items: T[] = [];
@@ -174,145 +164,12 @@ export async function fetchAll<T>(path: string, signal?: AbortSignal, maxPages =
   return items;
 }
 
-function query(params: Record<string, string | number | undefined | null>): string {
+/** `?a=1&b=2` of the parameters that have a value ("" when none has). */
+export function queryString(params: Record<string, string | number | undefined | null>): string {
   const search = new URLSearchParams();
   for (const [key, value] of Object.entries(params)) {
     if (value !== undefined && value !== null && value !== "") search.set(key, String(value));
   }
   const text = search.toString();
   return text ? `?${text}` : "";
-}
-
-// --- auth -------------------------------------------------------------------------------
-
-/** The logged-in user, or null when the server says 401 (any other failure is thrown). */
-export async function sessionGet(signal?: AbortSignal): Promise<User | null> {
-  try {
-    const data = await apiFetch<{ user: User }>("auth/session", { signal });
-    return data.user;
-  } catch (error) {
-    if (error instanceof ApiError && error.status === 401) return null;
-    throw error;
-  }
-}
-
-/** Log in; first makes sure the CSRF cookie exists (a GET of the session sets it). */
-export async function sessionLogin(username: string, password: string): Promise<User> {
-  if (!getCookie("csrftoken")) await sessionGet();
-  const data = await apiFetch<{ user: User }>("auth/session", {
-    method: "POST",
-    body: { username, password },
-  });
-  return data.user;
-}
-
-export async function sessionLogout(): Promise<void> {
-  await apiFetch<void>("auth/session", { method: "DELETE" });
-}
-
-// --- projects ---------------------------------------------------------------------------
-
-export const projectList = (signal?: AbortSignal) => fetchAll<Project>("projects/", signal);
-
-export const projectGet = (projectId: number, signal?: AbortSignal) =>
-  apiFetch<Project>(`projects/${projectId}/`, { signal });
-
-export const projectUpdate = (
-  projectId: number,
-  changes: Partial<Pick<Project, "name" | "description">>,
-) => apiFetch<Project>(`projects/${projectId}/`, { method: "PATCH", body: changes });
-
-export const memberList = (projectId: number, signal?: AbortSignal) =>
-  fetchAll<Member>(`projects/${projectId}/members/`, signal);
-
-export const memberAdd = (projectId: number, username: string, role: Role) =>
-  apiFetch<Member>(`projects/${projectId}/members/`, { method: "POST", body: { username, role } });
-
-export const memberUpdate = (projectId: number, memberId: number, role: Role) =>
-  apiFetch<Member>(`projects/${projectId}/members/${memberId}/`, { method: "PATCH", body: { role } });
-
-export const memberRemove = (projectId: number, memberId: number) =>
-  apiFetch<void>(`projects/${projectId}/members/${memberId}/`, { method: "DELETE" });
-
-export const taskList = (projectId: number, signal?: AbortSignal) =>
-  fetchAll<TaskSpec>(`projects/${projectId}/tasks/`, signal);
-
-export const taskRemove = (projectId: number, taskId: number) =>
-  apiFetch<void>(`projects/${projectId}/tasks/${taskId}/`, { method: "DELETE" });
-
-// --- episodes ---------------------------------------------------------------------------
-
-export interface EpisodeFilter {
-  project: number;
-  status?: string;
-  mode?: string;
-}
-
-/** One page of episodes; pass the previous page's `next` URL as `pageUrl` to continue. */
-export const episodeListPage = (filter: EpisodeFilter, pageUrl?: string | null, signal?: AbortSignal) =>
-  apiFetch<Page<Episode>>(pageUrl ?? `episodes/${query({ ...filter })}`, { signal });
-
-export const episodeGet = (episodeId: number, signal?: AbortSignal) =>
-  apiFetch<EpisodeDetail>(`episodes/${episodeId}/`, { signal });
-
-export const episodeStart = (
-  projectId: number,
-  request: { task: number; seeds: number[]; mode: EpisodeMode },
-) =>
-  apiFetch<{ results: Episode[] }>(`projects/${projectId}/episodes/`, {
-    method: "POST",
-    body: request,
-  });
-
-// --- training runs and deployments ------------------------------------------------------
-
-export const runList = (projectId: number, signal?: AbortSignal) =>
-  apiFetch<Page<TrainingRun>>(`projects/${projectId}/runs/`, { signal }).then((page) => page.results);
-
-/** Train on a ready snapshot (managers); the run is queued. */
-export const runCreate = (projectId: number, snapshotId: number) =>
-  apiFetch<TrainingRun>(`projects/${projectId}/runs/`, { method: "POST", body: { snapshot: snapshotId } });
-
-export const deploymentList = (projectId: number, signal?: AbortSignal) =>
-  apiFetch<Page<Deployment>>(`projects/${projectId}/deployments/`, { signal }).then((page) => page.results);
-
-// --- flywheel cycles (frontend/src/cycles) ------------------------------------------------
-
-export const cycleList = (projectId: number, signal?: AbortSignal) =>
-  apiFetch<Page<Cycle>>(`projects/${projectId}/cycles/`, { signal }).then((page) => page.results);
-
-/** Run a cycle now (managers); 409 while one runs. */
-export const cycleStart = (projectId: number) => apiFetch<Cycle>(`projects/${projectId}/cycles/`, { method: "POST" });
-
-export const cycleApprove = (cycleId: number) => apiFetch<Cycle>(`cycles/${cycleId}/approve`, { method: "POST" });
-
-export const cycleReject = (cycleId: number, reason: string) =>
-  apiFetch<Cycle>(`cycles/${cycleId}/reject`, { method: "POST", body: { reason } });
-
-export const cycleSettingsGet = (projectId: number, signal?: AbortSignal) =>
-  apiFetch<CycleSettings>(`projects/${projectId}/cycle-settings`, { signal });
-
-export const cycleSettingsUpdate = (projectId: number, changes: CycleSettingsInput) =>
-  apiFetch<CycleSettings>(`projects/${projectId}/cycle-settings`, { method: "PATCH", body: changes });
-
-/** Serve an earlier deployment's checkpoint again (managers; one transaction on the server). */
-export const deploymentRollback = (projectId: number, deploymentId: number) =>
-  apiFetch<Deployment>(`projects/${projectId}/deployments/${deploymentId}/rollback`, { method: "POST" });
-
-// --- health -----------------------------------------------------------------------------
-
-/**
- * The server's health report. A degraded server may answer 503 with the same body, so a 503
- * that carries `checks` is returned as a report rather than thrown.
- */
-export async function healthGet(signal?: AbortSignal): Promise<Health> {
-  try {
-    return await apiFetch<Health>("health", { signal });
-  } catch (error) {
-    const body = error instanceof ApiError ? (error.body as Partial<Health> | undefined) : undefined;
-    if (body && typeof body === "object" && body.checks) {
-      return { status: "degraded", checks: body.checks };
-    }
-    throw error;
-  }
 }

@@ -15,6 +15,11 @@ export type SnapshotFilter = Schemas["SnapshotFilterOutput"];
 export type Snapshot = Schemas["SnapshotOutput"];
 export type SnapshotInput = Schemas["SnapshotCreateInputRequest"];
 
+export const datasetKeys = {
+  routing: (projectId: number) => ["project", projectId, "routing"] as const,
+  snapshots: (projectId: number) => ["project", projectId, "snapshots"] as const,
+};
+
 export const routingGet = (projectId: number, signal?: AbortSignal) =>
   apiFetch<Routing>(`projects/${projectId}/routing`, { signal });
 

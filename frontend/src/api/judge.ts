@@ -13,6 +13,12 @@ export type Confusion = Schemas["ConfusionOutput"];
 export type Agreement = Omit<Schemas["TaskJudgeAgreementOutput"], "task">;
 export type Calibration = Schemas["CalibrationOutput"];
 
+export const judgeKeys = {
+  judgements: (episodeId: number) => ["episode", episodeId, "judgements"] as const,
+  settings: (projectId: number) => ["project", projectId, "judge-settings"] as const,
+  calibration: (projectId: number) => ["project", projectId, "judge-calibration"] as const,
+};
+
 export const judgementList = (episodeId: number, signal?: AbortSignal) =>
   apiFetch<{ results: Judgement[] }>(`episodes/${episodeId}/judgements/`, { signal }).then((r) => r.results);
 

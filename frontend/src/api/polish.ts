@@ -3,7 +3,8 @@
  * steps' spoken words beside the thought written from them, editing a step's thought, polishing again.
  */
 import { apiFetch } from "./client";
-import type { Schemas, Step } from "./types";
+import type { Step } from "./episodes";
+import type { Schemas } from "./types";
 
 /** "" no words (or not polished yet); queued: the worker is on it; edited: a person wrote it. */
 export type PolishState = Schemas["StepPolishOutput"]["polish_state"];
@@ -12,6 +13,10 @@ export type StepPolishFields = Pick<Step, "episode" | "polished_thought" | "poli
 export type StepPolish = Schemas["StepPolishOutput"];
 export type PolishProgress = Schemas["PolishProgressOutput"];
 export type EpisodePolish = Schemas["EpisodePolishOutput"];
+
+export const polishKeys = {
+  episode: (episodeId: number) => ["episode", episodeId, "polish"] as const,
+};
 
 export const episodePolishGet = (episodeId: number, signal?: AbortSignal) =>
   apiFetch<EpisodePolish>(`episodes/${episodeId}/polish`, { signal });

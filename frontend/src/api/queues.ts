@@ -16,6 +16,11 @@ export type QueueCreateInput = Schemas["QueueCreateInputRequest"];
 /** The caller's held item (null when nothing is left for them). */
 export type QueueNext = Schemas["QueueNextOutput"];
 
+export const queueKeys = {
+  list: (projectId: number) => ["project", projectId, "review-queues"] as const,
+  detail: (queueId: number) => ["review-queue", queueId] as const,
+};
+
 export const queueList = (projectId: number, signal?: AbortSignal) =>
   apiFetch<{ results: ReviewQueue[] }>(`projects/${projectId}/review-queues/`, { signal }).then((r) => r.results);
 

@@ -1,12 +1,14 @@
 /**
  * The review endpoints and their shapes (flywheel/api.py, annotation/api.py): the filtered episode
- * list (keyset pages), an episode's neighbours in that list, its replay (steps, transcript, audio
- * clips) and its reviews.
+ * list (keyset pages), an episode's neighbours in that list and its reviews. The replay reads the
+ * episode and its transcript through episodes.ts and audio.ts, under its own keys here.
  */
 import { apiFetch } from "./client";
-import type { EpisodeDetail, ReviewStatus, Schemas, Step } from "./types";
+import type { EpisodeDetail, Step } from "./episodes";
+import type { Schemas } from "./types";
 
-export type { ReviewStatus, ReviewSummary, StoredProposal } from "./types";
+export type ReviewStatus = Schemas["ReviewStatusEnum"];
+export type ReviewSummary = Schemas["ReviewSummaryOutput"];
 export type Verdict = Schemas["VerdictEnum"];
 export type StepLabel = Schemas["ReviewOutput"]["step_labels"][string];
 
@@ -19,18 +21,22 @@ export type ReplayEpisode = EpisodeDetail;
 export type ListPage = Schemas["EpisodePage"];
 export type Neighbours = Schemas["EpisodeNeighboursOutput"];
 
-/** A transcribed word as the transcript API gives it: session-clock times and the step it was aligned to. */
-export type TranscriptWord = Schemas["TranscriptWordOutput"];
-export type AudioClip = Schemas["ClipOutput"];
-/**
- * `GET episodes/<id>/transcript` as the replay reads it (the live page reads the same endpoint through
- * `api/audio.ts`).
- */
-export type Transcript = Schemas["TranscriptOutput"];
-
 export type Review = Schemas["ReviewOutput"];
 export type ReviewInput = Schemas["ReviewInputRequest"];
 export type ReviewSubmitted = Schemas["ReviewSubmittedOutput"];
+
+export const reviewKeys = {
+  /** Every page of the review list, whatever its filters. */
+  lists: () => ["review-list"] as const,
+  list: (params: Record<string, string>) => ["review-list", params] as const,
+  neighbours: (episodeId: number, params: Record<string, string>) =>
+    ["episode", episodeId, "neighbours", params] as const,
+  /** The episode with its steps, as the replay reads it. */
+  replay: (episodeId: number) => ["episode", episodeId, "replay"] as const,
+  /** The transcript and audio clips, as the replay reads them. */
+  replayTranscript: (episodeId: number) => ["episode", episodeId, "replay-transcript"] as const,
+  reviews: (episodeId: number) => ["episode", episodeId, "reviews"] as const,
+};
 
 function search(params: Record<string, string>): string {
   const text = new URLSearchParams(params).toString();
@@ -54,12 +60,6 @@ export const reviewListPage = (params: Record<string, string>, signal?: AbortSig
 /** The episodes before and after this one in the list with the same filters. */
 export const episodeNeighbours = (episodeId: number, params: Record<string, string>, signal?: AbortSignal) =>
   apiFetch<Neighbours>(`episodes/${episodeId}/neighbours${search(params)}`, { signal });
-
-export const replayGet = (episodeId: number, signal?: AbortSignal) =>
-  apiFetch<ReplayEpisode>(`episodes/${episodeId}/`, { signal });
-
-export const replayTranscriptGet = (episodeId: number, signal?: AbortSignal) =>
-  apiFetch<Transcript>(`episodes/${episodeId}/transcript`, { signal });
 
 export const reviewList = (episodeId: number, signal?: AbortSignal) =>
   apiFetch<{ results: Review[] }>(`episodes/${episodeId}/reviews/`, { signal }).then((r) => r.results);

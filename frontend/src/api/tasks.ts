@@ -1,15 +1,29 @@
 /**
- * Task authoring endpoints (flywheel/api.py tasks, flywheel/api_tasks.py): create and edit tasks with
+ * A project's tasks (flywheel/api.py tasks, flywheel/api_tasks.py): the list, create, edit and remove them with
  * their JSON definitions, the shipped tasks of each env kind, and importing / exporting task files.
  */
-import { API_ROOT, apiFetch } from "./client";
-import type { Schemas, Split, TaskSpec } from "./types";
+import { API_ROOT, apiFetch, fetchAll } from "./client";
+import type { Schemas } from "./types";
 
+export type Split = Schemas["SplitEnum"];
+export type TaskSpec = Schemas["TaskOutput"];
 export type TaskFormat = Schemas["FormatEnum"];
 export type CatalogueTask = Schemas["CatalogueTaskOutput"];
 export type CatalogueKind = Schemas["CatalogueKindOutput"];
 /** A task's fields to create it (all of them) or change them (those that change). */
 export type TaskWrite = Partial<Schemas["TaskCreateInputRequest"]>;
+
+export const taskKeys = {
+  list: (projectId: number) => ["project", projectId, "tasks"] as const,
+  /** Each env kind's shipped tasks (the same for every project). */
+  catalogue: () => ["tasks", "catalogue"] as const,
+};
+
+export const taskList = (projectId: number, signal?: AbortSignal) =>
+  fetchAll<TaskSpec>(`projects/${projectId}/tasks/`, signal);
+
+export const taskRemove = (projectId: number, taskId: number) =>
+  apiFetch<void>(`projects/${projectId}/tasks/${taskId}/`, { method: "DELETE" });
 
 export const taskCatalogue = (signal?: AbortSignal) =>
   apiFetch<{ kinds: CatalogueKind[] }>("tasks/catalogue", { signal }).then((data) => data.kinds);

@@ -1,4 +1,5 @@
-import type { EpisodeOutcome, EpisodeStatus, Role } from "../api/types";
+import type { EpisodeOutcome, EpisodeStatus } from "../api/episodes";
+import type { Role } from "../api/projects";
 import { describeEndReason } from "./endReason";
 
 /** A role badge; `null` (no membership, e.g. staff browsing) reads "viewer". */

@@ -1,4 +1,4 @@
-import type { Episode } from "../api/types";
+import type { Episode } from "../api/episodes";
 import { formatReward } from "./format";
 import { OutcomeBadge } from "./Badge";
 

@@ -1,4 +1,4 @@
-import type { Episode } from "../api/types";
+import type { Episode } from "../api/episodes";
 
 /** How a person reaches the apps of a desktop task: its desktop starts empty. */
 export const DESKTOP_HINT =

@@ -1,4 +1,4 @@
-import type { Rejection, Step } from "../api/types";
+import type { Rejection, Step } from "../api/episodes";
 import { actionText } from "./grammar";
 
 /** What a rejected proposal would have done, as the grammar writes it. */

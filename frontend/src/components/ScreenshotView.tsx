@@ -1,5 +1,5 @@
 import type { MouseEvent } from "react";
-import type { Action } from "../api/types";
+import type { Action } from "../api/episodes";
 import { actionLabel, actionMarkers, displayToScreenshot, type Marker, type Point } from "./markers";
 
 interface ScreenshotViewProps {

@@ -1,7 +1,6 @@
 /** One episode as server state, shared by the shell (which project an episode page is in) and the live session page. */
 import { useQuery } from "@tanstack/react-query";
-import { episodeGet } from "../api/client";
-import { episodeKeys } from "../api/keys";
+import { episodeGet, episodeKeys } from "../api/episodes";
 
 /** How often a page asks again while an episode waits: nothing is pushed when *other* episodes start. */
 export const QUEUE_POLL_MS = 3_000;

@@ -8,7 +8,7 @@
  * Keyword arguments (positional ones are accepted in schema order), integer pixels of at most six
  * digits, strings double-quoted with the escapes \" \\ \n \r \t.
  */
-import type { Action } from "../api/types";
+import type { Action } from "../api/episodes";
 
 type Kind = "int" | "str";
 /** argument, kind, default (undefined: required). */

@@ -3,7 +3,7 @@
  * grammar's contract), so the overlay uses the screenshot's own size as its viewBox and scales
  * with the image: a marker at (x, y) stays on the pixel the agent meant at any zoom.
  */
-import type { Action } from "../api/types";
+import type { Action } from "../api/episodes";
 
 export interface Point {
   x: number;

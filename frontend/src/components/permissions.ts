@@ -1,4 +1,5 @@
-import type { Project, User } from "../api/types";
+import type { User } from "../api/auth";
+import type { Project } from "../api/projects";
 
 /** Managers and admins edit the project and its tasks; staff may do everything. */
 export function canManage(project: Project | undefined, user: User | null): boolean {

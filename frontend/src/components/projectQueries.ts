@@ -1,7 +1,7 @@
 /** Hooks for project server state, shared by every page that shows a project. */
 import { useQuery } from "@tanstack/react-query";
-import { memberList, projectGet, projectList, taskList } from "../api/client";
-import { projectKeys, taskKeys } from "../api/keys";
+import { memberList, projectGet, projectKeys, projectList } from "../api/projects";
+import { taskKeys, taskList } from "../api/tasks";
 
 export function useProjects() {
   return useQuery({ queryKey: projectKeys.list(), queryFn: ({ signal }) => projectList(signal) });

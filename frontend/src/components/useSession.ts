@@ -3,9 +3,7 @@
  * Any 401 from another query clears it (see `queryClient.ts`), which sends the person to /login.
  */
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { sessionGet, sessionLogin, sessionLogout } from "../api/client";
-import { sessionKeys } from "../api/keys";
-import type { User } from "../api/types";
+import { sessionGet, sessionKeys, sessionLogin, sessionLogout, type User } from "../api/auth";
 
 export function useSession() {
   const query = useQuery({

@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from "react";
-import type { Cycle } from "../api/types";
+import type { Cycle } from "../api/cycles";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime } from "../components/format";
 import { LimitCounter } from "../components/LimitCounter";

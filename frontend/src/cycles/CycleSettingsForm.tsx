@@ -1,5 +1,5 @@
 import { useEffect, useState } from "react";
-import type { CycleSettings, RecipeStage, TrainAlgorithm } from "../api/types";
+import type { CycleSettings, RecipeStage, TrainAlgorithm } from "../api/cycles";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Field } from "../components/Field";
 import { formatDateTime } from "../components/format";

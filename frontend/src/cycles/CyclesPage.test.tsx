@@ -1,6 +1,7 @@
 import { fireEvent, screen, waitFor, within } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { Cycle, CycleSettings, TrainingRun } from "../api/types";
+import type { Cycle, CycleSettings } from "../api/cycles";
+import type { TrainingRun } from "../api/runs";
 import { mockFetch, type Routes } from "../test/http";
 import { renderApp } from "../test/render";
 import { failureAdvice, formatSeconds, stepStatus, successSeries, taskChangeText, taskComparison } from "./cycleView";

@@ -1,7 +1,7 @@
 import { QueryClientProvider } from "@tanstack/react-query";
 import { render, screen, within } from "@testing-library/react";
 import { describe, expect, it } from "vitest";
-import type { Deployment } from "../api/types";
+import type { Deployment } from "../api/deployments";
 import { createQueryClient } from "../queryClient";
 import { DeploymentList } from "./DeploymentList";
 

@@ -1,5 +1,5 @@
 import { useState } from "react";
-import type { Deployment } from "../api/types";
+import type { Deployment } from "../api/deployments";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime } from "../components/format";
 import { useRollback } from "./queries";

@@ -1,4 +1,4 @@
-import type { Cycle } from "../api/types";
+import type { Cycle } from "../api/cycles";
 import { LineChart } from "../components/LineChart";
 import { formatRate, successSeries } from "./cycleView";
 

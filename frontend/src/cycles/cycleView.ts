@@ -2,7 +2,7 @@
  * How a flywheel cycle reads to a person: its steps and their timings, the success-rate series across
  * iterations, percentages, and what to do after a failure. Pure functions, tested without rendering.
  */
-import type { Cycle, CycleState } from "../api/types";
+import type { Cycle, CycleState } from "../api/cycles";
 import type { Series } from "../components/LineChart";
 import { nextSteps } from "../runs/runView";
 

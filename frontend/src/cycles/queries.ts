@@ -4,16 +4,18 @@
  */
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import {
+  type Cycle,
   cycleApprove,
+  cycleKeys,
   cycleList,
   cycleReject,
   cycleSettingsGet,
+  type CycleSettingsInput,
   cycleSettingsUpdate,
   cycleStart,
-  deploymentRollback,
-} from "../api/client";
-import { cycleKeys, deploymentKeys, runKeys } from "../api/keys";
-import type { Cycle, CycleSettingsInput } from "../api/types";
+} from "../api/cycles";
+import { deploymentKeys, deploymentRollback } from "../api/deployments";
+import { runKeys } from "../api/runs";
 import { isCycleActive } from "./cycleView";
 
 export const CYCLE_POLL_MS = 2_000;

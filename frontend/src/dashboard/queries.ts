@@ -1,7 +1,6 @@
 /** The project's dashboard as server state (the call and its shape are in api/dashboard.ts). */
 import { useQuery } from "@tanstack/react-query";
-import { dashboardGet } from "../api/dashboard";
-import { dashboardKeys } from "../api/keys";
+import { dashboardGet, dashboardKeys } from "../api/dashboard";
 
 export function useDashboard(projectId: number) {
   return useQuery({

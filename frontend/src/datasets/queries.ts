@@ -5,11 +5,12 @@
  */
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useRef } from "react";
-import { runCreate } from "../api/client";
-import { dashboardKeys, datasetKeys, runKeys } from "../api/keys";
+import { runCreate, runKeys } from "../api/runs";
+import { dashboardKeys } from "../api/dashboard";
 import {
-  type RoutingInput,
+  datasetKeys,
   routingGet,
+  type RoutingInput,
   routingUpdate,
   type Snapshot,
   snapshotCreate,

@@ -1,6 +1,6 @@
 import { fireEvent, screen, waitFor } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { Episode } from "../api/types";
+import type { Episode } from "../api/episodes";
 import { makeEpisode } from "../test/factories";
 import { mockFetch, type Routes } from "../test/http";
 import { renderApp } from "../test/render";

@@ -1,5 +1,5 @@
 import { Link, useSearchParams } from "react-router";
-import { EPISODE_MODES, EPISODE_STATUSES, type Episode } from "../api/types";
+import { type Episode, EPISODE_MODES, EPISODE_STATUSES } from "../api/episodes";
 import { useSession } from "../components/useSession";
 import { EndReason, OutcomeBadge, StatusBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";

@@ -1,9 +1,7 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useState } from "react";
 import { useNavigate } from "react-router";
-import { episodeStart } from "../api/client";
-import { episodeKeys } from "../api/keys";
-import { EPISODE_MODES, type Episode, type EpisodeMode } from "../api/types";
+import { type Episode, EPISODE_MODES, episodeKeys, type EpisodeMode, episodeStart } from "../api/episodes";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Field } from "../components/Field";
 import { useServerErrors } from "../components/useServerErrors";

@@ -1,7 +1,5 @@
 import { useInfiniteQuery, useQueries } from "@tanstack/react-query";
-import type { Episode, EpisodeStatus } from "../api/types";
-import { episodeListPage, type EpisodeFilter } from "../api/client";
-import { episodeKeys } from "../api/keys";
+import { type Episode, type EpisodeFilter, episodeKeys, episodeListPage, type EpisodeStatus } from "../api/episodes";
 
 /** Episodes page by page (keyset `next` links), newest first as the server orders them. */
 export function useEpisodeList(filter: EpisodeFilter) {

@@ -3,7 +3,7 @@
  * for people); autonomous ones for a rollout worker. The server counts, per lane, the episodes queued
  * before this one (`ahead`) and those running now (`running`).
  */
-import type { Episode, EpisodeQueue } from "../api/types";
+import type { Episode, EpisodeQueue } from "../api/episodes";
 
 const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
 

@@ -1,8 +1,7 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, Fragment, useState } from "react";
-import { ApiError, memberAdd, memberRemove, memberUpdate } from "../api/client";
-import { projectKeys } from "../api/keys";
-import type { Role } from "../api/types";
+import { ApiError } from "../api/client";
+import { memberAdd, memberRemove, memberUpdate, projectKeys, type Role } from "../api/projects";
 import { RoleBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Spinner } from "../components/Spinner";

@@ -1,8 +1,6 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useState } from "react";
-import { projectUpdate } from "../api/client";
-import { projectKeys } from "../api/keys";
-import type { Project } from "../api/types";
+import { type Project, projectKeys, projectUpdate } from "../api/projects";
 import { RoleBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Field } from "../components/Field";

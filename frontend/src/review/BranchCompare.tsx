@@ -1,7 +1,6 @@
 import { useQuery } from "@tanstack/react-query";
 import { Link } from "react-router";
-import { type BranchComparison, type ComparisonSide, fetchComparison } from "../api/branch";
-import { branchKeys } from "../api/keys";
+import { type BranchComparison, branchKeys, type ComparisonSide, fetchComparison } from "../api/branch";
 import type { ReplayStep } from "../api/review";
 import { OutcomeBadge, StatusBadge } from "../components/Badge";
 import { countOf, formatReward } from "../components/format";

@@ -2,8 +2,7 @@ import { useState } from "react";
 import { Link, useNavigate } from "react-router";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { ErrorBanner } from "../components/ErrorBanner";
-import { type BranchMode, type BranchOf, createBranch, fetchBranches } from "../api/branch";
-import { branchKeys } from "../api/keys";
+import { branchKeys, type BranchMode, type BranchOf, createBranch, fetchBranches } from "../api/branch";
 
 /**
  * Branching on the replay: "Branch here" starts a new episode that replays this episode up to the shown step

@@ -1,7 +1,6 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
-import { type JudgeBackend, type JudgeSettings, judgeSettingsGet, judgeSettingsSet } from "../api/judge";
-import { judgeKeys } from "../api/keys";
+import { type JudgeBackend, judgeKeys, type JudgeSettings, judgeSettingsGet, judgeSettingsSet } from "../api/judge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Field } from "../components/Field";
 import { Spinner } from "../components/Spinner";

@@ -5,7 +5,8 @@ import { mockFetch, type Routes } from "../test/http";
 import { renderApp } from "../test/render";
 import { baseRoutes, reviewEpisode } from "../test/review";
 import type { EpisodePolish, StepPolish } from "../api/polish";
-import type { ReplayEpisode, Transcript } from "../api/review";
+import type { Transcript } from "../api/audio";
+import type { ReplayEpisode } from "../api/review";
 
 afterEach(() => vi.unstubAllGlobals());
 

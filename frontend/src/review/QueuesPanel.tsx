@@ -1,8 +1,7 @@
 import { useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { useQuery } from "@tanstack/react-query";
-import { memberList } from "../api/client";
-import { projectKeys } from "../api/keys";
+import { memberList, projectKeys } from "../api/projects";
 import type { ReviewQueue } from "../api/queues";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Field } from "../components/Field";

@@ -4,8 +4,9 @@ import { makeStep } from "../test/factories";
 import { mockFetch, type Routes } from "../test/http";
 import { renderApp } from "../test/render";
 import { baseRoutes, reviewEpisode } from "../test/review";
-import type { Rejection } from "../api/types";
-import type { ReplayEpisode, Review, Transcript } from "../api/review";
+import type { Rejection } from "../api/episodes";
+import type { Transcript } from "../api/audio";
+import type { ReplayEpisode, Review } from "../api/review";
 
 afterEach(() => vi.unstubAllGlobals());
 

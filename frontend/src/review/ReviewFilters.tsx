@@ -1,5 +1,5 @@
 import { useEffect, useState, type ReactNode } from "react";
-import { EPISODE_MODES, EPISODE_STATUSES } from "../api/types";
+import { EPISODE_MODES, EPISODE_STATUSES } from "../api/episodes";
 import { useMembers, useTasks } from "../components/projectQueries";
 import { changedFilters, type FilterKey, type Filters, ORDERINGS } from "./filters";
 import { REVIEW_STATUSES } from "../api/review";

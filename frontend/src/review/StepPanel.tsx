@@ -1,9 +1,10 @@
 import { useEffect, useRef } from "react";
-import type { Actor } from "../api/types";
+import type { Actor } from "../api/episodes";
 import { formatReward, stepNumber } from "../components/format";
 import { RejectedProposals, rejectionLine, sameAsProposalText } from "../components/RejectedProposals";
 import { isWideScreen, ScreenshotView } from "../components/ScreenshotView";
-import type { ReplayStep, StepLabel, TranscriptWord } from "../api/review";
+import type { TranscriptWord } from "../api/audio";
+import type { ReplayStep, StepLabel } from "../api/review";
 import { PolishedThought } from "./PolishedThought";
 import { STEP_LABELS } from "./queries";
 import { proposalActionText, proposalThought, stepActionText } from "./replay";

@@ -1,8 +1,8 @@
 import { useMemo, useRef, useState } from "react";
-import { clipFileUrl } from "../api/audio";
+import { type AudioClip, clipFileUrl, type Transcript, type TranscriptWord } from "../api/audio";
 import { formatDuration, stepNumber } from "../components/format";
 import { useClipLength } from "./clipLength";
-import type { AudioClip, ReplayStep, Transcript, TranscriptWord } from "../api/review";
+import type { ReplayStep } from "../api/review";
 import type { StepPolishFields } from "../api/polish";
 import { PolishProgressLine } from "./PolishedThought";
 import { stepForAudio, wordAtTime } from "./replay";

@@ -1,7 +1,6 @@
 /** Server state of the judge on the review pages: an episode's judgements and the judge's calibration. */
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { calibrationGet, judgeEpisode, judgementList } from "../api/judge";
-import { judgeKeys } from "../api/keys";
+import { calibrationGet, judgeEpisode, judgeKeys, judgementList } from "../api/judge";
 
 /**
  * An episode's judgements, newest first. While a judgement asked for is on its way (`waitingFor`: how many there

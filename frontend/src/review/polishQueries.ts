@@ -1,7 +1,6 @@
 /** Server state of the polished thoughts on the replay: the episode's polish, polled while a step is queued. */
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { polishKeys } from "../api/keys";
-import { episodePolishGet, episodePolishRequest, stepPolishEdit, stepPolishRequest } from "../api/polish";
+import { episodePolishGet, episodePolishRequest, polishKeys, stepPolishEdit, stepPolishRequest } from "../api/polish";
 
 export function useEpisodePolish(episodeId: number | undefined) {
   return useQuery({

@@ -1,17 +1,18 @@
 /**
  * Server state of the review pages: the filtered episode list (keyset pages), an episode's
  * neighbours in that list, its replay (steps, transcript, audio clips) and its reviews. The calls
- * and their shapes are in api/review.ts.
+ * and their shapes are in api/review.ts (the episode and its transcript: api/episodes.ts and api/audio.ts, under the
+ * replay's own keys).
  */
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { deploymentList } from "../api/client";
-import { deploymentKeys, reviewKeys } from "../api/keys";
+import { transcriptGet } from "../api/audio";
+import { deploymentKeys, deploymentList } from "../api/deployments";
+import { episodeGet } from "../api/episodes";
 import {
   episodeNeighbours,
   type ReplayEpisode,
-  replayGet,
-  replayTranscriptGet,
   type ReviewInput,
+  reviewKeys,
   reviewList,
   reviewListPage,
   reviewSubmit,
@@ -47,7 +48,7 @@ export function useNeighbours(episodeId: number, params: Record<string, string>)
 export function useReplay(episodeId: number) {
   return useQuery({
     queryKey: reviewKeys.replay(episodeId),
-    queryFn: ({ signal }) => replayGet(episodeId, signal),
+    queryFn: ({ signal }) => episodeGet(episodeId, signal),
     enabled: Number.isFinite(episodeId),
   });
 }
@@ -55,7 +56,7 @@ export function useReplay(episodeId: number) {
 export function useTranscript(episodeId: number) {
   return useQuery({
     queryKey: reviewKeys.replayTranscript(episodeId),
-    queryFn: ({ signal }) => replayTranscriptGet(episodeId, signal),
+    queryFn: ({ signal }) => transcriptGet(episodeId, signal),
     enabled: Number.isFinite(episodeId),
   });
 }

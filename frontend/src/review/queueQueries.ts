@@ -2,17 +2,17 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { useNavigate } from "react-router";
-import { queueKeys } from "../api/keys";
-import type { Verdict } from "../api/review";
 import {
   queueAdjudicate,
-  type QueueCreateInput,
   queueCreate,
+  type QueueCreateInput,
   queueGet,
+  queueKeys,
   queueList,
   queueNext,
   queueRelease,
 } from "../api/queues";
+import type { Verdict } from "../api/review";
 
 export function useQueues(projectId: number) {
   return useQuery({ queryKey: queueKeys.list(projectId), queryFn: ({ signal }) => queueList(projectId, signal) });

@@ -6,10 +6,11 @@
  * audio time t is `clip.origin + t`, and a step's window ends when it was stored (`created_at`),
  * as annotation/audio.py `step_windows` aligns words.
  */
-import type { Action } from "../api/types";
+import type { Action, StoredProposal } from "../api/episodes";
 import { REPLAY_SHORTCUTS, type ReplayAction } from "../components/shortcuts";
 import { actionText } from "../components/grammar";
-import type { ReplayStep, StoredProposal, TranscriptWord } from "../api/review";
+import type { TranscriptWord } from "../api/audio";
+import type { ReplayStep } from "../api/review";
 
 /** An action as the grammar writes it: `click(x=8, y=12)`. */
 export function formatAction(action: Action | null | undefined): string {

@@ -1,6 +1,6 @@
 import { screen, waitFor, within } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { TrainingRun } from "../api/types";
+import type { TrainingRun } from "../api/runs";
 import { mockFetch, type Routes } from "../test/http";
 import { renderApp } from "../test/render";
 import { lossSeries, nextSteps, runStatusText, runTitle, validationSeries, validationSummary } from "./runView";

@@ -1,4 +1,5 @@
-import type { Deployment, TrainingRun } from "../api/types";
+import type { Deployment } from "../api/deployments";
+import type { TrainingRun } from "../api/runs";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime } from "../components/format";
 import { LineChart } from "../components/LineChart";
@@ -6,7 +7,16 @@ import { ProjectFrame } from "../shell/ProjectFrame";
 import { Spinner } from "../components/Spinner";
 import { useIdParam } from "../components/useIdParam";
 import { isActive, useDeployments, useRuns } from "./queries";
-import { isColdStart, latestMetric, lossSeries, nextSteps, runStatusText, runTitle, runWarnings, validationSummary } from "./runView";
+import {
+  isColdStart,
+  latestMetric,
+  lossSeries,
+  nextSteps,
+  runStatusText,
+  runTitle,
+  runWarnings,
+  validationSummary,
+} from "./runView";
 
 function ActiveDeployment({ deployments }: { deployments: Deployment[] | undefined }) {
   const active = deployments?.find((d) => d.active);

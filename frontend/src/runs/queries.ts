@@ -1,7 +1,6 @@
 import { useQuery } from "@tanstack/react-query";
-import { deploymentList, runList } from "../api/client";
-import { deploymentKeys, runKeys } from "../api/keys";
-import type { TrainingRun } from "../api/types";
+import { deploymentKeys, deploymentList } from "../api/deployments";
+import { runKeys, runList, type TrainingRun } from "../api/runs";
 
 export const RUN_POLL_MS = 2_000;
 

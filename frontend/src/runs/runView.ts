@@ -2,7 +2,7 @@
  * How a training run reads to a person: its title, its loss curves and what to do when it failed.
  * Pure functions, kept apart from the page so they are tested without rendering.
  */
-import type { TrainingRun } from "../api/types";
+import type { TrainingRun } from "../api/runs";
 import type { Series } from "../components/LineChart";
 
 /** A run is a list of stages; the cold start is the one whose stage is `coldstart` (demos, then SFT). */

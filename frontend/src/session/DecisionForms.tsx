@@ -1,5 +1,5 @@
 import { type FormEvent, type KeyboardEvent, useEffect, useRef, useState } from "react";
-import type { EpisodeOutcome } from "../api/types";
+import type { EpisodeOutcome } from "../api/episodes";
 import { stepNumber } from "../components/format";
 import type { Proposal } from "./episodeState";
 import { checkAction, outsideScreen } from "../components/grammar";

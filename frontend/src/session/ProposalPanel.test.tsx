@@ -1,6 +1,6 @@
 import { render, screen } from "@testing-library/react";
 import { describe, expect, it } from "vitest";
-import type { Rejection } from "../api/types";
+import type { Rejection } from "../api/episodes";
 import type { Proposal } from "./episodeState";
 import { attemptLine, ProposalPanel } from "./ProposalPanel";
 

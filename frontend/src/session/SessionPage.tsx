@@ -1,6 +1,6 @@
 import { useEffect, useState } from "react";
 import { Link } from "react-router";
-import type { Step } from "../api/types";
+import type { Step } from "../api/episodes";
 import { useSession } from "../components/useSession";
 import { EndReason, OutcomeBadge, StatusBadge } from "../components/Badge";
 import { FinishSummary } from "../components/FinishSummary";

@@ -1,4 +1,4 @@
-import type { Step } from "../api/types";
+import type { Step } from "../api/episodes";
 
 /**
  * What a hybrid desktop step's shell command printed (the screenshot shows the desktop, not the shell):

@@ -1,4 +1,4 @@
-import type { Step } from "../api/types";
+import type { Step } from "../api/episodes";
 import { stepNumber } from "../components/format";
 import { rejectionLine } from "../components/RejectedProposals";
 

@@ -4,7 +4,7 @@
  * (annotation/services.py): the server still judges, this only saves a person a refused click.
  */
 import { shortcutLabel } from "../components/shortcuts";
-import type { Role } from "../api/types";
+import type { Role } from "../api/projects";
 import { isTerminal, type LiveEpisode } from "./episodeState";
 
 export type ControlKey =

@@ -4,7 +4,8 @@
  * the page's rules (who may press what) can be tested without a browser.
  */
 import type { ServerMessage } from "../api/ws";
-import type { Action, Episode, EpisodeDetail, EpisodeStatus, Rejection, Role, Step } from "../api/types";
+import type { Action, Episode, EpisodeDetail, EpisodeStatus, Rejection, Step } from "../api/episodes";
+import type { Role } from "../api/projects";
 
 export interface Control {
   username: string;

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useReducer, useRef, useState } from "react";
-import type { EpisodeDetail } from "../api/types";
+import type { EpisodeDetail } from "../api/episodes";
 import { type Command, type ConnectionState, EpisodeSocket, type ServerMessage } from "../api/ws";
 import {
   applyMessage,

@@ -1,7 +1,6 @@
 import { useQuery } from "@tanstack/react-query";
-import { ApiError, healthGet } from "../api/client";
-import { healthKeys } from "../api/keys";
-import type { Health } from "../api/types";
+import { ApiError } from "../api/client";
+import { type Health, healthGet, healthKeys } from "../api/health";
 
 /** One line per check, for the tooltip: "redis: ok", "celery: failing". */
 export function healthSummary(health: Health): string {

@@ -1,5 +1,5 @@
 import type { ReactNode } from "react";
-import type { Project } from "../api/types";
+import type { Project } from "../api/projects";
 import { useProject } from "../components/projectQueries";
 import { Breadcrumbs, type Crumb } from "../components/Breadcrumbs";
 import { Link } from "react-router";

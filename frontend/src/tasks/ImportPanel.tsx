@@ -1,9 +1,7 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useState } from "react";
 import { ApiError } from "../api/client";
-import { taskKeys } from "../api/keys";
-import { type TaskFormat, taskExportUrl, taskImport } from "../api/tasks";
-import type { Split, TaskSpec } from "../api/types";
+import { type Split, taskExportUrl, type TaskFormat, taskImport, taskKeys, type TaskSpec } from "../api/tasks";
 import { ErrorBanner } from "../components/ErrorBanner";
 
 /** Import OSWorld / WebArena task files (all or none: every problem is listed) and download the project's tasks. */

@@ -1,8 +1,14 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, type ReactNode, useState } from "react";
-import { taskKeys } from "../api/keys";
-import { taskCatalogue, taskCreate, taskUpdate, type TaskWrite } from "../api/tasks";
-import type { Split, TaskSpec } from "../api/types";
+import {
+  type Split,
+  taskCatalogue,
+  taskCreate,
+  taskKeys,
+  type TaskSpec,
+  taskUpdate,
+  type TaskWrite,
+} from "../api/tasks";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Field, type FieldControl } from "../components/Field";
 import { Spinner } from "../components/Spinner";

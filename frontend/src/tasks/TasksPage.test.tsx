@@ -1,6 +1,6 @@
 import { fireEvent, screen, waitFor, within } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { TaskSpec } from "../api/types";
+import type { TaskSpec } from "../api/tasks";
 import { mockFetch, type Routes } from "../test/http";
 import { renderApp } from "../test/render";
 import { baseRoutes } from "../test/review";

@@ -1,9 +1,8 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { Fragment, useState } from "react";
 import { useNavigate } from "react-router";
-import { episodeStart, taskRemove } from "../api/client";
-import { episodeKeys, taskKeys } from "../api/keys";
-import type { TaskSpec } from "../api/types";
+import { episodeKeys, episodeStart } from "../api/episodes";
+import { taskKeys, taskRemove, type TaskSpec } from "../api/tasks";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { ManagersOnly } from "../components/ManagersOnly";
 import { Spinner } from "../components/Spinner";

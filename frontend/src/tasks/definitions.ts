@@ -4,7 +4,7 @@
  * definition belongs. Pure functions; the server's loaders decide what is valid.
  */
 import type { FieldErrors } from "../api/client";
-import type { TaskSpec } from "../api/types";
+import type { TaskSpec } from "../api/tasks";
 import { LIMITS, type LimitKind, isOverLimit } from "../components/limits";
 
 export type CheckType = "url_match" | "dom_content" | "judge" | "person";

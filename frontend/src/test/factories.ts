@@ -1,5 +1,5 @@
 /** Records shaped like the API returns them, for tests. */
-import type { EpisodeDetail, Step } from "../api/types";
+import type { EpisodeDetail, Step } from "../api/episodes";
 
 export function makeStep(index: number, extra: Partial<Step> = {}): Step {
   return {

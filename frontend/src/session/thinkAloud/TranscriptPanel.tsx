@@ -1,11 +1,10 @@
 import { useQuery } from "@tanstack/react-query";
 import { useEffect, useMemo, useRef } from "react";
-import type { Step } from "../../api/types";
+import type { Step } from "../../api/episodes";
 import type { ConnectionState } from "../../api/ws";
 import { ErrorBanner } from "../../components/ErrorBanner";
 import type { InterimWords } from "../episodeState";
-import { transcriptGet } from "../../api/audio";
-import { episodeKeys } from "../../api/keys";
+import { audioKeys, transcriptGet } from "../../api/audio";
 import { groupByStep, type LiveWord, mergeWords, wordsText } from "./transcript";
 import { stepNumber } from "../../components/format";
 
@@ -26,7 +25,7 @@ interface TranscriptPanelProps {
  */
 export function TranscriptPanel({ episodeId, steps, liveWords, connection, interim = [] }: TranscriptPanelProps) {
   const stored = useQuery({
-    queryKey: episodeKeys.transcript(episodeId),
+    queryKey: audioKeys.transcript(episodeId),
     queryFn: ({ signal }) => transcriptGet(episodeId, signal),
     staleTime: 0,
   });

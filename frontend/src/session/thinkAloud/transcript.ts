@@ -3,7 +3,7 @@
  * after each reconnect) merged with the `transcript.words` events that arrived since, grouped by
  * the step each was spoken in.
  */
-import type { TranscriptWordRecord } from "../../api/types";
+import type { TranscriptWordRecord } from "../../api/audio";
 
 export interface SpokenWord {
   word: string;
