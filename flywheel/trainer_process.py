@@ -6,8 +6,8 @@ it is downloaded to a temporary file first, so a `train` worker on another host 
 `default` worker froze. Rows rendered for a checkpoint that reads screenshots name them ``images/<name>``,
 relative to the JSONL (as in the export bundle): such a snapshot is laid out as data.jsonl beside images/.
 
-Training a vision-language checkpoint (sft, dpo, rl with an ``--init`` dir whose config.json has a
-``vision_config``) runs in ``LOUPE_TRAIN_PROCESSES`` processes on the worker's machine, one a GPU, under
+Training through TRL (sft and dpo of any checkpoint, rl of one whose config.json has a ``vision_config``) runs in
+``LOUPE_TRAIN_PROCESSES`` processes on the worker's machine, one a GPU, under
 ``LOUPE_TRAIN_LAUNCHER`` (``torchrun``, or ``accelerate`` with ``LOUPE_TRAIN_LAUNCH_CONFIG``: trainer/launch/*.yaml
 for DDP, FSDP, DeepSpeed ZeRO-3). Only rank 0 writes stdout, so the progress lines read here are the same as
 from one process. Multi-node runs are started by hand (trainer/README.md): a worker launches on its own machine.
@@ -31,15 +31,18 @@ from django.core.files.storage import default_storage
 
 from core.errors import ApplicationError
 
-# Commands that train: the ones a launcher may run in several processes
-TRAINING_COMMANDS = ("sft", "dpo", "rl")
+# Commands that train through TRL, for every model (a launcher may run them in several processes); rl only for a
+# vision-language checkpoint (a text model's RL is the trainer's own one-process loop)
+TRAINING_COMMANDS = ("sft", "dpo")
+VISION_TRAINING_COMMANDS = ("rl",)
 LAUNCHERS = ("torchrun", "accelerate")
 
 
 def command(name: str, *args: str, **options) -> list[str]:
     """``python -m trainer NAME ARGS --option value ...``; options that are None or "" are left out, True is a
-    bare flag and False its --no- form; underscores become dashes. A training command of a vision-language
-    checkpoint goes under the configured launcher when more than one process is asked for (:func:`launcher`)."""
+    bare flag and False its --no- form; underscores become dashes. A training command through TRL (sft and dpo of
+    any checkpoint, rl of a vision-language one) goes under the configured launcher when more than one process is
+    asked for (:func:`launcher`)."""
     argv = ["-m", "trainer", name, *args]
     for key, value in options.items():
         if value is None or value == "":
@@ -52,7 +55,8 @@ def command(name: str, *args: str, **options) -> list[str]:
         else:
             argv += [flag, str(value)]
     init = options.get("init") or next((a for flag, a in zip(args, args[1:]) if flag == "--init"), "")
-    prefix = launcher() if name in TRAINING_COMMANDS and reads_images(init) else []
+    trains = name in TRAINING_COMMANDS or (name in VISION_TRAINING_COMMANDS and reads_images(init))
+    prefix = launcher() if trains else []
     return [sys.executable, *prefix, *argv]
 
 

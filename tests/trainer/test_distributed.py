@@ -103,8 +103,8 @@ def test_launches_that_would_not_train_as_asked_exit_2_saying_why(tmp_path, vlm_
     data, out = ["--data", str(rows)], ["--out", str(tmp_path / "out")]
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")  # rank 0: this test's own stdout stays where it is
-    code, err = run_cli(["sft", "--init", "tiny", *data, *out], capsys)
-    assert code == 2 and "2 processes were launched, but sft of this checkpoint trains in one process" in err
+    code, err = run_cli(["rl", "--init", "tiny", *data, *out], capsys)  # a text model's RL: rl.py's own loop
+    assert code == 2 and "2 processes were launched, but rl of this checkpoint trains in one process" in err
     code, err = run_cli(["eval", "--init", str(vlm_dir), *out], capsys)
     assert code == 2 and "but eval trains in one process" in err
     monkeypatch.delenv("WORLD_SIZE")
@@ -122,3 +122,24 @@ def test_launches_that_would_not_train_as_asked_exit_2_saying_why(tmp_path, vlm_
     assert proc.returncode != 0 and proc.stdout == ""
     assert re.search(r"^error: accelerate launch started ONE process where several were asked for", proc.stderr, re.M)
     assert not (tmp_path / "out").exists()
+
+
+def test_two_processes_train_a_text_model_on_disjoint_rows_to_equal_weights(tmp_path):
+    """Text SFT goes through TRL too: the same launch, rows dealt to the ranks, one checkpoint."""
+    rows = tmp_path / "text.jsonl"
+    rows.write_text("".join(json.dumps({"messages": [
+        {"role": "user", "content": f"Click button {i}."},
+        {"role": "assistant", "content": f"Action: click(x={30 + 12 * i}, y=50)"}]}) + "\n" for i in range(ROWS)))
+    out, trace = tmp_path / "two", tmp_path / "trace"
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "trainer",
+            "sft", "--init", "tiny", "--data", str(rows), "--out", str(out), "--threads", "1", "--max-steps", "2",
+            "--batch-tokens", "8", "--log-every", "1"]  # a row a step in each process (rows of about 20 tokens)
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, TRACE_ENV: str(trace), "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [json.loads(line).get("step") for line in proc.stdout.splitlines()] == [1, 2, None]
+    ranks = traces(trace)
+    seen = {rank: [row for r in records if "rows" in r for row in r["rows"]] for rank, records in ranks.items()}
+    assert sorted(seen) == [0, 1] and all(len(rows) == 2 for rows in seen.values()) and not set(seen[0]) & set(seen[1])
+    assert len({records[-1]["weights_sha256"] for records in ranks.values()}) == 1
+    assert read_loupe(out)["base_model"] == "tiny"
