@@ -10,6 +10,8 @@
  * - `src/components/` (shared pieces) imports only `api/` and itself; `src/shell/` (header, project
  *   frame and tabs, the login gate) imports only `api/`, `components/` and itself. Neither imports
  *   a page folder (`session/`, `review/`, `datasets/`, ...).
+ * - Styles: `styles.css` (shared) and `components/components.css` are imported first, by `main.tsx`; every other
+ *   sheet belongs to one folder and is imported only by that folder's pages (`review/review.css` by the review pages).
  * - Query keys come from the factories in `src/api/` (`episodeKeys.detail(id)`, ...): no page or component
  *   writes a key as a literal array, so one resource has one key shape and an invalidation reaches it.
  *
@@ -85,6 +87,28 @@ describe("the frontend's import rules", () => {
     const literal = /queryKey:\s*\[|(?:invalidateQueries|setQueryData|getQueryData|removeQueries|refetchQueries|cancelQueries)\s*(?:<[^>]*>)?\(\s*\[/;
     const offenders = sourceFiles().filter((file) => !file.startsWith("api/") && literal.test(read(file)));
     expect(offenders).toEqual([]);
+  });
+
+  it("imports each page folder's sheet from that folder only, and the shared sheets first", () => {
+    const sheets = (readdirSync(SRC, { recursive: true }) as string[])
+      .map((name) => name.split(sep).join("/"))
+      .filter((name) => name.endsWith(".css"));
+    const importers = (sheet: string) =>
+      sourceFiles().filter((file) =>
+        [...read(file).matchAll(/^import\s+["'](\.{1,2}\/[^"']+\.css)["'];/gm)].some(
+          ([, spec]) => relative(SRC, resolve(SRC, dirname(file), spec)).split(sep).join("/") === sheet,
+        ),
+      );
+    expect(sheets).toEqual(expect.arrayContaining(["styles.css", "components/components.css", "review/review.css"]));
+    for (const sheet of sheets) {
+      const by = importers(sheet);
+      expect(by.length, `${sheet} is imported by no module`).toBeGreaterThan(0);
+      const shared = sheet === "styles.css" || sheet === "components/components.css";
+      expect(by.filter((file) => (shared ? file !== "main.tsx" : dirname(file) !== dirname(sheet))), sheet).toEqual([]);
+    }
+    const main = read("main.tsx");
+    expect(main.indexOf('import "./styles.css"')).toBeLessThan(main.indexOf('import "./components/components.css"'));
+    expect(main.indexOf('import "./components/components.css"')).toBeLessThan(main.indexOf("import { App }"));
   });
 
   it("keeps src/api/ free of the rest of the app", () => {

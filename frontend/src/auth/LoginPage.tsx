@@ -3,6 +3,7 @@ import { Navigate, useLocation, useNavigate } from "react-router";
 import { ApiError } from "../api/client";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { useLogin, useSession } from "../components/useSession";
+import "./auth.css";
 
 /** Where to go after logging in: back where the person was sent from, never off-site. */
 function returnPath(state: unknown): string {

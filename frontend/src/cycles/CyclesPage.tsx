@@ -11,6 +11,7 @@ import { isCycleActive } from "./cycleView";
 import { DeploymentList } from "./DeploymentList";
 import { useCycles, useCycleSettings, useStartCycle } from "./queries";
 import { SuccessChart } from "./SuccessChart";
+import "./cycles.css";
 
 function RunNow({ projectId, running }: { projectId: number; running: boolean }) {
   const start = useStartCycle(projectId);

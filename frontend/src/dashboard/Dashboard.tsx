@@ -15,6 +15,7 @@ import {
   throughputBars,
   voidSeries,
 } from "./series";
+import "./dashboard.css";
 
 const WIDTH = 500;
 const HEIGHT = 220;

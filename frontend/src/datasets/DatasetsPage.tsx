@@ -8,6 +8,7 @@ import { useTasks } from "../components/projectQueries";
 import { FreezeForm } from "./FreezeForm";
 import { RoutingCard } from "./RoutingCard";
 import { SnapshotList } from "./SnapshotList";
+import "./datasets.css";
 
 function Datasets({ projectId }: { projectId: number }) {
   const tasks = useTasks(projectId);

@@ -11,6 +11,7 @@ import { canManage } from "../components/permissions";
 import { useEpisodeList, useLiveEpisodes } from "./queries";
 import { queueShort } from "./queue";
 import { StartEpisodeForm } from "./StartEpisodeForm";
+import "./episodes.css";
 
 function EpisodeTable({ projectId }: { projectId: number }) {
   const [params, setParams] = useSearchParams();

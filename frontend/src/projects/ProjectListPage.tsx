@@ -3,6 +3,7 @@ import { RoleBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Spinner } from "../components/Spinner";
 import { useProjects } from "../components/projectQueries";
+import "./projects.css";
 
 /** `/`: the projects the person belongs to, each with their role in it. */
 export function ProjectListPage() {

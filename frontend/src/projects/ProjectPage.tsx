@@ -6,6 +6,7 @@ import { MembersSection } from "./MembersSection";
 import { canAdminister, canManage } from "../components/permissions";
 import { ProjectDetails } from "./ProjectDetails";
 import { TasksSection } from "./TasksSection";
+import "./projects.css";
 
 type Tab = "tasks" | "members";
 

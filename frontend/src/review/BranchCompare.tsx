@@ -14,6 +14,7 @@ import { ProjectFrame } from "../shell/ProjectFrame";
 import { ReviewStatusBadge } from "./ReviewStatusBadge";
 import { stepActionText } from "./replay";
 import { StepScreen } from "./StepPanel";
+import "./review.css";
 
 const DECIDED_BY = { review: "the reviews", reward: "the reward", judge: "the judge" } as const;
 

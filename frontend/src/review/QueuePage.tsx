@@ -12,6 +12,7 @@ import { useSession } from "../components/useSession";
 import { ProjectFrame } from "../shell/ProjectFrame";
 import { kappaWords } from "./CalibrationPanel";
 import { useAdjudicate, useQueue, useReviewNext } from "./queueQueries";
+import "./review.css";
 
 const percent = (share: number | null) => (share === null ? "—" : `${Math.round(share * 100)} %`);
 

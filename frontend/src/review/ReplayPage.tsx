@@ -27,6 +27,7 @@ import { StepPanel, StepScreen, StepStrip } from "./StepPanel";
 import { ThinkAloud } from "./ThinkAloud";
 import { QueueBar } from "./QueueBar";
 import { useReviewNext } from "./queueQueries";
+import "./review.css";
 
 interface ReplayProps {
   projectId: number;

@@ -15,6 +15,7 @@ import { CalibrationPanel } from "./CalibrationPanel";
 import { QueuesPanel } from "./QueuesPanel";
 import { ReviewFilters } from "./ReviewFilters";
 import { ReviewStatusBadge } from "./ReviewStatusBadge";
+import "./review.css";
 
 /** The sortable columns: the API's orderings, newest id breaking ties. */
 const SORTABLE: Record<string, { desc: string; asc: string }> = {

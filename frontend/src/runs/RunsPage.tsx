@@ -17,6 +17,7 @@ import {
   runWarnings,
   validationSummary,
 } from "./runView";
+import "./runs.css";
 
 function ActiveDeployment({ deployments }: { deployments: Deployment[] | undefined }) {
   const active = deployments?.find((d) => d.active);

@@ -34,6 +34,7 @@ import { MicrophoneControl } from "./thinkAloud/MicrophoneControl";
 import { TranscriptPanel } from "./thinkAloud/TranscriptPanel";
 import { PendingUploads } from "./thinkAloud/UploadStatus";
 import { useEpisodeStream } from "./useEpisodeStream";
+import "./session.css";
 
 const SCREENSHOT_WIDTH = 480;
 

@@ -3,6 +3,7 @@ import { useLogout, useSession } from "../components/useSession";
 import { useEpisode } from "../components/episodeQueries";
 import { useProjects } from "../components/projectQueries";
 import { HealthDot } from "./HealthDot";
+import "./shell.css";
 
 /** Switch to another project's page, keeping the person's place in the app otherwise. */
 function ProjectSwitcher() {
