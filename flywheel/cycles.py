@@ -38,8 +38,8 @@ from core.audit import audit_record
 from core.errors import ApplicationError
 from flywheel import cycle_settings, datasets, deployments, evaluation, policy_server, replay, snapshots, training
 from flywheel.leases import Heartbeat, worker_name
-from flywheel.models import (CYCLE_TERMINAL, Checkpoint, Cycle, CycleState, Deployment, Evaluation, Project, RunStatus,
-                             SnapshotEpisode, SnapshotStatus, Split, TrainingRun)
+from flywheel.models import (CYCLE_TERMINAL, Checkpoint, Cycle, CycleState, DatasetSnapshot, Deployment, Evaluation,
+                             Project, RunStatus, SnapshotEpisode, SnapshotStatus, Split, TrainingRun)
 
 log = logging.getLogger(__name__)
 
@@ -315,24 +315,40 @@ def _stage_ok(cycle: Cycle, kind: str) -> bool:
 def _stage_data(cycle: Cycle, stage: dict, snapshot, init: Checkpoint | None) -> dict:
     """What a stage trains on besides its snapshot (flywheel/replay.py), written under the cycle's directory:
     SFT on the new rows less a validation split plus a replay sample of the init checkpoint's lineage; DPO on the
-    pairs whose actions differ. Rows for a checkpoint that reads screenshots carry images the trainer finds
-    beside the snapshot's file: their stage trains on the snapshot as it is (said so in the counts)."""
+    pairs whose actions differ. The same for text and screenshot rows: a screenshot row's images are placed beside
+    the files (images/<name>, as in the export bundle). RL trains on the snapshot as it is."""
     config = cycle.config
-    if ((snapshot.lineage or {}).get("rendered_for") or {}).get("reads_images") or stage["algorithm"] == "rl":
-        return {"mix": {"note": "trained on the snapshot as it is (no replay or validation split for rows with "
-                                "screenshots, nor for rl)"}} if stage["algorithm"] != "rl" else {}
+    if stage["algorithm"] == "rl":
+        return {}
     out_dir = cycle_dir(cycle) / "data"
     if stage["algorithm"] == "dpo":
-        return replay.dpo_differing(snapshot=snapshot, out_dir=out_dir)
-    made = replay.sft_mix(snapshot=snapshot, sources=replay.lineage_sources(init), out_dir=out_dir,
+        made = replay.dpo_differing(snapshot=snapshot, out_dir=out_dir)
+        _place_images(made, [snapshot], out_dir)
+        return made
+    sources = replay.lineage_sources(init)
+    made = replay.sft_mix(snapshot=snapshot, sources=sources, out_dir=out_dir,
                           seed=cycle.project_id * 100_003 + cycle.iteration, replay_ratio=config.get("replay_ratio", 0),
                           max_rows=config.get("replay_max_rows", 10_000_000),
                           val_fraction=config.get("val_fraction", 0), val_min_rows=config.get("val_min_rows", 1),
                           correction_weight=config.get("correction_weight", 1),
                           val_from=config.get("val_from", "new"))
+    lineage = DatasetSnapshot.objects.filter(pk__in=[s["snapshot"] for s in sources if "snapshot" in s])
+    _place_images(made, [snapshot, *lineage], out_dir)
     if made["val_file"]:
         made["patience"] = config.get("patience", 0)
     return made
+
+
+def _place_images(made: dict, snapshots: list, out_dir: Path) -> None:
+    """Screenshot rows (a checkpoint that reads them) find their images beside the stage's files."""
+    if not ((snapshots[0].lineage or {}).get("rendered_for") or {}).get("reads_images"):
+        return
+    files = [made[key] for key in ("data_file", "val_file") if made.get(key)]
+    try:
+        placed = replay.place_images(files=files, snapshots=snapshots, out_dir=out_dir)
+    except ValueError as exc:
+        raise ApplicationError(f"The cycle's training rows cannot be laid out with their screenshots: {exc}.") from exc
+    (made.get("mix") or made.get("pairs") or {})["images"] = placed
 
 
 def _candidate_init(cycle: Cycle) -> Checkpoint | None:

@@ -192,6 +192,37 @@ def sft_mix(*, snapshot: DatasetSnapshot, sources: list[dict], out_dir: Path, se
                     "sources": used, "missing_sources": missing}}
 
 
+def place_images(*, files: list[str], snapshots: list[DatasetSnapshot], out_dir: Path) -> int:
+    """Put the screenshots that the rows of ``files`` (in ``out_dir``) name as ``images/<name>`` beside them, as the
+    export bundle lays them out (links to the stored files where the storage has local paths, else copies): rows of a
+    checkpoint that reads screenshots, new and replayed, read their images there. ``snapshots``: the ones the rows
+    come from, whose stored screenshots they name. Returns how many were placed; a name no snapshot holds is the
+    cycle's error."""
+    from flywheel.datasets import image_path
+    from flywheel.snapshots import screenshot_names
+    from flywheel.trainer_process import _place
+
+    wanted = set()
+    for file in files:
+        with open(file, encoding="utf-8") as fh:
+            wanted |= {name for line in fh if line.strip() for name in json.loads(line).get("images") or []}
+    stored = {}
+    for snapshot in snapshots:
+        for name in screenshot_names(snapshot):
+            stored.setdefault(image_path(name), name)
+            if wanted <= set(stored):
+                break
+    missing = sorted(wanted - set(stored))
+    if missing:
+        raise ValueError(f"{len(missing)} screenshots the rows name are in none of their snapshots, e.g. {missing[0]}")
+    (out_dir / "images").mkdir(parents=True, exist_ok=True)
+    for name in wanted:
+        target = out_dir / name
+        if not target.exists():
+            _place(stored[name], target)
+    return len(wanted)
+
+
 def dpo_differing(*, snapshot: DatasetSnapshot, out_dir: Path) -> dict:
     """Write ``dpo-train.jsonl``: the snapshot's pairs whose chosen action differs from the rejected one (a
     correction of the thought alone, ``meta.differs == "thought"``, teaches the action nothing). Returns the path

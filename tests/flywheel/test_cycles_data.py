@@ -247,3 +247,57 @@ def test_a_simulated_correction_quotes_the_right_line_when_the_model_quoted_one(
         'The instruction asks for the "cancel" button; I click it. [button] "cancel" x=29, y=106')
     # a model that quotes nothing gets the solver's thought as it is
     assert corrected_thought("I click somewhere.", solver, observation, "named") == solver.thought
+
+
+def test_a_reading_checkpoints_cycle_mixes_and_holds_out_rows_with_their_screenshots_beside_them(
+        tmp_path, settings, django_capture_on_commit_callbacks):
+    """Item 5 of issue 34: a checkpoint that reads screenshots gets the text recipe's validation split and replay,
+    its rows' images laid out beside the stage's files (they were trained on the snapshot as it was)."""
+    from trainer.tiny_vlm import save_tiny_vlm
+
+    settings.LOUPE_CHECKPOINT_DIR = tmp_path / "checkpoints"
+    project, manager = make_project(), make_user()
+    make_member(project, manager, "manager")
+    train = make_task(project, "click-test", seed_start=0, seed_end=999, max_steps=3)
+    make_task(project, "click-test", split="eval", seed_start=100_000, seed_end=100_099, max_steps=2)
+    vlm = deployments.checkpoint_register(project=project, name="vlm", uri=str(save_tiny_vlm(tmp_path / "vlm")),
+                                          reads_images=True)  # Loupe's answers: the factory's clicks fall off 16x16
+    deployments.deployment_promote(project=project, checkpoint=vlm, reason="test")
+    datasets.routing_set(project=project, actor=manager, reward_threshold=0.5)
+    fp = {"project": project, "manager": manager, "train": train}
+    sft_episodes(fp, 10, edited=4)
+    state, cycle = gate(fp, django_capture_on_commit_callbacks, min_new_rows=1, val_fraction=0.2, val_min_rows=2,
+                        val_from="new", recipe=[{"algorithm": "sft", "max_steps": 2}])
+    assert state == CycleState.SNAPSHOT
+    with django_capture_on_commit_callbacks(execute=False):
+        assert cycles.cycle_snapshot(cycle_id=cycle.pk) == CycleState.TRAIN
+        assert cycles.cycle_train(cycle_id=cycle.pk) == "training"
+    cycle.refresh_from_db()
+    mix = cycle.decision_data["data"]["sft"]
+    assert mix["val_rows"] == 2 and mix["train_snapshot_rows"] == 8 and mix["images"] == 10
+    [stage] = TrainingRun.objects.get(config__cycle=cycle.pk).config["stages"]
+    assert stage["val_file"] and stage["patience"] == cycle.config["patience"]
+    for file in (stage["data_file"], stage["val_file"]):
+        rows = [json.loads(line) for line in open(file)]
+        names = [name for row in rows for name in row["images"]]
+        assert names and all(name.startswith("images/") for name in names)
+        from pathlib import Path
+
+        assert all((Path(file).parent / name).is_file() for name in names)  # what trainer/vlm.py resolves
+
+    # a replayed row's screenshot is found in the lineage snapshot it came from; one no snapshot holds is refused
+    snapshot = cycle.snapshots.get()
+    other = make_project()
+    make_finished_episode(other, make_task(other, "click-test"), steps=[{}], mode="supervised")
+    from flywheel import snapshots as snapshot_service
+
+    earlier = snapshot_service.snapshot_build(snapshot_id=snapshot_service.snapshot_create(
+        project=other, kind="sft", build=False).pk)
+    [earlier_name] = list(snapshot_service.screenshot_names(earlier))
+    out = tmp_path / "mix"
+    out.mkdir()
+    (out / "rows.jsonl").write_text(json.dumps({"images": [datasets.image_path(earlier_name)]}) + "\n")
+    assert replay.place_images(files=[str(out / "rows.jsonl")], snapshots=[snapshot, earlier], out_dir=out) == 1
+    (out / "rows.jsonl").write_text(json.dumps({"images": ["images/nowhere.jpg"]}) + "\n")
+    with pytest.raises(ValueError, match="in none of their snapshots, e.g. images/nowhere.jpg"):
+        replay.place_images(files=[str(out / "rows.jsonl")], snapshots=[snapshot, earlier], out_dir=out)
