@@ -160,8 +160,8 @@ def definition_check(*, env_kind: str, definition: Any, origin: str = "") -> tup
     problems = [where + problem for problem in _own_problems(authored, definition)]
     try:
         loaded = authored.load(definition, origin)
-    except ValueError as exc:  # the loaders' TaskFormatError: names the task, the file and what is wrong
-        raise problems_error([*problems, str(exc)], "definition") from None
+    except ValueError as exc:  # the loaders' TaskFormatError: names the task, the file and what is wrong (each one)
+        raise problems_error([*problems, *getattr(exc, "problems", [str(exc)])], "definition") from None
     except (TypeError, AttributeError, KeyError, IndexError) as exc:  # a value of a type the loader did not expect
         message = (f"{where}the {authored.label} loader cannot read this task: a field holds a value of the wrong "
                    f"type ({exc}).")

@@ -54,7 +54,7 @@ def tasks_for(kind: str) -> dict[str, TaskInfo]:
     raise ValueError(f"unknown env kind {kind!r}; expected one of: {', '.join(ENV_KINDS)}")
 
 
-def add_authored_task(env: Env, definition: dict | None) -> str | None:
+def add_authored_task(env: Env, definition: dict | None, *, files: dict | None = None) -> str | None:
     """Teach ``env`` a task written as its own JSON (an authored task: OSWorld for desktop, WebArena or any-URL for
     webapp), for ``reset`` by its id, which is returned; None for a shipped task (``definition`` None), which the env
     knows by name. The one way the rollout worker, ``trainer eval`` and GRPO's env rewards build an authored task's
@@ -66,7 +66,7 @@ def add_authored_task(env: Env, definition: dict | None) -> str | None:
     if add is None:
         raise EnvError(f"the {env.kind or type(env).__name__} env takes no task written as JSON")
     try:
-        return add(definition)
+        return add(definition, files=files) if files else add(definition)
     except ValueError as exc:  # the loaders' TaskFormatError: names the task and what is wrong
         raise EnvError(f"the task's JSON was refused: {exc}") from exc
     except (TypeError, AttributeError, KeyError, IndexError) as exc:  # a field of a type the loader did not expect

@@ -35,7 +35,7 @@ OSWORLD = {"id": "my-notes", "instruction": "Create notes.txt in your home folde
 CLOUD = {**OSWORLD, "id": "from-the-cloud",
          "evaluator": {"func": "compare_table",
                        "result": {"type": "vm_file", "path": "/home/user/a.xlsx", "dest": "a.xlsx"},
-                       "expected": {"type": "cloud_file", "path": "https://example.com/gold.xlsx", "dest": "gold.xlsx"},
+                       "expected": {"type": "vm_screen_size"},
                        "options": {"rules": [{"type": "sheet_name"}]}}}
 
 
@@ -152,7 +152,7 @@ def test_an_osworld_task_with_an_unsupported_getter_is_refused_naming_it(manager
     client, project = manager
     response = client.post(tasks_url(project), {"env_kind": "desktop", "definition": CLOUD}, format="json")
     assert response.status_code == 400
-    assert "unsupported getter 'cloud_file' in evaluator.expected" in response.json()["errors"]["definition"][0]
+    assert "unsupported getter 'vm_screen_size' in evaluator.expected" in response.json()["errors"]["definition"][0]
 
 
 def test_a_shipped_tasks_id_is_refused_unless_the_json_is_the_shipped_tasks_own(manager):
@@ -204,7 +204,7 @@ def test_an_import_is_all_or_nothing_and_names_the_file_the_task_and_the_getter(
     body = response.json()
     assert body["detail"].startswith("Nothing was imported: 1 problem found.")
     [problem] = body["errors"]["tasks"]
-    assert "OSWorld task from-the-cloud (tasks[1])" in problem and "unsupported getter 'cloud_file'" in problem
+    assert "OSWorld task from-the-cloud (tasks[1])" in problem and "unsupported getter 'vm_screen_size'" in problem
     assert TaskSpec.objects.count() == before
 
 
@@ -231,7 +231,7 @@ def test_an_import_lists_every_problem_of_each_task(manager):
     assert response.status_code == 400
     slug, getter = response.json()["errors"]["tasks"]
     assert slug.startswith("tasks[0]: The task id '<script>alert(1)</script>' may hold only")
-    assert "unsupported getter 'cloud_file'" in getter
+    assert "unsupported getter 'vm_screen_size'" in getter
 
 
 def test_an_import_names_ids_that_clash_within_it_or_with_the_projects_tasks(manager):
@@ -305,7 +305,7 @@ def test_the_command_refuses_a_file_with_an_unsupported_getter_and_imports_nothi
     bad.write_text(json.dumps(CLOUD))
     with pytest.raises(CommandError, match="Nothing was imported into Alpha: 1 problem"):
         call_command("tasks_import", "--format", "osworld", "--project", demo["project"].slug, str(good), str(bad))
-    assert f"OSWorld task from-the-cloud ({bad}): unsupported getter 'cloud_file'" in capsys.readouterr().err
+    assert f"OSWorld task from-the-cloud ({bad}): unsupported getter 'vm_screen_size'" in capsys.readouterr().err
     assert not TaskSpec.objects.filter(env_kind="desktop").exists()
     with pytest.raises(CommandError, match="No project 'nope'"):
         call_command("tasks_import", "--format", "osworld", "--project", "nope", str(good))

@@ -63,6 +63,7 @@ class DesktopEnv(Env):
         self.per_uid = per_uid
         self.limits = limits or Limits.from_env()  # each session's sandbox (sandbox.py)
         self.tasks = {**DESKTOP_TASKS, **(tasks or {})}
+        self.files: dict[str, dict] = {}  # task id -> its files' local copies ({(url, path): file}, osworld.find_file)
         self.desktop: Desktop | None = None
         self._input: Any = None
         self._task: osworld.OSWorldTask | None = None
@@ -80,15 +81,17 @@ class DesktopEnv(Env):
         return self.desktop.home if self.desktop else None
 
     # -- episodes --------------------------------------------------------------------------
-    def add_task(self, definition: dict) -> str:
+    def add_task(self, definition: dict, *, files: dict | None = None) -> str:
         """Register a task given as its OSWorld JSON, for reset() by its id, which is returned. TaskFormatError
         when the loader refuses it (naming the unsupported step, getter or metric), or when it takes a shipped
-        task's id with other JSON."""
+        task's id with other JSON. ``files``: local copies of the files it downloads, ``{(url, path): file}`` (the
+        project's file store; osworld.find_file)."""
         task = osworld.load_task(definition, origin="authored")
         shipped = DESKTOP_TASKS.get(task.id)
         if shipped is not None and shipped.raw != definition:
             raise osworld.TaskFormatError(f"OSWorld task {task.id}: the id of a shipped task; give yours another id")
         self.tasks[task.id] = task
+        self.files[task.id] = dict(files or {})
         return task.id
 
     def reset(self, task: str, seed: int) -> Observation:
@@ -96,6 +99,10 @@ class DesktopEnv(Env):
             raise EnvError(f"unknown desktop task {task!r}; registered: {', '.join(self.tasks)}")
         self._task, self._done = self.tasks[task], True
         self._shell_lines = []
+        missing = osworld.missing_files(self._task, self.files.get(task))
+        if missing:  # refused before anything starts (flywheel refuses such an episode at start, naming them too)
+            raise EnvError(f"could not set up {task}: {len(missing)} of its files are not in the project's file "
+                           f"store: {', '.join(item.name for item in missing)}; upload them on the Tasks page")
         previous = None
         if self.pool is not None:
             previous = self._take_from_pool()
@@ -105,7 +112,7 @@ class DesktopEnv(Env):
         try:
             if self.pool is None:
                 self.desktop.new_session()
-            osworld.run_setup(self._task.config, self.desktop)
+            osworld.run_setup(self._task.config, self.desktop, files=self.files.get(task))
         except EnvError as exc:
             self._fail_if_dead()
             raise EnvError(f"could not set up {task}: {exc}") from exc
@@ -200,7 +207,10 @@ class DesktopEnv(Env):
         try:
             info.update(self._perform(action))
             if action.name == "finished":
-                reward, done = self.evaluate(answer=action.args["answer"]), True
+                score, done = self.evaluate(answer=action.args["answer"]), True
+                if score is None:  # an empty evaluator: a person judges it, no automatic reward
+                    info["verdict"] = "person"
+                reward = score or 0.0
             elif action.name not in ("wait", "call_user"):
                 time.sleep(self.settle_s)
             observation = self._observe()
@@ -213,11 +223,12 @@ class DesktopEnv(Env):
         self._done = done
         return StepResult(observation=observation, reward=reward, done=done, info=info)
 
-    def evaluate(self, *, answer: str | None = None) -> float:
-        """The task's score for the desktop as it is now (0..1), as if the agent finished with ``answer``."""
+    def evaluate(self, *, answer: str | None = None) -> float | None:
+        """The task's score for the desktop as it is now (0..1), as if the agent finished with ``answer``; None for a
+        person-judged task (an empty evaluator)."""
         if self._task is None or self.desktop is None:
             raise EnvError("evaluate() before reset(): start an episode first")
-        return osworld.evaluate_task(self._task, self.desktop, answer=answer)
+        return osworld.evaluate_task(self._task, self.desktop, answer=answer, files=self.files.get(self._task.id))
 
     def _off_screen(self, action: Action) -> str | None:
         a = action.args

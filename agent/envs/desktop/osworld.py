@@ -1,32 +1,27 @@
 """OSWorld-format tasks: read from their JSON, set up on a desktop, evaluated by getters and metrics.
 
-The offline subset of OSWorld's task format (https://github.com/xlang-ai/OSWorld, ``evaluation_examples``),
-written here rather than taken from the ``desktop-env`` package (68 requirements, torch among them):
+OSWorld's task format (https://github.com/xlang-ai/OSWorld, ``evaluation_examples``), written here rather than taken
+from the ``desktop-env`` package (68 requirements, torch among them). This module reads a task and runs its setup
+steps; the getters are in osworld_getters.py, the metrics in osworld_metrics.py, each kind in one registry.
 
-- setup steps (``config`` and ``evaluator.postconfig``): ``launch``, ``execute`` / ``command``,
-  ``open``, ``sleep``, ``activate_window``, ``upload_file`` (``files: [{"local_path", "path"}]``, the
-  local path a file of the local cache, ``cache/`` beside the tasks: OSWorld downloads them instead);
-- getters (``evaluator.result`` / ``expected``): ``vm_file``, ``vm_command_line``, ``rule``,
-  ``list_directory``, ``accessibility_tree``, and ``cache_file`` (a file of the local cache: the offline
-  stand-in for OSWorld's ``cloud_file``, for a golden spreadsheet);
-- metrics (``evaluator.func``): ``exact_match``, ``check_include_exclude``, ``fuzzy_match``,
-  ``check_json``, ``compare_table`` (openpyxl; rules ``sheet_name``, ``sheet_data``, ``check_cell``),
-  ``infeasible``; a list of funcs is combined by ``conj`` (``and`` / ``or``).
-
-``open`` opens a folder in pcmanfm and any file in mousepad (the apps this desktop ships).
-Anything else is refused when the task is loaded, with an error naming it, so a task never fails
-half-way through an episode for want of a feature. The VM's home (``/home/user``) and ``~`` map
-onto the episode's HOME; files a getter reads must lie inside it. An infeasible task is solved by
-ending with ``finished(answer="FAIL")`` (OSWorld's FAIL action); that answer scores 0 on any other task.
+- Loading lists **every** problem of a file (``TaskFormatError.problems``), each naming the step, getter or metric.
+- Setup steps (``config`` and ``evaluator.postconfig``, ``SETUP_STEPS``): as OSWorld runs them, a command that exits
+  with an error does not stop the setup (its output is kept in ``desktop_notes``); a step that runs past its time
+  limit, or hits a limit of the sandbox, ends the setup and names itself. ``download`` copies a file of the
+  project's file store (keyed by URL and target path, ``TaskFile``); a task whose files are not there is refused at
+  start naming them, never failed half-way. ``googledrive`` and ``login`` (a Google account) are refused with why.
+- The VM's home (``/home/user``) and ``~`` map onto the episode's HOME, and a relative path lies in it; files a
+  getter reads must lie inside it. Windows paths (``C:\\...``) are refused.
+- ``infeasible``: an agent that ends with ``finished(answer="FAIL")`` scores 1, any other end 0; FAIL scores 0 on a
+  feasible task (OSWorld's rule). An empty evaluator (``"func": ""``) is a person-judged task: no automatic score
+  (``evaluate_task`` returns None), a person decides (the check "person").
 """
 
 from __future__ import annotations
 
-import difflib
 import json
-import operator
 import os
-import re
+import shlex
 import shutil
 import time
 from collections.abc import Callable
@@ -37,35 +32,37 @@ from typing import Any
 from agent.envs.base import EnvError
 
 __all__ = [
-    "GETTERS", "METRICS", "SETUP_STEPS", "OSWorldTask", "TaskFormatError", "evaluate_task", "load_task",
-    "load_task_file", "load_tasks_dir", "run_setup", "FAIL_ANSWERS", "CACHE_DIR", "TABLE_RULES",
+    "GETTERS", "METRICS", "SETUP_STEPS", "OSWorldTask", "TaskFile", "TaskFormatError", "evaluate_task", "load_task",
+    "load_task_file", "load_tasks_dir", "run_setup", "FAIL_ANSWERS", "CACHE_DIR", "TABLE_RULES", "compare_table",
 ]
 
 VM_HOME = "/home/user"
 FAIL_ANSWERS = ("fail", "infeasible")
-# Required parameters of each supported setup step.
-SETUP_STEPS: dict[str, tuple[str, ...]] = {
-    "launch": ("command",), "execute": ("command",), "command": ("command",), "open": ("path",),
-    "sleep": ("seconds",), "activate_window": ("window_name",), "upload_file": ("files",),
-}
-GETTERS: dict[str, tuple[str, ...]] = {
-    "vm_file": ("path",), "vm_command_line": ("command",), "rule": ("rules",), "list_directory": ("path",),
-    "accessibility_tree": (), "cache_file": ("path",),
-}
-# metric -> the options it takes
-METRICS: dict[str, tuple[str, ...]] = {
-    "exact_match": (), "check_include_exclude": (), "fuzzy_match": (), "check_json": ("is_yaml",),
-    "compare_table": ("rules",), "infeasible": (),
-}
-# compare_table's rule types -> the keys each needs; and the ones that compare with the expected workbook
-TABLE_RULES: dict[str, tuple[str, ...]] = {
-    "sheet_name": (), "sheet_data": ("sheet_idx0", "sheet_idx1"), "check_cell": ("coordinate", "props"),
-}
 CACHE_DIR = Path(__file__).with_name("cache")
+SETUP_TIMEOUT_S = 30.0
 
 
 class TaskFormatError(ValueError):
-    """A task file that is not valid OSWorld JSON or uses what Loupe does not support; says which."""
+    """A task file that is not valid OSWorld JSON or uses what Loupe does not support. ``problems``: each one found
+    (the message holds them all)."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
+
+
+@dataclass(frozen=True)
+class TaskFile:
+    """A file a task downloads (a ``download`` step) or compares with (a ``cloud_file`` getter): the project's file
+    store holds it, keyed by ``url`` and ``path`` (the VM path a download writes, or a cloud file's ``dest``)."""
+
+    url: str
+    path: str
+    where: str  # "config step 2 (download)", for a person
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name or self.url
 
 
 @dataclass(frozen=True)
@@ -78,183 +75,197 @@ class OSWorldTask:
     origin: str = ""
     hybrid: bool = False  # Loupe's addition ("hybrid": true): the episode may also run shell(command=...)
     raw: dict = field(default_factory=dict, repr=False, compare=False)
+    person: bool = False  # an empty evaluator: a person judges the episode
+    files: tuple[TaskFile, ...] = ()  # what it downloads, from the project's file store
+    programs: tuple[str, ...] = ()  # the programs its setup starts (``runnable`` checks they are installed)
 
     @property
     def funcs(self) -> list[str]:
-        func = self.evaluator["func"]
+        func = self.evaluator.get("func")
         return func if isinstance(func, list) else [func]
 
 
 # -- loading ---------------------------------------------------------------------------------
+class Problems:
+    """The problems found in one task; ``add`` keeps going, so a file's problems are all listed at once."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, message: str) -> None:
+        if message not in self.items:
+            self.items.append(message)
+
+
 def _as_list(value: Any, n: int) -> list:
     if isinstance(value, list):
         return value
     return [value] * n if value is not None else [None] * n
 
 
-def _check_steps(steps: Any, where: str, fail: Callable[[str], TaskFormatError]) -> list[dict]:
+def home_path(path: Any) -> str | None:
+    """``path`` as a VM path in the home (``/home/user/...``), or None when it lies elsewhere. A relative path is
+    OSWorld's server's working folder, the home."""
+    if not isinstance(path, str) or not path or "\\" in path or (len(path) > 1 and path[1] == ":"):
+        return None
+    if path == VM_HOME or path.startswith(VM_HOME + "/"):
+        return path
+    if path == "~" or path.startswith("~/"):
+        return VM_HOME + path[1:]
+    if not path.startswith("/"):
+        return f"{VM_HOME}/{path}"
+    return None
+
+
+def check_home_path(path: Any, where: str, problems: Problems) -> None:
+    if home_path(path) is None:
+        windows = isinstance(path, str) and ("\\" in path or (len(path) > 1 and path[1] == ":"))
+        problems.add(f"{where}: path {path!r} " + ("is a Windows path; this desktop is Linux" if windows else
+                                                   f"must lie in the VM's home ({VM_HOME}/... or ~/...)"))
+
+
+def _check_steps(steps: Any, where: str, problems: Problems, context: dict) -> list[dict]:
     if steps is None:
         return []
     if not isinstance(steps, list):
-        raise fail(f"{where} must be a list of steps")
-    for step in steps:
+        problems.add(f"{where} must be a list of steps")
+        return []
+    for index, step in enumerate(steps):
+        label = f"{where} step {index + 1}"
         if not isinstance(step, dict) or "type" not in step:
-            raise fail(f"{where}: every step needs a type, got {step!r}")
+            problems.add(f"{label}: every step needs a type, got {step!r}")
+            continue
         kind = step["type"]
         if kind not in SETUP_STEPS:
-            raise fail(f"unsupported setup step {kind!r} in {where}; supported: {', '.join(SETUP_STEPS)}")
+            refusal = REFUSED_STEPS.get(kind)
+            problems.add(f"{label}: {refusal}" if refusal else
+                         f"unsupported setup step {kind!r} in {where}; supported: {', '.join(SETUP_STEPS)}")
+            continue
         parameters = step.get("parameters", {})
         if not isinstance(parameters, dict):
-            raise fail(f"{where}: {kind} parameters must be an object")
-        missing = [name for name in SETUP_STEPS[kind] if name not in parameters]
+            problems.add(f"{label}: {kind} parameters must be an object")
+            continue
+        spec = SETUP_STEPS[kind]
+        missing = [name for name in spec.required if name not in parameters]
         if missing:
-            raise fail(f"{where}: {kind} needs {', '.join(missing)}")
-        if kind == "open":
-            _check_home_path(parameters["path"], f"{where}: open", fail)
-        if kind == "upload_file":
-            files = parameters["files"]
-            if not isinstance(files, list) or not files or not all(
-                    isinstance(item, dict) and {"local_path", "path"} <= set(item) for item in files):
-                raise fail(f"{where}: upload_file files must be a list of {{\"local_path\", \"path\"}} objects")
-            for item in files:
-                _check_home_path(item["path"], f"{where}: upload_file", fail)
+            problems.add(f"{label} ({kind}) needs {', '.join(missing)}")
+            continue
+        spec.check(parameters, f"{label} ({kind})", problems, context)
     return steps
 
 
-def _cached(name: Any, cache_dir: Path, where: str, fail: Callable[[str], TaskFormatError]) -> str:
-    """The absolute path of a file of the local cache; refused when it is not there or lies outside it."""
-    if not isinstance(name, str) or not name:
-        raise fail(f"{where}: a cache file's path must be a file name, got {name!r}")
-    path = (cache_dir / name).resolve()
-    if cache_dir.resolve() not in path.parents or not path.is_file():
-        raise fail(f"{where}: no file {name!r} in the local cache ({cache_dir})")
-    return str(path)
-
-
-def _resolve_cache(value: Any, cache_dir: Path, where: str, fail: Callable[[str], TaskFormatError]) -> Any:
-    """A copy of ``value`` with every upload_file local_path and cache_file path made absolute in the cache."""
-    if isinstance(value, list):
-        return [_resolve_cache(item, cache_dir, where, fail) for item in value]
-    if not isinstance(value, dict):
-        return value
-    out = {key: _resolve_cache(item, cache_dir, where, fail) for key, item in value.items()}
-    if "local_path" in out and "path" in out:
-        out["local_path"] = _cached(value["local_path"], cache_dir, f"{where}: upload_file", fail)
-    if out.get("type") == "cache_file":
-        out["path"] = _cached(value.get("path"), cache_dir, f"{where}: cache_file", fail)
-    return out
-
-
-def _check_table_rules(rules: Any, has_expected: bool, where: str, fail: Callable[[str], TaskFormatError]) -> None:
-    if not isinstance(rules, list) or not rules:
-        raise fail(f"{where}: compare_table needs options.rules, a non-empty list")
-    for rule in rules:
-        kind = rule.get("type") if isinstance(rule, dict) else None
-        if kind not in TABLE_RULES:
-            raise fail(f"unsupported compare_table rule {kind!r} in {where}; supported: {', '.join(TABLE_RULES)}")
-        missing = [key for key in TABLE_RULES[kind] if key not in rule]
-        if missing:
-            raise fail(f"{where}: compare_table rule {kind} needs {', '.join(missing)}")
-        if kind in ("sheet_name", "sheet_data") and not has_expected:
-            raise fail(f"{where}: compare_table rule {kind} compares with evaluator.expected, which is missing")
-        if kind == "check_cell":
-            props = rule["props"]
-            if not isinstance(props, dict) or set(props) != {"value"} or not isinstance(props["value"], dict):
-                raise fail(f"{where}: check_cell props must be {{\"value\": {{\"method\", \"ref\"}}}} (only a "
-                           f"cell's value is checked), got {props!r}")
-            method = props["value"].get("method", "eq")
-            if method not in ("re", *_COMPARE):
-                raise fail(f"{where}: check_cell method {method!r}; supported: re, {', '.join(_COMPARE)}")
-
-
-def _check_home_path(path: Any, where: str, fail: Callable[[str], TaskFormatError]) -> None:
-    if not isinstance(path, str) or not (path == VM_HOME or path.startswith((VM_HOME + "/", "~/"))):
-        raise fail(f"{where}: path {path!r} must lie in the VM's home ({VM_HOME}/... or ~/...)")
-
-
-def _check_getter(spec: Any, where: str, fail: Callable[[str], TaskFormatError]) -> None:
-    if spec is None:
+def _check_getter(spec: Any, where: str, problems: Problems, context: dict) -> None:
+    if spec is None or spec == {}:
         return
     if not isinstance(spec, dict) or "type" not in spec:
-        raise fail(f"{where} must be a getter object with a type, got {spec!r}")
+        problems.add(f"{where} must be a getter object with a type, got {spec!r}")
+        return
     kind = spec["type"]
     if kind not in GETTERS:
-        raise fail(f"unsupported getter {kind!r} in {where}; supported: {', '.join(GETTERS)}")
-    missing = [name for name in GETTERS[kind] if name not in spec]
+        refusal = REFUSED_GETTERS.get(kind)
+        problems.add(f"{where}: {refusal}" if refusal else
+                     f"unsupported getter {kind!r} in {where}; supported: {', '.join(GETTERS)}")
+        return
+    getter = GETTERS[kind]
+    missing = [name for name in getter.required if name not in spec]
     if missing:
-        raise fail(f"{where}: getter {kind} needs {', '.join(missing)}")
-    if kind == "vm_file" and (spec.get("multi") or isinstance(spec["path"], list)):
-        raise fail(f"{where}: vm_file with several paths (multi) is not supported; use one getter a file")
-    if kind in ("vm_file", "list_directory"):
-        _check_home_path(spec["path"], f"{where}: {kind}", fail)
+        problems.add(f"{where}: getter {kind} needs {', '.join(missing)}")
+        return
+    getter.check(spec, f"{where}: {kind}", problems, context)
 
 
 def load_task(data: Any, *, origin: str = "", cache_dir: Path = CACHE_DIR) -> OSWorldTask:
-    """Validate one OSWorld task object; TaskFormatError names what is wrong or unsupported."""
+    """Validate one OSWorld task object; TaskFormatError lists every problem (what is wrong or unsupported)."""
     label = f"{data.get('id', '?')}" if isinstance(data, dict) else "?"
+    head = f"OSWorld task {label}{f' ({origin})' if origin else ''}"
+    problems = Problems()
 
-    def fail(message: str) -> TaskFormatError:
-        return TaskFormatError(f"OSWorld task {label}{f' ({origin})' if origin else ''}: {message}")
+    def refuse() -> TaskFormatError:
+        items = problems.items
+        message = f"{head}: {items[0]}" if len(items) == 1 else \
+            f"{head}: {len(items)} problems: " + " ".join(f"({n}) {p}" for n, p in enumerate(items, 1))
+        return TaskFormatError(message, [f"{head}: {p}" for p in items])
 
     if not isinstance(data, dict):
-        raise fail("a task must be a JSON object")
+        problems.add("a task must be a JSON object")
+        raise refuse()
     for key in ("id", "instruction", "evaluator"):
         if key not in data:
-            raise fail(f"missing {key!r}")
-    if not isinstance(data["id"], str) or not data["id"].strip():
-        raise fail("id must be a non-empty string")
-    if not isinstance(data["instruction"], str) or not data["instruction"].strip():
-        raise fail("instruction must be a non-empty string")
-    config = _check_steps(data.get("config", []), "config", fail)
-    evaluator = data["evaluator"]
-    if not isinstance(evaluator, dict) or "func" not in evaluator:
-        raise fail("evaluator must be an object with a func")
+            problems.add(f"missing {key!r}")
+    if "id" in data and (not isinstance(data["id"], str) or not data["id"].strip()):
+        problems.add("id must be a non-empty string")
+    if "instruction" in data and (not isinstance(data["instruction"], str) or not data["instruction"].strip()):
+        problems.add("instruction must be a non-empty string")
+    context: dict = {"files": [], "programs": [], "stdout": set(), "cache_dir": Path(cache_dir)}
+    config = _check_steps(data.get("config", []), "config", problems, context)
+    evaluator = data.get("evaluator")
+    person = False
+    if "evaluator" in data and (not isinstance(evaluator, dict) or "func" not in evaluator):
+        problems.add("evaluator must be an object with a func")
+    elif isinstance(evaluator, dict):
+        _check_steps(evaluator.get("postconfig", []), "evaluator.postconfig", problems, context)
+        person = evaluator["func"] in ("", [], None)
+        if not person:
+            _check_evaluator(evaluator, problems, context)
+    hybrid = data.get("hybrid", False)
+    if not isinstance(hybrid, bool):
+        problems.add(f"hybrid must be true or false, got {hybrid!r}")
+    if problems.items:
+        raise refuse()
     funcs = evaluator["func"] if isinstance(evaluator["func"], list) else [evaluator["func"]]
-    if not funcs or not all(isinstance(func, str) for func in funcs):
-        raise fail("evaluator.func must be a metric name or a list of them")
+    infeasible = bool(data.get("infeasible", False)) or "infeasible" in funcs
+    return OSWorldTask(id=data["id"], instruction=data["instruction"], config=config, evaluator=evaluator,
+                       infeasible=infeasible, origin=origin, raw=data, hybrid=hybrid, person=person,
+                       files=tuple(dict.fromkeys(context["files"])), programs=tuple(dict.fromkeys(context["programs"])))
+
+
+def _check_evaluator(evaluator: dict, problems: Problems, context: dict) -> None:
+    funcs = evaluator["func"] if isinstance(evaluator["func"], list) else [evaluator["func"]]
+    if not all(isinstance(func, str) and func for func in funcs):
+        problems.add("evaluator.func must be a metric name or a list of them")
+        return
     for func in funcs:
         if func not in METRICS:
-            raise fail(f"unsupported metric {func!r}; supported: {', '.join(METRICS)}")
+            problems.add(f"unsupported metric {func!r}; supported: {', '.join(METRICS)}")
     conj = evaluator.get("conj", "and")
     if conj not in ("and", "or"):
-        raise fail(f"evaluator.conj must be 'and' or 'or', got {conj!r}")
+        problems.add(f"evaluator.conj must be 'and' or 'or', got {conj!r}")
     n = len(funcs)
     for key in ("result", "expected", "options"):
         value = evaluator.get(key)
-        if isinstance(value, list) and len(value) != n:
-            raise fail(f"evaluator.{key} has {len(value)} entries for {n} funcs")
-    results = _as_list(evaluator.get("result"), n)
-    expecteds = _as_list(evaluator.get("expected"), n)
-    options = _as_list(evaluator.get("options"), n)
+        if isinstance(value, list) and n > 1 and len(value) != n:
+            problems.add(f"evaluator.{key} has {len(value)} entries for {n} funcs")
+            return
+    results = _as_list(evaluator.get("result"), n) if n > 1 else [evaluator.get("result")]
+    expecteds = _as_list(evaluator.get("expected"), n) if n > 1 else [evaluator.get("expected")]
+    options = _as_list(evaluator.get("options"), n) if n > 1 else [evaluator.get("options")]
     for index, func in enumerate(funcs):
-        if func != "infeasible" and results[index] is None:
-            raise fail(f"metric {func} needs an evaluator.result getter")
-        if func not in ("infeasible", "compare_table") and expecteds[index] is None:
-            raise fail(f"metric {func} needs evaluator.expected (a rule getter: {{\"type\": \"rule\", ...}})")
-        _check_getter(results[index], "evaluator.result", fail)
-        _check_getter(expecteds[index], "evaluator.expected", fail)
-        extra = [key for key in (options[index] or {}) if key not in METRICS[func]]
+        where = "evaluator" if n == 1 else f"evaluator (func {index + 1}, {func})"
+        _check_getter(results[index], f"{where}.result", problems, context)
+        _check_getter(expecteds[index], f"{where}.expected", problems, context)
+        metric = METRICS.get(func)
+        if metric is None:
+            continue
+        if metric.needs_result and not results[index]:
+            problems.add(f"metric {func} needs an evaluator.result getter")
+        if metric.needs_expected and not expecteds[index]:
+            problems.add(f"metric {func} needs evaluator.expected (a rule getter: {{\"type\": \"rule\", ...}})")
+        opts = options[index] or {}
+        if not isinstance(opts, dict):
+            problems.add(f"{where}.options must be an object")
+            continue
+        extra = [key for key in opts if metric.options is not None and key not in metric.options]
         if extra:
-            raise fail(f"metric {func} takes no option {', '.join(map(repr, extra))}")
-        if func == "compare_table":
-            _check_table_rules((options[index] or {}).get("rules"), expecteds[index] is not None,
-                               "evaluator.options", fail)
-    _check_steps(evaluator.get("postconfig", []), "evaluator.postconfig", fail)
-    infeasible = bool(data.get("infeasible", False)) or "infeasible" in funcs
-    hybrid = data.get("hybrid", False)
-    if not isinstance(hybrid, bool):
-        raise fail(f"hybrid must be true or false, got {hybrid!r}")
-    config = _resolve_cache(config, Path(cache_dir), "config", fail)
-    evaluator = _resolve_cache(evaluator, Path(cache_dir), "evaluator", fail)
-    return OSWorldTask(id=data["id"], instruction=data["instruction"], config=config, evaluator=evaluator,
-                       infeasible=infeasible, origin=origin, raw=data, hybrid=hybrid)
+            problems.add(f"metric {func} takes no option {', '.join(map(repr, extra))}")
+        if metric.check is not None:
+            metric.check(opts, expecteds[index], f"{where}.options", problems)
 
 
 def load_task_file(path: str | Path, *, cache_dir: Path = CACHE_DIR) -> OSWorldTask:
     path = Path(path)
     try:
         data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TaskFormatError(f"OSWorld task file {path}: {exc}") from exc
     return load_task(data, origin=str(path), cache_dir=cache_dir)
 
@@ -267,6 +278,26 @@ def load_tasks_dir(folder: str | Path, *, cache_dir: Path = CACHE_DIR) -> dict[s
             raise TaskFormatError(f"OSWorld task id {task.id!r} appears twice ({tasks[task.id].origin}, {path})")
         tasks[task.id] = task
     return tasks
+
+
+# -- what a task needs -------------------------------------------------------------------------
+def missing_programs(task: OSWorldTask) -> list[str]:
+    """The programs the task's setup starts that are not installed here (Loupe's stand-ins count: session.py)."""
+    from agent.envs.desktop.session import program_available
+
+    return [program for program in task.programs if not program_available(program)]
+
+
+def missing_files(task: OSWorldTask, files: dict | None) -> list[TaskFile]:
+    """The task's files that ``files`` (``{(url, path): local file}``, see ``find_file``) does not hold."""
+    return [item for item in task.files if find_file(files or {}, item.url, item.path) is None]
+
+
+def find_file(files: dict, url: str, path: str) -> str | None:
+    """The local copy of the file at ``url`` for ``path``: the store's entry for that target path, else its entry
+    for any path (``(url, "")``)."""
+    found = files.get((url, path)) or files.get((url, ""))
+    return str(found) if found else None
 
 
 # -- running on a desktop --------------------------------------------------------------------
@@ -282,50 +313,242 @@ def map_home(value: Any, home: Path) -> Any:
     return value
 
 
-def _inside_home(path: str, home: Path) -> Path:
-    resolved = Path(path).resolve()
+def local_path(path: str, home: Path) -> Path:
+    """A VM path of the home (or a relative one) as the episode's file; EnvError when it lies outside the home."""
+    vm = home_path(path) if not path.startswith(str(home)) else path
+    if vm is None:
+        raise EnvError(f"{path} lies outside the VM's home; the env will not touch it")
+    resolved = Path(map_home(vm, home)).resolve()
     if resolved != home.resolve() and home.resolve() not in resolved.parents:
-        raise EnvError(f"{path} resolves outside the episode's home ({resolved}); the getter will not read it")
+        raise EnvError(f"{path} resolves outside the episode's home ({resolved}); the env will not touch it")
     return resolved
 
 
-def run_setup(steps: list[dict], desktop: Any, *, window_timeout_s: float = 10.0) -> None:
-    """Run setup steps in order; EnvError names the step that failed and why."""
+def run_setup(steps: list[dict], desktop: Any, *, window_timeout_s: float = SETUP_TIMEOUT_S,
+              files: dict | None = None, where: str = "setup") -> None:
+    """Run setup steps in order; EnvError names the step that failed (ran past its limit, hit a sandbox limit, a
+    window that never came) and why. A command that exits with an error goes on, as in OSWorld (noted on the
+    desktop: ``desktop.notes``)."""
     assert desktop.home is not None
-    for index, step in enumerate(map_home(steps, desktop.home)):
+    run = SetupRun(desktop=desktop, window_timeout_s=window_timeout_s, files=files or {})
+    for index, step in enumerate(steps):
         kind, parameters = step["type"], step.get("parameters", {})
-        where = f"setup step {index + 1} ({kind})"
-        if kind == "sleep":
-            time.sleep(float(parameters["seconds"]))
-        elif kind in ("execute", "command"):
-            try:
-                result = desktop.run(parameters["command"], shell=bool(parameters.get("shell", False)),
-                                     timeout_s=float(parameters.get("timeout", 30)))
-            except EnvError as exc:  # it ran over its time (and maybe hit a limit: the message says)
-                raise EnvError(f"{where}: {exc}") from None
-            if result.returncode != 0:
-                breach = desktop.breach()  # a limit of the sandbox it hit: the reason the episode failed
-                raise EnvError(f"{where}: {parameters['command']!r} exited with code {result.returncode}"
-                               f"{f' ({breach})' if breach else ''}: {(result.stderr or result.stdout).strip()[-300:]}")
-        elif kind in ("launch", "open"):
-            if kind == "open":
-                path = Path(parameters["path"])
-                argv: list[str] | str = ["pcmanfm", str(path)] if path.is_dir() else ["mousepad", str(path)]
+        label = f"{where} step {index + 1} ({kind}{_what(kind, parameters)})"
+        try:
+            SETUP_STEPS[kind].run(run, parameters, label)
+        except EnvError as exc:
+            message = str(exc)
+            raise EnvError(message if message.startswith(label) else f"{label}: {message}") from None
+
+
+def _what(kind: str, parameters: dict) -> str:
+    """A step's command or target, briefly, for messages that name the step."""
+    value = parameters.get("command") or parameters.get("path") or parameters.get("window_name")
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else shlex.join(map(str, value)) if isinstance(value, list) else str(value)
+    text = " ".join(text.split())
+    return f" {text[:60]!r}" if len(text) <= 60 else f" {text[:57] + '...'!r}"
+
+
+@dataclass
+class SetupRun:
+    """What setup steps share while they run."""
+
+    desktop: Any
+    window_timeout_s: float
+    files: dict
+
+    def note(self, message: str) -> None:
+        notes = getattr(self.desktop, "notes", None)
+        if notes is not None:
+            notes.append(message)
+
+    @property
+    def cache(self) -> Path:
+        """The episode's cache folder (an execute step's ``stdout`` file, read by the ``cache_file`` getter)."""
+        return episode_cache(self.desktop)
+
+
+def episode_cache(desktop: Any) -> Path:
+    folder = Path(desktop.runtime) / "osworld-cache"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@dataclass(frozen=True)
+class StepKind:
+    required: tuple[str, ...]
+    run: Callable[[SetupRun, dict, str], None]
+    check: Callable[[dict, str, Problems, dict], None] = lambda parameters, where, problems, context: None
+
+
+def _check_command(parameters: dict, where: str, problems: Problems, context: dict) -> None:
+    command = parameters["command"]
+    if not command or not (isinstance(command, str) or (isinstance(command, list) and all(
+            isinstance(part, (str, int, float)) for part in command))):
+        problems.add(f"{where}: command must be a string or a list of strings")
+        return
+    for key in ("stdout", "stderr"):
+        name = parameters.get(key)
+        if name:
+            if not isinstance(name, str) or "/" in name or name.startswith("."):
+                problems.add(f"{where}: {key} must be a file name, got {name!r}")
             else:
-                argv = parameters["command"]
-            _launch(desktop, argv, shell=bool(parameters.get("shell", False)), where=where,
-                    timeout_s=window_timeout_s)
-        elif kind == "activate_window":
-            _activate(desktop, parameters, where, window_timeout_s)
-        elif kind == "upload_file":
-            for item in parameters["files"]:
-                _upload(desktop, Path(item["local_path"]), Path(item["path"]), where)
+                context["stdout"].add(name)
+
+
+def _check_launch(parameters: dict, where: str, problems: Problems, context: dict) -> None:
+    _check_command(parameters, where, problems, context)
+    program = _program(parameters["command"], bool(parameters.get("shell")))
+    if program:
+        context["programs"].append(program)
+
+
+def _program(command: Any, shell: bool) -> str:
+    """The program a launch starts (its first word), "" when a shell line says more than one."""
+    try:
+        words = shlex.split(command) if isinstance(command, str) else [str(part) for part in command]
+    except ValueError:
+        return ""
+    if not words or (shell and any(char in command for char in ";&|") if isinstance(command, str) else False):
+        return ""
+    return Path(words[0]).name if words[0].startswith("/usr/bin/") else words[0]
+
+
+def as_argv(command: Any, shell: bool) -> list[str]:
+    """A task's command as the argv OSWorld's VM runs: a shell line through /bin/sh (Python's ``shell=True``: dash,
+    whose ``echo -e`` prints "-e", as on the VM), else the words (a string split as a shell would)."""
+    if shell:
+        return ["/bin/sh", "-c", command if isinstance(command, str) else shlex.join(map(str, command))]
+    return shlex.split(command) if isinstance(command, str) else [str(part) for part in command]
+
+
+def _run_command(run: SetupRun, parameters: dict, where: str) -> None:
+    command = as_argv(map_home(parameters["command"], run.desktop.home), bool(parameters.get("shell", False)))
+    timeout = float(parameters.get("timeout", SETUP_TIMEOUT_S))
+    until = parameters.get("until") or {}
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = run.desktop.run(command, timeout_s=max(1.0, deadline - time.monotonic()))
+        except EnvError as exc:  # it ran over its time (and maybe hit a limit: the message says)
+            raise EnvError(f"{where} ran past its limit of {timeout:g} s and was stopped"
+                           f"{'; ' + str(exc).split('; ', 1)[1] if '; ' in str(exc) else ''}") from None
+        for key in ("stdout", "stderr"):
+            if parameters.get(key):
+                (run.cache / parameters[key]).write_text(result.stdout if key == "stdout" else result.stderr)
+        breach = run.desktop.breach()
+        if result.returncode != 0 and breach:  # a limit of the sandbox it hit: the reason the episode failed
+            raise EnvError(f"{where} exited with code {result.returncode} ({breach}): "
+                           f"{(result.stderr or result.stdout).strip()[-300:]}")
+        if result.returncode != 0:
+            run.note(f"{where} exited with code {result.returncode}: {(result.stderr or result.stdout).strip()[-200:]}")
+        done = not until or ("returncode" in until and result.returncode == until["returncode"]) or (
+            "stdout" in until and until["stdout"] in result.stdout) or (
+            "stderr" in until and until["stderr"] in result.stderr)
+        if done:
+            return
+        if time.monotonic() > deadline:
+            raise EnvError(f"{where}: its 'until' condition {until!r} did not hold in {timeout:g} s")
+        time.sleep(0.3)
+
+
+# programs that open no window: a launch of one starts it and goes on (OSWorld waits for nothing)
+WINDOWLESS = {"socat", "pkill", "killall", "kill", "nohup", "sleep-forever", "true", "timedatectl"}
+
+
+def _run_launch(run: SetupRun, parameters: dict, where: str) -> None:
+    shell = bool(parameters.get("shell", False))
+    command = as_argv(map_home(parameters["command"], run.desktop.home), shell)
+    if _program(parameters["command"], shell) in WINDOWLESS:
+        process = run.desktop.popen(command, log=f"launch-{int(time.monotonic() * 1000)}.log")
+        time.sleep(0.2)
+        if process.poll() not in (None, 0):
+            run.note(f"{where} exited with code {process.returncode}")
+        return
+    _launch(run.desktop, command, shell=False, where=where, timeout_s=run.window_timeout_s)
+
+
+# what ``open`` starts for a file, by its extension (OSWorld's VM opens it with GNOME's default app)
+OPENERS: dict[str, list[str]] = {
+    **dict.fromkeys((".xlsx", ".xls", ".ods", ".csv", ".docx", ".doc", ".odt", ".pptx", ".ppt", ".odp", ".rtf"),
+                    ["libreoffice"]),
+    **dict.fromkeys((".mp3", ".mp4", ".wav", ".avi", ".mkv", ".webm", ".ogg", ".flac"), ["vlc"]),
+    **dict.fromkeys((".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff", ".xcf"), ["gimp"]),
+    ".pdf": ["chromium"], ".html": ["chromium"],
+}
+
+
+def opener(path: str) -> list[str]:
+    return OPENERS.get(Path(path).suffix.lower(), ["mousepad"])
+
+
+def _check_open(parameters: dict, where: str, problems: Problems, context: dict) -> None:
+    check_home_path(parameters["path"], where, problems)
+    if home_path(parameters["path"]) is not None and Path(parameters["path"]).suffix:
+        context["programs"].append(opener(parameters["path"])[0])
+
+
+def _run_open(run: SetupRun, parameters: dict, where: str) -> None:
+    path = local_path(parameters["path"], run.desktop.home)
+    if path.is_dir():
+        argv = ["pcmanfm", str(path)]
+    elif not path.exists():
+        raise EnvError(f"{where}: there is no {parameters['path']} to open")
+    else:
+        argv = [*opener(str(path)), str(path)]
+    _launch(run.desktop, argv, shell=False, where=where, timeout_s=run.window_timeout_s)
+
+
+def _run_sleep(run: SetupRun, parameters: dict, where: str) -> None:
+    time.sleep(min(float(parameters["seconds"]), 60.0))
+
+
+def _check_sleep(parameters: dict, where: str, problems: Problems, context: dict) -> None:
+    if isinstance(parameters["seconds"], bool) or not isinstance(parameters["seconds"], (int, float)) \
+            or parameters["seconds"] < 0:
+        problems.add(f"{where}: seconds must be a number of seconds, got {parameters['seconds']!r}")
+
+
+def _check_files(parameters: dict, where: str, problems: Problems, context: dict, *, key: str) -> None:
+    files = parameters["files"]
+    if not isinstance(files, list) or not files or not all(
+            isinstance(item, dict) and {key, "path"} <= set(item) for item in files):
+        problems.add(f"{where}: files must be a list of {{\"{key}\", \"path\"}} objects")
+        return
+    for item in files:
+        check_home_path(item["path"], where, problems)
+        if key == "url":
+            if not isinstance(item["url"], str) or not item["url"]:
+                problems.add(f"{where}: a file's url must be a non-empty string")
+            elif home_path(item["path"]) is not None:
+                context["files"].append(TaskFile(item["url"], home_path(item["path"]), where))
+        else:
+            path = (context["cache_dir"] / str(item[key])).resolve()
+            if context["cache_dir"].resolve() not in path.parents or not path.is_file():
+                problems.add(f"{where}: no file {item[key]!r} in the local cache ({context['cache_dir']})")
+
+
+def _run_download(run: SetupRun, parameters: dict, where: str) -> None:
+    for item in parameters["files"]:
+        vm_path = home_path(item["path"])
+        source = find_file(run.files, item["url"], vm_path)
+        if source is None:  # refused at start; here only when an env is driven by hand
+            raise EnvError(f"{where}: the file {Path(vm_path).name} ({item['url'][:80]}) is not in the project's "
+                           "file store; upload it on the Tasks page")
+        _upload(run.desktop, Path(source), local_path(vm_path, run.desktop.home), where)
+
+
+def _run_upload(run: SetupRun, parameters: dict, where: str) -> None:
+    for item in parameters["files"]:
+        _upload(run.desktop, (CACHE_DIR / item["local_path"]).resolve() if not Path(item["local_path"]).is_absolute()
+                else Path(item["local_path"]), local_path(item["path"], run.desktop.home), where)
 
 
 def _upload(desktop: Any, source: Path, target: Path, where: str) -> None:
-    """Copy a cached file into the episode's HOME, owned by the session's uid (folders made as needed)."""
+    """Copy a file into the episode's HOME, owned by the session's uid (folders made as needed)."""
     home = Path(desktop.home).resolve()
-    target = target.resolve()
     if target != home and home not in target.parents:
         raise EnvError(f"{where}: {target} lies outside the episode's home")
     result = desktop.run(["mkdir", "-p", str(target.parent)])
@@ -359,7 +582,7 @@ def _launch(desktop: Any, argv: list[str] | str, *, shell: bool, where: str, tim
             raise EnvError(f"{where}: {argv!r} exited with code {code} before opening a window: "
                            f"{desktop.log_tail(log) or 'no output'}")
         time.sleep(0.03)
-    raise EnvError(f"{where}: {argv!r} opened no window in {timeout_s} s")
+    raise EnvError(f"{where}: {argv!r} opened no window in {timeout_s:g} s")
 
 
 def _wait_focus(desktop: Any, window: Any, deadline: float) -> None:
@@ -376,7 +599,7 @@ def _wait_focus(desktop: Any, window: Any, deadline: float) -> None:
         time.sleep(0.02)
 
 
-def _activate(desktop: Any, parameters: dict, where: str, timeout_s: float) -> None:
+def _find_window(desktop: Any, parameters: dict, timeout_s: float) -> Any:
     wanted, strict = parameters["window_name"], bool(parameters.get("strict", False))
     by_class = bool(parameters.get("by_class", False))
     deadline = time.monotonic() + timeout_s
@@ -384,226 +607,111 @@ def _activate(desktop: Any, parameters: dict, where: str, timeout_s: float) -> N
         for window in desktop.windows():
             name = window.wm_class if by_class else window.title
             if (name == wanted) if strict else (wanted.lower() in name.lower()):
-                desktop.activate(window)
-                time.sleep(0.1)
-                return
+                return window
         if time.monotonic() > deadline:
-            titles = ", ".join(repr(w.title) for w in desktop.windows()) or "none"
-            raise EnvError(f"{where}: no window named {wanted!r} in {timeout_s} s (windows: {titles})")
+            return None
         time.sleep(0.05)
 
 
-# -- getters ---------------------------------------------------------------------------------
-def get_state(spec: dict | None, desktop: Any) -> Any:
-    if spec is None:
-        return None
-    spec = map_home(spec, desktop.home)
-    kind = spec["type"]
-    if kind == "rule":
-        return spec["rules"]
-    if kind == "vm_file":
-        path = _inside_home(spec["path"], desktop.home)
-        return str(path) if path.is_file() else None
-    if kind == "vm_command_line":
-        return desktop.run(spec["command"], shell=bool(spec.get("shell", False)), timeout_s=30).stdout
-    if kind == "list_directory":
-        path = _inside_home(spec["path"], desktop.home)
-        return _tree(path) if path.is_dir() else None
-    if kind == "accessibility_tree":
-        return accessibility_xml(desktop.accessibility_nodes())
-    if kind == "cache_file":
-        return spec["path"]  # made absolute, and checked to exist, when the task was loaded
-    raise EnvError(f"unsupported getter {kind!r}")  # load_task refuses it first
+def _run_activate(run: SetupRun, parameters: dict, where: str) -> None:
+    window = _find_window(run.desktop, parameters, min(run.window_timeout_s, 10.0))
+    if window is None:  # OSWorld goes on too
+        titles = ", ".join(repr(w.title) for w in run.desktop.windows()) or "none"
+        run.note(f"{where}: no window named {parameters['window_name']!r} (windows: {titles})")
+        return
+    run.desktop.activate(window)
+    time.sleep(0.1)
 
 
-def _tree(path: Path) -> dict:
-    """OSWorld's list_directory shape: ``{"type": "directory", "name", "children": [...]}``."""
-    children = []
-    for child in sorted(path.iterdir(), key=lambda p: p.name):
-        if child.is_dir() and not child.is_symlink():
-            children.append(_tree(child))
-        else:
-            children.append({"type": "file", "name": child.name})
-    return {"type": "directory", "name": path.name, "children": children}
+def _run_close(run: SetupRun, parameters: dict, where: str) -> None:
+    window = _find_window(run.desktop, parameters, 2.0)
+    if window is None:
+        run.note(f"{where}: no window named {parameters['window_name']!r} to close")
+        return
+    run.desktop.close_window(window)
+    time.sleep(0.2)
 
 
-def accessibility_xml(walk: dict) -> str:
-    """The walked nodes as nested XML, one tag a role (``<push-button name="OK">text</push-button>``),
-    close to OSWorld's linearised tree, so include / exclude checks can name a role and its text."""
-    from xml.sax.saxutils import escape, quoteattr
-
-    nodes = walk["nodes"]
-    children: dict[int, list[dict]] = {}
-    for node in nodes:
-        children.setdefault(node["parent"], []).append(node)
-
-    def render(node: dict) -> str:
-        tag = re.sub(r"[^a-z0-9-]", "-", node.get("role", "unknown").lower()) or "unknown"
-        inner = escape(node.get("text", "")) + "".join(render(child) for child in children.get(node["id"], []))
-        return f"<{tag} name={quoteattr(node.get('name', ''))}>{inner}</{tag}>"
-
-    return "".join(render(node) for node in children.get(-1, []))
+def _check_urls(key: str) -> Callable[[dict, str, Problems, dict], None]:
+    def check(parameters: dict, where: str, problems: Problems, context: dict) -> None:
+        urls = parameters[key]
+        if not isinstance(urls, list) or not all(isinstance(url, str) and url for url in urls):
+            problems.add(f"{where}: {key} must be a list of URLs")
+    return check
 
 
-# -- metrics (OSWorld's signatures: metric(result, expected, **options)) --------------------
-def exact_match(result: Any, rules: dict) -> float:
-    return float(result == rules["expected"])
+def _run_open_tabs(run: SetupRun, parameters: dict, where: str) -> None:
+    from agent.envs.desktop import chrome
+
+    chrome.open_tabs(run.desktop, parameters["urls_to_open"], where=where)
 
 
-def check_include_exclude(result: Any, rules: dict) -> float:
-    if result is None:
-        return 0.0
-    text = result if isinstance(result, str) else json.dumps(result)
-    return float(all(item in text for item in rules.get("include", []))
-                 and not any(item in text for item in rules.get("exclude", [])))
+def _run_close_tabs(run: SetupRun, parameters: dict, where: str) -> None:
+    from agent.envs.desktop import chrome
+
+    chrome.close_tabs(run.desktop, parameters["urls_to_close"], where=where)
 
 
-def fuzzy_match(result: Any, rules: dict) -> float:
-    if result is None:
-        return 0.0
-    return difflib.SequenceMatcher(None, str(result), str(rules["expected"])).ratio()
-
-
-_COMPARE = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
-            "ge": operator.ge}
-
-
-def _match_rule(value: Any, rule: dict) -> bool:
-    method = rule.get("method", "eq")
-    if method == "re":
-        return isinstance(value, str) and re.search(rule["ref"], value) is not None
-    if method not in _COMPARE:
-        raise EnvError(f"check_json: unknown method {method!r}; supported: re, {', '.join(_COMPARE)}")
-    try:
-        return bool(_COMPARE[method](value, rule["ref"]))
-    except TypeError:
-        return False
-
-
-def check_json(result: str | None, rules: dict, is_yaml: bool = False) -> float:
-    """``rules["expect"]`` / ``["unexpect"]``: lists of ``{"key": [path...], "method", "ref"}``."""
-    if result is None:
-        return 0.0
-    try:
-        text = Path(result).read_text()
-        if is_yaml:
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
-    except (OSError, ValueError):  # a file the agent left unparseable fails the check
-        return 0.0
-
-    def lookup(keys: list) -> tuple[bool, Any]:
-        value = data
-        for key in keys:
-            try:
-                value = value[key]
-            except (KeyError, IndexError, TypeError):
-                return False, None
-        return True, value
-
-    for rule in rules.get("expect", []):
-        found, value = lookup(rule["key"])
-        if not found or not _match_rule(value, rule):
-            return 0.0
-    for rule in rules.get("unexpect", []):
-        found, value = lookup(rule["key"])
-        if found and _match_rule(value, rule):
-            return 0.0
-    return 1.0
-
-
-def _workbook(path: str | None) -> Any:
-    """The workbook at ``path`` with the values the app computed (not formulas); None if it is not one."""
-    import zipfile
-
-    import openpyxl
-    from openpyxl.utils.exceptions import InvalidFileException
-
-    if path is None:
-        return None
-    try:
-        return openpyxl.load_workbook(path, data_only=True)
-    except (OSError, InvalidFileException, zipfile.BadZipFile, KeyError, ValueError, TypeError):
-        return None  # a file the agent left unreadable fails the check
-
-
-def _sheet(index: Any, result: Any, expected: Any) -> Any:
-    """OSWorld's sheet index: an int (the result's n-th sheet), or "RI0" / "EI0" (result / expected by
-    position), "RNSales" / "ENSales" (by name). None when there is no such sheet."""
-    book, key = result, index
-    if isinstance(index, str) and index[:2] in ("RI", "RN", "EI", "EN"):
-        book, key = (result if index[0] == "R" else expected), index[2:]
-        key = int(key) if index[1] == "I" and key.isdigit() else key
-    if book is None:
-        return None
-    if isinstance(key, int):
-        return book.worksheets[key] if 0 <= key < len(book.worksheets) else None
-    return book[key] if key in book.sheetnames else None
-
-
-def _sheet_values(sheet: Any, precision: int) -> list[list[Any]]:
-    rows = [[round(v, precision) if isinstance(v, float) else v for v in row]
-            for row in sheet.iter_rows(values_only=True)]
-    rows = [row[:max((i + 1 for i, v in enumerate(row) if v not in (None, "")), default=0)] for row in rows]
-    while rows and not rows[-1]:
-        rows.pop()
-    return rows
-
-
-def compare_table(result: str | None, expected: str | None = None, rules: list | None = None) -> float:
-    """OSWorld's compare_table on .xlsx files through openpyxl: 1.0 when every rule holds.
-    ``sheet_name``: the same sheet names; ``sheet_data``: the same cell values in two sheets (floats rounded
-    to ``precision`` places, 4 unless given); ``check_cell``: a cell's value matches ``props.value``
-    (``{"method": "eq" | "ne" | "lt" | "le" | "gt" | "ge" | "re", "ref": ...}``)."""
-    book = _workbook(result)
-    if book is None:
-        return 0.0
-    golden = _workbook(expected)
-    for rule in rules or []:
-        kind = rule["type"]
-        if kind == "sheet_name":
-            if golden is None or book.sheetnames != golden.sheetnames:
-                return 0.0
-        elif kind == "sheet_data":
-            first, second = _sheet(rule["sheet_idx0"], book, golden), _sheet(rule["sheet_idx1"], book, golden)
-            precision = int(rule.get("precision", 4))
-            if first is None or second is None or _sheet_values(first, precision) != _sheet_values(second, precision):
-                return 0.0
-        elif kind == "check_cell":
-            sheet = _sheet(rule.get("sheet_idx", 0), book, golden)
-            if sheet is None or not _match_rule(sheet[rule["coordinate"]].value, rule["props"]["value"]):
-                return 0.0
-    return 1.0
-
-
-_METRIC_FUNCS: dict[str, Callable[..., float]] = {
-    "exact_match": exact_match, "check_include_exclude": check_include_exclude, "fuzzy_match": fuzzy_match,
-    "check_json": check_json, "compare_table": compare_table,
+SETUP_STEPS: dict[str, StepKind] = {
+    "launch": StepKind(("command",), _run_launch, _check_launch),
+    "execute": StepKind(("command",), _run_command, _check_command),
+    "command": StepKind(("command",), _run_command, _check_command),
+    "open": StepKind(("path",), _run_open, _check_open),
+    "sleep": StepKind(("seconds",), _run_sleep, _check_sleep),
+    "activate_window": StepKind(("window_name",), _run_activate),
+    "close_window": StepKind(("window_name",), _run_close),
+    "upload_file": StepKind(("files",), _run_upload,
+                            lambda p, w, pr, c: _check_files(p, w, pr, c, key="local_path")),
+    "download": StepKind(("files",), _run_download, lambda p, w, pr, c: _check_files(p, w, pr, c, key="url")),
+    "chrome_open_tabs": StepKind(("urls_to_open",), _run_open_tabs, _check_urls("urls_to_open")),
+    "chrome_close_tabs": StepKind(("urls_to_close",), _run_close_tabs, _check_urls("urls_to_close")),
+}
+# steps Loupe cannot offer offline, and why
+REFUSED_STEPS = {
+    "googledrive": "the googledrive step puts files in a Google Drive account, which Loupe cannot reach (offline, "
+                   "and no account); rewrite the task to download its files (the project's file store holds them)",
+    "login": "the login step signs Chrome into a Google account, which Loupe cannot do offline",
+    "update_browse_history": "the update_browse_history step writes Chrome's history database, which Loupe does not "
+                             "support yet",
 }
 
 
-def evaluate_task(task: OSWorldTask, desktop: Any, *, answer: str | None) -> float:
-    """Score the episode (0..1): postconfig, then each metric on its getters, combined by conj.
-    ``answer`` is the agent's ``finished`` answer, if it ended with one."""
+# -- evaluating ------------------------------------------------------------------------------
+def evaluate_task(task: OSWorldTask, desktop: Any, *, answer: str | None, files: dict | None = None) -> float | None:
+    """Score the episode (0..1): postconfig, then each metric on its getters, combined by conj. ``answer`` is the
+    agent's ``finished`` answer, if it ended with one. None for a person-judged task (an empty evaluator)."""
+    from agent.envs.desktop.osworld_getters import get_state
+
     said_fail = answer is not None and answer.strip().lower() in FAIL_ANSWERS
+    if task.person:
+        return None
     if task.infeasible:
         return 1.0 if said_fail else 0.0
     if said_fail:
         return 0.0
     evaluator = task.evaluator
-    run_setup(evaluator.get("postconfig", []) or [], desktop)
+    run_setup(evaluator.get("postconfig", []) or [], desktop, files=files, where="postconfig")
     funcs = task.funcs
     n = len(funcs)
-    results, expecteds = _as_list(evaluator.get("result"), n), _as_list(evaluator.get("expected"), n)
-    options = _as_list(evaluator.get("options"), n)
+    if n == 1:
+        results, expecteds = [evaluator.get("result")], [evaluator.get("expected")]
+        options = [evaluator.get("options")]
+    else:
+        results, expecteds = _as_list(evaluator.get("result"), n), _as_list(evaluator.get("expected"), n)
+        options = _as_list(evaluator.get("options"), n)
+    conj = evaluator.get("conj", "and")
     scores = []
     for func, result_spec, expected_spec, opts in zip(funcs, results, expecteds, options):
-        score = _METRIC_FUNCS[func](get_state(result_spec, desktop), get_state(expected_spec, desktop),
-                                    **(opts or {}))
-        if evaluator.get("conj", "and") == "and" and score == 0:
+        metric = METRICS[func]
+        result = get_state(result_spec or None, desktop, files=files)
+        expected = get_state(expected_spec or None, desktop, files=files)
+        score = metric.score(result, expected, opts or {})
+        if conj == "and" and score == 0:
             return 0.0
         scores.append(float(score))
-    return max(scores) if evaluator.get("conj", "and") == "or" else sum(scores) / len(scores)
+    return max(scores) if conj == "or" else sum(scores) / len(scores)
+
+
+# the registries of getters and metrics, each in its own module
+from agent.envs.desktop.osworld_getters import GETTERS, REFUSED_GETTERS  # noqa: E402
+from agent.envs.desktop.osworld_metrics import METRICS, TABLE_RULES, compare_table  # noqa: E402

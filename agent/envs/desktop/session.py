@@ -51,17 +51,21 @@ from Xlib.protocol import event as xevent
 
 from agent.envs.base import EnvError
 from agent.envs.cgroups import Cgroup
+from agent.envs.desktop.programs import program_available, session_programs
 from agent.envs.sandbox import Limits, Sandbox, SandboxUnavailable, kill_group, support
 
-__all__ = ["Desktop", "Window", "ATSPI_HELPER", "NSS_WRAPPER", "open_display", "write_xauthority"]
+__all__ = ["Desktop", "Window", "ATSPI_HELPER", "NSS_WRAPPER", "open_display", "program_available", "write_xauthority"]
 
 ATSPI_HELPER = Path(__file__).with_name("atspi_helper.py")
+CHROME_HELPER = Path(__file__).with_name("chrome_helper.py")
 OPENBOX_MENU = Path(__file__).with_name("openbox") / "menu.xml"
 OPENBOX_RC = Path("/etc/xdg/openbox/rc.xml")
 NSS_WRAPPER = "libnss_wrapper.so"
 SYSTEM_PYTHON = "/usr/bin/python3"
+
 UID_BASE = 61000
 _TAG = "LOUPE_DESKTOP_SESSION"
+HOME_FOLDERS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Public", "Templates", "Videos")
 BACKGROUND = (46, 74, 98)  # a slate blue: the empty desktop is not a black screen
 HINT = "Right-click the desktop to open the applications menu"
 
@@ -146,6 +150,7 @@ class Desktop:
         self._token = ""
         self._env: dict[str, str] = {}
         self._mss = None
+        self.notes: list[str] = []  # what the session's setup said and went on past (OSWorld's setup ignores it)
 
     # -- the display -----------------------------------------------------------------------
     @property
@@ -233,6 +238,7 @@ class Desktop:
         self.end_session()
         assert self.root_dir is not None and self.display is not None
         self._token = uuid.uuid4().hex
+        self.notes = []
         self.home = self.root_dir / f"home-{self._token[:8]}"
         runtime = self.runtime = self.root_dir / f"run-{self._token[:8]}"
         uid = self.uid if self.per_uid else None
@@ -244,7 +250,7 @@ class Desktop:
         write_xauthority(runtime / "Xauthority", self._cookie, self.number, uid)
         self._write_session_files(runtime, user, uid)
         self._env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.home), "USER": user, "LOGNAME": user,
+            "PATH": f"{runtime / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.home), "USER": user, "LOGNAME": user,
             "SHELL": "/bin/bash", "DISPLAY": self.name, "LANG": "C.UTF-8", "TERM": "xterm",
             "XDG_RUNTIME_DIR": str(runtime), "XAUTHORITY": str(runtime / "Xauthority"), "GDK_BACKEND": "x11",
             "TMPDIR": "/tmp", _TAG: self._token,
@@ -257,6 +263,10 @@ class Desktop:
                           ro_binds=[socket_path] if socket_path.exists() else [], uid=uid, limits=self.limits)
         sandbox.start()
         self.sandbox = sandbox
+        for name in HOME_FOLDERS:  # the home as OSWorld's Ubuntu user has it (in the sandbox's own disk, now mounted)
+            (self.home / name).mkdir()
+            if uid is not None:
+                os.chown(self.home / name, uid, uid)
         dbus = self.popen(["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"],
                           stdout=subprocess.PIPE)
         ready, _, _ = select.select([dbus.stdout], [], [], self.start_timeout_s)
@@ -289,13 +299,19 @@ class Desktop:
         the apps, without Exit, Restart or Reconfigure) and the AT-SPI helper (Loupe's own folder may not be
         readable by the session's uid)."""
         files = {"atspi_helper.py": ATSPI_HELPER.read_text(), "openbox-menu.xml": OPENBOX_MENU.read_text(),
-                 "openbox-rc.xml": _openbox_rc(runtime / "openbox-menu.xml")}
+                 "openbox-rc.xml": _openbox_rc(runtime / "openbox-menu.xml"),
+                 "chrome_helper.py": CHROME_HELPER.read_text()}
         if self.per_uid:
             files["passwd"] = f"{user}:x:{self.uid}:{self.uid}:Loupe desktop:{self.home}:/bin/bash\n"
             files["group"] = f"{user}:x:{self.uid}:\n"
         for name, text in files.items():
             (runtime / name).write_text(text)
             (runtime / name).chmod(0o644)
+        bin_dir = runtime / "bin"
+        bin_dir.mkdir(mode=0o755)
+        for name, text in session_programs().items():
+            (bin_dir / name).write_text(text)
+            (bin_dir / name).chmod(0o755)
 
     def _paint_background(self) -> None:
         """A slate-blue desktop with the hint that a right-click opens the apps (drawn into the root window's
@@ -418,21 +434,23 @@ class Desktop:
 
     def run(self, argv: list[str] | str, *, shell: bool = False, timeout_s: float = 30.0,
             ) -> subprocess.CompletedProcess:
-        """Run a command in the session to its end; stdout and stderr as text. EnvError when it runs over its time;
-        ``breach()`` says afterwards whether it hit one of the sandbox's limits."""
+        """Run a command in the session to its end; stdout and stderr as text (the first MBs of each). EnvError when it
+        runs over its time; ``breach()`` says afterwards whether it hit one of the sandbox's limits. A process it left
+        running in the background (``cmd &``) goes on, and its output is not waited for."""
         command = self._command(argv, shell)
         process = subprocess.Popen(command, env=self._env, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        streams = [_Pump(process.stdout), _Pump(process.stderr)]
         try:
-            out, err = process.communicate(timeout=timeout_s)
+            process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             kill_group(process)  # the whole group: its children, a fork bomb's copies
-            process.communicate()
+            process.wait()
             breach = self.breach()
-            raise EnvError(f"{argv!r} ran over {timeout_s} s and was stopped{f'; {breach}' if breach else ''}"
+            raise EnvError(f"{argv!r} ran over {timeout_s:g} s and was stopped{f'; {breach}' if breach else ''}"
                            ) from None
-        return subprocess.CompletedProcess(command, process.returncode, out.decode("utf-8", "replace"),
-                                           err.decode("utf-8", "replace"))
+        out, err = (stream.text(wait_s=0.5) for stream in streams)
+        return subprocess.CompletedProcess(command, process.returncode, out, err)
 
     def breach(self) -> str:
         """A limit the session's sandbox hit since the last call, in words ("" when none)."""
@@ -475,6 +493,24 @@ class Desktop:
             client_type=self.display.intern_atom("_NET_ACTIVE_WINDOW"), data=(32, [2, X.CurrentTime, 0, 0, 0]))
         root.send_event(message, event_mask=X.SubstructureRedirectMask | X.SubstructureNotifyMask)
         self.display.sync()
+
+    def close_window(self, window: Window) -> None:
+        """Ask a window to close through the window manager (_NET_CLOSE_WINDOW), as a click on its close button."""
+        assert self.display is not None
+        message = xevent.ClientMessage(
+            window=self.display.create_resource_object("window", window.id),
+            client_type=self.display.intern_atom("_NET_CLOSE_WINDOW"), data=(32, [X.CurrentTime, 2, 0, 0, 0]))
+        self.display.screen().root.send_event(message, event_mask=X.SubstructureRedirectMask | X.SubstructureNotifyMask)
+        self.display.sync()
+
+    def type_keys(self, keys: list[tuple[str, str]]) -> None:
+        """Press ``("hotkey", "ctrl+shift+p")`` and type ``("type", "text")`` in order, on the focused window, from
+        inside the session (xdotool), as a getter that drives an app does."""
+        for kind, value in keys:
+            argv = ["xdotool", "key", "--clearmodifiers", value] if kind == "hotkey" else \
+                ["xdotool", "type", "--delay", "20", value]
+            self.run(argv, timeout_s=15)
+            time.sleep(0.2)
 
     def has_focus(self, window: Window) -> bool:
         """Whether the keyboard focus is on ``window`` or inside it (xterm focuses a child window)."""
@@ -574,6 +610,30 @@ class Desktop:
                 self.root_dir = None
 
 
+class _Pump:
+    """Reads a child's output pipe in a thread, so that a process the child left in the background holding the
+    pipe does not keep the caller waiting once the child itself has exited."""
+
+    LIMIT = 4 * 2**20
+
+    def __init__(self, stream) -> None:
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream) -> None:
+        with stream:
+            for block in iter(lambda: stream.read1(65536), b""):
+                if self._size < self.LIMIT:
+                    self._chunks.append(block)
+                    self._size += len(block)
+
+    def text(self, wait_s: float) -> str:
+        self._thread.join(wait_s)
+        return b"".join(list(self._chunks)).decode("utf-8", "replace")
+
+
 _rc_template: str | None = None
 
 
@@ -588,5 +648,8 @@ def _openbox_rc(menu: Path) -> str:
             _rc_template = '<?xml version="1.0"?>\n<openbox_config xmlns="http://openbox.org/3.4/rc">\n' \
                            "<menu><file>MENU</file></menu>\n</openbox_config>\n"
     menus = re.sub(r"<file>.*?</file>\s*", "", _rc_template, flags=re.S)
+    # ctrl+alt+t opens a terminal, as on OSWorld's Ubuntu (its tasks press it)
+    menus = re.sub(r"<keyboard>", '<keyboard>\n  <keybind key="C-A-t"><action name="Execute"><command>'
+                   'x-terminal-emulator</command></action></keybind>', menus, count=1)
     # the <menu> section starts a line; <menu>root-menu</menu> inside actions names a menu
     return re.sub(r"<menu>(?=\s)", f"<menu>\n  <file>{menu}</file>", menus, count=1)
