@@ -201,6 +201,7 @@ def cycle_start(*, project: Project, actor=None, trigger: str = "manual") -> Cyc
                                "cycle at a time. Wait for it to end.", status=409)
     config = cycle_settings.settings_clean(locked, {})
     evaluation.eval_plan(locked, config)  # refuse now, not halfway, when there is nothing to measure on
+    _check_something_to_improve(locked, config)
     iteration = (Cycle.objects.filter(project=locked).aggregate(n=Max("iteration"))["n"] or 0) + 1
     try:
         with transaction.atomic():
@@ -215,6 +216,25 @@ def cycle_start(*, project: Project, actor=None, trigger: str = "manual") -> Cyc
                  data={"iteration": iteration, "trigger": trigger})
     _next("cycle_gate", cycle.pk)
     return cycle
+
+
+def _check_something_to_improve(project: Project, config: dict) -> None:
+    """Refuse a cycle while no checkpoint with weights is deployed (the scripted baseline serves until the cold start's
+    v0 is trained): a cycle trains from the deployed checkpoint, and from nothing it would train an untrained model
+    on a few dozen rows and lose to the baseline without a word of why."""
+    if config["backend"] == "openai" and config["export"] == "lora":
+        return  # adapters train from the served base the settings name
+    deployed = deployed_checkpoint(project)
+    if _has_weights(deployed):
+        return
+    serving = f"the project serves {deployed.name}" if deployed else "nothing is deployed"
+    coldstart = TrainingRun.objects.filter(project=project, config__stages__0__algorithm=training.COLDSTART,
+                                           status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).first()
+    waiting = (f" The cold start's v0 (training run #{coldstart.pk}, {coldstart.status}; its progress is on the Runs "
+               "page) deploys itself when it finishes: start the cycle then." if coldstart else
+               " Deploy a trained checkpoint first (the cold start's v0, or one registered on the Checkpoints page).")
+    raise ApplicationError(f"No trained checkpoint is deployed to improve: {serving}. A cycle trains from the deployed "
+                           f"checkpoint on what people corrected.{waiting}", status=409)
 
 
 def cycle_scheduled(*, project_id: int) -> Cycle | None:

@@ -192,6 +192,29 @@ def test_a_cycle_needs_eval_tasks_whose_seeds_no_training_uses(flywheel_project)
 
 
 # --- gate --------------------------------------------------------------------------------------------------
+def test_a_cycle_is_refused_while_no_trained_checkpoint_is_deployed_saying_why(flywheel_project):
+    """Issue 34: with the scripted baseline serving (the cold start still training) a cycle would train an untrained
+    model on a few rows and lose to the baseline with no word of why: it is refused, naming the cold start."""
+    from flywheel import training
+    from flywheel.models import Checkpoint
+
+    fp = flywheel_project
+    sft_episode(fp)
+    baseline = Checkpoint.objects.create(project=fp["project"], name="scripted-baseline", uri="scripted:")
+    deployments.deployment_promote(project=fp["project"], checkpoint=baseline, backend="scripted")
+    run = TrainingRun.objects.create(project=fp["project"], algorithm="sft",
+                                     config={"stages": [{"algorithm": training.COLDSTART}], "deploy_as": "v0"})
+    response = client_for(fp["manager"]).post(f"/api/v1/projects/{fp['project'].pk}/cycles/")
+    assert response.status_code == 409
+    assert response.json()["detail"] == (
+        "No trained checkpoint is deployed to improve: the project serves scripted-baseline. A cycle trains from the "
+        f"deployed checkpoint on what people corrected. The cold start's v0 (training run #{run.pk}, queued; its "
+        "progress is on the Runs page) deploys itself when it finishes: start the cycle then.")
+    assert not Cycle.objects.filter(project=fp["project"]).exists()
+    deployments.deployment_promote(project=fp["project"], checkpoint=fp["untrained"], reason="a checkpoint again")
+    assert cycles.cycle_start(project=fp["project"], actor=fp["manager"]).iteration == 1
+
+
 def test_gate_skips_with_the_counts_when_new_rows_are_too_few(flywheel_project, django_capture_on_commit_callbacks):
     fp = flywheel_project
     cycle_settings.settings_set(project=fp["project"], actor=fp["manager"], min_new_rows=3)
