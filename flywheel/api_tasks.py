@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 
 from core.api import StrictSerializer, results_of
 from core.errors import ApplicationError
-from flywheel import selectors, task_authoring
+from flywheel import selectors, task_authoring, task_files
 from flywheel.api import TaskOutput
 from flywheel.models import Role
 
@@ -108,3 +108,61 @@ class TaskExportApi(APIView):
         response = HttpResponse(json.dumps(tasks, indent=2, ensure_ascii=False), content_type="application/json")
         response["Content-Disposition"] = f'attachment; filename="{project.slug}-{name}-tasks.json"'
         return response
+
+
+# -- the file store of the files tasks download (flywheel/task_files.py) ---------------------------------------------
+class StoredFileOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    size = serializers.IntegerField()
+    sha256 = serializers.CharField()
+    path = serializers.CharField(allow_blank=True, help_text="The target path it is stored for; empty: any.")
+    created_at = serializers.CharField(allow_null=True)
+
+
+class NeededFileOutput(serializers.Serializer):
+    url = serializers.CharField()
+    path = serializers.CharField(help_text="Where the task puts it (a VM path), or a check's file name.")
+    name = serializers.CharField()
+    where = serializers.CharField(help_text="The step or check of the task that needs it.")
+    stored = StoredFileOutput(allow_null=True, help_text="The stored file it will get; null: missing.")
+
+
+class TaskFilesOutput(serializers.Serializer):
+    task = serializers.IntegerField()
+    task_name = serializers.CharField()
+    split = serializers.CharField()
+    files = NeededFileOutput(many=True)
+    missing = serializers.IntegerField()
+
+
+class TaskFilesApi(APIView):
+    """The project's tasks that download files, each file with the stored one or none (missing; such a task is
+    refused at start naming them). POST (multipart ``url``, ``path`` optional, ``file``) stores a file for a URL
+    (and target path), replacing the one stored for them. Managers only."""
+
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(responses={200: inline_serializer("TaskFiles", {"results": TaskFilesOutput(many=True)})})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        return Response({"results": task_files.task_files_listing(project=project)})
+
+    @extend_schema(request={"multipart/form-data": inline_serializer("TaskFileUpload", {
+        "url": serializers.CharField(), "path": serializers.CharField(required=False),
+        "file": serializers.FileField()})}, responses={201: StoredFileOutput})
+    def post(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        entry = task_files.project_file_upload(project=project, actor=request.user, url=request.data.get("url", ""),
+                                               path=request.data.get("path", ""), upload=request.FILES.get("file"))
+        return Response(task_files._stored(entry), status=status.HTTP_201_CREATED)
+
+
+class TaskFileApi(APIView):
+    """Remove a stored file (tasks that need it are then refused at start again)."""
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, project_id: int, file_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        task_files.project_file_delete(project=project, actor=request.user, file_id=file_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)

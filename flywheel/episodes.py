@@ -108,6 +108,11 @@ def episodes_start(*, project, task, seeds: list[int], mode: str, actor) -> list
     refusal = scripted_refusal(task, deployment.backend)
     if refusal:
         raise ApplicationError(refusal, status=409)
+    from flywheel.task_files import start_refusal
+
+    refusal = start_refusal(task)  # an OSWorld task whose downloaded files the project's store lacks
+    if refusal:
+        raise ApplicationError(refusal, status=409)
     episodes = [
         Episode.objects.create(project=project, task=task, seed=seed, mode=mode, created_by=actor,
                                controller=actor if mode == Mode.SUPERVISED else None)

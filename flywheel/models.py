@@ -547,3 +547,28 @@ class Judgement(models.Model):
         constraints = [models.UniqueConstraint(fields=["episode"], condition=Q(latest=True),
                                                name="judgement_one_latest")]
         indexes = [models.Index(fields=["episode", "verdict"], condition=Q(latest=True), name="judgement_latest")]
+
+
+class ProjectFile(models.Model):
+    """A file a project's tasks download (an OSWorld task's ``download`` step or ``cloud_file`` check), uploaded by
+    a manager, since the rollout workers reach no internet. Keyed by the URL the task names and the path it writes
+    the file to (empty: the file for that URL wherever a task puts it). Its bytes are stored by their sha256."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="files")
+    url = models.TextField()
+    path = models.CharField(max_length=1000, blank=True, help_text="The VM path a download writes (or a check's dest "
+                                                                   "name); empty: any.")
+    name = models.CharField(max_length=255, help_text="The uploaded file's name.")
+    stored = models.CharField(max_length=200, help_text="Storage name, addressed by sha256.")
+    sha256 = models.CharField(max_length=64)
+    size = models.PositiveBigIntegerField()
+    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["url", "path", "id"]
+        constraints = [models.UniqueConstraint(fields=["project", "url", "path"], name="projectfile_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.url})"

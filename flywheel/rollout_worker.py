@@ -269,7 +269,10 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
         supervisor = None
         try:
             env = env_for(episode.task.env_kind)
-            add_authored_task(env, episode.task.definition)  # an authored task: the env learns its JSON
+            from flywheel.task_files import files_for_task
+
+            # an authored task: the env learns its JSON (and gets the files it downloads, from the project's store)
+            add_authored_task(env, episode.task.definition, files=files_for_task(episode.task))
             policy = policy_for(episode)
             prompting = prompting_for(episode)
             log.info("episode %s: environment and policy ready after %.1f s", episode.pk, time.monotonic() - started)

@@ -283,3 +283,79 @@ def task_export(*, project: Project, format: str) -> list[dict]:
             seen.add(task.task_name)
             out.append(data)
     return out
+
+
+# -- coverage: what of a folder of OSWorld files would import and run here ---------------------------------------------
+@dataclass
+class CoverageRow:
+    domain: str
+    files: int = 0
+    importable: int = 0
+    runnable: int = 0  # importable, its programs installed, and no file missing from the store
+    need_files: int = 0  # importable tasks that download a file
+    missing_files: int = 0  # distinct files those tasks need that the store lacks
+    programs: dict = None  # program not installed -> tasks that start it
+    problems: dict = None  # a refusal's reason -> files refused for it
+
+
+def osworld_coverage(paths: list, *, project: Project | None = None) -> tuple[list[CoverageRow], list[tuple[str, list]]]:
+    """For files of OSWorld tasks (``paths``: files, grouped by their folder's name, OSWorld's domain): per domain, how
+    many import, how many would run here now (their programs installed, their files in ``project``'s file store),
+    and which files are missing. Returns the rows (a total last) and each refused file with its problems."""
+    import collections
+    from pathlib import Path
+
+    from agent.envs.desktop.osworld import TaskFormatError, load_task, missing_files, missing_programs
+
+    stored = project_files(project) if project is not None else {}
+    rows: dict[str, CoverageRow] = {}
+    refused: list[tuple[str, list]] = []
+    missing_by_domain: dict[str, set] = collections.defaultdict(set)
+    for path in paths:
+        path = Path(path)
+        row = rows.setdefault(path.parent.name, CoverageRow(path.parent.name, programs={}, problems={}))
+        row.files += 1
+        try:
+            task = load_task(json.loads(path.read_text()), origin=str(path))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            refused.append((str(path), [f"not a readable JSON file ({exc})"]))
+            continue
+        except TaskFormatError as exc:
+            problems = [p.split("): ", 1)[-1] for p in exc.problems]
+            refused.append((str(path), problems))
+            for problem in problems:
+                reason = re.sub(r" in evaluator.*|; supported: .*| \(.*", "", problem.split(": ", 1)[-1]
+                                if problem.startswith(("config step", "evaluator")) else problem)
+                row.problems[reason] = row.problems.get(reason, 0) + 1
+            continue
+        except (TypeError, AttributeError, KeyError, IndexError) as exc:
+            refused.append((str(path), [f"a field holds a value of the wrong type ({exc})"]))
+            continue
+        row.importable += 1
+        lacking = missing_programs(task)
+        absent = missing_files(task, stored)
+        for program in lacking:
+            row.programs[program] = row.programs.get(program, 0) + 1
+        if task.files:
+            row.need_files += 1
+        missing_by_domain[row.domain].update((item.url, item.path) for item in absent)
+        if not lacking and not absent:
+            row.runnable += 1
+    ordered = [rows[name] for name in sorted(rows)]
+    for row in ordered:
+        row.missing_files = len(missing_by_domain[row.domain])
+    total = CoverageRow("total", programs={}, problems={})
+    for row in ordered:
+        for key in ("files", "importable", "runnable", "need_files", "missing_files"):
+            setattr(total, key, getattr(total, key) + getattr(row, key))
+        for table in ("programs", "problems"):
+            for name, count in getattr(row, table).items():
+                getattr(total, table)[name] = getattr(total, table).get(name, 0) + count
+    return [*ordered, total], refused
+
+
+def project_files(project: Project) -> dict:
+    """The project's file store as the env takes it: ``{(url, path): local file}`` (path "" for any target)."""
+    from flywheel.task_files import files_for_env
+
+    return files_for_env(project=project)

@@ -11,6 +11,8 @@ urlpatterns = [
     path("projects/<int:project_id>/tasks/<int:task_id>/", api.TaskDetailApi.as_view(), name="task-detail"),
     path("projects/<int:project_id>/tasks/import", api_tasks.TaskImportApi.as_view(), name="task-import"),
     path("projects/<int:project_id>/tasks/export", api_tasks.TaskExportApi.as_view(), name="task-export"),
+    path("projects/<int:project_id>/tasks/files", api_tasks.TaskFilesApi.as_view(), name="task-files"),
+    path("projects/<int:project_id>/tasks/files/<int:file_id>", api_tasks.TaskFileApi.as_view(), name="task-file"),
     path("tasks/catalogue", api_tasks.TaskCatalogueApi.as_view(), name="task-catalogue"),
 ]
 urlpatterns += [
