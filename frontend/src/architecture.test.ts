@@ -12,6 +12,8 @@
  *   a page folder (`session/`, `review/`, `datasets/`, ...).
  * - Styles: `styles.css` (shared) and `components/components.css` are imported first, by `main.tsx`; every other
  *   sheet belongs to one folder and is imported only by that folder's pages (`review/review.css` by the review pages).
+ * - A data table is `components/Table.tsx` (columns, rows, what shows when there are none, paging): no page writes
+ *   `<table className="table">` itself.
  * - Query keys come from the factories in `src/api/` (`episodeKeys.detail(id)`, ...): no page or component
  *   writes a key as a literal array, so one resource has one key shape and an invalidation reaches it.
  *
@@ -109,6 +111,11 @@ describe("the frontend's import rules", () => {
     const main = read("main.tsx");
     expect(main.indexOf('import "./styles.css"')).toBeLessThan(main.indexOf('import "./components/components.css"'));
     expect(main.indexOf('import "./components/components.css"')).toBeLessThan(main.indexOf("import { App }"));
+  });
+
+  it("draws every data table with components/Table.tsx", () => {
+    const table = /<table[^>]*className=\{?["'`]table\b/;
+    expect(sourceFiles().filter((file) => file !== "components/Table.tsx" && table.test(read(file)))).toEqual([]);
   });
 
   it("keeps src/api/ free of the rest of the app", () => {

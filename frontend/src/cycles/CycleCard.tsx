@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from "react";
 import type { Cycle } from "../api/cycles";
 import { ErrorBanner } from "../components/ErrorBanner";
+import { Table } from "../components/Table";
 import { formatDateTime } from "../components/format";
 import { LimitCounter } from "../components/LimitCounter";
 import { isOverLimit } from "../components/limits";
@@ -66,75 +67,71 @@ export function EvaluationTable({ cycle }: { cycle: Cycle }) {
   const compared = cycle.evaluations.some((e) => e.role === "deployed") && cycle.evaluations.some((e) => e.role === "candidate");
   const changeText = taskChangeText(cycle);
   return (
-    <div className="table-wrap">
-      {changeText && (
-        <p className="small" data-testid="task-change">
-          {changeText}
-        </p>
-      )}
-      <table className="table" data-testid="evaluation-table">
-        <thead>
-          <tr>
-            <th>Checkpoint</th>
-            <th>Role</th>
-            <th className="num">Success rate</th>
-            {tasks.map((t) => (
-              <th key={t} className="num">
-                {t}
-              </th>
-            ))}
-            <th className="num">Episodes</th>
-            <th>Seeds</th>
-          </tr>
-        </thead>
-        <tbody>
-          {cycle.evaluations.map((e) => (
-            <tr key={e.id} data-testid="evaluation-row" data-role={e.role}>
-              <td>{e.checkpoint.name}</td>
-              <td>{e.role === "deployed" ? "deployed" : "candidate"}</td>
-              <td className="num">
-                <strong>{formatRate(e.success_rate)}</strong>
-              </td>
-              {tasks.map((t) => (
-                <td key={t} className="num">
-                  {formatRate(e.per_task[t]?.success_rate)}
+    <Table
+      testId="evaluation-table"
+      intro={
+        changeText && (
+          <p className="small" data-testid="task-change">
+            {changeText}
+          </p>
+        )
+      }
+      rows={cycle.evaluations}
+      rowKey={(e) => e.id}
+      rowProps={(e) => ({ "data-testid": "evaluation-row", "data-role": e.role })}
+      columns={[
+        { header: "Checkpoint", cell: (e) => e.checkpoint.name },
+        { header: "Role", cell: (e) => (e.role === "deployed" ? "deployed" : "candidate") },
+        {
+          header: "Success rate",
+          className: "num",
+          cell: (e) => <strong>{formatRate(e.success_rate)}</strong>,
+        },
+        ...tasks.map((t) => ({
+          header: t,
+          className: "num",
+          cell: (e: Cycle["evaluations"][number]) => formatRate(e.per_task[t]?.success_rate),
+        })),
+        { header: "Episodes", className: "num", cell: (e) => e.episodes },
+        {
+          header: "Seeds",
+          cellProps: () => ({ className: "muted small" }),
+          cell: (e) => (
+            <>
+              {Object.entries(e.seeds)
+                .map(([task, seeds]) => `${task} ${seeds}`)
+                .join(", ")}
+              {e.reused_from ? ` · measured on these seeds in cycle ${e.reused_from.cycle}` : ""}
+            </>
+          ),
+        },
+      ]}
+      lastRows={
+        compared && (
+          <tr data-testid="evaluation-change">
+            <td colSpan={2} className="muted small">
+              candidate − deployed
+            </td>
+            <td className="num" />
+            {tasks.map((t) => {
+              const points = change.get(t);
+              return (
+                <td
+                  key={t}
+                  className={`num small${points !== undefined && points !== null && points < 0 ? " warn-text" : ""}`}
+                  data-testid={`task-change-${t}`}
+                >
+                  {points === undefined || points === null ? "—" : `${points > 0 ? "+" : points < 0 ? "−" : "±"}${Math.abs(points).toFixed(1)}`}
                 </td>
-              ))}
-              <td className="num">{e.episodes}</td>
-              <td className="muted small">
-                {Object.entries(e.seeds)
-                  .map(([task, seeds]) => `${task} ${seeds}`)
-                  .join(", ")}
-                {e.reused_from ? ` · measured on these seeds in cycle ${e.reused_from.cycle}` : ""}
-              </td>
-            </tr>
-          ))}
-          {compared && (
-            <tr data-testid="evaluation-change">
-              <td colSpan={2} className="muted small">
-                candidate − deployed
-              </td>
-              <td className="num" />
-              {tasks.map((t) => {
-                const points = change.get(t);
-                return (
-                  <td
-                    key={t}
-                    className={`num small${points !== undefined && points !== null && points < 0 ? " warn-text" : ""}`}
-                    data-testid={`task-change-${t}`}
-                  >
-                    {points === undefined || points === null ? "—" : `${points > 0 ? "+" : points < 0 ? "−" : "±"}${Math.abs(points).toFixed(1)}`}
-                  </td>
-                );
-              })}
-              <td colSpan={2} className="muted small">
-                points, same seeds
-              </td>
-            </tr>
-          )}
-        </tbody>
-      </table>
-    </div>
+              );
+            })}
+            <td colSpan={2} className="muted small">
+              points, same seeds
+            </td>
+          </tr>
+        )
+      }
+    />
   );
 }
 

@@ -1,6 +1,7 @@
 import { useState } from "react";
 import type { Deployment } from "../api/deployments";
 import { ErrorBanner } from "../components/ErrorBanner";
+import { Table } from "../components/Table";
 import { formatDateTime } from "../components/format";
 import { useRollback } from "./queries";
 
@@ -30,61 +31,57 @@ export function DeploymentList({ projectId, deployments, manage }: { projectId: 
           Rolled back: {rollback.data.checkpoint.name} serves new episodes now; running ones finish on their checkpoint.
         </p>
       )}
-      <div className="table-wrap">
-        <table className="table" data-testid="deployment-table">
-          <thead>
-            <tr>
-              <th>Checkpoint</th>
-              <th>Backend</th>
-              <th>Active</th>
-              <th>Since</th>
-              <th>Until</th>
-              <th>Why</th>
-              {manage && <th className="row-actions" />}
-            </tr>
-          </thead>
-          <tbody>
-            {deployments.map((d) => (
-              <tr key={d.id} data-testid="deployment-row" data-active={d.active}>
-                <td>
-                  <strong>{d.checkpoint.name}</strong>
-                  <CheckpointSpeaks checkpoint={d.checkpoint} />
-                </td>
-                <td>{d.backend}</td>
-                <td>{d.active ? <span className="badge status-running">active</span> : <span className="muted">—</span>}</td>
-                <td>{formatDateTime(d.activated_at)}</td>
-                <td>{formatDateTime(d.deactivated_at)}</td>
-                <td className="muted small">{d.reason}</td>
-                {manage && (
-                  <td className="row-actions">
-                    {!d.active &&
-                      (asked === d.id ? (
-                        <span className="button-row">
-                          <button
-                            type="button"
-                            className="button small danger"
-                            disabled={rollback.isPending}
-                            data-testid="rollback-confirm"
-                            onClick={() => rollback.mutate(d.id, { onSettled: () => setAsked(null) })}
-                          >
-                            {rollback.isPending ? "Rolling back…" : `Serve ${d.checkpoint.name} again`}
-                          </button>
-                          <button type="button" className="button small subtle" onClick={() => setAsked(null)}>
-                            Cancel
-                          </button>
-                        </span>
-                      ) : (
-                        <button type="button" className="button small" data-testid="rollback" onClick={() => setAsked(d.id)}>
-                          Roll back to this
-                        </button>
-                      ))}
-                  </td>
-                )}
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <Table
+        testId="deployment-table"
+        rows={deployments}
+        rowKey={(d) => d.id}
+        rowProps={(d) => ({ "data-testid": "deployment-row", "data-active": d.active })}
+        columns={[
+          {
+            header: "Checkpoint",
+            cell: (d) => (
+              <>
+                <strong>{d.checkpoint.name}</strong>
+                <CheckpointSpeaks checkpoint={d.checkpoint} />
+              </>
+            ),
+          },
+          { header: "Backend", cell: (d) => d.backend },
+          {
+            header: "Active",
+            cell: (d) => (d.active ? <span className="badge status-running">active</span> : <span className="muted">—</span>),
+          },
+          { header: "Since", cell: (d) => formatDateTime(d.activated_at) },
+          { header: "Until", cell: (d) => formatDateTime(d.deactivated_at) },
+          { header: "Why", cellProps: () => ({ className: "muted small" }), cell: (d) => d.reason },
+          {
+            hidden: !manage,
+            className: "row-actions",
+            cell: (d) =>
+              !d.active &&
+              (asked === d.id ? (
+                <span className="button-row">
+                  <button
+                    type="button"
+                    className="button small danger"
+                    disabled={rollback.isPending}
+                    data-testid="rollback-confirm"
+                    onClick={() => rollback.mutate(d.id, { onSettled: () => setAsked(null) })}
+                  >
+                    {rollback.isPending ? "Rolling back…" : `Serve ${d.checkpoint.name} again`}
+                  </button>
+                  <button type="button" className="button small subtle" onClick={() => setAsked(null)}>
+                    Cancel
+                  </button>
+                </span>
+              ) : (
+                <button type="button" className="button small" data-testid="rollback" onClick={() => setAsked(d.id)}>
+                  Roll back to this
+                </button>
+              )),
+          },
+        ]}
+      />
     </>
   );
 }

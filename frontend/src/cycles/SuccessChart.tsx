@@ -1,6 +1,10 @@
 import type { Cycle } from "../api/cycles";
 import { LineChart } from "../components/LineChart";
+import { Table } from "../components/Table";
 import { formatRate, successSeries } from "./cycleView";
+
+const candidateOf = (cycle: Cycle) => cycle.evaluations.find((e) => e.role !== "deployed");
+const deployedOf = (cycle: Cycle) => cycle.evaluations.find((e) => e.role === "deployed");
 
 /** Success rate on the held-out eval seeds per checkpoint across iterations, and the table behind it. */
 export function SuccessChart({ cycles }: { cycles: Cycle[] }) {
@@ -24,38 +28,28 @@ export function SuccessChart({ cycles }: { cycles: Cycle[] }) {
         formatY={(y) => `${Math.round(y)}%`}
         title="Eval success rate per checkpoint"
       />
-      <div className="table-wrap">
-        <table className="table" data-testid="success-table">
-          <thead>
-            <tr>
-              <th className="num">Iteration</th>
-              <th>Candidate</th>
-              <th className="num">Success</th>
-              <th>Deployed then</th>
-              <th className="num">Success</th>
-              <th>Outcome</th>
-            </tr>
-          </thead>
-          <tbody>
-            {measured.map((cycle) => {
-              const candidate = cycle.evaluations.find((e) => e.role !== "deployed");
-              const deployed = cycle.evaluations.find((e) => e.role === "deployed");
-              return (
-                <tr key={cycle.id} data-testid="success-row">
-                  <td className="num">{cycle.iteration}</td>
-                  <td>{candidate?.checkpoint.name ?? "—"}</td>
-                  <td className="num">{formatRate(candidate?.success_rate)}</td>
-                  <td>{deployed?.checkpoint.name ?? cycle.baseline?.name ?? "—"}</td>
-                  <td className="num">{formatRate(deployed?.success_rate)}</td>
-                  <td>
-                    <span className={`badge cycle-${cycle.state}`}>{cycle.awaiting_approval ? "awaiting approval" : cycle.state}</span>
-                  </td>
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
-      </div>
+      <Table
+        testId="success-table"
+        rows={measured}
+        rowKey={(cycle) => cycle.id}
+        rowProps={() => ({ "data-testid": "success-row" })}
+        columns={[
+          { header: "Iteration", className: "num", cell: (cycle) => cycle.iteration },
+          { header: "Candidate", cell: (cycle) => candidateOf(cycle)?.checkpoint.name ?? "—" },
+          { header: "Success", className: "num", cell: (cycle) => formatRate(candidateOf(cycle)?.success_rate) },
+          {
+            header: "Deployed then",
+            cell: (cycle) => deployedOf(cycle)?.checkpoint.name ?? cycle.baseline?.name ?? "—",
+          },
+          { header: "Success", className: "num", cell: (cycle) => formatRate(deployedOf(cycle)?.success_rate) },
+          {
+            header: "Outcome",
+            cell: (cycle) => (
+              <span className={`badge cycle-${cycle.state}`}>{cycle.awaiting_approval ? "awaiting approval" : cycle.state}</span>
+            ),
+          },
+        ]}
+      />
     </section>
   );
 }

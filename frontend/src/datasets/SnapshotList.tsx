@@ -2,6 +2,7 @@ import { Link } from "react-router";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime } from "../components/format";
 import { Spinner } from "../components/Spinner";
+import { Table } from "../components/Table";
 import type { Snapshot, SnapshotFilter } from "../api/datasets";
 import { useSnapshots, useTrainOnSnapshot } from "./queries";
 
@@ -85,85 +86,100 @@ export function SnapshotList({ projectId, taskNames }: { projectId: number; task
   const snapshots = useSnapshots(projectId);
   if (snapshots.isPending) return <Spinner label="Loading snapshots…" />;
   if (snapshots.isError) return <ErrorBanner error={snapshots.error} title="Could not load snapshots" onRetry={() => snapshots.refetch()} />;
-  if (snapshots.data.length === 0) {
-    return (
-      <p className="empty-state" data-testid="snapshots-empty">
-        No snapshots yet. Freeze one above to train on it or export it.
-      </p>
-    );
-  }
+  const ready = (s: Snapshot) => s.status !== "building" && s.status !== "failed";
   return (
-    <div className="table-wrap">
-      <table className="table snapshot-table" data-testid="snapshot-table">
-        <thead>
-          <tr>
-            <th>Snapshot</th>
-            <th>Kind</th>
-            <th className="num">Rows</th>
-            <th className="num">Episodes</th>
-            <th>sha256</th>
-            <th className="num">Size</th>
-            <th>Created</th>
-            <th />
-          </tr>
-        </thead>
-        <tbody>
-          {snapshots.data.map((s) => (
-            <tr key={s.id} data-testid="snapshot-row" data-status={s.status} data-snapshot-id={s.id}>
-              <td>
-                <strong className="snapshot-name">{s.name}</strong>
-                <div className="muted small">
-                  #{s.id} · {describeFilter(s.filter, taskNames)}
-                  {s.routing?.rule ? ` · V by ${s.routing.rule}` : ""}
-                </div>
-              </td>
-              <td>
-                <span className={`badge snapshot-kind-${s.kind}`}>{s.kind}</span>
-              </td>
-              {s.status === "building" ? (
-                <td colSpan={4}>
-                  <Progress snapshot={s} />
-                </td>
-              ) : s.status === "failed" ? (
-                <td colSpan={4} className="snapshot-failed" data-testid="snapshot-error">
-                  <span className="badge status-failed">failed</span> {s.error || "The build stopped without saying why."}
-                </td>
-              ) : (
-                <>
-                  <td className="num mono" data-testid="snapshot-rows">
-                    {s.rows.toLocaleString()}
-                  </td>
-                  <td className="num mono">{s.episodes.toLocaleString()}</td>
-                  <td className="mono small" title={s.sha256} data-testid="snapshot-sha256">
-                    {s.sha256.slice(0, 12)}…
-                  </td>
-                  <td className="num mono">{formatBytes(s.size_bytes)}</td>
-                </>
-              )}
-              <td className="muted small">
-                {formatDateTime(s.created_at)}
-                {s.created_by ? <div>by {s.created_by.username}</div> : null}
-              </td>
-              <td className="row-actions">
-                {s.status === "ready" && (
-                  <div className="button-row snapshot-actions">
-                    <a className="button small" href={s.export_url} download data-testid="snapshot-download">
-                      Export .zip
-                    </a>
-                    {s.kind === "prm" ? (
-                      <span className="muted small" data-testid="snapshot-prm-note">
-                        for a process reward model (TRL&apos;s PRMTrainer), not the policy
-                      </span>
-                    ) : (
-                      <TrainButton projectId={projectId} snapshot={s} />
-                    )}
-                  </div>
+    <Table
+      className="snapshot-table"
+      testId="snapshot-table"
+      rows={snapshots.data}
+      rowKey={(s) => s.id}
+      rowProps={(s) => ({ "data-testid": "snapshot-row", "data-status": s.status, "data-snapshot-id": s.id })}
+      empty={
+        <p className="empty-state" data-testid="snapshots-empty">
+          No snapshots yet. Freeze one above to train on it or export it.
+        </p>
+      }
+      columns={[
+        {
+          header: "Snapshot",
+          cell: (s) => (
+            <>
+              <strong className="snapshot-name">{s.name}</strong>
+              <div className="muted small">
+                #{s.id} · {describeFilter(s.filter, taskNames)}
+                {s.routing?.rule ? ` · V by ${s.routing.rule}` : ""}
+              </div>
+            </>
+          ),
+        },
+        { header: "Kind", cell: (s) => <span className={`badge snapshot-kind-${s.kind}`}>{s.kind}</span> },
+        {
+          // a building snapshot's progress, or a failed one's error, across the four figures
+          header: "Rows",
+          className: "num",
+          cellProps: (s) =>
+            s.status === "building"
+              ? { colSpan: 4, className: undefined }
+              : s.status === "failed"
+                ? { colSpan: 4, className: "snapshot-failed", "data-testid": "snapshot-error" }
+                : { className: "num mono", "data-testid": "snapshot-rows" },
+          cell: (s) =>
+            s.status === "building" ? (
+              <Progress snapshot={s} />
+            ) : s.status === "failed" ? (
+              <>
+                <span className="badge status-failed">failed</span> {s.error || "The build stopped without saying why."}
+              </>
+            ) : (
+              s.rows.toLocaleString()
+            ),
+        },
+        {
+          header: "Episodes",
+          className: "num",
+          cellProps: (s) => (ready(s) ? { className: "num mono" } : null),
+          cell: (s) => s.episodes.toLocaleString(),
+        },
+        {
+          header: "sha256",
+          cellProps: (s) => (ready(s) ? { className: "mono small", title: s.sha256, "data-testid": "snapshot-sha256" } : null),
+          cell: (s) => <>{s.sha256.slice(0, 12)}…</>,
+        },
+        {
+          header: "Size",
+          className: "num",
+          cellProps: (s) => (ready(s) ? { className: "num mono" } : null),
+          cell: (s) => formatBytes(s.size_bytes),
+        },
+        {
+          header: "Created",
+          cellProps: () => ({ className: "muted small" }),
+          cell: (s) => (
+            <>
+              {formatDateTime(s.created_at)}
+              {s.created_by ? <div>by {s.created_by.username}</div> : null}
+            </>
+          ),
+        },
+        {
+          cellProps: () => ({ className: "row-actions" }),
+          cell: (s) =>
+            s.status === "ready" && (
+              <div className="button-row snapshot-actions">
+                <a className="button small" href={s.export_url} download data-testid="snapshot-download">
+                  Export .zip
+                </a>
+                {s.kind === "prm" ? (
+                  <span className="muted small" data-testid="snapshot-prm-note">
+                    for a process reward model (TRL&apos;s PRMTrainer), not the policy
+                  </span>
+                ) : (
+                  <TrainButton projectId={projectId} snapshot={s} />
                 )}
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+              </div>
+            ),
+        },
+      ]}
+    />
   );
 }

@@ -6,6 +6,7 @@ import { ErrorBanner } from "../components/ErrorBanner";
 import { formatDateTime, formatReward } from "../components/format";
 import { ProjectFrame } from "../shell/ProjectFrame";
 import { Spinner } from "../components/Spinner";
+import { Table } from "../components/Table";
 import { useIdParam } from "../components/useIdParam";
 import { canManage } from "../components/permissions";
 import { useEpisodeList, useLiveEpisodes } from "./queries";
@@ -56,69 +57,49 @@ function EpisodeTable({ projectId }: { projectId: number }) {
       </div>
       {episodes.isPending && <Spinner label="Loading episodes…" />}
       {episodes.isError && <ErrorBanner error={episodes.error} onRetry={() => episodes.refetch()} />}
-      {!episodes.isPending && !episodes.isError && rows.length === 0 && (
-        <p className="empty-state">
-          {status || mode ? "No episodes match these filters." : "No episodes yet. Start one to watch the agent act."}
-        </p>
-      )}
-      {rows.length > 0 && (
-        <div className="table-wrap">
-          <table className="table" data-testid="episode-table">
-            <thead>
-              <tr>
-                <th>Episode</th>
-                <th>Task</th>
-                <th className="num">Seed</th>
-                <th>Mode</th>
-                <th>Status</th>
-                <th>Outcome</th>
-                <th className="num">Reward</th>
-                <th className="num">Steps</th>
-                <th>Created</th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((episode) => (
-                <tr key={episode.id}>
-                  <td>
-                    <Link to={`/episodes/${episode.id}`}>#{episode.id}</Link>
-                  </td>
-                  <td>{episode.task.task_name}</td>
-                  <td className="num mono">{episode.seed}</td>
-                  <td>{episode.mode}</td>
-                  <td>
-                    <StatusBadge status={episode.status} />
-                    {episode.status === "queued" && (
-                      <span className="queue-place" data-testid="queue-place">
-                        {queueShort(episode)}
-                      </span>
-                    )}
-                    <EndReason reason={episode.end_reason} />
-                  </td>
-                  <td>
-                    <OutcomeBadge outcome={episode.outcome} />
-                  </td>
-                  <td className="num mono">{formatReward(episode.reward)}</td>
-                  <td className="num mono">{episode.n_steps}</td>
-                  <td className="muted">{formatDateTime(episode.created_at)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-      {episodes.hasNextPage && (
-        <div className="load-more">
-          <button
-            type="button"
-            className="button"
-            disabled={episodes.isFetchingNextPage}
-            onClick={() => episodes.fetchNextPage()}
-          >
-            {episodes.isFetchingNextPage ? "Loading…" : "Load more"}
-          </button>
-        </div>
-      )}
+      <Table
+        testId="episode-table"
+        rows={rows}
+        rowKey={(episode) => episode.id}
+        empty={
+          !episodes.isPending &&
+          !episodes.isError && (
+            <p className="empty-state">
+              {status || mode ? "No episodes match these filters." : "No episodes yet. Start one to watch the agent act."}
+            </p>
+          )
+        }
+        columns={[
+          { header: "Episode", cell: (episode) => <Link to={`/episodes/${episode.id}`}>#{episode.id}</Link> },
+          { header: "Task", cell: (episode) => episode.task.task_name },
+          { header: "Seed", className: "num", cellProps: () => ({ className: "num mono" }), cell: (episode) => episode.seed },
+          { header: "Mode", cell: (episode) => episode.mode },
+          {
+            header: "Status",
+            cell: (episode) => (
+              <>
+                <StatusBadge status={episode.status} />
+                {episode.status === "queued" && (
+                  <span className="queue-place" data-testid="queue-place">
+                    {queueShort(episode)}
+                  </span>
+                )}
+                <EndReason reason={episode.end_reason} />
+              </>
+            ),
+          },
+          { header: "Outcome", cell: (episode) => <OutcomeBadge outcome={episode.outcome} /> },
+          {
+            header: "Reward",
+            className: "num",
+            cellProps: () => ({ className: "num mono" }),
+            cell: (episode) => formatReward(episode.reward),
+          },
+          { header: "Steps", className: "num", cellProps: () => ({ className: "num mono" }), cell: (episode) => episode.n_steps },
+          { header: "Created", cellProps: () => ({ className: "muted" }), cell: (episode) => formatDateTime(episode.created_at) },
+        ]}
+        paging={{ hasMore: episodes.hasNextPage, loading: episodes.isFetchingNextPage, onMore: () => episodes.fetchNextPage() }}
+      />
     </>
   );
 }

@@ -1,10 +1,11 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { type FormEvent, Fragment, useState } from "react";
+import { type FormEvent, useState } from "react";
 import { ApiError } from "../api/client";
 import { memberAdd, memberRemove, memberUpdate, projectKeys, type Role } from "../api/projects";
 import { RoleBadge } from "../components/Badge";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Spinner } from "../components/Spinner";
+import { Table } from "../components/Table";
 import { useMembers } from "../components/projectQueries";
 
 const ROLES: Role[] = ["annotator", "manager", "admin"];
@@ -80,76 +81,70 @@ export function MembersSection({ projectId, editable }: { projectId: number; edi
       {editable && <AddMemberForm projectId={projectId} />}
       {members.isPending && <Spinner label="Loading members…" />}
       {members.isError && <ErrorBanner error={members.error} onRetry={() => members.refetch()} />}
-      {members.data && members.data.length === 0 && <p className="empty-state">No members yet.</p>}
-      {members.data && members.data.length > 0 && (
-        <div className="table-wrap">
-          <table className="table" data-testid="member-table">
-            <thead>
-              <tr>
-                <th>User</th>
-                <th>Role</th>
-                {editable && <th aria-label="Actions" />}
-              </tr>
-            </thead>
-            <tbody>
-              {members.data.map((member) => (
-                <Fragment key={member.id}>
-                  <tr>
-                    <td>{member.user.username}</td>
-                    <td>
-                      {editable ? (
-                        <select
-                          aria-label={`Role of ${member.user.username}`}
-                          value={member.role}
-                          disabled={busy}
-                          onChange={(e) => change.mutate({ memberId: member.id, role: e.target.value as Role })}
-                        >
-                          {ROLES.map((r) => (
-                            <option key={r} value={r}>
-                              {r}
-                            </option>
-                          ))}
-                        </select>
-                      ) : (
-                        <RoleBadge role={member.role} />
-                      )}
-                    </td>
-                    {editable && (
-                      <td className="row-actions">
-                        <button
-                          type="button"
-                          className="button subtle small danger"
-                          disabled={busy}
-                          onClick={() => {
-                            if (window.confirm(`Remove ${member.user.username} from this project?`)) {
-                              remove.mutate(member.id);
-                            }
-                          }}
-                        >
-                          Remove
-                        </button>
-                      </td>
-                    )}
-                  </tr>
-                  {/* a refusal shows under the row whose control caused it, not above the table */}
-                  {((change.error && change.variables?.memberId === member.id) ||
-                    (remove.error && remove.variables === member.id)) && (
-                    <tr data-testid="member-error">
-                      <td colSpan={editable ? 3 : 2}>
-                        {change.error && change.variables?.memberId === member.id && (
-                          <ErrorBanner error={change.error} title="Could not change the role" />
-                        )}
-                        {remove.error && remove.variables === member.id && (
-                          <ErrorBanner error={remove.error} title="Could not remove the member" />
-                        )}
-                      </td>
-                    </tr>
-                  )}
-                </Fragment>
-              ))}
-            </tbody>
-          </table>
-        </div>
+      {members.data && (
+        <Table
+          testId="member-table"
+          rows={members.data}
+          rowKey={(member) => member.id}
+          empty={<p className="empty-state">No members yet.</p>}
+          columns={[
+            { header: "User", cell: (member) => member.user.username },
+            {
+              header: "Role",
+              cell: (member) =>
+                editable ? (
+                  <select
+                    aria-label={`Role of ${member.user.username}`}
+                    value={member.role}
+                    disabled={busy}
+                    onChange={(e) => change.mutate({ memberId: member.id, role: e.target.value as Role })}
+                  >
+                    {ROLES.map((r) => (
+                      <option key={r} value={r}>
+                        {r}
+                      </option>
+                    ))}
+                  </select>
+                ) : (
+                  <RoleBadge role={member.role} />
+                ),
+            },
+            {
+              hidden: !editable,
+              headerProps: { "aria-label": "Actions" },
+              cellProps: () => ({ className: "row-actions" }),
+              cell: (member) => (
+                <button
+                  type="button"
+                  className="button subtle small danger"
+                  disabled={busy}
+                  onClick={() => {
+                    if (window.confirm(`Remove ${member.user.username} from this project?`)) {
+                      remove.mutate(member.id);
+                    }
+                  }}
+                >
+                  Remove
+                </button>
+              ),
+            },
+          ]}
+          // a refusal shows under the row whose control caused it, not above the table
+          rowDetail={(member) => {
+            const changeFailed = change.error && change.variables?.memberId === member.id;
+            const removeFailed = remove.error && remove.variables === member.id;
+            if (!changeFailed && !removeFailed) return null;
+            return {
+              props: { "data-testid": "member-error" },
+              content: (
+                <>
+                  {changeFailed && <ErrorBanner error={change.error} title="Could not change the role" />}
+                  {removeFailed && <ErrorBanner error={remove.error} title="Could not remove the member" />}
+                </>
+              ),
+            };
+          }}
+        />
       )}
     </section>
   );

@@ -1,6 +1,7 @@
 import { useState } from "react";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Spinner } from "../components/Spinner";
+import { Table } from "../components/Table";
 import type { Agreement } from "../api/judge";
 import { useCalibration } from "./judgeQueries";
 import { JudgeSettingsForm } from "./JudgeSettingsForm";
@@ -21,27 +22,29 @@ const percent = (share: number | null) => (share === null ? "—" : `${Math.roun
 function ConfusionTable({ agreement }: { agreement: Agreement }) {
   const c = agreement.confusion;
   return (
-    <table className="table confusion-table" data-testid="calibration-confusion">
-      <thead>
-        <tr>
-          <th />
-          <th>Reviewers accepted</th>
-          <th>Reviewers rejected</th>
-        </tr>
-      </thead>
-      <tbody>
-        <tr>
-          <th>Judge said success</th>
-          <td className="num mono" data-testid="confusion-success-accept">{c.judge_success_review_accept}</td>
-          <td className="num mono" data-testid="confusion-success-reject">{c.judge_success_review_reject}</td>
-        </tr>
-        <tr>
-          <th>Judge said failure</th>
-          <td className="num mono" data-testid="confusion-failure-accept">{c.judge_failure_review_accept}</td>
-          <td className="num mono" data-testid="confusion-failure-reject">{c.judge_failure_review_reject}</td>
-        </tr>
-      </tbody>
-    </table>
+    <Table
+      bare
+      className="confusion-table"
+      testId="calibration-confusion"
+      rows={[
+        { judge: "success", label: "Judge said success", accept: c.judge_success_review_accept, reject: c.judge_success_review_reject },
+        { judge: "failure", label: "Judge said failure", accept: c.judge_failure_review_accept, reject: c.judge_failure_review_reject },
+      ]}
+      rowKey={(row) => row.judge}
+      columns={[
+        { rowHeader: true, cell: (row) => row.label },
+        {
+          header: "Reviewers accepted",
+          cellProps: (row) => ({ className: "num mono", "data-testid": `confusion-${row.judge}-accept` }),
+          cell: (row) => row.accept,
+        },
+        {
+          header: "Reviewers rejected",
+          cellProps: (row) => ({ className: "num mono", "data-testid": `confusion-${row.judge}-reject` }),
+          cell: (row) => row.reject,
+        },
+      ]}
+    />
   );
 }
 
@@ -101,32 +104,42 @@ export function CalibrationPanel({ projectId }: { projectId: number }) {
                 unanimously) reviewed. Route by the judge only where it agrees well with people.
               </p>
               <ConfusionTable agreement={data} />
-              <table className="table calibration-tasks" data-testid="calibration-tasks">
-                <thead>
-                  <tr>
-                    <th>Task</th>
-                    <th className="num">Episodes</th>
-                    <th className="num">Agreement</th>
-                    <th className="num">Kappa</th>
-                    <th className="num">Judge too generous</th>
-                    <th className="num">Judge too strict</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {data.tasks.map((t) => (
-                    <tr key={t.task} data-testid="calibration-task" data-task={t.task}>
-                      <td>{t.task}</td>
-                      <td className="num mono">{t.episodes}</td>
-                      <td className="num mono" data-testid="calibration-task-agreement">{percent(t.agreement)}</td>
-                      <td className="num mono" data-testid="calibration-task-kappa" title={kappaWords(t.kappa)}>
-                        {t.kappa === null ? "—" : t.kappa.toFixed(2)}
-                      </td>
-                      <td className="num mono">{t.confusion.judge_success_review_reject}</td>
-                      <td className="num mono">{t.confusion.judge_failure_review_accept}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
+              <Table
+                bare
+                className="calibration-tasks"
+                testId="calibration-tasks"
+                rows={data.tasks}
+                rowKey={(t) => t.task}
+                rowProps={(t) => ({ "data-testid": "calibration-task", "data-task": t.task })}
+                columns={[
+                  { header: "Task", cell: (t) => t.task },
+                  { header: "Episodes", className: "num", cellProps: () => ({ className: "num mono" }), cell: (t) => t.episodes },
+                  {
+                    header: "Agreement",
+                    className: "num",
+                    cellProps: () => ({ className: "num mono", "data-testid": "calibration-task-agreement" }),
+                    cell: (t) => percent(t.agreement),
+                  },
+                  {
+                    header: "Kappa",
+                    className: "num",
+                    cellProps: (t) => ({ className: "num mono", "data-testid": "calibration-task-kappa", title: kappaWords(t.kappa) }),
+                    cell: (t) => (t.kappa === null ? "—" : t.kappa.toFixed(2)),
+                  },
+                  {
+                    header: "Judge too generous",
+                    className: "num",
+                    cellProps: () => ({ className: "num mono" }),
+                    cell: (t) => t.confusion.judge_success_review_reject,
+                  },
+                  {
+                    header: "Judge too strict",
+                    className: "num",
+                    cellProps: () => ({ className: "num mono" }),
+                    cell: (t) => t.confusion.judge_failure_review_accept,
+                  },
+                ]}
+              />
             </>
           )}
         </div>

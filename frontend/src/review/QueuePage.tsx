@@ -7,6 +7,7 @@ import { Field } from "../components/Field";
 import { isOverLimit } from "../components/limits";
 import { useServerErrors } from "../components/useServerErrors";
 import { Spinner } from "../components/Spinner";
+import { Table } from "../components/Table";
 import { useIdParam } from "../components/useIdParam";
 import { useSession } from "../components/useSession";
 import { ProjectFrame } from "../shell/ProjectFrame";
@@ -76,6 +77,7 @@ function QueueView({ projectId, queue }: { projectId: number; queue: ReviewQueue
   const { user } = useSession();
   const next = useReviewNext(projectId);
   const p = queue.progress;
+  const agreementOf = (username: string) => queue.agreement?.reviewers.find((x) => x.username === username);
   const assigned = queue.assignees.some((a) => a.id === user?.id);
   return (
     <>
@@ -100,33 +102,32 @@ function QueueView({ projectId, queue }: { projectId: number; queue: ReviewQueue
           {p.done} episodes agreed · {p.adjudication} waiting for a final verdict · {p.adjudicated} decided by a
           manager · {p.pending} still need reviews
         </p>
-        <table className="table">
-          <thead>
-            <tr>
-              <th>Reviewer</th>
-              <th className="num">Reviewed</th>
-              <th className="num">Skipped</th>
-              <th className="num">Holding now</th>
-              {queue.agreement && <th className="num">Agrees with the outcome</th>}
-              {queue.agreement && <th className="num">Kappa</th>}
-            </tr>
-          </thead>
-          <tbody>
-            {p.reviewers.map((r) => {
-              const a = queue.agreement?.reviewers.find((x) => x.username === r.username);
-              return (
-                <tr key={r.id} data-testid="queue-reviewer" data-username={r.username}>
-                  <td>{r.username}</td>
-                  <td className="num mono">{r.reviewed}</td>
-                  <td className="num mono">{r.skipped}</td>
-                  <td className="num mono">{r.holding}</td>
-                  {queue.agreement && <td className="num mono">{percent(a?.agreement ?? null)}</td>}
-                  {queue.agreement && <td className="num mono">{a?.kappa ?? "—"}</td>}
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
+        <Table
+          bare
+          rows={p.reviewers}
+          rowKey={(r) => r.id}
+          rowProps={(r) => ({ "data-testid": "queue-reviewer", "data-username": r.username })}
+          columns={[
+            { header: "Reviewer", cell: (r) => r.username },
+            { header: "Reviewed", className: "num", cellProps: () => ({ className: "num mono" }), cell: (r) => r.reviewed },
+            { header: "Skipped", className: "num", cellProps: () => ({ className: "num mono" }), cell: (r) => r.skipped },
+            { header: "Holding now", className: "num", cellProps: () => ({ className: "num mono" }), cell: (r) => r.holding },
+            {
+              header: "Agrees with the outcome",
+              hidden: !queue.agreement,
+              className: "num",
+              cellProps: () => ({ className: "num mono" }),
+              cell: (r) => percent(agreementOf(r.username)?.agreement ?? null),
+            },
+            {
+              header: "Kappa",
+              hidden: !queue.agreement,
+              className: "num",
+              cellProps: () => ({ className: "num mono" }),
+              cell: (r) => agreementOf(r.username)?.kappa ?? "—",
+            },
+          ]}
+        />
       </section>
       {queue.agreement && (
         <section className="card" data-testid="queue-agreement">

@@ -6,6 +6,7 @@ import { formatDateTime, formatReward } from "../components/format";
 import { ManagersOnly } from "../components/ManagersOnly";
 import { ProjectFrame } from "../shell/ProjectFrame";
 import { Spinner } from "../components/Spinner";
+import { Table } from "../components/Table";
 import { useIdParam } from "../components/useIdParam";
 import { canManage } from "../components/permissions";
 import { apiParams, type FilterKey, readFilters, withFilter } from "./filters";
@@ -103,113 +104,123 @@ function ReviewList({ projectId }: { projectId: number }) {
       />
       {list.isPending && <Spinner label="Loading episodes…" />}
       {list.isError && <ErrorBanner error={list.error} title="Could not load the list" onRetry={() => list.refetch()} />}
-      {!list.isPending && !list.isError && rows.length === 0 && (
-        <p className="empty-state" data-testid="review-empty">
-          No episodes match these filters.{" "}
-          {filters.review_status === "unreviewed" ? "Every finished episode here has been reviewed, or none has finished yet." : ""}
-        </p>
-      )}
-      {rows.length > 0 && (
-        <div className="table-wrap">
-          <table className="table review-table" data-testid="review-table">
-            <thead>
-              <tr>
-                <SortHeader field="id" label="Episode" ordering={ordering} onSort={(o) => setFilter("ordering", o === "-id" ? "" : o)} />
-                <th>Task</th>
-                <th>Status</th>
-                <th>Outcome</th>
-                <th className="num">Reward</th>
-                <SortHeader field="n_steps" label="Steps" numeric ordering={ordering} onSort={(o) => setFilter("ordering", o)} />
-                <SortHeader
-                  field="n_interventions"
-                  label="Interv."
-                  numeric
-                  ordering={ordering}
-                  onSort={(o) => setFilter("ordering", o)}
-                />
-                <th className="num">Void</th>
-                <th>Annotator</th>
-                <th>Checkpoint</th>
-                <th>Review</th>
-                <th>Created</th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((episode) => (
-                <tr
-                  key={episode.id}
-                  className="review-clickable"
-                  data-testid="review-row"
-                  data-episode-id={episode.id}
-                  onClick={() => open(episode)}
-                >
-                  <td>
-                    <Link
-                      to={`/projects/${projectId}/review/${episode.id}${query ? `?${query}` : ""}`}
-                      onClick={(e) => e.stopPropagation()}
-                    >
-                      #{episode.id}
-                    </Link>
-                  </td>
-                  <td>
-                    <span className="review-task">{episode.task.task_name}</span>
-                    {episode.task.split === "eval" && <span className="badge split-eval">eval</span>}
-                    {/* the mode here, not in a column of its own: the table fits a 1280 px window */}
-                    <div className="muted small">
-                      seed {episode.seed} · {episode.mode}
-                    </div>
-                  </td>
-                  <td>
-                    <StatusBadge status={episode.status} />
-                    <EndReason reason={episode.end_reason} />
-                  </td>
-                  <td>
-                    <OutcomeBadge outcome={episode.outcome} />
-                    {episode.review_reason ? (
-                      <span className="badge status-warning review-disagrees" title={episode.review_reason} data-testid="review-disagrees">
-                        check disagrees
-                      </span>
-                    ) : null}
-                  </td>
-                  <td className="num mono">{formatReward(episode.reward)}</td>
-                  <td className="num mono">{episode.n_steps}</td>
-                  <td className="num mono">{episode.n_interventions || <span className="muted">0</span>}</td>
-                  <td className="num mono">{episode.n_void ? <span className="review-void-count">{episode.n_void}</span> : <span className="muted">0</span>}</td>
-                  <td className="review-name">{episode.created_by?.username ?? <span className="muted">—</span>}</td>
-                  <td className="mono small review-name">{episode.checkpoint?.name ?? <span className="muted">—</span>}</td>
-                  <td>
-                    <ReviewStatusBadge status={episode.review_status} />
-                    <div className="muted small">{reviewText(episode)}</div>
-                  </td>
-                  <td className="muted small">{formatDateTime(episode.created_at)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-      {(list.data?.next || list.data?.previous) && (
-        <div className="review-pager">
-          <button
-            type="button"
-            className="button"
-            disabled={!list.data?.previous || list.isFetching}
-            onClick={() => page(list.data?.previous ?? null)}
-            data-testid="review-previous"
-          >
-            ← Previous page
-          </button>
-          <button
-            type="button"
-            className="button"
-            disabled={!list.data?.next || list.isFetching}
-            onClick={() => page(list.data?.next ?? null)}
-            data-testid="review-next"
-          >
-            Next page →
-          </button>
-        </div>
-      )}
+      <Table
+        className="review-table"
+        testId="review-table"
+        rows={rows}
+        rowKey={(episode) => episode.id}
+        rowProps={(episode) => ({
+          className: "review-clickable",
+          "data-testid": "review-row",
+          "data-episode-id": episode.id,
+          onClick: () => open(episode),
+        })}
+        empty={
+          !list.isPending &&
+          !list.isError && (
+            <p className="empty-state" data-testid="review-empty">
+              No episodes match these filters.{" "}
+              {filters.review_status === "unreviewed" ? "Every finished episode here has been reviewed, or none has finished yet." : ""}
+            </p>
+          )
+        }
+        columns={[
+          {
+            headerCell: (
+              <SortHeader field="id" label="Episode" ordering={ordering} onSort={(o) => setFilter("ordering", o === "-id" ? "" : o)} />
+            ),
+            cell: (episode) => (
+              <Link
+                to={`/projects/${projectId}/review/${episode.id}${query ? `?${query}` : ""}`}
+                onClick={(e) => e.stopPropagation()}
+              >
+                #{episode.id}
+              </Link>
+            ),
+          },
+          {
+            header: "Task",
+            cell: (episode) => (
+              <>
+                <span className="review-task">{episode.task.task_name}</span>
+                {episode.task.split === "eval" && <span className="badge split-eval">eval</span>}
+                {/* the mode here, not in a column of its own: the table fits a 1280 px window */}
+                <div className="muted small">
+                  seed {episode.seed} · {episode.mode}
+                </div>
+              </>
+            ),
+          },
+          {
+            header: "Status",
+            cell: (episode) => (
+              <>
+                <StatusBadge status={episode.status} />
+                <EndReason reason={episode.end_reason} />
+              </>
+            ),
+          },
+          {
+            header: "Outcome",
+            cell: (episode) => (
+              <>
+                <OutcomeBadge outcome={episode.outcome} />
+                {episode.review_reason ? (
+                  <span className="badge status-warning review-disagrees" title={episode.review_reason} data-testid="review-disagrees">
+                    check disagrees
+                  </span>
+                ) : null}
+              </>
+            ),
+          },
+          { header: "Reward", className: "num", cellProps: () => ({ className: "num mono" }), cell: (e) => formatReward(e.reward) },
+          {
+            headerCell: <SortHeader field="n_steps" label="Steps" numeric ordering={ordering} onSort={(o) => setFilter("ordering", o)} />,
+            cellProps: () => ({ className: "num mono" }),
+            cell: (episode) => episode.n_steps,
+          },
+          {
+            headerCell: (
+              <SortHeader field="n_interventions" label="Interv." numeric ordering={ordering} onSort={(o) => setFilter("ordering", o)} />
+            ),
+            cellProps: () => ({ className: "num mono" }),
+            cell: (episode) => episode.n_interventions || <span className="muted">0</span>,
+          },
+          {
+            header: "Void",
+            className: "num",
+            cellProps: () => ({ className: "num mono" }),
+            cell: (episode) => (episode.n_void ? <span className="review-void-count">{episode.n_void}</span> : <span className="muted">0</span>),
+          },
+          {
+            header: "Annotator",
+            cellProps: () => ({ className: "review-name" }),
+            cell: (episode) => episode.created_by?.username ?? <span className="muted">—</span>,
+          },
+          {
+            header: "Checkpoint",
+            cellProps: () => ({ className: "mono small review-name" }),
+            cell: (episode) => episode.checkpoint?.name ?? <span className="muted">—</span>,
+          },
+          {
+            header: "Review",
+            cell: (episode) => (
+              <>
+                <ReviewStatusBadge status={episode.review_status} />
+                <div className="muted small">{reviewText(episode)}</div>
+              </>
+            ),
+          },
+          { header: "Created", cellProps: () => ({ className: "muted small" }), cell: (e) => formatDateTime(e.created_at) },
+        ]}
+        paging={{
+          previous: list.data?.previous ?? null,
+          next: list.data?.next ?? null,
+          busy: list.isFetching,
+          onPage: page,
+          testId: "review",
+        }}
+      />
     </>
   );
 }

@@ -1,11 +1,12 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { Fragment, useState } from "react";
+import { useState } from "react";
 import { useNavigate } from "react-router";
 import { episodeKeys, episodeStart } from "../api/episodes";
 import { taskKeys, taskRemove, type TaskSpec } from "../api/tasks";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { ManagersOnly } from "../components/ManagersOnly";
 import { Spinner } from "../components/Spinner";
+import { Table } from "../components/Table";
 import { canManage } from "../components/permissions";
 import { useTasks } from "../components/projectQueries";
 import { useIdParam } from "../components/useIdParam";
@@ -57,98 +58,100 @@ function TaskManager({ projectId }: { projectId: number }) {
       {panel?.kind === "import" && <ImportPanel projectId={projectId} onDone={() => setPanel(null)} />}
       {tasks.isPending && <Spinner label="Loading tasks…" />}
       {tasks.isError && <ErrorBanner error={tasks.error} onRetry={() => tasks.refetch()} />}
-      {tasks.data && tasks.data.length === 0 && <p className="empty-state">No tasks yet. Add one, or import a file.</p>}
-      {tasks.data && tasks.data.length > 0 && (
-        <div className="table-wrap">
-          <table className="table" data-testid="task-table">
-            <thead>
-              <tr>
-                <th>Task</th>
-                <th>Environment</th>
-                <th>Source</th>
-                <th>Split</th>
-                <th>Seeds</th>
-                <th className="num">Max steps</th>
-                <th aria-label="Actions" />
-              </tr>
-            </thead>
-            <tbody>
-              {tasks.data.map((task) => (
-                <Fragment key={task.id}>
-                  <tr data-testid="task-row" data-task={task.task_name}>
-                    <td className="task-cell">
-                      <strong>{task.task_name}</strong>
-                      {task.instruction_template && (
-                        // at most a few lines here: a long instruction is read whole in the editor
-                        <div className="muted small task-instruction" title={task.instruction_template.slice(0, 1000)}>
-                          {task.instruction_template}
-                        </div>
-                      )}
-                    </td>
-                    <td>{task.env_kind}</td>
-                    <td>
-                      <span className="badge">{task.source === "authored" ? "yours" : "shipped"}</span>
-                    </td>
-                    <td>
-                      <span className={`badge split-${task.split}`}>{task.split}</span>
-                    </td>
-                    <td className="mono">
-                      {task.seed_start}–{task.seed_end}
-                    </td>
-                    <td className="num">{task.max_steps}</td>
-                    <td className="row-actions">
-                      <div className="form-actions">
-                        <button
-                          type="button"
-                          className="button small"
-                          disabled={tryIt.isPending}
-                          data-testid="task-try"
-                          title="Start a supervised episode of this task and open it"
-                          onClick={() => tryIt.mutate(task)}
-                        >
-                          {tryIt.isPending && tryIt.variables?.id === task.id ? "Starting…" : "Try it"}
-                        </button>
-                        <button
-                          type="button"
-                          className="button subtle small"
-                          data-testid="task-edit"
-                          onClick={() => setPanel({ kind: "edit", task })}
-                        >
-                          Edit
-                        </button>
-                        <button
-                          type="button"
-                          className="button subtle small danger"
-                          disabled={remove.isPending}
-                          onClick={() => {
-                            if (window.confirm(`Remove task "${task.task_name}"? A task that has episodes cannot be removed.`)) {
-                              remove.mutate(task.id);
-                            }
-                          }}
-                        >
-                          Remove
-                        </button>
-                      </div>
-                    </td>
-                  </tr>
-                  {/* a refusal shows under the row whose button caused it, not at the top of the page */}
-                  {((tryIt.error && tryIt.variables?.id === task.id) || (remove.error && remove.variables === task.id)) && (
-                    <tr data-testid="task-row-error" data-task={task.task_name}>
-                      <td colSpan={7}>
-                        {tryIt.error && tryIt.variables?.id === task.id && (
-                          <ErrorBanner error={tryIt.error} title="Could not start a try-out episode" />
-                        )}
-                        {remove.error && remove.variables === task.id && (
-                          <ErrorBanner error={remove.error} title="Could not remove the task" />
-                        )}
-                      </td>
-                    </tr>
+      {tasks.data && (
+        <Table
+          testId="task-table"
+          rows={tasks.data}
+          rowKey={(task) => task.id}
+          rowProps={(task) => ({ "data-testid": "task-row", "data-task": task.task_name })}
+          empty={<p className="empty-state">No tasks yet. Add one, or import a file.</p>}
+          columns={[
+            {
+              header: "Task",
+              cellProps: () => ({ className: "task-cell" }),
+              cell: (task) => (
+                <>
+                  <strong>{task.task_name}</strong>
+                  {task.instruction_template && (
+                    // at most a few lines here: a long instruction is read whole in the editor
+                    <div className="muted small task-instruction" title={task.instruction_template.slice(0, 1000)}>
+                      {task.instruction_template}
+                    </div>
                   )}
-                </Fragment>
-              ))}
-            </tbody>
-          </table>
-        </div>
+                </>
+              ),
+            },
+            { header: "Environment", cell: (task) => task.env_kind },
+            {
+              header: "Source",
+              cell: (task) => <span className="badge">{task.source === "authored" ? "yours" : "shipped"}</span>,
+            },
+            { header: "Split", cell: (task) => <span className={`badge split-${task.split}`}>{task.split}</span> },
+            {
+              header: "Seeds",
+              cellProps: () => ({ className: "mono" }),
+              cell: (task) => (
+                <>
+                  {task.seed_start}–{task.seed_end}
+                </>
+              ),
+            },
+            { header: "Max steps", className: "num", cell: (task) => task.max_steps },
+            {
+              headerProps: { "aria-label": "Actions" },
+              cellProps: () => ({ className: "row-actions" }),
+              cell: (task) => (
+                <div className="form-actions">
+                  <button
+                    type="button"
+                    className="button small"
+                    disabled={tryIt.isPending}
+                    data-testid="task-try"
+                    title="Start a supervised episode of this task and open it"
+                    onClick={() => tryIt.mutate(task)}
+                  >
+                    {tryIt.isPending && tryIt.variables?.id === task.id ? "Starting…" : "Try it"}
+                  </button>
+                  <button
+                    type="button"
+                    className="button subtle small"
+                    data-testid="task-edit"
+                    onClick={() => setPanel({ kind: "edit", task })}
+                  >
+                    Edit
+                  </button>
+                  <button
+                    type="button"
+                    className="button subtle small danger"
+                    disabled={remove.isPending}
+                    onClick={() => {
+                      if (window.confirm(`Remove task "${task.task_name}"? A task that has episodes cannot be removed.`)) {
+                        remove.mutate(task.id);
+                      }
+                    }}
+                  >
+                    Remove
+                  </button>
+                </div>
+              ),
+            },
+          ]}
+          // a refusal shows under the row whose button caused it, not at the top of the page
+          rowDetail={(task) => {
+            const tryFailed = tryIt.error && tryIt.variables?.id === task.id;
+            const removeFailed = remove.error && remove.variables === task.id;
+            if (!tryFailed && !removeFailed) return null;
+            return {
+              props: { "data-testid": "task-row-error", "data-task": task.task_name },
+              content: (
+                <>
+                  {tryFailed && <ErrorBanner error={tryIt.error} title="Could not start a try-out episode" />}
+                  {removeFailed && <ErrorBanner error={remove.error} title="Could not remove the task" />}
+                </>
+              ),
+            };
+          }}
+        />
       )}
     </>
   );
