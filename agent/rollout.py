@@ -42,6 +42,8 @@ __all__ = ["END_REASONS", "Decision", "EpisodeResult", "RejectedProposal", "Step
 END_REASONS = ("done", "max_steps", "void_turns", "finished", "env_error", "policy_error", "supervisor_finish",
                "replay_diverged")
 DECISION_KINDS = ("approve", "edit", "reject", "act", "finish")
+# end reasons before which the task's check never ran: such an episode has no reward
+UNCHECKED = ("void_turns", "env_error", "policy_error", "replay_diverged")
 
 
 @dataclass
@@ -129,6 +131,9 @@ class EpisodeResult:
     # not (a judge or a person decides: ``unscored``; the check failed: ``check_error`` says why).
     unscored: bool = False
     check_error: str | None = None
+    # False when the episode ended before the task's check ran (void turns, an env, policy or replay error):
+    # ``reward`` is then the loop's default, not a score, and the stored reward is none.
+    check_ran: bool = True
 
 
 def _human_turn(action: Action, thought: str = "") -> Turn:
@@ -145,6 +150,18 @@ def _person_finish(env: Env, end: Callable[..., EpisodeResult], outcome: str | N
     if score is None:
         return end("supervisor_finish", outcome=outcome, unscored=True)
     return end("supervisor_finish", reward=float(score), outcome=outcome)
+
+
+def _checked_end(env: Env, end: Callable[..., EpisodeResult], reason: str) -> EpisodeResult:
+    """The episode ran out of steps: the task's check scores the screen as it is (OSWorld evaluates every episode at
+    its end), with no answer (an infeasible task's FAIL was not said)."""
+    try:
+        score = env.evaluate()
+    except EnvError as exc:
+        return end(reason, unscored=True, check_error=str(exc))
+    if score is None:
+        return end(reason, unscored=True)
+    return end(reason, reward=float(score))
 
 
 def _ms(since: float) -> float:
@@ -204,6 +221,8 @@ def run_episode(
         screenshots.append(observation.screenshot)
 
     def end(reason: str, reward: float = 0.0, **extra: str | bool | None) -> EpisodeResult:
+        if reason in UNCHECKED:
+            extra.setdefault("check_ran", False)
         return EpisodeResult(reward=reward, steps=steps, end_reason=reason, task=task, seed=seed, **extra)
 
     try:
@@ -333,4 +352,4 @@ def run_episode(
             answer_fn = getattr(supervisor, "answer_call_user", None)
             answer = answer_fn(index, turn.action.args["question"]) if callable(answer_fn) else None
             feedback = f"The user answered: {answer}" if answer else "No one answered; continue on your own."
-    return end("max_steps")
+    return _checked_end(env, end, "max_steps")

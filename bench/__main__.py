@@ -1,6 +1,6 @@
 """`make bench`: run every bench/bench_*.py (but the flywheel's, about 40 minutes: `python -m bench flywheel`), each
 in its own process, and print one JSON report (also kept in bench/results/latest.json). `python -m bench env audio`
-runs a subset."""
+runs a subset; options after the names go to those benches (`python -m bench osworld --dir PATH`)."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,8 @@ HERE = Path(__file__).resolve().parent
 
 
 # Benches of their own hour: run only when named (`python -m bench flywheel`), never by a plain `make bench`.
-ONLY_WHEN_NAMED = {"flywheel"}  # from the cold start through three cycles: about 40 minutes on 2 cores
+ONLY_WHEN_NAMED = {"flywheel",  # from the cold start through three cycles: about 40 minutes on 2 cores
+                   "osworld"}  # OSWorld's own task files, which it needs a folder of (--dir)
 
 
 # A name that brings others along: the env figures include the webapp env's (bench_webapp.py, its own process).
@@ -21,6 +22,8 @@ WITH = {"env": {"webapp"}}
 
 
 def main(argv: list[str]) -> int:
+    options = argv[next((i for i, arg in enumerate(argv) if arg.startswith("-")), len(argv)):]
+    argv = argv[:len(argv) - len(options)]
     wanted = set(argv)
     wanted |= {other for name in argv for other in WITH.get(name, ())}
     report: dict = {"machine": {"cpus": __import__("os").cpu_count()}, "results": {}}
@@ -30,7 +33,8 @@ def main(argv: list[str]) -> int:
         if (wanted and name not in wanted) or (not wanted and name in ONLY_WHEN_NAMED):
             continue
         started = time.monotonic()
-        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=HERE.parent)
+        proc = subprocess.run([sys.executable, str(script), *options], capture_output=True, text=True,
+                              cwd=HERE.parent)
         entry: dict = {"seconds": round(time.monotonic() - started, 1)}
         try:
             entry.update(json.loads(proc.stdout[proc.stdout.index("{"):]))

@@ -320,9 +320,13 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
     reason = result.end_reason
     outcome = result.outcome if result.outcome in ("success", "failure", "infeasible") else ""
     detail = result.error or (result.outcome if result.outcome and not outcome else "")
+    if not result.check_ran and not detail:  # void turns: its reward is none, not 0.0, and the reason says why
+        detail = "the task's check did not run"
     status = EpisodeStatus.FAILED if reason in ("env_error", "policy_error", "replay_diverged") else EpisodeStatus.FINISHED
     episodes.episode_finish(episode_id=episode.pk, status=status, end_reason=f"{reason}: {detail}" if detail else reason,
-                            reward=finish_reward(result), outcome=outcome, check_error=result.check_error or "")
+                            reward=finish_reward(result), outcome=outcome, check_error=result.check_error or (
+                                "" if result.check_ran else f"The task's check did not run: the episode ended first "
+                                                            f"({reason.replace('_', ' ')})."))
     log.info("episode %s ended (%s) in %.1f s", episode.pk, reason, time.monotonic() - started)
     return reason
 
@@ -331,8 +335,8 @@ def finish_reward(result) -> float | None:
     """The episode's env reward to store: none where the task's check is the judge's or a person's (the env says
     so with ``info["verdict"]`` on its last step, e.g. an any-URL webapp task): a 0 stored there would count as a
     failure before anyone looked; routing by the judge or a review decides instead."""
-    if result.unscored:  # a person finished, and the task's check could not score the screen they finished on
-        return None
+    if result.unscored or not result.check_ran:  # no score: a judge or a person decides, the check failed, or it
+        return None  # never ran (the episode ended in void turns or an error first)
     last = result.steps[-1].info if result.steps else {}
     if (last or {}).get("verdict") in ("judge", "person"):
         return None

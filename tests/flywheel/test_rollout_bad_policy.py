@@ -77,7 +77,8 @@ def test_slow_garbage_and_down_policy_servers_end_episodes_with_their_reason(bad
 
     Model.mode = "garbage"  # the same worker takes the next episode: it was not stuck
     garbage = _run(project, task, manager, 2)
-    assert garbage.status == EpisodeStatus.FINISHED and garbage.end_reason == "void_turns"
+    assert garbage.status == EpisodeStatus.FINISHED and garbage.end_reason == "void_turns: the task's check did not run"
+    assert garbage.env_reward is None  # none, not the loop's 0.0: no check paid it
     voids = list(Step.objects.filter(episode=garbage).order_by("index"))
     assert voids and all(s.void and s.action is None and "Action" in s.void_reason for s in voids)
     assert voids[0].raw_output == "I would rather not say what I do next."  # what the model said is kept

@@ -163,7 +163,8 @@ def test_a_reading_checkpoint_is_sent_its_screenshots_and_its_steps_are_read_in_
         stack.stop()
         proxy.shutdown()
     episode = Episode.objects.get(pk=episode.pk)
-    assert (episode.status, episode.end_reason) == (EpisodeStatus.FINISHED, "void_turns"), episode.end_reason
+    assert (episode.status, episode.end_reason) == (EpisodeStatus.FINISHED, "void_turns: the task's check did not run"), \
+        episode.end_reason
     steps = list(episode.steps.order_by("index"))
     assert len(steps) == 3 == len(Proxy.bodies)  # three garbage answers in a row end it
     for step, body in zip(steps, Proxy.bodies):

@@ -21,7 +21,11 @@ def http(path, method="GET", timeout=5.0):
         try:
             request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)
             with urllib.request.urlopen(request, timeout=timeout) as answer:
-                return json.loads(answer.read().decode() or "null")
+                body = answer.read().decode()
+            try:
+                return json.loads(body or "null")
+            except ValueError:  # /json/close answers "Target is closing"
+                return body
         except OSError as exc:
             last = exc
     raise SystemExit(f"no browser answers on 127.0.0.1:{PORTS} (the DevTools port): {last}")

@@ -572,8 +572,8 @@ def _launch(desktop: Any, argv: list[str] | str, *, shell: bool, where: str, tim
     while time.monotonic() < deadline:
         desktop.check_alive()
         new = [window for window in desktop.windows() if window.id not in before]
-        if new:
-            _wait_focus(desktop, new[-1], deadline)
+        if new:  # a window that never takes the focus (a first-run dialog) holds setup up 3 s at most
+            _wait_focus(desktop, new[-1], min(deadline, time.monotonic() + 3.0))
             return
         code = process.poll()
         if code is not None:
@@ -599,14 +599,20 @@ def _wait_focus(desktop: Any, window: Any, deadline: float) -> None:
         time.sleep(0.02)
 
 
+# a window OSWorld's tasks name by its app, and the stand-in's name here (programs.py)
+STAND_IN_WINDOWS = {"Google Chrome": "Chromium", "google-chrome": "chromium"}
+
+
 def _find_window(desktop: Any, parameters: dict, timeout_s: float) -> Any:
-    wanted, strict = parameters["window_name"], bool(parameters.get("strict", False))
+    strict = bool(parameters.get("strict", False))
+    wanted = [parameters["window_name"]]
+    wanted += [stand_in for app, stand_in in STAND_IN_WINDOWS.items() if app in wanted[0]][:1]
     by_class = bool(parameters.get("by_class", False))
     deadline = time.monotonic() + timeout_s
     while True:
         for window in desktop.windows():
             name = window.wm_class if by_class else window.title
-            if (name == wanted) if strict else (wanted.lower() in name.lower()):
+            if any((name == w) if strict else (w.lower() in name.lower()) for w in wanted):
                 return window
         if time.monotonic() > deadline:
             return None

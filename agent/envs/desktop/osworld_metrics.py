@@ -358,8 +358,12 @@ def is_added_to_steam_cart(page: dict | None, rule: dict) -> float:
 # -- documents -----------------------------------------------------------------------------------
 def _docx(path: str | None) -> Any:
     from docx import Document
+    from docx.opc.exceptions import PackageNotFoundError
 
-    return Document(path) if path else None
+    try:
+        return Document(path) if path else None
+    except PackageNotFoundError as exc:  # not there, or not a .docx: the check scores 0
+        raise ValueError(str(exc)) from None
 
 
 def _paragraph_texts(path: str) -> list[str]:
