@@ -358,3 +358,73 @@ def test_the_rollout_worker_hands_an_authored_task_to_the_env_and_its_check_scor
     episode.refresh_from_db()
     assert (episode.status, episode.env_reward) == ("finished", 1.0), episode.end_reason
     assert Step.objects.get(episode=episode).url == url
+
+
+NOTES_URL = "https://drive.usercontent.google.com/download?id=1notes&export=download"
+DOWNLOADS = {"id": "notes-check", "instruction": "Say what the notes say.",
+             "config": [{"type": "download", "parameters": {"files": [{"url": NOTES_URL,
+                                                                       "path": "/home/user/Desktop/notes.txt"}]}}],
+             "evaluator": {"func": "check_include_exclude",
+                           "result": {"type": "vm_command_line", "command": "cat /home/user/Desktop/notes.txt"},
+                           "expected": {"type": "rule", "rules": {"include": ["hello from the store"]}}}}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_missing_a_file_imports_is_refused_at_start_naming_it_and_runs_once_it_is_uploaded(tmp_path, settings):
+    from flywheel import rollout_worker
+
+    policy = start_policy_server(_Finisher)
+    settings.LOUPE_OPENAI_BASE_URL = f"http://127.0.0.1:{policy.server_address[1]}"
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    project, manager, annotator = make_project(), make_user(), make_user()
+    make_member(project, manager, "manager")
+    make_member(project, annotator, "annotator")
+    checkpoint = Checkpoint.objects.create(project=project, name="finisher", uri=str(tmp_path))
+    Deployment.objects.create(project=project, checkpoint=checkpoint, backend="openai", served_name="finisher-files",
+                              active=True, activated_at=timezone.now())
+    client = client_for(manager)
+    imported = client.post(tasks_url(project, "import"), {"format": "osworld", "tasks": [DOWNLOADS]}, format="json")
+    assert imported.status_code == 201, imported.content  # a missing file does not stop the import
+    task_id = imported.json()["results"][0]["id"]
+    [listed] = client.get(tasks_url(project, "files")).json()["results"]
+    assert (listed["task_name"], listed["missing"], listed["files"][0]["name"]) == ("notes-check", 1, "notes.txt")
+    assert client_for(annotator).get(tasks_url(project, "files")).status_code == 403
+    start = {"task": task_id, "seeds": [0], "mode": "autonomous"}
+    refused = client.post(f"/api/v1/projects/{project.pk}/episodes/", start, format="json")
+    assert refused.status_code == 409 and "does not hold: notes.txt" in refused.json()["detail"]
+    assert not Episode.objects.filter(project=project).exists()
+    no_url = client.post(tasks_url(project, "files"), {"file": SimpleUploadedFile("notes.txt", b"x")},
+                         format="multipart")
+    assert no_url.status_code == 400 and "url" in no_url.json()["errors"]
+    uploaded = client.post(tasks_url(project, "files"), {"url": NOTES_URL, "file": SimpleUploadedFile(
+        "notes.txt", b"hello from the store\n")}, format="multipart")
+    assert uploaded.status_code == 201, uploaded.content
+    assert client.get(tasks_url(project, "files")).json()["results"][0]["missing"] == 0
+    started = client.post(f"/api/v1/projects/{project.pk}/episodes/", start, format="json")
+    assert started.status_code == 201, started.content
+    episode = Episode.objects.get(pk=started.json()["results"][0]["id"])
+    try:
+        assert rollout_worker.run(episode.pk) == "finished"
+    finally:
+        rollout_worker.close_envs()
+        policy.shutdown()
+    episode.refresh_from_db()
+    assert (episode.status, episode.env_reward) == ("finished", 1.0), episode.end_reason  # the file reached the desktop
+    removed = client.delete(tasks_url(project, f"files/{uploaded.json()['id']}"))
+    assert removed.status_code == 204
+    assert client.post(f"/api/v1/projects/{project.pk}/episodes/", start, format="json").status_code == 409
+
+
+def test_the_command_checks_a_folder_of_osworld_files_per_domain(tmp_path, capsys):
+    for domain, tasks in (("os", [OSWORLD, DOWNLOADS]), ("chrome", [{**CLOUD, "id": "bad-one"}])):
+        (tmp_path / domain).mkdir()
+        for task in tasks:
+            (tmp_path / domain / f"{task['id']}.json").write_text(json.dumps(task))
+    call_command("tasks_import", "--format", "osworld", "--check", "--problems", str(tmp_path))
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] in (["os"], ["chrome"],
+                                                                                                ["total"])}
+    assert rows["os"][1:] == ["2", "2/2", "100%", "1", "1", "1"]  # files, importable, runnable, need files, missing
+    assert rows["chrome"][1:4] == ["1", "0/1", "0%"] and rows["total"][1] == "3"
+    assert "unsupported getter 'vm_screen_size'" in out and "bad-one.json" in out
+    assert not TaskSpec.objects.exists()  # a check imports nothing

@@ -165,6 +165,7 @@ def test_every_typed_answer_is_what_its_schema_says(checkpoint_dir, webm_chunk):
     answers.check(manager, "post", f"/api/v1/queue-items/{item}/adjudicate", {"verdict": "accept"})
     answers.check(annotator, "post", f"/api/v1/review-queues/{queue}/next", {})
     # datasets, dashboard
+    answers.check(manager, "get", f"/api/v1/projects/{p}/tasks/files")
     answers.check(manager, "get", f"/api/v1/projects/{p}/routing")
     answers.check(manager, "patch", f"/api/v1/projects/{p}/routing", {"reward_threshold": 0.6})
     snapshot = world.snapshot_id

@@ -63,6 +63,15 @@ class Call:
     ids: dict = field(default_factory=dict)  # path parameter -> World attribute, where not the same name
 
 
+def _multipart(fields: dict) -> tuple[bytes, str, dict]:
+    """A multipart form body (a file is a (name, bytes) pair) for Call.raw."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
+
+    data = {key: SimpleUploadedFile(*value) if isinstance(value, tuple) else value for key, value in fields.items()}
+    return encode_multipart(BOUNDARY, data), MULTIPART_CONTENT, {}
+
+
 SESSION_LOGIN = Call(public(200), body=lambda w: {"username": w.users["annotator"].username, "password": PASSWORD})
 
 TABLE: dict[str, Call] = {
@@ -95,6 +104,10 @@ TABLE: dict[str, Call] = {
     # no ?format= here: managers get the 400 that asks for one, everyone else what the role allows
     "GET /api/v1/projects/<int:project_id>/tasks/export": Call(_row(401, 404, 403, 400, 400)),
     "GET /api/v1/tasks/catalogue": Call(signed_in(200)),
+    "GET /api/v1/projects/<int:project_id>/tasks/files": Call(managers(200)),
+    "POST /api/v1/projects/<int:project_id>/tasks/files": Call(managers(201), raw=lambda w: _multipart(
+        {"url": "https://example.com/gold.xlsx", "file": ("gold.xlsx", b"bytes")})),
+    "DELETE /api/v1/projects/<int:project_id>/tasks/files/<int:file_id>": Call(managers(204)),
     # --- episodes ---
     "GET /api/v1/episodes/": Call(signed_in(200)),
     "POST /api/v1/projects/<int:project_id>/episodes/": Call(

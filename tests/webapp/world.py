@@ -78,6 +78,13 @@ class World:
     deployment_id = property(lambda self: self.deployment.pk)
 
     @cached_property
+    def file_id(self) -> int:
+        from flywheel.models import ProjectFile
+
+        return ProjectFile.objects.create(project=self.project, url="https://example.com/a.xlsx", name="a.xlsx",
+                                          stored="task-files/00/none", sha256="0" * 64, size=1).pk
+
+    @cached_property
     def interrupted_episode_id(self) -> int:
         from flywheel.models import Episode
 

@@ -867,6 +867,49 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/projects/{project_id}/tasks/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description The project's tasks that download files, each file with the stored one or none (missing; such a task is
+         *     refused at start naming them). POST (multipart ``url``, ``path`` optional, ``file``) stores a file for a URL
+         *     (and target path), replacing the one stored for them. Managers only.
+         */
+        get: operations["projects_tasks_files_retrieve"];
+        put?: never;
+        /**
+         * @description The project's tasks that download files, each file with the stored one or none (missing; such a task is
+         *     refused at start naming them). POST (multipart ``url``, ``path`` optional, ``file``) stores a file for a URL
+         *     (and target path), replacing the one stored for them. Managers only.
+         */
+        post: operations["projects_tasks_files_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/projects/{project_id}/tasks/files/{file_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** @description Remove a stored file (tasks that need it are then refused at start again). */
+        delete: operations["projects_tasks_files_destroy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/projects/{project_id}/tasks/import": {
         parameters: {
             query?: never;
@@ -1938,6 +1981,16 @@ export interface components {
          * @enum {string}
          */
         ModeEnum: "autonomous" | "supervised";
+        NeededFileOutput: {
+            url: string;
+            /** @description Where the task puts it (a VM path), or a check's file name. */
+            path: string;
+            name: string;
+            /** @description The step or check of the task that needs it. */
+            where: string;
+            /** @description The stored file it will get; null: missing. */
+            stored: components["schemas"]["StoredFileOutput"] | null;
+        };
         /** @enum {unknown} */
         NullEnum: null;
         /**
@@ -2636,6 +2689,15 @@ export interface components {
             /** @description False: it was queued already (a second request). */
             queued_now: boolean;
         };
+        StoredFileOutput: {
+            id: number;
+            name: string;
+            size: number;
+            sha256: string;
+            /** @description The target path it is stored for; empty: any. */
+            path: string;
+            created_at: string | null;
+        };
         SuccessByCheckpoint: {
             checkpoint: string;
             /** Format: date */
@@ -2679,6 +2741,22 @@ export interface components {
             mean_steps: number;
             /** Format: double */
             void_rate: number;
+        };
+        TaskFileUploadRequest: {
+            url: string;
+            path?: string;
+            /** Format: binary */
+            file: string;
+        };
+        TaskFiles: {
+            results: components["schemas"]["TaskFilesOutput"][];
+        };
+        TaskFilesOutput: {
+            task: number;
+            task_name: string;
+            split: string;
+            files: components["schemas"]["NeededFileOutput"][];
+            missing: number;
         };
         /** @description Unknown fields are an error, not silently dropped. */
         TaskImportInputRequest: {
@@ -4486,6 +4564,73 @@ export interface operations {
                         [key: string]: unknown;
                     }[];
                 };
+            };
+        };
+    };
+    projects_tasks_files_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaskFiles"];
+                };
+            };
+        };
+    };
+    projects_tasks_files_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": components["schemas"]["TaskFileUploadRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StoredFileOutput"];
+                };
+            };
+        };
+    };
+    projects_tasks_files_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                file_id: number;
+                project_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

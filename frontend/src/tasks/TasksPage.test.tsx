@@ -17,6 +17,7 @@ function routes(tasks: TaskSpec[], extra: Routes = {}): Routes {
     ...baseRoutes("manager"),
     "GET /api/v1/projects/1/tasks/": { body: { results: tasks, next: null } },
     "GET /api/v1/tasks/catalogue": { body: { kinds: [{ kind: "miniwob", format: null, tasks: [], error: "" }] } },
+    "GET /api/v1/projects/1/tasks/files": { body: { results: [] } },
     ...extra,
   };
 }
@@ -28,7 +29,46 @@ async function openAnyUrlEditor() {
 
 const fieldOf = (testId: string) => screen.getByTestId(testId).closest(".field") as HTMLElement;
 
+const needed = (stored: boolean) => ({
+  task: 7, task_name: "calc-sales", split: "train", missing: stored ? 0 : 1,
+  files: [{
+    url: "https://drive.example.com/download?id=1", path: "/home/user/SalesRep.xlsx", name: "SalesRep.xlsx",
+    where: "config step 1 (download)",
+    stored: stored ? { id: 3, name: "SalesRep.xlsx", size: 2048, sha256: "ab", path: "", created_at: null } : null,
+  }],
+});
+
 describe("TasksPage", () => {
+  it("lists each task's missing files and uploads one for its URL, then shows it stored", async () => {
+    let uploaded = false;
+    const { fn } = mockFetch(routes([], {
+      "GET /api/v1/projects/1/tasks/files": () => ({ body: { results: [needed(uploaded)] } }),
+      "POST /api/v1/projects/1/tasks/files": () => {
+        uploaded = true;
+        return { status: 201, body: needed(true).files[0].stored };
+      },
+    }));
+    renderApp("/projects/1/tasks");
+    const row = await screen.findByTestId("task-file");
+    expect(row.getAttribute("data-missing")).toBe("yes");
+    expect(screen.getByTestId("task-files").textContent).toContain("1 missing");
+    const file = new File(["xlsx"], "SalesRep.xlsx");
+    fireEvent.change(screen.getByTestId("task-file-upload"), { target: { files: [file] } });
+    await waitFor(() => expect(screen.getByTestId("task-file").getAttribute("data-missing")).toBe("no"));
+    const post = fn.mock.calls.find(([, init]) => (init as RequestInit | undefined)?.method === "POST");
+    const form = (post?.[1] as RequestInit).body as FormData;
+    expect(form.get("url")).toBe("https://drive.example.com/download?id=1");
+    expect((form.get("file") as File).name).toBe("SalesRep.xlsx");
+    expect(screen.getByTestId("task-files").textContent).toContain("All are here.");
+  });
+
+  it("shows no task files section when no task downloads a file", async () => {
+    mockFetch(routes([task()]));
+    renderApp("/projects/1/tasks");
+    await screen.findByTestId("task-row");
+    expect(screen.queryByTestId("task-files")).toBeNull();
+  });
+
   it("refuses a task id that is not a slug beside the field, before anything is sent, and clears it once fixed", async () => {
     const { requests } = mockFetch(routes([]));
     renderApp("/projects/1/tasks");

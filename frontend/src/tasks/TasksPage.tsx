@@ -14,6 +14,7 @@ import { useSession } from "../components/useSession";
 import { ProjectFrame } from "../shell/ProjectFrame";
 import { ImportPanel } from "./ImportPanel";
 import { TaskEditor } from "./TaskEditor";
+import { TaskFilesSection } from "./TaskFilesSection";
 
 type Panel = { kind: "new" } | { kind: "edit"; task: TaskSpec } | { kind: "import" } | null;
 
@@ -153,6 +154,7 @@ function TaskManager({ projectId }: { projectId: number }) {
           }}
         />
       )}
+      <TaskFilesSection projectId={projectId} />
     </>
   );
 }
