@@ -168,6 +168,20 @@ def hidden_paths() -> list[Path]:
     return found
 
 
+def code_paths() -> list[Path]:
+    """The folders of Loupe's code and Python that a private or hidden folder would keep from a sandbox (a checkout
+    under /tmp, a venv or interpreter under the worker's own home), to be bound back read-only: the sandbox's holder
+    is this Python running agent/envs/sandbox_helper.py."""
+    covering = [Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"), *hidden_paths()]
+    found: list[Path] = []
+    for path in (REPO, Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parents[1]):
+        path = path.resolve()
+        if any(path == c or c in path.parents for c in covering) and path not in found \
+                and not any(f in path.parents for f in found):
+            found.append(path)
+    return found
+
+
 # -- uids ------------------------------------------------------------------------------------------------------------
 UID_RANGE = range(62000, 64000)  # terminals' and browsers' (desktops use 61000 + their display number)
 _uid_dir = Path(tempfile.gettempdir()) / "loupe-sandbox-uids"
@@ -244,10 +258,18 @@ class Sandbox:
                 raise SandboxUnavailable(f"the sandbox's cgroup could not be made: {exc}") from exc
         argv = _bwrap_base(found.per_uid)
         size = str(self.limits.disk_mb * MB)
-        for private in ("/tmp", "/var/tmp", "/dev/shm"):
-            argv += ["--perms", "1777", "--size", size, "--tmpfs", private]
-        for hidden in hidden_paths():
-            argv += ["--perms", "0755", "--tmpfs", str(hidden)]
+        # Mounts go shallowest first, so a deeper one lands on top: the private /tmp, then Loupe's code where a
+        # private or hidden folder holds it (a checkout under /tmp, a Python under the worker's hidden home: the
+        # sandbox's own holder runs from there), then its data hidden again inside it.
+        mounts = [(Path(private), ["--perms", "1777", "--size", size, "--tmpfs", private])
+                  for private in ("/tmp", "/var/tmp", "/dev/shm")]
+        mounts += [(hidden, ["--perms", "0755", "--tmpfs", str(hidden)]) for hidden in hidden_paths()]
+        for code in code_paths():
+            mounts += [(parent, ["--perms", "0755", "--dir", str(parent)]) for parent in code.parents
+                       if parent != Path("/") and not _visible_dir(parent)]  # bwrap would make them 0700
+            mounts.append((code, ["--ro-bind", str(code), str(code)]))
+        for _, mount in sorted(mounts, key=lambda item: len(item[0].parts)):
+            argv += mount
         made: set[Path] = set()
         for path in [*self.binds, *self.ro_binds]:
             for parent in reversed(path.parents):  # bwrap would make them 0700, and the uid could not pass

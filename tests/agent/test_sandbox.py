@@ -238,6 +238,29 @@ def test_a_terminal_command_reaches_none_of_loupe(targets):
         assert "probe done" in result.observation.screen_text
 
 
+@needs_sandbox
+def test_a_checkout_under_tmp_is_bound_back_read_only_with_its_data_still_hidden(monkeypatch, tmp_path):
+    """CI may clone Loupe under /tmp, which every sandbox has its own of: its code (the sandbox's holder runs from it)
+    is bound back read-only, and its data folder is hidden inside it all the same."""
+    from agent.envs import sandbox
+    from agent.envs.terminal import TerminalEnv
+
+    checkout = tmp_path / "checkout"
+    (checkout / ".data").mkdir(parents=True)
+    (checkout / "code.txt").write_text("the code")
+    (checkout / ".data" / "secret").write_text("the secret")
+    monkeypatch.setattr(sandbox, "REPO", checkout)
+    monkeypatch.delenv("LOUPE_DATA_DIR", raising=False)
+    assert checkout in sandbox.code_paths()
+    with TerminalEnv() as env:
+        env.reset("terminal-hello", 0)
+        seen = env.step(Action("shell", {"command": f"cat {checkout}/code.txt; cat {checkout}/.data/secret; "
+                                                    f"touch {checkout}/new"}))
+        text = seen.observation.screen_text
+        assert "the code" in text and "the secret" not in text and seen.info["exit_code"] != 0, text
+        assert not (checkout / "new").exists()
+
+
 @pytest.fixture
 def no_sandbox(monkeypatch):
     """This machine as one where bubblewrap cannot make namespaces (a container without the capability)."""
