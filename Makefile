@@ -69,6 +69,12 @@ chromium: env-tools
 ENV_PACKAGES := xvfb openbox dbus-x11 python3-xlib at-spi2-core python3-pyatspi libnss-wrapper xterm mousepad pcmanfm galculator gnumeric \
 	bubblewrap
 WIKI_PACKAGES := mediawiki php-sqlite3 php-cli
+# OSWorld's tasks (agent/envs/desktop/programs.py): pyautogui's Tk, xdotool, socat (Chrome's DevTools port), tesseract
+# (an OCR check); and the apps of its domains, about 810 MB (`LOUPE_OSWORLD_APPS=0` leaves the apps out). The desktop's
+# python3 with pyautogui is a venv over Debian's python3 (its site packages: python3-xlib, pyatspi) in OSWORLD_PYTHON.
+OSWORLD_PACKAGES := python3-tk python3-venv xdotool socat tesseract-ocr
+OSWORLD_APPS := libreoffice-calc libreoffice-writer gimp vlc thunderbird
+OSWORLD_PYTHON := /opt/loupe-osworld-python
 # The tests also speak (espeak-ng) and cut audio (ffmpeg, sox).
 TEST_PACKAGES := espeak-ng ffmpeg sox
 SUDO := $(if $(shell command -v sudo),sudo)
@@ -85,6 +91,15 @@ ifeq ($(LOUPE_ENV_TOOLS),0)
 else
 	@$(call apt_missing,$(ENV_PACKAGES),the desktop env) || $(ENV_TOOLS_FAILED)
 	@$(call apt_missing,$(WIKI_PACKAGES),the webapp env's wiki,--no-install-recommends) || $(ENV_TOOLS_FAILED)
+	@$(call apt_missing,$(OSWORLD_PACKAGES),OSWorld's tasks,--no-install-recommends) || $(ENV_TOOLS_FAILED)
+ifneq ($(LOUPE_OSWORLD_APPS),0)
+	@$(call apt_missing,$(OSWORLD_APPS),OSWorld's apps: about 810 MB; LOUPE_OSWORLD_APPS=0 skips them,--no-install-recommends) \
+	  || $(ENV_TOOLS_FAILED)
+endif
+	@test -f $(OSWORLD_PYTHON)/.installed || { echo "Making the desktop's python3 with pyautogui ($(OSWORLD_PYTHON))…"; \
+	  umask 022; $(SUDO) /usr/bin/python3 -m venv --system-site-packages $(OSWORLD_PYTHON) && \
+	  $(SUDO) $(OSWORLD_PYTHON)/bin/pip install --quiet --disable-pip-version-check pyautogui==0.9.54 \
+	    websocket-client==1.9.2 && $(SUDO) touch $(OSWORLD_PYTHON)/.installed; } || $(ENV_TOOLS_FAILED)
 endif
 test-tools: env-tools chromium
 	@$(call apt_missing,$(TEST_PACKAGES) $(ENV_PACKAGES),the tests)
