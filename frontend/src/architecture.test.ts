@@ -65,6 +65,9 @@ describe("the frontend's import rules", () => {
     // `fetch(` as a call of its own (or window./globalThis.fetch), not refetch() or fetchAll().
     const call = /(?:^|[^\w$.]|(?:window|globalThis|self)\.)fetch\s*\(/m;
     expect(sourceFiles().filter((file) => file !== "api/client.ts" && call.test(read(file)))).toEqual([]);
+    // and the client's own calls (apiFetch, fetchAll) only in the topic modules beside it
+    const client = /\b(?:apiFetch|fetchAll)\s*[<(]/;
+    expect(sourceFiles().filter((file) => !file.startsWith("api/") && client.test(read(file)))).toEqual([]);
     const socket = /new\s+WebSocket\s*\(/;
     expect(sourceFiles().filter((file) => file !== "api/ws.ts" && socket.test(read(file)))).toEqual([]);
   });

@@ -13,10 +13,17 @@ export type CatalogueKind = Schemas["CatalogueKindOutput"];
 /** A task's fields to create it (all of them) or change them (those that change). */
 export type TaskWrite = Partial<Schemas["TaskCreateInputRequest"]>;
 
+/** The project's file store: the files its OSWorld tasks download (the workers reach no internet). */
+export type TaskFiles = Schemas["TaskFilesOutput"];
+export type NeededFile = Schemas["NeededFileOutput"];
+export type StoredFile = Schemas["StoredFileOutput"];
+
 export const taskKeys = {
   list: (projectId: number) => ["project", projectId, "tasks"] as const,
   /** Each env kind's shipped tasks (the same for every project). */
   catalogue: () => ["tasks", "catalogue"] as const,
+  /** The files the project's tasks download, stored or missing (refreshed with the task list). */
+  files: (projectId: number) => ["project", projectId, "tasks", "files"] as const,
 };
 
 export const taskList = (projectId: number, signal?: AbortSignal) =>
@@ -46,3 +53,20 @@ export function taskImport(projectId: number, format: TaskFormat, split: Split, 
 /** Where the browser downloads the project's tasks of one format (a JSON file). */
 export const taskExportUrl = (projectId: number, format: TaskFormat) =>
   `${API_ROOT}/projects/${projectId}/tasks/export?format=${format}`;
+
+// --- the file store (flywheel/api_tasks.py TaskFilesApi): a task missing one of its files is refused at start ----
+
+export const taskFilesList = (projectId: number, signal?: AbortSignal) =>
+  apiFetch<{ results: TaskFiles[] }>(`projects/${projectId}/tasks/files`, { signal }).then((data) => data.results);
+
+/** Store `file` as the one a task downloads from `url` (for the target `path`: only that task's copy). */
+export function taskFileUpload(projectId: number, url: string, path: string, file: File) {
+  const form = new FormData();
+  form.set("url", url);
+  form.set("path", path);
+  form.set("file", file, file.name);
+  return apiFetch<StoredFile>(`projects/${projectId}/tasks/files`, { method: "POST", rawBody: form });
+}
+
+export const taskFileRemove = (projectId: number, fileId: number) =>
+  apiFetch<void>(`projects/${projectId}/tasks/files/${fileId}`, { method: "DELETE" });

@@ -1,7 +1,8 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Spinner } from "../components/Spinner";
-import { fileSize, type NeededFile, taskFileKeys, taskFileRemove, taskFilesList, taskFileUpload } from "./taskFiles";
+import { type NeededFile, taskFileRemove, taskFilesList, taskFileUpload, taskKeys } from "../api/tasks";
+import { fileSize } from "./taskFiles";
 
 /**
  * Task files: each OSWorld task that downloads files, with each file stored or missing, and an upload beside it.
@@ -9,8 +10,8 @@ import { fileSize, type NeededFile, taskFileKeys, taskFileRemove, taskFilesList,
  */
 export function TaskFilesSection({ projectId }: { projectId: number }) {
   const client = useQueryClient();
-  const listing = useQuery({ queryKey: taskFileKeys.list(projectId), queryFn: ({ signal }) => taskFilesList(projectId, signal) });
-  const refresh = () => client.invalidateQueries({ queryKey: taskFileKeys.list(projectId) });
+  const listing = useQuery({ queryKey: taskKeys.files(projectId), queryFn: ({ signal }) => taskFilesList(projectId, signal) });
+  const refresh = () => client.invalidateQueries({ queryKey: taskKeys.files(projectId) });
   const upload = useMutation({
     mutationFn: ({ file, needed }: { file: File; needed: NeededFile; key: string }) =>
       taskFileUpload(projectId, needed.url, "", file),
