@@ -225,10 +225,10 @@ def test_a_failing_setup_command_goes_on_as_in_osworld_but_a_step_past_its_limit
     with DesktopEnv(tasks={"bad-setup": failing, "slow-setup": slow, "no-window": windowless}) as env:
         env.reset("bad-setup", 0)  # OSWorld's setup ignores a command's exit code: the next step ran
         assert (env.home / "after.txt").read_text() == "after\n"
-        assert any("setup step 1 (execute 'echo broken >&2; exit 3') exited with code 3: broken" in note
+        assert any("setup step 1 (execute): 'echo broken >&2; exit 3' exited with code 3: broken" in note
                    for note in env.desktop.notes)
-        with pytest.raises(EnvError, match=r"could not set up slow-setup: setup step 2 \(execute 'sleep 30'\) ran past "
-                                           r"its limit of 1 s and was stopped"):
+        with pytest.raises(EnvError, match=r"could not set up slow-setup: setup step 2 \(execute\): 'sleep 30' ran "
+                                           r"over 1.0 s and was stopped"):
             env.reset("slow-setup", 0)
         from agent.envs.desktop import osworld
 

@@ -120,7 +120,7 @@ def test_an_execute_steps_stdout_is_the_cache_file_a_check_reads_and_a_failing_c
                    "expected": {"type": "rule", "rules": {"expect": [r"COMPANY\.msf"]}}}))
     (desktop.home / "Mail").mkdir()
     run_setup(loaded.config, desktop)
-    assert desktop.notes == ["setup step 1 (execute 'exit 4') exited with code 4: "]
+    assert desktop.notes == ["setup step 1 (execute): 'exit 4' exited with code 4: "]
     assert evaluate_task(loaded, desktop, answer="") == 0.0
     (desktop.home / "Mail" / "COMPANY.msf").write_text("")
     run_setup(loaded.config, desktop)
@@ -131,7 +131,7 @@ def test_an_execute_steps_stdout_is_the_cache_file_a_check_reads_and_a_failing_c
 
 
 def test_a_setup_step_past_its_limit_names_itself(desktop):
-    with pytest.raises(EnvError, match=r"^setup step 2 \(execute 'sleep 5'\) ran past its limit of 1 s"):
+    with pytest.raises(EnvError, match=r"^setup step 2 \(execute\): 'sleep 5' ran over 1.0 s and was stopped$"):
         run_setup([{"type": "sleep", "parameters": {"seconds": 0}},
                    {"type": "execute", "parameters": {"command": "sleep 5", "timeout": 1}}], desktop)
 

@@ -333,7 +333,7 @@ def run_setup(steps: list[dict], desktop: Any, *, window_timeout_s: float = SETU
     run = SetupRun(desktop=desktop, window_timeout_s=window_timeout_s, files=files or {})
     for index, step in enumerate(steps):
         kind, parameters = step["type"], step.get("parameters", {})
-        label = f"{where} step {index + 1} ({kind}{_what(kind, parameters)})"
+        label = f"{where} step {index + 1} ({kind})"
         try:
             SETUP_STEPS[kind].run(run, parameters, label)
         except EnvError as exc:
@@ -341,14 +341,12 @@ def run_setup(steps: list[dict], desktop: Any, *, window_timeout_s: float = SETU
             raise EnvError(message if message.startswith(label) else f"{label}: {message}") from None
 
 
-def _what(kind: str, parameters: dict) -> str:
-    """A step's command or target, briefly, for messages that name the step."""
-    value = parameters.get("command") or parameters.get("path") or parameters.get("window_name")
-    if value is None:
-        return ""
+def _what(parameters: dict) -> str:
+    """A step's command, briefly, for the messages that name the step."""
+    value = parameters.get("command")
     text = value if isinstance(value, str) else shlex.join(map(str, value)) if isinstance(value, list) else str(value)
     text = " ".join(text.split())
-    return f" {text[:60]!r}" if len(text) <= 60 else f" {text[:57] + '...'!r}"
+    return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
 @dataclass
@@ -433,17 +431,18 @@ def _run_command(run: SetupRun, parameters: dict, where: str) -> None:
         try:
             result = run.desktop.run(command, timeout_s=max(1.0, deadline - time.monotonic()))
         except EnvError as exc:  # it ran over its time (and maybe hit a limit: the message says)
-            raise EnvError(f"{where} ran past its limit of {timeout:g} s and was stopped"
-                           f"{'; ' + str(exc).split('; ', 1)[1] if '; ' in str(exc) else ''}") from None
+            rest = str(exc).split(" and was stopped", 1)[-1]  # "; it hit its process limit ..." where it did
+            raise EnvError(f"{where}: {_what(parameters)} ran over {timeout} s and was stopped{rest}") from None
         for key in ("stdout", "stderr"):
             if parameters.get(key):
                 (run.cache / parameters[key]).write_text(result.stdout if key == "stdout" else result.stderr)
         breach = run.desktop.breach()
-        if result.returncode != 0 and breach:  # a limit of the sandbox it hit: the reason the episode failed
-            raise EnvError(f"{where} exited with code {result.returncode} ({breach}): "
+        if breach:  # a limit of the sandbox it hit (a fork bomb's parent may have exited 0): the episode fails
+            raise EnvError(f"{where}: {_what(parameters)} exited with code {result.returncode} ({breach}): "
                            f"{(result.stderr or result.stdout).strip()[-300:]}")
         if result.returncode != 0:
-            run.note(f"{where} exited with code {result.returncode}: {(result.stderr or result.stdout).strip()[-200:]}")
+            run.note(f"{where}: {_what(parameters)} exited with code {result.returncode}: "
+                     f"{(result.stderr or result.stdout).strip()[-200:]}")
         done = not until or ("returncode" in until and result.returncode == until["returncode"]) or (
             "stdout" in until and until["stdout"] in result.stdout) or (
             "stderr" in until and until["stderr"] in result.stderr)
@@ -465,7 +464,7 @@ def _run_launch(run: SetupRun, parameters: dict, where: str) -> None:
         process = run.desktop.popen(command, log=f"launch-{int(time.monotonic() * 1000)}.log")
         time.sleep(0.2)
         if process.poll() not in (None, 0):
-            run.note(f"{where} exited with code {process.returncode}")
+            run.note(f"{where}: {_what(parameters)} exited with code {process.returncode}")
         return
     _launch(run.desktop, command, shell=False, where=where, timeout_s=run.window_timeout_s)
 

@@ -447,7 +447,7 @@ class Desktop:
             kill_group(process)  # the whole group: its children, a fork bomb's copies
             process.wait()
             breach = self.breach()
-            raise EnvError(f"{argv!r} ran over {timeout_s:g} s and was stopped{f'; {breach}' if breach else ''}"
+            raise EnvError(f"{argv!r} ran over {timeout_s} s and was stopped{f'; {breach}' if breach else ''}"
                            ) from None
         out, err = (stream.text(wait_s=0.5) for stream in streams)
         return subprocess.CompletedProcess(command, process.returncode, out, err)
