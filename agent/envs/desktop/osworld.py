@@ -498,6 +498,13 @@ def _run_open(run: SetupRun, parameters: dict, where: str) -> None:
     else:
         argv = [*opener(str(path)), str(path)]
     _launch(run.desktop, argv, shell=False, where=where, timeout_s=run.window_timeout_s)
+    # the app's first window may be a splash or a frame still loading: wait for the one that shows the file
+    deadline = time.monotonic() + run.window_timeout_s
+    while not any(path.name in window.title for window in run.desktop.windows()):
+        if time.monotonic() > deadline:
+            run.note(f"{where}: no window shows {path.name} after {run.window_timeout_s:g} s")
+            return
+        time.sleep(0.1)
 
 
 def _run_sleep(run: SetupRun, parameters: dict, where: str) -> None:
@@ -561,6 +568,10 @@ def _upload(desktop: Any, source: Path, target: Path, where: str) -> None:
         raise EnvError(f"{where}: could not copy {source.name} to {target}: {exc}") from exc
 
 
+# an app's window that comes before its own (a splash, a frame still loading): a launch waits on for the app's
+SPLASHES = {"GIMP Startup", "LibreOffice"}
+
+
 def _launch(desktop: Any, argv: list[str] | str, *, shell: bool, where: str, timeout_s: float) -> None:
     """Start an app and wait for its window: a new top-level window, or the process handing its
     request to a running instance and leaving with code 0."""
@@ -568,11 +579,16 @@ def _launch(desktop: Any, argv: list[str] | str, *, shell: bool, where: str, tim
     log = f"launch-{int(time.monotonic() * 1000)}.log"
     process = desktop.popen(argv, shell=shell, log=log)
     deadline = time.monotonic() + timeout_s
+    untitled_until = None  # a splash or a frame not yet titled (LibreOffice's first): its title is waited for a while
     while time.monotonic() < deadline:
         desktop.check_alive()
         new = [window for window in desktop.windows() if window.id not in before]
-        if new:  # a window that never takes the focus (a first-run dialog) holds setup up 3 s at most
-            _wait_focus(desktop, new[-1], min(deadline, time.monotonic() + 3.0))
+        titled = [window for window in new if window.title and window.title not in SPLASHES]
+        if new and not titled and untitled_until is None:
+            untitled_until = time.monotonic() + 10.0
+        if titled or (new and time.monotonic() > untitled_until):
+            # a window that never takes the focus (a first-run dialog) holds setup up 3 s at most
+            _wait_focus(desktop, (titled or new)[-1], min(deadline, time.monotonic() + 3.0))
             return
         code = process.poll()
         if code is not None:

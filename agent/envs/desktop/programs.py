@@ -10,6 +10,8 @@ and in the README:
 - ``x-terminal-emulator`` / ``gnome-terminal``: xterm titled "Terminal", recording what it shows (script(1), in the
   session's runtime folder) for the ``vm_terminal_output`` getter; ctrl+alt+t opens one (openbox's binding).
 - ``nautilus``: pcmanfm, the desktop's file manager.
+- ``libreoffice`` / ``soffice``: LibreOffice with a profile that has been used (no tip of the day, no first-run
+  wizard), as on the VM.
 - ``vlc``: VLC with its HTTP interface on 127.0.0.1:8080 (password "password"), as OSWorld's VM configures it, for
   the ``vlc_playing_info`` getter (the sandbox's own loopback: nothing outside reaches it).
 """
@@ -48,6 +50,26 @@ exec xterm -title Terminal -geometry 100x30+80+60 -e script -q -f "$log"
 """
 
 
+# LibreOffice as OSWorld's VM has it: used before (no first-run wizard, no tip of the day), its profile made once
+LIBREOFFICE = """#!/bin/sh
+# Loupe's libreoffice (agent/envs/desktop/programs.py): soffice with a profile that has been used before
+profile="$HOME/.config/libreoffice/4/user"
+if [ ! -e "$profile/registrymodifications.xcu" ]; then
+  mkdir -p "$profile"
+  cat > "$profile/registrymodifications.xcu" <<'XCU'
+<?xml version="1.0" encoding="UTF-8"?>
+<oor:items xmlns:oor="http://openoffice.org/2001/registry" xmlns:xs="http://www.w3.org/2001/XMLSchema">
+<item oor:path="/org.openoffice.Office.Common/Misc"><prop oor:name="ShowTipOfTheDay" oor:op="fuse"><value>false</value></prop></item>
+<item oor:path="/org.openoffice.Setup/Office"><prop oor:name="ooSetupInstCompleted" oor:op="fuse"><value>true</value></prop></item>
+<item oor:path="/org.openoffice.Office.Common/Misc"><prop oor:name="FirstRun" oor:op="fuse"><value>false</value></prop></item>
+<item oor:path="/org.openoffice.Setup/Product"><prop oor:name="ooSetupLastVersion" oor:op="fuse"><value>99.0</value></prop></item>
+</oor:items>
+XCU
+fi
+exec /usr/bin/soffice "$@"
+"""
+
+
 def _chrome() -> str:
     return ('#!/bin/sh\n# Loupe\'s google-chrome (agent/envs/desktop/programs.py): Chromium with OSWorld\'s profile\n'
             'exec chromium --user-data-dir="$HOME/.config/google-chrome" --no-first-run --no-default-browser-check '
@@ -67,8 +89,8 @@ def session_programs() -> dict[str, str]:
     if shutil.which("vlc"):
         programs["vlc"] = ('#!/bin/sh\nexec /usr/bin/vlc --extraintf=http --http-host=127.0.0.1 --http-port=8080 '
                            '--http-password=password "$@"\n')
-    if shutil.which("libreoffice") is None and shutil.which("soffice"):
-        programs["libreoffice"] = '#!/bin/sh\nexec soffice "$@"\n'
+    if shutil.which("soffice"):
+        programs["libreoffice"] = programs["soffice"] = LIBREOFFICE
     return programs
 
 
