@@ -73,7 +73,7 @@ WIKI_PACKAGES := mediawiki php-sqlite3 php-cli
 # (an OCR check); and the apps of its domains, about 810 MB (`LOUPE_OSWORLD_APPS=0` leaves the apps out). The desktop's
 # python3 with pyautogui is a venv over Debian's python3 (its site packages: python3-xlib, pyatspi) in OSWORLD_PYTHON.
 OSWORLD_PACKAGES := python3-tk python3-venv xdotool socat tesseract-ocr
-OSWORLD_APPS := libreoffice-calc libreoffice-writer gimp vlc thunderbird
+OSWORLD_APPS := libreoffice-calc libreoffice-writer gimp vlc thunderbird evince
 OSWORLD_PYTHON := /opt/loupe-osworld-python
 # The tests also speak (espeak-ng) and cut audio (ffmpeg, sox).
 TEST_PACKAGES := espeak-ng ffmpeg sox

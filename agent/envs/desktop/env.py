@@ -17,8 +17,11 @@
   session (the desktop's uid, HOME, display and bus; files stay, shell state does not), with a time limit,
   and the observation's ``screen_text`` holds the last commands and their output. Other tasks answer a
   shell action with ``info["error"]``.
-- ``finished(answer=...)`` ends the episode and scores it with the task's evaluator (0..1);
-  ``evaluate()`` scores the current state without ending it (tests use it).
+- ``finished(answer=...)`` ends the episode and scores it with the task's evaluator (0..1; a person-judged task,
+  an empty evaluator: reward 0 with ``info["verdict"] = "person"``, and ``evaluate()`` None); ``evaluate()`` scores
+  the current state without ending it (a person's Finish, the end of an episode out of steps, tests).
+- ``add_task(definition, files=...)``: an OSWorld task's JSON and local copies of the files it downloads (the
+  project's file store); a reset of a task missing one is refused before anything starts, naming them.
 """
 
 from __future__ import annotations

@@ -475,12 +475,14 @@ OPENERS: dict[str, list[str]] = {
                     ["libreoffice"]),
     **dict.fromkeys((".mp3", ".mp4", ".wav", ".avi", ".mkv", ".webm", ".ogg", ".flac"), ["vlc"]),
     **dict.fromkeys((".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff", ".xcf"), ["gimp"]),
-    ".pdf": ["chromium"], ".html": ["chromium"],
+    ".pdf": ["evince"], ".html": ["chromium"],
 }
 
 
 def opener(path: str) -> list[str]:
-    return OPENERS.get(Path(path).suffix.lower(), ["mousepad"])
+    """The app ``open`` starts for the file (GNOME's Document Viewer for a PDF, as on the VM; Chromium without it)."""
+    argv = OPENERS.get(Path(path).suffix.lower(), ["mousepad"])
+    return ["chromium"] if argv == ["evince"] and shutil.which("evince") is None else argv
 
 
 def _check_open(parameters: dict, where: str, problems: Problems, context: dict) -> None:

@@ -13,7 +13,8 @@ and in the README:
 - ``libreoffice`` / ``soffice``: LibreOffice with a profile that has been used (no tip of the day, no first-run
   wizard), as on the VM.
 - ``vlc``: VLC with its HTTP interface on 127.0.0.1:8080 (password "password"), as OSWorld's VM configures it, for
-  the ``vlc_playing_info`` getter (the sandbox's own loopback: nothing outside reaches it).
+  the ``vlc_playing_info`` getter (the sandbox's own loopback: nothing outside reaches it), its first-run privacy
+  question answered.
 """
 
 from __future__ import annotations
@@ -70,6 +71,15 @@ exec /usr/bin/soffice "$@"
 """
 
 
+# VLC as the VM has it: its HTTP interface on, and its first-run privacy question answered (a vlcrc made once)
+VLC = """#!/bin/sh
+# Loupe's vlc (agent/envs/desktop/programs.py): the HTTP interface on the sandbox's loopback, no first-run question
+config="$HOME/.config/vlc"
+[ -e "$config/vlcrc" ] || { mkdir -p "$config" && printf '[qt]\\nqt-privacy-ask=0\\n' > "$config/vlcrc"; }
+exec /usr/bin/vlc --extraintf=http --http-host=127.0.0.1 --http-port=8080 --http-password=password "$@"
+"""
+
+
 def _chrome() -> str:
     return ('#!/bin/sh\n# Loupe\'s google-chrome (agent/envs/desktop/programs.py): Chromium with OSWorld\'s profile\n'
             'exec chromium --user-data-dir="$HOME/.config/google-chrome" --no-first-run --no-default-browser-check '
@@ -87,8 +97,7 @@ def session_programs() -> dict[str, str]:
     if shutil.which("pcmanfm"):
         programs["nautilus"] = '#!/bin/sh\nexec pcmanfm "$@"\n'
     if shutil.which("vlc"):
-        programs["vlc"] = ('#!/bin/sh\nexec /usr/bin/vlc --extraintf=http --http-host=127.0.0.1 --http-port=8080 '
-                           '--http-password=password "$@"\n')
+        programs["vlc"] = VLC
     if shutil.which("soffice"):
         programs["libreoffice"] = programs["soffice"] = LIBREOFFICE
     return programs
