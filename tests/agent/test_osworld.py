@@ -252,3 +252,29 @@ def test_the_rollout_reports_what_the_check_paid_and_no_reward_where_it_never_ra
     void = run_episode(garbage, _Says("no action here"), task="t", seed=0, max_steps=5)
     assert void.end_reason == "void_turns" and not void.check_ran and garbage.asked == 0
     assert void.reward == 0.0 and finish_reward(void) is None  # none, not the loop's default 0.0
+
+
+def test_chromes_getters_read_its_preferences_and_the_active_tabs_address(desktop, monkeypatch):
+    from agent.envs.desktop import chrome
+
+    assert get_state({"type": "enable_do_not_track"}, desktop) == "false"  # no profile yet: Chrome's default
+    preferences = desktop.home / ".config" / "google-chrome" / "Default" / "Preferences"
+    preferences.parent.mkdir(parents=True)
+    preferences.write_text(json.dumps({"enable_do_not_track": True}))
+    assert get_state({"type": "enable_do_not_track"}, desktop) == "true"
+    tabs = [{"url": "https://www.rentalcars.com/search?locationName=Z%C3%BCrich&sortBy=PRICE", "title": "Cars"},
+            {"url": "https://example.com/", "title": "Older"}]  # DevTools lists the most recently used first
+    monkeypatch.setattr(chrome, "_ask", lambda desktop, command, args, **kw: tabs if command == "tabs" else None)
+    assert get_state({"type": "active_url_from_accessTree", "goto_prefix": "https://www."}, desktop) == tabs[0]["url"]
+    parsed = get_state({"type": "active_tab_url_parse", "parse_keys": ["locationName", "sortBy", "missing"],
+                        "replace": {"sortBy": "order"}}, desktop)
+    assert parsed == {"locationName": "Zürich", "order": "PRICE", "missing": ""}
+    assert get_state({"type": "open_tabs_info"}, desktop) == [{"title": "Older", "url": "https://example.com/"},
+                                                              {"title": "Cars", "url": tabs[0]["url"]}]
+
+    def no_browser(*args, **kwargs):
+        raise EnvError("no browser answers on 127.0.0.1")
+
+    monkeypatch.setattr(chrome, "_ask", no_browser)
+    assert get_state({"type": "active_tab_url_parse", "parse_keys": ["x"]}, desktop) is None  # the check scores 0
+    assert get_state({"type": "open_tabs_info"}, desktop) == []
