@@ -271,6 +271,8 @@ def test_chromes_getters_read_its_preferences_and_the_active_tabs_address(deskto
     assert parsed == {"locationName": "Zürich", "order": "PRICE", "missing": ""}
     assert get_state({"type": "open_tabs_info"}, desktop) == [{"title": "Older", "url": "https://example.com/"},
                                                               {"title": "Cars", "url": tabs[0]["url"]}]
+    assert get_state({"type": "url_dashPart", "partIndex": -1, "needDeleteId": True, "returnType": "json",
+                      "key": "page"}, desktop) == {"page": "search"}
 
     def no_browser(*args, **kwargs):
         raise EnvError("no browser answers on 127.0.0.1")

@@ -312,3 +312,51 @@ def test_rule_relative_time_writes_out_the_days_it_names():
                           monday)["expected"]["time"] == "3"
     with pytest.raises(ValueError, match="unknown relative time 'someday'"):
         relative_rules({"relativeTime": {"from": "someday"}, "expected": {"time": ""}}, monday)
+
+
+def test_csv_lists_keybindings_urls_and_plain_text_lines(tmp_path):
+    rows = write(tmp_path, "rows.csv", "name,age\nAnn,31\nBob,40\n")
+    assert score("check_csv", rows, {"expect": [{"name": "Bob", "age": "40"}]}) == 1
+    assert score("check_csv", rows, {"expect": [{"name": "Eve"}]}) == 0
+    assert score("check_csv", rows, {"unexpect": [{"name": "Ann"}]}) == 0
+    same = write(tmp_path, "same.csv", "NAME,age \nann,31\nbob,40")
+    assert score("compare_csv", rows, same) == 0 and score("compare_csv", rows, same, strict=False, ignore_case=True) == 1
+    assert score("diff_text_file", rows, rows) == 1 and score("diff_text_file", rows, same) == 0
+    assert score("diff_text_file", rows, write(tmp_path, "one.csv", "name,age\nAnn,31\nCid,50\n")) == pytest.approx(2 / 3)
+    assert score("is_in_list", ["a.desktop", "b.desktop"], {"expected": "b.desktop"}) == 1
+    assert score("is_in_list", None, {"expected": "b.desktop"}) == 0
+    binding = {"key": "ctrl+j", "command": "editor.action.joinLines"}
+    keys = write(tmp_path, "keybindings.json", "// Place your key bindings in this file\n" + json.dumps([binding]))
+    assert score("check_json_keybindings", keys, {"expected": binding}) == 1
+    assert score("check_json_keybindings", keys, {"expected": {**binding, "key": "ctrl+k"}}) == 0
+    url = "https://www.google.com/search?q=loupe+osworld&tbm=isch"
+    assert score("is_expected_url_pattern_match", {"url": url}, {"expected": [r"q=loupe", r"tbm=isch"]}) == 1
+    assert score("is_expected_url_pattern_match", url, {"expected": [r"tbm=vid"]}) == 0
+    assert score("is_expected_url_pattern_match", None, {"expected": []}) == 0
+
+
+def test_docx_without_empty_paragraphs_darker_images_and_frozen_panes(tmp_path):
+    from openpyxl import Workbook
+    from PIL import Image, ImageEnhance
+
+    spaced = _docx(tmp_path / "spaced.docx", ["Title", "", "Body"])
+    tight = _docx(tmp_path / "tight.docx", ["Title", "Body"])
+    assert score("compare_docx_files", spaced, tight, ignore_blanks=False) == 0
+    assert score("compare_docx_files_and_ignore_new_lines", spaced, tight, ignore_blanks=False) == 1
+    assert score("compare_docx_files_and_ignore_new_lines", spaced, _docx(tmp_path / "o.docx", ["Other"])) == 0
+    original = _picture(tmp_path / "o.png")
+    darker = tmp_path / "d.png"
+    ImageEnhance.Brightness(Image.open(original)).enhance(0.6).save(darker)
+    assert score("check_brightness_decrease_and_structure_sim", str(darker), original) == 1
+    assert score("check_brightness_decrease_and_structure_sim", original, str(darker)) == 0
+
+    def book(name, panes):
+        workbook = Workbook()
+        workbook.active.append(["a", "b"])
+        workbook.active.freeze_panes = panes
+        workbook.save(tmp_path / name)
+        return str(tmp_path / name)
+
+    rule = [{"type": "freeze", "sheet_idx0": 0, "sheet_idx1": "EI0"}]
+    assert score("compare_table", book("f1.xlsx", "A2"), book("f2.xlsx", "A2"), rules=rule) == 1
+    assert score("compare_table", book("f3.xlsx", None), book("f4.xlsx", "A2"), rules=rule) == 0

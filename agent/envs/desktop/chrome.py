@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlparse
 from agent.envs.base import EnvError
 
 __all__ = ["active_tab_html_parse", "active_tab_info", "active_tab_url_parse", "active_url", "close_tabs",
-           "enable_do_not_track", "open_tabs", "open_tabs_info", "page_info"]
+           "enable_do_not_track", "open_tabs", "open_tabs_info", "page_info", "url_dash_part"]
 
 
 def _ask(desktop: Any, command: str, args: dict, *, timeout_s: float = 30.0, where: str = "") -> Any:
@@ -89,6 +89,20 @@ def active_tab_url_parse(desktop: Any, spec: dict) -> dict | None:
     for old, new in (spec.get("replace") or {}).items():
         found[new] = found.pop(old, "")
     return found
+
+
+def url_dash_part(desktop: Any, spec: dict) -> Any:
+    """A "/"-separated part of the active tab's address (``partIndex``; ``needDeleteId``: its query dropped), as a
+    string or ``{key: part}`` (``returnType`` json)."""
+    url = active_url(desktop, spec)
+    if url is None:
+        return None
+    parts = url.split("/")
+    index = int(spec["partIndex"])
+    part = parts[index] if -len(parts) <= index < len(parts) else ""
+    if spec.get("needDeleteId"):
+        part = part.split("?")[0]
+    return {spec["key"]: part} if spec.get("returnType") == "json" else part
 
 
 def active_tab_html_parse(desktop: Any, spec: dict) -> dict | None:

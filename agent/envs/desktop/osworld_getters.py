@@ -258,6 +258,7 @@ GETTERS: dict[str, GetterKind] = {
     "active_tab_html_parse": GetterKind(("category",), _chrome("active_tab_html_parse")),
     "active_url_from_accessTree": GetterKind((), _chrome("active_url")),
     "active_tab_info": GetterKind((), _chrome("active_tab_info")),
+    "url_dashPart": GetterKind(("partIndex", "returnType"), _chrome("url_dash_part")),
 }
 REFUSED_GETTERS = {
     "googledrive_file": "the googledrive_file getter reads a Google Drive account, which Loupe cannot reach offline",

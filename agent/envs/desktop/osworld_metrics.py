@@ -131,6 +131,47 @@ def check_list(result: str | None, rules: dict) -> float:
     return float(all(found))
 
 
+def is_in_list(result: Any, rules: dict) -> float:
+    return float(result is not None and rules["expected"] in result)
+
+
+def diff_text_file(result: str | None, expected: str | None) -> float:
+    """How alike two text files are, line by line (difflib's ratio over their lines)."""
+    if result is None or expected is None:
+        return 0.0
+    lines = [Path(path).read_text(errors="replace").splitlines() for path in (result, expected)]
+    return difflib.SequenceMatcher(a=lines[0], b=lines[1], autojunk=False).ratio()
+
+
+def check_csv(result: str | None, rules: dict) -> float:
+    """Some row of the CSV file matches each ``expect`` record (its columns equal), none an ``unexpect`` one."""
+    import csv
+
+    if result is None:
+        return 0.0
+    with open(result, newline="", errors="replace") as handle:
+        rows = list(csv.DictReader(handle))
+
+    def matches(pattern: dict, row: dict) -> bool:
+        return all(key in row and row[key] == value for key, value in pattern.items())
+
+    if any(matches(pattern, row) for row in rows for pattern in rules.get("unexpect", [])):
+        return 0.0
+    return float(all(any(matches(pattern, row) for row in rows) for pattern in rules.get("expect", [])))
+
+
+def compare_csv(result: str | None, expected: str | None, **options: Any) -> float:
+    """The two files' lines are equal (``strict``: False strips each, ``ignore_case``)."""
+    if result is None or expected is None:
+        return 0.0
+    lines = [Path(path).read_text(errors="replace").splitlines() for path in (result, expected)]
+    if not options.get("strict", True):
+        lines = [[line.strip() for line in part] for part in lines]
+    if options.get("ignore_case", False):
+        lines = [[line.lower() for line in part] for part in lines]
+    return float(lines[0] == lines[1])
+
+
 def check_direct_json_object(result: Any, rules: dict) -> float:
     """The keys of ``rules["expected"]`` hold those values in ``result`` (a dict, or its JSON with single quotes);
     ``expect_in_result``: each expected text is inside the result's, an expected list shares an item with it."""
@@ -299,6 +340,21 @@ def check_json_settings(actual: str | None, expected: dict, **options: Any) -> f
     return float(isinstance(data, dict) and all(data.get(k, object()) == v for k, v in expected["expected"].items()))
 
 
+def check_json_keybindings(actual: str | None, expected: dict, **options: Any) -> float:
+    """VS Code's keybindings.json (a list, perhaps under a comment line) holds the expected binding."""
+    if not actual:
+        return 0.0
+    text = Path(actual).read_text(errors="replace")
+    for candidate in (text, text.split("\n", 1)[-1]):
+        try:
+            data = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(data, list):
+            return float(expected["expected"] in data)
+    return 0.0
+
+
 def compare_text_file(actual: str | None, expected: str | None, **options: Any) -> float:
     if not actual or not expected:
         return 0.0
@@ -340,6 +396,12 @@ def is_expected_active_tab(active: Any, rule: dict) -> float:
     if not active or rule["type"] != "url":
         return 0.0
     return float(same_url(rule["url"], active.get("url") if isinstance(active, dict) else active))
+
+
+def is_expected_url_pattern_match(result: Any, rules: dict) -> float:
+    """Every regex of ``rules["expected"]`` is found in the URL (of the active tab)."""
+    url = result.get("url") if isinstance(result, dict) else result
+    return float(bool(url) and all(re.search(pattern, url) for pattern in rules["expected"]))
 
 
 def is_expected_tabs(tabs: list | None, rule: dict) -> float:
@@ -390,6 +452,17 @@ def compare_docx_files(first: str | None, second: str | None, **options: Any) ->
     if options.get("content_only"):
         one, two = (re.sub(r"\s+", " ", "\n".join(t)).strip() for t in texts)
         return _ratio(one, two)
+    if options.get("ignore_blanks", True):
+        one, two = (re.sub(r"\s+", " ", "\n".join(t)).strip() for t in texts)
+        return float(one == two)
+    return float(texts[0] == texts[1])
+
+
+def compare_docx_files_and_ignore_new_lines(first: str | None, second: str | None, **options: Any) -> float:
+    """compare_docx_files with the empty paragraphs left out (.docx only)."""
+    if not first or not second or not (first.endswith(".docx") and second.endswith(".docx")):
+        return 0.0
+    texts = [[p for p in _paragraph_texts(path) if p != ""] for path in (first, second)]
     if options.get("ignore_blanks", True):
         one, two = (re.sub(r"\s+", " ", "\n".join(t)).strip() for t in texts)
         return float(one == two)
@@ -619,6 +692,30 @@ def check_saturation_increase_and_structure_sim(source: str | None, target: str 
     return float(_saturation(one) > _saturation(two) and _same_structure(h1, h2) and _same_structure(v1, v2))
 
 
+def _brightness(image: Any) -> float:
+    import numpy as np
+
+    return float(np.array(image.convert("L")).mean())
+
+
+def check_brightness_decrease_and_structure_sim(source: str | None, target: str | None) -> float:
+    """The result is darker than the original, and the same picture once both are brought to one brightness (their
+    mean squared difference under 0.03, on 0..1 values)."""
+    import numpy as np
+
+    if source is None or target is None:
+        return 0.0
+    one, two = _image(source, "RGB"), _image(target, "RGB")
+    if one.size != two.size or _brightness(one) >= _brightness(two):
+        return 0.0
+
+    def normal(image: Any) -> Any:
+        factor = 128 / max(_brightness(image), 1e-6)
+        return np.clip(np.array(image, dtype=np.float32) * factor, 0, 255).astype(np.uint8) / 255.0
+
+    return float(np.mean((normal(one) - normal(two)) ** 2) < 0.03)
+
+
 def compare_image_text(path: str | None, rule: dict) -> float:
     """The rule's text is among the words OCR reads in the image (tesseract; OSWorld uses easyocr)."""
     if not path or rule.get("type") != "text":
@@ -634,6 +731,7 @@ def compare_image_text(path: str | None, rule: dict) -> float:
 TABLE_RULES: dict[str, tuple[str, ...]] = {
     "sheet_name": (), "sheet_data": ("sheet_idx0", "sheet_idx1"), "check_cell": ("coordinate", "props"),
     "chart": ("sheet_idx0", "sheet_idx1", "chart_props"),
+    "freeze": ("sheet_idx0", "sheet_idx1"),
 }
 CHART_PROPS = ("title", "legend", "width", "height", "type", "direction", "xtitle", "ytitle")
 
@@ -651,7 +749,7 @@ def _check_table_rules(options: dict, expected: Any, where: str, problems: Any) 
         missing = [key for key in TABLE_RULES[kind] if key not in rule]
         if missing:
             problems.add(f"{where}: compare_table rule {kind} needs {', '.join(missing)}")
-        if kind in ("sheet_name", "sheet_data") and not expected:
+        if kind in ("sheet_name", "sheet_data", "freeze") and not expected:
             problems.add(f"{where}: compare_table rule {kind} compares with evaluator.expected, which is missing")
         if kind == "chart" and "chart_props" in rule:
             unknown = [p for p in rule["chart_props"] if p not in CHART_PROPS] \
@@ -739,7 +837,8 @@ def charts(sheet: Any, props: list[str]) -> dict:
 def compare_table(result: str | None, expected: str | None = None, rules: list | None = None) -> float:
     """OSWorld's compare_table on .xlsx files through openpyxl: 1.0 when every rule holds.
     ``sheet_name``: the same sheet names; ``sheet_data``: the same cell values in two sheets (floats rounded
-    to ``precision`` places, 4 unless given); ``chart``: the same charts (``chart_props`` of each); ``check_cell``: a cell's value matches ``props.value``
+    to ``precision`` places, 4 unless given); ``chart``: the same charts (``chart_props`` of each); ``freeze``: the
+    same frozen panes; ``check_cell``: a cell's value matches ``props.value``
     (``{"method": "eq" | "ne" | "lt" | "le" | "gt" | "ge" | "re", "ref": ...}``)."""
     book = _workbook(result)
     if book is None:
@@ -754,6 +853,10 @@ def compare_table(result: str | None, expected: str | None = None, rules: list |
             first, second = _sheet(rule["sheet_idx0"], book, golden), _sheet(rule["sheet_idx1"], book, golden)
             precision = int(rule.get("precision", 4))
             if first is None or second is None or _sheet_values(first, precision) != _sheet_values(second, precision):
+                return 0.0
+        elif kind == "freeze":  # the same frozen panes (their top-left cell; None: none frozen)
+            first, second = _sheet(rule["sheet_idx0"], book, golden), _sheet(rule["sheet_idx1"], book, golden)
+            if first is None or second is None or first.freeze_panes != second.freeze_panes:
                 return 0.0
         elif kind == "chart":
             first, second = _sheet(rule["sheet_idx0"], book, golden), _sheet(rule["sheet_idx1"], book, golden)
@@ -777,6 +880,14 @@ METRICS: dict[str, MetricKind] = {
     "fuzzy_match": MetricKind(fuzzy_match),
     "check_json": MetricKind(check_json, ("is_yaml",)),
     "check_list": MetricKind(check_list),
+    "is_in_list": MetricKind(is_in_list),
+    "diff_text_file": MetricKind(diff_text_file),
+    "check_csv": MetricKind(check_csv),
+    "compare_csv": MetricKind(compare_csv, ("strict", "ignore_case")),
+    "check_json_keybindings": MetricKind(check_json_keybindings, None),
+    "is_expected_url_pattern_match": MetricKind(is_expected_url_pattern_match),
+    "compare_docx_files_and_ignore_new_lines": MetricKind(compare_docx_files_and_ignore_new_lines, ("ignore_blanks",)),
+    "check_brightness_decrease_and_structure_sim": MetricKind(check_brightness_decrease_and_structure_sim),
     "check_direct_json_object": MetricKind(check_direct_json_object),
     "check_accessibility_tree": MetricKind(check_accessibility_tree),
     "compare_table": MetricKind(compare_table, ("rules",), needs_expected=False, check=_check_table_rules),
