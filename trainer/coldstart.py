@@ -13,12 +13,12 @@ from __future__ import annotations
 BASE = "smollm2"  # trainer/base.py BASES, 'tiny', or a checkpoint dir
 TASKS = ("click-button", "click-link", "focus-text")
 SEEDS = "0-149"  # demonstrations; held-out evaluation uses seeds from 1000 on
-AUGMENT = 2  # synthetic variants per solved one-step episode (coordinates re-drawn, target swapped)
+AUGMENT = 0  # synthetic variants per solved one-step episode: the 450 episodes are more rows than the SFT reads
 QUOTE_TARGET = True  # thoughts quote the clicked element's line: the action copies numbers just written
 RELABEL = 0.0  # share of variants in random words (the tiny model needed it to look at the instruction)
 PROMPT_STYLE = "named"  # agent/prompt.py: the compact prompt with a Named: line for each element the task quotes
 LORA = "r=16"
-MAX_STEPS = 120  # the recipe is these steps, on any machine: v0's quality must not depend on its speed
+MAX_STEPS = 60  # the recipe is these steps, on any machine: v0's quality must not depend on its speed
 # A safety net, not the recipe. A run this budget cuts says so (the trainer's warnings, on the Runs page).
 MAX_SECONDS = 1800
 LR, WARMUP_STEPS, BATCH_TOKENS = 1e-3, 5, 1024
