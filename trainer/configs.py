@@ -24,8 +24,8 @@ class CommonConfig:
     """Options every training algorithm shares."""
 
     data: str = _f("", "snapshot file (JSONL) to train on")
-    init: str = _f("tiny", "checkpoint dir, any HF causal LM dir, a vision-language (Qwen2.5-VL) dir (SFT and DPO "
-                   "through TRL, trainer/vlm.py), or 'tiny' for the built-in tiny model")
+    init: str = _f("tiny", "checkpoint dir, any HF causal LM dir (python -m trainer base smollm2 writes one), a "
+                   "vision-language (Qwen2.5-VL) dir, or 'tiny': the tests' tiny random Llama")
     out: str = _f("", "output checkpoint dir")
     max_steps: int = _f(200, "optimizer steps")
     seed: int = _f(0, "random seed (data order, init of the tiny model, sampling)")
