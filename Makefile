@@ -70,7 +70,7 @@ ENV_PACKAGES := xvfb openbox dbus-x11 python3-xlib at-spi2-core python3-pyatspi 
 	bubblewrap
 WIKI_PACKAGES := mediawiki php-sqlite3 php-cli
 # OSWorld's tasks (agent/envs/desktop/programs.py): pyautogui's Tk, xdotool, socat (Chrome's DevTools port), tesseract
-# (an OCR check); and the apps of its domains, about 810 MB (`LOUPE_OSWORLD_APPS=0` leaves the apps out). The desktop's
+# (an OCR check); and the apps of its domains, about 820 MB (`LOUPE_OSWORLD_APPS=0` leaves the apps out). The desktop's
 # python3 with pyautogui is a venv over Debian's python3 (its site packages: python3-xlib, pyatspi) in OSWORLD_PYTHON.
 OSWORLD_PACKAGES := python3-tk python3-venv xdotool socat tesseract-ocr
 OSWORLD_APPS := libreoffice-calc libreoffice-writer gimp vlc thunderbird evince
@@ -93,7 +93,7 @@ else
 	@$(call apt_missing,$(WIKI_PACKAGES),the webapp env's wiki,--no-install-recommends) || $(ENV_TOOLS_FAILED)
 	@$(call apt_missing,$(OSWORLD_PACKAGES),OSWorld's tasks,--no-install-recommends) || $(ENV_TOOLS_FAILED)
 ifneq ($(LOUPE_OSWORLD_APPS),0)
-	@$(call apt_missing,$(OSWORLD_APPS),OSWorld's apps: about 810 MB; LOUPE_OSWORLD_APPS=0 skips them,--no-install-recommends) \
+	@$(call apt_missing,$(OSWORLD_APPS),OSWorld's apps: about 820 MB; LOUPE_OSWORLD_APPS=0 skips them,--no-install-recommends) \
 	  || $(ENV_TOOLS_FAILED)
 endif
 	@test -f $(OSWORLD_PYTHON)/.installed || { echo "Making the desktop's python3 with pyautogui ($(OSWORLD_PYTHON))…"; \
