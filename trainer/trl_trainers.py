@@ -41,7 +41,7 @@ from typing import Any
 import torch
 from datasets import Dataset, Features, Image, List, Value
 from peft import get_peft_model
-from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, TrainerCallback
+from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, Trainer, TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import DPOConfig as TRLDPOConfig
 from trl import DPOTrainer, SFTTrainer
@@ -304,9 +304,24 @@ class LoupeSFTTrainer(LoupeSchedule, SFTTrainer):
     lengths then weigh differently than in one process: measured 1.2e-3 apart at the first step). TRL's SFT loss is
     computed by TRL, not by that forward, and divides by the count it is given."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, model_loss: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.model_accepts_loss_kwargs = True
+        self.loupe_model_loss = model_loss
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """With ``model_loss`` (text rows, labelled by sft.py): the model's own causal-LM loss, as the Trainer computes
+        it, over the tokens of every process's rows, instead of TRL's fused head, whose tiles run as Python on a CPU:
+        it made the tiny test model's steps 40 % slower and SmolLM2's no faster (trainer/README.md)."""
+        if not self.loupe_model_loss:
+            return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)
+        mode = "train" if self.model.training else "eval"
+        if mode == "train":  # the count TRL keeps for its num_tokens metric (tokens_per_s on the progress lines)
+            self._total_train_tokens += self.accelerator.gather_for_metrics(inputs["attention_mask"].sum()).sum().item()
+        self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
+        return Trainer.compute_loss(self, model, inputs, return_outputs=return_outputs,
+                                    num_items_in_batch=num_items_in_batch)
 
     def _get_train_sampler(self, train_dataset=None):
         dataset = self.train_dataset if train_dataset is None else train_dataset
@@ -443,7 +458,7 @@ def prepare_sft(config, rows: list[dict], style: str, vision: bool, val: list[di
     held_out = (dataset(val, ("messages",)) if vision else tokenized(val)) if val else None
     trainer = LoupeSFTTrainer(model=loaded.model, args=args, train_dataset=data, eval_dataset=held_out,
                               processing_class=loaded.tokenizer, callbacks=[progress, *([best] if best else [])],
-                              lr_factor=schedule(config, progress))
+                              lr_factor=schedule(config, progress), model_loss=not vision)
     return _run(trainer, progress, loaded, rows, planned, batch, workdir, best)
 
 
