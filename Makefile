@@ -92,10 +92,9 @@ else
 	@$(call apt_missing,$(ENV_PACKAGES),the desktop env) || $(ENV_TOOLS_FAILED)
 	@$(call apt_missing,$(WIKI_PACKAGES),the webapp env's wiki,--no-install-recommends) || $(ENV_TOOLS_FAILED)
 	@$(call apt_missing,$(OSWORLD_PACKAGES),OSWorld's tasks,--no-install-recommends) || $(ENV_TOOLS_FAILED)
-ifneq ($(LOUPE_OSWORLD_APPS),0)
-	@$(call apt_missing,$(OSWORLD_APPS),OSWorld's apps: about 820 MB; LOUPE_OSWORLD_APPS=0 skips them,--no-install-recommends) \
-	  || $(ENV_TOOLS_FAILED)
-endif
+	@if [ "$(LOUPE_OSWORLD_APPS)" != 0 ]; then \
+	  $(call apt_missing,$(OSWORLD_APPS),OSWorld's apps: about 820 MB; LOUPE_OSWORLD_APPS=0 skips them,--no-install-recommends) \
+	  || $(ENV_TOOLS_FAILED); fi
 	@test -f $(OSWORLD_PYTHON)/.installed || { echo "Making the desktop's python3 with pyautogui ($(OSWORLD_PYTHON))…"; \
 	  umask 022; $(SUDO) /usr/bin/python3 -m venv --system-site-packages $(OSWORLD_PYTHON) && \
 	  $(SUDO) $(OSWORLD_PYTHON)/bin/pip install --quiet --disable-pip-version-check pyautogui==0.9.54 \
@@ -120,6 +119,9 @@ run: setup
 TEST_WORKERS ?= 2
 TEST_THREADS := $(or $(OMP_NUM_THREADS),1)
 
+# The tests start none of OSWorld's heavy apps (LibreOffice, GIMP, VLC, Thunderbird): make test leaves them out unless
+# LOUPE_OSWORLD_APPS is set.
+test: LOUPE_OSWORLD_APPS := $(or $(LOUPE_OSWORLD_APPS),0)
 test: setup test-tools
 	@mkdir -p $(SETUP_LOGS); (cd frontend && npm test --silent > $(SETUP_LOGS)/vitest.log 2>&1; echo $$? > $(SETUP_LOGS)/vitest.rc) & \
 	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=25 \
