@@ -13,7 +13,8 @@ from tests.factories import PASSWORD, make_member, make_project, make_tiny_check
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
-CLOUD = {"id": "from-the-cloud", "instruction": "Fill in the sheet.", "config": [],
+CLOUD = {"id": "from-the-cloud", "instruction": "Fill in the sheet.",
+         "config": [{"type": "googledrive", "parameters": {"settings_file": "settings.yml", "operation": ["delete"]}}],
          "evaluator": {"func": "compare_table", "result": {"type": "vm_file", "path": "/home/user/a.xlsx"},
                        "expected": {"type": "cloud_file", "path": "https://example.com/gold.xlsx"},
                        "options": {"rules": [{"type": "sheet_name"}]}}}
@@ -92,7 +93,7 @@ def test_a_manager_authors_an_any_url_task_imports_a_file_and_tries_the_task(dap
     page.get_by_test_id("import-submit").click()
     errors = page.get_by_test_id("import-errors")
     errors.wait_for(timeout=10_000)
-    assert "unsupported getter 'cloud_file'" in errors.inner_text() and "cloud.json" in errors.inner_text()
+    assert "Google Drive account, which Loupe cannot reach" in errors.inner_text() and "cloud.json" in errors.inner_text()
     screenshot(page, "tasks-import-refused")
     assert not TaskSpec.objects.filter(task_name="from-the-cloud").exists()
 
