@@ -45,6 +45,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="1000-1049", help="held-out seeds to evaluate on")
     parser.add_argument("--base", default="", help="the coldstart's --base (default: the recipe's)")
     parser.add_argument("--keep", default="", help="write the run here instead of a temporary dir")
+    parser.add_argument("--seed", default="0", help="the coldstart's --seed (the SFT's LoRA init and row order)")
     args = parser.parse_args()
 
     from bench.chart import line_chart_svg
@@ -54,7 +55,8 @@ def main() -> None:
     load_before = os.getloadavg()
     # a fresh cache: the base is converted as on a first start
     base = ["--base", args.base] if args.base else []
-    coldstart_s, progress = _trainer("coldstart", "--out", str(work), "--base-cache", str(work / "bases"), *base)
+    coldstart_s, progress = _trainer("coldstart", "--out", str(work), "--base-cache", str(work / "bases"), *base,
+                                     "--seed", args.seed)
     sft = next(line["metrics"] for line in progress if line.get("done"))
     demos_s = sft["demos"]["seconds"]
     eval_s, _ = _trainer("eval", "--init", str(work / "checkpoint"), "--tasks", ",".join(recipe.TASKS),
@@ -79,6 +81,7 @@ def main() -> None:
         "final_loss": round(sft["final_loss"], 4),
         "eval_seconds": round(eval_s, 1),
         "held_out_seeds": args.seeds,
+        "sft_seed": int(args.seed),
         "success_rate": round(success, 4),
         "per_task": {task: round(m["success_rate"], 4) for task, m in metrics["per_task"].items()},
         "void_rate": round(metrics["overall"]["void_rate"], 4),

@@ -72,6 +72,6 @@ def run_coldstart(config) -> dict:
                                       max_steps=config.max_steps, max_seconds=config.max_seconds, lr=config.lr,
                                       warmup_steps=config.warmup_steps, batch_tokens=config.batch_tokens,
                                       log_every=config.log_every, threads=config.threads,
-                                      prompt_style=config.prompt_style))
+                                      prompt_style=config.prompt_style, seed=config.seed))
     return {**metrics, "base_seconds": base_seconds,
             "demos": {"rows": demos["rows"], "per_task": demos["per_task"], "seconds": demos["seconds"]}}

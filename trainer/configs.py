@@ -177,6 +177,7 @@ class ColdstartConfig:
     batch_tokens: int = _f(recipe.BATCH_TOKENS, "tokens per SFT batch")
     log_every: int = _f(10, "print a progress line every N SFT steps")
     threads: int = _f(0, "torch CPU threads (0 keeps torch's default)")
+    seed: int = _f(0, "seed of the SFT (the LoRA's init, the order of the rows)")
 
 
 @dataclass
