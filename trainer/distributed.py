@@ -27,6 +27,7 @@ import importlib.util
 import json
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -109,6 +110,23 @@ def device_of(device: torch.device) -> torch.device:
     return device
 
 
+@contextmanager
+def whole_model_load():
+    """``from_pretrained`` inside loads the whole weights into this process alone, even while a DeepSpeed ZeRO-3
+    config is alive (accelerate keeps transformers' global reference to it for the engine's life): rank 0 rebuilding
+    the model to save the gathered weights would otherwise enter ``deepspeed.zero.Init``, a collective that the other
+    ranks never join (a hang) or that leaves the parameters empty partitions. The HF Trainer never rebuilds; Loupe
+    does, to merge a LoRA and write its own checkpoint dir."""
+    from transformers.integrations import deepspeed as hf_deepspeed
+
+    kept = hf_deepspeed._hf_deepspeed_config_weak_ref
+    hf_deepspeed.unset_hf_deepspeed_config()
+    try:
+        yield
+    finally:
+        hf_deepspeed._hf_deepspeed_config_weak_ref = kept
+
+
 def _group_ready() -> bool:
     return world_size() > 1 and torch.distributed.is_available() and torch.distributed.is_initialized()
 
@@ -129,30 +147,37 @@ def broadcast(value: float) -> float:
     return float(tensor.item())
 
 
+def tensor_digests(model: torch.nn.Module) -> dict[str, str]:
+    """sha256 of each parameter's bytes (as float32), by name."""
+    return {name: hashlib.sha256(param.detach().float().cpu().contiguous().numpy().tobytes()).hexdigest()
+            for name, param in model.named_parameters()}
+
+
 def weights_digest(model: torch.nn.Module) -> str:
     """sha256 of every parameter's name and bytes, in name order: equal on two ranks iff their weights are."""
     digest = hashlib.sha256()
-    for name, param in sorted(model.named_parameters()):
+    for name, value in sorted(tensor_digests(model).items()):
         digest.update(name.encode())
-        digest.update(param.detach().float().cpu().contiguous().numpy().tobytes())
+        digest.update(value.encode())
     return digest.hexdigest()
 
 
 def check_same_weights(model: torch.nn.Module) -> None:
-    """Raise on every rank unless all ranks hold the same weights (compared by a float64 sum of every parameter:
-    data-parallel ranks end bit-equal). A wrapper that did not average the gradients would otherwise go unseen:
-    rank 0 would save its own model, trained on its share of the rows alone."""
+    """Raise on every rank unless all ranks hold the same weights, tensor by tensor and bit for bit (data-parallel
+    ranks end bit-equal: the same averaged gradients, the same optimizer). A wrapper that did not average the
+    gradients would otherwise go unseen: rank 0 would save its own model, trained on its share of the rows alone.
+    Each rank sends one digest a tensor (names and sha256 of the bytes), not the weights."""
     if not _group_ready():
         return
-    with torch.no_grad():
-        total = sum(float(param.detach().double().sum()) for param in model.parameters())
-    device = _group_device()
-    totals = [torch.zeros(1, dtype=torch.float64, device=device) for _ in range(world_size())]
-    torch.distributed.all_gather(totals, torch.tensor([total], dtype=torch.float64, device=device))
-    values = [float(t.item()) for t in totals]
-    if len(set(values)) > 1:
-        raise TrainerError(f"the {world_size()} processes ended with different weights (parameter sums {values}): "
-                           "their gradients were not averaged, so the checkpoint would hold one rank's share only")
+    mine = tensor_digests(model)
+    every: list[dict[str, str] | None] = [None] * world_size()
+    torch.distributed.all_gather_object(every, mine)
+    differ = sorted({name for other in every for name in set(mine) | set(other)
+                     if other.get(name) != mine.get(name)})
+    if differ:
+        raise TrainerError(f"the {world_size()} processes ended with different weights in {len(differ)} of "
+                           f"{len(mine)} tensors (e.g. {differ[0]}): their gradients were not averaged, so the "
+                           "checkpoint would hold one rank's share only")
 
 
 class Trace:
@@ -175,4 +200,4 @@ class Trace:
 
 
 __all__ = ["world_size", "rank", "local_rank", "is_main", "check_launch", "quiet_stdout", "device_of", "broadcast",
-           "weights_digest", "check_same_weights", "Trace", "uses_deepspeed", "uses_fsdp", "DATA_PARALLEL", "TRACE_ENV"]
+           "tensor_digests", "weights_digest", "check_same_weights", "Trace", "uses_deepspeed", "uses_fsdp", "whole_model_load", "DATA_PARALLEL", "TRACE_ENV"]

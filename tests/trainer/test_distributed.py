@@ -1,5 +1,6 @@
-"""Several training processes: SFT of the tiny VLM under torchrun (gloo on the CPU) against one process with the
-same rows, and the launches the trainer refuses (trainer/distributed.py)."""
+"""Several training processes: SFT, DPO and GRPO of the tiny VLM under torchrun (gloo on the CPU) against one process
+with the same rows, the ranks' weights compared tensor by tensor, a sharded run's save, and the launches the trainer
+refuses (trainer/distributed.py)."""
 
 import importlib.util
 import json
@@ -14,7 +15,7 @@ import torch
 from PIL import Image, ImageDraw
 from safetensors.torch import load_file
 
-from trainer import cli
+from trainer import cli, distributed
 from trainer.configs import SFTConfig
 from trainer.distributed import TRACE_ENV
 from trainer.model import read_loupe
@@ -143,3 +144,88 @@ def test_two_processes_train_a_text_model_on_disjoint_rows_to_equal_weights(tmp_
     assert sorted(seen) == [0, 1] and all(len(rows) == 2 for rows in seen.values()) and not set(seen[0]) & set(seen[1])
     assert len({records[-1]["weights_sha256"] for records in ranks.values()}) == 1
     assert read_loupe(out)["base_model"] == "tiny"
+
+
+def _compare_weights(rank: int, port: int, swap: bool, folder: str) -> None:
+    """One gloo rank of test_ranks_weights_are_compared_tensor_by_tensor: a 2x3 layer of whole numbers, rank 1's
+    with two entries swapped when ``swap`` (the same sum, other weights); writes what check_same_weights said."""
+    os.environ.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        layer = torch.nn.Linear(3, 2, bias=False)
+        with torch.no_grad():
+            layer.weight.copy_(torch.arange(6.0).reshape(2, 3))
+            if swap and rank == 1:
+                layer.weight[0, 0], layer.weight[0, 1] = 1.0, 0.0
+        try:
+            distributed.check_same_weights(layer)
+            said = "same"
+        except distributed.TrainerError as exc:
+            said = str(exc)
+        Path(folder, f"rank{rank}.txt").write_text(said)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_ranks_weights_are_compared_tensor_by_tensor(tmp_path, swap):
+    """Two ranks whose weights differ only by two entries swapped have the same float64 sum (what the check compared
+    before issue 36): both must refuse to save, naming the tensor."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_compare_weights, args=(port, swap, str(tmp_path)), nprocs=2, join=True)
+    said = [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)]
+    if not swap:
+        assert said == ["same", "same"]
+    else:
+        assert all(s.startswith("the 2 processes ended with different weights in 1 of 1 tensors (e.g. weight)")
+                   for s in said), said
+
+
+class _Zero3Config:
+    """transformers' global DeepSpeed config as accelerate leaves it for a ZeRO-3 run (HfDeepSpeedConfig needs
+    deepspeed installed, which this machine has not: stood in by what from_pretrained reads of it)."""
+
+    config = {"zero_optimization": {"stage": 3}}
+
+    def is_zero3(self) -> bool:
+        return True
+
+
+def test_a_sharded_save_rebuilds_the_whole_model_on_rank_0_outside_zero3_init(tmp_path, vlm_dir, rows):
+    """Issue 36: under ZeRO-3 rank 0 rebuilt the model to save the gathered weights while accelerate kept the
+    DeepSpeed config alive, so from_pretrained entered deepspeed.zero.Init on one rank (a hang on a GPU node; here,
+    without deepspeed, its import fails). The save now loads the whole model there and writes the gathered weights."""
+    from types import SimpleNamespace
+
+    from transformers.integrations import deepspeed as hf_deepspeed
+
+    from trainer.trl_trainers import save_run
+    from trainer.vlm import prompt_style
+
+    config = SFTConfig(data=str(rows), init=str(vlm_dir), out=str(tmp_path / "out"), threads=1)
+    from transformers import AutoModelForImageTextToText
+
+    model = AutoModelForImageTextToText.from_pretrained(vlm_dir, local_files_only=True)
+    gathered = {k: v + 1.0 for k, v in model.state_dict().items()}  # what get_state_dict gives rank 0: other weights
+    plugin = SimpleNamespace(zero_stage=3)
+    trainer = SimpleNamespace(is_fsdp_enabled=False, model_wrapped=None, args=SimpleNamespace(device=torch.device("cpu")),
+                              accelerator=SimpleNamespace(state=SimpleNamespace(deepspeed_plugin=plugin),
+                                                          get_state_dict=lambda model: gathered,
+                                                          wait_for_everyone=lambda: None))
+    loaded = SimpleNamespace(model=None, prompt_style=prompt_style(config), is_lora=False)
+    zero3 = _Zero3Config()
+    hf_deepspeed.set_hf_deepspeed_config(zero3)
+    try:
+        save_run(trainer, loaded, config, "sft", {"steps": 1})
+        assert hf_deepspeed.is_deepspeed_zero3_enabled()  # the run's config is put back
+    finally:
+        hf_deepspeed.unset_hf_deepspeed_config()
+    saved = AutoModelForImageTextToText.from_pretrained(tmp_path / "out", local_files_only=True).state_dict()
+    assert saved.keys() == gathered.keys()
+    assert all(torch.equal(saved[k], gathered[k]) for k in gathered)
