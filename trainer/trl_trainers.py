@@ -500,7 +500,8 @@ def save_run(trainer, loaded: Loaded, config, algorithm: str, metrics: dict, tra
         state = trainer.accelerator.get_state_dict(trainer.model_wrapped)  # the full weights, on rank 0 only
         if distributed.is_main():
             dtype = resolve_dtype(config.dtype, trainer.args.device)
-            loaded = load_model(config, torch.device("cpu"), dtype, loaded.prompt_style, is_vlm(config.init))
+            with distributed.whole_model_load():  # not zero.Init on rank 0 alone (ZeRO-3's config is still alive)
+                loaded = load_model(config, torch.device("cpu"), dtype, loaded.prompt_style, is_vlm(config.init))
             state = {k: v for k, v in state.items() if ".ref." not in k}
             missing = loaded.model.load_state_dict(state, strict=False).missing_keys
             if missing:
