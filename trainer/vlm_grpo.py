@@ -39,7 +39,7 @@ Options (RLConfig) map onto GRPOConfig: ``group_size`` -> num_generations, ``bat
 step (each sampled ``group_size`` times), ``max_new_tokens`` -> max_completion_length, ``temperature``, ``kl_coef``
 -> beta (the k3 KL to the frozen init; with LoRA, the adapter disabled), ``eps_low``/``eps_high`` -> epsilon /
 epsilon_high, ``ppo_epochs`` -> num_iterations, ``loss_type``, ``scale_rewards``. Optimizer, schedule, progress
-lines, ``max_steps`` / ``max_seconds`` and the checkpoint dir are vlm_trl.py's. Options of the episode loops
+lines, ``max_steps`` / ``max_seconds`` and the checkpoint dir are trl_trainers.py's. Options of the episode loops
 (critic, GAE, online collection) are refused here rather than ignored.
 
 Over 400 lines: the row schema, its two reward kinds and the trainer they feed are one command's, read together.
@@ -66,6 +66,7 @@ from agent import rows as R
 from agent.actions import Action, ActionSyntaxError, parse_action
 from agent.envs import Env, EnvError, add_authored_task, make_env
 from trainer import data as D
+from trainer import distributed
 from trainer.configs import RLConfig, config_dict
 from trainer.model import Loaded, TrainerError, resolve_device, resolve_dtype
 from trainer.optim import log_interval, set_seed, set_threads, stop_report
@@ -370,7 +371,7 @@ def check_options(config: RLConfig) -> None:
 
 
 class GRPOProgress(Progress):
-    """vlm_trl's progress lines; a step that trains again on the last generation's answers (``ppo_epochs`` > 1) has
+    """trl_trainers' progress lines; a step that trains again on the last generation's answers (``ppo_epochs`` > 1) has
     no new rewards, so it reports that generation's, which are the rewards of the answers it trained on."""
 
     CARRIED = ("reward", "reward_std", "void")
@@ -426,21 +427,25 @@ def prepare_grpo(config: RLConfig) -> Run:
 
 def _build(config: RLConfig, prompts: list[dict], steps: dict[int, Step], envs: Envs) -> Run:
     set_threads(config.threads)
-    set_seed(config.seed)
-    device = resolve_device(config.device)
+    # this rank's GPU (cuda:LOCAL_RANK under torchrun), as SFT and DPO take it (trl_trainers._plan): without it every
+    # rank of a multi-GPU run loaded its model onto cuda:0
+    device = distributed.device_of(resolve_device(config.device))
     dtype = resolve_dtype(config.dtype, device)
     per_step = min(len(prompts), max(1, config.batch_tokens // max(config.max_length, 1)))
     batch = per_step * config.group_size  # answers a step: TRL's batch counts completions
     planned = config.max_steps
     style = prompt_style(config)  # recorded in loupe.json; the rows keep the prompts they were acted on
-    loaded = load_model(config, device, dtype, style, vision=True)
     workdir = tempfile.TemporaryDirectory(prefix="loupe-grpo-")
     common = {k: v for k, v in trainer_args(config, device, dtype, planned, batch, workdir.name).items()
-              if k != "max_length"}  # GRPOConfig has no max_length: nothing is cut, as in vlm_trl
+              if k != "max_length"}  # GRPOConfig has no max_length: nothing is cut, as in SFT of a VLM
+    # the TRL config before the model, as SFT and DPO make theirs: it sets up accelerate's state (the process group)
+    # and, under ZeRO-3, makes from_pretrained load the weights partitioned instead of whole on every GPU
     args = GRPOConfig(**common, num_generations=config.group_size, max_completion_length=config.max_new_tokens,
                       temperature=config.temperature, beta=config.kl_coef, epsilon=config.eps_low,
                       epsilon_high=config.eps_high, num_iterations=config.ppo_epochs, loss_type=config.loss_type,
                       scale_rewards=config.scale_rewards, log_completions=False)
+    set_seed(config.seed)  # after the process group is up: every rank draws the same LoRA init
+    loaded = load_model(config, device, dtype, style, vision=True)
     progress = GRPOProgress(config, planned, log_interval(config, planned),
                             {"loss": "loss", "reward": "reward", "reward_std": "reward_std", "void": "void",
                              "kl": "kl", "entropy": "entropy", "lr": "learning_rate", "grad_norm": "grad_norm"})
@@ -463,7 +468,7 @@ class LoupeGRPOTrainer(LoupeSchedule, GRPOTrainer):
 
 
 def _save(run: Run, config: RLConfig, metrics: dict) -> None:
-    """Rank 0 writes the checkpoint; every rank calls this (vlm_trl.save_run gathers a sharded model, checks that
+    """Rank 0 writes the checkpoint; every rank calls this (trl_trainers.save_run gathers a sharded model, checks that
     unsharded ranks hold the same weights and drops the frozen "ref" adapter GRPO keeps as its KL reference)."""
     save_run(run.trainer, run.loaded, config, "rl", metrics)
 

@@ -132,6 +132,37 @@ def test_grpo_full_finetune_through_the_cli_reports_rewards_and_moves_the_vision
     assert loupe["algorithm"] == "rl" and loupe["config"]["advantage"] == "grpo" and loupe["adapter"] is None
 
 
+def test_grpo_loads_the_model_on_this_ranks_device_after_its_trl_config(tmp_path, data, init, monkeypatch):
+    """Issue 36: every rank of a multi-GPU GRPO run loaded its model onto cuda:0, before GRPOConfig existed (so
+    under ZeRO-3 not partitioned either). The CPU shows the order and which device the model is given: the one
+    distributed.device_of picks for this rank (cuda:LOCAL_RANK under torchrun), made after the TRL config."""
+    import trainer.vlm_grpo as G
+
+    events = []
+    picked = torch.device("cpu", 0)  # a device no plain resolve_device("cpu") would give
+
+    class Config(G.GRPOConfig):
+        def __post_init__(self):
+            events.append("config")
+            super().__post_init__()
+
+    def device_of(device):
+        events.append(f"device_of({device})")
+        return picked
+
+    def load_model(config, device, *args, **kwargs):
+        events.append(f"model on {device}")
+        return real_load(config, torch.device("cpu"), *args, **kwargs)
+
+    real_load = G.load_model
+    monkeypatch.setattr(G, "GRPOConfig", Config)
+    monkeypatch.setattr(G.distributed, "device_of", device_of)
+    monkeypatch.setattr(G, "load_model", load_model)
+    run = prepare_grpo(rl_config(data / "rl.jsonl", init, tmp_path / "out", max_steps=1))
+    run.close()
+    assert events == ["device_of(cpu)", "config", f"model on {picked}"]
+
+
 def test_grpo_loss_falls_on_the_answer_tokens_only(tmp_path, data, warm):
     config = rl_config(data / "rl.jsonl", warm, tmp_path / "out", max_steps=1)
     run = prepare_grpo(config)
