@@ -285,13 +285,14 @@ class AnswerReward:
 
     __name__ = "answer"  # TRL names the reward's metrics after it
 
-    def __init__(self, steps: dict[int, Step], void_reward: float, envs: Envs) -> None:
+    def __init__(self, steps: dict[int, Step], void_reward: float, envs: Envs, pixels: dict | None = None) -> None:
         self.steps, self.void_reward, self.envs = steps, void_reward, envs
+        self.pixels = pixels or {}  # the init's image processor's limits: the grid a resizing format's points are on
         self.answers = self.void = self.rewarded = 0
 
     def score(self, text: str, step: Step) -> tuple[float, bool]:
         """(reward, void) of one answer."""
-        turn = formats.parse(text, format=step.format, width=step.width, height=step.height)
+        turn = formats.parse(text, format=step.format, width=step.width, height=step.height, **self.pixels)
         if turn.is_void:
             return self.void_reward, True
         return step.reward.score(turn.action, self.envs), False
@@ -449,7 +450,7 @@ def _build(config: RLConfig, prompts: list[dict], steps: dict[int, Step], envs: 
     progress = GRPOProgress(config, planned, log_interval(config, planned),
                             {"loss": "loss", "reward": "reward", "reward_std": "reward_std", "void": "void",
                              "kl": "kl", "entropy": "entropy", "lr": "learning_rate", "grad_norm": "grad_norm"})
-    reward = AnswerReward(steps, config.void_reward, envs)
+    reward = AnswerReward(steps, config.void_reward, envs, formats.pixel_limits(config.init))
     train = Dataset.from_list(prompts, features=Features({"prompt": List(PARTS), "images": IMAGES,
                                                           "row": Value("int64")}))
     trainer = LoupeGRPOTrainer(model=loaded.model, reward_funcs=[reward], args=args, train_dataset=train,

@@ -1,6 +1,6 @@
 """Answer formats of real GUI agents, read into and written from Loupe's canonical actions.
 
-``parse(text, format=, width=, height=)`` reads a model's answer into an :class:`agent.actions.Turn`
+``parse(text, format=, width=, height=, min_pixels=, max_pixels=)`` reads a model's answer into an :class:`agent.actions.Turn`
 whose action is in screenshot pixels (``width`` x ``height``: the screenshot the model saw). It never
 raises: an answer it cannot read is a void turn whose ``void_reason`` says why, as
 :func:`agent.actions.parse_turn` does for Loupe's grammar. ``render(thought, action, format=, ...)``
@@ -9,6 +9,9 @@ the model can learn from; ``parse(render(...))`` gives the action back, coordina
 wherever the model's grid is no coarser than 2 screenshot pixels (the 0-1000 grid on a screen up to
 2000 pixels wide). ``render`` with ``action=None`` writes the thought alone (a void turn's text).
 ``render`` raises ValueError for an unknown format, a bad screen size or a point off the screenshot.
+``min_pixels`` / ``max_pixels`` are the served checkpoint's image processor's limits (its
+preprocessor_config.json, read by :func:`pixel_limits`) for a format whose coordinates are pixels of
+the resized image (``uitars``); None takes the format's own defaults, and other formats ignore them.
 
 Formats (the modules beside this one say how each maps to Loupe's actions):
 
@@ -28,7 +31,7 @@ from agent.actions import Action, ActionSyntaxError, Turn, format_turn, parse_tu
 from agent.formats import pyautogui, qwen, uitars
 from agent.formats._common import FormatError, check_size
 
-__all__ = ["FORMATS", "FormatError", "check_format", "parse", "render"]
+__all__ = ["FORMATS", "FormatError", "check_format", "parse", "pixel_limits", "render"]
 
 FORMATS: tuple[str, ...] = ("loupe", "uitars", "qwen-relative", "pyautogui")
 _MODULES = {"uitars": uitars, "qwen-relative": qwen, "pyautogui": pyautogui}
@@ -46,7 +49,48 @@ def _void(thought: str, reason: str, raw: str) -> Turn:
     return Turn(thought=thought, action=None, void_reason=reason, raw=raw)
 
 
-def parse(text: str, *, format: str, width: int, height: int) -> Turn:
+def _check_limits(min_pixels: object, max_pixels: object) -> dict:
+    for name, value in (("min_pixels", min_pixels), ("max_pixels", max_pixels)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise FormatError(f"{name} must be a positive whole number of pixels, got {value!r}")
+    if min_pixels is not None and max_pixels is not None and min_pixels > max_pixels:
+        raise FormatError(f"min_pixels {min_pixels} is more than max_pixels {max_pixels}")
+    return {"min_pixels": min_pixels, "max_pixels": max_pixels}
+
+
+def _pixels(module, min_pixels: int | None, max_pixels: int | None) -> dict:
+    limits = _check_limits(min_pixels, max_pixels)
+    return limits if getattr(module, "RESIZES", False) else {}
+
+
+def pixel_limits(checkpoint_dir) -> dict:
+    """``{"min_pixels", "max_pixels"}`` of a checkpoint dir's image processor: a hub checkpoint's
+    preprocessor_config.json (top-level ``min_pixels`` / ``max_pixels``, as Qwen2.5-VL's and UI-TARS-1.5's), or the
+    ``image_processor`` of the processor_config.json transformers 5 writes (``size``: ``shortest_edge`` /
+    ``longest_edge``, in pixels). None for a limit neither states. What parse and render take for the checkpoint
+    that is served."""
+    import json
+    from pathlib import Path
+
+    folder = Path(checkpoint_dir)
+    for name, inner in (("preprocessor_config.json", None), ("processor_config.json", "image_processor")):
+        try:
+            config = json.loads((folder / name).read_text())
+        except (OSError, ValueError):
+            continue
+        config = config.get(inner) if inner else config
+        if not isinstance(config, dict):
+            continue
+        size = config.get("size") if isinstance(config.get("size"), dict) else {}
+        low = config.get("min_pixels", size.get("shortest_edge"))
+        high = config.get("max_pixels", size.get("longest_edge"))
+        return {"min_pixels": low if isinstance(low, int) and low > 0 else None,
+                "max_pixels": high if isinstance(high, int) and high > 0 else None}
+    return {"min_pixels": None, "max_pixels": None}
+
+
+def parse(text: str, *, format: str, width: int, height: int, min_pixels: int | None = None,
+          max_pixels: int | None = None) -> Turn:
     """Read a model's answer in ``format``; never raises: unreadable answers are void turns."""
     raw = text if isinstance(text, str) else repr(text)
     thought = ""
@@ -63,8 +107,9 @@ def parse(text: str, *, format: str, width: int, height: int) -> Turn:
             return _void("", "the answer is empty", raw)
         check_size(width, height)
         module = _MODULES[format]
+        pixels = _pixels(module, min_pixels, max_pixels)
         thought, body = module.split(text)
-        return Turn(thought=thought, action=module.read(body, width, height), void_reason=None, raw=raw)
+        return Turn(thought=thought, action=module.read(body, width, height, **pixels), void_reason=None, raw=raw)
     except FormatError as exc:
         return _void(thought or exc.thought, str(exc), raw)
     except ActionSyntaxError as exc:
@@ -73,7 +118,8 @@ def parse(text: str, *, format: str, width: int, height: int) -> Turn:
         return _void(thought, f"could not read the answer: {type(exc).__name__}: {str(exc)[:120]}", raw)
 
 
-def render(thought: str, action: Action | None, *, format: str, width: int, height: int) -> str:
+def render(thought: str, action: Action | None, *, format: str, width: int, height: int,
+           min_pixels: int | None = None, max_pixels: int | None = None) -> str:
     """The assistant text of ``thought`` and ``action`` in ``format``; see the module docstring."""
     check_format(format)
     if action is not None and not isinstance(action, Action):
@@ -82,4 +128,5 @@ def render(thought: str, action: Action | None, *, format: str, width: int, heig
     if format == "loupe":
         return format_turn(thought, action) if action is not None else f"Thought: {thought}"
     check_size(width, height)
-    return _MODULES[format].render(thought, action, width, height)
+    module = _MODULES[format]
+    return module.render(thought, action, width, height, **_pixels(module, min_pixels, max_pixels))

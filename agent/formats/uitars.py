@@ -30,16 +30,23 @@ from agent.actions import Action
 from agent.formats._calls import call_to_action, read_call
 from agent.formats._common import FormatError, Grid, split_thought_action
 
-__all__ = ["grid", "quote", "read", "render", "split"]
+__all__ = ["RESIZES", "grid", "quote", "read", "render", "split"]
 
 _KEEP = ("Reflection:", "Action_Summary:")  # thought prefixes kept as written
 _OUT = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def grid(width: int, height: int) -> Grid:
-    """Pixels of the smart-resized image UI-TARS sees, over the ``width`` x ``height`` screenshot."""
+RESIZES = True  # the grid depends on the served processor's pixel limits (agent.formats.parse's min/max_pixels)
+
+
+def grid(width: int, height: int, min_pixels: int | None = None, max_pixels: int | None = None) -> Grid:
+    """Pixels of the smart-resized image UI-TARS sees, over the ``width`` x ``height`` screenshot. ``min_pixels`` /
+    ``max_pixels``: the served processor's (its preprocessor_config.json); None: the ``ui-tars`` package's. They
+    matter on small screens: a 160x210 MiniWoB screen is 252x336 at the package's minimum (78,400 pixels) but
+    168x224 at Qwen2.5-VL's processor default (3,136); at 1280x800 and 1920x1080 the two agree."""
+    low, high = min_pixels or MIN_PIXELS, max_pixels or MAX_PIXELS
     try:
-        rh, rw = smart_resize(height, width, factor=IMAGE_FACTOR, min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
+        rh, rw = smart_resize(height, width, factor=IMAGE_FACTOR, min_pixels=low, max_pixels=high)
     except ValueError as exc:
         raise FormatError(f"UI-TARS cannot see a {width}x{height} screenshot: {exc}") from None
     return Grid(rw, rh, width, height, f"UI-TARS sees the {width}x{height} screenshot as {rw}x{rh}")
@@ -57,8 +64,8 @@ def split(text: str) -> tuple[str, str]:
     return _thought(before), body
 
 
-def read(body: str, width: int, height: int) -> Action:
-    return call_to_action(read_call(body), grid(width, height))
+def read(body: str, width: int, height: int, **pixels: int | None) -> Action:
+    return call_to_action(read_call(body), grid(width, height, **pixels))
 
 
 def quote(text: str) -> str:
@@ -93,8 +100,8 @@ def action_text(action: Action, g: Grid) -> str:
     return "wait()"
 
 
-def render(thought: str, action: Action | None, width: int, height: int) -> str:
+def render(thought: str, action: Action | None, width: int, height: int, **pixels: int | None) -> str:
     head = thought if thought.startswith(_KEEP) else f"Thought: {thought}"
     if action is None:
         return head
-    return f"{head}\nAction: {action_text(action, grid(width, height))}"
+    return f"{head}\nAction: {action_text(action, grid(width, height, **pixels))}"

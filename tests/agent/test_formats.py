@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from ui_tars.action_parser import parse_action_to_structure_output
 
 from agent.actions import DIRECTIONS, Action, Turn, parse_turn
+from agent import formats
 from agent.formats import FORMATS, check_format, parse, render
 from agent.prompt import FORMAT_SYSTEM_PROMPTS, SYSTEM_PROMPT
 
@@ -460,3 +461,38 @@ def test_formats_import_nothing_heavy():
     assert out.returncode == 0, out.stderr
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
     assert not loaded & {"django", "torch", "transformers", "playwright", "flywheel", "trainer"}
+
+
+def test_uitars_points_are_on_the_served_processors_grid(tmp_path):
+    """Issue 36: the grid of a 160x210 MiniWoB screen is 252x336 at the ui-tars package's minimum (78,400 pixels),
+    but a processor with Qwen2.5-VL's minimum (3,136) shows the model 168x224: its (84, 112) is the screen's (80, 105),
+    not (53, 70). At 1280x800 both limits give the same grid."""
+    answer = "Action: click(start_box='(84,112)')"
+    qwen = {"min_pixels": 3136, "max_pixels": 12845056}
+    turn = formats.parse(answer, format="uitars", width=160, height=210, **qwen)
+    assert (turn.action.args["x"], turn.action.args["y"]) == (80, 105)
+    default = formats.parse(answer, format="uitars", width=160, height=210)
+    assert (default.action.args["x"], default.action.args["y"]) == (53, 70)
+    click = Action("click", {"x": 80, "y": 105})
+    assert "(84,112)" in formats.render("", click, format="uitars", width=160, height=210, **qwen)
+    wide = "Action: click(start_box='(644,406)')"
+    assert formats.parse(wide, format="uitars", width=1280, height=800, **qwen).action == \
+        formats.parse(wide, format="uitars", width=1280, height=800).action
+    # formats on their own grids take the limits and ignore them
+    assert formats.parse("Action: click(500, 500)", format="qwen-relative", width=160, height=210, **qwen).action == \
+        Action("click", {"x": 80, "y": 105})
+    # bad limits: a void turn saying why (parse never raises), a ValueError from render
+    for bad, why in (({"min_pixels": 0}, "min_pixels must be a positive whole number"),
+                     ({"min_pixels": 5000, "max_pixels": 4000}, "min_pixels 5000 is more than max_pixels 4000")):
+        assert why in formats.parse(answer, format="uitars", width=160, height=210, **bad).void_reason
+        with pytest.raises(ValueError, match=why):
+            formats.render("", click, format="uitars", width=160, height=210, **bad)
+    # the limits of a checkpoint dir: a hub checkpoint's preprocessor_config.json, transformers 5's processor_config
+    (tmp_path / "hub").mkdir()
+    (tmp_path / "hub" / "preprocessor_config.json").write_text(json.dumps(qwen))
+    assert formats.pixel_limits(tmp_path / "hub") == qwen
+    (tmp_path / "saved").mkdir()
+    (tmp_path / "saved" / "processor_config.json").write_text(json.dumps(
+        {"image_processor": {"size": {"shortest_edge": 3136, "longest_edge": 200704}}}))
+    assert formats.pixel_limits(tmp_path / "saved") == {"min_pixels": 3136, "max_pixels": 200704}
+    assert formats.pixel_limits(tmp_path / "none") == {"min_pixels": None, "max_pixels": None}
