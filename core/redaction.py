@@ -25,7 +25,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from core.errors import ApplicationError
@@ -194,9 +194,10 @@ class Words(RegexDetector):
 DETECTORS: dict[str, type[Detector]] = {d.kind: d for d in (Email, Iban, Card, NationalId, IpAddress, Phone)}
 KINDS = ("secret", *DETECTORS, "name")
 
-# Element text is cut at 57 characters with '...' in prompts (agent/envs/base.py Element.to_text): the start of an
-# address or number cut there is redacted too, though it no longer parses as one.
-_CUT = re.compile(r"(?:[\w.+-]*@[\w.-]*|\+?\d[\d ()-]{5,})\.\.\.")
+# Element text is cut short with '...' before its closing quote in prompts (agent/envs/base.py Element.to_text, the
+# named style): the cut word may be the start of an address, a number or a key that no longer parses as one, so the
+# cut word is always replaced, and the start of a listed name before it too.
+_CUT = re.compile(r'(\S+)\.\.\."')
 
 
 @dataclass(frozen=True)
@@ -262,9 +263,19 @@ def policy_clean(raw: dict | None) -> dict:
 
 
 def policy_of(settings: dict | None) -> Policy:
-    """The policy a project's settings hold (``settings["redaction"]``); the default redacts every built-in kind."""
+    """The policy a project's settings hold (``settings["redaction"]``); the default redacts every built-in kind.
+    A snapshot's lineage holds the policy it was made under the same way (``lineage["redaction"]``)."""
     raw = (settings or {}).get("redaction") or {}
     return _policy(json.dumps(raw, sort_keys=True))
+
+
+def snapshot_record(settings: dict | None) -> dict:
+    """What a snapshot records of the policy that made it (its lineage's ``redaction``, exported with it): the
+    digest, which is part of the snapshot's key (a policy change makes a new snapshot), and what the policy does,
+    without its words and patterns (a word list of names is itself personal data)."""
+    policy = policy_of(settings)
+    return {"digest": policy.digest, "enabled": policy.enabled, "kinds": list(policy.kinds), "region": policy.region,
+            "patterns": [name for name, _ in policy.patterns], "words": len(policy.words)}
 
 
 @lru_cache(maxsize=64)
@@ -312,8 +323,27 @@ def text_redact(text: str, policy: Policy = DEFAULT) -> str:
         out.append(hit.label)
         at = hit.end
     out.append(text[at:])
-    return _CUT.sub(lambda m: "[CUT]..." if any(ch.isdigit() or ch == "@" for ch in m.group(0)) else m.group(0),
-                    "".join(out))
+    return _cut_redact("".join(out), policy)
+
+
+def _cut_redact(text: str, policy: Policy) -> str:
+    out, at = [], 0
+    for match in _CUT.finditer(text):
+        head = text[:match.end(1)]
+        start = match.start(1)
+        if head.endswith("]") and head[:-1].rstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ_").endswith("["):
+            continue  # a label already stands there
+        for word in policy.words:
+            for k in range(len(word) - 1, 2, -1):
+                begin = len(head) - k
+                if head.lower().endswith(word[:k].lower()) and (begin == 0 or not head[begin - 1].isalnum()):
+                    start = min(start, begin)
+                    break
+        out.append(text[at:start])
+        out.append('[CUT]..."')
+        at = match.end()
+    out.append(text[at:])
+    return "".join(out)
 
 
 # Row fields that hold storage paths, not text a person wrote or saw.
@@ -333,9 +363,20 @@ def value_redact(value, policy: Policy = DEFAULT):
     return value
 
 
-def rows_redact(rows: list[dict], settings: dict | None) -> list[dict]:
-    """A batch of export rows as the project's policy lets them leave: the export's one hook."""
-    return value_redact(rows, policy_of(settings))
+def _recorded(lineage: dict | None) -> str | None:
+    return ((lineage or {}).get("redaction") or {}).get("digest")
+
+
+def rows_redact(rows: list[dict], lineage: dict | None, settings: dict | None) -> list[dict]:
+    """A batch of a snapshot's rows as the project's policy lets them leave (the snapshot build's hook). A build
+    whose project changed its policy since the snapshot was asked for is refused (ApplicationError): the
+    snapshot would hold rows of a policy it does not record."""
+    policy = policy_of(settings)
+    recorded = _recorded(lineage)
+    if recorded and recorded != policy.digest:
+        raise ApplicationError("The project's redaction policy changed after this snapshot was asked for; freeze "
+                               "the data again to make a snapshot under the new policy.")
+    return value_redact(rows, policy)
 
 
 # --- screenshots -------------------------------------------------------------------------------------
@@ -371,14 +412,19 @@ def image_redact(data: bytes, boxes: Sequence[tuple[int, int, int, int]]) -> byt
     return out.getvalue()
 
 
-def screenshot_redacted(name: str, settings: dict | None, elements_of_steps: Iterable[list]) -> str:
+def screenshot_redacted(name: str, lineage: dict | None, settings: dict | None,
+                        elements_of_steps: Iterable[list]) -> str:
     """The storage name of ``name``'s copy with every matching element filled (made once, addressed by what it
-    was made from), or ``name`` itself when nothing on it matched or the policy is off. ``elements_of_steps``:
-    the elements of each step that showed this screenshot (one file may be several steps' screen)."""
+    was made from), or ``name`` itself when nothing on it matched or the policy is off (the export's hook).
+    Screenshots are redacted at export by the project's policy; by it switched on, whatever it says, when it is not
+    the one the snapshot (``lineage``) was made under. ``elements_of_steps``: the elements of each step that showed
+    this screenshot (a file may be several steps' screen)."""
     from django.core.files.base import ContentFile
     from django.core.files.storage import default_storage
 
     policy = policy_of(settings)
+    if _recorded(lineage) != policy.digest:
+        policy = replace(policy, enabled=True)
     boxes = sorted({box for elements in elements_of_steps for box in element_boxes(elements, policy)})
     if not boxes or not policy.enabled:
         return name

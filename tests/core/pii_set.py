@@ -2,6 +2,7 @@
 appears in on a screen, in typed text or in speech, and near-misses that look like them and must be left alone.
 Used by the redaction tests (text, screenshots, exports) and kept here so a change to a detector is judged on the
 same set."""
+import io
 
 # kind -> (value, a sentence that holds it)
 VALUES = {
@@ -34,3 +35,22 @@ NEAR_MISSES = [
     "DE89 is a prefix, not an account",
     "Margaret's hamiltonian is fine",  # not the listed name
 ]
+
+
+def screen_with(texts: list[str]) -> tuple[bytes, list[dict]]:
+    """A white 400x240 JPEG with each text drawn in dark grey on a light grey element box 40 px below the last,
+    and those elements (agent.envs.base.Element.to_dict: centre and size)."""
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (400, 240), "white")
+    draw = ImageDraw.Draw(image)
+    elements = []
+    for row, text in enumerate(texts):
+        top = 10 + row * 40
+        draw.rectangle((10, top, 390, top + 30), fill=(200, 200, 200))
+        draw.text((14, top + 8), text, fill=(20, 20, 20))
+        elements.append({"role": "text", "text": text, "x": 200, "y": top + 15, "width": 380, "height": 30,
+                         "checked": None, "focused": False})
+    out = io.BytesIO()
+    image.save(out, format="JPEG", quality=95)
+    return out.getvalue(), elements

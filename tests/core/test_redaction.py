@@ -5,11 +5,11 @@ import io
 
 import numpy as np
 import pytest
-from PIL import Image, ImageDraw
+from PIL import Image
 
 from core import redaction
 from core.errors import ApplicationError
-from tests.core.pii_set import NEAR_MISSES, SETTINGS, VALUES
+from tests.core.pii_set import NEAR_MISSES, SETTINGS, VALUES, screen_with
 
 POLICY = redaction.policy_of(SETTINGS)
 
@@ -42,10 +42,14 @@ def test_a_policy_switched_off_changes_nothing():
     assert policy.digest != redaction.DEFAULT.digest
 
 
-def test_an_address_cut_short_in_a_prompt_line_is_redacted_too():
-    line = '[textbox] "Questions about your payment? Write to jane.doe+billing@exa..." at (80, 20)'
-    redacted = redaction.text_redact(line)
-    assert "jane.doe" not in redacted and "[CUT]..." in redacted
+@pytest.mark.parametrize("line, kept", [
+    ('[textbox] "Questions about your payment? Write to jane.doe+bil..." at (80, 20)', "Write to "),
+    ('[text] "Card number 4111 1111 11..." x=200, y=105', "Card number 4111 1111 "),
+    ('[text] "Assigned to Margaret Hami..." x=1, y=2', "Assigned to "),
+])
+def test_the_word_cut_short_in_a_prompt_line_is_redacted_and_a_listed_names_start_before_it(line, kept):
+    redacted = redaction.text_redact(line, POLICY)
+    assert kept + '[CUT]..."' in redacted and redacted.endswith(line.rsplit('..."', 1)[1]), redacted
 
 
 def test_rows_are_redacted_in_every_string_but_their_image_paths():
@@ -54,30 +58,15 @@ def test_rows_are_redacted_in_every_string_but_their_image_paths():
                           {"role": "assistant", "content": 'Thought: mail them\nAction: type(text="'
                                                            f'{VALUES["email"][0]}")'}],
              "image": image, "meta": {"episode": 3, "comment": VALUES["card"][1]}}]
-    out = redaction.rows_redact(rows, SETTINGS)
+    out = redaction.rows_redact(rows, {"redaction": redaction.snapshot_record(SETTINGS)}, SETTINGS)
     text = repr(out)
     for kind in ("phone", "email", "card"):
         assert VALUES[kind][0] not in text
     assert out[0]["image"] == image and out[0]["meta"]["episode"] == 3
 
 
-def _screen_with(texts: list[str]) -> tuple[bytes, list[dict]]:
-    """A white 400x240 JPEG with each text drawn in grey in its own element box, and those elements."""
-    image = Image.new("RGB", (400, 240), "white")
-    draw = ImageDraw.Draw(image)
-    elements = []
-    for row, text in enumerate(texts):
-        top = 10 + row * 40
-        draw.rectangle((10, top, 390, top + 30), fill=(200, 200, 200))
-        draw.text((14, top + 8), text, fill=(20, 20, 20))
-        elements.append({"role": "text", "text": text, "x": 200, "y": top + 15, "width": 380, "height": 30})
-    out = io.BytesIO()
-    image.save(out, format="JPEG", quality=95)
-    return out.getvalue(), elements
-
-
 def test_a_screenshot_is_filled_black_inside_each_matching_elements_box_only():
-    data, elements = _screen_with([VALUES["email"][1], "Nothing private here", VALUES["card"][1]])
+    data, elements = screen_with([VALUES["email"][1], "Nothing private here", VALUES["card"][1]])
     boxes = redaction.element_boxes(elements, POLICY)
     assert len(boxes) == 2
     pixels = np.asarray(Image.open(io.BytesIO(redaction.image_redact(data, boxes))).convert("L")).astype(int)
