@@ -21,6 +21,7 @@ from django.core.files.storage import default_storage
 from django.db import connection, transaction
 from django.utils import timezone
 
+from core import redaction
 from core.audit import audit_record
 from core.errors import ApplicationError
 from core.limits import check_length
@@ -82,7 +83,8 @@ def _snapshot_create(*, project: Project, kind: str, name: str, filter: dict | N
     if not episode_ids:
         raise ApplicationError(_no_rows(kind), errors={"filter": ["Matches no rows."]})
     target = export_target(project).to_dict()
-    key = _source_key(kind, cleaned, routing, episode_ids, target, _rows_within(kind, episode_ids, routing))
+    policy = redaction.snapshot_record(project.settings)  # part of the key: a policy change makes a new snapshot
+    key = _source_key(kind, cleaned, routing, episode_ids, target, [_rows_within(kind, episode_ids, routing), policy])
     same = (DatasetSnapshot.objects.filter(project=project, source_key=key)
             .exclude(status=SnapshotStatus.FAILED).order_by("-id").first())
     if same is not None:
@@ -90,7 +92,7 @@ def _snapshot_create(*, project: Project, kind: str, name: str, filter: dict | N
     snapshot = DatasetSnapshot.objects.create(
         project=project, kind=kind, name=name or f"{kind} {timezone.now():%Y-%m-%d %H:%M}", filter=cleaned,
         routing=routing, source_key=key, created_by=actor if actor and actor.is_authenticated else None,
-        lineage={"rendered_for": target})
+        lineage={"rendered_for": target, "redaction": policy})
     audit_record(actor=actor, action="snapshot.create", target=snapshot, data={"kind": kind, "filter": cleaned})
     if build:
         transaction.on_commit(lambda: flywheel_tasks.snapshot_build.delay(snapshot.pk))
@@ -173,6 +175,7 @@ def _snapshot_write(snapshot: DatasetSnapshot) -> DatasetSnapshot:
             parquet = ParquetRows(parquet_path)
             with open(jsonl_path, "wb") as out:
                 for done, (episode, rows) in enumerate(rows_iter(kind, episode_ids, target=target), 1):
+                    rows = redaction.rows_redact(rows, snapshot.lineage, project.settings)
                     for row in rows:
                         line = (json.dumps(row, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n").encode()
                         out.write(line)
@@ -204,7 +207,8 @@ def _snapshot_write(snapshot: DatasetSnapshot) -> DatasetSnapshot:
             status=SnapshotStatus.READY, progress=1.0, rows=n_rows, episodes=len(lineage_rows), size_bytes=size,
             sha256=digest.hexdigest(), file=file_name, parquet_file=parquet_name, finished_at=timezone.now(),
             lineage={"episodes": len(lineage_rows), "rows": n_rows, "tasks": dict(by_task),
-                     "checkpoints": dict(by_checkpoint), "rendered_for": target.to_dict()})
+                     "checkpoints": dict(by_checkpoint), "rendered_for": target.to_dict(),
+                     "redaction": (snapshot.lineage or {}).get("redaction")})
     return DatasetSnapshot.objects.get(pk=snapshot_id)
 
 
@@ -324,6 +328,9 @@ def export_stream(snapshot: DatasetSnapshot, block: int = 1 << 20) -> Iterator[b
         yield sink.take()
         for name in screenshot_names(snapshot):
             if default_storage.exists(name):
-                yield from copy(name, image_path(name), compress=False)
+                shown = Step.objects.filter(screenshot=name, episode_id__in=snapshot.members.values("episode_id"))
+                yield from copy(redaction.screenshot_redacted(name, snapshot.lineage, snapshot.project.settings,
+                                                              shown.values_list("elements", flat=True)),
+                                image_path(name), compress=False)
     yield sink.take()
 
