@@ -89,33 +89,44 @@ def _images(row: dict, base: Path, where: str) -> list[dict]:
     return [image_ref(spec, base, f"{where}: images[{i}]") for i, spec in enumerate(images)]
 
 
-def _check_target(row: dict, where: str, style: str, action_format: str | None) -> None:
+def _check_target(row: dict, where: str, style: str, action_format: str | None) -> bool:
     """A row rendered for another model (its ``rendered_for``: format or prompt style) is refused, naming the row;
-    legacy rows without it pass (data.check_rendered_for)."""
+    legacy rows without it pass (data.check_rendered_for). True when the row records what it was rendered for: its
+    prompt is then used as it is, never re-rendered (as data.restyle does for text rows)."""
     if row.get("rendered_for") is None:
-        return
+        return False
     try:
         rendered_for = R.RenderedFor.from_dict(row["rendered_for"], where)
     except ValueError as exc:
         raise TrainerError(str(exc)) from None
     D.check_rendered_for(rendered_for, where, action_format=action_format, style=style)
+    return True
+
+
+def _restyled(messages: list[dict], style: str, rendered: bool) -> list[dict]:
+    """A legacy row's messages re-rendered in ``style``; a row rendered for this model's style as it is."""
+    if rendered:
+        return messages
+    (messages,), _ = D.restyle([messages], style)
+    return messages
 
 
 def read_sft_rows(path: str | os.PathLike, style: str, action_format: str | None = None) -> list[dict]:
     """SFT rows as TRL's conversational vision rows: ``{"messages": [structured], "images": [refs], "row": line}``
     (``row``: the line number in the file, which a multi-process run's trace names; trainer/distributed.py).
-    The messages are re-rendered in prompt ``style`` first, as sft.py does for text models."""
+    A legacy row's messages are re-rendered in prompt ``style`` first, as sft.py does for text models; a row that
+    records what it was rendered for is used as it is (refused when rendered for another style or format)."""
     base = Path(path).resolve().parent
     rows = []
     for lineno, row in D.read_jsonl(path):
         where = f"{path}:{lineno}"
         if "messages" not in row:
             raise TrainerError(f"{where}: an SFT row needs a 'messages' list (keys found: {sorted(row)})")
-        _check_target(row, where, style, action_format)
+        rendered = _check_target(row, where, style, action_format)
         messages = D._check_messages(row["messages"], f"{where}: messages")
         if not any(m["role"] == "assistant" for m in messages):
             raise TrainerError(f"{where}: messages: no assistant turn, nothing to learn from")
-        (messages,), _ = D.restyle([messages], style)
+        messages = _restyled(messages, style, rendered)
         images = _images(row, base, where)
         rows.append({"messages": structured(messages, len(images), where), "images": images, "row": lineno})
     return rows
@@ -132,14 +143,14 @@ def read_dpo_rows(path: str | os.PathLike, style: str, action_format: str | None
         missing = [k for k in ("prompt", "chosen", "rejected") if k not in row]
         if missing:
             raise TrainerError(f"{where}: a DPO row needs prompt, chosen and rejected; missing {missing}")
-        _check_target(row, where, style, action_format)
+        rendered = _check_target(row, where, style, action_format)
         prompt = D._check_messages(row["prompt"], f"{where}: prompt")
         chosen = D._check_messages(row["chosen"], f"{where}: chosen", assistant_only=True)
         rejected = D._check_messages(row["rejected"], f"{where}: rejected", assistant_only=True)
         if D._completion_text(chosen) == D._completion_text(rejected):
             same += 1
             continue
-        (prompt,), _ = D.restyle([prompt], style)
+        prompt = _restyled(prompt, style, rendered)
         images = _images(row, base, where)
         rows.append({"prompt": structured(prompt, len(images), where), "chosen": structured(chosen, 0, where),
                      "rejected": structured(rejected, 0, where), "images": images, "row": lineno})

@@ -140,6 +140,28 @@ def test_rows_rendered_for_another_format_or_style_are_refused_naming_the_row(tm
         read_dpo_rows(pairs, "full", "pyautogui")
 
 
+def test_a_row_that_records_what_it_was_rendered_for_is_never_restyled(tmp_path):
+    """Its prompt is the one its checkpoint was (or will be) sent: re-rendering it because its system prompt reads like
+    another style would train on a prompt the model never sees. A legacy row in another style is re-rendered."""
+    from agent.prompt import system_prompt
+
+    (tmp_path / "a.png").write_bytes(b"png")
+    turns = [{"role": "system", "content": system_prompt("compact")}, {"role": "user", "content": "Task: go"},
+             {"role": "assistant", "content": "a1"}]
+    target = {"style": "full", "action_format": "loupe", "reads_images": True, "history_images": 0}
+    pair = {"prompt": turns[:2], "chosen": [turns[2]], "rejected": [{"role": "assistant", "content": "no"}],
+            "images": ["a.png"]}
+    path = write(tmp_path / "rows.jsonl", [{"messages": turns, "images": ["a.png"], "rendered_for": target},
+                                           {"messages": turns, "images": ["a.png"]}])
+    rendered, legacy = read_sft_rows(path, "full", "loupe")
+    assert rendered["messages"][0]["content"][0]["text"] == system_prompt("compact")
+    assert legacy["messages"][0]["content"][0]["text"] == system_prompt("full")
+    pairs = write(tmp_path / "pairs.jsonl", [{**pair, "rendered_for": target}, pair])
+    rendered, legacy = read_dpo_rows(pairs, "full", "loupe")
+    assert rendered["prompt"][0]["content"][0]["text"] == system_prompt("compact")
+    assert legacy["prompt"][0]["content"][0]["text"] == system_prompt("full")
+
+
 def test_sft_labels_fall_on_assistant_tokens_only(tmp_path, vlm_dir):
     screenshot(0).save(tmp_path / "s.png")
     turns = [{"role": "system", "content": "You operate a web page."},
