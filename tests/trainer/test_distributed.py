@@ -16,7 +16,8 @@ from PIL import Image, ImageDraw
 from safetensors.torch import load_file
 
 from trainer import cli, distributed
-from trainer.configs import SFTConfig
+from trainer.configs import DPOConfig, RLConfig, SFTConfig
+from trainer.dpo import train_dpo
 from trainer.distributed import TRACE_ENV
 from trainer.model import read_loupe
 from trainer.sft import train_sft
@@ -93,6 +94,66 @@ def test_two_processes_train_disjoint_rows_to_equal_weights_and_the_loss_of_one_
     assert lines[-1]["metrics"]["final_loss"] == pytest.approx(metrics["final_loss"], abs=1e-4)
     two, single_weights = load_file(out / "model.safetensors"), load_file(tmp_path / "one" / "model.safetensors")
     assert all(torch.allclose(two[k], single_weights[k], atol=1e-5) for k in single_weights)
+
+
+def torchrun(command: str, *args: str, trace: Path | None = None) -> subprocess.CompletedProcess:
+    """``python -m trainer <command> ...`` under torchrun with two gloo processes."""
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "trainer",
+            command, *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **({TRACE_ENV: str(trace)} if trace else {})}
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def assert_same_checkpoint(a: Path, b: Path, init: Path, atol: float) -> None:
+    """Two checkpoint dirs hold the same tensors, name by name, within ``atol``, while training moved the weights
+    from ``init`` at least ten times as far (float sums in another order differ in the last bits; on a CPU, gloo's
+    all-reduce of two halves against one process's sum of the whole batch)."""
+    first, second, start = (load_file(d / "model.safetensors") for d in (a, b, init))
+    assert first.keys() == second.keys()
+    far = {k: float((first[k].float() - second[k].float()).abs().max()) for k in first}
+    assert max(far.values()) <= atol, sorted(far.items(), key=lambda kv: -kv[1])[:3]
+    moved = max(float((first[k].float() - start[k].float()).abs().max()) for k in first if k in start)
+    assert moved >= 10 * atol
+
+
+@pytest.fixture(scope="module")
+def pairs(rows) -> Path:
+    """The 8 screens as DPO pairs: the click on the button chosen, a click beside it rejected."""
+    path = rows.parent / "pairs.jsonl"
+    lines = []
+    for i, line in enumerate(map(json.loads, rows.read_text().splitlines())):
+        *prompt, answer = line["messages"]
+        lines.append({"prompt": prompt, "chosen": [answer], "images": line["images"],
+                      "rejected": [{"role": "assistant", "content": f"Action: click(x={150 - 12 * i}, y=190)"}]})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_two_processes_of_dpo_give_the_losses_and_weights_of_one_process_with_twice_the_batch(
+        tmp_path, vlm_dir, pairs, monkeypatch, capsys):
+    options = {**OPTIONS, "beta": 0.5}
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in options.items()]
+    proc = torchrun("dpo", "--init", str(vlm_dir), "--data", str(pairs), "--out", str(tmp_path / "two"),
+                    "--threads", "1", "--batch-tokens", "2048", *flags, trace=tmp_path / "trace-two")
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [line["step"] for line in lines[:-1]] == [1, 2, 3, 4] and lines[-1]["done"] is True
+    ranks = traces(tmp_path / "trace-two")
+    seen = {rank: [row for r in records if "rows" in r for row in r["rows"]] for rank, records in ranks.items()}
+    assert sorted(seen) == [0, 1] and not set(seen[0]) & set(seen[1]) and len(seen[0]) == len(seen[1]) == 4
+    assert len({records[-1]["weights_sha256"] for records in ranks.values()}) == 1
+
+    capsys.readouterr()
+    metrics = train_dpo(DPOConfig(data=str(pairs), init=str(vlm_dir), out=str(tmp_path / "one"), threads=1,
+                                  batch_tokens=4096, **options))
+    one = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert metrics["steps"] == 4 and len(one) == 4
+    for a, b in zip(one, lines[:-1], strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], abs=1e-4)
+        assert a["margin"] == pytest.approx(b["margin"], abs=1e-3)
+    assert lines[-1]["metrics"]["logp_margin_after"] == pytest.approx(metrics["logp_margin_after"], abs=1e-3)
+    assert_same_checkpoint(tmp_path / "two", tmp_path / "one", vlm_dir, atol=1e-4)
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str]:
