@@ -147,6 +147,17 @@ def broadcast(value: float) -> float:
     return float(tensor.item())
 
 
+def summed(counts: dict[str, float]) -> dict[str, float]:
+    """Each count summed over all ranks (itself without a process group): what every rank counted of its own share,
+    for the run's metrics."""
+    if not _group_ready() or not counts:
+        return counts
+    names = sorted(counts)
+    tensor = torch.tensor([float(counts[n]) for n in names], dtype=torch.float64, device=_group_device())
+    torch.distributed.all_reduce(tensor)
+    return {n: type(counts[n])(v) for n, v in zip(names, tensor.tolist(), strict=True)}
+
+
 def tensor_digests(model: torch.nn.Module) -> dict[str, str]:
     """sha256 of each parameter's bytes (as float32), by name."""
     return {name: hashlib.sha256(param.detach().float().cpu().contiguous().numpy().tobytes()).hexdigest()
@@ -199,5 +210,5 @@ class Trace:
                 out.write(json.dumps({"rank": rank(), "world_size": world_size(), **record}) + "\n")
 
 
-__all__ = ["world_size", "rank", "local_rank", "is_main", "check_launch", "quiet_stdout", "device_of", "broadcast",
+__all__ = ["world_size", "rank", "local_rank", "is_main", "check_launch", "quiet_stdout", "device_of", "broadcast", "summed",
            "tensor_digests", "weights_digest", "check_same_weights", "Trace", "uses_deepspeed", "uses_fsdp", "whole_model_load", "DATA_PARALLEL", "TRACE_ENV"]

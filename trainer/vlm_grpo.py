@@ -289,6 +289,14 @@ class AnswerReward:
         self.steps, self.void_reward, self.envs = steps, void_reward, envs
         self.pixels = pixels or {}  # the init's image processor's limits: the grid a resizing format's points are on
         self.answers = self.void = self.rewarded = 0
+        self.trace = distributed.Trace()  # $LOUPE_TRAINER_TRACE: the rows this rank's answers replied to
+        self.generations = 0
+
+    def counts(self) -> dict[str, int]:
+        """The answers of every rank: what this rank scored, summed over the processes of the run."""
+        return distributed.summed({"answers": self.answers, "void": self.void, "rewarded": self.rewarded,
+                                   "env_episodes": self.envs.episodes, "env_steps": self.envs.steps,
+                                   "env_failures": self.envs.failures})
 
     def score(self, text: str, step: Step) -> tuple[float, bool]:
         """(reward, void) of one answer."""
@@ -307,6 +315,8 @@ class AnswerReward:
         self.answers += len(rewards)
         self.void += void
         self.rewarded += sum(r > 0 for r in rewards)
+        self.generations += 1
+        self.trace.write({"generation": self.generations, "rows": list(row)})
         if log_metric is not None:
             log_metric("void", void / max(len(rewards), 1))
         return rewards
@@ -471,6 +481,8 @@ class LoupeGRPOTrainer(LoupeSchedule, GRPOTrainer):
 def _save(run: Run, config: RLConfig, metrics: dict) -> None:
     """Rank 0 writes the checkpoint; every rank calls this (trl_trainers.save_run gathers a sharded model, checks that
     unsharded ranks hold the same weights and drops the frozen "ref" adapter GRPO keeps as its KL reference)."""
+    if run.reward.trace:
+        run.reward.trace.write({"weights_sha256": distributed.weights_digest(run.loaded.model)})
     save_run(run.trainer, run.loaded, config, "rl", metrics)
 
 
@@ -482,15 +494,15 @@ def train_prepared(run: Run, config: RLConfig) -> dict:
         if not history:
             raise TrainerError("no optimizer step ran (max_steps 0?)")
         seconds = run.progress.timer.elapsed()
-        rewards, reward = run.progress.rewards, run.reward
+        rewards, counts = run.progress.rewards, run.reward.counts()  # every rank's answers, not rank 0's share
         tail = history[-min(len(history), 10):]
         metrics = {"algorithm": "rl", "advantage": "grpo", "model": "vlm", "steps": len(history), "rows": run.rows,
                    "group_size": config.group_size, "first_loss": history[0]["loss"],
                    "final_loss": sum(h["loss"] for h in tail) / len(tail),
                    "reward_first": rewards[0], "reward_last": rewards[-1], "reward_mean": sum(rewards) / len(rewards),
-                   "answers": reward.answers, "answers_rewarded": reward.rewarded, "void_answers": reward.void,
-                   "void_share": reward.void / max(reward.answers, 1), "env_episodes": reward.envs.episodes,
-                   "env_steps": reward.envs.steps, "env_failures": reward.envs.failures, "train_seconds": seconds,
+                   "answers": counts["answers"], "answers_rewarded": counts["rewarded"], "void_answers": counts["void"],
+                   "void_share": counts["void"] / max(counts["answers"], 1), "env_episodes": counts["env_episodes"],
+                   "env_steps": counts["env_steps"], "env_failures": counts["env_failures"], "train_seconds": seconds,
                    "seconds_per_step": seconds / len(history), "prompt_style": run.loaded.prompt_style,
                    "planned_steps": run.planned,
                    **stop_report(config, steps=len(history), planned=run.planned, rows=run.rows, what="rows",

@@ -156,6 +156,45 @@ def test_two_processes_of_dpo_give_the_losses_and_weights_of_one_process_with_tw
     assert_same_checkpoint(tmp_path / "two", tmp_path / "one", vlm_dir, atol=1e-4)
 
 
+def test_two_processes_of_grpo_score_disjoint_rows_count_every_answer_and_end_with_equal_weights(
+        tmp_path, vlm_dir, rows):
+    """GRPO of the tiny VLM (warmed by SFT on the right clicks, so a group's answers score 1 and 0) in two gloo
+    processes: each rank samples answers to its own rows, the metrics count the answers of both ranks, and the
+    ranks end with equal weights (save_run compares them tensor by tensor before rank 0 writes). Unlike SFT and DPO,
+    the losses are not compared with one process's: answers are sampled, and one process drawing for twice the rows
+    from the same seeded generator draws other answers than two processes drawing for half each."""
+    rl, sft, warm = tmp_path / "rl.jsonl", tmp_path / "sft.jsonl", tmp_path / "warm"
+    lines = []
+    for i, line in enumerate(map(json.loads, rows.read_text().splitlines())):
+        click = f"click(x={30 + 12 * i}, y=50)"
+        lines.append({"messages": line["messages"][:-1], "images": [str(rows.parent / line["images"][0])],
+                      "format": "loupe", "width": 160, "height": 210,
+                      "reward": {"kind": "action", "action": click, "box": [10 + 12 * i, 40, 50 + 12 * i, 60]}})
+    rl.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    sft.write_text("".join(json.dumps({"messages": [*line["messages"], {
+        "role": "assistant", "content": "Action: " + line["reward"]["action"]}], "images": line["images"]}) + "\n"
+        for line in lines))
+    train_sft(SFTConfig(data=str(sft), init=str(vlm_dir), out=str(warm), max_steps=40, lr=1e-2, warmup_steps=0,
+                        batch_tokens=8192, max_length=2048, threads=1, log_every=40))
+    proc = torchrun("rl", "--init", str(warm), "--data", str(rl), "--out", str(tmp_path / "two"), "--advantage",
+                    "grpo", "--max-steps", "2", "--log-every", "1", "--lr", "1e-3", "--warmup-steps", "0",
+                    "--group-size", "4", "--batch-tokens", "2048", "--max-length", "2048", "--max-new-tokens", "20",
+                    "--threads", "1", "--ppo-epochs", "1", "--seed", "3", trace=tmp_path / "trace")
+    out = [json.loads(line) for line in proc.stdout.splitlines()]  # rank 0 alone: each line once
+    assert [line["step"] for line in out[:-1]] == [1, 2] and out[-1]["done"] is True
+    metrics = out[-1]["metrics"]
+    assert metrics["answers"] == 2 * 2 * 4  # 2 steps x 2 ranks x a prompt's 4 answers: both ranks counted
+    ranks = traces(tmp_path / "trace")
+    seen = {rank: [row for r in records if "rows" in r for row in r["rows"]] for rank, records in ranks.items()}
+    assert sorted(seen) == [0, 1] and all(len(s) == 2 * 4 for s in seen.values())  # its answers' rows, 4 a prompt
+    assert not set(seen[0]) & set(seen[1])
+    assert len({records[-1]["weights_sha256"] for records in ranks.values()}) == 1
+    assert read_loupe(tmp_path / "two")["algorithm"] == "rl"
+    assert 0 < metrics["answers_rewarded"] < metrics["answers"]  # a real signal: the equal weights moved
+    before, after = load_file(warm / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
 def run_cli(argv: list[str], capsys) -> tuple[int, str]:
     code = cli.main(argv)
     return code, capsys.readouterr().err
