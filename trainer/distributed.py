@@ -127,6 +127,34 @@ def whole_model_load():
         hf_deepspeed._hf_deepspeed_config_weak_ref = kept
 
 
+def weights_dtype(config, device: torch.device) -> torch.dtype:
+    """The dtype a TRL run loads the weights in. ``--dtype auto`` on a GPU: a full fine-tune keeps float32 weights,
+    the optimizer's master copy, and computes in bfloat16 autocast (:func:`bf16_compute`), as the HF Trainer's and
+    FSDP's mixed precision do: AdamW steps on bfloat16 weights round most small updates away. A LoRA's frozen base
+    stays bfloat16 (half the memory; PEFT keeps the adapter in float32). ``--dtype bf16``: bfloat16 weights, as
+    asked."""
+    from trainer.model import resolve_dtype
+
+    dtype = resolve_dtype(config.dtype, device)
+    if dtype == torch.bfloat16 and config.dtype == "auto" and not getattr(config, "lora", ""):
+        return torch.float32
+    return dtype
+
+
+def bf16_compute(config, device: torch.device) -> bool:
+    """Whether a TRL run on a GPU computes in bfloat16 (the TrainingArguments' bf16: autocast over the weights)."""
+    from trainer.model import resolve_dtype
+
+    return device.type == "cuda" and resolve_dtype(config.dtype, device) == torch.bfloat16
+
+
+def activation_checkpointing(device: torch.device) -> bool:
+    """Whether the Trainer checkpoints activations itself: on a GPU, unless FSDP does (trainer/launch/fsdp.yaml's
+    fsdp_activation_checkpointing, which checkpoints inside each sharded unit; the Trainer's would all-gather a
+    unit's weights once more in the backward pass, and transformers refuses both at once)."""
+    return device.type == "cuda" and not uses_fsdp()
+
+
 def _group_ready() -> bool:
     return world_size() > 1 and torch.distributed.is_available() and torch.distributed.is_initialized()
 
@@ -211,4 +239,5 @@ class Trace:
 
 
 __all__ = ["world_size", "rank", "local_rank", "is_main", "check_launch", "quiet_stdout", "device_of", "broadcast", "summed",
-           "tensor_digests", "weights_digest", "check_same_weights", "Trace", "uses_deepspeed", "uses_fsdp", "whole_model_load", "DATA_PARALLEL", "TRACE_ENV"]
+           "tensor_digests", "weights_digest", "check_same_weights", "Trace", "uses_deepspeed", "uses_fsdp", "whole_model_load", "weights_dtype", "bf16_compute",
+           "activation_checkpointing", "DATA_PARALLEL", "TRACE_ENV"]

@@ -68,7 +68,7 @@ from agent.envs import Env, EnvError, add_authored_task, make_env
 from trainer import data as D
 from trainer import distributed
 from trainer.configs import RLConfig, config_dict
-from trainer.model import Loaded, TrainerError, resolve_device, resolve_dtype
+from trainer.model import Loaded, TrainerError, resolve_device
 from trainer.optim import log_interval, set_seed, set_threads, stop_report
 from trainer.vlm import image_ref, prompt_style, structured
 from trainer.trl_trainers import (IMAGES, PARTS, LoupeSchedule, Progress, load_model, own_stdout, save_run, schedule,
@@ -441,7 +441,7 @@ def _build(config: RLConfig, prompts: list[dict], steps: dict[int, Step], envs: 
     # this rank's GPU (cuda:LOCAL_RANK under torchrun), as SFT and DPO take it (trl_trainers._plan): without it every
     # rank of a multi-GPU run loaded its model onto cuda:0
     device = distributed.device_of(resolve_device(config.device))
-    dtype = resolve_dtype(config.dtype, device)
+    dtype = distributed.weights_dtype(config, device)  # a full fine-tune on a GPU: float32 under bf16 autocast
     per_step = min(len(prompts), max(1, config.batch_tokens // max(config.max_length, 1)))
     batch = per_step * config.group_size  # answers a step: TRL's batch counts completions
     planned = config.max_steps

@@ -329,3 +329,42 @@ def test_a_sharded_save_rebuilds_the_whole_model_on_rank_0_outside_zero3_init(tm
     saved = AutoModelForImageTextToText.from_pretrained(tmp_path / "out", local_files_only=True).state_dict()
     assert saved.keys() == gathered.keys()
     assert all(torch.equal(saved[k], gathered[k]) for k in gathered)
+
+
+@pytest.mark.parametrize("lora, weights", [("", torch.float32), ("r=4", torch.bfloat16)])
+def test_on_a_gpu_a_full_fine_tune_keeps_float32_weights_under_bf16_compute(monkeypatch, lora, weights):
+    """Issue 36: full fine-tunes on GPUs updated bfloat16 weights with no float32 master copy. --dtype auto on CUDA
+    now loads a full fine-tune's weights in float32 and computes in bf16 autocast; a LoRA's frozen base stays
+    bfloat16; --dtype bf16 is taken as asked. No GPU is touched: the device is only named."""
+    from trainer import model as M
+    from trainer.trl_trainers import trainer_args
+
+    monkeypatch.setattr(M.torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    cuda = torch.device("cuda", 0)
+    config = SFTConfig(data="rows.jsonl", init="tiny", out="out", lora=lora)
+    assert distributed.weights_dtype(config, cuda) == weights
+    assert distributed.weights_dtype(SFTConfig(data="r", init="tiny", out="o", lora=lora, dtype="bf16"), cuda) == \
+        torch.bfloat16
+    assert distributed.weights_dtype(config, torch.device("cpu")) == torch.float32
+    args = trainer_args(config, cuda, weights, 4, 1, "/tmp/unused")
+    assert args["bf16"] is True and args["activation_checkpointing"] is True
+    assert trainer_args(SFTConfig(data="r", init="tiny", out="o", dtype="fp32"), cuda, torch.float32, 4, 1,
+                        "/tmp/unused")["bf16"] is False
+
+
+def test_under_fsdp_activations_are_checkpointed_by_fsdp_alone(monkeypatch):
+    """Issue 36: the Trainer checkpointed activations while fsdp.yaml's fsdp_activation_checkpointing was false (a
+    redundant all-gather in the backward pass); transformers refuses the two at once."""
+    import yaml
+
+    from trainer.trl_trainers import trainer_args
+
+    launch = yaml.safe_load((ROOT / "trainer" / "launch" / "fsdp.yaml").read_text())
+    assert launch["fsdp_config"]["fsdp_activation_checkpointing"] is True
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    config = SFTConfig(data="rows.jsonl", init="tiny", out="out")
+    assert trainer_args(config, torch.device("cuda", 0), torch.float32, 4, 1, "/tmp/unused")[
+        "activation_checkpointing"] is False
+    monkeypatch.delenv("ACCELERATE_USE_FSDP")
+    assert trainer_args(config, torch.device("cuda", 0), torch.float32, 4, 1, "/tmp/unused")[
+        "activation_checkpointing"] is True
