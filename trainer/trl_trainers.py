@@ -373,8 +373,8 @@ def trainer_args(config, device: torch.device, dtype: torch.dtype, planned: int,
                 optim="adamw_torch", adam_beta1=0.9, adam_beta2=0.95, weight_decay=config.weight_decay,
                 max_grad_norm=config.grad_clip, seed=config.seed, data_seed=config.seed, logging_steps=1,
                 save_strategy="no", report_to="none", disable_tqdm=True, use_cpu=device.type == "cpu",
-                bf16=dtype == torch.bfloat16 or cpu_autocast(config.dtype, device, config.init),
-                activation_checkpointing=device.type == "cuda", max_length=None,
+                bf16=distributed.bf16_compute(config, device) or cpu_autocast(config.dtype, device, config.init),
+                activation_checkpointing=distributed.activation_checkpointing(device), max_length=None,
                 dataloader_num_workers=0)
 
 
@@ -406,7 +406,7 @@ def _plan(config, rows: list[dict], lengths: list[int] | None) -> tuple[torch.de
         raise TrainerError(f"{config.data}: no rows to train on")
     set_threads(config.threads)
     device = distributed.device_of(resolve_device(config.device))
-    dtype = resolve_dtype(config.dtype, device)
+    dtype = distributed.weights_dtype(config, device)  # a full fine-tune on a GPU: float32 under bf16 autocast
     if lengths:
         batch = max(1, round(config.batch_tokens / (sum(lengths) / len(lengths))))
     else:
