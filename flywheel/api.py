@@ -619,6 +619,9 @@ class RunCreateInput(StrictSerializer):
         help_text="Stop after this many passes over the rows (0: no cap); a few rows trained longer are memorised.")
 
 
+RUN_METRIC_LINES = 200  # progress lines a run's answer carries at most
+
+
 class RunMetricOutput(OpenRecord):
     """One progress line of the trainer: at ``step`` of ``total`` in a ``phase`` (demos, sft, dpo...), with what
     else it reported."""
@@ -627,6 +630,8 @@ class RunMetricOutput(OpenRecord):
     total = serializers.FloatField(required=False)
     phase = serializers.CharField(required=False, help_text="Lines of runs before phases were named have none: sft.")
     loss = serializers.FloatField(required=False)
+    line = serializers.IntegerField(required=False, help_text="Its number among the run's progress lines, from 0 "
+                                    "(lines of runs before lines were numbered have none).")
 
 
 class RunOutput(serializers.Serializer):
@@ -638,7 +643,8 @@ class RunOutput(serializers.Serializer):
     progress = serializers.FloatField(help_text="0..1")
     config = serializers.DictField()
     snapshot = serializers.IntegerField(allow_null=True)
-    metrics = RunMetricOutput(many=True, help_text="The last 200 progress lines.")
+    metrics = RunMetricOutput(many=True, help_text="At most 200 of the progress lines, spread over the whole run "
+                                                   "(metrics_every says how thinned), the last one kept.")
     warnings = serializers.ListField(child=serializers.CharField(), help_text="What a person should know about how "
                                      "training went (cut by its time budget, capped epochs), in plain words.")
     error = serializers.CharField()
@@ -647,14 +653,46 @@ class RunOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
+    queued_seconds = serializers.FloatField(allow_null=True, help_text="Time in the queue before a training worker "
+                                            "took it (so far, while it waits); null for a run started by hand.")
+    training_seconds = serializers.FloatField(allow_null=True, help_text="Time training, from the worker taking it "
+                                              "to its end (so far, while it runs); null before it starts.")
+    metrics_lines = serializers.IntegerField(help_text="How many progress lines the trainer reported.")
+    metrics_every = serializers.IntegerField(help_text="1: metrics holds every progress line; N: at most one line in "
+                                             "N is kept (a long run's curve is thinned), so a chart says so.")
+
+
+def _metrics_shown(metrics: list[dict]) -> tuple[list[dict], int, int]:
+    """At most RUN_METRIC_LINES of a run's progress lines, spread over the whole run (its start included, its last
+    line kept), with how many lines the trainer reported and the widest gap between kept ones (training.py thins a
+    long run's stored lines; each carries its ``line`` number, runs from before that do not)."""
+    step = -(-len(metrics) // RUN_METRIC_LINES)
+    shown = metrics[::step] if step > 1 else list(metrics)
+    if shown and shown[-1] is not metrics[-1]:
+        shown[-1] = metrics[-1]
+    lines = [m["line"] for m in shown if isinstance(m.get("line"), int)]
+    if len(lines) == len(shown) and lines:
+        gaps = [b - a for a, b in zip(lines, lines[1:])]
+        return shown, lines[-1] + 1, max([lines[0] + 1, *gaps])
+    return shown, len(metrics), step
 
 
 def run_output(r) -> dict:
+    from django.utils import timezone
+
+    now = timezone.now()
+    queued = None if r.started_at is None and r.status != RunStatus.QUEUED else \
+        max(0.0, ((r.started_at or now) - r.created_at).total_seconds())
+    trained = None if r.started_at is None else max(0.0, ((r.finished_at or now) - r.started_at).total_seconds())
+    metrics, lines, every = _metrics_shown(r.metrics)
     return {"id": r.pk, "algorithm": r.algorithm, "status": r.status, "progress": r.progress, "config": r.config,
-            "snapshot": r.snapshot_id, "metrics": r.metrics[-200:], "warnings": r.warnings, "error": r.error,
+            "snapshot": r.snapshot_id, "metrics": metrics, "warnings": r.warnings, "error": r.error,
             "log_tail": r.log[-4000:],
             "checkpoint": {"id": r.checkpoint_id, "name": r.checkpoint.name} if r.checkpoint_id else None,
-            "created_at": r.created_at, "started_at": r.started_at, "finished_at": r.finished_at}
+            "created_at": r.created_at, "started_at": r.started_at, "finished_at": r.finished_at,
+            "queued_seconds": None if queued is None else round(queued, 1),
+            "training_seconds": None if trained is None else round(trained, 1),
+            "metrics_lines": lines, "metrics_every": every}
 
 
 class RunListApi(APIView):

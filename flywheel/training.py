@@ -137,6 +137,8 @@ def _stream(run: TrainingRun, argv: list[str], *, phase: str, weight: tuple[floa
         a, b = (phases or {}).get(item["phase"], (0.0, 1.0))
         done = a + (b - a) * min(1.0, item["step"] / item["total"])
         run.progress = round(lo + (hi - lo) * done, 4)
+        last = run.metrics[-1].get("line") if run.metrics else -1
+        item["line"] = last + 1 if isinstance(last, int) else len(run.metrics)  # kept when the lines are thinned
         run.metrics.append(item)
         if len(run.metrics) > MAX_METRIC_POINTS:
             run.metrics = run.metrics[::2]

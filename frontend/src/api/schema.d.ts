@@ -2418,6 +2418,8 @@ export interface components {
             phase?: string;
             /** Format: double */
             loss?: number;
+            /** @description Its number among the run's progress lines, from 0 (lines of runs before lines were numbered have none). */
+            line?: number;
         } & {
             [key: string]: unknown;
         };
@@ -2435,7 +2437,7 @@ export interface components {
                 [key: string]: unknown;
             };
             snapshot: number | null;
-            /** @description The last 200 progress lines. */
+            /** @description At most 200 of the progress lines, spread over the whole run (metrics_every says how thinned), the last one kept. */
             metrics: components["schemas"]["RunMetricOutput"][];
             /** @description What a person should know about how training went (cut by its time budget, capped epochs), in plain words. */
             warnings: string[];
@@ -2448,6 +2450,20 @@ export interface components {
             started_at: string | null;
             /** Format: date-time */
             finished_at: string | null;
+            /**
+             * Format: double
+             * @description Time in the queue before a training worker took it (so far, while it waits); null for a run started by hand.
+             */
+            queued_seconds: number | null;
+            /**
+             * Format: double
+             * @description Time training, from the worker taking it to its end (so far, while it runs); null before it starts.
+             */
+            training_seconds: number | null;
+            /** @description How many progress lines the trainer reported. */
+            metrics_lines: number;
+            /** @description 1: metrics holds every progress line; N: at most one line in N is kept (a long run's curve is thinned), so a chart says so. */
+            metrics_every: number;
         };
         /**
          * @description * `queued` - queued

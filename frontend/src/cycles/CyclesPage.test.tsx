@@ -14,7 +14,8 @@ function makeRun(extra: Partial<TrainingRun> = {}): TrainingRun {
   return {
     id: 7, algorithm: "sft", status: "running", progress: 0.4, config: { cycle: 3 }, snapshot: null,
     metrics: [{ step: 10, total: 100, loss: 2.1, phase: "sft" }, { step: 40, total: 100, loss: 0.9, phase: "sft" }],
-    warnings: [], error: "", log_tail: "", checkpoint: null, created_at: T0, started_at: T0, finished_at: null, ...extra,
+    warnings: [], error: "", log_tail: "", checkpoint: null, created_at: T0, started_at: T0, finished_at: null,
+    queued_seconds: 0, training_seconds: 40, metrics_lines: 2, metrics_every: 1, ...extra,
   };
 }
 

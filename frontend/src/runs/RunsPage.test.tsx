@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { TrainingRun } from "../api/runs";
 import { mockFetch, type Routes } from "../test/http";
 import { renderApp } from "../test/render";
-import { lossSeries, nextSteps, runStatusText, runTitle, validationSeries, validationSummary } from "./runView";
+import { lossSeries, nextSteps, runStatusText, runTimes, runTitle, thinnedNote, validationSeries, validationSummary } from "./runView";
 
 afterEach(() => vi.unstubAllGlobals());
 
@@ -28,6 +28,10 @@ function makeRun(extra: Partial<TrainingRun> = {}): TrainingRun {
     created_at: "2026-01-01T00:00:00Z",
     started_at: "2026-01-01T00:00:01Z",
     finished_at: null,
+    queued_seconds: 1,
+    training_seconds: 65,
+    metrics_lines: 4,
+    metrics_every: 1,
     ...extra,
   };
 }
@@ -79,6 +83,25 @@ describe("runView", () => {
     expect(validationSummary(makeRun())).toBeNull();
   });
 
+  it("tells the time in the queue apart from the training time, and names the cold start's", () => {
+    expect(runTimes(makeRun({ status: "queued", queued_seconds: 42, training_seconds: null }))).toBe("waiting in the queue for 42 s");
+    expect(runTimes(makeRun({ config: {}, queued_seconds: 3, training_seconds: 125 }))).toBe("3 s in the queue · training for 2 min 5 s");
+    expect(runTimes(makeRun({ config: {}, status: "succeeded", queued_seconds: 720, training_seconds: 4830 }))).toBe(
+      "12 min in the queue · trained in 1 h 20 min",
+    );
+    expect(runTimes(makeRun({ status: "succeeded", queued_seconds: 0, training_seconds: 312 }))).toBe("0 s in the queue · the cold start took 5 min 12 s");
+    expect(runTimes(makeRun({ status: "failed", queued_seconds: null, training_seconds: 30 }))).toBe("failed after 30 s");
+    expect(runTimes(makeRun({ queued_seconds: null, training_seconds: null }))).toBeNull();
+  });
+
+  it("says when the loss chart keeps only every Nth progress line", () => {
+    expect(thinnedNote(makeRun())).toBeNull();
+    expect(thinnedNote(makeRun({ metrics_every: 4, metrics_lines: 1200 }))).toBe(
+      "The chart keeps every 4th of the run's 1,200 progress lines (at most 3 left out between two points).",
+    );
+    expect(thinnedNote(makeRun({ metrics_every: 2, metrics_lines: 300 }))).toMatch(/every 2nd of the run's 300/);
+  });
+
   it("suggests a next step that matches the failure", () => {
     expect(nextSteps(makeRun({ error: "RuntimeError: CUDA out of memory" }))).toMatch(/smaller batch/);
     expect(nextSteps(makeRun({ error: "trainer sft exited with 1: dataset is empty" }))).toMatch(/nothing to train on/);
@@ -101,6 +124,8 @@ describe("RunsPage", () => {
     expect((await screen.findByTestId("active-checkpoint")).textContent).toBe("v0-coldstart");
     expect((await screen.findByTestId("run-title")).textContent).toBe("Training the first policy (v0) from scripted demonstrations");
     expect(screen.getByTestId("run-progress").getAttribute("aria-valuenow")).toBe("30");
+    expect(screen.getByTestId("run-times").textContent).toBe("1 s in the queue · training for 1 min 5 s");
+    expect(screen.queryByTestId("run-thinned")).toBeNull();
     const paths = document.querySelectorAll("path[data-series]");
     expect([...paths].map((p) => p.getAttribute("data-series"))).toEqual(["demos", "sft"]);
 
@@ -118,10 +143,13 @@ describe("RunsPage", () => {
         { step: 10, total: 30, loss: 1.0, val_loss: 0.8, phase: "sft" },
         { step: 20, total: 30, loss: 0.5, val_loss: 0.4, phase: "sft" },
       ],
+      metrics_every: 3, metrics_lines: 600,
     });
     mockFetch({ ...base, "GET /api/v1/projects/1/runs/": { body: { results: [run], next: null } } });
     renderApp("/projects/1/runs");
     expect((await screen.findByTestId("run-validation")).textContent).toBe("Validation loss 0.800 at step 10 → lowest 0.400 at step 20");
+    expect(screen.getByTestId("run-times").textContent).toBe("1 s in the queue · trained in 1 min 5 s");
+    expect(screen.getByTestId("run-thinned").textContent).toMatch(/^The chart keeps every 3rd of the run's 600 progress lines/);
     expect([...document.querySelectorAll("path[data-series]")].map((p) => p.getAttribute("data-series"))).toEqual([
       "sft",
       "validation (held-out rows)",

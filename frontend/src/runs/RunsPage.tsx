@@ -13,8 +13,10 @@ import {
   lossSeries,
   nextSteps,
   runStatusText,
+  runTimes,
   runTitle,
   runWarnings,
+  thinnedNote,
   validationSummary,
 } from "./runView";
 import "./runs.css";
@@ -93,9 +95,19 @@ export function RunCard({ run }: { run: TrainingRun }) {
         {run.status === "queued" ? " · waiting for a training worker" : ""}
         {run.checkpoint ? ` · produced ${run.checkpoint.name}` : ""}
       </p>
+      {runTimes(run) && (
+        <p className="muted small" data-testid="run-times">
+          {runTimes(run)}
+        </p>
+      )}
       {series.length > 0 ? (
         <>
           <LineChart series={series} width={640} height={220} xLabel="step" yLabel="loss" title="Loss" />
+          {thinnedNote(run) && (
+            <p className="muted small" data-testid="run-thinned">
+              {thinnedNote(run)}
+            </p>
+          )}
           {validationSummary(run) && (
             <p className="muted small" data-testid="run-validation">
               {validationSummary(run)}

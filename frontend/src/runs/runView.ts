@@ -69,6 +69,51 @@ export function validationSummary(run: TrainingRun): string | null {
   );
 }
 
+/** A span of seconds as a person reads it: "45 s", "12 min 5 s", "1 h 20 min". */
+export function formatSpan(seconds: number): string {
+  const whole = Math.max(0, Math.round(seconds));
+  if (whole < 60) return `${whole} s`;
+  const h = Math.floor(whole / 3600);
+  const m = Math.floor((whole % 3600) / 60);
+  if (h > 0) return `${h} h ${m} min`;
+  const s = whole % 60;
+  return s ? `${m} min ${s} s` : `${m} min`;
+}
+
+/** Where the run's time went: in the queue (waiting for a training worker) apart from training, e.g. "12 s in the
+ * queue · training for 3 min 5 s" while it runs, "trained in 5 min 2 s" once it ended. A cold start says it is one
+ * ("the cold start took ..."): how long a new project waits for its first trained policy. Null when neither is known
+ * (a run registered by hand). */
+export function runTimes(run: TrainingRun): string | null {
+  const parts: string[] = [];
+  if (typeof run.queued_seconds === "number") {
+    parts.push(run.status === "queued" ? `waiting in the queue for ${formatSpan(run.queued_seconds)}` : `${formatSpan(run.queued_seconds)} in the queue`);
+  }
+  if (typeof run.training_seconds === "number") {
+    const span = formatSpan(run.training_seconds);
+    const ended = run.status === "succeeded" || run.status === "failed";
+    if (!ended) parts.push(`training for ${span}`);
+    else if (isColdStart(run) && run.status === "succeeded") parts.push(`the cold start took ${span}`);
+    else parts.push(`${run.status === "failed" ? "failed after" : "trained in"} ${span}`);
+  }
+  return parts.length ? parts.join(" · ") : null;
+}
+
+/** What the loss chart leaves out: a long run's progress lines are thinned, e.g. "The chart keeps every 4th of the
+ * run's 1,200 progress lines." Null when it draws every line. */
+export function thinnedNote(run: TrainingRun): string | null {
+  const every = run.metrics_every ?? 1;
+  if (every <= 1) return null;
+  const lines = (run.metrics_lines ?? 0).toLocaleString("en");
+  return `The chart keeps every ${ordinal(every)} of the run's ${lines} progress lines (at most ${every - 1} left out between two points).`;
+}
+
+function ordinal(n: number): string {
+  const tens = n % 100;
+  if (tens >= 11 && tens <= 13) return `${n}th`;
+  return `${n}${{ 1: "st", 2: "nd", 3: "rd" }[n % 10] ?? "th"}`;
+}
+
 /** The latest metric, for "step 120 of 400 · loss 0.42". */
 export function latestMetric(run: TrainingRun) {
   const metrics = run.metrics ?? [];
