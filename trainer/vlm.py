@@ -36,6 +36,32 @@ log = logging.getLogger("trainer")
 DATA_URI = "data:image/"
 
 
+def check_chat_template(processor, init: str | os.PathLike) -> None:
+    """Refuse, before training, a chat template TRL cannot mark for assistant-only loss. TRL's SFT of a VLM trains on
+    the assistant turns by the template's ``{% generation %}`` marks; a template without them it swaps for its own
+    marked copy, but only for the templates it ships (trl/chat_templates: Qwen2.5-VL's, Qwen3-VL's, ...), compared
+    character for character. Any other (a checkpoint whose template was edited, another family) made TRL raise a
+    ValueError deep in the trainer's set-up."""
+    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
+
+    template = getattr(processor, "chat_template", None)
+    if isinstance(template, dict):
+        template = template.get("default")
+    if not template:
+        raise TrainerError(f"--init {init}: the processor has no chat template; SFT of a vision-language model "
+                           "renders its rows with it")
+    if has_generation_markers(template):
+        return
+    try:
+        get_training_chat_template(processor)
+    except ValueError:
+        raise TrainerError(
+            f"--init {init}: its chat template is not one TRL knows how to mark for training on the answers alone "
+            "(TRL ships marked copies of Qwen2.5-VL's, Qwen3-VL's and other families' templates, matched character "
+            "for character). Put {% generation %} ... {% endgeneration %} around the assistant's text in the dir's "
+            "chat_template.jinja, or use the model family's template unchanged") from None
+
+
 def is_vlm(init: str | os.PathLike) -> bool:
     """Whether ``init`` is a checkpoint dir of a vision-language model (its config.json has a vision part)."""
     if str(init) == TINY:
@@ -162,4 +188,4 @@ def read_dpo_rows(path: str | os.PathLike, style: str, action_format: str | None
     return rows
 
 
-__all__ = ["is_vlm", "read_sft_rows", "read_dpo_rows"]
+__all__ = ["check_chat_template", "is_vlm", "read_sft_rows", "read_dpo_rows"]

@@ -280,3 +280,28 @@ def test_cli_sft_of_a_vlm_exits_0(tmp_path, vlm_dir, sft_data):
     assert [line["step"] for line in lines[:-1]] == [1, 2]
     assert lines[-1]["done"] is True and lines[-1]["metrics"]["steps"] == 2
     assert (out / "model.safetensors").is_file() and read_loupe(out)["algorithm"] == "sft"
+
+
+def test_a_chat_template_trl_cannot_mark_for_answer_only_loss_is_refused_before_training(tmp_path, vlm_dir, sft_data):
+    """Issue 36: TRL trains a VLM's answers alone by the template's {% generation %} marks, and marks only the
+    templates it ships, character for character (the tiny VLM carries TRL's Qwen2.5-VL copy). Any other template
+    made TRL raise a ValueError inside the trainer's set-up; it is now refused with what to do. A template with its
+    own marks trains."""
+    import shutil
+
+    from trl.chat_template_utils import get_training_chat_template
+
+    edited = tmp_path / "edited"
+    shutil.copytree(vlm_dir, edited)
+    template = (edited / "chat_template.jinja").read_text()
+    (edited / "chat_template.jinja").write_text(template.replace("You are a helpful assistant.", "You are a GUI agent."))
+    with pytest.raises(TrainerError, match=r"its chat template is not one TRL knows how to mark .* \{% generation %\}"):
+        prepare_sft(sft_config(sft_data, edited, tmp_path / "out", max_steps=1), read_sft_rows(sft_data, "full"),
+                    "full", vision=True)
+    assert not (tmp_path / "out").exists()
+    marked = get_training_chat_template(load_processor(vlm_dir)).replace("You are a helpful assistant.",
+                                                                           "You are a GUI agent.")
+    (edited / "chat_template.jinja").write_text(marked)
+    run = prepare_sft(sft_config(sft_data, edited, tmp_path / "out", max_steps=1), read_sft_rows(sft_data, "full"),
+                      "full", vision=True)
+    run.workdir.cleanup()
