@@ -53,6 +53,7 @@ from trainer.model import (TINY, Loaded, TrainerError, build_tiny, cpu_autocast,
                            resolve_device, resolve_dtype, save_checkpoint, sha256_file)
 from trainer.optim import Timer, emit, log_interval, lr_factor, planned_steps, set_seed, set_threads, stop_report
 from trainer.tiny_vlm import forget_processor_class, load_processor
+from trainer.vlm import check_chat_template
 
 log = logging.getLogger("trainer")
 
@@ -451,6 +452,8 @@ def prepare_sft(config, rows: list[dict], style: str, vision: bool, val: list[di
                         packing=False, padding_free=False, eval_strategy="no")
     set_seed(config.seed)  # after the process group is up: every rank draws the same LoRA init
     loaded = load_model(config, device, dtype, style, vision)
+    if vision:  # a template TRL cannot mark for assistant-only loss is refused saying so, not a ValueError
+        check_chat_template(loaded.tokenizer, config.init)
     progress = Progress(config, planned, log_interval(config, planned),
                         {"loss": "loss", "lr": "learning_rate", "grad_norm": "grad_norm"}, validating=bool(val))
     best = BestWeights(loaded.model, config.patience) if val else None
@@ -493,15 +496,14 @@ def save_run(trainer, loaded: Loaded, config, algorithm: str, metrics: dict, tra
     """Write the checkpoint dir of a trained TRL run from rank 0 (SFT, DPO, GRPO alike). Every rank must call it:
     a sharded model is gathered first (a collective), unsharded ranks compare their weights, and all wait for rank
     0 to be done writing. DPO's and GRPO's frozen "ref" adapter (the reference of a fresh LoRA) is left out."""
-    from trainer.vlm import is_vlm
-
     model = loaded.model
+    vision = getattr(model.config, "vision_config", None) is not None  # the loaded model says what it is
     if sharded(trainer):
         state = trainer.accelerator.get_state_dict(trainer.model_wrapped)  # the full weights, on rank 0 only
         if distributed.is_main():
             dtype = resolve_dtype(config.dtype, trainer.args.device)
             with distributed.whole_model_load():  # not zero.Init on rank 0 alone (ZeRO-3's config is still alive)
-                loaded = load_model(config, torch.device("cpu"), dtype, loaded.prompt_style, is_vlm(config.init))
+                loaded = load_model(config, torch.device("cpu"), dtype, loaded.prompt_style, vision)
             state = {k: v for k, v in state.items() if ".ref." not in k}
             missing = loaded.model.load_state_dict(state, strict=False).missing_keys
             if missing:
