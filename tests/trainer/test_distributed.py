@@ -318,7 +318,7 @@ def test_a_sharded_save_rebuilds_the_whole_model_on_rank_0_outside_zero3_init(tm
                               accelerator=SimpleNamespace(state=SimpleNamespace(deepspeed_plugin=plugin),
                                                           get_state_dict=lambda model: gathered,
                                                           wait_for_everyone=lambda: None))
-    loaded = SimpleNamespace(model=None, prompt_style=prompt_style(config), is_lora=False)
+    loaded = SimpleNamespace(model=model, prompt_style=prompt_style(config), is_lora=False)
     zero3 = _Zero3Config()
     hf_deepspeed.set_hf_deepspeed_config(zero3)
     try:
