@@ -109,6 +109,10 @@ class RLConfig(CommonConfig):
                         choices=["dapo", "grpo", "dr_grpo", "bnpo"])
     scale_rewards: str = _f("group", "GRPO of a vision-language checkpoint: advantages divided by the reward std of "
                             "the group, of the batch, or not at all (Dr. GRPO)", choices=["group", "batch", "none"])
+    vllm: str = _f("", "GRPO of a vision-language checkpoint on GPUs: sample the answers with vLLM through TRL "
+                   "(trainer/README.md): colocate (in each training process) or server (trl vllm-serve at "
+                   "--vllm-server); empty: transformers' generate", choices=["", "colocate", "server"])
+    vllm_server: str = _f("http://127.0.0.1:8000", "GRPO with --vllm server: the base URL of trl vllm-serve")
 
 
 @dataclass
