@@ -38,7 +38,8 @@ void answers are scored here, not masked out as ``mask_void`` masks the episodes
 Options (RLConfig) map onto GRPOConfig: ``group_size`` -> num_generations, ``batch_tokens // max_length`` prompts a
 step (each sampled ``group_size`` times), ``max_new_tokens`` -> max_completion_length, ``temperature``, ``kl_coef``
 -> beta (the k3 KL to the frozen init; with LoRA, the adapter disabled), ``eps_low``/``eps_high`` -> epsilon /
-epsilon_high, ``ppo_epochs`` -> num_iterations, ``loss_type``, ``scale_rewards``. Optimizer, schedule, progress
+epsilon_high, ``ppo_epochs`` -> num_iterations, ``loss_type``, ``scale_rewards``, ``vllm`` (colocate | server)
+-> use_vllm / vllm_mode, ``vllm_server`` -> vllm_server_base_url. Optimizer, schedule, progress
 lines, ``max_steps`` / ``max_seconds`` and the checkpoint dir are trl_trainers.py's. Options of the episode loops
 (critic, GAE, online collection) are refused here rather than ignored.
 
@@ -379,6 +380,30 @@ def check_options(config: RLConfig) -> None:
         raise TrainerError("--temperature must be above 0: GRPO compares sampled answers, and greedy ones are alike")
     if config.max_new_tokens < 1:
         raise TrainerError("--max-new-tokens must be at least 1")
+    if config.vllm:
+        check_vllm(config)
+
+
+def check_vllm(config: RLConfig) -> None:
+    """--vllm needs what TRL's vLLM generation needs: vLLM importable in this process (both modes: in server mode
+    the trainer pushes its weights to the server over NCCL through vLLM's communicator) and GPUs."""
+    from trl.import_utils import is_vllm_available
+
+    if resolve_device(config.device).type != "cuda":
+        raise TrainerError(f"--vllm {config.vllm}: vLLM generates on GPUs, and this run trains on the CPU; leave "
+                           "--vllm out (transformers' generate)")
+    if not is_vllm_available():
+        raise TrainerError(f"--vllm {config.vllm}: vLLM is not installed in this environment (TRL 1.16 takes vLLM "
+                           "0.22 to 0.31): train GRPO with vLLM in a training image that has it (trainer/README.md), "
+                           "or leave --vllm out")
+
+
+def vllm_args(config: RLConfig) -> dict:
+    """GRPOConfig's vLLM arguments for ``--vllm``: none without it."""
+    if not config.vllm:
+        return {}
+    server = {"vllm_server_base_url": config.vllm_server.rstrip("/")} if config.vllm == "server" else {}
+    return {"use_vllm": True, "vllm_mode": config.vllm, **server}
 
 
 class GRPOProgress(Progress):
@@ -454,7 +479,7 @@ def _build(config: RLConfig, prompts: list[dict], steps: dict[int, Step], envs: 
     args = GRPOConfig(**common, num_generations=config.group_size, max_completion_length=config.max_new_tokens,
                       temperature=config.temperature, beta=config.kl_coef, epsilon=config.eps_low,
                       epsilon_high=config.eps_high, num_iterations=config.ppo_epochs, loss_type=config.loss_type,
-                      scale_rewards=config.scale_rewards, log_completions=False)
+                      scale_rewards=config.scale_rewards, log_completions=False, **vllm_args(config))
     set_seed(config.seed)  # after the process group is up: every rank draws the same LoRA init
     loaded = load_model(config, device, dtype, style, vision=True)
     progress = GRPOProgress(config, planned, log_interval(config, planned),

@@ -294,3 +294,29 @@ def test_grpo_options_are_refused_for_a_text_model(tmp_path, data, capsys):
     assert code == 2
     assert "--void-reward, --loss-type: options of GRPO of a vision-language checkpoint; --init tiny is a text model" \
         in capsys.readouterr().err
+
+
+def test_vllm_generation_is_a_setting_refused_where_it_cannot_run(tmp_path, data, init, capsys, monkeypatch):
+    """--vllm colocate | server maps onto TRL's use_vllm / vllm_mode / vllm_server_base_url. vLLM cannot run here
+    (no GPU, and it is not in Loupe's venv): a CPU run, or a process without vLLM, exits 2 saying why."""
+    from trl import import_utils
+
+    from trainer.vlm_grpo import check_vllm, vllm_args
+
+    argv = ["rl", "--init", str(init), "--data", str(data / "rl.jsonl"), "--out", str(tmp_path / "out"),
+            "--advantage", "grpo", "--vllm", "colocate"]
+    assert cli.main(argv) == 2
+    assert "--vllm colocate: vLLM generates on GPUs, and this run trains on the CPU" in capsys.readouterr().err
+    config = rl_config(data / "rl.jsonl", init, tmp_path / "out", vllm="server", device="cuda")
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr(import_utils, "is_vllm_available", lambda *a, **k: False)
+    with pytest.raises(Exception, match="--vllm server: vLLM is not installed in this environment"):
+        check_vllm(config)
+    monkeypatch.setattr(import_utils, "is_vllm_available", lambda *a, **k: True)
+    check_vllm(config)
+    assert vllm_args(config) == {"use_vllm": True, "vllm_mode": "server",
+                                 "vllm_server_base_url": "http://127.0.0.1:8000"}
+    assert vllm_args(rl_config(data / "rl.jsonl", init, tmp_path / "out", vllm="colocate")) == \
+        {"use_vllm": True, "vllm_mode": "colocate"}
+    assert vllm_args(rl_config(data / "rl.jsonl", init, tmp_path / "out")) == {}
+    assert not (tmp_path / "out").exists()
