@@ -1,4 +1,4 @@
-"""GPU check of the vision-language path (issue 36): one script a person runs on a GPU machine, in about 8 minutes.
+"""GPU check of the vision-language path (issue 36): one script a person runs on a GPU machine (sized for 8 minutes).
 
 It makes the tiny random Qwen2.5-VL (trainer/tiny_vlm.py) and rows with screenshots, then runs the real
 ``python -m trainer`` as a team would on GPUs, and prints one JSON object (also written to ``<out>/gpu_check.json``):
