@@ -1,12 +1,14 @@
 """Flywheel benchmark: the demonstration of tests/flywheel/test_cycles_demo.py (`make flywheel`) end to end, as
-numbers. From the real cold-start v0, three cycles of simulated annotators' corrections (24 supervised episodes
-each, through the REST and WebSocket API), each trained with the default recipe, evaluated on the same held-out
-seeds and deployed when it beats the deployed checkpoint by the margin. Reports the deployed checkpoint's held-out
-success after each cycle, the rows each cycle trained on (new and replayed), and the seconds each took; writes
-the success chart to bench/results/flywheel_success.svg.
+numbers. From the real cold-start v0 (SmolLM2-135M-Instruct + a LoRA), cycles of simulated annotators' corrections
+(through the REST and WebSocket API) on v0's three tasks and on tasks it was not trained on (two MiniWoB tasks, the
+shop), each trained with the demo's recipe, evaluated on the same held-out seeds and deployed when it beats the
+deployed checkpoint by the margin. Reports per cycle the deployed and candidate success on the old tasks and the new
+ones, the rows each cycle trained on (new and replayed) and the seconds each took; writes the chart to
+bench/results/flywheel_success.svg.
 
-The cold start alone takes 7-12 minutes on 2 cores, each cycle 5-15 more: about 40 minutes in all.
-``LOUPE_DEMO_V0=<dir>`` reuses a cold start written by ``python -m trainer coldstart --out <dir>``.
+The cold start alone takes 5-40 minutes on 2 cores (how busy they are), each cycle 15-60 more.
+``LOUPE_DEMO_V0=<dir>`` reuses a cold start written by ``python -m trainer coldstart --out <dir>``; the test's other
+``LOUPE_DEMO_*`` variables (cycles, episodes, eval seeds, settings) pass through.
 
 Usage: ``.venv/bin/python bench/bench_flywheel.py`` (or ``python -m bench flywheel``)
 """
@@ -37,21 +39,26 @@ def main() -> None:
     if summary is None:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-20:]
         raise SystemExit("the demonstration ended before its summary:\n" + "\n".join(tail))
-    deployed = summary["deployed_success"]
+    deployed = summary["deployed"]  # per cycle (0: v0): {"all", "old", "new"}
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
-    candidates = [(i + 1, c["success_after"]) for i, c in enumerate(cycles) if c["success_after"] is not None]
+    series = {f"deployed, {group} tasks": [(i, d[group]) for i, d in enumerate(deployed) if d.get(group) is not None]
+              for group in ("old", "new")}
+    series["candidate, new tasks"] = [(i + 1, c["after"]["new"]) for i, c in enumerate(cycles)
+                                      if c["after"].get("new") is not None]
     (out / "flywheel_success.svg").write_text(line_chart_svg(
-        {"deployed": list(enumerate(deployed)), "candidate": candidates},
-        title="Flywheel: held-out success after each cycle (cycle 0: the cold-start v0)", x_label="cycle",
+        series, title="Flywheel: held-out success after each cycle (cycle 0: the cold-start v0)", x_label="cycle",
         y_label="success rate"))
     print(json.dumps({
-        "v0_success": deployed[0], "deployed_success_per_cycle": deployed[1:],
-        "candidate_success_per_cycle": [c["success_after"] for c in cycles],
+        "v0": deployed[0], "deployed_per_cycle": deployed[1:],
+        "candidate_per_cycle": [c["after"] for c in cycles],
+        "per_task": [{"before": c["per_task_before"], "after": c["per_task_after"]} for c in cycles],
         "states": [c["state"] for c in cycles],
         "rows_per_cycle": [{"snapshot": c["rows"], "mix": (c.get("data") or {}).get("sft", {}).get("train_rows"),
                             "replayed": (c.get("data") or {}).get("sft", {}).get("replay_rows")} for c in cycles],
-        "seconds_per_cycle": [{"annotate": c["annotation"]["seconds"], "cycle": c["cycle_seconds"]} for c in cycles],
+        "seconds_per_cycle": [{"annotate": c["annotation"]["seconds"], "cycle": c["cycle_seconds"],
+                               "by_state": c["seconds_by_state"]} for c in cycles],
+        "annotation": [c["annotation"] for c in cycles],
         "v0_seconds": summary["v0_seconds"], "recipe": summary["recipe"], "replay_ratio": summary["replay_ratio"],
         "bar_met": proc.returncode == 0, "seconds": round(time.monotonic() - started, 1),
         "chart": "bench/results/flywheel_success.svg"}, indent=2))

@@ -3,8 +3,8 @@ browser does (never the database), for the flywheel demonstration (tests/flywhee
 ``python manage.py flywheel_demo``).
 
 Each one logs in for a token, starts a supervised episode, and watches the live socket. Like a person
-who reads the screen, it keeps its own copy of the page: the same MiniWoB task and seed in its own
-browser, replaying every executed step. At each proposal it asks the task's scripted solver what a
+who reads the screen, it keeps its own copy of the page: the same task and seed in its own env (a MiniWoB
+page, or the shop or wiki in its own browser; an authored task's JSON learnt first), replaying every executed step. At each proposal it asks the task's scripted solver what a
 competent person would do, then:
 - approves the model's step when it does the same thing (a click inside the same element, the same text),
 - edits it to the solver's step when it is wrong, keeping the model's way of writing its thought: when the model
@@ -140,27 +140,43 @@ class SimulatedAnnotator:
 
     def __init__(self, base: str, username: str, password: str, *, env=None, think: float = 0.0,
                  style: str = "named"):
-        from agent.envs import make_env
-
         self.base, self.username = base.rstrip("/"), username
         self.style = style  # the prompt style of the element lines a corrected thought quotes (the tiny model's)
         self.api = Api(base, username, password)
-        self.env = env or make_env("miniwob")
+        self.envs = {"miniwob": env} if env is not None else {}  # its own page of each env kind, made when needed
+        self.authored: dict[tuple[str, str], dict] = {}  # (kind, task) -> the JSON its env learnt
         self.think = think  # seconds a person looks before answering
 
     def close(self) -> None:
-        self.env.close()
+        for env in self.envs.values():
+            env.close()
+        self.envs.clear()
 
-    def supervise(self, project_id: int, task_id: int, task_name: str, seed: int, timeout: float = 300) -> SessionReport:
+    def env_for(self, env_kind: str, task_name: str, definition: dict | None):
+        """Its own env of the task's kind (MiniWoB's page, the shop or wiki in its own browser), knowing an authored
+        task's JSON as the rollout worker's env does."""
+        from agent.envs import add_authored_task, make_env
+
+        if env_kind not in self.envs:
+            self.envs[env_kind] = make_env(env_kind)
+        env = self.envs[env_kind]
+        if definition is not None and self.authored.get((env_kind, task_name)) != definition:
+            add_authored_task(env, definition)
+            self.authored[(env_kind, task_name)] = definition
+        return env
+
+    def supervise(self, project_id: int, task_id: int, task_name: str, seed: int, timeout: float = 300, *,
+                  env_kind: str = "miniwob", definition: dict | None = None) -> SessionReport:
         """Start a supervised episode on (task, seed) and steer it to its end."""
         from agent.actions import Action, Turn
         from agent.solvers import SolverError, solve_step
 
         started = time.monotonic()
+        env = self.env_for(env_kind, task_name, definition)
         episode = self.api.call("POST", f"/api/v1/projects/{project_id}/episodes/",
                                 {"task": task_id, "seeds": [seed], "mode": "supervised"})["results"][0]
         report = SessionReport(episode_id=episode["id"], task=task_name, seed=seed)
-        observation = self.env.reset(task_name, seed)
+        observation = env.reset(task_name, seed)
         history = []  # the turns executed so far (the solver reads its own history)
         answered: set[tuple] = set()
         socket = Socket(self.base, self.api.token, episode["id"])
@@ -177,7 +193,7 @@ class SimulatedAnnotator:
                 if kind == "step.executed":
                     action = Action.from_dict(data["action"]) if data.get("action") else None
                     if action is not None:
-                        observation = self.env.step(action).observation
+                        observation = env.step(action).observation
                         history.append(Turn(thought=data.get("thought", ""), action=action, void_reason=None,
                                             raw=data.get("action_text", "")))
                     if data.get("actor") == "human":
@@ -233,7 +249,9 @@ def annotate(base: str, usernames: list[str], password: str, project_id: int, ta
         person = SimulatedAnnotator(base, username, password)
         try:
             for seed in mine:
-                reports.append(person.supervise(project_id, task["id"], task["task_name"], seed))
+                reports.append(person.supervise(project_id, task["id"], task["task_name"], seed,
+                                                env_kind=task.get("env_kind", "miniwob"),
+                                                definition=task.get("definition")))
         except Exception as exc:  # noqa: BLE001 - reported to the caller with whose work it was
             errors.append(f"{username}: {exc!r}")
         finally:
@@ -261,13 +279,29 @@ def cycle_run(manager: Api, project_id: int, timeout: float = 1800) -> dict:
     raise ApiFailure(f"cycle {cycle['iteration']} is still {cycle['state']} after {timeout:.0f} s")
 
 
-def cycle_figures(cycle: dict, reports: list, annotate_seconds: float) -> dict:
-    """What a cycle did, in numbers: success before and after, seconds by state, the data, the annotation."""
+def group_success(evaluation: dict, groups: dict[str, tuple | list]) -> dict:
+    """An evaluation's success rate over all its episodes (``all``) and over each group of tasks (e.g. the old tasks,
+    which the deployed checkpoint was trained on, and the new ones), episode-weighted; a group none of whose tasks was
+    evaluated is None."""
+    per_task = evaluation.get("per_task") or {}
+    out = {"all": evaluation.get("success_rate")}
+    for name, tasks in groups.items():
+        measured = [per_task[t] for t in tasks if t in per_task]
+        episodes = sum(t["episodes"] for t in measured)
+        out[name] = sum(t["success_rate"] * t["episodes"] for t in measured) / episodes if episodes else None
+    return out
+
+
+def cycle_figures(cycle: dict, reports: list, annotate_seconds: float, groups: dict | None = None) -> dict:
+    """What a cycle did, in numbers: success before and after (overall and, with ``groups``, per group of tasks, e.g.
+    ``{"old": [...], "new": [...]}``), per task, seconds by state, the data, the annotation."""
     rates = {e["role"]: e for e in cycle["evaluations"]}
     candidate, deployed = rates.get("candidate") or {}, rates.get("deployed") or {}
     return {
         "iteration": cycle["iteration"], "state": cycle["state"], "decision": cycle["decision"],
         "success_before": deployed.get("success_rate"), "success_after": candidate.get("success_rate"),
+        "before": group_success(deployed, groups or {}), "after": group_success(candidate, groups or {}),
+        "per_task_before": {t: v["success_rate"] for t, v in (deployed.get("per_task") or {}).items()},
         "per_task_after": {t: v["success_rate"] for t, v in (candidate.get("per_task") or {}).items()},
         "eval_episodes": candidate.get("episodes"),
         "seconds_by_state": {state: t.get("seconds") for state, t in cycle["timings"].items()},

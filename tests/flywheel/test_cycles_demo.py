@@ -1,20 +1,22 @@
-"""The flywheel demonstration (`make flywheel`): from the real cold-start v0 (SFT of the tiny model on the scripted
-solvers' demonstrations, `python -m trainer coldstart`), simulated annotators supervise episodes through the same
-REST and WebSocket API the browser uses; their data is routed, snapshotted, mixed with a replay of v0's
-demonstrations (found by lineage), trained on with the default recipe, evaluated on held-out seeds and deployed when
-it beats the deployed checkpoint, three times. Prints the deployed checkpoint's held-out success after each cycle.
+"""The flywheel demonstration (`make flywheel`): from the real cold-start v0 (a LoRA of SmolLM2-135M-Instruct trained on
+the scripted solvers' demonstrations of three MiniWoB tasks, `python -m trainer coldstart`), simulated annotators
+supervise episodes through the same REST and WebSocket API the browser uses; their data is routed, snapshotted, mixed
+with a replay of v0's demonstrations (found by lineage), trained on with the project's recipe (a LoRA from the
+deployed weights), evaluated on held-out seeds and deployed when it beats the deployed checkpoint, three times. Prints
+per cycle the success on the old tasks (v0's three) and on the new ones, rows and seconds.
 
-The project's tasks are v0's three, annotated and held out alike; 20 held-out seeds a task (60 episodes a checkpoint,
-the same for every checkpoint) make the 0.05 margin 3 episodes. Adding two tasks v0 never saw (click-dialog,
-click-tab; ``LOUPE_DEMO_NEW_TASKS=1``) was measured in issue 23: the tiny model learnt neither (trainer/README.md).
+The project's tasks are v0's three (where it scores about 100 %) and tasks it was never trained on, where people's
+corrections are what teaches it: two MiniWoB tasks (click-dialog, click-tab) and the shop's shop-add-to-basket
+(annotated), held out as an authored web-app task on the same shop (another product, the same page: webapp/demo.py
+DEMO_AUTHORED_EVAL). ``LOUPE_DEMO_NEW_TASKS=0`` keeps v0's three only.
 
-The cold start takes 7-12 minutes on a 2-core machine; ``LOUPE_DEMO_V0=<dir>`` reuses one written by
+The cold start takes 5-30 minutes on a 2-core machine; ``LOUPE_DEMO_V0=<dir>`` reuses one written by
 ``python -m trainer coldstart --out <dir>`` (its demos.jsonl and checkpoint/). ``LOUPE_DEMO_SEED=<n>`` moves the
-annotated episodes to other seeds (the held-out eval seeds stay); ``LOUPE_DEMO_EPISODES=<n>`` annotates n episodes a
-cycle instead of 10 a task. ``LOUPE_DEMO_SETTINGS`` (JSON) changes cycle settings, e.g. the recipe before issue 23
-for a side-by-side: ``{"recipe": [{"algorithm": "sft", "max_steps": 200, "lr": 0.003, "max_epochs": 5},
-{"algorithm": "dpo", "max_steps": 30, "max_epochs": 5}], "replay_ratio": 0, "val_fraction": 0, "patience": 0,
-"correction_weight": 1}``."""
+annotated episodes to other seeds (the held-out eval seeds stay); ``LOUPE_DEMO_EPISODES=<n>`` annotates n MiniWoB
+episodes a cycle instead of 6 a task; ``LOUPE_DEMO_CYCLES`` (default 3), ``LOUPE_DEMO_EVAL_SEEDS`` (default 20 a
+task). ``LOUPE_DEMO_SETTINGS`` (JSON) changes cycle settings, e.g. the tiny model's recipe for a side-by-side:
+``{"recipe": [{"algorithm": "sft", "max_steps": 1000, "lr": 0.003, "max_epochs": 3, "batch_tokens": 2048,
+"lora": "r=16"}], "replay_ratio": 2}``."""
 import json
 import os
 import shutil
@@ -32,19 +34,26 @@ from tests.stack import start_worker, stack_env, worker_quiet
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.flywheel, pytest.mark.slow,
               pytest.mark.timeout(7200)]
 
-# The project's tasks, as a real project's are: v0's three (trainer/coldstart.py TASKS, where it scores about 80 %)
-# and two it was never trained on (webapp/demo.py has them too), where people's corrections are what teaches it.
+# The project's tasks, as a real project's are: v0's three (trainer/coldstart.py TASKS) and tasks it was never trained
+# on (webapp/demo.py holds the same out), where people's corrections are what teaches it.
 V0_TASKS = ("click-button", "click-link", "focus-text")
-NEW_TASKS = ("click-dialog", "click-tab")
-TASKS = (*V0_TASKS, *NEW_TASKS) if os.environ.get("LOUPE_DEMO_NEW_TASKS") == "1" else V0_TASKS
-# split between the tasks and the two annotators
-EPISODES_PER_CYCLE = int(os.environ.get("LOUPE_DEMO_EPISODES") or 10 * len(TASKS))
-CYCLES = 3
+NEW_TASKS = ("click-dialog", "click-tab") if os.environ.get("LOUPE_DEMO_NEW_TASKS", "1") == "1" else ()
+TASKS = (*V0_TASKS, *NEW_TASKS)
+SHOP = bool(NEW_TASKS)  # the shop's train task, and the authored shop task held out
+SHOP_EPISODES = 2  # a shop task has one episode (its seed changes nothing): a correction or two teach what it shows
+# MiniWoB episodes a cycle, split between the tasks and the two annotators
+EPISODES_PER_CYCLE = int(os.environ.get("LOUPE_DEMO_EPISODES") or 6 * len(TASKS))
+CYCLES = int(os.environ.get("LOUPE_DEMO_CYCLES") or 3)
 # a task: 20 held-out episodes a checkpoint, seeds 1000-1019 (the cold start's held-out range); the same seeds for
-# every checkpoint, never annotated (train seeds are 10000 on)
-EVAL_SEEDS = 20
+# every checkpoint, never annotated (train seeds are 10000 on); the shop task's one episode
+EVAL_SEEDS = int(os.environ.get("LOUPE_DEMO_EVAL_SEEDS") or 20)
 MARGIN = 0.05
-
+# The cycle recipe for SmolLM2's LoRA v0: a fresh LoRA from the deployed weights at v0's learning rate, the steps sized
+# to the rows (two passes, at most 40 steps of about 4 rows), a replay of v0's demonstrations as large as the new rows,
+# early stopping on held-out corrections.
+SETTINGS = {"recipe": [{"algorithm": "sft", "max_steps": 40, "lr": 0.001, "max_epochs": 2, "batch_tokens": 1024,
+                        "lora": "r=16"}],
+            "replay_ratio": 1.0, "patience": 2}
 
 @pytest.fixture(scope="module")
 def workers(module_stack, tmp_path_factory):
@@ -78,6 +87,8 @@ def cold_start_v0(project, checkpoints: Path):
 
 
 def test_three_cycles_of_simulated_corrections_raise_the_cold_start_v0(daphne_server, workers):
+    from webapp.demo import DEMO_AUTHORED_EVAL, DEMO_AUTHORED_TEACHER
+
     project = make_project("Flywheel demo")
     make_member(project, make_user("lead"), "manager")
     for name in ("ann1", "ann2"):
@@ -85,14 +96,22 @@ def test_three_cycles_of_simulated_corrections_raise_the_cold_start_v0(daphne_se
     v0_seconds = cold_start_v0(project, workers)
 
     manager, pid = Api(daphne_server, "lead", PASSWORD), project.pk
-    tasks = {}
+    tasks, new = {}, list(NEW_TASKS)
     for name in TASKS:
         tasks[name] = manager.call("POST", f"/api/v1/projects/{pid}/tasks/", {
             "task_name": name, "split": "train", "seed_start": 10_000, "seed_end": 99_999, "max_steps": 3})
         manager.call("POST", f"/api/v1/projects/{pid}/tasks/", {
             "task_name": name, "split": "eval", "seed_start": 1000, "seed_end": 1999, "max_steps": 3})
+    if SHOP:
+        shop = manager.call("POST", f"/api/v1/projects/{pid}/tasks/", {
+            "env_kind": "webapp", "task_name": DEMO_AUTHORED_TEACHER, "split": "train", "seed_start": 0,
+            "seed_end": 0, "max_steps": 6})
+        held = manager.call("POST", f"/api/v1/projects/{pid}/tasks/", {
+            "env_kind": "webapp", "definition": DEMO_AUTHORED_EVAL, "split": "eval", "seed_start": 0, "seed_end": 0,
+            "max_steps": 6})
+        new.append(held["task_name"])
     manager.call("PATCH", f"/api/v1/projects/{pid}/routing", {"rule": "reward", "reward_threshold": 0.5})
-    settings = {"min_new_rows": EPISODES_PER_CYCLE // 2, "eval_seeds": EVAL_SEEDS, "margin": MARGIN}
+    settings = {**SETTINGS, "min_new_rows": EPISODES_PER_CYCLE // 2, "eval_seeds": EVAL_SEEDS, "margin": MARGIN}
     settings.update(json.loads(os.environ.get("LOUPE_DEMO_SETTINGS") or "{}"))
     used = manager.call("PATCH", f"/api/v1/projects/{pid}/cycle-settings", settings)
     first_seed = 10_000 + 20_000 * int(os.environ.get("LOUPE_DEMO_SEED") or 0)  # train seeds 10000-99999
@@ -100,36 +119,39 @@ def test_three_cycles_of_simulated_corrections_raise_the_cold_start_v0(daphne_se
     report, deployed = [], []
     for n in range(CYCLES):
         started, sessions = time.monotonic(), []
-        for i, name in enumerate(TASKS):
+        for name in TASKS:
             share = EPISODES_PER_CYCLE // len(TASKS)
             seeds = list(range(first_seed + n * 1000, first_seed + n * 1000 + share))
             sessions += annotate(daphne_server, ["ann1", "ann2"], PASSWORD, pid, tasks[name], seeds)
+        if SHOP:
+            sessions += annotate(daphne_server, ["ann1", "ann2"], PASSWORD, pid, shop, [0] * SHOP_EPISODES)
         spent = time.monotonic() - started
-        cycle = cycle_run(manager, pid)
+        cycle = cycle_run(manager, pid, timeout=5400)
         assert cycle["state"] in ("deployed", "rejected"), (cycle["state"], cycle["decision"], cycle["error"],
                                                             cycle["log_tail"][-2000:])
-        numbers = cycle_figures(cycle, sessions, spent)
+        numbers = cycle_figures(cycle, sessions, spent, groups={"old": V0_TASKS, "new": new})
         numbers["data"] = cycle["decision_data"].get("data")
-        before = {e["role"]: e for e in cycle["evaluations"]}.get("deployed") or {}
-        numbers["per_task_before"] = {t: v["success_rate"] for t, v in (before.get("per_task") or {}).items()}
         numbers["val_loss"] = [m.get("val_loss") for m in (cycle["run"] or {}).get("metrics", []) if "val_loss" in m]
         if not deployed:
-            deployed.append(numbers["success_before"])  # v0, on the same held-out seeds
-        deployed.append(numbers["success_after"] if cycle["state"] == "deployed" else deployed[-1])
-        numbers["deployed_success"] = deployed[-1]
+            deployed.append(numbers["before"])  # v0, on the same held-out seeds
+        deployed.append(numbers["after"] if cycle["state"] == "deployed" else deployed[-1])
+        numbers["deployed"] = deployed[-1]
         report.append(numbers)
         print("FLYWHEEL", json.dumps(numbers))
-        print(f"FLYWHEEL cycle {n + 1}: {cycle['state']}; deployed held-out success {deployed[-1]:.2f} "
-              f"(v0 {deployed[0]:.2f}); per task {numbers['per_task_before']} -> {numbers['per_task_after']}",
-              flush=True)
+        print(f"FLYWHEEL cycle {n + 1}: {cycle['state']}; deployed held-out success {deployed[-1]['all']:.2f} "
+              f"(old {deployed[-1]['old']:.2f}, new {deployed[-1].get('new')}; v0 {deployed[0]['all']:.2f}); "
+              f"rows {numbers['rows']}; {numbers['cycle_seconds']} s (annotation {spent:.0f} s); per task "
+              f"{numbers['per_task_before']} -> {numbers['per_task_after']}", flush=True)
 
     print("FLYWHEEL-SUMMARY", json.dumps({"v0_seconds": v0_seconds, "first_seed": first_seed, "recipe": used["recipe"],
-                                         "replay_ratio": used["replay_ratio"], "deployed_success": deployed,
-                                         "cycles": [{k: c[k] for k in ("state", "success_before", "success_after",
-                                                                       "cycle_seconds", "rows")} for c in report]}))
+                                         "replay_ratio": used["replay_ratio"], "deployed": deployed,
+                                         "cycles": [{k: c[k] for k in ("state", "before", "after", "cycle_seconds",
+                                                                       "rows")} for c in report]}))
     worker_quiet(timeout=120)
-    # issue 23's bar: two promotions, each by more than the margin on the same seeds, 15 points above v0 at the end
+    # issue 34's bar: two promotions, each by more than the margin on the same seeds, 15 points above v0 at the end,
+    # the old tasks no more than 5 points below v0's
     promoted = [c for c in report if c["state"] == "deployed"]
-    assert len(promoted) >= 2, report
-    assert all(c["success_after"] > c["success_before"] + MARGIN - 1e-9 for c in promoted), report
-    assert deployed[-1] >= deployed[0] + 0.15 - 1e-9, deployed
+    assert len(promoted) >= min(2, CYCLES), report
+    assert all(c["after"]["all"] > c["before"]["all"] + MARGIN - 1e-9 for c in promoted), report
+    assert deployed[-1]["all"] >= deployed[0]["all"] + 0.15 - 1e-9, deployed
+    assert deployed[-1]["old"] >= deployed[0]["old"] - 0.05 - 1e-9, deployed

@@ -33,3 +33,22 @@ def test_demo_project_gets_the_shop_tasks_and_the_wiki_ones_only_where_mediawiki
     demo.seed_demo("a-demo-password")
     assert set(_webapp_tasks()) == {name for name in demo.DEMO_WEBAPP_TASKS if name.startswith("shop-")}
     assert "no wiki-edit-page task, as mediawiki, php-cli are not installed" in caplog.text
+
+
+def test_demo_project_holds_out_tasks_v0_was_not_trained_on_with_an_authored_shop_task_and_its_teacher():
+    """Issue 34: the cycles' evaluation has something left to learn: MiniWoB tasks outside the cold start's and an
+    authored web-app task on the shop (its JSON stored, as the Tasks page stores one), whose train task is seeded."""
+    from flywheel.models import TaskSpec
+    from trainer.coldstart import TASKS
+
+    demo.seed_demo("a-demo-password")
+    held = {t.task_name: t for t in TaskSpec.objects.filter(project__slug="demo", split="eval")}
+    assert set(TASKS) < set(held) and {"click-dialog", "click-tab"} <= set(held)
+    shop = held[demo.DEMO_AUTHORED_EVAL["task_id"]]
+    assert (shop.env_kind, shop.definition, shop.seed_start, shop.seed_end) == ("webapp", demo.DEMO_AUTHORED_EVAL, 0, 0)
+    assert TaskSpec.objects.filter(project__slug="demo", split="train", env_kind="webapp",
+                                   task_name=demo.DEMO_AUTHORED_TEACHER).exists()
+    assert not TaskSpec.objects.filter(project__slug="demo", split="train",
+                                       task_name=demo.DEMO_AUTHORED_EVAL["task_id"]).exists()
+    demo.seed_demo("a-demo-password")  # a second start adds nothing
+    assert TaskSpec.objects.filter(project__slug="demo", split="eval").count() == len(held)

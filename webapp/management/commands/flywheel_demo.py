@@ -1,6 +1,7 @@
 """The flywheel, shown on a running Loupe (`make run`): simulated annotators supervise episodes through the REST and
 WebSocket API, then a cycle trains, evaluates and deploys on their data; repeated. Watch the project's Cycles page.
-After each cycle it prints the deployed checkpoint's held-out success (from the cold-start v0 of `make run` on).
+After each cycle it prints the deployed checkpoint's held-out success (from the cold-start v0 of `make run` on), on
+the old tasks (v0's three) and on the new ones (tasks v0 was not trained on), the rows and the seconds.
 
     python manage.py flywheel_demo --url http://127.0.0.1:8000 --project demo --cycles 3
 """
@@ -12,7 +13,9 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from flywheel.simulated_annotators import Api, ApiFailure, annotate, cycle_figures, cycle_run
-from webapp.demo import demo_password
+from webapp.demo import DEMO_AUTHORED_EVAL, DEMO_AUTHORED_TEACHER, demo_password
+
+OLD_TASKS = ("click-button", "click-link", "focus-text")  # v0's (trainer/coldstart.py TASKS)
 
 
 class Command(BaseCommand):
@@ -26,8 +29,12 @@ class Command(BaseCommand):
         parser.add_argument("--annotators", default="annotator", help="Comma-separated annotators of the project.")
         parser.add_argument("--password", default="", help="Their password (default: the demo password).")
         parser.add_argument("--tasks", default="", help="Comma-separated train tasks to annotate (default: the "
-                                                        "project's eval tasks' names that also have a train task).")
-        parser.add_argument("--episodes", type=int, default=24, help="Supervised episodes before each cycle.")
+                                                        "project's eval tasks' names that also have a train task, and "
+                                                        f"{DEMO_AUTHORED_TEACHER} when the demo's authored shop task "
+                                                        f"{DEMO_AUTHORED_EVAL['task_id']} is held out).")
+        parser.add_argument("--episodes", type=int, default=24, help="Supervised episodes before each cycle (a "
+                                                                     "shop task's share is at most 2: it has one "
+                                                                     "episode, whatever the seed).")
         parser.add_argument("--cycles", type=int, default=3)
 
     def handle(self, *args, url, project, manager, annotators, password, tasks, episodes, cycles, **options):
@@ -41,11 +48,16 @@ class Command(BaseCommand):
             pid = found[0]["id"]
             specs = lead.call("GET", f"/api/v1/projects/{pid}/tasks/?page_size=200")["results"]
             train = {t["task_name"]: t for t in specs if t["split"] == "train"}
-            wanted = [t.strip() for t in tasks.split(",") if t.strip()] or \
-                [t["task_name"] for t in specs if t["split"] == "eval" and t["task_name"] in train]
+            held = [t["task_name"] for t in specs if t["split"] == "eval"]
+            wanted = [t.strip() for t in tasks.split(",") if t.strip()] or [t for t in held if t in train] + \
+                ([DEMO_AUTHORED_TEACHER] if DEMO_AUTHORED_EVAL["task_id"] in held else [])
             missing = [t for t in wanted if t not in train]
             if not wanted or missing:
                 raise CommandError(f"No train task {', '.join(missing) or '(none given)'} in {project}; pass --tasks.")
+            if episodes < len(wanted):
+                raise CommandError(f"--episodes {episodes} is fewer than the {len(wanted)} tasks to annotate "
+                                   f"({', '.join(wanted)}): give each at least one.")
+            groups = {"old": [t for t in held if t in OLD_TASKS], "new": [t for t in held if t not in OLD_TASKS]}
             people = [a.strip() for a in annotators.split(",") if a.strip()]
             rng = random.Random()
             for n in range(cycles):
@@ -53,18 +65,26 @@ class Command(BaseCommand):
                 for i, name in enumerate(wanted):
                     share = episodes // len(wanted) + (1 if i < episodes % len(wanted) else 0)
                     task = train[name]
-                    seeds = rng.sample(range(task["seed_start"], task["seed_end"] + 1), share)
+                    span = range(task["seed_start"], task["seed_end"] + 1)
+                    # a task of one seed (a web app's: the seed changes nothing) is annotated at most twice a cycle
+                    seeds = rng.sample(span, share) if len(span) >= share else [span[0]] * min(share, 2)
                     self.stdout.write(f"cycle {n + 1}: {len(people)} annotator(s) supervise {share} {name} episodes…")
                     reports += annotate(url, people, password, pid, task, seeds)
                 spent = time.monotonic() - started
                 self.stdout.write(f"cycle {n + 1}: running a flywheel cycle (see the Cycles page)…")
                 cycle = cycle_run(lead, pid)
-                figures = cycle_figures(cycle, reports, spent)
+                figures = cycle_figures(cycle, reports, spent, groups)
                 self.stdout.write(json.dumps(figures))
-                after = figures["success_after"] if cycle["state"] == "deployed" else figures["success_before"]
+                after = figures["after"] if cycle["state"] == "deployed" else figures["before"]
                 deployed = lead.call("GET", f"/api/v1/projects/{pid}/deployments/")["results"][0]["checkpoint"]["name"]
                 self.stdout.write(f"cycle {n + 1}: {cycle['state']}; the deployed {deployed} scores "
-                                  + ("n/a" if after is None else f"{after * 100:.0f} %")
-                                  + " on the held-out seeds" + (f" ({cycle['decision']})" if cycle["decision"] else ""))
+                                  f"{_percent(after['all'])} on the held-out seeds (old tasks {_percent(after['old'])}, "
+                                  f"new {_percent(after['new'])}); rows {figures['rows']}; annotation {spent:.0f} s, "
+                                  f"cycle {figures['cycle_seconds']:.0f} s"
+                                  + (f" ({cycle['decision']})" if cycle["decision"] else ""))
         except ApiFailure as exc:
             raise CommandError(str(exc)) from None
+
+
+def _percent(rate) -> str:
+    return "n/a" if rate is None else f"{rate * 100:.0f} %"
