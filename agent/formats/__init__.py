@@ -17,8 +17,8 @@ Formats (the modules beside this one say how each maps to Loupe's actions):
 
 - ``loupe``: Loupe's own ``Thought: ... / Action: click(x=, y=)`` (agent/actions.py, unchanged).
 - ``uitars``: UI-TARS-1.5, pixels of the ``smart_resize``d image (``uitars.py``).
-- ``qwen-relative``: Qwen2.5-VL / Qwen3-VL / GUI-Owl computer-use tool calls or plain calls,
-  0-1000 grid (``qwen.py``).
+- ``qwen-relative``: Qwen3-VL / GUI-Owl computer-use tool calls or plain calls, 0-1000 grid
+  (``qwen.py``). Not Qwen2.5-VL's: it points in absolute pixels of its resized image.
 - ``pyautogui``: OpenCUA's ``## Thought`` / ``## Action`` / ``## Code`` with pyautogui code,
   screenshot pixels or 0-1 fractions (``pyautogui.py``).
 

@@ -1,4 +1,8 @@
-"""Qwen2.5-VL / Qwen3-VL / GUI-Owl answers, coordinates on a 0-1000 grid over the screenshot.
+"""Qwen3-VL / GUI-Owl answers, coordinates on a 0-1000 grid over the screenshot (format ``qwen-relative``).
+
+Qwen2.5-VL writes the same tool calls with absolute pixels of its smart-resized image instead (the grid
+``uitars.grid`` computes from the served processor's pixel limits); this format reads them as 0-1000 and
+so places its points wrongly. Reading it needs a format of its own, which Loupe does not have yet.
 
 Read in two forms:
 
