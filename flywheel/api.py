@@ -7,7 +7,8 @@ import itertools
 
 from django.core.files.storage import default_storage
 from django.http import FileResponse, StreamingHttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
+from drf_spectacular.utils import (OpenApiParameter, extend_schema, extend_schema_field, extend_schema_view,
+                                   inline_serializer)
 from rest_framework import serializers, status
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
@@ -18,6 +19,8 @@ from flywheel import datasets, deployments, episodes, judge, projects, selectors
 from flywheel.models import (Actor, Backend, Checkpoint, Correction, DatasetSnapshot, Episode, EpisodeStatus, Event,
                              JudgeVerdict, Membership, Mode, Outcome, PolishState, ReviewStatus, Role, RunStatus,
                              SnapshotKind, SnapshotStatus, Split, Step, TaskSpec)
+from flywheel.api_settings import SettingsSectionApi
+from flywheel.routing import ROUTING_SETTINGS, RULES, routing_of
 from core.api import LimitedCharField, OpenRecord, StrictSerializer, UserRef, keyset_page, results_of
 from core.errors import ApplicationError
 from core.paths import paths_hidden
@@ -726,7 +729,7 @@ class RunListApi(APIView):
 
 # --- routing and snapshots (managers) --------------------------------------------------------------
 class RoutingInput(StrictSerializer):
-    rule = serializers.ChoiceField(choices=list(datasets.RULES), required=False)
+    rule = serializers.ChoiceField(choices=list(RULES), required=False)
     reward_threshold = serializers.FloatField(required=False, min_value=0, max_value=1,
                                               help_text="share of the full reward an episode needs to count as a success")
 
@@ -738,32 +741,21 @@ class BucketOutput(serializers.Serializer):
 
 
 class RoutingOutput(serializers.Serializer):
-    rule = serializers.ChoiceField(choices=list(datasets.RULES))
+    rule = serializers.ChoiceField(choices=list(RULES))
     reward_threshold = serializers.FloatField()
     buckets = inline_serializer("RoutingBuckets", {
         **{kind: BucketOutput() for kind in SnapshotKind.values},
         "rft": BucketOutput(help_text="The part of sft that autonomous successes make (rejection-sampled rows).")})
 
 
-class RoutingApi(APIView):
+@extend_schema_view(get=extend_schema(responses={200: RoutingOutput}),
+                    patch=extend_schema(request=RoutingInput, responses={200: RoutingOutput}))
+class RoutingApi(SettingsSectionApi):
     """The project's validator V and how many rows each bucket holds now."""
+    section, input_serializer = ROUTING_SETTINGS, RoutingInput
 
-    def _out(self, project):
-        return {**datasets.routing_of(project), "buckets": datasets.buckets(project)}
-
-    @extend_schema(responses={200: RoutingOutput})
-    def get(self, request, project_id: int):
-        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
-        return Response(self._out(project))
-
-    @extend_schema(request=RoutingInput, responses={200: RoutingOutput})
-    def patch(self, request, project_id: int):
-        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
-        data = RoutingInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        datasets.routing_set(project=project, actor=request.user, **data.validated_data)
-        project.refresh_from_db()
-        return Response(self._out(project))
+    def output(self, project):
+        return {**routing_of(project), "buckets": datasets.buckets(project)}
 
 
 class SnapshotFilterOutput(serializers.Serializer):
@@ -793,7 +785,7 @@ class SnapshotOutput(serializers.Serializer):
     name = serializers.CharField()
     filter = SnapshotFilterOutput()
     routing = inline_serializer("SnapshotRoutingOutput", {
-        "rule": serializers.ChoiceField(choices=list(datasets.RULES), required=False),
+        "rule": serializers.ChoiceField(choices=list(RULES), required=False),
         "reward_threshold": serializers.FloatField(required=False)})
     status = serializers.ChoiceField(choices=SnapshotStatus.values)
     progress = serializers.FloatField(help_text="0..1")
@@ -961,20 +953,11 @@ QUEUED_OUTPUT = inline_serializer("JudgementsQueued", {
     "queued": serializers.ListField(child=serializers.IntegerField())})
 
 
-class JudgeSettingsApi(APIView):
+@extend_schema_view(get=extend_schema(responses={200: JudgeSettingsOutput}),
+                    patch=extend_schema(request=dict, responses={200: JudgeSettingsOutput}))
+class JudgeSettingsApi(SettingsSectionApi):
     """The project's judge: whether it judges every finished episode, its backend, samples and temperature."""
-
-    @extend_schema(responses={200: JudgeSettingsOutput})
-    def get(self, request, project_id: int):
-        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
-        return Response(judge.judge_settings_of(project))
-
-    @extend_schema(request=dict, responses={200: JudgeSettingsOutput})
-    def patch(self, request, project_id: int):
-        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
-        if not isinstance(request.data, dict):
-            raise ApplicationError("Send the settings to change as a JSON object.")
-        return Response(judge.judge_settings_set(project=project, actor=request.user, changes=dict(request.data)))
+    section = judge.JUDGE_SETTINGS
 
 
 class JudgeRequestInput(StrictSerializer):

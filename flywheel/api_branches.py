@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flywheel import datasets, episodes, selectors
+from flywheel import branch_pairs, episodes, selectors
 from flywheel.api import EpisodeOutput, StepOutput
 from flywheel.models import Episode, Judgement, Rejection, Role, Step
 from core.errors import ApplicationError
@@ -25,7 +25,7 @@ def _side(episode: Episode, start: int, judgements: dict[int, Judgement]) -> dic
 
 def branch_comparison(*, branch: Episode) -> dict:
     """A branch and its parent from the branch point on: each one's steps (screenshot, thought, action), outcome,
-    review and judge verdicts, and the DPO pair they make (flywheel.datasets.branch_pair) or why they make none."""
+    review and judge verdicts, and the DPO pair they make (flywheel.branch_pairs.branch_pair) or why they make none."""
     if branch.branched_at is None:
         raise ApplicationError(f"Episode {branch.pk} is not a branch; compare from one of its branches (listed on "
                                "its replay's Branches card).", status=409)
@@ -34,14 +34,14 @@ def branch_comparison(*, branch: Episode) -> dict:
     parent = Episode.objects.select_related(*related).filter(pk=branch.parent_id).first()
     judgements = {j.episode_id: j for j in Judgement.objects.filter(
         episode_id__in=[branch.pk, branch.parent_id], latest=True)}
-    pair, why = datasets.branch_pair_explained(branch)
+    pair, why = branch_pairs.branch_pair_explained(branch)
     start = branch.branched_at
     both = {}
     if parent is not None:
         for step in Step.objects.filter(episode_id__in=[branch.pk, parent.pk], index__gte=start).only(
                 "episode_id", "index", "url", "elements"):
             both.setdefault(step.index, {})[step.episode_id] = step
-    screens = [{"index": index, "differs": datasets.screens_differ(pair_[branch.pk], pair_[parent.pk])}
+    screens = [{"index": index, "differs": branch_pairs.screens_differ(pair_[branch.pk], pair_[parent.pk])}
                for index, pair_ in sorted(both.items()) if len(pair_) == 2]
     return {"branched_at": start,
             "branch": _side(branch, start, judgements),

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from django.db.models import Prefetch
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_view, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from flywheel import cycle_settings, cycles, deployments, evaluation, selectors
 from flywheel.api import CheckpointRef, RunOutput, for_role, paginate, run_output
+from flywheel.api_settings import SettingsSectionApi
 from flywheel.models import Backend, Cycle, CycleState, Deployment, Evaluation, Role, SnapshotKind, SnapshotStatus
 from core.api import LimitedCharField, OpenRecord, StrictSerializer, UserRef, keyset_page
 from core.errors import ApplicationError
@@ -365,25 +366,19 @@ def settings_output(project) -> dict:
                                    "seed_end": t.seed_end} for t in eval_tasks]}
 
 
-class CycleSettingsApi(APIView):
+@extend_schema_view(get=extend_schema(responses={200: CycleSettingsOutput}),
+                    patch=extend_schema(request=CycleSettingsInput, responses={200: CycleSettingsOutput}))
+class CycleSettingsApi(SettingsSectionApi):
     """A project's cycle settings and schedule (GET: members; PATCH: managers)."""
+    section, input_serializer, read_role = cycle_settings.CYCLE_SETTINGS, CycleSettingsInput, Role.ANNOTATOR
 
-    @extend_schema(responses={200: CycleSettingsOutput})
-    def get(self, request, project_id: int):
-        project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
-        return Response(settings_output(project))
+    def output(self, project):
+        return settings_output(project)
 
-    @extend_schema(request=CycleSettingsInput, responses={200: CycleSettingsOutput})
-    def patch(self, request, project_id: int):
-        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
-        data = CycleSettingsInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        changes = dict(data.validated_data)
+    def set(self, project, actor, changes):
         if "recipe" in changes:
             changes["recipe"] = [dict(stage) for stage in changes["recipe"]]
-        cycle_settings.settings_set(project=project, actor=request.user, **changes)
-        project.refresh_from_db()
-        return Response(settings_output(project))
+        cycle_settings.settings_set(project=project, actor=actor, **changes)  # with the schedule (cadence_minutes)
 
 
 class DeploymentRollbackApi(APIView):

@@ -2,14 +2,14 @@
 and polished thoughts, editing and re-polishing a step, re-polishing an episode, and the project's polisher."""
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_view, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api import StrictSerializer
-from core.errors import ApplicationError
 from flywheel import polish, selectors
+from flywheel.api_settings import SettingsSectionApi
 from flywheel.models import PolishState, Role
 
 
@@ -57,20 +57,11 @@ class EpisodePolishOutput(serializers.Serializer):
     steps = StepPolishOutput(many=True)
 
 
-class PolishSettingsApi(APIView):
+@extend_schema_view(get=extend_schema(responses={200: PolishSettingsOutput}),
+                    patch=extend_schema(request=dict, responses={200: PolishSettingsOutput}))
+class PolishSettingsApi(SettingsSectionApi):
     """The project's polisher: whether words are polished as they land, and with which backend (managers)."""
-
-    @extend_schema(responses={200: PolishSettingsOutput})
-    def get(self, request, project_id: int):
-        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
-        return Response(polish.polish_settings_of(project))
-
-    @extend_schema(request=dict, responses={200: PolishSettingsOutput})
-    def patch(self, request, project_id: int):
-        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
-        if not isinstance(request.data, dict):
-            raise ApplicationError("Send the settings to change as a JSON object.")
-        return Response(polish.polish_settings_set(project=project, actor=request.user, changes=dict(request.data)))
+    section = polish.POLISH_SETTINGS
 
 
 class EpisodePolishApi(APIView):

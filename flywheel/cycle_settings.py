@@ -9,10 +9,10 @@ from django.conf import settings
 from django.db import transaction
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-from core.audit import audit_record
 from core.errors import ApplicationError
 from flywheel import replay
 from flywheel.models import Project, SnapshotKind, Split
+from flywheel.project_settings import Section, section_of, section_set
 from flywheel.training import DEFAULT_MAX_EPOCHS
 
 
@@ -75,12 +75,13 @@ def cadence_of(project: Project) -> dict:
             "last_scheduled_at": task.last_run_at}
 
 
+def _read(stored: dict, project: Project) -> dict:
+    return {**stored, "backend": stored["backend"] or settings.LOUPE_POLICY_BACKEND}
+
+
 def settings_of(project: Project) -> dict:
     """The project's cycle settings with defaults filled in (without the cadence; see cadence_of)."""
-    stored = (project.settings or {}).get("cycle", {})
-    out = {**DEFAULTS, **stored}
-    out["backend"] = out["backend"] or settings.LOUPE_POLICY_BACKEND
-    return out
+    return section_of(CYCLE_SETTINGS, project)
 
 
 def _bad(field: str, message: str):
@@ -140,9 +141,9 @@ def _recipe_clean(recipe) -> list[dict]:
     return out
 
 
-def settings_clean(project: Project, changes: dict) -> dict:
-    """The project's cycle settings with ``changes`` applied, validated; raises naming the bad field."""
-    merged = {**settings_of(project), **changes}
+def _clean(project: Project, current: dict, changes: dict) -> dict:
+    """The project's cycle settings (``current``) with ``changes`` applied, validated; raises naming the bad field."""
+    merged = {**current, **changes}
     clean = {
         "min_new_rows": _int("min_new_rows", merged["min_new_rows"], 0, 10_000_000),
         "recipe": _recipe_clean(merged["recipe"]),
@@ -208,24 +209,26 @@ def settings_clean(project: Project, changes: dict) -> dict:
     return clean
 
 
+CYCLE_SETTINGS = Section(key="cycle", defaults=DEFAULTS, clean=_clean, read=_read, audit_action="cycle.settings")
+
+
+def settings_clean(project: Project, changes: dict) -> dict:
+    """The project's cycle settings with ``changes`` applied, validated (nothing stored): a cycle's config."""
+    return _clean(project, settings_of(project), changes)
+
+
 @transaction.atomic
 def settings_set(*, project: Project, actor, cadence_minutes: int | None = None, **changes) -> dict:
     """Change a project's cycle settings (and its schedule); returns settings + cadence."""
     unknown = sorted(set(changes) - set(DEFAULTS))
     if unknown:
         _bad(unknown[0], f"unknown setting; known: {', '.join(sorted([*DEFAULTS, 'cadence_minutes']))}.")
-    locked = Project.objects.select_for_update().get(pk=project.pk)
-    clean = settings_clean(locked, changes)
-    if cadence_minutes is not None:
+    cadence = {"cadence_minutes": cadence_minutes} if cadence_minutes is not None else {}
+    clean = section_set(section=CYCLE_SETTINGS, project=project, actor=actor, changes=changes, audit_extra=cadence)
+    if cadence_minutes is not None:  # a bad cadence rolls the settings back with it
         _int("cadence_minutes", cadence_minutes, 0, MAX_CADENCE_MINUTES)
-    locked.settings = {**(locked.settings or {}), "cycle": clean}
-    locked.save(update_fields=["settings"])
-    project.settings = locked.settings
-    if cadence_minutes is not None:
-        schedule_set(project=locked, minutes=cadence_minutes)
-    audit_record(actor=actor, action="cycle.settings", target=f"project:{project.pk}", project_id=project.pk,
-                 data={**changes, **({"cadence_minutes": cadence_minutes} if cadence_minutes is not None else {})})
-    return {**clean, **cadence_of(locked)}
+        schedule_set(project=project, minutes=cadence_minutes)
+    return {**clean, **cadence_of(project)}
 
 
 def schedule_set(*, project: Project, minutes: int) -> None:

@@ -37,6 +37,8 @@ from django.utils import timezone
 from core.audit import audit_record
 from core.errors import ApplicationError
 from flywheel import cycle_settings, datasets, deployments, evaluation, policy_server, replay, snapshots, training
+from flywheel.dataset_rows import export_target
+from flywheel.snapshot_kinds import DPO_KIND
 from flywheel.leases import Heartbeat, worker_name
 from flywheel.models import (CYCLE_TERMINAL, Checkpoint, Cycle, CycleState, DatasetSnapshot, Deployment, Evaluation,
                              Project, RunStatus, SnapshotEpisode, SnapshotStatus, Split, TrainingRun)
@@ -53,15 +55,15 @@ def _trained_on(project: Project, kind: str):
 def bucket_rows(project: Project, config: dict) -> dict:
     """Per recipe bucket: train-split rows in all, and rows no cycle has trained on yet (for DPO also the new
     pairs whose actions differ, ``new_differing``)."""
-    out, target = {}, datasets.export_target(project)  # RL rows are steps for a checkpoint that reads screenshots
+    out, target = {}, export_target(project)  # RL rows are steps for a checkpoint that reads screenshots
     for stage in config["recipe"]:
         kind = cycle_settings.BUCKET_FOR_ALGORITHM[stage["algorithm"]]
         episodes = datasets.filter_apply(datasets.bucket_episodes(project, kind), project, kind, {"split": Split.TRAIN})
         new = episodes.exclude(pk__in=_trained_on(project, kind))
         out[kind] = {"rows": datasets.row_count(kind, episodes, target),
                      "new_rows": datasets.row_count(kind, new, target)}
-        if kind == "dpo":
-            out[kind]["new_differing"] = replay.dpo_differing_count(new)
+        if kind == DPO_KIND.name:
+            out[kind]["new_differing"] = DPO_KIND.differing_count(new)
     return out
 
 

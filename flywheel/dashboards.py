@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.db.models import Avg, Count, Q, Sum
 from django.db.models.functions import TruncDate
 
-from flywheel.datasets import routing_of
+from flywheel.routing import routing_of
 from flywheel.models import EpisodeStatus, Outcome, Project, SnapshotStatus
 
 

@@ -17,7 +17,7 @@ from agent.prompt import image_bytes, image_url, map_image_urls
 from core.audit import audit_record
 from core.errors import ApplicationError
 from flywheel import judge, polish, selectors
-from flywheel.datasets import routing_of
+from flywheel.routing import routing_of
 from flywheel.events import event_append
 from flywheel.models import (Actor, Correction, Deployment, Episode, EpisodeStatus, Mode, Outcome, Rejection,
                              ReviewStatus, Step)
@@ -416,7 +416,7 @@ def review_reason_of(*, outcome: str, reward: float | None, threshold: float, ch
 def episode_finish(*, episode_id: int, status: str, end_reason: str, reward: float | None = None,
                    outcome: str = "", comment: str = "", check_error: str = "") -> Episode:
     """End an episode. Where a person's outcome and the task's own check (``reward``) disagree, the episode keeps
-    both and says so in ``review_reason``: routing by reward then waits for a review (datasets._valid_q)."""
+    both and says so in ``review_reason``: routing by reward then waits for a review (flywheel.routing.valid_q)."""
     episode = Episode.objects.select_for_update().select_related("project").get(pk=episode_id)
     if episode.status in (EpisodeStatus.FINISHED, EpisodeStatus.FAILED):
         return episode

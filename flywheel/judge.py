@@ -34,6 +34,8 @@ from core.audit import audit_record
 from core.errors import ApplicationError
 from core.stats import cohen_kappa
 from flywheel.models import Episode, EpisodeStatus, Judgement, Project, ReviewStatus, Step
+from flywheel.project_settings import Section, section_of, section_set
+from flywheel.routing import routing_of
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ HEURISTIC_CONFIDENCE = 0.5
 
 # --- settings ----------------------------------------------------------------------------------------------
 def judge_settings_of(project: Project) -> dict:
-    return {**DEFAULT_JUDGE, **(project.settings or {}).get("judge", {})}
+    return section_of(JUDGE_SETTINGS, project)
 
 
 def _bad(field: str, message: str) -> ApplicationError:
@@ -99,21 +101,22 @@ def _clean(changes: dict) -> dict:
     return out
 
 
-@transaction.atomic
-def judge_settings_set(*, project: Project, actor, changes: dict) -> dict:
-    """Change the project's judge settings; the result must be a judge that can run (openai names its model,
-    scripted has answers)."""
-    locked = Project.objects.select_for_update().get(pk=project.pk)
-    merged = {**judge_settings_of(locked), **_clean(changes)}
+def _settings_clean(project: Project, current: dict, changes: dict) -> dict:
+    """The judge settings with ``changes`` applied; the result must be a judge that can run (openai names its
+    model, scripted has answers)."""
+    merged = {**current, **_clean(changes)}
     if merged["backend"] == "openai" and not merged["model"]:
         raise _bad("model", "the openai judge needs the name of the model the server serves.")
     if merged["backend"] == "scripted" and not merged["answers"]:
         raise _bad("answers", "the scripted judge needs its answers (e.g. 'Verdict: success\\nReason: ...').")
-    locked.settings = {**(locked.settings or {}), "judge": merged}
-    locked.save(update_fields=["settings"])
-    project.settings = locked.settings
-    audit_record(actor=actor, action="judge.settings", target=project, data=changes)
     return merged
+
+
+JUDGE_SETTINGS = Section(key="judge", defaults=DEFAULT_JUDGE, clean=_settings_clean, audit_action="judge.settings")
+
+
+def judge_settings_set(*, project: Project, actor, changes: dict) -> dict:
+    return section_set(section=JUDGE_SETTINGS, project=project, actor=actor, changes=changes)
 
 
 # --- judging -----------------------------------------------------------------------------------------------
@@ -178,8 +181,6 @@ def _policy(config: dict):
 
 
 def _verdict(episode: Episode, config: dict) -> Verdict:
-    from flywheel.datasets import routing_of
-
     steps = list(episode.steps.order_by("index"))
     if config["backend"] == "rule":
         return rule_verdict(episode, steps, routing_of(episode.project)["reward_threshold"])

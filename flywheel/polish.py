@@ -1,6 +1,6 @@
 """Think-aloud polished into thoughts (issue 21, item 2): the words a person said aloud during a step they acted on
 or approved (``Step.human_thought``, raw, never changed here) rewritten as a thought in the model's style, stored
-beside them as ``Step.polished_thought``; rows use it where present (``flywheel.datasets.step_thought``).
+beside them as ``Step.polished_thought``; rows use it where present (``flywheel.dataset_rows.step_thought``).
 
 When a step's words change (annotation/audio.py aligns committed words to steps, through
 ``episodes.step_human_thought_set``) its polish is queued on the ``default`` queue (``tasks.step_polish``). The
@@ -29,6 +29,7 @@ from django.utils import timezone
 from core.audit import audit_record
 from core.errors import ApplicationError
 from flywheel.models import Actor, Episode, PolishState, Project, Step
+from flywheel.project_settings import Section, section_of, section_set
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +231,7 @@ def polisher_for(config: dict):
 
 # --- settings --------------------------------------------------------------------------------------------------
 def polish_settings_of(project: Project) -> dict:
-    return {**DEFAULT_POLISH, **(project.settings or {}).get("polish", {})}
+    return section_of(POLISH_SETTINGS, project)
 
 
 def _bad(field: str, message: str) -> ApplicationError:
@@ -261,17 +262,18 @@ def _clean(changes: dict) -> dict:
     return dict(changes)
 
 
-@transaction.atomic
-def polish_settings_set(*, project: Project, actor, changes: dict) -> dict:
-    locked = Project.objects.select_for_update().get(pk=project.pk)
-    merged = {**polish_settings_of(locked), **_clean(changes)}
+def _settings_clean(project: Project, current: dict, changes: dict) -> dict:
+    merged = {**current, **_clean(changes)}
     if merged["backend"] == "openai" and not merged["model"]:
         raise _bad("model", "the openai polisher needs the name of the model the server serves.")
-    locked.settings = {**(locked.settings or {}), "polish": merged}
-    locked.save(update_fields=["settings"])
-    project.settings = locked.settings
-    audit_record(actor=actor, action="polish.settings", target=project, data=changes)
     return merged
+
+
+POLISH_SETTINGS = Section(key="polish", defaults=DEFAULT_POLISH, clean=_settings_clean, audit_action="polish.settings")
+
+
+def polish_settings_set(*, project: Project, actor, changes: dict) -> dict:
+    return section_set(section=POLISH_SETTINGS, project=project, actor=actor, changes=changes)
 
 
 # --- polishing -------------------------------------------------------------------------------------------------

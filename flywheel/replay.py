@@ -23,9 +23,7 @@ from pathlib import Path
 
 from django.core.files.storage import default_storage
 
-from django.db.models import QuerySet
-
-from flywheel.models import Checkpoint, Correction, DatasetSnapshot, Episode, SnapshotStatus, TrainingRun
+from flywheel.models import Checkpoint, DatasetSnapshot, SnapshotStatus, TrainingRun
 
 MAX_LINEAGE_DEPTH = 50  # checkpoints walked back; a loop in the records cannot hang a cycle
 MIN_ROWS_TO_HOLD_OUT = 8  # fewer new rows are all trained on: a validation loss of one or two rows says little
@@ -57,16 +55,6 @@ def lineage_sources(checkpoint: Checkpoint | None) -> list[dict]:
                 sources.append({"snapshot": stage["snapshot"], **where})
         checkpoint = run.init_checkpoint
     return sources
-
-
-def dpo_differing_count(episodes: QuerySet[Episode]) -> int:
-    """The preference pairs of ``episodes`` whose chosen action differs from the rejected one: corrections of the
-    action, rejected proposals the step then replaced and branch pairs (flywheel.datasets writes them; an edit of the
-    thought alone keeps the action and is the rest of the bucket)."""
-    from flywheel.datasets import _dpo_rejections, _dpo_steps, branch_pair_count
-
-    return (_dpo_steps().filter(episode__in=episodes, correction=Correction.ACTION).count()
-            + _dpo_rejections().filter(episode__in=episodes).count() + branch_pair_count(episodes))
 
 
 def _snapshot_rows(snapshot: DatasetSnapshot) -> list[dict]:
@@ -198,7 +186,7 @@ def place_images(*, files: list[str], snapshots: list[DatasetSnapshot], out_dir:
     checkpoint that reads screenshots, new and replayed, read their images there. ``snapshots``: the ones the rows
     come from, whose stored screenshots they name. Returns how many were placed; a name no snapshot holds is the
     cycle's error."""
-    from flywheel.datasets import image_path
+    from flywheel.dataset_rows import image_path
     from flywheel.snapshots import screenshot_names
     from flywheel.trainer_process import _place
 

@@ -1,7 +1,7 @@
 """Immutable dataset snapshots: freezing a bucket's rows (idempotent: the same data frozen twice is one
 snapshot), building the JSONL and Parquet files with progress, previews, and the export bundle.
 
-A snapshot's rows are rendered for the checkpoint deployed when it was asked for (flywheel.datasets.export_target):
+A snapshot's rows are rendered for the checkpoint deployed when it was asked for (flywheel.dataset_rows.export_target):
 what they were rendered for is fixed at the freeze, kept in ``lineage["rendered_for"]`` and in the bundle's
 snapshot.json, and is part of what makes two freezes the same one."""
 from __future__ import annotations
@@ -26,32 +26,22 @@ from core.audit import audit_record
 from core.errors import ApplicationError
 from core.limits import check_length
 from agent.rows import RenderedFor
-from flywheel.datasets import (branch_pairs, bucket_episodes, bucket_steps, export_target, filter_apply, filter_clean,
-                               image_path, routing_of, rows_iter)
-from flywheel.models import DatasetSnapshot, Episode, Project, SnapshotEpisode, SnapshotKind, SnapshotStatus, Step
+from flywheel.dataset_rows import export_target, image_path
+from flywheel.datasets import bucket_episodes, bucket_steps, filter_apply, filter_clean, rows_iter
+from flywheel.routing import routing_of
+from flywheel.snapshot_kinds import kind_of
+from flywheel.models import DatasetSnapshot, Episode, Project, SnapshotEpisode, SnapshotStatus, Step
 
 
 def _source_key(kind: str, cleaned: dict, routing: dict, episode_ids: list[int], target: dict,
                 within: object = None) -> str:
     """What a freeze asks for: the same key means the same rows (rendered for the same model). ``within``: what
-    decides rows inside the same episodes (:func:`_rows_within`)."""
+    decides rows inside the same episodes (the kind's ``rows_within``: a freeze after such a
+    change makes a new snapshot, not the old one)."""
     digest = hashlib.sha256(json.dumps([kind, cleaned, routing, target, within], sort_keys=True).encode())
     for pk in episode_ids:
         digest.update(pk.to_bytes(8, "big"))
     return digest.hexdigest()
-
-
-def _rows_within(kind: str, episode_ids: list[int], routing: dict) -> object:
-    """What can change a bucket's rows while its episodes stay the same: the step labels of a prm bucket (a reviewer
-    labels more steps of an episode already in it) and which side each branch pair of a dpo bucket chose (a review
-    or a judgement came since). Freezing again after such a change makes a new snapshot, not the old one."""
-    episodes = Episode.objects.filter(pk__in=episode_ids)
-    if kind == SnapshotKind.PRM:
-        return [summary.get("step_labels") for summary in
-                episodes.order_by("pk").values_list("review_summary", flat=True)]
-    if kind == SnapshotKind.DPO:
-        return sorted((pk, pair["index"], pair["chosen"]) for pk, pair in branch_pairs(episodes, routing).items())
-    return None
 
 
 def snapshot_create(*, project: Project, kind: str, name: str = "", filter: dict | None = None, actor=None,
@@ -71,9 +61,7 @@ def _snapshot_create(*, project: Project, kind: str, name: str, filter: dict | N
                      build: bool) -> tuple[DatasetSnapshot, bool]:
     from flywheel import tasks as flywheel_tasks
 
-    if kind not in SnapshotKind.values:
-        raise ApplicationError(f"Unknown kind '{kind}'; use {', '.join(SnapshotKind.values)}.",
-                               errors={"kind": ["Invalid choice."]})
+    spec = kind_of(kind)
     check_length("snapshot_name", name or "", field="name")
     cleaned = filter_clean(project, filter)
     Project.objects.select_for_update().filter(pk=project.pk).first()  # one freeze of a project at a time
@@ -81,10 +69,11 @@ def _snapshot_create(*, project: Project, kind: str, name: str, filter: dict | N
     episode_ids = list(filter_apply(bucket_episodes(project, kind, routing), project, kind, cleaned)
                        .order_by("pk").values_list("pk", flat=True))
     if not episode_ids:
-        raise ApplicationError(_no_rows(kind), errors={"filter": ["Matches no rows."]})
+        raise ApplicationError(spec.empty_message(), errors={"filter": ["Matches no rows."]})
     target = export_target(project).to_dict()
+    within = spec.rows_within(Episode.objects.filter(pk__in=episode_ids), routing)
     policy = redaction.snapshot_record(project.settings)  # part of the key: a policy change makes a new snapshot
-    key = _source_key(kind, cleaned, routing, episode_ids, target, [_rows_within(kind, episode_ids, routing), policy])
+    key = _source_key(kind, cleaned, routing, episode_ids, target, [within, policy])
     same = (DatasetSnapshot.objects.filter(project=project, source_key=key)
             .exclude(status=SnapshotStatus.FAILED).order_by("-id").first())
     if same is not None:
@@ -97,15 +86,6 @@ def _snapshot_create(*, project: Project, kind: str, name: str, filter: dict | N
     if build:
         transaction.on_commit(lambda: flywheel_tasks.snapshot_build.delay(snapshot.pk))
     return snapshot, True
-
-
-def _no_rows(kind: str) -> str:
-    if kind == SnapshotKind.PRM:
-        return ("No prm rows match this filter: nothing to snapshot. Process-reward rows come from step labels: on a "
-                "finished episode's replay, label steps good, wasteful, wrong or critical and save the review (a "
-                "branch's replayed steps are its parent's and make no rows of their own).")
-    return (f"No {kind} rows match this filter: nothing to snapshot. Finish or review episodes first, "
-            "or widen the filter.")
 
 
 class _Progress:

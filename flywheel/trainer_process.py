@@ -166,7 +166,7 @@ def snapshot_local(snapshot):
     """The snapshot's JSONL as a local path for the trainer. When its rows carry screenshots (rendered for a
     checkpoint that reads them), a temporary folder laid out as the export bundle: data.jsonl and images/<name>
     (links to the stored files where the storage has local paths, else downloads), removed afterwards."""
-    from flywheel.datasets import image_path
+    from flywheel.dataset_rows import image_path
     from flywheel.snapshots import screenshot_names
 
     if not ((snapshot.lineage or {}).get("rendered_for") or {}).get("reads_images"):

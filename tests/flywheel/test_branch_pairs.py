@@ -1,9 +1,11 @@
-"""A branch and its parent as a DPO pair on the identical state (flywheel.datasets.branch_pair): hand-made parent and
+"""A branch and its parent as a DPO pair on the identical state (flywheel.branch_pairs.branch_pair): hand-made parent and
 branch, the better episode's step chosen, and the cases that make no pair."""
 import pytest
 
 from annotation.reviews import review_submit
-from flywheel import datasets, replay, snapshots
+from flywheel import branch_pairs, datasets, snapshots
+from flywheel.dataset_rows import export_target
+from flywheel.snapshot_kinds import DPO_KIND
 from flywheel.models import Episode, Judgement, Step
 from tests.factories import make_finished_episode
 
@@ -35,12 +37,12 @@ def test_a_branch_that_acted_otherwise_at_its_step_and_succeeded_is_chosen_over_
     parent = make_finished_episode(project, task, steps=[{}, {}, {}], reward=0.0)
     branch = branch_of(parent, at=1, steps=[{"action": OTHER_CLICK, "thought": "the other button"}], reward=1.0,
                        project=project, task=task)
-    pair = datasets.branch_pair(branch)
+    pair = branch_pairs.branch_pair(branch)
     assert (pair["index"], pair["chosen"], pair["by"]) == (1, "branch", "reward")
     assert datasets.buckets(project)["dpo"]["rows"] == 1
     assert set(datasets.bucket_episodes(project, "dpo").values_list("pk", flat=True)) == {branch.pk}
     # the cycle gate counts it among the pairs whose actions differ (a DPO stage can learn from it)
-    assert replay.dpo_differing_count(Episode.objects.filter(project=project)) == 1
+    assert DPO_KIND.differing_count(Episode.objects.filter(project=project)) == 1
 
     [row] = dpo_rows(project)
     assert row["chosen"] == [{"role": "assistant", "content": "Thought: the other button\nAction: click(x=40, y=20)"}]
@@ -50,7 +52,7 @@ def test_a_branch_that_acted_otherwise_at_its_step_and_succeeded_is_chosen_over_
         branch.pk, parent.pk, "reward")
     # One prompt for both: the parent's at step 1 (its SFT row's prompt, the step before replayed as history).
     parent_sft = datasets.episode_rows("sft", parent, list(parent.steps.order_by("index")),
-                                       datasets.export_target(project))
+                                       export_target(project))
     assert row["prompt"] == parent_sft[1]["messages"][:-1]
 
 
@@ -61,14 +63,14 @@ def test_the_reviews_decide_before_the_reward_and_the_judge_after_it(demo):
     review_submit(episode=parent, reviewer=demo["manager"], verdict="reject")
     review_submit(episode=branch, reviewer=demo["manager"], verdict="accept")
     branch.refresh_from_db()
-    assert datasets.branch_pair(branch)["chosen"] == "branch"  # the people's verdict over the reward
+    assert branch_pairs.branch_pair(branch)["chosen"] == "branch"  # the people's verdict over the reward
 
     both_failed = make_finished_episode(project, task, steps=[{}, {}], reward=0.0)
     judged = branch_of(both_failed, at=1, steps=[{"action": OTHER_CLICK}], reward=0.0, project=project, task=task)
-    assert datasets.branch_pair(judged) is None  # both failed by the reward, nothing else known: no pair
+    assert branch_pairs.branch_pair(judged) is None  # both failed by the reward, nothing else known: no pair
     Judgement.objects.create(episode=both_failed, verdict="success", reason="it was done", judge="rule")
     Judgement.objects.create(episode=judged, verdict="failure", reason="wrong box", judge="rule")
-    pair = datasets.branch_pair(Episode.objects.get(pk=judged.pk))
+    pair = branch_pairs.branch_pair(Episode.objects.get(pk=judged.pk))
     assert (pair["chosen"], pair["by"]) == ("parent", "judge")
     rows = [row for row in dpo_rows(project) if row["meta"]["pair"] == "branch"]
     assert {(row["meta"]["episode_id"], row["meta"]["chosen_episode"]) for row in rows} == {
@@ -80,32 +82,32 @@ def test_no_pair_for_equal_actions_equal_outcomes_a_gone_parent_or_a_shorter_one
     parent = make_finished_episode(project, task, steps=[{}, {}, {}], reward=0.0)
     same = branch_of(parent, at=1, steps=[{"action": PARENT_CLICK, "thought": "step 1"}], reward=1.0,
                      project=project, task=task)
-    assert datasets.branch_pair(same) is None  # it did what the parent did: no preference
+    assert branch_pairs.branch_pair(same) is None  # it did what the parent did: no preference
     equal = branch_of(parent, at=1, steps=[{"action": OTHER_CLICK}], reward=0.0, project=project, task=task)
-    assert datasets.branch_pair(equal) is None  # both failed: neither is better
+    assert branch_pairs.branch_pair(equal) is None  # both failed: neither is better
 
     # the same action at the branch point, then another on the same screen: the pair is at the later step
     later = branch_of(parent, at=1, steps=[{"action": PARENT_CLICK}, {"action": OTHER_CLICK}], reward=1.0,
                       project=project, task=task)
-    assert datasets.branch_pair(later)["index"] == 2
+    assert branch_pairs.branch_pair(later)["index"] == 2
     # ... but not when the screens stopped matching there
     Step.objects.filter(episode=later, index=2).update(elements=[{"role": "button", "text": "Next", "x": 1, "y": 1,
                                                                   "width": 5, "height": 5}])
-    pair, why = datasets.branch_pair_explained(later)
+    pair, why = branch_pairs.branch_pair_explained(later)
     assert pair is None
     assert why == ("At step 3 the two screens differ (the screen has 1 element where the stored step had 0), so "
                    "their steps are not on the same state: no pair."), why
 
     short_parent = make_finished_episode(project, task, steps=[{}], reward=0.0)
     longer = branch_of(short_parent, at=1, steps=[{"action": OTHER_CLICK}], reward=1.0, project=project, task=task)
-    assert datasets.branch_pair(longer) is None  # the parent has no step 1 to compare with
+    assert branch_pairs.branch_pair(longer) is None  # the parent has no step 1 to compare with
 
     gone = make_finished_episode(project, task, steps=[{}, {}], reward=0.0)
     orphan = branch_of(gone, at=1, steps=[{"action": OTHER_CLICK}], reward=1.0, project=project, task=task)
-    assert datasets.branch_pair(orphan) is not None
+    assert branch_pairs.branch_pair(orphan) is not None
     gone.delete()
     orphan.refresh_from_db()
-    assert orphan.parent_id is None and datasets.branch_pair(orphan) is None
+    assert orphan.parent_id is None and branch_pairs.branch_pair(orphan) is None
     assert datasets.buckets(project)["dpo"]["rows"] == 0
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from core.errors import ApplicationError
-from flywheel import cycle_settings, cycles, datasets, deployments, replay, training
+from flywheel import cycle_settings, cycles, dataset_rows, datasets, deployments, replay, training
 from flywheel.models import CycleState, TrainingRun
 from tests.factories import make_finished_episode, make_member, make_project, make_task, make_user
 
@@ -32,7 +32,7 @@ def fp(tmp_path, settings):
     save_tiny_untrained(out / "checkpoint")
     v0 = deployments.checkpoint_register(project=project, name="v0", uri=str(out / "checkpoint"), produced_by=coldstart)
     deployments.deployment_promote(project=project, checkpoint=v0, reason="cold start v0")
-    target = datasets.export_target(project).to_dict()
+    target = dataset_rows.export_target(project).to_dict()
     demos = [{"messages": [{"role": "user", "content": f"Task: click {i}"},
                            {"role": "assistant", "content": f"Thought: {i}\nAction: click(x={i}, y=5)"}],
               "images": [], "meta": {"source": "solver"}, "rendered_for": target} for i in range(40)]
@@ -296,7 +296,7 @@ def test_a_reading_checkpoints_cycle_mixes_and_holds_out_rows_with_their_screens
     [earlier_name] = list(snapshot_service.screenshot_names(earlier))
     out = tmp_path / "mix"
     out.mkdir()
-    (out / "rows.jsonl").write_text(json.dumps({"images": [datasets.image_path(earlier_name)]}) + "\n")
+    (out / "rows.jsonl").write_text(json.dumps({"images": [dataset_rows.image_path(earlier_name)]}) + "\n")
     assert replay.place_images(files=[str(out / "rows.jsonl")], snapshots=[snapshot, earlier], out_dir=out) == 1
     (out / "rows.jsonl").write_text(json.dumps({"images": ["images/nowhere.jpg"]}) + "\n")
     with pytest.raises(ValueError, match="in none of their snapshots, e.g. images/nowhere.jpg"):

@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from rest_framework.test import APIClient
 
 from annotation.reviews import review_submit
-from flywheel import datasets, snapshots
+from flywheel import dataset_rows, datasets, snapshots
 from flywheel.models import DatasetSnapshot, SnapshotStatus, Step
 from core.errors import ApplicationError
 from core.limits import LIMITS
@@ -112,7 +112,7 @@ def test_every_edited_step_yields_a_dpo_pair_of_correction_over_proposal(demo):
     step = Step.objects.get(episode=episode, index=1)
     assert row["meta"]["step_id"] == step.pk
     # rendered for the tiny text model a run starts from with no deployment: no images; the screen is named in meta
-    assert row["images"] == [] and row["meta"]["screenshot"] == datasets.image_path(step.screenshot)
+    assert row["images"] == [] and row["meta"]["screenshot"] == dataset_rows.image_path(step.screenshot)
     assert row["rendered_for"] == {"style": "named", "action_format": "loupe", "reads_images": False,
                                    "history_images": 0}
 
@@ -186,7 +186,7 @@ def test_a_builds_queries_do_not_grow_with_its_episodes_and_steps(demo, kind):
                                   steps=steps)
         ids = list(datasets.bucket_episodes(project, kind).order_by("pk").values_list("pk", flat=True))
         with CaptureQueriesContext(connection) as captured:
-            rows = [row for _, rows in datasets.rows_iter(kind, ids, target=datasets.export_target(project))
+            rows = [row for _, rows in datasets.rows_iter(kind, ids, target=dataset_rows.export_target(project))
                     for row in rows]
         assert rows, kind
         return len(captured)
@@ -602,7 +602,7 @@ def test_rows_for_a_uitars_reading_checkpoint_carry_screenshots_and_uitars_answe
     project = demo["project"]
     episode = _supervised_rollout(project, demo["task"])
     steps = list(Step.objects.filter(episode=episode).order_by("index"))
-    shots = [datasets.image_path(step.screenshot) for step in steps]
+    shots = [dataset_rows.image_path(step.screenshot) for step in steps]
     _deploy(project, tmp_path, "uitars-7b", style="full", action_format="uitars", reads_images=True)
     cycle_settings.settings_set(project=project, actor=demo["manager"], history_images=1)
     target = {"style": "full", "action_format": "uitars", "reads_images": True, "history_images": 1}
@@ -765,7 +765,7 @@ def test_rl_rows_for_a_reading_checkpoint_are_grpo_steps_whose_env_reward_replay
     for row, step in zip(rows, steps):
         assert row.reward == {"kind": "env", "env": "miniwob", "task": task.task_name, "seed": episode.seed,
                               "prefix": row.reward["prefix"]}
-        assert row.messages[-1]["role"] == "user" and row.images == [datasets.image_path(step.screenshot)]
+        assert row.messages[-1]["role"] == "user" and row.images == [dataset_rows.image_path(step.screenshot)]
         assert (row.format, row.width, row.height) == ("uitars", 16, 16) and row.rendered_for.reads_images
     assert "start_box=" in rows[3].messages[-2]["content"]  # the history is written in the reader's format
 
