@@ -360,6 +360,11 @@ class RLRow:
     meta: dict = field(default_factory=dict)
     rendered_for: RenderedFor | None = None
 
+    @property
+    def has_void(self) -> bool:
+        """Whether a turn of it did not parse (RL masks such an episode out whole)."""
+        return any(step.void for step in self.steps)
+
     def to_dict(self) -> dict:
         return _with_rendered_for({"episode_id": self.episode_id, "task": self.task, "seed": self.seed,
                                    "reward": self.reward, "group": self.group,

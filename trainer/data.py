@@ -34,11 +34,11 @@ path: their user turns are converted to the run's style line by line (agent.prom
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
-import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -176,18 +176,11 @@ def read_sft(path: str | Path, *, init: str | None = None, action_format: str = 
     return out
 
 
-@dataclass
-class DPORow:
-    prompt: list[dict]
-    chosen: list[dict]
-    rejected: list[dict]
-
-
 def _completion_text(messages: list[dict]) -> str:
     return " ".join(" ".join(str(m.get("content", "")).split()) for m in messages)
 
 
-def read_dpo(path: str | Path, *, init: str | None = None, action_format: str = "") -> list[DPORow]:
+def read_dpo(path: str | Path, *, init: str | None = None, action_format: str = "") -> list[R.DPORow]:
     """prompt / chosen / rejected of every DPO row. A row whose chosen and rejected completions are the same
     text prefers nothing (DPO would report it learnt, at accuracy 1.0): it is left out, and said so. With ``init``,
     rows rendered for another action format than the init's are refused."""
@@ -196,8 +189,8 @@ def read_dpo(path: str | Path, *, init: str | None = None, action_format: str = 
     for lineno, row in read_jsonl(path):
         where = f"{path}:{lineno}"
         record = _row("dpo", row, where, action_format)
-        parsed = DPORow(prompt=Conversation(record.prompt, record.rendered_for, where), chosen=record.chosen,
-                        rejected=record.rejected)
+        # agent.rows' record, its prompt knowing what it was rendered for and where it was read (restyle)
+        parsed = dataclasses.replace(record, prompt=Conversation(record.prompt, record.rendered_for, where))
         if _completion_text(parsed.chosen) == _completion_text(parsed.rejected):
             same += 1
             continue
@@ -210,83 +203,19 @@ def read_dpo(path: str | Path, *, init: str | None = None, action_format: str = 
     return out
 
 
-@dataclass
-class RLStep:
-    prompt: list[dict]
-    output: str
-    output_token_ids: list[int]
-    old_logprobs: list[float]
-    reward: float
-    void: bool
-
-
-@dataclass
-class RLEpisode:
-    episode_id: str
-    task: str
-    seed: int | None
-    reward: float
-    group: str
-    steps: list[RLStep] = field(default_factory=list)
-
-    @property
-    def has_void(self) -> bool:
-        return any(step.void for step in self.steps)
-
-
-def _number(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise TrainerError(f"{where}: expected a finite number, got {value!r}")
-    return float(value)
-
-
-def read_rl(path: str | Path, *, init: str | None = None, action_format: str = "") -> list[RLEpisode]:
-    """Whole episodes of an RL snapshot. With ``init``, rows rendered for another action format than the init's
-    are refused (their outputs are answers in another format)."""
+def read_rl(path: str | Path, *, init: str | None = None, action_format: str = "") -> list[R.RLRow]:
+    """Whole episodes of an RL snapshot (agent.rows.RLRow). With ``init``, rows rendered for another action format
+    than the init's are refused (their outputs are answers in another format)."""
     action_format = init_action_format(init, action_format) if init is not None else None
-    out = []
-    for lineno, row in read_jsonl(path):
-        where = f"{path}:{lineno}"
-        _row("rl", row, where, action_format)
-        out.append(rl_episode_from_row(row, where))
-    return out
+    return [_row("rl", row, f"{path}:{lineno}", action_format) for lineno, row in read_jsonl(path)]
 
 
-def rl_episode_from_row(row: dict, where: str) -> RLEpisode:
-    """Validate one RL row (also used for episodes collected online)."""
-    steps_raw = row.get("steps")
-    if not isinstance(steps_raw, list) or not steps_raw:
-        raise TrainerError(f"{where}: an RL row needs a non-empty 'steps' list")
-    steps = []
-    for index, step in enumerate(steps_raw):
-        at = f"{where}: steps[{index}]"
-        if not isinstance(step, dict):
-            raise TrainerError(f"{at}: expected an object")
-        if not isinstance(step.get("output"), str):
-            raise TrainerError(f"{at}: 'output' must be a string")
-        ids = step.get("output_token_ids") or []
-        olds = step.get("old_logprobs") or []
-        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-            raise TrainerError(f"{at}: output_token_ids must be a list of ints")
-        if not isinstance(olds, list):
-            raise TrainerError(f"{at}: old_logprobs must be a list of numbers")
-        olds = [_number(v, f"{at}: old_logprobs") for v in olds]
-        if olds and len(olds) != len(ids):
-            raise TrainerError(f"{at}: {len(ids)} output_token_ids but {len(olds)} old_logprobs")
-        steps.append(RLStep(
-            prompt=_check_messages(step.get("prompt"), f"{at}: prompt"),
-            output=step["output"],
-            output_token_ids=list(ids),
-            old_logprobs=olds,
-            reward=_number(step.get("reward", 0.0), f"{at}: reward"),
-            void=bool(step.get("void", False)),
-        ))
-    reward = _number(row.get("reward", sum(s.reward for s in steps)), f"{where}: reward")
-    task = str(row.get("task", ""))
-    seed = row.get("seed")
-    group = row.get("group") or f"{task}:{seed}"
-    return RLEpisode(episode_id=str(row.get("episode_id", where)), task=task, seed=seed,
-                     reward=reward, group=str(group), steps=steps)
+def rl_episode_from_row(row: dict, where: str) -> R.RLRow:
+    """One RL row read as agent.rows.RLRow (also used for episodes collected online); TrainerError naming ``where``."""
+    try:
+        return R.RLRow.from_dict(row, where)
+    except ValueError as exc:
+        raise TrainerError(str(exc)) from None
 
 
 # ---------------------------------------------------------------------------------------------

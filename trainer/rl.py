@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from agent import rows as R
 from trainer import core_algos as A
 from trainer import data as D
 from trainer.configs import RLConfig, config_dict, parse_seeds, parse_tasks
@@ -64,7 +65,7 @@ class Sequence:
     old_logprobs: list[float]  # may be empty: recomputed before the update
 
 
-def build_sequences(tokenizer, episodes: list[D.RLEpisode], max_length: int) -> list[Sequence]:
+def build_sequences(tokenizer, episodes: list[R.RLRow], max_length: int) -> list[Sequence]:
     """Every step of every episode as prompt + sampled output tokens, labels on the output."""
     sequences = []
     for index, episode in enumerate(episodes):
@@ -109,7 +110,7 @@ def _chunks(items: list[int], lengths: list[int], batch_tokens: int) -> list[lis
     return groups
 
 
-def compute_advantages(config: RLConfig, episodes: list[D.RLEpisode], sequences: list[Sequence],
+def compute_advantages(config: RLConfig, episodes: list[R.RLRow], sequences: list[Sequence],
                        values: list[list[float]] | None) -> tuple[list[list[float]], list[list[float]] | None]:
     """Per-output-token policy advantages and (PPO only) critic targets, per sequence.
 
@@ -170,7 +171,7 @@ class Collector:
         self.policy = None
         self.rng = random.Random(config.seed)
 
-    def collect(self, loaded, iteration: int) -> list[D.RLEpisode]:
+    def collect(self, loaded, iteration: int) -> list[R.RLRow]:
         """Save the current weights, point the policy at them, roll out a batch of groups."""
         from agent.rollout import run_episode
 
@@ -200,7 +201,7 @@ class Collector:
         self.env.close()
 
 
-def episode_from_result(result, *, task: str, seed: int, episode_id: str) -> D.RLEpisode:
+def episode_from_result(result, *, task: str, seed: int, episode_id: str) -> R.RLRow:
     """agent.rollout's EpisodeResult -> the RL row shape of data.py (validated the same way).
 
     Only the model's own steps carry tokens to learn from; replayed or human steps are skipped.
@@ -301,7 +302,7 @@ def train_rl(config: RLConfig) -> dict:
 
 
 def update(config: RLConfig, model, critic, reference, optimizer, scheduler, critic_opt, critic_sched,
-           tokenizer, episodes: list[D.RLEpisode], pad: int, device, *, policy_frozen: bool) -> dict:
+           tokenizer, episodes: list[R.RLRow], pad: int, device, *, policy_frozen: bool) -> dict:
     """One RL update on a batch of episodes. Returns the progress record (loss, reward, ...)."""
     sequences = build_sequences(tokenizer, episodes, config.max_length)
     void_mask = A.void_turn_mask([e.has_void for e in episodes], list(range(len(episodes))))
