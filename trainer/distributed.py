@@ -186,10 +186,14 @@ def summed(counts: dict[str, float]) -> dict[str, float]:
     return {n: type(counts[n])(v) for n, v in zip(names, tensor.tolist(), strict=True)}
 
 
-def tensor_digests(model: torch.nn.Module) -> dict[str, str]:
-    """sha256 of each parameter's bytes (as float32), by name."""
-    return {name: hashlib.sha256(param.detach().float().cpu().contiguous().numpy().tobytes()).hexdigest()
-            for name, param in model.named_parameters()}
+def tensor_digests(model: torch.nn.Module, trainable: bool = False) -> dict[str, str]:
+    """sha256 of each parameter's bytes (in its own dtype), by name; ``trainable``: only those that train (when
+    any do: a LoRA's adapter, not its frozen base, which no step changes)."""
+    params = list(model.named_parameters())
+    if trainable and any(p.requires_grad for _, p in params):
+        params = [(n, p) for n, p in params if p.requires_grad]
+    return {name: hashlib.sha256(param.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()).hexdigest()
+            for name, param in params}
 
 
 def weights_digest(model: torch.nn.Module) -> str:
@@ -208,7 +212,7 @@ def check_same_weights(model: torch.nn.Module) -> None:
     Each rank sends one digest a tensor (names and sha256 of the bytes), not the weights."""
     if not _group_ready():
         return
-    mine = tensor_digests(model)
+    mine = tensor_digests(model, trainable=True)
     every: list[dict[str, str] | None] = [None] * world_size()
     torch.distributed.all_gather_object(every, mine)
     differ = sorted({name for other in every for name in set(mine) | set(other)

@@ -246,45 +246,24 @@ def test_two_processes_train_a_text_model_on_disjoint_rows_to_equal_weights(tmp_
     assert read_loupe(out)["base_model"] == "tiny"
 
 
-def _compare_weights(rank: int, port: int, swap: bool, folder: str) -> None:
-    """One gloo rank of test_ranks_weights_are_compared_tensor_by_tensor: a 2x3 layer of whole numbers, rank 1's
-    with two entries swapped when ``swap`` (the same sum, other weights); writes what check_same_weights said."""
-    os.environ.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.distributed.init_process_group("gloo", rank=rank, world_size=2)
-    try:
-        layer = torch.nn.Linear(3, 2, bias=False)
-        with torch.no_grad():
-            layer.weight.copy_(torch.arange(6.0).reshape(2, 3))
-            if swap and rank == 1:
-                layer.weight[0, 0], layer.weight[0, 1] = 1.0, 0.0
-        try:
-            distributed.check_same_weights(layer)
-            said = "same"
-        except distributed.TrainerError as exc:
-            said = str(exc)
-        Path(folder, f"rank{rank}.txt").write_text(said)
-    finally:
-        torch.distributed.destroy_process_group()
-
-
-@pytest.mark.parametrize("swap", [False, True])
-def test_ranks_weights_are_compared_tensor_by_tensor(tmp_path, swap):
+def test_ranks_weights_are_compared_tensor_by_tensor(tmp_path):
     """Two ranks whose weights differ only by two entries swapped have the same float64 sum (what the check compared
-    before issue 36): both must refuse to save, naming the tensor."""
+    before issue 36): both must refuse to save, naming the tensor; equal weights pass. Two gloo processes
+    (tests/trainer/_ranks.py)."""
     import socket
 
     import torch.multiprocessing as mp
 
+    from tests.trainer._ranks import compare_weights
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(_compare_weights, args=(port, swap, str(tmp_path)), nprocs=2, join=True)
-    said = [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)]
-    if not swap:
-        assert said == ["same", "same"]
-    else:
-        assert all(s.startswith("the 2 processes ended with different weights in 1 of 1 tensors (e.g. weight)")
-                   for s in said), said
+    mp.spawn(compare_weights, args=(port, str(tmp_path)), nprocs=2, join=True)
+    said = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [s["equal"] for s in said] == ["same", "same"]
+    assert all(s["swapped"].startswith("the 2 processes ended with different weights in 1 of 1 tensors (e.g. weight)")
+               for s in said), said
 
 
 class _Zero3Config:
