@@ -367,8 +367,9 @@ class RowTrace(TrainerCallback):
 
 
 def trainer_args(config, device: torch.device, dtype: torch.dtype, planned: int, batch: int, output_dir: str) -> dict:
-    """The TrainingArguments every TRL config shares (``batch`` rows a step in each process). bf16: the weights are
-    bfloat16 (CUDA), or float32 under bfloat16 autocast (a CPU that multiplies bfloat16 natively, model.cpu_autocast)."""
+    """The TrainingArguments every TRL config shares (``batch`` rows a step in each process). bf16: bfloat16 autocast
+    on CUDA (over a full fine-tune's float32 weights: distributed.weights_dtype), or on a CPU that multiplies bfloat16
+    natively (model.cpu_autocast)."""
     return dict(output_dir=output_dir, max_steps=planned, per_device_train_batch_size=batch,
                 per_device_eval_batch_size=batch, gradient_accumulation_steps=1, learning_rate=config.lr,
                 optim="adamw_torch", adam_beta1=0.9, adam_beta2=0.95, weight_decay=config.weight_decay,
