@@ -242,6 +242,7 @@ class Trace:
                 out.write(json.dumps({"rank": rank(), "world_size": world_size(), **record}) + "\n")
 
 
-__all__ = ["world_size", "rank", "local_rank", "is_main", "check_launch", "quiet_stdout", "device_of", "broadcast", "summed",
-           "tensor_digests", "weights_digest", "check_same_weights", "Trace", "uses_deepspeed", "uses_fsdp", "whole_model_load", "weights_dtype", "bf16_compute",
-           "activation_checkpointing", "DATA_PARALLEL", "TRACE_ENV"]
+__all__ = ["world_size", "rank", "local_rank", "is_main", "check_launch", "quiet_stdout", "device_of", "broadcast",
+           "summed", "tensor_digests", "weights_digest", "check_same_weights", "Trace", "uses_deepspeed", "uses_fsdp",
+           "whole_model_load", "weights_dtype", "bf16_compute", "activation_checkpointing", "DATA_PARALLEL",
+           "TRACE_ENV"]
