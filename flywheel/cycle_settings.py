@@ -27,9 +27,8 @@ DEFAULTS = {
     "min_new_rows": 20,  # new routed rows (recipe buckets, train split) since the last trained cycle
     # The steps follow the data: max_epochs passes over the stage's rows (new and replayed), max_steps only caps
     # them. A LoRA from the deployed checkpoint, validated on held-out corrections (val_from): full fine-tunes of a
-    # good v0 broke what it knew (200 steps at 0.003 scored 0-3 %; at 0.001 with a DPO stage after, candidates at
-    # 80 / 75 / 68 % against v0's 78 %, none promoted), while this recipe's 9 candidates over three runs scored 77-85 %
-    # against v0's 75 %, one promoted a run, +5 to +10 points after three cycles (issue 23, trainer/README.md). DPO is a stage to add on the Cycles page.
+    # good v0 broke what it knew, this recipe's candidates were promoted (README, Sizing). DPO is a stage to add on
+    # the Cycles page.
     "recipe": [{"algorithm": "sft", "max_steps": 1000, "lr": 0.003, "max_epochs": 3, "batch_tokens": 2048,
                 "lora": "r=16"}],
     "replay_ratio": 2.0,  # replayed rows (what the deployed checkpoint learnt from) per new SFT row; 0: none

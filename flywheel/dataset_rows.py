@@ -76,8 +76,8 @@ def _turn(thought: str, action: dict | None, raw: str) -> Turn:
 
 def step_rejections(step: Step) -> list[Rejection]:
     """The step's rejected proposals in attempt order: the list flywheel.datasets.rows_iter fetched with the steps
-    (``rejections_in_order``), else a query. (Through the related manager each of a row's reads built a new
-    queryset: a tenth of a build's time.)"""
+    (``rejections_in_order``), else a query. (Through the related manager each of a row's reads would build a new
+    queryset.)"""
     fetched = getattr(step, "rejections_in_order", None)
     return fetched if fetched is not None else list(step.rejections.order_by("attempt"))
 

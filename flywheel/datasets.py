@@ -147,8 +147,8 @@ def rows_iter(kind: str, episode_ids: Sequence[int], chunk: int = 200,
     query that filtered the whole membership (``pk__in`` all of it) for each batch grew with the snapshot, squared."""
     base = Episode.objects.select_related("task", "checkpoint").order_by("pk")
     # Rows are rendered from the steps' structure: the prompt as it was sent (the largest column) is never read, nor
-    # are the tokens and log-probs outside RL rows, so they are not fetched (decoding them was a third of the time);
-    # nor are the timestamps (parsing them was a tenth of the fetch).
+    # are the tokens and log-probs outside RL rows, so they are not fetched (decoding them is a large part of a
+    # build), nor are the timestamps (README, Sizing).
     unread = ("prompt", "timings", "polish_source", "polish_error", "started_at", "created_at", "polished_at") + (
         () if kind_of(kind).reads_tokens else ("token_ids", "token_logprobs"))
     for start in range(0, len(episode_ids), chunk):
@@ -164,10 +164,11 @@ def rows_iter(kind: str, episode_ids: Sequence[int], chunk: int = 200,
 
 def _steps_of(episode_ids: list[int], unread: Sequence[str]) -> list[Step]:
     """The steps of ``episode_ids`` in (episode, index) order without the ``unread`` columns (read on access, as a
-    deferred field is), each with its rejections in attempt order as ``rejections_in_order`` (read by _rejections).
+    deferred field is), each with its rejections in attempt order as ``rejections_in_order`` (dataset_rows.step_rejections).
 
     They are real Step instances made from ``values_list`` rows: Django's own instantiation, one setattr per field
-    with its checks, took half of a snapshot's fetch time; the values are the same converted values the ORM sets."""
+    with its checks, is most of a snapshot's fetch (README, Sizing); the values are the same converted values the ORM
+    sets."""
     names = [field.attname for field in Step._meta.concrete_fields if field.attname not in unread]
     rows = Step.objects.filter(episode_id__in=episode_ids).order_by("episode_id", "index").values_list(*names)
     steps, by_id, db = [], {}, rows.db

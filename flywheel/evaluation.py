@@ -74,7 +74,7 @@ def evaluate_checkpoint(cycle: Cycle, checkpoint: Checkpoint, role: str, plan: l
                         folder: Path) -> None:
     """Roll ``checkpoint`` out on the plan with `python -m trainer eval`; store one Evaluation row. The eval answers
     as a worker's policy does, with LOUPE_POLICY_THREADS torch threads: beside other busy processes, a thread a core
-    made a cycle's evaluation take 134 s instead of 13."""
+    made a cycle's evaluation ten times slower (README, Sizing)."""
     if Evaluation.objects.filter(cycle=cycle, checkpoint=checkpoint).exists():
         return  # measured before the worker was killed: greedy decoding on fixed seeds gives the same numbers
     deployments.checkpoint_check_files(checkpoint.uri)

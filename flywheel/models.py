@@ -1,4 +1,4 @@
-"""The core records of DESIGN.md: projects, tasks, checkpoints, deployments, episodes, steps, events,
+"""The core records (docs/architecture.md, Records): projects, tasks, checkpoints, deployments, episodes, steps, events,
 snapshots, training runs, evaluations and cycles (one file: Django finds an app's models here, and the records
 refer to each other). Writes go through the topic modules: projects, episodes, deployments, snapshots,
 training, cycles."""

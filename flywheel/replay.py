@@ -2,7 +2,7 @@
 validation split of the new rows, and DPO pairs narrowed to those whose actions differ.
 
 Why: a cycle trains from the deployed checkpoint on a few dozen new rows. Trained on those alone, a good v0
-memorised them and forgot the rest (four cycles in a row scored 0-3 % against v0's 50 %, issue 23). So the SFT
+memorised them and forgot the rest (README, Sizing). So the SFT
 stage trains on the new rows mixed with a sample of the rows the deployed checkpoint was trained on, found by
 lineage: the checkpoint's training run's SFT snapshots (and the cold start's demonstrations, ``demos.jsonl`` in
 the cold-start run's directory, written by ``python -m trainer coldstart --out``), then its init checkpoint's run,

@@ -1,7 +1,8 @@
-"""DESIGN.md's import rules hold (pyproject's [tool.importlinter] contracts, checked by import-linter)."""
+"""The import rules of docs/architecture.md hold (pyproject's [tool.importlinter] contracts, checked by import-linter)."""
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +31,10 @@ def test_an_app_importing_what_its_rule_forbids_breaks_the_lint(tmp_path):
     for name in ("celery", "channels"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "__init__.py").write_text("")
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    for module in {m for c in contracts for key in ("source_modules", "forbidden_modules") for m in c.get(key, [])}:
+        if "." in module:  # a contract on one module of an app: the module, empty, so the contract can be read
+            (tmp_path / (module.replace(".", "/") + ".py")).touch()
     (tmp_path / "flywheel" / "training.py").write_text("from trainer import coldstart\n")
     (tmp_path / "trainer" / "coldstart.py").write_text("")
     (tmp_path / "agent" / "policy.py").write_text("import django\n")
