@@ -39,6 +39,9 @@ class ClipCreateInput(StrictSerializer):
     client_id = serializers.CharField(max_length=64)
     content_type = serializers.CharField(max_length=100)
     started_at = serializers.FloatField(help_text="Session clock (server epoch seconds) when recording began.")
+    voice_commands = serializers.BooleanField(required=False, default=False,
+                                              help_text="Say commands aloud: utterances that are commands are sent "
+                                                        "as the page's voice.command events, not kept as thoughts.")
 
 
 class ClipOutput(serializers.Serializer):

@@ -17,26 +17,28 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
-from annotation import speech
+from annotation import audio_commands, speech
 from annotation.alignment import StepWindow, align_words
 from annotation.models import AudioChunk, AudioClip, TranscriptWord
 from flywheel import episodes
 from flywheel.events import episode_group, event_append, group_send
 from flywheel.models import Event, Step
+from core import redaction
 from core.errors import ApplicationError
 
 log = logging.getLogger(__name__)
 
 
 @transaction.atomic
-def clip_create(*, episode, user, client_id: str, content_type: str, started_at: float) -> tuple[AudioClip, bool]:
+def clip_create(*, episode, user, client_id: str, content_type: str, started_at: float,
+                voice_commands: bool = False) -> tuple[AudioClip, bool]:
     kind = speech.normalise_content_type(content_type)
     if kind not in speech.ACCEPTED_CONTENT_TYPES:
         raise ApplicationError(f"Audio of type '{content_type}' is not accepted; record WebM/Opus or Ogg/Opus.",
                                status=415)
     clip, created = AudioClip.objects.get_or_create(
         episode=episode, client_id=client_id[:64],
-        defaults={"user": user, "content_type": kind, "started_at": started_at})
+        defaults={"user": user, "content_type": kind, "started_at": started_at, "voice_commands": voice_commands})
     if clip.user_id != user.pk:
         raise ApplicationError("That clip belongs to someone else.", status=403)
     return clip, created
@@ -163,13 +165,20 @@ def clip_transcribe(*, clip_id: int, final: bool = False) -> int:
         pcm = pcm_after(chunks, clip.committed_until)
         final = final or clip.finished
         context = _context(clip)
+        if clip.voice_commands:
+            context = f"{audio_commands.PROMPT} {context}".strip()
         words, committed_until = speech.transcribe_increment(
             speech.load_model(settings.LOUPE_WHISPER_MODEL or None), pcm,
             committed_until=clip.committed_until, final=final, context=context)
+        if clip.voice_commands and not final:
+            words, committed_until = _command_held(words, committed_until, clip.committed_until)
         origin = chunks[0].start_time  # session-clock time of the clip's first sample
+        words = _commands_sent(clip, words, origin) if clip.voice_commands else words
+        texts = _words_redacted(clip, words)
         position = clip.words.count()
-        stored = [TranscriptWord(clip=clip, position=position + i, word=w.text, start=origin + w.start,
-                                 end=origin + w.end, probability=w.probability) for i, w in enumerate(words)]
+        stored = [TranscriptWord(clip=clip, position=position + i, word=text, start=origin + w.start,
+                                 end=origin + w.end, probability=w.probability)
+                  for i, (w, text) in enumerate(zip(words, texts))]
         TranscriptWord.objects.bulk_create(stored)
         clip.committed_until = committed_until
         clip.transcribed_chunks = len(chunks)
@@ -185,6 +194,42 @@ def clip_transcribe(*, clip_id: int, final: bool = False) -> int:
         # would only replace it, so it is skipped when one is already waiting)
         _interim_publish(clip, pcm, origin=origin, committed_until=committed_until)
     return len(stored)
+
+
+def _command_held(words: list, committed_until: float, before: float) -> tuple[list, float]:
+    """The words to commit now and the new mark: a command still being spoken at the increment's end ("reject,"
+    with its reason to come) is left uncommitted, to be read whole with what follows (audio_commands.held_from)."""
+    held = audio_commands.held_from([(w.text, w.start, w.end) for w in words], committed_until)
+    if held is None:
+        return words, committed_until
+    mark = max(before, words[held].start - 0.15)
+    return words[:held], mark
+
+
+def _commands_sent(clip: AudioClip, words: list, origin: float) -> list:
+    """Voice steering: each utterance of ``words`` that is a command (audio_commands) becomes a ``voice.command``
+    event for the page, which shows it for a second and then sends it as its key would; the rest is returned, to be
+    stored as think-aloud words. A command is never also a thought."""
+    found = audio_commands.commands_in([(w.text, w.start, w.end) for w in words])
+    used = set()
+    for command, positions in found:
+        used.update(positions)
+        event_append(episode_id=clip.episode_id, type="voice.command", payload={
+            **command.payload(), "clip": clip.pk, "username": clip.user.username,
+            "words": " ".join(words[p].text.strip() for p in positions),
+            "start": origin + words[positions[0]].start, "end": origin + words[positions[-1]].end})
+    return [w for i, w in enumerate(words) if i not in used]
+
+
+def _words_redacted(clip: AudioClip, words: list) -> list[str]:
+    """The words' texts as stored: each that is part of personal data under the project's policy (core.redaction;
+    a number read across several words too) is stored as its kind's label, so no transcript, thought or export
+    holds it."""
+    texts = [w.text for w in words]
+    policy = redaction.policy_of(clip.episode.project.settings)
+    for position, kind in redaction.word_spans([(w.text, w.start, w.end) for w in words], policy):
+        texts[position] = f"[{kind.upper()}]"
+    return texts
 
 
 def _context(clip: AudioClip) -> str:

@@ -75,6 +75,8 @@ class AudioClip(models.Model):
     committed_until = models.FloatField(default=0.0, help_text="Clip seconds up to which words are final.")
     transcribed_chunks = models.PositiveIntegerField(default=0)
     finished = models.BooleanField(default=False)
+    voice_commands = models.BooleanField(default=False, help_text="Utterances that are commands (annotation/"
+                                                                  "audio_commands.py) are sent as such, not thoughts.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -31,6 +31,8 @@ export interface ClipMeta {
   contentType: string;
   /** Session seconds (server epoch) when recording began. */
   startedAt: number;
+  /** Utterances that are commands are sent as commands, not kept as thoughts (annotation/audio_commands.py). */
+  voiceCommands?: boolean;
 }
 
 /** The server's answer to a chunk PUT. */
@@ -39,7 +41,12 @@ export type ChunkStored = Schemas["ChunkStored"];
 export const clipCreate = (clip: ClipMeta, signal?: AbortSignal) =>
   apiFetch<AudioClip>(`episodes/${clip.episodeId}/audio/`, {
     method: "POST",
-    body: { client_id: clip.clientId, content_type: clip.contentType, started_at: clip.startedAt },
+    body: {
+      client_id: clip.clientId,
+      content_type: clip.contentType,
+      started_at: clip.startedAt,
+      voice_commands: clip.voiceCommands ?? false,
+    },
     signal,
   });
 

@@ -1268,6 +1268,11 @@ export interface components {
              * @description Session clock (server epoch seconds) when recording began.
              */
             started_at: number;
+            /**
+             * @description Say commands aloud: utterances that are commands are sent as the page's voice.command events, not kept as thoughts.
+             * @default false
+             */
+            voice_commands: boolean;
         };
         /** @description What clip_output builds: a think-aloud recording. */
         ClipOutput: {

@@ -34,6 +34,7 @@ import { MicrophoneControl } from "./thinkAloud/MicrophoneControl";
 import { TranscriptPanel } from "./thinkAloud/TranscriptPanel";
 import { PendingUploads } from "./thinkAloud/UploadStatus";
 import { useEpisodeStream } from "./useEpisodeStream";
+import { VoiceCommandBar } from "./VoiceCommandBar";
 import "./session.css";
 
 const SCREENSHOT_WIDTH = 480;
@@ -361,6 +362,20 @@ export function SessionPage() {
           openForm={openForm}
           onCommand={command}
           onOpen={open}
+        />
+      )}
+
+      {me && (
+        <VoiceCommandBar
+          episodeId={episode.id}
+          voice={live.voice}
+          me={me?.username ?? null}
+          clock={stream.clock}
+          controls={controls}
+          proposal={proposal}
+          pending={live.pending}
+          acked={live.acked}
+          send={send}
         />
       )}
 

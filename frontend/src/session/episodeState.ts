@@ -50,6 +50,26 @@ export interface InterimWords {
   words: { word: string; start: number; end: number }[];
 }
 
+/**
+ * A spoken command the server recognised (`voice.command`, annotation/audio_commands.py): the page shows it for a
+ * moment, to be cancelled, and then sends it as its key would.
+ */
+export interface VoiceCommandHeard {
+  seq: number;
+  type: "approve" | "reject" | "takeover" | "handback" | "pause" | "resume" | "finish";
+  reason: string;
+  outcome: string;
+  username: string;
+  /** What was said. */
+  words: string;
+  /** When it was said: session seconds. */
+  end: number;
+}
+
+const VOICE_TYPES = ["approve", "reject", "takeover", "handback", "pause", "resume", "finish"];
+const KEPT_VOICE = 10;
+const KEPT_ACKS = 50;
+
 /** A command sent and not yet answered by an `ack` or an `error`. */
 export interface PendingCommand {
   id: string;
@@ -77,6 +97,10 @@ export interface LiveEpisode {
   /** Who is connected now, from `presence`. */
   watchers: string[];
   pending: PendingCommand[];
+  /** The ids of the latest commands the server acknowledged (an `error` settles a command without it). */
+  acked: string[];
+  /** The latest spoken commands heard, oldest first. */
+  voice: VoiceCommandHeard[];
   /** Errors to show until dismissed: refusals of our frames and of anyone's stored commands. */
   notices: Notice[];
   nextNoticeKey: number;
@@ -96,6 +120,8 @@ export const emptyLive: LiveEpisode = {
   me: null,
   watchers: [],
   pending: [],
+  acked: [],
+  voice: [],
   notices: [],
   nextNoticeKey: 1,
 };
@@ -243,8 +269,24 @@ export function applyMessage(state: LiveEpisode, message: ServerMessage): LiveEp
       const entry = { clip: data.clip, username: String(data.username ?? ""), words };
       return { ...state, interim: { ...state.interim, [data.clip]: entry } };
     }
-    case "ack":
-      return settle(state, message.id);
+    case "ack": {
+      const acked = typeof message.id === "string" ? [...state.acked, message.id].slice(-KEPT_ACKS) : state.acked;
+      return { ...settle(state, message.id), acked };
+    }
+    case "voice.command": {
+      if (typeof message.seq !== "number" || !VOICE_TYPES.includes(String(data.type))) return state;
+      if (state.voice.some((v) => v.seq === message.seq)) return state;
+      const heard: VoiceCommandHeard = {
+        seq: message.seq,
+        type: data.type as VoiceCommandHeard["type"],
+        reason: String(data.reason ?? ""),
+        outcome: String(data.outcome ?? ""),
+        username: String(data.username ?? ""),
+        words: String(data.words ?? ""),
+        end: typeof data.end === "number" ? data.end : 0,
+      };
+      return { ...state, voice: [...state.voice, heard].slice(-KEPT_VOICE) };
+    }
     case "presence": {
       const watchers = Array.isArray(data.watchers) ? data.watchers.map(String) : [];
       return { ...state, watchers };

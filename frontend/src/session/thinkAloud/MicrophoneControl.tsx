@@ -26,6 +26,15 @@ interface MicrophoneControlProps {
 }
 
 const LEVEL_INTERVAL_MS = 80;
+const VOICE_SETTING = "loupe.voiceCommands";
+
+function voiceSetting(): boolean {
+  try {
+    return localStorage.getItem(VOICE_SETTING) === "on";
+  } catch {
+    return false;
+  }
+}
 /** The push-to-talk key(s), whose release ends the clip. */
 const TALK_KEYS = SESSION_SHORTCUTS.find((s) => s.action === "talk")?.keys ?? [];
 
@@ -55,6 +64,7 @@ export function MicrophoneControl({ episodeId, username, clock, env, queue: inje
   const [problem, setProblem] = useState<MicrophoneProblem | null>(null);
   const [level, setLevel] = useState(0);
   const [since, setSince] = useState<number | null>(null);
+  const [voiceCommands, setVoiceCommands] = useState(voiceSetting);
   const [now, setNow] = useState(() => browserNowMs());
   /** What the person is asking for right now: a push released during the permission prompt starts nothing. */
   const wanted = useRef<Mode | null>(null);
@@ -81,7 +91,7 @@ export function MicrophoneControl({ episodeId, username, clock, env, queue: inje
       const contentType = recorder.mimeType ?? "audio/webm;codecs=opus";
       let clip: ClipMeta | null = null;
       const clipAt = (atMs: number): ClipMeta => {
-        clip ??= { episodeId, clientId, contentType, startedAt: sessionSeconds(atMs) };
+        clip ??= { episodeId, clientId, contentType, startedAt: sessionSeconds(atMs), voiceCommands };
         return clip;
       };
       recorder.start({
@@ -99,7 +109,7 @@ export function MicrophoneControl({ episodeId, username, clock, env, queue: inje
       setSince(browserNowMs());
       setPhase("recording");
     },
-    [episodeId, queue, recorder, sessionSeconds, stopClip],
+    [episodeId, queue, recorder, sessionSeconds, stopClip, voiceCommands],
   );
 
   const begin = useCallback(
@@ -275,6 +285,31 @@ export function MicrophoneControl({ episodeId, username, clock, env, queue: inje
           </button>
         )}
       </div>
+
+      <label
+        className="voice-toggle small"
+        title={
+          recording
+            ? "Applies from your next recording."
+            : "Say approve, reject and a reason, take over, hand back, pause, resume, or finish with an outcome: each is shown for a second (Esc cancels) and then sent. Other speech stays think-aloud."
+        }
+      >
+        <input
+          type="checkbox"
+          data-testid="voice-commands-toggle"
+          checked={voiceCommands}
+          onChange={(event) => {
+            const on = event.currentTarget.checked;
+            setVoiceCommands(on);
+            try {
+              localStorage.setItem(VOICE_SETTING, on ? "on" : "off");
+            } catch {
+              // private mode: the setting lasts for this page
+            }
+          }}
+        />{" "}
+        Voice commands: say “approve”, “reject, …”, “take over”, “hand back”, “pause”, “resume”, “finish with success”
+      </label>
 
       <div
         className={`level-meter${open ? "" : " level-meter-off"}`}
