@@ -1,6 +1,7 @@
 """Benchmark the think-aloud speech path on this machine and print one JSON object.
 
     .venv/bin/python bench/bench_audio.py [--repeat 2] [--runs 3] [--latency-repeat 2] [--no-latency]
+    .venv/bin/python bench/bench_audio.py --commands   (voice steering: bench/bench_voice.py)
 
 Reports the real-time factor of Whisper tiny.en int8 on the CPU (transcription seconds per
 second of audio; the target is <= 0.1), the CPU time it used, and the latency of each increment
@@ -66,11 +67,18 @@ def main() -> int:
                         help="seconds of audio a chunk holds, as the browser's recorder cuts them")
     parser.add_argument("--talkers", type=int, default=1,
                         help="people talking at once, each uploading the speech as their own clip (one audio worker)")
+    parser.add_argument("--commands", action="store_true",
+                        help="voice steering instead: the error rate and latency of spoken commands (bench_voice.py)")
     args = parser.parse_args()
     missing = audio_fixtures.missing_tools()
     if missing:
         print(json.dumps({"error": f"needs {' and '.join(missing)} on PATH"}))
         return 1
+    if args.commands:
+        from bench.bench_voice import voice_commands_report
+
+        print(json.dumps({"voice_commands": voice_commands_report(timeslice=args.timeslice)}, indent=2))
+        return 0
 
     text = " ".join([audio_fixtures.THINK_ALOUD_TEXT] * args.repeat)
     with tempfile.TemporaryDirectory() as folder:
