@@ -27,12 +27,18 @@ def observation_from_prompt(messages: list[dict]) -> tuple[Observation, list]:
     flat = messages_as_text(messages)
     users = [m["content"] for m in flat if m["role"] == "user"]
     instruction = ""
-    for content in users:  # the instruction is stated once, in the first user message
-        match = re.search(r"^Instruction: (.*)$", content, re.MULTILINE)
+    for content in users:  # the instruction is stated once, in the first user message (each style's prefix)
+        match = re.search(r"^(?:Instruction|Task): (.*)$", content, re.MULTILINE)
         if match:
             instruction = match.group(1)
-    elements, url = [], ""
+    elements, url, screen = [], "", None
     for line in users[-1].splitlines() if users else []:
+        if screen is not None:  # a text screen (the terminal's) is the observation's last lines, from "Screen:" on
+            screen.append(line)
+            continue
+        if line == "Screen:":
+            screen = [line]
+            continue
         if line.startswith("URL: "):
             url = line[len("URL: "):]
         match = _ELEMENT.match(line)
@@ -44,7 +50,8 @@ def observation_from_prompt(messages: list[dict]) -> tuple[Observation, list]:
                 focused=bool(match.group("focused")),
             ))
     history = [parse_turn(m["content"]) for m in flat if m["role"] == "assistant"]
-    return Observation(instruction=instruction, url=url, screenshot=b"", width=0, height=0, elements=elements), history
+    return Observation(instruction=instruction, url=url, screenshot=b"", width=0, height=0, elements=elements,
+                       screen_text="\n".join(screen) if screen is not None else ""), history
 
 
 class ScriptedPolicy(Policy):

@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from agent.actions import parse_turn
 from agent.policies import PolicyError, make_policy
 from agent.policies.local import LocalPolicy, action_complete, messages_as_text
 from agent.policies.openai_compat import OpenAIPolicy
@@ -226,3 +227,32 @@ def test_openai_server_down_reports_connection_error():
 def test_make_policy_rejects_unknown_backend():
     with pytest.raises(PolicyError, match="unknown policy backend"):
         make_policy("magic")
+
+
+@pytest.mark.parametrize("style", ["full", "compact", "named"])
+def test_scripted_solves_a_terminal_task_from_the_prompts_alone(style):
+    """The scripted backend sees only the prompt: it reads the instruction (each style's prefix) and the terminal's
+    text screen back from it, and plays terminal-count to its check (it typed the command again at step 2 when the
+    screen was not read back, and the episode ran out of steps)."""
+    from agent.envs.terminal import TerminalEnv
+    from agent.policies.scripted import ScriptedPolicy, observation_from_prompt
+    from agent.prompt import HistoryStep, render_messages, render_observation
+
+    policy, history = ScriptedPolicy("terminal-count"), []
+    with TerminalEnv() as env:
+        observation = env.reset("terminal-count", 3)
+        for _ in range(4):
+            text = render_observation(observation, style)
+            messages = render_messages(instruction=observation.instruction, observation_text=text, history=history,
+                                       style=style)
+            read, _ = observation_from_prompt(messages)
+            assert read.instruction == observation.instruction and read.screen_text == observation.screen_text
+            output = policy.act(messages)
+            assert output.error is None
+            turn = parse_turn(output.text)
+            result = env.step(turn.action)
+            history.append(HistoryStep(text, turn))
+            observation = result.observation
+            if result.done:
+                break
+        assert result.done and result.reward == 1.0 and len(history) == 2
