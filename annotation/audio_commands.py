@@ -93,7 +93,8 @@ def utterances(words: Sequence[tuple[str, float, float]], gap_s: float = GAP_S) 
     return groups
 
 
-def commands_in(words: Sequence[tuple[str, float, float]], gap_s: float = GAP_S) -> list[tuple[VoiceCommand, list[int]]]:
+def commands_in(words: Sequence[tuple[str, float, float]],
+                gap_s: float = GAP_S) -> list[tuple[VoiceCommand, list[int]]]:
     """Each utterance of ``words`` that is a command, with its words' positions (which then are no thought)."""
     found = []
     for group in utterances(words, gap_s):

@@ -53,7 +53,8 @@ def _session_wav(folder: Path, rate_wpm: int) -> tuple[Path, list[tuple[float, f
     """The script spoken in one recording, PAUSE_S of silence after each part; (start, end) of each part."""
     pcm, spans, at, rate = [], [], 0.5, 22050
     for i, (text, _) in enumerate(SCRIPT):
-        with wave.open(str(audio_fixtures.synthesize_wav(text, folder / f"{rate_wpm}-{i}.wav", rate_wpm=rate_wpm))) as w:
+        spoken = audio_fixtures.synthesize_wav(text, folder / f"{rate_wpm}-{i}.wav", rate_wpm=rate_wpm)
+        with wave.open(str(spoken)) as w:
             rate = w.getframerate()
             samples = np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16)
         if not pcm:

@@ -83,7 +83,8 @@ def live_episode(tmp_path, transactional_db, module_workers):
     yield episode
     episode.refresh_from_db()
     if episode.status not in ("finished", "failed", "interrupted"):
-        command_submit(episode_id=episode.pk, user=user, frame={"type": "finish", "id": "teardown", "outcome": "failure"})
+        command_submit(episode_id=episode.pk, user=user,
+                       frame={"type": "finish", "id": "teardown", "outcome": "failure"})
         wait_for(lambda: Episode.objects.get(pk=episode.pk).status == "finished", 60, what="the episode to end")
     worker_quiet()
 
