@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation import api
+from annotation import api, api_redaction
 
 urlpatterns = [
     path("episodes/<int:episode_id>/audio/", api.ClipCreateApi.as_view(), name="clip-create"),
@@ -19,4 +19,5 @@ urlpatterns = [
     path("queue-items/<int:item_id>/release", api.QueueReleaseApi.as_view(), name="queue-release"),
     path("queue-items/<int:item_id>/adjudicate", api.QueueAdjudicateApi.as_view(), name="queue-adjudicate"),
     path("projects/<int:project_id>/dashboard", api.DashboardApi.as_view(), name="dashboard"),
+    path("projects/<int:project_id>/redaction", api_redaction.RedactionApi.as_view(), name="redaction"),
 ]

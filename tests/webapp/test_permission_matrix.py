@@ -186,6 +186,9 @@ TABLE: dict[str, Call] = {
     "POST /api/v1/queue-items/<int:item_id>/release": Call(members(200), body=lambda w: {"skip": True}),
     "POST /api/v1/queue-items/<int:item_id>/adjudicate": Call(managers(200), body=lambda w: {"verdict": "accept"}),
     "GET /api/v1/projects/<int:project_id>/dashboard": Call(managers(200)),
+    # --- redaction (issue 40): managers see and change the policy; switching it off needs an admin (its own test) ---
+    "GET /api/v1/projects/<int:project_id>/redaction": Call(managers(200)),
+    "PUT /api/v1/projects/<int:project_id>/redaction": Call(managers(200), body=lambda w: {"policy": {"words": ["Ann"]}}),
 }
 
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")

@@ -746,6 +746,22 @@ export interface paths {
         patch: operations["projects_polish_partial_update"];
         trace?: never;
     };
+    "/api/v1/projects/{project_id}/redaction": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["projects_redaction_retrieve"];
+        put: operations["projects_redaction_update"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/projects/{project_id}/review-queues/": {
         parameters: {
             query?: never;
@@ -2259,6 +2275,53 @@ export interface components {
          * @enum {string}
          */
         QueueStateEnum: "open" | "closed";
+        RedactionCount: {
+            kind: string;
+            hits: number;
+            where: {
+                [key: string]: number;
+            };
+            examples: components["schemas"]["RedactionExample"][];
+        };
+        RedactionExample: {
+            episode: number;
+            step: number;
+            /** @description element, url, screen_text, thought, action or spoken */
+            field: string;
+            before: string;
+            match: string;
+            after: string;
+        };
+        RedactionOutput: {
+            policy: components["schemas"]["RedactionPolicyField"];
+            /** @description Identifies the policy; part of a snapshot's key and lineage. */
+            digest: string;
+            /** @description Every kind a policy may name. */
+            kinds: string[];
+            /** @description How many recent episodes the counts are over. */
+            episodes: number;
+            counts: components["schemas"]["RedactionCount"][];
+        };
+        RedactionPolicyField: {
+            enabled: boolean;
+            kinds: string[];
+            /** @description [name, regular expression] pairs; a hit is labelled with the name. */
+            patterns: string[][];
+            /** @description Names and other words, matched whole. */
+            words: string[];
+            /** @description How a phone number without a country code is read (US, DE, ...). */
+            region: string;
+            keep_originals: boolean;
+        };
+        /** @description Unknown fields are an error, not silently dropped. */
+        RedactionSetInputRequest: {
+            /** @description The whole policy: enabled, kinds, patterns, words, region, keep_originals (each optional; the defaults redact every kind). */
+            policy: {
+                [key: string]: unknown;
+            };
+            /** @description Why; required to switch redaction off. */
+            reason?: string;
+        };
         /** @description A proposal of the model that a person rejected before its step ran (the model was asked again). */
         RejectionOutput: {
             /** @description 1 for the step's first proposal, 2 for the one after it... */
@@ -4262,6 +4325,54 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PolishSettingsOutput"];
+                };
+            };
+        };
+    };
+    projects_redaction_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RedactionOutput"];
+                };
+            };
+        };
+    };
+    projects_redaction_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RedactionSetInputRequest"];
+                "multipart/form-data": components["schemas"]["RedactionSetInputRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["RedactionSetInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RedactionOutput"];
                 };
             };
         };

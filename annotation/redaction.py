@@ -1,0 +1,75 @@
+"""A project's redaction policy (core/redaction.py does the finding): setting it, and what it finds in the project's
+recent episodes, by kind, with examples a manager checks for wrong hits.
+
+Setting the policy needs a manager; switching redaction off needs an admin and a reason (exports of later snapshots
+then hold personal data), and every change is audited with what the policy does (never its word list)."""
+from __future__ import annotations
+
+from collections import Counter
+
+from django.db import transaction
+
+from core import redaction
+from core.audit import audit_record
+from core.errors import ApplicationError
+from flywheel.models import Episode, Project, Role, Step
+
+RECENT_EPISODES = 50
+EXAMPLES_PER_KIND = 3
+CONTEXT_CHARS = 40
+
+
+@transaction.atomic
+def redaction_policy_set(*, project: Project, actor, role: str, settings: dict, reason: str = "") -> dict:
+    """Store the project's policy (``settings``, checked by core.redaction.policy_clean); returns it as stored."""
+    cleaned = redaction.policy_clean(settings)
+    reason = (reason or "").strip()
+    if not cleaned["enabled"]:
+        if role != Role.ADMIN:
+            raise ApplicationError("Only a project admin can switch redaction off: exports would then hold personal "
+                                   "data. Ask an admin of this project.", status=403)
+        if not reason:
+            raise ApplicationError("Say why redaction is switched off (the reason is kept in the audit log).",
+                                   errors={"reason": ["Required to switch redaction off."]})
+    locked = Project.objects.select_for_update().get(pk=project.pk)
+    locked.settings = {**(locked.settings or {}), "redaction": cleaned}
+    locked.save(update_fields=["settings"])
+    record = redaction.snapshot_record(locked.settings)
+    audit_record(actor=actor, action="redaction.policy_set", target=locked, data={**record, "reason": reason[:500]})
+    project.settings = locked.settings
+    return cleaned
+
+
+def _step_texts(step: dict) -> list[tuple[str, str]]:
+    """(field, text) of each text a step stores that redaction looks at."""
+    texts = [("url", step["url"]), ("screen_text", step["screen_text"]), ("thought", step["thought"]),
+             ("action", step["action_text"]), ("spoken", step["human_thought"])]
+    texts += [("element", element.get("text") or "") for element in step["elements"] or []]
+    return [(field, text) for field, text in texts if text]
+
+
+def redaction_overview(*, project: Project, episodes: int = RECENT_EPISODES) -> dict:
+    """The policy, and what it finds in the project's ``episodes`` most recent episodes: hits by kind and by where
+    they were (element text, URL, typed action, thought, spoken words), and a few examples of each kind in their
+    context, to check for wrong hits."""
+    policy = redaction.policy_of(project.settings)
+    recent = list(Episode.objects.filter(project=project).order_by("-id").values_list("id", flat=True)[:episodes])
+    steps = (Step.objects.filter(episode_id__in=recent).order_by("-episode_id", "index")
+             .values("episode_id", "index", "url", "screen_text", "thought", "action_text", "human_thought", "elements"))
+    by_kind: Counter = Counter()
+    by_field: dict[str, Counter] = {}
+    examples: dict[str, list[dict]] = {}
+    for step in steps.iterator(chunk_size=500):
+        for field, text in _step_texts(step):
+            for hit in redaction.hits(text, policy):
+                by_kind[hit.kind] += 1
+                by_field.setdefault(hit.kind, Counter())[field] += 1
+                shown = examples.setdefault(hit.kind, [])
+                if len(shown) < EXAMPLES_PER_KIND:
+                    shown.append({"episode": step["episode_id"], "step": step["index"], "field": field,
+                                  "before": text[max(0, hit.start - CONTEXT_CHARS):hit.start], "match": hit.value,
+                                  "after": text[hit.end:hit.end + CONTEXT_CHARS]})
+    return {"policy": policy.to_dict(), "digest": policy.digest, "kinds": list(redaction.KINDS),
+            "episodes": len(recent),
+            "counts": [{"kind": kind, "hits": n, "where": dict(by_field[kind]), "examples": examples[kind]}
+                       for kind, n in by_kind.most_common()]}
