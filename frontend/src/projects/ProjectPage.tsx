@@ -5,17 +5,21 @@ import { useIdParam } from "../components/useIdParam";
 import { MembersSection } from "./MembersSection";
 import { canAdminister, canManage } from "../components/permissions";
 import { ProjectDetails } from "./ProjectDetails";
+import { PrivacySection } from "./PrivacySection";
 import { TasksSection } from "./TasksSection";
 import "./projects.css";
 
-type Tab = "tasks" | "members";
+type Tab = "tasks" | "members" | "privacy";
+
+const TAB_LABELS: Record<Tab, string> = { tasks: "Tasks", members: "Members", privacy: "Personal data" };
 
 /** `/projects/:projectId`: details, tasks and members, and the way into the project's other parts. */
 export function ProjectPage() {
   const projectId = useIdParam("projectId");
   const { user } = useSession();
   const [params, setParams] = useSearchParams();
-  const tab: Tab = params.get("tab") === "members" ? "members" : "tasks";
+  const asked = params.get("tab");
+  const tab: Tab = asked === "members" || asked === "privacy" ? asked : "tasks";
 
   return (
     <ProjectFrame projectId={projectId}>
@@ -28,7 +32,7 @@ export function ProjectPage() {
             </Link>
           </div>
           <div className="tabs" role="tablist" aria-label="Project settings">
-            {(["tasks", "members"] as Tab[]).map((t) => (
+            {(["tasks", "members", ...(canManage(project, user) ? ["privacy"] : [])] as Tab[]).map((t) => (
               <button
                 key={t}
                 type="button"
@@ -39,13 +43,15 @@ export function ProjectPage() {
                 className={tab === t ? "tab active" : "tab"}
                 onClick={() => setParams(t === "tasks" ? {} : { tab: t }, { replace: true })}
               >
-                {t === "tasks" ? "Tasks" : "Members"}
+                {TAB_LABELS[t]}
               </button>
             ))}
           </div>
           <div role="tabpanel" id={`panel-${tab}`} aria-labelledby={`tab-${tab}`}>
             {tab === "tasks" ? (
               <TasksSection projectId={project.id} editable={canManage(project, user)} />
+            ) : tab === "privacy" && canManage(project, user) ? (
+              <PrivacySection projectId={project.id} admin={canAdminister(project, user)} />
             ) : (
               <MembersSection projectId={project.id} editable={canAdminister(project, user)} />
             )}

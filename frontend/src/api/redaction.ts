@@ -1,0 +1,17 @@
+/** A project's redaction policy and what it finds (annotation/api_redaction.py, core/redaction.py). */
+import { apiFetch } from "./client";
+import type { Schemas } from "./types";
+
+export type Redaction = Schemas["RedactionOutput"];
+export type RedactionPolicy = Redaction["policy"];
+
+export const redactionKeys = {
+  project: (projectId: number) => ["project", projectId, "redaction"] as const,
+};
+
+export const redactionGet = (projectId: number, signal?: AbortSignal) =>
+  apiFetch<Redaction>(`projects/${projectId}/redaction`, { signal });
+
+/** The whole policy; switching it off needs an admin and a reason. */
+export const redactionSet = (projectId: number, policy: RedactionPolicy, reason: string) =>
+  apiFetch<Redaction>(`projects/${projectId}/redaction`, { method: "PUT", body: { policy, reason } });

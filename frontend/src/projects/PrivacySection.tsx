@@ -1,0 +1,154 @@
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { type FormEvent, useState } from "react";
+import { type Redaction, redactionGet, redactionKeys, redactionSet } from "../api/redaction";
+import { ErrorBanner } from "../components/ErrorBanner";
+import { Spinner } from "../components/Spinner";
+import { Table } from "../components/Table";
+
+const WHERE: Record<string, string> = {
+  element: "on screen",
+  url: "in URLs",
+  screen_text: "in terminal text",
+  thought: "in thoughts",
+  action: "in typed actions",
+  spoken: "in spoken words",
+};
+
+/** Patterns as a person writes them: one a line, "name: regular expression". */
+function patternsText(patterns: string[][]): string {
+  return patterns.map(([name, regex]) => `${name}: ${regex}`).join("\n");
+}
+
+function patternsOf(text: string): string[][] {
+  return text
+    .split("\n")
+    .map((line) => line.trim())
+    .filter(Boolean)
+    .map((line) => {
+      const at = line.indexOf(":");
+      return at < 0 ? [line, ""] : [line.slice(0, at).trim(), line.slice(at + 1).trim()];
+    });
+}
+
+function PolicyForm({ projectId, data, admin }: { projectId: number; data: Redaction; admin: boolean }) {
+  const client = useQueryClient();
+  const [enabled, setEnabled] = useState(data.policy.enabled);
+  const [words, setWords] = useState(data.policy.words.join("\n"));
+  const [patterns, setPatterns] = useState(patternsText(data.policy.patterns));
+  const [reason, setReason] = useState("");
+  const save = useMutation({
+    mutationFn: () =>
+      redactionSet(
+        projectId,
+        {
+          ...data.policy,
+          enabled,
+          words: words.split("\n").map((w) => w.trim()).filter(Boolean),
+          patterns: patternsOf(patterns),
+        },
+        reason,
+      ),
+    onSuccess: (fresh) => {
+      client.setQueryData(redactionKeys.project(projectId), fresh);
+      setReason("");
+    },
+  });
+  const switchingOff = data.policy.enabled && !enabled;
+
+  function submit(event: FormEvent) {
+    event.preventDefault();
+    save.mutate();
+  }
+
+  return (
+    <form className="privacy-form" onSubmit={submit} aria-label="Redaction policy">
+      <label className="field">
+        <span>
+          <input type="checkbox" checked={enabled} onChange={(e) => setEnabled(e.currentTarget.checked)} data-testid="redaction-enabled" />{" "}
+          Redact personal data (every kind below, in exports and stored transcripts)
+        </span>
+      </label>
+      <label className="field">
+        <span>Names and other private words, one a line (matched whole, in any case)</span>
+        <textarea rows={4} value={words} onChange={(e) => setWords(e.target.value)} data-testid="redaction-words" />
+      </label>
+      <label className="field">
+        <span>The project's own patterns, one a line: name: regular expression (e.g. customer_id: CUST-\d{"{5}"})</span>
+        <textarea rows={3} value={patterns} onChange={(e) => setPatterns(e.target.value)} data-testid="redaction-patterns" />
+      </label>
+      {switchingOff && (
+        <label className="field">
+          <span>Why switch it off? (kept in the audit log; only an admin may)</span>
+          <input value={reason} onChange={(e) => setReason(e.target.value)} data-testid="redaction-reason" />
+        </label>
+      )}
+      <button type="submit" className="button primary" disabled={save.isPending || (switchingOff && !admin)} data-testid="redaction-save">
+        {save.isPending ? "Saving…" : "Save policy"}
+      </button>
+      {switchingOff && !admin && <p className="muted small">Only an admin of this project can switch redaction off.</p>}
+      {save.error && <ErrorBanner error={save.error} title="The policy was not saved" />}
+      {save.isSuccess && (
+        <p className="muted small" data-testid="redaction-saved">
+          Saved. Snapshots frozen from now on record this policy; one frozen before and not yet built must be frozen again.
+        </p>
+      )}
+    </form>
+  );
+}
+
+/**
+ * The project's redaction policy (managers): what it finds in recent episodes, by kind and where, with examples to
+ * check for wrong hits, and the words and patterns it adds to the built-in kinds.
+ */
+export function PrivacySection({ projectId, admin }: { projectId: number; admin: boolean }) {
+  const query = useQuery({ queryKey: redactionKeys.project(projectId), queryFn: ({ signal }) => redactionGet(projectId, signal) });
+  if (query.isPending) return <Spinner label="Loading the redaction policy…" />;
+  if (query.isError) return <ErrorBanner error={query.error} title="Could not load the redaction policy" onRetry={() => query.refetch()} />;
+  const data = query.data;
+  return (
+    <section className="card privacy-section" aria-label="Personal data" data-testid="privacy-section">
+      <div className="section-header">
+        <h2>Personal data</h2>
+        <span className={data.policy.enabled ? "badge" : "badge danger"} data-testid="redaction-state">
+          {data.policy.enabled ? "redacted" : "not redacted"}
+        </span>
+      </div>
+      <p className="muted small">
+        Kinds: {data.policy.kinds.join(", ")}. Found in the {data.episodes} most recent episodes
+        {data.counts.length === 0 ? ": nothing." : ":"}
+      </p>
+      {data.counts.length > 0 && (
+        <Table
+          testId="redaction-counts"
+          bare
+          rows={data.counts}
+          rowKey={(row) => row.kind}
+          rowProps={(row) => ({ "data-testid": "redaction-count", "data-kind": row.kind })}
+          columns={[
+            { header: "Kind", cell: (row) => row.kind },
+            { header: "Hits", className: "num", cell: (row) => <span data-testid="redaction-hits">{row.hits}</span> },
+            {
+              header: "Where",
+              cell: (row) =>
+                Object.entries(row.where)
+                  .map(([where, n]) => `${n} ${WHERE[where] ?? where}`)
+                  .join(", "),
+            },
+            {
+              header: "Examples (check for wrong hits)",
+              cell: (row) =>
+                row.examples.map((example, i) => (
+                  <div key={i} className="small" data-testid="redaction-example">
+                    …{example.before}
+                    <mark>{example.match}</mark>
+                    {example.after}… <span className="muted">(episode {example.episode}, step {example.step + 1})</span>
+                  </div>
+                )),
+            },
+          ]}
+        />
+      )}
+      <PolicyForm key={projectId} projectId={projectId} data={data} admin={admin} />
+    </section>
+  );
+}
