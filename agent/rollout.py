@@ -28,7 +28,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
 
 from agent import formats
 from agent.actions import Action, Turn, format_turn
@@ -36,7 +35,7 @@ from agent.envs.base import Env, EnvError, Observation
 from agent.policies.base import Policy, PolicyOutput
 from agent.prompt import DEFAULT_STYLE, HistoryStep, action_in_format, render_messages, render_observation
 
-__all__ = ["END_REASONS", "Decision", "EpisodeResult", "RejectedProposal", "StepRecord", "Supervisor",
+__all__ = ["END_REASONS", "Decision", "EpisodeResult", "RejectedProposal", "StepRecord", "Supervisor", "human_turn",
            "rejection_feedback", "run_episode"]
 
 END_REASONS = ("done", "max_steps", "void_turns", "finished", "env_error", "policy_error", "supervisor_finish",
@@ -111,11 +110,22 @@ class Decision:
             raise ValueError(f"a {self.kind} decision needs a turn with a valid action")
 
 
-@runtime_checkable
-class Supervisor(Protocol):
+class Supervisor:
+    """Every hook the loop calls on a supervisor, each with its null default: a loop without a supervisor runs with
+    this one (every proposal approved, no call_user answered). A supervisor overrides the hooks it decides."""
+
+    def watch_env(self, env: Env) -> None:
+        """The env the episode is about to run in (a live view streams its screen while a person decides)."""
+
     def review(self, index: int, observation: Observation, proposal: Turn, *, attempt: int = 1,
                repeated: bool = False) -> Decision:
-        """Decide one proposal: the step's ``attempt``-th; ``repeated`` when its action was already rejected."""
+        """Decide one proposal for step ``index``: the step's ``attempt``-th; ``repeated`` when its action was
+        already rejected at this step."""
+        return Decision("approve")
+
+    def answer_call_user(self, index: int, question: str) -> str | None:
+        """What a person answered the model's ``call_user`` at step ``index``; None: no one did."""
+        return None
 
 
 @dataclass
@@ -136,7 +146,8 @@ class EpisodeResult:
     check_ran: bool = True
 
 
-def _human_turn(action: Action, thought: str = "") -> Turn:
+def human_turn(action: Action, thought: str = "") -> Turn:
+    """A person's turn (or a stored one replayed): their action and thought, written as Loupe's grammar."""
     return Turn(thought=thought, action=action, void_reason=None, raw=format_turn(thought, action))
 
 
@@ -168,6 +179,184 @@ def _ms(since: float) -> float:
     return round((time.perf_counter() - since) * 1000, 3)
 
 
+@dataclass(frozen=True)
+class RolloutConfig:
+    """How the loop prompts the policy and how long it goes on: run_episode's settings, checked once."""
+
+    max_steps: int
+    max_consecutive_void: int = 3  # void turns in a row that end the episode
+    history_window: int = 4  # earlier turns the prompt shows
+    with_image: bool = False  # the screenshot goes with the prompt (for multimodal servers)
+    history_images: int = 0  # ... and the screenshots of that many earlier steps
+    action_format: str = "loupe"  # the format the policy answers in (agent/formats)
+    max_rejections: int = 20  # a step's rejections that end the episode
+    repeat_retries: int = 2  # asks again, sampling, when a proposal repeats a rejected one
+    repeat_temperature: float = 1.0
+
+    def __post_init__(self) -> None:
+        formats.check_format(self.action_format)
+        if isinstance(self.history_images, bool) or not isinstance(self.history_images, int) or self.history_images < 0:
+            raise ValueError(f"history_images must be a whole number >= 0, got {self.history_images!r}")
+
+
+@dataclass
+class _Proposed:
+    """A step's proposal as the supervisor decided it, with what the policy was asked and how long it took."""
+
+    prompt: list[dict]
+    output: PolicyOutput
+    proposal: Turn
+    decision: Decision
+    rejections: int
+    observation_text: str
+    timings: dict
+
+
+class _Episode:
+    """One episode's loop: the steps so far, and the history and screenshots the next prompt shows."""
+
+    def __init__(self, env: Env, policy: Policy, config: RolloutConfig, *, task: str, seed: int,
+                 supervisor: Supervisor, on_step: Callable[[StepRecord], None] | None,
+                 on_reject: Callable[[RejectedProposal], None] | None) -> None:
+        self.env, self.policy, self.config, self.task, self.seed = env, policy, config, task, seed
+        self.supervisor, self.on_step, self.on_reject = supervisor, on_step, on_reject
+        self.style = getattr(policy, "prompt_style", DEFAULT_STYLE)  # the prompt style its model was trained on
+        self.steps: list[StepRecord] = []
+        self.history: list[HistoryStep] = []
+        self.screenshots: list[bytes] = []  # history's screenshots, one a step
+        self.consecutive_void = 0
+
+    def end(self, reason: str, reward: float = 0.0, **extra: str | bool | None) -> EpisodeResult:
+        if reason in UNCHECKED:
+            extra.setdefault("check_ran", False)
+        return EpisodeResult(reward=reward, steps=self.steps, end_reason=reason, task=self.task, seed=self.seed,
+                             **extra)
+
+    def remember(self, observation: Observation, observation_text: str, turn: Turn) -> None:
+        self.history.append(HistoryStep(observation_text, turn, observation.width, observation.height))
+        self.screenshots.append(observation.screenshot)
+
+    def replay(self, observation: Observation, replay: list[Action | Turn],
+               check: Callable[[int, Observation], str | None] | None,
+               on_replayed: Callable[[StepRecord], None] | None) -> Observation | EpisodeResult:
+        """Execute ``replay`` without the policy; the screen after it, or how the episode ended on the way."""
+        for item in replay:
+            turn = item if isinstance(item, Turn) else human_turn(item)
+            if turn.action is None:
+                continue  # a void turn changed nothing on the screen
+            difference = check(len(self.steps), observation) if check else None
+            if difference:
+                return self.end("replay_diverged", error=difference)
+            started = time.perf_counter()
+            try:
+                result = self.env.step(turn.action)
+            except EnvError as exc:
+                return self.end("env_error", error=f"while replaying step {len(self.steps) + 1}: {exc}")
+            self.steps.append(StepRecord(
+                index=len(self.steps), observation=observation, prompt=[], output=None, turn=turn, actor="human",
+                proposal=None, reward=result.reward, done=result.done, info={**result.info, "replayed": True},
+                timings={"observe": 0.0, "policy": 0.0, "execute": _ms(started)},
+            ))
+            if on_replayed:
+                on_replayed(self.steps[-1])
+            self.remember(observation, render_observation(observation, self.style), turn)
+            observation = result.observation
+            if result.done:
+                return self.end("finished" if turn.action.name == "finished" else "done", reward=result.reward)
+        difference = check(len(self.steps), observation) if check else None
+        return self.end("replay_diverged", error=difference) if difference else observation
+
+    def propose(self, index: int, observation: Observation, feedback: str | None) -> _Proposed | EpisodeResult:
+        """Ask the policy for step ``index`` until the supervisor takes a proposal (or a turn of its own); a reject
+        asks again, the prompt saying what was rejected and why."""
+        config, started = self.config, time.perf_counter()
+        observation_text = render_observation(observation, self.style)
+        earlier = self.screenshots[len(self.screenshots) - config.history_images:] if config.history_images else []
+        images = [*earlier, observation.screenshot] if config.with_image else None
+        timings = {"observe": _ms(started), "policy": 0.0, "execute": 0.0}
+        rejected: list[tuple[Turn, str]] = []  # this step's proposals a person turned down, with why
+        while True:
+            rejects = (rejection_feedback(rejected, config.action_format, observation.width, observation.height)
+                       if rejected else None)
+            told = " ".join(part for part in (feedback, rejects) if part)
+            prompt = render_messages(
+                instruction=observation.instruction, observation_text=observation_text, history=self.history,
+                images=images, history_window=config.history_window, feedback=told or None, style=self.style,
+                action_format=config.action_format,
+            )
+            rejected_keys = {_same_turn_key(turn) for turn, _ in rejected}
+            for retry in range(1 + (config.repeat_retries if rejected else 0)):
+                asked = time.perf_counter()
+                output = self.policy.act(prompt, temperature=config.repeat_temperature if retry else None)
+                timings["policy"] += _ms(asked)
+                if output.error is not None:
+                    return self.end("policy_error", error=output.error)
+                proposal = formats.parse(output.text, format=config.action_format, width=observation.width,
+                                         height=observation.height)
+                repeated = _same_turn_key(proposal) in rejected_keys
+                if not repeated:
+                    break
+            attempt = len(rejected) + 1
+            decision = self.supervisor.review(index, observation, proposal, attempt=attempt, repeated=repeated)
+            if decision.kind != "reject":
+                return _Proposed(prompt=prompt, output=output, proposal=proposal, decision=decision,
+                                 rejections=len(rejected), observation_text=observation_text, timings=timings)
+            rejected.append((proposal, decision.reason))
+            if self.on_reject:
+                self.on_reject(RejectedProposal(index=index, attempt=attempt, prompt=prompt, output=output,
+                                                turn=proposal, reason=decision.reason, repeated=repeated,
+                                                action_format=config.action_format))
+            if len(rejected) >= config.max_rejections:
+                return self.end("supervisor_finish", outcome="rejected_too_often")
+
+    def execute(self, index: int, observation: Observation, proposed: _Proposed,
+                told: str) -> tuple[Observation, str | None] | EpisodeResult:
+        """Run the decided turn of step ``index`` and record it; the next screen and what the model is told next
+        (a call_user's answer), or how the episode ended. ``told``: what this step's prompt was told."""
+        decision, proposal = proposed.decision, proposed.proposal
+        if decision.kind == "approve":
+            turn, actor, overridden = proposal, "model", None
+        else:
+            assert decision.turn is not None  # checked by Decision
+            turn, actor, overridden = decision.turn, ("edited" if decision.kind == "edit" else "human"), proposal
+        info: dict = {"rejections": proposed.rejections} if proposed.rejections else {}
+        timings = proposed.timings
+        result = None
+        if turn.is_void:
+            self.consecutive_void += 1
+            info["void"] = turn.void_reason
+        else:
+            self.consecutive_void = 0
+            assert turn.action is not None
+            executed = time.perf_counter()
+            try:
+                result = self.env.step(turn.action)
+            except EnvError as exc:
+                return self.end("env_error", error=str(exc))
+            timings["execute"] = _ms(executed)
+            info.update(result.info)
+        record = StepRecord(index=index, observation=observation, prompt=proposed.prompt, output=proposed.output,
+                            turn=turn, actor=actor, proposal=overridden, reward=result.reward if result else 0.0,
+                            done=result.done if result else False, info=info, timings=timings,
+                            action_format=self.config.action_format, feedback=told)
+        self.steps.append(record)
+        if self.on_step:
+            self.on_step(record)
+        self.remember(observation, proposed.observation_text, turn)
+        if result is None:
+            return self.end("void_turns") if self.consecutive_void >= self.config.max_consecutive_void \
+                else (observation, None)
+        if turn.action.name == "finished":
+            return self.end("finished", reward=result.reward)
+        if result.done:
+            return self.end("done", reward=result.reward)
+        if turn.action.name == "call_user":
+            answer = self.supervisor.answer_call_user(index, turn.action.args["question"])
+            return result.observation, (f"The user answered: {answer}" if answer
+                                        else "No one answered; continue on your own.")
+        return result.observation, None
+
+
 def run_episode(
     env: Env,
     policy: Policy,
@@ -189,18 +378,19 @@ def run_episode(
     history_images: int = 0,
     replay_check: Callable[[int, Observation], str | None] | None = None,
     on_replayed: Callable[[StepRecord], None] | None = None,
+    start_index: int | None = None,
 ) -> EpisodeResult:
     """Run one episode to its end and say why it ended (one of ``END_REASONS``).
 
     ``replay``: actions (or turns) re-executed first on the same seed, without the policy, to
     resume an interrupted episode; their records are returned (actor "human",
-    ``info["replayed"]``, void turns skipped) but not passed to ``on_step``, since the caller
-    stored them the first time; they count towards ``max_steps``. ``with_image`` attaches
-    the screenshot to the prompt (for multimodal servers), and with it ``history_images`` the
-    screenshots of up to that many earlier steps. ``action_format`` is the format the policy
-    answers in (see the module docstring). A supervisor may also offer
-    ``answer_call_user(index, question) -> str | None``; its answer reaches the next prompt.
-    ``on_reject`` receives every proposal a supervisor rejected (the caller stores it).
+    ``info["replayed"]``, void turns skipped, indexed by their place in the replay) but not passed to
+    ``on_step``, since the caller stored them the first time; they count towards ``max_steps``.
+    ``start_index``: the index of the first step after the replay, as the caller stores it (a resumed episode's
+    stored void steps are not replayed, so it may be past the replayed count, the default); every new step, its
+    rejected proposals and the supervisor's hooks are told indices from there. The settings (``max_steps`` to
+    ``history_images``) are :class:`RolloutConfig`'s. ``supervisor``: see :class:`Supervisor`; ``on_reject``
+    receives every proposal a supervisor rejected (the caller stores it).
 
     ``replay_check(position, observation)`` (a branch, which must reach the very state its parent was in) is
     asked before each replayed action (``position``: how many were replayed before it) and once more after the
@@ -208,148 +398,36 @@ def run_episode(
     before anything else runs. ``on_replayed`` receives each replayed record (a branch stores them; a resumed
     episode had stored them already).
     """
-    formats.check_format(action_format)
-    if isinstance(history_images, bool) or not isinstance(history_images, int) or history_images < 0:
-        raise ValueError(f"history_images must be a whole number >= 0, got {history_images!r}")
-    steps: list[StepRecord] = []
-    history: list[HistoryStep] = []
-    screenshots: list[bytes] = []  # history's screenshots, one a step
-    style = getattr(policy, "prompt_style", DEFAULT_STYLE)  # the prompt style the policy's model was trained on
-
-    def remember(observation: Observation, observation_text: str, turn: Turn) -> None:
-        history.append(HistoryStep(observation_text, turn, observation.width, observation.height))
-        screenshots.append(observation.screenshot)
-
-    def end(reason: str, reward: float = 0.0, **extra: str | bool | None) -> EpisodeResult:
-        if reason in UNCHECKED:
-            extra.setdefault("check_ran", False)
-        return EpisodeResult(reward=reward, steps=steps, end_reason=reason, task=task, seed=seed, **extra)
-
+    config = RolloutConfig(max_steps=max_steps, max_consecutive_void=max_consecutive_void,
+                           history_window=history_window, with_image=with_image, history_images=history_images,
+                           action_format=action_format, max_rejections=max_rejections, repeat_retries=repeat_retries,
+                           repeat_temperature=repeat_temperature)
+    replay = replay or []
+    replayed = sum(1 for item in replay if (item.action if isinstance(item, Turn) else item) is not None)
+    if start_index is not None and start_index < replayed:
+        raise ValueError(f"start_index {start_index} is before the end of the replay ({replayed} steps)")
+    supervisor = supervisor or Supervisor()
+    episode = _Episode(env, policy, config, task=task, seed=seed, supervisor=supervisor, on_step=on_step,
+                       on_reject=on_reject)
+    supervisor.watch_env(env)
     try:
         observation = env.reset(task, seed)
     except EnvError as exc:
-        return end("env_error", error=str(exc))
-
-    for item in replay or []:
-        turn = item if isinstance(item, Turn) else _human_turn(item)
-        if turn.action is None:
-            continue  # a void turn changed nothing on the screen
-        difference = replay_check(len(steps), observation) if replay_check else None
-        if difference:
-            return end("replay_diverged", error=difference)
-        started = time.perf_counter()
-        try:
-            result = env.step(turn.action)
-        except EnvError as exc:
-            return end("env_error", error=f"while replaying step {len(steps) + 1}: {exc}")
-        steps.append(StepRecord(
-            index=len(steps), observation=observation, prompt=[], output=None, turn=turn, actor="human",
-            proposal=None, reward=result.reward, done=result.done, info={**result.info, "replayed": True},
-            timings={"observe": 0.0, "policy": 0.0, "execute": _ms(started)},
-        ))
-        if on_replayed:
-            on_replayed(steps[-1])
-        remember(observation, render_observation(observation, style), turn)
-        observation = result.observation
-        if result.done:
-            return end("finished" if turn.action.name == "finished" else "done", reward=result.reward)
-    difference = replay_check(len(steps), observation) if replay_check else None
-    if difference:
-        return end("replay_diverged", error=difference)
-
-    consecutive_void = 0
-    feedback: str | None = None
-    while len(steps) < max_steps:
-        index = len(steps)
-        started = time.perf_counter()
-        observation_text = render_observation(observation, style)
-        earlier = screenshots[len(screenshots) - history_images:] if history_images else []
-        images = [*earlier, observation.screenshot] if with_image else None
-        observe_ms = _ms(started)
-        policy_ms = 0.0
-        rejected: list[tuple[Turn, str]] = []  # this step's proposals a person turned down, with why
-        while True:
-            rejects = (rejection_feedback(rejected, action_format, observation.width, observation.height)
-                       if rejected else None)
-            told = " ".join(part for part in (feedback, rejects) if part)
-            prompt = render_messages(
-                instruction=observation.instruction, observation_text=observation_text, history=history,
-                images=images, history_window=history_window, feedback=told or None, style=style,
-                action_format=action_format,
-            )
-            rejected_keys = {_same_turn_key(turn) for turn, _ in rejected}
-            for retry in range(1 + (repeat_retries if rejected else 0)):
-                asked = time.perf_counter()
-                output = policy.act(prompt, temperature=repeat_temperature if retry else None)
-                policy_ms += _ms(asked)
-                if output.error is not None:
-                    return end("policy_error", error=output.error)
-                proposal = formats.parse(output.text, format=action_format, width=observation.width,
-                                         height=observation.height)
-                repeated = _same_turn_key(proposal) in rejected_keys
-                if not repeated:
-                    break
-            attempt = len(rejected) + 1
-            decision = (supervisor.review(index, observation, proposal, attempt=attempt, repeated=repeated)
-                        if supervisor else Decision("approve"))
-            if decision.kind != "reject":
-                break
-            rejected.append((proposal, decision.reason))
-            if on_reject:
-                on_reject(RejectedProposal(index=index, attempt=attempt, prompt=prompt, output=output,
-                                           turn=proposal, reason=decision.reason, repeated=repeated,
-                                           action_format=action_format))
-            if len(rejected) >= max_rejections:
-                return end("supervisor_finish", outcome="rejected_too_often")
-        told_before, feedback = feedback or "", None
-
-        if decision.kind == "finish":
-            return _person_finish(env, end, decision.outcome)
-        if decision.kind == "approve":
-            turn, actor, overridden = proposal, "model", None
-        else:
-            assert decision.turn is not None  # checked by Decision
-            turn, actor, overridden = decision.turn, ("edited" if decision.kind == "edit" else "human"), proposal
-        info: dict = {"rejections": len(rejected)} if rejected else {}
-        timings = {"observe": observe_ms, "policy": policy_ms, "execute": 0.0}
-
-        if turn.is_void:
-            consecutive_void += 1
-            record = StepRecord(index=index, observation=observation, prompt=prompt, output=output, turn=turn,
-                                actor=actor, proposal=overridden, reward=0.0, done=False,
-                                info={**info, "void": turn.void_reason}, timings=timings,
-                                action_format=action_format, feedback=told_before)
-            steps.append(record)
-            if on_step:
-                on_step(record)
-            remember(observation, observation_text, turn)
-            if consecutive_void >= max_consecutive_void:
-                return end("void_turns")
-            continue
-
-        consecutive_void = 0
-        assert turn.action is not None
-        executed = time.perf_counter()
-        try:
-            result = env.step(turn.action)
-        except EnvError as exc:
-            return end("env_error", error=str(exc))
-        timings["execute"] = _ms(executed)
-        record = StepRecord(index=index, observation=observation, prompt=prompt, output=output, turn=turn,
-                            actor=actor, proposal=overridden, reward=result.reward, done=result.done,
-                            info={**info, **result.info}, timings=timings, action_format=action_format,
-                            feedback=told_before)
-        steps.append(record)
-        if on_step:
-            on_step(record)
-        remember(observation, observation_text, turn)
-        observation = result.observation
-        if turn.action.name == "finished":
-            return end("finished", reward=result.reward)
-        if result.done:
-            return end("done", reward=result.reward)
-        if turn.action.name == "call_user":
-            answer_fn = getattr(supervisor, "answer_call_user", None)
-            answer = answer_fn(index, turn.action.args["question"]) if callable(answer_fn) else None
-            feedback = f"The user answered: {answer}" if answer else "No one answered; continue on your own."
-    return _checked_end(env, end, "max_steps")
+        return episode.end("env_error", error=str(exc))
+    observation = episode.replay(observation, replay, replay_check, on_replayed)
+    if isinstance(observation, EpisodeResult):
+        return observation
+    offset = (start_index - len(episode.steps)) if start_index is not None else 0  # stored void steps not replayed
+    feedback: str | None = None  # what the model is told at the next step (a call_user's answer)
+    while len(episode.steps) < config.max_steps:
+        index = len(episode.steps) + offset
+        proposed = episode.propose(index, observation, feedback)
+        if isinstance(proposed, EpisodeResult):
+            return proposed
+        if proposed.decision.kind == "finish":
+            return _person_finish(env, episode.end, proposed.decision.outcome)
+        step = episode.execute(index, observation, proposed, told=feedback or "")
+        if isinstance(step, EpisodeResult):
+            return step
+        observation, feedback = step
+    return _checked_end(env, episode.end, "max_steps")

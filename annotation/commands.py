@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from agent.actions import Action, ActionSyntaxError, Turn, format_turn, parse_action
-from agent.rollout import Decision
+from agent.actions import Action, ActionSyntaxError, Turn, parse_action
+from agent.rollout import Decision, human_turn
 from annotation.models import Command, CommandStatus, Intervention
 from core.audit import audit_record
 from core.limits import LABELS, too_long
@@ -105,10 +105,9 @@ def _same_text(a: str, b: str) -> bool:
     return " ".join(a.split()) == " ".join(b.split())
 
 
-def _human_turn(payload: dict) -> Turn:
-    action = Action.from_dict(payload["action"])
-    thought = payload.get("thought", "")
-    return Turn(thought=thought, action=action, void_reason=None, raw=format_turn(thought, action))
+def _payload_turn(payload: dict) -> Turn:
+    """A stored command's turn (its action and the person's thought)."""
+    return human_turn(Action.from_dict(payload["action"]), payload.get("thought", ""))
 
 
 def _check_text(kind: str, value) -> str:
@@ -210,7 +209,7 @@ class Act(LiveCommand):
     @classmethod
     def apply(cls, command, at):
         cls._check_control(at.episode)
-        turn = _human_turn(command.payload)
+        turn = _payload_turn(command.payload)
         command_apply(command=command, step_index=at.index, proposal=at.proposal_dict,
                       correction=episodes.turn_payload(turn))
         at.deciders[at.index] = command.user
@@ -315,13 +314,13 @@ class Edit(ProposalAnswer):
 
     @classmethod
     def answer(cls, command, at):
-        turn = _human_turn(command.payload)
+        turn = _payload_turn(command.payload)
         if turn.thought and _same_text(turn.thought, at.proposal.thought) and (
                 at.proposal.action is None or turn.action.to_dict() != at.proposal.action.to_dict()):
             # the action changed but the thought is the model's: kept as the person's, it would pass the model's
             # reasoning off as theirs (the "chosen" side of a preference pair). It stays on the proposal; the
             # person's turn keeps no thought.
-            turn = _human_turn({"action": command.payload["action"], "thought": ""})
+            turn = _payload_turn({"action": command.payload["action"], "thought": ""})
         command_apply(command=command, step_index=at.index, proposal=at.proposal_dict,
                       correction=episodes.turn_payload(turn))
         return Decision(kind="edit", turn=turn)

@@ -25,6 +25,7 @@ from annotation.models import Command, TranscriptWord
 from flywheel import episodes
 from flywheel.models import Episode, EpisodeStatus, Mode
 from flywheel.episodes import EpisodeStop
+from flywheel.rollout_worker import LiveSupervisor
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,9 @@ def supervisor_for(episode: Episode) -> "EpisodeSupervisor":
     return EpisodeSupervisor(episode)
 
 
-class EpisodeSupervisor:
+class EpisodeSupervisor(LiveSupervisor):
+    """The rollout worker's supervisor of a live episode: people's stored commands decide its steps."""
+
     def __init__(self, episode: Episode):
         self.episode_id = episode.pk
         self.mode = episode.mode
@@ -102,14 +105,16 @@ class EpisodeSupervisor:
             if observation.instruction and observation.instruction != episode.instruction:
                 seen["instruction"] = observation.instruction  # shown above the screen from the first proposal on
             if seen:
-                episodes.episode_live_state_set(episode_id=self.episode_id, **seen)
+                episode = episodes.episode_live_state_set(episode_id=self.episode_id, **seen)  # as it is now
+            applied = False
             for command in services.commands_pending(episode_id=self.episode_id):
-                self._last_activity = time.monotonic()
+                self._last_activity, applied = time.monotonic(), True
                 decision = self._apply(command, index, proposal)
                 if decision is not None:
                     episodes.proposal_close(episode=episode)
                     return decision
-            episode.refresh_from_db()
+            if applied:  # a pause, resume, takeover or handback changed it: read it again; else once a tick
+                episode.refresh_from_db()
             asks_user = proposal.action is not None and proposal.action.name == "call_user"
             if (self.mode == Mode.AUTONOMOUS and episode.status != EpisodeStatus.PAUSED and not episode.human_control
                     and not asks_user):

@@ -1,6 +1,8 @@
 """Flywheel cycles: gate -> snapshot -> train -> evaluate -> decide -> deployed | rejected (| skipped | failed).
 
-Each state is a thin Celery task (flywheel/tasks.py) that calls the function of the same name here.
+Each state is a thin Celery task (flywheel/tasks.py) that calls the function of the same name here. Training is
+composed, not called back: the train state sends a Celery chain of its run (``cycle_run``, on the ``train`` queue)
+and of itself, which then finds the run ended and moves on; the run knows nothing of the cycle.
 The database holds everything a cycle knows, so any state can be retried:
 
 - **One cycle at a time per project**: ``cycle_start`` locks the Project row, and a partial unique
@@ -14,8 +16,8 @@ The database holds everything a cycle knows, so any state can be retried:
   in any state stops heartbeating; ``cycles_resume`` (a beat task) then re-sends the state's task, which
   takes over the stale lease. Lost messages (a Redis restart) are re-sent the same way.
 
-This module is the state machine only (settings: cycle_settings.py; measuring: evaluation.py; leases:
-leases.py); it is longer than 400 lines because each state's compare-and-set, lease and retry read best
+This module is the state machine only (settings: cycle_settings.py; measuring: evaluation.py; heartbeats:
+heartbeats.py); it is longer than 400 lines because each state's compare-and-set, lease and retry read best
 beside the others.
 
 Evaluation runs on the ``train`` queue: it is ``python -m trainer eval`` as a subprocess, next to the
@@ -37,9 +39,8 @@ from django.utils import timezone
 from core.audit import audit_record
 from core.errors import ApplicationError
 from flywheel import cycle_settings, datasets, deployments, evaluation, policy_server, replay, snapshots, training
-from flywheel.dataset_rows import export_target
 from flywheel.snapshot_kinds import DPO_KIND
-from flywheel.leases import Heartbeat, worker_name
+from flywheel.heartbeats import Heartbeat, worker_name
 from flywheel.models import (CYCLE_TERMINAL, Checkpoint, Cycle, CycleState, DatasetSnapshot, Deployment, Evaluation,
                              Project, RunStatus, SnapshotEpisode, SnapshotStatus, Split, TrainingRun)
 
@@ -55,7 +56,7 @@ def _trained_on(project: Project, kind: str):
 def bucket_rows(project: Project, config: dict) -> dict:
     """Per recipe bucket: train-split rows in all, and rows no cycle has trained on yet (for DPO also the new
     pairs whose actions differ, ``new_differing``)."""
-    out, target = {}, export_target(project)  # RL rows are steps for a checkpoint that reads screenshots
+    out, target = {}, datasets.export_target(project)  # RL rows are steps for a checkpoint that reads screenshots
     for stage in config["recipe"]:
         kind = cycle_settings.BUCKET_FOR_ALGORITHM[stage["algorithm"]]
         episodes = datasets.filter_apply(datasets.bucket_episodes(project, kind), project, kind, {"split": Split.TRAIN})
@@ -385,10 +386,8 @@ def _candidate_init(cycle: Cycle) -> Checkpoint | None:
 
 def cycle_train(*, cycle_id: int) -> str:
     """Create the cycle's training run once (with the data its stages train on beside their snapshots) and
-    send it to the `train` queue; when the run has ended (its task calls back here), go on to evaluate, or fail
-    with the trainer's log."""
-    from flywheel import tasks
-
+    send it to the `train` queue; when the run has ended (the chain :func:`_send_run` sends calls back here), go on
+    to evaluate, or fail with the trainer's log."""
     with transaction.atomic():
         cycle = _locked(cycle_id, CycleState.TRAIN)
         if cycle is None:
@@ -406,7 +405,7 @@ def cycle_train(*, cycle_id: int) -> str:
                 cycle.run, cycle.progress = run, {"label": f"training run #{run.pk} queued", "sent_at": _now_iso()}
                 cycle.decision_data = {**(cycle.decision_data or {}), "data": data}
                 cycle.save(update_fields=["run", "progress", "decision_data", "updated_at"])
-                transaction.on_commit(lambda: tasks.training_run_execute.delay(run.pk))
+                transaction.on_commit(lambda: _send_run(cycle.pk, run.pk))
                 return "training"
         else:
             run = TrainingRun.objects.get(pk=cycle.run_id)
@@ -422,7 +421,7 @@ def cycle_train(*, cycle_id: int) -> str:
                 # only now and then, as it may simply wait behind another run on the train queue)
                 cycle.progress = {**(cycle.progress or {}), "sent_at": _now_iso()}
                 cycle.save(update_fields=["progress", "updated_at"])
-                transaction.on_commit(lambda: tasks.training_run_execute.delay(run.pk))
+                transaction.on_commit(lambda: _send_run(cycle.pk, run.pk))
                 return "training (re-sent)"
             else:
                 return "training"
@@ -458,20 +457,26 @@ def _resend_due(cycle: Cycle) -> bool:
     return sent is None or datetime.fromisoformat(sent) < timezone.now() - wait
 
 
-def cycle_run_execute(*, run_id: int) -> str:
-    """A cycle's training run, on the `train` queue, under the cycle's lease; then back to cycle_train."""
+def _send_run(cycle_id: int, run_id: int) -> None:
+    """The cycle's training run on the `train` queue, then the cycle's next step (cycle_train), as one Celery chain:
+    the run knows nothing of the cycle, and the cycle goes on whether the run succeeded or failed (its status says
+    which). A lost message is re-sent by cycle_train when cycles_resume finds the cycle idle."""
+    from celery import chain
+
     from flywheel import tasks
 
-    run = TrainingRun.objects.get(pk=run_id)
-    cycle_id = run.config["cycle"]
+    chain(tasks.cycle_run.si(cycle_id, run_id).set(queue="train"), tasks.cycle_train.si(cycle_id)).delay()
+
+
+def cycle_run(*, cycle_id: int, run_id: int) -> str:
+    """A cycle's training run, under the cycle's lease (so cycles_resume leaves it alone while it trains)."""
     with _lease(cycle_id, CycleState.TRAIN) as held:
         if not held:
             return "busy or moved on"
-        status = run.status
+        status = TrainingRun.objects.values_list("status", flat=True).get(pk=run_id)
         if status not in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED):  # not a duplicate message
-            Cycle.objects.filter(pk=cycle_id).update(progress={"label": f"training run #{run.pk}"})
+            Cycle.objects.filter(pk=cycle_id).update(progress={"label": f"training run #{run_id}"})
             status = training.run_execute(run_id=run_id)
-    tasks.cycle_train.delay(cycle_id)
     return status
 
 

@@ -1,64 +1,23 @@
-"""Dataset rows: a step rendered for the checkpoint the rows train (:func:`export_target`), by the one prompt renderer
+"""Dataset rows: a step rendered for the checkpoint the rows train (datasets.export_target), by the one prompt renderer
 (agent/prompt.py) from the steps' structure: its prompt style and action format, its screenshots when it reads them;
 a person's edits, takeovers and the proposals they turned down are written in its format. The pieces each snapshot
 kind (flywheel/snapshot_kinds.py) makes its rows of."""
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
 from agent.actions import Action, Turn
 from agent.envs.base import Element
-from agent.prompt import DEFAULT_STYLE
 from agent.rollout import rejection_feedback
 from agent.rows import DPORow, GRPORow, RenderedFor, StepView, render_prompt, render_turn
 from flywheel.branch_pairs import branch_pair
-from flywheel.models import Actor, Correction, Deployment, Episode, Judgement, PolishState, Project, Rejection, Step
-from core.errors import ApplicationError
+from flywheel.models import Actor, Correction, Episode, Judgement, PolishState, Rejection, Step
 
 
 def image_path(screenshot: str) -> str:
     """Where a screenshot lies inside an export bundle (``images/<name>``, relative to data.jsonl: what
     trainer/vlm.py resolves a row's images against)."""
     return f"images/{os.path.basename(screenshot)}" if screenshot else ""
-
-
-def _checkpoint_style(uri: str) -> str:
-    """The prompt style a checkpoint dir reads: its loupe.json's ``prompt_style``, else full (the rule of
-    trainer.model.checkpoint_prompt_style, read from the file: flywheel knows the trainer by its files only)."""
-    file = Path(uri) / "loupe.json" if uri else None
-    if file is None or not file.is_file():
-        return DEFAULT_STYLE
-    try:
-        return json.loads(file.read_text()).get("prompt_style") or DEFAULT_STYLE
-    except (OSError, ValueError, AttributeError) as exc:
-        raise ApplicationError(f"The deployed checkpoint's {file} cannot be read ({exc}); fix or re-register it.") \
-            from None
-
-
-# The tiny model's prompt style (trainer.model.TINY_PROMPT_STYLE): a run with no deployed checkpoint to start from
-# trains the tiny model (flywheel.training.run_create), so that is what the rows are rendered for then.
-TINY_STYLE = "named"
-
-
-def export_target(project: Project) -> RenderedFor:
-    """What the project's rows are rendered for: the checkpoint its next training run starts from (as
-    flywheel.training.run_create picks it: the deployed one when its dir exists, else the tiny model). Its action
-    format, prompt style (its loupe.json's), whether it reads screenshots, and then the project's
-    ``history_images``. The tiny model: format loupe, the named prompt, no screenshots."""
-    from flywheel import cycle_settings
-
-    deployment = Deployment.objects.filter(project=project, active=True).select_related("checkpoint").first()
-    checkpoint = deployment.checkpoint if deployment is not None else None
-    if checkpoint is None or not checkpoint.uri or not Path(checkpoint.uri).is_dir():
-        return RenderedFor(style=TINY_STYLE)
-    history = cycle_settings.settings_of(project)["history_images"] if checkpoint.reads_images else 0
-    try:
-        return RenderedFor(style=_checkpoint_style(checkpoint.uri), action_format=checkpoint.action_format,
-                           reads_images=checkpoint.reads_images, history_images=history)
-    except ValueError as exc:
-        raise ApplicationError(f"Checkpoint {checkpoint.name} cannot have rows rendered for it: {exc}.") from None
 
 
 def step_view(step: Step) -> StepView:

@@ -1,24 +1,66 @@
-"""Datasets: a project's buckets (one a snapshot kind, flywheel/snapshot_kinds.py), the filters a snapshot is asked
-with, and the rows of a bucket's episodes (flywheel/dataset_rows.py renders them; snapshots.py freezes them).
+"""Datasets: what a project's rows are rendered for (:func:`export_target`), its buckets (one a snapshot kind,
+flywheel/snapshot_kinds.py), the filters a snapshot is asked with, and the rows of a bucket's episodes
+(flywheel/dataset_rows.py renders them; snapshots.py freezes them).
 
 The routing that decides the sft and ct buckets is flywheel/routing.py (its setter is named here too, where the
 callers have always found it)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from django.db.models import QuerySet
 from django.db.models.base import ModelState
 
+from agent.prompt import DEFAULT_STYLE
 from agent.rows import RenderedFor
-from flywheel.models import Episode, EpisodeStatus, Mode, Project, Rejection, SnapshotEpisode, SnapshotStatus, Split, Step
+from flywheel.models import (Deployment, Episode, EpisodeStatus, Mode, Project, Rejection, SnapshotEpisode, SnapshotStatus,
+                             Split, Step)
 from flywheel.routing import RULES, routing_of, routing_set  # noqa: F401 (named as datasets.* by callers)
-from flywheel.dataset_rows import export_target
 from flywheel.snapshot_kinds import KINDS, kind_of
 from core.errors import ApplicationError
 
 FILTER_KEYS = {"tasks", "split", "checkpoint", "mode", "created_after", "created_before", "only_new"}
+
+
+# --- what rows are rendered for ---
+def _checkpoint_style(uri: str) -> str:
+    """The prompt style a checkpoint dir reads: its loupe.json's ``prompt_style``, else full (the rule of
+    trainer.model.checkpoint_prompt_style, read from the file: flywheel knows the trainer by its files only)."""
+    file = Path(uri) / "loupe.json" if uri else None
+    if file is None or not file.is_file():
+        return DEFAULT_STYLE
+    try:
+        return json.loads(file.read_text()).get("prompt_style") or DEFAULT_STYLE
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ApplicationError(f"The deployed checkpoint's {file} cannot be read ({exc}); fix or re-register it.") \
+            from None
+
+
+# The tiny model's prompt style (trainer.model.TINY_PROMPT_STYLE): a run with no deployed checkpoint to start from
+# trains the tiny model (flywheel.training.run_create), so that is what the rows are rendered for then.
+TINY_STYLE = "named"
+
+
+def export_target(project: Project) -> RenderedFor:
+    """What the project's rows are rendered for: the checkpoint its next training run starts from (as
+    flywheel.training.run_create picks it: the deployed one when its dir exists, else the tiny model). Its action
+    format, prompt style (its loupe.json's), whether it reads screenshots, and then the project's
+    ``history_images``. The tiny model: format loupe, the named prompt, no screenshots."""
+    from flywheel import cycle_settings
+
+    deployment = Deployment.objects.filter(project=project, active=True).select_related("checkpoint").first()
+    checkpoint = deployment.checkpoint if deployment is not None else None
+    if checkpoint is None or not checkpoint.uri or not Path(checkpoint.uri).is_dir():
+        return RenderedFor(style=TINY_STYLE)
+    history = cycle_settings.settings_of(project)["history_images"] if checkpoint.reads_images else 0
+    try:
+        return RenderedFor(style=_checkpoint_style(checkpoint.uri), action_format=checkpoint.action_format,
+                           reads_images=checkpoint.reads_images, history_images=history)
+    except ValueError as exc:
+        raise ApplicationError(f"Checkpoint {checkpoint.name} cannot have rows rendered for it: {exc}.") from None
 
 
 # --- buckets ---------------------------------------------------------------------------------------

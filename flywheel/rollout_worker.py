@@ -12,9 +12,11 @@ import time
 
 from django.conf import settings
 
+from agent.actions import Action
+from agent.rollout import Supervisor, human_turn, run_episode
 from flywheel import cycle_settings, episodes
 from flywheel.episodes import EpisodeStop
-from flywheel.leases import Heartbeat, worker_name
+from flywheel.heartbeats import Heartbeat, worker_name
 from flywheel.models import Deployment, Episode, EpisodeStatus, Step
 
 log = logging.getLogger(__name__)
@@ -115,13 +117,13 @@ def policy_for(episode: Episode):
     return _policies[key]
 
 
-def record_step(episode: Episode, record, *, index_offset: int = 0, intervened_by=None) -> Step:
+def record_step(episode: Episode, record, *, intervened_by=None) -> Step:
     """Store one agent.rollout.StepRecord."""
     obs = record.observation
     out = record.output
     turn = record.turn
     return episodes.step_record(
-        episode=episode, index=record.index + index_offset, screenshot=obs.screenshot, width=obs.width,
+        episode=episode, index=record.index, screenshot=obs.screenshot, width=obs.width,
         height=obs.height, url=obs.url, instruction=obs.instruction, elements=[e.to_dict() for e in obs.elements], screen_text=obs.screen_text or "",
         feedback=record.feedback,
         prompt=record.prompt or [], raw_output=out.text if out else turn.raw, token_ids=list(out.token_ids) if out else [],
@@ -133,11 +135,11 @@ def record_step(episode: Episode, record, *, index_offset: int = 0, intervened_b
     )
 
 
-def record_rejection(episode: Episode, record, *, index_offset: int = 0, rejected_by=None):
+def record_rejection(episode: Episode, record, *, rejected_by=None):
     """Store one agent.rollout.RejectedProposal."""
     turn, out = record.turn, record.output
     return episodes.rejection_record(
-        episode=episode, index=record.index + index_offset, attempt=record.attempt, prompt=record.prompt,
+        episode=episode, index=record.index, attempt=record.attempt, prompt=record.prompt,
         raw_output=out.text, token_ids=list(out.token_ids), token_logprobs=[float(x) for x in out.token_logprobs],
         thought=turn.thought, action=turn.action.to_dict() if turn.action else None,
         action_text=turn.action.to_text() if turn.action else "", void_reason=turn.void_reason, reason=record.reason,
@@ -154,20 +156,20 @@ def _json_safe(value):
     return str(value)
 
 
-class StoredIndexSupervisor:
-    """A supervisor as run_episode sees it, told stored step indices: run_episode counts the steps it ran (a
-    replay skips stored void steps), so after a replay over void steps its index is ``offset`` short of the
-    index the step is stored at, which the proposal a person sees and the commands they send name."""
+class LiveSupervisor(Supervisor):
+    """The supervisor the worker plugs into an episode (settings.LOUPE_SUPERVISOR_FACTORY): the loop's hooks
+    (agent.rollout.Supervisor) and the worker's, each with its null default; an episode with no factory runs
+    with this one (every proposal approved, nobody to answer)."""
 
-    def __init__(self, inner, offset: int):
-        self.inner, self.offset = inner, offset
+    def actor_for(self, index: int):
+        """The person who decided step ``index`` (None: the model did)."""
+        return None
 
-    def review(self, index: int, observation, proposal, *, attempt: int = 1, repeated: bool = False):
-        return self.inner.review(index + self.offset, observation, proposal, attempt=attempt, repeated=repeated)
+    def after_step(self, step: Step) -> None:
+        """Step ``step`` is stored."""
 
-    def answer_call_user(self, index: int, question: str) -> str | None:
-        answer = getattr(self.inner, "answer_call_user", None)
-        return answer(index + self.offset, question) if callable(answer) else None
+    def close(self) -> None:
+        """The episode's run is over."""
 
 
 class BranchReplay:
@@ -189,10 +191,7 @@ class BranchReplay:
     @staticmethod
     def turn_of(step: Step):
         """A stored step's turn as the policy's history shows it (its thought and action)."""
-        from agent.actions import Action, Turn, format_turn
-
-        action = Action.from_dict(step.action)
-        return Turn(thought=step.thought, action=action, void_reason=None, raw=format_turn(step.thought, action))
+        return human_turn(Action.from_dict(step.action), step.thought)
 
     def _expected(self, position: int) -> Step | None:
         if position < len(self.acted):
@@ -242,10 +241,8 @@ def _stored_bytes(name: str) -> bytes | None:
 
 def run(episode_id: int, *, supervisor_factory=None) -> str:
     """Run (or resume) one episode to its end. Returns the end reason."""
-    from agent.actions import Action
     from agent.envs import EnvError, add_authored_task
     from agent.policies import PolicyError
-    from agent.rollout import run_episode
 
     worker = worker_name()
     episode = episodes.episode_claim(episode_id=episode_id, worker=worker)
@@ -262,11 +259,10 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
     replay = [Action.from_dict(a) for a in stored if a]  # void turns changed nothing on the page
     if branch is not None:  # the parent's turns with their thoughts, so the prompt at k is the parent's prompt at k
         replay[:len(branch.acted)] = [branch.turn_of(s) for s in branch.acted]
-    index_offset = len(stored) - len(replay)  # new steps continue after every stored one, void ones included
     started = time.monotonic()
     beat = functools.partial(episodes.episode_heartbeat, episode_id=episode.pk, worker=worker)
     with Heartbeat(beat, f"heartbeat-{episode.pk}"):
-        supervisor = None
+        supervisor = LiveSupervisor()  # until the factory's is made; closed either way
         try:
             env = env_for(episode.task.env_kind)
             from flywheel.task_files import files_for_task
@@ -276,26 +272,21 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
             policy = policy_for(episode)
             prompting = prompting_for(episode)
             log.info("episode %s: environment and policy ready after %.1f s", episode.pk, time.monotonic() - started)
-            # every episode gets the supervisor: watchers may pause or take over autonomous ones too
-            supervisor = supervisor_factory(episode) if supervisor_factory else None
-            if supervisor is not None and hasattr(supervisor, "watch_env"):
-                supervisor.watch_env(env)  # the live view: the screen streams while a person decides or acts
+            if supervisor_factory is not None:
+                supervisor = supervisor_factory(episode)
 
             def on_step(record):  # replayed steps are not passed here: they were stored before the interruption
-                step = record_step(episode, record, index_offset=index_offset,
-                                   intervened_by=supervisor.actor_for(record.index + index_offset) if supervisor else None)
-                if supervisor is not None:
-                    supervisor.after_step(step)
+                supervisor.after_step(record_step(episode, record, intervened_by=supervisor.actor_for(record.index)))
 
             def on_reject(record):
-                record_rejection(episode, record, index_offset=index_offset,
-                                 rejected_by=supervisor.actor_for(record.index + index_offset) if supervisor else None)
+                record_rejection(episode, record, rejected_by=supervisor.actor_for(record.index))
 
+            # every episode gets the supervisor: watchers may pause or take over autonomous ones too, and its live
+            # view streams the screen while a person decides or acts. New steps continue after every stored one,
+            # void ones (which a replay skips) included.
             result = run_episode(env, policy, task=episode.task.task_name, seed=episode.seed,
-                                 max_steps=episode.task.max_steps,
-                                 supervisor=StoredIndexSupervisor(supervisor, index_offset) if supervisor else None,
-                                 on_step=on_step,
-                                 on_reject=on_reject, replay=replay or None, **prompting,
+                                 max_steps=episode.task.max_steps, supervisor=supervisor, start_index=len(stored),
+                                 on_step=on_step, on_reject=on_reject, replay=replay or None, **prompting,
                                  replay_check=branch.check if branch else None,
                                  on_replayed=branch.store if branch else None)
         except EpisodeStop as exc:
@@ -315,8 +306,7 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
                                     end_reason=f"{type(exc).__name__}: {exc}")
             raise
         finally:
-            if supervisor is not None:
-                supervisor.close()
+            supervisor.close()
     reason = result.end_reason
     outcome = result.outcome if result.outcome in ("success", "failure", "infeasible") else ""
     detail = result.error or (result.outcome if result.outcome and not outcome else "")

@@ -1,7 +1,7 @@
 """Immutable dataset snapshots: freezing a bucket's rows (idempotent: the same data frozen twice is one
 snapshot), building the JSONL and Parquet files with progress, previews, and the export bundle.
 
-A snapshot's rows are rendered for the checkpoint deployed when it was asked for (flywheel.dataset_rows.export_target):
+A snapshot's rows are rendered for the checkpoint deployed when it was asked for (flywheel.datasets.export_target):
 what they were rendered for is fixed at the freeze, kept in ``lineage["rendered_for"]`` and in the bundle's
 snapshot.json, and is part of what makes two freezes the same one."""
 from __future__ import annotations
@@ -26,8 +26,8 @@ from core.audit import audit_record
 from core.errors import ApplicationError
 from core.limits import check_length
 from agent.rows import RenderedFor
-from flywheel.dataset_rows import export_target, image_path
-from flywheel.datasets import bucket_episodes, bucket_steps, filter_apply, filter_clean, rows_iter
+from flywheel.dataset_rows import image_path
+from flywheel.datasets import bucket_episodes, bucket_steps, export_target, filter_apply, filter_clean, rows_iter
 from flywheel.routing import routing_of
 from flywheel.snapshot_kinds import kind_of
 from flywheel.models import DatasetSnapshot, Episode, Project, SnapshotEpisode, SnapshotStatus, Step

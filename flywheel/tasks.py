@@ -35,11 +35,8 @@ def training_runs_sweep_stalled() -> list[int]:
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def training_run_execute(run_id: int) -> str:
-    from flywheel import cycles, training
-    from flywheel.models import TrainingRun
+    from flywheel import training
 
-    if TrainingRun.objects.filter(pk=run_id, config__has_key="cycle").exists():
-        return cycles.cycle_run_execute(run_id=run_id)  # under the cycle's lease, then back to the cycle
     return training.run_execute(run_id=run_id)
 
 
@@ -87,6 +84,14 @@ def cycle_train(cycle_id: int) -> str:
     from flywheel import cycles
 
     return cycles.cycle_train(cycle_id=cycle_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def cycle_run(cycle_id: int, run_id: int) -> str:
+    """A cycle's training run (sent to the `train` queue in a chain with cycle_train: flywheel/cycles.py)."""
+    from flywheel import cycles
+
+    return cycles.cycle_run(cycle_id=cycle_id, run_id=run_id)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)

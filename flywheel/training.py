@@ -18,7 +18,7 @@ from django.utils import timezone
 from core.audit import audit_record
 from core.errors import ApplicationError
 from flywheel import deployments, trainer_process
-from flywheel.leases import Heartbeat
+from flywheel.heartbeats import Heartbeat
 from flywheel.models import Cycle, DatasetSnapshot, Project, RunStatus, SnapshotStatus, TrainingRun
 
 log = logging.getLogger(__name__)
@@ -263,9 +263,9 @@ def runs_restart_stalled(*, older_than_seconds: float) -> list[int]:
     restarted = []
     with transaction.atomic():
         stalled = (TrainingRun.objects.select_for_update(skip_locked=True)
-                   .filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff).exclude(config__has_key="cycle"))
+                   .filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff))
         for run in stalled:
-            if Cycle.objects.filter(run=run).exists():
+            if Cycle.objects.filter(run=run).exists():  # a cycle's run: the cycle resumes it under its lease
                 continue
             note = f"\n[{timezone.now():%Y-%m-%d %H:%M:%S}] its train worker stopped; the run starts over\n"
             TrainingRun.objects.filter(pk=run.pk).update(status=RunStatus.QUEUED, log=(run.log + note)[-LOG_TAIL_CHARS:])

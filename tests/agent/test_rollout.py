@@ -17,7 +17,7 @@ from agent.formats import uitars
 from agent.policies.base import Policy, PolicyOutput
 from agent.policies.scripted import observation_from_prompt
 from agent.prompt import FORMAT_SYSTEM_PROMPTS, image_bytes
-from agent.rollout import Decision, run_episode
+from agent.rollout import Decision, Supervisor, run_episode
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -69,7 +69,7 @@ def test_autonomous_episode_with_scripted_policy_reaches_reward(env):
     assert step.timings["execute"] > 0
 
 
-class ScriptSupervisor:
+class ScriptSupervisor(Supervisor):
     """Answers each review with the next decision built from the observation."""
 
     def __init__(self, *decide):
@@ -278,7 +278,7 @@ def test_a_persons_finish_is_scored_by_the_tasks_own_check(score, reward, unscor
 
 
 def test_call_user_answer_reaches_the_next_prompt():
-    class Answering:
+    class Answering(Supervisor):
         def review(self, index, observation, proposal, **_):
             return Decision("approve")
 
@@ -392,3 +392,42 @@ def test_an_answer_in_another_format_is_a_void_turn_with_its_reason():
         run_episode(FakeEnv(), Recorder(text="x"), task="t", seed=0, max_steps=1, action_format="tars")
     with pytest.raises(ValueError, match="history_images"):
         run_episode(FakeEnv(), Recorder(text="x"), task="t", seed=0, max_steps=1, history_images=-1)
+
+
+def test_a_loop_without_a_supervisor_runs_with_the_null_one():
+    quiet = Supervisor()
+    assert quiet.review(0, None, parse_turn("Thought: x\nAction: wait()")).kind == "approve"
+    assert quiet.answer_call_user(0, "Which?") is None and quiet.watch_env(FakeEnv()) is None
+    result = run_episode(FakeEnv(), Recorder(text='Thought: ask\nAction: call_user(question="Which?")'), task="t",
+                         seed=0, max_steps=2)
+    assert [s.actor for s in result.steps] == ["model", "model"]
+
+
+def test_new_steps_their_rejections_and_the_supervisors_hooks_count_from_the_start_index():
+    """A resumed episode whose stored void steps a replay skips: two actions replayed, its next step is stored at 4."""
+    class Rejecting(ScriptSupervisor):
+        def answer_call_user(self, index, question):
+            self.asked = index
+            return "yes"
+
+    supervisor = Rejecting(lambda obs, p: Decision("reject", reason="no"), lambda obs, p: Decision("approve"),
+                           lambda obs, p: Decision("approve"))
+    watched, rejected, seen = [], [], []
+    supervisor.watch_env = watched.append
+    texts = iter(["Thought: a\nAction: wait()", 'Thought: b\nAction: call_user(question="Ok?")',
+                  "Thought: c\nAction: wait()"])
+    policy = Recorder(text="")
+    policy.act = lambda messages, **_: PolicyOutput(text=next(texts))
+    env = FakeEnv()
+    result = run_episode(env, policy, task="t", seed=0, max_steps=4, supervisor=supervisor, start_index=4,
+                         replay=[parse_action("wait()"), parse_action("wait()")], on_step=seen.append,
+                         on_reject=rejected.append)
+    assert watched == [env] and [s.index for s in result.steps] == [0, 1, 4, 5]  # the replayed ones: their places
+    assert [index for index, _ in supervisor.reviews] == [4, 4, 5] and [r.index for r in rejected] == [4]
+    assert [s.index for s in seen] == [4, 5] and supervisor.asked == 4  # the call_user was step 4
+
+
+def test_a_start_index_before_the_end_of_the_replay_is_refused():
+    with pytest.raises(ValueError, match="start_index 1 is before the end of the replay"):
+        run_episode(FakeEnv(), Recorder(text="x"), task="t", seed=0, max_steps=3, start_index=1,
+                    replay=[parse_action("wait()"), parse_action("wait()")])

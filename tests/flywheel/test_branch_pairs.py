@@ -4,7 +4,6 @@ import pytest
 
 from annotation.reviews import review_submit
 from flywheel import branch_pairs, datasets, snapshots
-from flywheel.dataset_rows import export_target
 from flywheel.snapshot_kinds import DPO_KIND
 from flywheel.models import Episode, Judgement, Step
 from tests.factories import make_finished_episode
@@ -52,7 +51,7 @@ def test_a_branch_that_acted_otherwise_at_its_step_and_succeeded_is_chosen_over_
         branch.pk, parent.pk, "reward")
     # One prompt for both: the parent's at step 1 (its SFT row's prompt, the step before replayed as history).
     parent_sft = datasets.episode_rows("sft", parent, list(parent.steps.order_by("index")),
-                                       export_target(project))
+                                       datasets.export_target(project))
     assert row["prompt"] == parent_sft[1]["messages"][:-1]
 
 

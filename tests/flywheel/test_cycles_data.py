@@ -32,7 +32,7 @@ def fp(tmp_path, settings):
     save_tiny_untrained(out / "checkpoint")
     v0 = deployments.checkpoint_register(project=project, name="v0", uri=str(out / "checkpoint"), produced_by=coldstart)
     deployments.deployment_promote(project=project, checkpoint=v0, reason="cold start v0")
-    target = dataset_rows.export_target(project).to_dict()
+    target = datasets.export_target(project).to_dict()
     demos = [{"messages": [{"role": "user", "content": f"Task: click {i}"},
                            {"role": "assistant", "content": f"Thought: {i}\nAction: click(x={i}, y=5)"}],
               "images": [], "meta": {"source": "solver"}, "rendered_for": target} for i in range(40)]
@@ -108,6 +108,26 @@ def test_a_stage_that_cannot_help_is_dropped_and_the_others_train(fp, django_cap
     run = TrainingRun.objects.get(config__cycle=cycle.pk)
     assert [s["algorithm"] for s in run.config["stages"]] == ["sft"]
 
+
+
+def test_the_train_state_sends_its_run_then_itself_as_one_celery_chain(fp, django_capture_on_commit_callbacks,
+                                                                       monkeypatch):
+    """The run knows nothing of the cycle: the cycle composes them (the run on the train queue, then cycle_train)."""
+    from celery.canvas import _chain
+
+    sft_episodes(fp, 10)
+    state, cycle = gate(fp, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert cycles.cycle_snapshot(cycle_id=cycle.pk) == CycleState.TRAIN
+        assert cycles.cycle_train(cycle_id=cycle.pk) == "training"
+    sent = []
+    monkeypatch.setattr(_chain, "apply_async", lambda self, *args, **kwargs: sent.append(self))
+    callbacks[-1]()
+    run = TrainingRun.objects.get(config__cycle=cycle.pk)
+    (chain,) = sent
+    assert [(task.task, tuple(task.args), task.options.get("queue")) for task in chain.tasks] == [
+        ("flywheel.tasks.cycle_run", (cycle.pk, run.pk), "train"), ("flywheel.tasks.cycle_train", (cycle.pk,), None)]
+    assert cycles.cycle_run(cycle_id=cycle.pk + 1000, run_id=run.pk) == "busy or moved on"  # no such cycle
 
 def test_sft_trains_on_new_rows_with_replay_of_the_cold_start_and_a_validation_split(
         fp, django_capture_on_commit_callbacks):

@@ -186,7 +186,7 @@ def test_a_builds_queries_do_not_grow_with_its_episodes_and_steps(demo, kind):
                                   steps=steps)
         ids = list(datasets.bucket_episodes(project, kind).order_by("pk").values_list("pk", flat=True))
         with CaptureQueriesContext(connection) as captured:
-            rows = [row for _, rows in datasets.rows_iter(kind, ids, target=dataset_rows.export_target(project))
+            rows = [row for _, rows in datasets.rows_iter(kind, ids, target=datasets.export_target(project))
                     for row in rows]
         assert rows, kind
         return len(captured)
@@ -529,7 +529,7 @@ def _supervised_rollout(project, task):
     from agent.actions import Turn
     from agent.envs.base import Element, Env, Observation, StepResult
     from agent.policies.base import PolicyOutput
-    from agent.rollout import Decision, run_episode
+    from agent.rollout import Decision, Supervisor, run_episode
     from flywheel import episodes
     from flywheel.models import Episode
     from flywheel.rollout_worker import record_rejection, record_step
@@ -560,7 +560,7 @@ def _supervised_rollout(project, task):
             text = "Thought: the ok button\nAction: click(x=50, y=100)" if told else "Thought: top left\nAction: click(x=5, y=5)"
             return PolicyOutput(text=text, token_ids=[1, 2], token_logprobs=[-0.1, -0.2])
 
-    class Supervisor:
+    class Reviewer(Supervisor):
         def review(self, index, observation, proposal, attempt=1, repeated=False):
             if index == 1:
                 return Decision("edit", Turn("the ok button is lower", Action("click", {"x": 40, "y": 100}), None, ""))
@@ -571,7 +571,7 @@ def _supervised_rollout(project, task):
     from agent.actions import Action
 
     episode = Episode.objects.create(project=project, task=task, seed=0, mode="supervised", status="running")
-    result = run_episode(Screens(), Policy(), task=task.task_name, seed=0, max_steps=5, supervisor=Supervisor(),
+    result = run_episode(Screens(), Policy(), task=task.task_name, seed=0, max_steps=5, supervisor=Reviewer(),
                          on_step=lambda record: record_step(episode, record),
                          on_reject=lambda record: record_rejection(episode, record))
     assert result.end_reason == "done", result
@@ -686,7 +686,7 @@ def test_rows_keep_a_terminals_text_and_a_persons_answer_to_call_user(demo, tmp_
     from agent.actions import Action, format_turn
     from agent.envs.base import Env, Observation, StepResult
     from agent.policies.base import PolicyOutput
-    from agent.rollout import Decision, run_episode
+    from agent.rollout import Decision, Supervisor, run_episode
     from flywheel import episodes
     from flywheel.models import Episode
     from flywheel.rollout_worker import record_step
@@ -716,7 +716,7 @@ def test_rows_keep_a_terminals_text_and_a_persons_answer_to_call_user(demo, tmp_
                 return PolicyOutput(text='Thought: notes it is\nAction: type(text="cat notes.txt\\n")')
             return PolicyOutput(text='Thought: two files\nAction: call_user(question="Which file?")')
 
-    class Supervisor:
+    class Reviewer(Supervisor):
         def review(self, index, observation, proposal, attempt=1, repeated=False):
             return Decision("approve")
 
@@ -726,7 +726,7 @@ def test_rows_keep_a_terminals_text_and_a_persons_answer_to_call_user(demo, tmp_
     project = demo["project"]
     episode = Episode.objects.create(project=project, task=demo["task"], seed=0, mode="supervised", status="running")
     result = run_episode(Terminal(), Policy(), task=demo["task"].task_name, seed=0, max_steps=4,
-                         supervisor=Supervisor(), on_step=lambda record: record_step(episode, record))
+                         supervisor=Reviewer(), on_step=lambda record: record_step(episode, record))
     assert result.end_reason == "done", result
     episodes.episode_finish(episode_id=episode.pk, status="finished", end_reason="done", reward=1.0, outcome="")
     steps = list(Step.objects.filter(episode=episode).order_by("index"))

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from agent.rows import PRMRow, prompt_text, row_from_dict
 from annotation.reviews import review_submit
 from core.errors import ApplicationError
-from flywheel import dataset_rows, datasets, snapshots
+from flywheel import datasets, snapshots
 from flywheel.models import Episode, Judgement, SnapshotStatus, Step
 from tests.factories import make_finished_episode
 
@@ -43,7 +43,7 @@ def labelled_episode(demo):
 def test_prm_rows_label_each_step_by_the_reviewers_majority_up_to_the_first_error(demo):
     episode = labelled_episode(demo)
     Judgement.objects.create(episode=episode, verdict="failure", reason="never clicked", confidence=1.0, judge="rule")
-    steps, target = list(episode.steps.order_by("index")), dataset_rows.export_target(demo["project"])
+    steps, target = list(episode.steps.order_by("index")), datasets.export_target(demo["project"])
     rows = datasets.episode_rows("prm", episode, steps, target)
     assert [(row["meta"]["step_index"], row["labels"]) for row in rows] == [(0, [True]), (1, [True]), (2, [False])]
     assert [row["meta"]["first_error"] for row in rows] == [False, False, True]

@@ -1,5 +1,6 @@
 """Who is working on what: a worker's name, and the heartbeat that keeps a long job's ``heartbeat_at`` fresh so
-a dead worker is noticed within seconds (episodes, training runs and cycle states hold such leases)."""
+a dead worker is noticed within seconds. The claims themselves (an episode's, a training run's, a cycle state's
+compare-and-set) live with their records' services; this module only keeps them warm."""
 from __future__ import annotations
 
 import logging
