@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "webapp",
     "flywheel",
     "annotation",
+    "envservice",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,314 @@
+"""Leases of pooled envs, and the Episode each one plays: the service's business logic.
+
+A lease is one caller's hold on one env of this host for one task of a project. Every reset starts an Episode
+(mode autonomous, no checkpoint: the RL job acts), every step is stored through flywheel's ``step_record`` before
+its answer goes back, and the episode ends when the env says done, when the caller resets or releases, when the
+env crashes (a fresh env replaces it and a new episode starts) or when the caller stops calling (the lease expires).
+Leases live in this process, beside their envs; the episodes are in PostgreSQL for everyone."""
+from __future__ import annotations
+
+import logging
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import close_old_connections
+from django.utils import timezone
+
+from agent.actions import Turn
+from agent.envs import Observation
+from agent.formats import FORMATS, parse
+from core.errors import ApplicationError
+from envservice.pool import EnvActor, EnvCrashed, Pool, PoolFull
+from flywheel import episodes
+from flywheel.events import event_append
+from flywheel.models import Episode, EpisodeStatus, Mode, Role, TaskSpec
+from flywheel.selectors import project_role, role_at_least
+
+log = logging.getLogger(__name__)
+
+MIN_ROLE = Role.MANAGER  # an RL job is a run a manager starts, as training runs are
+EXPIRED_KEPT = 10_000  # expired lease ids remembered, to answer 410 rather than 404
+
+
+@dataclass
+class Lease:
+    id: str
+    user: Any
+    task: TaskSpec
+    seed: int
+    actor: EnvActor
+    action_format: str
+    episode_id: int | None = None
+    index: int = 0
+    done: bool = True
+    observation: Observation | None = None
+    last_seen: float = field(default_factory=time.monotonic)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class EnvService:
+    """This host's pools and leases. One per service process (see :func:`current`)."""
+
+    def __init__(self, *, pools: dict[str, Pool], lease_timeout: float = 120.0, step_timeout: float = 60.0,
+                 host: str | None = None) -> None:
+        self.pools = pools
+        self.lease_timeout = lease_timeout
+        self.step_timeout = step_timeout
+        self.host = host or socket.gethostname()
+        self._leases: dict[str, Lease] = {}
+        self._expired: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._reaper = threading.Thread(target=self._reap_loop, name="envservice-reaper", daemon=True)
+        self._reaper.start()
+
+    # -- reads -----------------------------------------------------------------------------
+    def status(self) -> dict:
+        return {"host": self.host, "lease_timeout_s": self.lease_timeout, "leases": len(self._leases),
+                "pools": [pool.status() for pool in self.pools.values()]}
+
+    def _lease_of(self, *, lease_id: str, user) -> Lease:
+        with self._lock:
+            lease = self._leases.get(lease_id)
+            if lease is None:
+                if lease_id in self._expired:
+                    raise ApplicationError(f"This lease ended: {self._expired[lease_id]}. Lease an env again.",
+                                           status=410)
+                raise ApplicationError("No such lease on this host.", status=404)
+        if lease.user.pk != user.pk:
+            raise ApplicationError("This lease belongs to another caller.", status=403)
+        lease.last_seen = time.monotonic()
+        return lease
+
+    # -- leases ----------------------------------------------------------------------------
+    def lease_open(self, *, user, project_id: int, task: str | int, seed: int | None,
+                   action_format: str = "loupe") -> tuple[Lease, dict]:
+        role = project_role(user=user, project=project_id)
+        if not role_at_least(role, MIN_ROLE):
+            raise ApplicationError(
+                f"Your token may not use project {project_id}: it needs the {MIN_ROLE} role there"
+                + (f" and you are {role}." if role else " and you are not a member (or there is no such project)."),
+                status=403)
+        if action_format not in FORMATS:
+            raise ApplicationError(f"Unknown action format '{action_format}'; use one of: {', '.join(FORMATS)}.",
+                                   errors={"format": ["Invalid choice."]})
+        spec = _task_of(project_id=project_id, task=task)
+        seed = spec.seed_start if seed is None else seed
+        if not spec.seed_start <= seed <= spec.seed_end:
+            raise ApplicationError(f"Seed {seed} is outside this task's range {spec.seed_start}-{spec.seed_end}.",
+                                   errors={"seed": ["Out of range."]})
+        pool = self.pools.get(spec.env_kind)
+        if pool is None:
+            raise ApplicationError(f"This host serves no {spec.env_kind} envs; it serves: {', '.join(self.pools)}.",
+                                   status=409)
+        try:
+            actor, warm = pool.acquire()
+        except PoolFull as exc:
+            raise ApplicationError(f"{exc}.", status=503) from exc
+        lease = Lease(id=secrets.token_urlsafe(16), user=user, task=spec, seed=seed, actor=actor,
+                      action_format=action_format)
+        with self._lock:
+            self._leases[lease.id] = lease
+        started = time.monotonic()
+        try:
+            with lease.lock:
+                self._start_episode(lease)
+        except Exception:
+            self._drop(lease, reason="the env could not start", give_back=False)
+            raise
+        return lease, {"warm": warm, "lease_seconds": time.monotonic() - started}
+
+    def lease_reset(self, *, lease_id: str, user, seed: int | None = None) -> Lease:
+        lease = self._lease_of(lease_id=lease_id, user=user)
+        if seed is not None and not lease.task.seed_start <= seed <= lease.task.seed_end:
+            raise ApplicationError(f"Seed {seed} is outside this task's range {lease.task.seed_start}-"
+                                   f"{lease.task.seed_end}.", errors={"seed": ["Out of range."]})
+        with lease.lock:
+            self._end_episode(lease, status=EpisodeStatus.INTERRUPTED, reason="the caller reset the env")
+            if seed is not None:
+                lease.seed = seed
+            self._start_episode(lease)
+        return lease
+
+    def lease_step(self, *, lease_id: str, user, action: str, action_format: str | None = None) -> dict:
+        """Step the lease's env by ``action`` (model text in the lease's format, or ``action_format``)."""
+        lease = self._lease_of(lease_id=lease_id, user=user)
+        fmt = action_format or lease.action_format
+        if fmt not in FORMATS:
+            raise ApplicationError(f"Unknown action format '{fmt}'; use one of: {', '.join(FORMATS)}.",
+                                   errors={"format": ["Invalid choice."]})
+        with lease.lock:
+            if lease.done:
+                raise ApplicationError("This episode has ended; reset the lease to start another.", status=409)
+            obs = lease.observation
+            turn = _read_turn(action, fmt, obs)
+            started, started_at = time.monotonic(), timezone.now()
+            if turn.action is None:  # a void turn: stored as the model wrote it, the env untouched
+                self._record(lease, obs, turn, fmt, reward=0.0, done=False, info={}, started=started,
+                             started_at=started_at)
+                raise ApplicationError(f"The action could not be read: {turn.void_reason}. It was stored as a void "
+                                       "turn; the screen is unchanged.", status=400,
+                                       errors={"action": [turn.void_reason]})
+            try:
+                result = lease.actor.call(lambda env: env.step(turn.action), timeout=self.step_timeout)
+            except EnvCrashed as exc:
+                self._replace(lease, reason=str(exc))
+                raise ApplicationError(
+                    f"The env crashed during {turn.action.to_text()}: {exc}. A fresh env replaced it and a new "
+                    f"episode started (episode {lease.episode_id}, same task and seed); step on from its screen.",
+                    status=502, errors={"env": ["crashed"]}) from exc
+            self._record(lease, obs, turn, fmt, reward=result.reward, done=result.done, info=result.info,
+                         started=started, started_at=started_at)
+            lease.observation = result.observation
+            if result.done:
+                lease.done = True
+                episodes.episode_finish(episode_id=lease.episode_id, status=EpisodeStatus.FINISHED,
+                                        end_reason="done", reward=float(result.reward))
+            return {"reward": result.reward, "done": result.done, "info": _json_safe(result.info),
+                    "index": lease.index - 1}
+
+    def lease_release(self, *, lease_id: str, user) -> None:
+        lease = self._lease_of(lease_id=lease_id, user=user)
+        with lease.lock:
+            self._drop(lease, reason="the caller released it")
+
+    # -- internals -------------------------------------------------------------------------
+    def _start_episode(self, lease: Lease) -> None:
+        name, seed = lease.task.task_name, lease.seed
+        try:
+            obs = lease.actor.call(lambda env: env.reset(name, seed), timeout=self.step_timeout)
+        except EnvCrashed:  # a warm env whose browser died while idle: one fresh try
+            lease.actor = self.pools[lease.task.env_kind].replace(lease.actor)
+            try:
+                obs = lease.actor.call(lambda env: env.reset(name, seed), timeout=self.step_timeout)
+            except EnvCrashed as exc:
+                raise ApplicationError(f"The {lease.task.env_kind} env could not start {name}: {exc}.",
+                                       status=502) from exc
+        now = timezone.now()
+        episode = Episode.objects.create(
+            project_id=lease.task.project_id, task=lease.task, seed=seed, mode=Mode.AUTONOMOUS,
+            status=EpisodeStatus.RUNNING, created_by=lease.user, instruction=obs.instruction,
+            worker=f"envservice:{self.host}:{lease.id[:8]}", started_at=now, heartbeat_at=now,
+            screen_width=obs.width, screen_height=obs.height)
+        episode = Episode.objects.select_related("task", "checkpoint", "created_by", "controller").get(pk=episode.pk)
+        event_append(episode_id=episode.pk, type="episode.state", payload=episodes.episode_payload(episode))
+        lease.episode_id, lease.index, lease.done, lease.observation = episode.pk, 0, False, obs
+
+    def _record(self, lease: Lease, obs: Observation, turn: Turn, fmt: str, *, reward: float, done: bool,
+                info: dict, started: float, started_at) -> None:
+        episode = Episode.objects.get(pk=lease.episode_id)
+        episodes.step_record(
+            episode=episode, index=lease.index, screenshot=obs.screenshot, width=obs.width, height=obs.height,
+            url=obs.url, instruction=obs.instruction, elements=[e.to_dict() for e in obs.elements],
+            screen_text=obs.screen_text or "", prompt=[], raw_output=turn.raw, token_ids=[], token_logprobs=[],
+            thought=turn.thought, action=turn.action.to_dict() if turn.action else None,
+            action_text=turn.action.to_text() if turn.action else "", actor="model", proposal=None,
+            reward=float(reward), done=bool(done), void_reason=turn.void_reason, info=_json_safe(info),
+            timings={"step_s": round(time.monotonic() - started, 4)}, started_at=started_at, action_format=fmt)
+        lease.index += 1
+
+    def _end_episode(self, lease: Lease, *, status: str, reason: str) -> None:
+        if lease.episode_id is not None and not lease.done:
+            episodes.episode_finish(episode_id=lease.episode_id, status=status, end_reason=reason)
+        lease.done = True
+
+    def _replace(self, lease: Lease, *, reason: str) -> None:
+        self._end_episode(lease, status=EpisodeStatus.FAILED, reason=f"environment crashed: {reason}")
+        lease.actor = self.pools[lease.task.env_kind].replace(lease.actor)
+        self._start_episode(lease)
+
+    def _drop(self, lease: Lease, *, reason: str, give_back: bool = True) -> None:
+        with self._lock:
+            self._leases.pop(lease.id, None)
+            self._expired[lease.id] = reason
+            while len(self._expired) > EXPIRED_KEPT:
+                self._expired.pop(next(iter(self._expired)))
+        try:
+            self._end_episode(lease, status=EpisodeStatus.INTERRUPTED, reason=f"lease ended: {reason}")
+        finally:
+            pool = self.pools[lease.task.env_kind]
+            if give_back:
+                pool.give_back(lease.actor)
+            else:
+                pool.discard(lease.actor)
+
+    def reap(self) -> list[str]:
+        """End the leases whose caller stopped calling for ``lease_timeout`` s; their ids."""
+        now = time.monotonic()
+        with self._lock:
+            stale = [lease for lease in self._leases.values() if now - lease.last_seen > self.lease_timeout]
+        for lease in stale:
+            if lease.lock.acquire(blocking=False):  # a call in progress is not a vanished caller
+                try:
+                    self._drop(lease, reason=f"no call for {self.lease_timeout:g} s, so the caller was taken "
+                                             "to be gone")
+                finally:
+                    lease.lock.release()
+        return [lease.id for lease in stale]
+
+    def _reap_loop(self) -> None:
+        while not self._stop.wait(min(5.0, max(self.lease_timeout / 4, 0.2))):
+            try:
+                self.reap()
+            except Exception:  # noqa: BLE001 - the reaper keeps going; the next sweep tries again
+                log.exception("reaping leases failed")
+            finally:
+                close_old_connections()
+
+    def close(self) -> None:
+        self._stop.set()
+        for lease in list(self._leases.values()):
+            try:
+                self._drop(lease, reason="the service stopped", give_back=False)
+            except Exception:  # noqa: BLE001 - stopping: end the others all the same
+                log.exception("ending lease %s failed", lease.id)
+        for pool in self.pools.values():
+            pool.close()
+
+
+def _task_of(*, project_id: int, task: str | int) -> TaskSpec:
+    specs = TaskSpec.objects.filter(project_id=project_id)
+    if isinstance(task, int) or (isinstance(task, str) and task.isdigit()):
+        found = specs.filter(pk=int(task)).first()
+    else:
+        found = specs.filter(task_name=task).order_by("-split").first()  # train before eval
+    if found is None:
+        names = ", ".join(sorted(set(specs.values_list("task_name", flat=True)))) or "none yet"
+        raise ApplicationError(f"No task '{task}' in project {project_id}; its tasks: {names}.", status=404,
+                               errors={"task": ["Unknown task."]})
+    return found
+
+
+def _read_turn(text: str, fmt: str, obs: Observation) -> Turn:
+    if fmt == "loupe" and "action:" not in text.lower():
+        text = f"Action: {text}"  # a bare action, e.g. click(x=1, y=2)
+    return parse(text, format=fmt, width=obs.width, height=obs.height)
+
+
+def _json_safe(value):
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+_current: EnvService | None = None
+
+
+def current() -> EnvService:
+    if _current is None:
+        raise ApplicationError("The environment service is not running in this process; start it with "
+                               "python manage.py envservice.", status=503)
+    return _current
+
+
+def install(service: EnvService | None) -> None:
+    global _current
+    _current = service

@@ -1,0 +1,147 @@
+"""The environment service over real HTTP: a threaded server in this process, real Chromium MiniWoB envs, the
+test database, tokens as scripts use them."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from agent.actions import format_turn
+from agent.solvers import solve_step
+from envservice.client import EnvServiceClient, ServiceError, observation_of
+from envservice.server import start, stop
+from flywheel.models import Episode, EpisodeStatus, Role, Step
+from tests.factories import make_member, make_project, make_task, make_user
+from webapp.auth import token_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TASK = "enter-text"  # three steps: click the field, type, submit
+
+
+@pytest.fixture
+def service():
+    server, svc = start(host="127.0.0.1", port=0, pools={"miniwob": {"warm": 0, "capacity": 4}}, lease_timeout=600)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", svc
+    stop(server, svc)
+
+
+@pytest.fixture
+def manager_token():
+    project = make_project()
+    make_task(project, TASK)
+    user = make_user()
+    make_member(project, user, Role.MANAGER)
+    return project, token_create(user=user)[1]
+
+
+def play(client: EnvServiceClient, lease: dict, task: str = TASK) -> dict:
+    """Play the lease's episode with the scripted solver, through the service; the last step's answer."""
+    obs, history, step = observation_of(lease["observation"]), [], None
+    for _ in range(10):
+        turn = solve_step(task, obs, history)
+        history.append(turn)
+        step = client.step(lease["lease"], format_turn(turn.thought, turn.action))
+        obs = observation_of(step["observation"])
+        if step["done"]:
+            return step
+    raise AssertionError(f"the solver did not finish {task} in 10 steps: {step}")
+
+
+def test_four_leases_at_once_play_the_task_to_reward_1_each_an_episode_with_its_steps(service, manager_token):
+    url, svc = service
+    project, token = manager_token
+    client = EnvServiceClient(url, token)
+
+    def lease_and_play(seed: int):
+        lease = client.lease(project=project.pk, task=TASK, seed=seed)
+        step = play(client, lease)
+        client.release(lease["lease"])
+        return lease, step
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lease_and_play, range(4)))
+    assert len({lease["lease"] for lease, _ in results}) == 4
+    for lease, step in results:
+        assert step["reward"] == pytest.approx(1.0, abs=0.01)
+        episode = Episode.objects.get(pk=lease["episode"])
+        assert (episode.status, episode.project_id, episode.env_reward) == (EpisodeStatus.FINISHED, project.pk,
+                                                                             step["reward"])
+        steps = list(Step.objects.filter(episode=episode).order_by("index"))
+        assert [s.index for s in steps] == list(range(step["index"] + 1)) and len(steps) >= 2
+        assert steps[-1].done and steps[-1].reward == step["reward"] and all(s.screenshot for s in steps)
+        assert steps[0].action["name"] == "click" and steps[0].instruction == lease["observation"]["instruction"]
+    assert svc.status()["pools"][0]["leased"] == 0
+
+
+def test_a_bad_action_is_a_plain_400_stored_void_and_a_crashed_env_is_replaced(service, manager_token):
+    url, svc = service
+    project, token = manager_token
+    client = EnvServiceClient(url, token)
+    lease = client.lease(project=project.pk, task=TASK, seed=5)
+
+    with pytest.raises(ServiceError) as bad:
+        client.step(lease["lease"], "Thought: hm\nAction: clack(x=1)")
+    assert bad.value.status == 400 and "could not be read" in bad.value.detail and "clack" in bad.value.detail
+    void = Step.objects.get(episode_id=lease["episode"], index=0)
+    assert void.void and void.action is None and "clack" in void.raw_output
+
+    live = svc._leases[lease["lease"]]
+    pid = live.actor.call(lambda env: env.browser_pid, timeout=30)
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(ServiceError) as crashed:
+        client.step(lease["lease"], "Action: click(x=10, y=10)")
+    assert crashed.value.status == 502 and "replaced" in crashed.value.detail
+    old = Episode.objects.get(pk=lease["episode"])
+    assert old.status == EpisodeStatus.FAILED and "crashed" in old.end_reason
+    fresh = client.get(lease["lease"])
+    assert fresh["episode"] != old.pk and fresh["index"] == 0 and fresh["seed"] == 5
+    assert play(client, fresh)["reward"] == pytest.approx(1.0, abs=0.01)  # the fresh env plays on
+    assert svc.status()["pools"][0]["crashes"] == 1
+    client.release(lease["lease"])
+
+
+def test_refusals_are_plain_json_403_without_the_project_404_unknown_task_410_expired(service, manager_token):
+    url, svc = service
+    project, token = manager_token
+    other = make_project()
+    make_task(other, TASK)
+    with pytest.raises(ServiceError) as refused:
+        EnvServiceClient(url, token).lease(project=other.pk, task=TASK)
+    assert refused.value.status == 403 and f"project {other.pk}" in refused.value.detail
+    annotator = make_user()
+    make_member(project, annotator, Role.ANNOTATOR)
+    with pytest.raises(ServiceError) as low:
+        EnvServiceClient(url, token_create(user=annotator)[1]).lease(project=project.pk, task=TASK)
+    assert low.value.status == 403 and "manager" in low.value.detail
+    client = EnvServiceClient(url, token)
+    with pytest.raises(ServiceError) as unknown:
+        client.lease(project=project.pk, task="no-such-task")
+    assert unknown.value.status == 404 and TASK in unknown.value.detail  # names the tasks there are
+    with pytest.raises(ServiceError) as bad_token:
+        EnvServiceClient(url, "not-a-token").status()
+    assert bad_token.value.status == 401
+
+    lease = client.lease(project=project.pk, task=TASK, seed=1)
+    svc.lease_timeout = 0.5  # the caller goes quiet: the reaper takes the lease back
+    deadline = time.monotonic() + 30
+    while lease["lease"] in svc._leases and time.monotonic() < deadline:
+        time.sleep(0.2)
+    with pytest.raises(ServiceError) as expired:
+        client.step(lease["lease"], "Action: click(x=10, y=10)")
+    assert expired.value.status == 410 and "no call for" in expired.value.detail
+    episode = Episode.objects.get(pk=lease["episode"])
+    assert episode.status == EpisodeStatus.INTERRUPTED and "lease ended" in episode.end_reason
+
+
+def test_the_schema_lists_the_operations(service, manager_token):
+    url, _ = service
+    schema = EnvServiceClient(url, manager_token[1]).schema()
+    assert {"/v1/leases", "/v1/leases/{lease_id}/step", "/v1/leases/{lease_id}/reset",
+            "/v1/leases/{lease_id}"} <= set(schema["paths"])
