@@ -82,8 +82,10 @@ class EpisodeSupervisor(LiveSupervisor):
         """What the person answered when they approved the model's call_user at step ``index``."""
         return self.answers.pop(index, None) or None
 
-    def after_step(self, step) -> None:
+    def step_stored(self, step) -> None:
         services.interventions_link_step(episode_id=self.episode_id, step=step)
+
+    def after_step(self, step) -> None:
         if TranscriptWord.objects.filter(clip__episode_id=self.episode_id, step__isnull=True).exists():
             words_align(episode_id=self.episode_id)  # words of the open step now have their step
 

@@ -3,6 +3,7 @@ step and rejected proposal stored with its event, and the live state people chan
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
@@ -356,15 +357,18 @@ def step_record(*, episode: Episode, index: int, screenshot: bytes, width: int, 
                 token_logprobs: list[float], thought: str, action: dict | None, action_text: str, actor: str,
                 proposal: dict | None, reward: float, done: bool, void_reason: str | None, info: dict,
                 timings: dict, intervened_by=None, started_at=None, action_format: str = "loupe",
-                screen_text: str = "", feedback: str = "") -> Step:
+                screen_text: str = "", feedback: str = "", linked: Callable[[Step], None] | None = None) -> Step:
     """Store one executed step and its event. Idempotent on (episode, index): a replayed step is not stored twice.
     ``raw_output`` was read in ``action_format``; the prompt's screenshots are stored as references to the
-    screenshot files (prompt_for_storage), the current one being this step's ``screenshot``."""
+    screenshot files (prompt_for_storage), the current one being this step's ``screenshot``. The step's rejected
+    proposals, and whatever ``linked`` links to it (a supervisor's interventions), join it in this transaction."""
     if actor not in Actor.values:
         raise ApplicationError(f"Unknown actor '{actor}'.")
     _format_check(action_format)
     existing = Step.objects.filter(episode=episode, index=index).first()
     if existing is not None:
+        if linked is not None:
+            linked(existing)
         return existing
     correction = correction_of(actor=actor, action=action, thought=thought, proposal=proposal)
     step = Step.objects.create(
@@ -378,6 +382,8 @@ def step_record(*, episode: Episode, index: int, screenshot: bytes, width: int, 
         checkpoint_id=episode.checkpoint_id, intervened_by=intervened_by, started_at=started_at,
     )
     Rejection.objects.filter(episode=episode, step_index=index, step__isnull=True).update(step=step)
+    if linked is not None:
+        linked(step)
     # a person's step that did what the model proposed is not a correction; rejections before it are, and so is a
     # step a person took in control with no proposal to compare (a takeover: the person acted in the model's place)
     took_over = actor == Actor.HUMAN and proposal is None

@@ -117,7 +117,7 @@ def policy_for(episode: Episode):
     return _policies[key]
 
 
-def record_step(episode: Episode, record, *, intervened_by=None) -> Step:
+def record_step(episode: Episode, record, *, intervened_by=None, linked=None) -> Step:
     """Store one agent.rollout.StepRecord."""
     obs = record.observation
     out = record.output
@@ -131,7 +131,7 @@ def record_step(episode: Episode, record, *, intervened_by=None) -> Step:
         action=turn.action.to_dict() if turn.action else None, action_text=turn.action.to_text() if turn.action else "",
         actor=record.actor, proposal=episodes.turn_payload(record.proposal), reward=float(record.reward), done=bool(record.done),
         void_reason=turn.void_reason, info=_json_safe(record.info), timings=record.timings,
-        intervened_by=intervened_by, action_format=record.action_format,
+        intervened_by=intervened_by, action_format=record.action_format, linked=linked,
     )
 
 
@@ -164,6 +164,10 @@ class LiveSupervisor(Supervisor):
     def actor_for(self, index: int):
         """The person who decided step ``index`` (None: the model did)."""
         return None
+
+    def step_stored(self, step: Step) -> None:
+        """Inside the transaction that stores ``step``: link to it what was recorded for its index while it was
+        decided (a person's interventions)."""
 
     def after_step(self, step: Step) -> None:
         """Step ``step`` is stored."""
@@ -276,7 +280,8 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
                 supervisor = supervisor_factory(episode)
 
             def on_step(record):  # replayed steps are not passed here: they were stored before the interruption
-                supervisor.after_step(record_step(episode, record, intervened_by=supervisor.actor_for(record.index)))
+                supervisor.after_step(record_step(episode, record, intervened_by=supervisor.actor_for(record.index),
+                                                  linked=supervisor.step_stored))
 
             def on_reject(record):
                 record_rejection(episode, record, rejected_by=supervisor.actor_for(record.index))
