@@ -20,7 +20,6 @@ class RedactionPolicyField(serializers.Serializer):
                                      help_text="[name, regular expression] pairs; a hit is labelled with the name.")
     words = serializers.ListField(child=serializers.CharField(), help_text="Names and other words, matched whole.")
     region = serializers.CharField(help_text="How a phone number without a country code is read (US, DE, ...).")
-    keep_originals = serializers.BooleanField()
 
 
 class RedactionExample(serializers.Serializer):
@@ -48,8 +47,8 @@ class RedactionOutput(serializers.Serializer):
 
 
 class RedactionSetInput(StrictSerializer):
-    policy = serializers.DictField(help_text="The whole policy: enabled, kinds, patterns, words, region, "
-                                             "keep_originals (each optional; the defaults redact every kind).")
+    policy = serializers.DictField(help_text="The whole policy: enabled, kinds, patterns, words, region (each "
+                                             "optional; the defaults redact every kind).")
     reason = serializers.CharField(required=False, allow_blank=True, max_length=500,
                                    help_text="Why; required to switch redaction off.")
 

@@ -7,7 +7,11 @@ step during which it was spoken; the words of a human or edited step become its 
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 import logging
+import re
+import wave
 from datetime import timedelta
 
 from django.conf import settings
@@ -136,6 +140,32 @@ def _tail_stream(chunks: list[AudioChunk], committed_until: float) -> bytes | No
                 return None
             return header + data[at:] + b"".join(_read(c) for c in chunks[start + 1:])
     return None
+
+
+_LABEL = re.compile(r"^\[[A-Z_]+\]$")  # a word stored redacted (_words_redacted)
+
+
+def clip_playback(clip: AudioClip) -> tuple[bytes, str]:
+    """(bytes, content type) of what reviewers play: the recording as uploaded, or, where words of it were stored
+    redacted, its audio with those words silenced (core.redaction.pcm_silence), as 16 kHz WAV on the same clock
+    (made once, kept in storage by what it was made from)."""
+    chunks = list(clip.chunks.order_by("index"))
+    body = b"".join(_read(c) for c in chunks)
+    origin = chunks[0].start_time if chunks else clip.started_at
+    spans = [(w.start - origin, w.end - origin) for w in clip.words.order_by("position") if _LABEL.match(w.word)]
+    if not spans:
+        return body, clip.content_type.split(";")[0]
+    key = hashlib.sha256(body + json.dumps(spans).encode()).hexdigest()
+    name = f"audio/redacted/{key[:2]}/{key}.wav"
+    if not default_storage.exists(name):
+        pcm = redaction.pcm_silence(speech.decode_pcm(body), speech.SAMPLE_RATE, spans)
+        out = io.BytesIO()
+        with wave.open(out, "wb") as handle:
+            handle.setnchannels(1), handle.setsampwidth(2), handle.setframerate(speech.SAMPLE_RATE)
+            handle.writeframes((pcm.clip(-1, 1) * 32767).astype("<i2").tobytes())
+        default_storage.save(name, ContentFile(out.getvalue()))
+    with default_storage.open(name, "rb") as handle:
+        return handle.read(), "audio/wav"
 
 
 def step_windows(episode_id: int) -> list[StepWindow]:

@@ -202,19 +202,19 @@ _CUT = re.compile(r'(\S+)\.\.\."')
 
 @dataclass(frozen=True)
 class Policy:
-    """What a project redacts. ``keep_originals``: unredacted originals may be kept (readable by admins only)."""
+    """What a project redacts. (Stored originals are kept as they are, for the project's members; what leaves the
+    project, exports, is redacted.)"""
 
     enabled: bool = True
     kinds: tuple[str, ...] = KINDS
     patterns: tuple[tuple[str, str], ...] = ()
     words: tuple[str, ...] = ()
     region: str = "US"
-    keep_originals: bool = False
     detectors: tuple[Detector, ...] = field(default=(), compare=False, repr=False)
 
     def to_dict(self) -> dict:
         return {"enabled": self.enabled, "kinds": list(self.kinds), "patterns": [list(p) for p in self.patterns],
-                "words": list(self.words), "region": self.region, "keep_originals": self.keep_originals}
+                "words": list(self.words), "region": self.region}
 
     @property
     def digest(self) -> str:
@@ -226,7 +226,7 @@ def policy_clean(raw: dict | None) -> dict:
     """A project's redaction settings, checked: unknown kinds, patterns that do not compile or match the empty
     text, and lists past their limits are refused with what to change (ApplicationError)."""
     raw = dict(raw or {})
-    unknown = set(raw) - {"enabled", "kinds", "patterns", "words", "region", "keep_originals"}
+    unknown = set(raw) - {"enabled", "kinds", "patterns", "words", "region"}
     if unknown:
         raise ApplicationError(f"Unknown redaction settings: {', '.join(sorted(unknown))}.")
     kinds = raw.get("kinds", list(KINDS))
@@ -255,11 +255,10 @@ def policy_clean(raw: dict | None) -> dict:
     if not (isinstance(region, str) and re.fullmatch(r"[A-Z]{2}", region)):
         raise ApplicationError("Region must be a two-letter country code, like US or DE (how phone numbers "
                                "without a country code are read).")
-    for flag in ("enabled", "keep_originals"):
-        if not isinstance(raw.get(flag, False), bool):
-            raise ApplicationError(f"'{flag}' must be true or false.")
+    if not isinstance(raw.get("enabled", True), bool):
+        raise ApplicationError("'enabled' must be true or false.")
     return {"enabled": raw.get("enabled", True), "kinds": kinds, "patterns": [list(p) for p in patterns],
-            "words": [w.strip() for w in words], "region": region, "keep_originals": raw.get("keep_originals", False)}
+            "words": [w.strip() for w in words], "region": region}
 
 
 def policy_of(settings: dict | None) -> Policy:
@@ -283,7 +282,7 @@ def _policy(raw_json: str) -> Policy:
     cleaned = policy_clean(json.loads(raw_json))
     policy = Policy(enabled=cleaned["enabled"], kinds=tuple(cleaned["kinds"]),
                     patterns=tuple(tuple(p) for p in cleaned["patterns"]), words=tuple(cleaned["words"]),
-                    region=cleaned["region"], keep_originals=cleaned["keep_originals"])
+                    region=cleaned["region"])
     detectors: list[Detector] = []
     if "secret" in policy.kinds:
         detectors.append(SecretPrefix())

@@ -2,6 +2,7 @@
 uploaded as a browser would, transcribed by the real model: a command becomes a stored voice.command event and is
 no thought; other speech stays think-aloud; with voice commands off nothing is a command. Spoken personal data is
 stored as its label."""
+import io
 import wave
 from pathlib import Path
 
@@ -115,7 +116,27 @@ def test_with_voice_commands_off_a_spoken_command_stays_think_aloud(tmp_path):
 
 @pytest.mark.django_db
 @pytest.mark.skipif(bool(missing_tools()), reason=f"needs {missing_tools()}")
-def test_a_spoken_phone_number_is_stored_as_its_label(tmp_path):
+def test_a_spoken_phone_number_is_stored_as_its_label_and_silenced_in_the_audio_reviewers_play(tmp_path):
+    from rest_framework.test import APIClient
+
+    from annotation.models import AudioChunk, TranscriptWord
+
     episode = _transcribed(_speech(tmp_path, ["My number is 415-555-2671."]), voice_commands=False)
     said = _words(episode)
     assert "[PHONE]" in said and "2671" not in said, said
+
+    clip = episode.audio_clips.get()
+    client = APIClient()
+    client.force_authenticate(clip.user)
+    response = client.get(f"/api/v1/audio/{clip.pk}/file")
+    assert response.status_code == 200 and response["Content-Type"] == "audio/wav"
+    with wave.open(io.BytesIO(response.content)) as handle:
+        rate = handle.getframerate()
+        played = np.frombuffer(handle.readframes(handle.getnframes()), dtype=np.int16).astype(float)
+    origin = AudioChunk.objects.get(clip=clip, index=0).start_time
+    words = list(TranscriptWord.objects.filter(clip=clip).order_by("position"))
+    redacted = [w for w in words if w.word == "[PHONE]"]
+    for word in redacted:  # the number's words are silent...
+        assert not played[int((word.start - origin) * rate):int((word.end - origin) * rate)].any()
+    first = words[0]  # ...and "My" is still heard
+    assert np.abs(played[int((first.start - origin) * rate):int((first.end - origin) * rate)]).max() > 300

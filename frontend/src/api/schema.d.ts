@@ -2311,11 +2311,10 @@ export interface components {
             words: string[];
             /** @description How a phone number without a country code is read (US, DE, ...). */
             region: string;
-            keep_originals: boolean;
         };
         /** @description Unknown fields are an error, not silently dropped. */
         RedactionSetInputRequest: {
-            /** @description The whole policy: enabled, kinds, patterns, words, region, keep_originals (each optional; the defaults redact every kind). */
+            /** @description The whole policy: enabled, kinds, patterns, words, region (each optional; the defaults redact every kind). */
             policy: {
                 [key: string]: unknown;
             };
