@@ -10,7 +10,8 @@ competent person would do, then:
 - edits it to the solver's step when it is wrong, keeping the model's way of writing its thought: when the model
   quotes the line of the element it clicks (as the cold-start v0 learnt to), the person quotes the right one,
 
-- takes over and acts itself when the model is lost (an unparsable, void turn), then hands back.
+- takes over and acts itself when the model is lost (an unparsable, void turn), then hands back; what it writes then
+  keeps the checkpoint's convention too (learnt from its earlier proposals), or its rows would teach another one.
 """
 from __future__ import annotations
 
@@ -119,15 +120,16 @@ def same_step(proposal: dict, solver_action, observation) -> bool:
 QUOTED_LINE = re.compile(r'\[[\w-]+\] ".*" x=-?\d+, y=-?\d+')  # an element's line, as a prompt shows it
 
 
-def corrected_thought(proposed: str, solver_turn, observation, style: str) -> str:
+def corrected_thought(proposed: str, solver_turn, observation, style: str, quotes: bool = False) -> str:
     """The thought a person writes over a wrong proposal: the solver's, and, when the model's own thought quoted an
-    element's line (the convention of the checkpoint: its action copies the numbers it has just written), the line
-    of the element the right click lands on. A correction in another convention would teach the checkpoint to drop
-    the habit its answers rest on."""
+    element's line (the convention of the checkpoint: its action copies the numbers it has just written) or
+    ``quotes`` says its thoughts do (a void proposal, taken over, shows none), the line of the element the right click
+    lands on. A correction in another convention would teach the checkpoint to drop the habit its answers rest on."""
     from agent.prompt import render_element
 
     action = solver_turn.action
-    if not QUOTED_LINE.search(proposed or "") or action is None or not {"x", "y"} <= set(action.args):
+    quoted = quotes or QUOTED_LINE.search(proposed or "")
+    if not quoted or action is None or not {"x", "y"} <= set(action.args):
         return solver_turn.thought
     at = [e for e in observation.elements if (e.x, e.y) == (action.args["x"], action.args["y"])]
     if len(at) != 1:
@@ -146,6 +148,9 @@ class SimulatedAnnotator:
         self.envs = {"miniwob": env} if env is not None else {}  # its own page of each env kind, made when needed
         self.authored: dict[tuple[str, str], dict] = {}  # (kind, task) -> the JSON its env learnt
         self.think = think  # seconds a person looks before answering
+        # whether the checkpoint's thoughts quote the line of the element they click, as learnt from its proposals:
+        # what a person acting for it after a takeover writes too
+        self.quotes = False
 
     def close(self) -> None:
         for env in self.envs.values():
@@ -214,8 +219,10 @@ class SimulatedAnnotator:
                     socket.send("finish", outcome="infeasible", comment=f"I could not see how: {exc}")
                     continue
                 action_text = turn.action.to_text()
+                self.quotes = self.quotes or bool(QUOTED_LINE.search(data.get("thought") or ""))
                 if data.get("reason") == "takeover":  # the page under our control: act as the solver would
-                    socket.send("act", action=action_text, thought=turn.thought)
+                    socket.send("act", action=action_text,
+                                thought=corrected_thought("", turn, observation, self.style, self.quotes))
                     continue
                 if data.get("action") is None:  # the model is lost: take over, act, and hand back after
                     report.took_over += 1
@@ -226,7 +233,7 @@ class SimulatedAnnotator:
                     socket.send("approve", index=data["index"])
                 else:
                     report.edited += 1
-                    thought = corrected_thought(data.get("thought", ""), turn, observation, self.style)
+                    thought = corrected_thought(data.get("thought", ""), turn, observation, self.style, self.quotes)
                     socket.send("edit", index=data["index"], thought=thought, action=action_text)
             else:
                 raise ApiFailure(f"episode {episode['id']} did not finish within {timeout:.0f} s: {report.events[-5:]}")

@@ -29,3 +29,20 @@ def test_a_cycles_figures_carry_both_evaluations_split_and_per_task():
     assert figures["after"] == {"all": 0.75, "old": 0.9, "new": 0.6}
     assert figures["per_task_before"] == {"click-button": 1.0, "click-tab": 0.0}
     assert (figures["success_before"], figures["success_after"], figures["cycle_seconds"]) == (0.5, 0.75, 30.0)
+
+
+def test_a_takeover_quotes_the_clicked_line_once_the_checkpoint_is_known_to_quote():
+    """A void proposal shows no convention; the person who has seen the checkpoint quote lines writes its own thought
+    the same way (its rows would teach another convention otherwise), and one who has not keeps the solver's."""
+    from agent.actions import Action, Turn
+    from agent.envs.base import Element, Observation
+    from flywheel.simulated_annotators import corrected_thought
+
+    close = Element(role="button", text="x", x=120, y=102, width=12, height=12)
+    observation = Observation(instruction="Close the dialog box by clicking the \"x\".", url="/x.html", screenshot=b"",
+                              elements=[close], width=160, height=210)
+    solver = Turn(thought="The dialog's x is its Close button; I click it.", action=Action("click", {"x": 120, "y": 102}),
+                  void_reason=None, raw="")
+    assert corrected_thought("", solver, observation, "named") == solver.thought
+    quoted = corrected_thought("", solver, observation, "named", quotes=True)
+    assert quoted.startswith(solver.thought) and quoted.endswith('[button] "x" x=120, y=102'), quoted
