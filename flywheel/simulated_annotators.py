@@ -66,6 +66,9 @@ class Api:
                 status = response.status
         except urllib.error.HTTPError as exc:
             text, status = exc.read().decode(errors="replace"), exc.code
+        except urllib.error.URLError as exc:  # nothing answers there: say where, not a traceback
+            raise ApiFailure(f"cannot reach Loupe at {self.base} ({exc.reason}); is it running (make run), and is "
+                             "--url its address?") from None
         data = json.loads(text) if text else None
         if status not in ok:
             raise ApiFailure(f"{method} {path} -> {status}: {data}")

@@ -46,3 +46,17 @@ def test_a_takeover_quotes_the_clicked_line_once_the_checkpoint_is_known_to_quot
     assert corrected_thought("", solver, observation, "named") == solver.thought
     quoted = corrected_thought("", solver, observation, "named", quotes=True)
     assert quoted.startswith(solver.thought) and quoted.endswith('[button] "x" x=120, y=102'), quoted
+
+
+def test_an_address_where_nothing_answers_is_said_plainly():
+    import socket
+
+    import pytest
+
+    from flywheel.simulated_annotators import Api, ApiFailure
+
+    with socket.socket() as free:  # a port nothing listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    with pytest.raises(ApiFailure, match=rf"cannot reach Loupe at http://127.0.0.1:{port} .*is it running"):
+        Api(f"http://127.0.0.1:{port}", "manager", "secret")
