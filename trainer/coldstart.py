@@ -68,6 +68,9 @@ def run_coldstart(config) -> dict:
         raise TrainerError(f"the scripted solvers solved no episode of {config.tasks} on seeds {config.seeds}: "
                            "nothing to train on")
     with phase("sft"):
+        # at once, not at the first logged step (minutes on a busy machine): the Runs page reads "sft step 0 of 60"
+        # instead of the finished demonstrations' last line
+        emit({"step": 0, "total": config.max_steps})
         metrics = train_sft(SFTConfig(data=str(demos_file), init=init, out=str(out / "checkpoint"), lora=config.lora,
                                       max_steps=config.max_steps, max_seconds=config.max_seconds, lr=config.lr,
                                       warmup_steps=config.warmup_steps, batch_tokens=config.batch_tokens,

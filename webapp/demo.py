@@ -81,7 +81,7 @@ def demo_password() -> tuple[str, bool]:
 def seed_demo(password: str) -> Project:
     User = get_user_model()
     project, _ = Project.objects.get_or_create(
-        slug="demo", defaults={"name": "Demo project", "description": "MiniWoB++ tasks for the tiny demo policy."}
+        slug="demo", defaults={"name": "Demo project", "description": "MiniWoB++, desktop and web-app tasks; its policy, v0, is a LoRA of SmolLM2-135M-Instruct trained on scripted demonstrations."}
     )
     private, _ = Project.objects.get_or_create(
         slug="private", defaults={"name": "Private project", "description": "Only the admin is a member here."}
