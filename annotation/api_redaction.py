@@ -36,6 +36,10 @@ class RedactionCount(serializers.Serializer):
     hits = serializers.IntegerField()
     where = serializers.DictField(child=serializers.IntegerField())
     examples = RedactionExample(many=True)
+    wrong_hits = serializers.IntegerField(help_text="Hits whose text a reviewer marked as no personal data.")
+    missed = serializers.IntegerField(help_text="Misses reviewers marked.")
+    precision = serializers.FloatField(allow_null=True)
+    recall = serializers.FloatField(allow_null=True, help_text="Against the marked misses.")
 
 
 class RedactionOutput(serializers.Serializer):
@@ -51,6 +55,27 @@ class RedactionSetInput(StrictSerializer):
                                              "optional; the defaults redact every kind).")
     reason = serializers.CharField(required=False, allow_blank=True, max_length=500,
                                    help_text="Why; required to switch redaction off.")
+
+
+class RedactionMarkInput(StrictSerializer):
+    kind = serializers.CharField(max_length=32)
+    verdict = serializers.ChoiceField(choices=["wrong_hit", "missed"])
+    text = serializers.CharField(max_length=300)
+    episode = serializers.IntegerField(required=False, allow_null=True)
+    step = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+
+
+class RedactionMarkApi(APIView):
+    @extend_schema(request=RedactionMarkInput, responses={201: RedactionOutput})
+    def post(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        data = RedactionMarkInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        mark = data.validated_data
+        redaction.redaction_mark_add(project=project, reviewer=request.user, kind=mark["kind"],
+                                     verdict=mark["verdict"], text=mark["text"], episode_id=mark.get("episode"),
+                                     step_index=mark.get("step"))
+        return Response(redaction.redaction_overview(project=project), status=201)
 
 
 class RedactionApi(APIView):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from flywheel.models import Episode, Step
+from flywheel.models import Episode, Project, Step
 
 
 class CommandType(models.TextChoices):
@@ -207,4 +207,28 @@ class QueueClaim(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["item", "reviewer"], name="queueclaim_one_per_reviewer")]
         indexes = [models.Index(fields=["reviewer", "state"], name="queueclaim_reviewer_state")]
+        ordering = ["id"]
+
+
+class RedactionVerdict(models.TextChoices):
+    WRONG_HIT = "wrong_hit"  # redaction hid something that is not personal data
+    MISSED = "missed"        # personal data it left as it was
+
+
+class RedactionMark(models.Model):
+    """A reviewer's check of the project's redaction (annotation/redaction.py): a wrong hit or a miss of one kind,
+    in the text of a step where they saw it. The Personal data tab counts precision and recall against them."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=32)
+    verdict = models.CharField(max_length=12, choices=RedactionVerdict.choices)
+    text = models.CharField(max_length=300, help_text="What was hidden, or what should have been.")
+    episode = models.ForeignKey(Episode, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    step_index = models.PositiveIntegerField(null=True, blank=True)
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "kind", "verdict", "text"],
+                                               name="redactionmark_unique_text")]
         ordering = ["id"]

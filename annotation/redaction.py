@@ -1,5 +1,6 @@
 """A project's redaction policy (core/redaction.py does the finding): setting it, and what it finds in the project's
-recent episodes, by kind, with examples a manager checks for wrong hits.
+recent episodes, by kind, with examples a manager checks for wrong hits; their marks (a wrong hit, a miss) give
+each kind's precision and recall.
 
 Setting the policy needs a manager; switching redaction off needs an admin and a reason (exports of later snapshots
 then hold personal data), and every change is audited with what the policy does (never its word list)."""
@@ -9,6 +10,7 @@ from collections import Counter
 
 from django.db import transaction
 
+from annotation.models import RedactionMark, RedactionVerdict
 from core import redaction
 from core.audit import audit_record
 from core.errors import ApplicationError
@@ -59,17 +61,47 @@ def redaction_overview(*, project: Project, episodes: int = RECENT_EPISODES) -> 
     by_kind: Counter = Counter()
     by_field: dict[str, Counter] = {}
     examples: dict[str, list[dict]] = {}
+    marks = list(RedactionMark.objects.filter(project=project).values_list("kind", "verdict", "text"))
+    wrong_texts = {(kind, text.lower()) for kind, verdict, text in marks if verdict == RedactionVerdict.WRONG_HIT}
+    wrong: Counter = Counter()
+    missed = Counter(kind for kind, verdict, _ in marks if verdict == RedactionVerdict.MISSED)
     for step in steps.iterator(chunk_size=500):
         for field, text in _step_texts(step):
             for hit in redaction.hits(text, policy):
                 by_kind[hit.kind] += 1
+                wrong[hit.kind] += (hit.kind, hit.value.lower()) in wrong_texts
                 by_field.setdefault(hit.kind, Counter())[field] += 1
                 shown = examples.setdefault(hit.kind, [])
                 if len(shown) < EXAMPLES_PER_KIND:
                     shown.append({"episode": step["episode_id"], "step": step["index"], "field": field,
                                   "before": text[max(0, hit.start - CONTEXT_CHARS):hit.start], "match": hit.value,
                                   "after": text[hit.end:hit.end + CONTEXT_CHARS]})
+    counts = []
+    for kind in [k for k, _ in by_kind.most_common()] + sorted(set(missed) - set(by_kind)):
+        n, right = by_kind[kind], by_kind[kind] - wrong[kind]
+        counts.append({"kind": kind, "hits": n, "where": dict(by_field.get(kind, {})),
+                       "examples": examples.get(kind, []), "wrong_hits": wrong[kind], "missed": missed[kind],
+                       "precision": round(right / n, 4) if n else None,
+                       "recall": round(right / (right + missed[kind]), 4) if right + missed[kind] else None})
     return {"policy": policy.to_dict(), "digest": policy.digest, "kinds": list(redaction.KINDS),
-            "episodes": len(recent),
-            "counts": [{"kind": kind, "hits": n, "where": dict(by_field[kind]), "examples": examples[kind]}
-                       for kind, n in by_kind.most_common()]}
+            "episodes": len(recent), "counts": counts}
+
+
+def redaction_mark_add(*, project: Project, reviewer, kind: str, verdict: str, text: str,
+                       episode_id: int | None = None, step_index: int | None = None) -> RedactionMark:
+    """A reviewer's mark: ``text`` was hidden as ``kind`` and is not personal data (a wrong hit), or is personal data
+    of ``kind`` that was left as it was (a miss). The same mark twice is one."""
+    if verdict not in RedactionVerdict.values:
+        raise ApplicationError(f"A mark is one of: {', '.join(RedactionVerdict.values)}.")
+    if not (isinstance(kind, str) and kind.strip()) or len(kind) > 32:
+        raise ApplicationError("Say which kind of personal data the mark is about (email, phone, name, ...).")
+    text = (text or "").strip()
+    if not text or len(text) > 300:
+        raise ApplicationError("Give the text that was wrongly hidden, or that should have been (at most 300 "
+                               "characters).")
+    if episode_id is not None and not Episode.objects.filter(pk=episode_id, project=project).exists():
+        raise ApplicationError("That episode is not one of this project's.", status=404)
+    mark, _ = RedactionMark.objects.get_or_create(
+        project=project, kind=kind.strip(), verdict=verdict, text=text,
+        defaults={"reviewer": reviewer, "episode_id": episode_id, "step_index": step_index})
+    return mark

@@ -20,4 +20,5 @@ urlpatterns = [
     path("queue-items/<int:item_id>/adjudicate", api.QueueAdjudicateApi.as_view(), name="queue-adjudicate"),
     path("projects/<int:project_id>/dashboard", api.DashboardApi.as_view(), name="dashboard"),
     path("projects/<int:project_id>/redaction", api_redaction.RedactionApi.as_view(), name="redaction"),
+    path("projects/<int:project_id>/redaction/marks", api_redaction.RedactionMarkApi.as_view(), name="redaction-marks"),
 ]

@@ -73,3 +73,31 @@ def test_switching_redaction_off_is_refused_to_a_manager_and_needs_an_admins_rea
     entry = AuditEntry.objects.get(action="redaction.policy_set")
     assert entry.actor == demo["admin"] and entry.data["reason"] == "synthetic data only"
     assert entry.data["enabled"] is False
+
+
+def test_a_reviewers_marks_of_a_wrong_hit_and_a_miss_give_precision_and_recall(demo):
+    project = demo["project"]
+    episode = make_finished_episode(project, demo["task"], steps=[{}, {}])
+    Step.objects.filter(episode=episode, index=0).update(elements=[
+        {"role": "text", "text": f"Mail {VALUES['email'][0]} or build 10.0.0.7", "x": 5, "y": 5, "width": 9, "height": 9}])
+    Step.objects.filter(episode=episode, index=1).update(elements=[
+        {"role": "text", "text": "Mail ops@example.net", "x": 5, "y": 5, "width": 9, "height": 9}])
+    client = client_for(demo["manager"])
+    marks = f"/api/v1/projects/{project.pk}/redaction/marks"
+    wrong = client.post(marks, {"kind": "ip", "verdict": "wrong_hit", "text": "10.0.0.7", "episode": episode.pk,
+                                "step": 0}, format="json")
+    assert wrong.status_code == 201, wrong.content
+    assert client.post(marks, {"kind": "email", "verdict": "missed", "text": "jane at example dot org"},
+                       format="json").status_code == 201
+    again = client.post(marks, {"kind": "email", "verdict": "missed", "text": "jane at example dot org"}, format="json")
+    counts = {row["kind"]: row for row in again.json()["counts"]}  # the same mark twice is one
+    assert (counts["ip"]["hits"], counts["ip"]["wrong_hits"], counts["ip"]["precision"]) == (1, 1, 0.0)
+    assert (counts["email"]["hits"], counts["email"]["precision"], counts["email"]["missed"]) == (2, 1.0, 1)
+    assert counts["email"]["recall"] == round(2 / 3, 4)
+
+    bad = client.post(marks, {"kind": "email", "verdict": "maybe", "text": "x"}, format="json")
+    assert bad.status_code == 400
+    other = client.post(marks, {"kind": "email", "verdict": "missed", "text": "x", "episode": 999999}, format="json")
+    assert other.status_code == 404 and "not one of this project's" in other.json()["detail"]
+    assert client_for(demo["annotator"]).post(marks, {"kind": "email", "verdict": "missed", "text": "y"},
+                                              format="json").status_code == 403

@@ -1,6 +1,6 @@
 """The project's Personal data tab in the real page (issue 40): a manager sees what redaction finds in recent
-episodes, by kind with examples, adds a name to the word list and sees it counted; switching redaction off is
-refused to them (only an admin, with a reason)."""
+episodes, by kind with examples, adds a name to the word list and sees it counted, marks a wrong hit and a miss and
+sees precision and recall follow; switching redaction off is refused to them (only an admin, with a reason)."""
 import pytest
 
 from core.models import AuditEntry
@@ -41,6 +41,17 @@ def test_a_manager_sees_the_hits_by_kind_and_adds_a_name_to_the_word_list(daphne
     screenshot(page, "privacy-tab")
     assert Project.objects.get(pk=project.pk).settings["redaction"]["words"] == [VALUES["name"][0]]
     assert AuditEntry.objects.filter(action="redaction.policy_set", actor=manager).count() == 1
+
+    phone = page.locator('[data-testid="redaction-count"][data-kind="phone"]')
+    phone.get_by_test_id("redaction-wrong-hit").click()  # the reviewer says the number is no personal data
+    page.wait_for_function("() => document.querySelector('[data-kind=phone] [data-testid=redaction-precision]')"
+                           ".textContent === '0 %'", timeout=15_000)
+    page.get_by_test_id("redaction-missed-text").fill("jane at example dot org")
+    page.get_by_test_id("redaction-missed-kind").select_option("email")
+    page.get_by_test_id("redaction-missed-save").click()  # and an address spelled out was missed
+    page.wait_for_function("() => document.querySelector('[data-kind=email] [data-testid=redaction-recall]')"
+                           ".textContent === '50 %'", timeout=15_000)
+    screenshot(page, "privacy-marks")
 
     page.get_by_test_id("redaction-enabled").uncheck()  # a manager may not switch it off
     assert page.get_by_test_id("redaction-save").is_disabled()

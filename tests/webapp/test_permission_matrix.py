@@ -189,6 +189,8 @@ TABLE: dict[str, Call] = {
     # --- redaction (issue 40): managers see and change the policy; switching it off needs an admin (its own test) ---
     "GET /api/v1/projects/<int:project_id>/redaction": Call(managers(200)),
     "PUT /api/v1/projects/<int:project_id>/redaction": Call(managers(200), body=lambda w: {"policy": {"words": ["Ann"]}}),
+    "POST /api/v1/projects/<int:project_id>/redaction/marks": Call(
+        managers(201), body=lambda w: {"kind": "name", "verdict": "missed", "text": "Ann Other"}),
 }
 
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")

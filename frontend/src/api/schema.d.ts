@@ -762,6 +762,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/projects/{project_id}/redaction/marks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["projects_redaction_marks_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/projects/{project_id}/review-queues/": {
         parameters: {
             query?: never;
@@ -2282,6 +2298,17 @@ export interface components {
                 [key: string]: number;
             };
             examples: components["schemas"]["RedactionExample"][];
+            /** @description Hits whose text a reviewer marked as no personal data. */
+            wrong_hits: number;
+            /** @description Misses reviewers marked. */
+            missed: number;
+            /** Format: double */
+            precision: number | null;
+            /**
+             * Format: double
+             * @description Against the marked misses.
+             */
+            recall: number | null;
         };
         RedactionExample: {
             episode: number;
@@ -2292,6 +2319,20 @@ export interface components {
             match: string;
             after: string;
         };
+        /** @description Unknown fields are an error, not silently dropped. */
+        RedactionMarkInputRequest: {
+            kind: string;
+            verdict: components["schemas"]["RedactionMarkInputVerdictEnum"];
+            text: string;
+            episode?: number | null;
+            step?: number | null;
+        };
+        /**
+         * @description * `wrong_hit` - wrong_hit
+         *     * `missed` - missed
+         * @enum {string}
+         */
+        RedactionMarkInputVerdictEnum: "wrong_hit" | "missed";
         RedactionOutput: {
             policy: components["schemas"]["RedactionPolicyField"];
             /** @description Identifies the policy; part of a snapshot's key and lineage. */
@@ -4367,6 +4408,33 @@ export interface operations {
         };
         responses: {
             200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RedactionOutput"];
+                };
+            };
+        };
+    };
+    projects_redaction_marks_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RedactionMarkInputRequest"];
+                "multipart/form-data": components["schemas"]["RedactionMarkInputRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["RedactionMarkInputRequest"];
+            };
+        };
+        responses: {
+            201: {
                 headers: {
                     [name: string]: unknown;
                 };

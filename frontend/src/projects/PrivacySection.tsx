@@ -1,6 +1,6 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useState } from "react";
-import { type Redaction, redactionGet, redactionKeys, redactionSet } from "../api/redaction";
+import { type Redaction, redactionGet, redactionKeys, redactionMark, type RedactionMarkInput, redactionSet } from "../api/redaction";
 import { ErrorBanner } from "../components/ErrorBanner";
 import { Spinner } from "../components/Spinner";
 import { Table } from "../components/Table";
@@ -65,7 +65,7 @@ function PolicyForm({ projectId, data, admin }: { projectId: number; data: Redac
       <label className="field">
         <span>
           <input type="checkbox" checked={enabled} onChange={(e) => setEnabled(e.currentTarget.checked)} data-testid="redaction-enabled" />{" "}
-          Redact personal data (every kind below, in exports and stored transcripts)
+          Redact personal data (the kinds above, in exports and stored transcripts)
         </span>
       </label>
       <label className="field">
@@ -96,12 +96,56 @@ function PolicyForm({ projectId, data, admin }: { projectId: number; data: Redac
   );
 }
 
+function percent(value: number | null): string {
+  return value === null ? "—" : `${Math.round(value * 100)} %`;
+}
+
+/** Mark personal data the policy left as it was. */
+function MissForm({ kinds, onMark, busy }: { kinds: string[]; onMark: (mark: RedactionMarkInput) => void; busy: boolean }) {
+  const [kind, setKind] = useState(kinds[0] ?? "name");
+  const [text, setText] = useState("");
+  return (
+    <form
+      className="inline-form"
+      aria-label="Mark a miss"
+      onSubmit={(event) => {
+        event.preventDefault();
+        onMark({ kind, verdict: "missed", text: text.trim() });
+        setText("");
+      }}
+    >
+      <label className="field">
+        <span>Missed: personal data left as it was</span>
+        <input value={text} onChange={(e) => setText(e.target.value)} data-testid="redaction-missed-text" maxLength={300} />
+      </label>
+      <label className="field">
+        <span>Kind</span>
+        <select value={kind} onChange={(e) => setKind(e.target.value)} data-testid="redaction-missed-kind">
+          {kinds.map((k) => (
+            <option key={k} value={k}>
+              {k}
+            </option>
+          ))}
+        </select>
+      </label>
+      <button type="submit" className="button" disabled={busy || !text.trim()} data-testid="redaction-missed-save">
+        Mark as missed
+      </button>
+    </form>
+  );
+}
+
 /**
  * The project's redaction policy (managers): what it finds in recent episodes, by kind and where, with examples to
  * check for wrong hits, and the words and patterns it adds to the built-in kinds.
  */
 export function PrivacySection({ projectId, admin }: { projectId: number; admin: boolean }) {
+  const client = useQueryClient();
   const query = useQuery({ queryKey: redactionKeys.project(projectId), queryFn: ({ signal }) => redactionGet(projectId, signal) });
+  const mark = useMutation({
+    mutationFn: (input: RedactionMarkInput) => redactionMark(projectId, input),
+    onSuccess: (fresh) => client.setQueryData(redactionKeys.project(projectId), fresh),
+  });
   if (query.isPending) return <Spinner label="Loading the redaction policy…" />;
   if (query.isError) return <ErrorBanner error={query.error} title="Could not load the redaction policy" onRetry={() => query.refetch()} />;
   const data = query.data;
@@ -128,6 +172,16 @@ export function PrivacySection({ projectId, admin }: { projectId: number; admin:
             { header: "Kind", cell: (row) => row.kind },
             { header: "Hits", className: "num", cell: (row) => <span data-testid="redaction-hits">{row.hits}</span> },
             {
+              header: "Precision",
+              className: "num",
+              cell: (row) => <span data-testid="redaction-precision">{percent(row.precision)}</span>,
+            },
+            {
+              header: "Recall",
+              className: "num",
+              cell: (row) => <span data-testid="redaction-recall">{percent(row.recall)}</span>,
+            },
+            {
               header: "Where",
               cell: (row) =>
                 Object.entries(row.where)
@@ -141,13 +195,27 @@ export function PrivacySection({ projectId, admin }: { projectId: number; admin:
                   <div key={i} className="small" data-testid="redaction-example">
                     …{example.before}
                     <mark>{example.match}</mark>
-                    {example.after}… <span className="muted">(episode {example.episode}, step {example.step + 1})</span>
+                    {example.after}… <span className="muted">(episode {example.episode}, step {example.step + 1})</span>{" "}
+                    <button
+                      type="button"
+                      className="button subtle small"
+                      data-testid="redaction-wrong-hit"
+                      disabled={mark.isPending}
+                      title="This is not personal data: count it as a wrong hit"
+                      onClick={() =>
+                        mark.mutate({ kind: row.kind, verdict: "wrong_hit", text: example.match, episode: example.episode, step: example.step })
+                      }
+                    >
+                      Wrong hit
+                    </button>
                   </div>
                 )),
             },
           ]}
         />
       )}
+      <MissForm kinds={data.kinds} onMark={(input) => mark.mutate(input)} busy={mark.isPending} />
+      {mark.error && <ErrorBanner error={mark.error} title="The mark was not saved" />}
       <PolicyForm key={projectId} projectId={projectId} data={data} admin={admin} />
     </section>
   );
