@@ -8,7 +8,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from flywheel import cycle_settings, cycles, deployments, evaluation, selectors
-from flywheel.api import CheckpointRef, RunOutput, for_role, paginate, run_output
+from flywheel.api import CheckpointRef, for_role, paginate
+from flywheel.api_runs import RunOutput, run_output
 from flywheel.api_settings import SettingsSectionApi
 from flywheel.models import Backend, Cycle, CycleState, Deployment, Evaluation, Role, SnapshotKind, SnapshotStatus
 from core.api import LimitedCharField, OpenRecord, StrictSerializer, UserRef, keyset_page

@@ -1,25 +1,102 @@
-"""REST for authoring tasks beyond their CRUD (flywheel/api.py): the shipped tasks of each env kind, and importing
-and exporting OSWorld / WebArena task files (flywheel/task_authoring.py). Managers only, but the catalogue, which
-any signed-in person may read."""
+"""REST for a project's tasks: their CRUD (members read, managers write), the shipped tasks of each env kind, and
+importing and exporting OSWorld / WebArena task files (flywheel/task_authoring.py) and the files they download.
+Managers only, but the list and the catalogue, which members and any signed-in person may read."""
 from __future__ import annotations
 
 import json
 
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import StrictSerializer, results_of
+from core.api import LimitedCharField, StrictSerializer, keyset_page, results_of
 from core.errors import ApplicationError
-from flywheel import selectors, task_authoring, task_files
-from flywheel.api import TaskOutput
-from flywheel.models import Role
+from flywheel import projects, selectors, task_authoring, task_files
+from flywheel.api import paginate
+from flywheel.models import Role, TaskSpec
 
 MAX_FILE_BYTES = 2 * 1024 * 1024
+
+
+# --- tasks -------------------------------------------------------------------------------------
+class TaskOutput(serializers.ModelSerializer):
+    source = serializers.SerializerMethodField()
+
+    class Meta:
+        model = TaskSpec
+        fields = ["id", "env_kind", "task_name", "instruction_template", "seed_start", "seed_end", "split", "max_steps",
+                  "definition", "source"]
+        read_only_fields = fields  # an answer: every field is in it (the schema says so)
+
+    @extend_schema_field(serializers.ChoiceField(choices=["shipped", "authored"]))
+    def get_source(self, task) -> str:
+        return "shipped" if task.definition is None else "authored"
+
+
+DEFINITION_HELP = ("An authored task's JSON: an OSWorld task (desktop), a WebArena or any-URL task (webapp). Its id "
+                   "names the task; the env's loader checks it.")
+
+
+class TaskCreateInput(StrictSerializer):
+    env_kind = serializers.CharField(max_length=32, default="miniwob")
+    task_name = LimitedCharField("task_id", required=False, allow_blank=True, default="",
+                                 help_text="A shipped task's name; with a definition, its id (or leave it out).")
+    definition = serializers.JSONField(required=False, allow_null=True, default=None, help_text=DEFINITION_HELP)
+    instruction_template = LimitedCharField("task_instruction", required=False, allow_blank=True, default="")
+    seed_start = serializers.IntegerField(min_value=0, default=0)
+    seed_end = serializers.IntegerField(min_value=0, default=999)
+    split = serializers.ChoiceField(choices=["train", "eval"], default="train")
+    max_steps = serializers.IntegerField(min_value=1, max_value=200, required=False, allow_null=True, default=None,
+                                         help_text="Left out: the definition's own limit, else 10.")
+
+
+class TaskUpdateInput(StrictSerializer):
+    instruction_template = LimitedCharField("task_instruction", required=False, allow_blank=True)
+    seed_start = serializers.IntegerField(min_value=0, required=False)
+    seed_end = serializers.IntegerField(min_value=0, required=False)
+    split = serializers.ChoiceField(choices=["train", "eval"], required=False)
+    max_steps = serializers.IntegerField(min_value=1, max_value=200, required=False)
+    definition = serializers.JSONField(required=False, help_text=DEFINITION_HELP)
+
+
+class TaskListApi(APIView):
+    @extend_schema(operation_id="projects_tasks_list", responses={200: keyset_page(TaskOutput, "TaskPage")})
+    def get(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id)
+        return paginate(self, selectors.tasks_for_project(project=project), TaskOutput, ordering="id")
+
+    @extend_schema(request=TaskCreateInput, responses={201: TaskOutput})
+    def post(self, request, project_id: int):
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        data = TaskCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        task = projects.task_create(project=project, actor=request.user, **data.validated_data)
+        return Response(TaskOutput(task).data, status=status.HTTP_201_CREATED)
+
+
+class TaskDetailApi(APIView):
+    def _task(self, request, project_id: int, task_id: int) -> TaskSpec:
+        project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
+        task = project.tasks.filter(pk=task_id).first()
+        if task is None:
+            raise ApplicationError("No such task in this project.", status=404)
+        return task
+
+    @extend_schema(request=TaskUpdateInput, responses={200: TaskOutput})
+    def patch(self, request, project_id: int, task_id: int):
+        task = self._task(request, project_id, task_id)
+        data = TaskUpdateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(TaskOutput(projects.task_update(task=task, actor=request.user, **data.validated_data)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, project_id: int, task_id: int):
+        projects.task_delete(task=self._task(request, project_id, task_id), actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class CatalogueKindOutput(serializers.Serializer):

@@ -1,14 +1,14 @@
 from django.urls import path
 
-from flywheel import api, api_branches, api_cycles, api_polish, api_tasks
+from flywheel import api, api_branches, api_cycles, api_datasets, api_judge, api_polish, api_runs, api_tasks
 
 urlpatterns = [
     path("projects/", api.ProjectListApi.as_view(), name="project-list"),
     path("projects/<int:project_id>/", api.ProjectDetailApi.as_view(), name="project-detail"),
     path("projects/<int:project_id>/members/", api.MemberListApi.as_view(), name="member-list"),
     path("projects/<int:project_id>/members/<int:member_id>/", api.MemberDetailApi.as_view(), name="member-detail"),
-    path("projects/<int:project_id>/tasks/", api.TaskListApi.as_view(), name="task-list"),
-    path("projects/<int:project_id>/tasks/<int:task_id>/", api.TaskDetailApi.as_view(), name="task-detail"),
+    path("projects/<int:project_id>/tasks/", api_tasks.TaskListApi.as_view(), name="task-list"),
+    path("projects/<int:project_id>/tasks/<int:task_id>/", api_tasks.TaskDetailApi.as_view(), name="task-detail"),
     path("projects/<int:project_id>/tasks/import", api_tasks.TaskImportApi.as_view(), name="task-import"),
     path("projects/<int:project_id>/tasks/export", api_tasks.TaskExportApi.as_view(), name="task-export"),
     path("projects/<int:project_id>/tasks/files", api_tasks.TaskFilesApi.as_view(), name="task-files"),
@@ -26,23 +26,23 @@ urlpatterns += [
     path("episodes/<int:episode_id>/steps/<int:index>/screenshot", api.StepScreenshotApi.as_view(), name="step-screenshot"),
     path("episodes/<int:episode_id>/proposals/<int:index>/screenshot", api.ProposalScreenshotApi.as_view(),
          name="proposal-screenshot"),
-    path("projects/<int:project_id>/checkpoints/", api.CheckpointListApi.as_view(), name="checkpoint-list"),
-    path("projects/<int:project_id>/deployments/", api.DeploymentListApi.as_view(), name="deployment-list"),
-    path("projects/<int:project_id>/runs/", api.RunListApi.as_view(), name="run-list"),
+    path("projects/<int:project_id>/checkpoints/", api_runs.CheckpointListApi.as_view(), name="checkpoint-list"),
+    path("projects/<int:project_id>/deployments/", api_runs.DeploymentListApi.as_view(), name="deployment-list"),
+    path("projects/<int:project_id>/runs/", api_runs.RunListApi.as_view(), name="run-list"),
 ]
 urlpatterns += [
-    path("projects/<int:project_id>/routing", api.RoutingApi.as_view(), name="routing"),
-    path("projects/<int:project_id>/snapshots/", api.SnapshotListApi.as_view(), name="snapshot-list"),
-    path("snapshots/<int:snapshot_id>/", api.SnapshotDetailApi.as_view(), name="snapshot-detail"),
-    path("snapshots/<int:snapshot_id>/rows", api.SnapshotRowsApi.as_view(), name="snapshot-rows"),
-    path("snapshots/<int:snapshot_id>/export", api.SnapshotExportApi.as_view(), name="snapshot-export"),
+    path("projects/<int:project_id>/routing", api_datasets.RoutingApi.as_view(), name="routing"),
+    path("projects/<int:project_id>/snapshots/", api_datasets.SnapshotListApi.as_view(), name="snapshot-list"),
+    path("snapshots/<int:snapshot_id>/", api_datasets.SnapshotDetailApi.as_view(), name="snapshot-detail"),
+    path("snapshots/<int:snapshot_id>/rows", api_datasets.SnapshotRowsApi.as_view(), name="snapshot-rows"),
+    path("snapshots/<int:snapshot_id>/export", api_datasets.SnapshotExportApi.as_view(), name="snapshot-export"),
 ]
 
 urlpatterns += [
-    path("projects/<int:project_id>/judge", api.JudgeSettingsApi.as_view(), name="judge-settings"),
-    path("projects/<int:project_id>/judge/calibration", api.JudgeCalibrationApi.as_view(), name="judge-calibration"),
-    path("projects/<int:project_id>/judgements/", api.JudgeRequestApi.as_view(), name="judge-request"),
-    path("episodes/<int:episode_id>/judgements/", api.EpisodeJudgementsApi.as_view(), name="episode-judgements"),
+    path("projects/<int:project_id>/judge", api_judge.JudgeSettingsApi.as_view(), name="judge-settings"),
+    path("projects/<int:project_id>/judge/calibration", api_judge.JudgeCalibrationApi.as_view(), name="judge-calibration"),
+    path("projects/<int:project_id>/judgements/", api_judge.JudgeRequestApi.as_view(), name="judge-request"),
+    path("episodes/<int:episode_id>/judgements/", api_judge.EpisodeJudgementsApi.as_view(), name="episode-judgements"),
 ]
 
 urlpatterns += [
