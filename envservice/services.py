@@ -12,10 +12,11 @@ import secrets
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from agent.actions import Turn
@@ -34,6 +35,36 @@ MIN_ROLE = Role.MANAGER  # an RL job is a run a manager starts, as training runs
 EXPIRED_KEPT = 10_000  # expired lease ids remembered, to answer 410 rather than 404
 
 
+class Writer:
+    """A lease's database writes, in order, on a thread of their own: a step's answer goes back while its Step is
+    stored (the env does not wait on PostgreSQL). ``flush`` waits for every write so far; the lease flushes before
+    an episode starts or ends and before it answers an error, so what a caller is told is stored is stored."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envservice-writer")
+        self._error: BaseException | None = None
+
+    def submit(self, fn, /, **kwargs) -> None:
+        def run():
+            try:
+                fn(**kwargs)
+            except BaseException as exc:  # noqa: BLE001 - kept for flush, which tells the caller
+                log.exception("storing a step of an envservice episode failed")
+                self._error = self._error or exc
+        self._pool.submit(run)
+
+    def flush(self) -> None:
+        self._pool.submit(lambda: None).result()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise ApplicationError(f"Storing the episode's steps failed: {error}. The lease goes on; its episode "
+                                   "lacks those steps.", status=500)
+
+    def close(self) -> None:
+        self._pool.submit(lambda: connection.close())  # the writer thread's own (connection.close is the caller's)
+        self._pool.shutdown(wait=True)
+
+
 @dataclass
 class Lease:
     id: str
@@ -42,10 +73,13 @@ class Lease:
     seed: int
     actor: EnvActor
     action_format: str
+    episode: Episode | None = None
     episode_id: int | None = None
+    writer: Writer = field(default_factory=Writer)
     index: int = 0
     done: bool = True
     observation: Observation | None = None
+    ended: str = ""  # why the lease ended, once it has (a call that waited on its lock then gets 410)
     last_seen: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -128,6 +162,7 @@ class EnvService:
             raise ApplicationError(f"Seed {seed} is outside this task's range {lease.task.seed_start}-"
                                    f"{lease.task.seed_end}.", errors={"seed": ["Out of range."]})
         with lease.lock:
+            _check_live(lease)
             self._end_episode(lease, status=EpisodeStatus.INTERRUPTED, reason="the caller reset the env")
             if seed is not None:
                 lease.seed = seed
@@ -142,6 +177,7 @@ class EnvService:
             raise ApplicationError(f"Unknown action format '{fmt}'; use one of: {', '.join(FORMATS)}.",
                                    errors={"format": ["Invalid choice."]})
         with lease.lock:
+            _check_live(lease)
             if lease.done:
                 raise ApplicationError("This episode has ended; reset the lease to start another.", status=409)
             obs = lease.observation
@@ -150,6 +186,7 @@ class EnvService:
             if turn.action is None:  # a void turn: stored as the model wrote it, the env untouched
                 self._record(lease, obs, turn, fmt, reward=0.0, done=False, info={}, started=started,
                              started_at=started_at)
+                lease.writer.flush()
                 raise ApplicationError(f"The action could not be read: {turn.void_reason}. It was stored as a void "
                                        "turn; the screen is unchanged.", status=400,
                                        errors={"action": [turn.void_reason]})
@@ -161,19 +198,22 @@ class EnvService:
                     f"The env crashed during {turn.action.to_text()}: {exc}. A fresh env replaced it and a new "
                     f"episode started (episode {lease.episode_id}, same task and seed); step on from its screen.",
                     status=502, errors={"env": ["crashed"]}) from exc
+            env_s = time.monotonic() - started
             self._record(lease, obs, turn, fmt, reward=result.reward, done=result.done, info=result.info,
                          started=started, started_at=started_at)
+            record_s = time.monotonic() - started - env_s
             lease.observation = result.observation
             if result.done:
                 lease.done = True
-                episodes.episode_finish(episode_id=lease.episode_id, status=EpisodeStatus.FINISHED,
-                                        end_reason="done", reward=float(result.reward))
+                lease.writer.submit(episodes.episode_finish, episode_id=lease.episode_id,
+                                    status=EpisodeStatus.FINISHED, end_reason="done", reward=float(result.reward))
             return {"reward": result.reward, "done": result.done, "info": _json_safe(result.info),
-                    "index": lease.index - 1}
+                    "index": lease.index - 1, "timings": {"env_s": round(env_s, 4), "record_s": round(record_s, 4)}}
 
     def lease_release(self, *, lease_id: str, user) -> None:
         lease = self._lease_of(lease_id=lease_id, user=user)
         with lease.lock:
+            _check_live(lease)
             self._drop(lease, reason="the caller released it")
 
     # -- internals -------------------------------------------------------------------------
@@ -188,6 +228,7 @@ class EnvService:
             except EnvCrashed as exc:
                 raise ApplicationError(f"The {lease.task.env_kind} env could not start {name}: {exc}.",
                                        status=502) from exc
+        lease.writer.flush()  # the last episode's steps and end are stored before the next one starts
         now = timezone.now()
         episode = Episode.objects.create(
             project_id=lease.task.project_id, task=lease.task, seed=seed, mode=Mode.AUTONOMOUS,
@@ -196,14 +237,14 @@ class EnvService:
             screen_width=obs.width, screen_height=obs.height)
         episode = Episode.objects.select_related("task", "checkpoint", "created_by", "controller").get(pk=episode.pk)
         event_append(episode_id=episode.pk, type="episode.state", payload=episodes.episode_payload(episode))
-        lease.episode_id, lease.index, lease.done, lease.observation = episode.pk, 0, False, obs
+        lease.episode, lease.episode_id, lease.index, lease.done, lease.observation = episode, episode.pk, 0, False, obs
 
     def _record(self, lease: Lease, obs: Observation, turn: Turn, fmt: str, *, reward: float, done: bool,
                 info: dict, started: float, started_at) -> None:
-        episode = Episode.objects.get(pk=lease.episode_id)
-        episodes.step_record(
-            episode=episode, index=lease.index, screenshot=obs.screenshot, width=obs.width, height=obs.height,
-            url=obs.url, instruction=obs.instruction, elements=[e.to_dict() for e in obs.elements],
+        lease.writer.submit(
+            episodes.step_record, episode=lease.episode, index=lease.index, screenshot=obs.screenshot,
+            width=obs.width, height=obs.height, url=obs.url, instruction=obs.instruction,
+            elements=[e.to_dict() for e in obs.elements],
             screen_text=obs.screen_text or "", prompt=[], raw_output=turn.raw, token_ids=[], token_logprobs=[],
             thought=turn.thought, action=turn.action.to_dict() if turn.action else None,
             action_text=turn.action.to_text() if turn.action else "", actor="model", proposal=None,
@@ -213,8 +254,9 @@ class EnvService:
 
     def _end_episode(self, lease: Lease, *, status: str, reason: str) -> None:
         if lease.episode_id is not None and not lease.done:
-            episodes.episode_finish(episode_id=lease.episode_id, status=status, end_reason=reason)
+            lease.writer.submit(episodes.episode_finish, episode_id=lease.episode_id, status=status, end_reason=reason)
         lease.done = True
+        lease.writer.flush()
 
     def _replace(self, lease: Lease, *, reason: str) -> None:
         self._end_episode(lease, status=EpisodeStatus.FAILED, reason=f"environment crashed: {reason}")
@@ -222,14 +264,17 @@ class EnvService:
         self._start_episode(lease)
 
     def _drop(self, lease: Lease, *, reason: str, give_back: bool = True) -> None:
-        with self._lock:
-            self._leases.pop(lease.id, None)
-            self._expired[lease.id] = reason
-            while len(self._expired) > EXPIRED_KEPT:
-                self._expired.pop(next(iter(self._expired)))
+        """End the lease (its caller holds ``lease.lock``): its unfinished episode first, then the table's entry."""
+        lease.ended = reason
         try:
             self._end_episode(lease, status=EpisodeStatus.INTERRUPTED, reason=f"lease ended: {reason}")
         finally:
+            lease.writer.close()
+            with self._lock:
+                self._leases.pop(lease.id, None)
+                self._expired[lease.id] = reason
+                while len(self._expired) > EXPIRED_KEPT:
+                    self._expired.pop(next(iter(self._expired)))
             pool = self.pools[lease.task.env_kind]
             if give_back:
                 pool.give_back(lease.actor)
@@ -268,6 +313,11 @@ class EnvService:
                 log.exception("ending lease %s failed", lease.id)
         for pool in self.pools.values():
             pool.close()
+
+
+def _check_live(lease: Lease) -> None:
+    if lease.ended:
+        raise ApplicationError(f"This lease ended: {lease.ended}. Lease an env again.", status=410)
 
 
 def _task_of(*, project_id: int, task: str | int) -> TaskSpec:
