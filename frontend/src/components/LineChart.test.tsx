@@ -66,4 +66,18 @@ describe("LineChart options", () => {
     expect(screen.getByText("day 5")).toBeTruthy();
     expect(screen.getByText("1")).toBeTruthy(); // the y axis reaches a rate's 1.0
   });
+
+  it("shows a lone point as a dot without being asked, and longer lines without dots", () => {
+    const { container } = render(
+      <LineChart
+        series={[
+          { name: "sft", points: [{ x: 10, y: 0.8 }] },
+          { name: "dpo", points: [{ x: 10, y: 0.5 }, { x: 20, y: 0.4 }] },
+        ]}
+      />,
+    );
+    const dots = container.querySelectorAll("circle[data-point]");
+    expect(dots).toHaveLength(1);
+    expect(dots[0].getAttribute("data-point")).toBe("sft");
+  });
 });

@@ -167,11 +167,11 @@ export function LineChart({
                 );
               })}
             </g>
-            {showPoints &&
-              series.map((s, i) =>
-                s.points
-                  .filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y))
-                  .map((p) => (
+            {series.map((s, i) => {
+              const finite = s.points.filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y));
+              // a lone point draws no line: it is shown as a dot (a run's first progress line)
+              return (showPoints || finite.length === 1) &&
+                finite.map((p) => (
                     <circle
                       key={`${s.name}-${p.x}`}
                       className="chart-point"
@@ -181,8 +181,8 @@ export function LineChart({
                       fill={s.color ?? PALETTE[i % PALETTE.length]}
                       data-point={s.name}
                     />
-                  )),
-              )}
+                  ));
+            })}
             {hoverX !== null && (
               <g className="chart-hover">
                 <line x1={x(hoverX)} x2={x(hoverX)} y1={0} y2={innerH} />
