@@ -23,7 +23,7 @@ def test_the_apps_keep_the_import_rules():
 def test_an_app_importing_what_its_rule_forbids_breaks_the_lint(tmp_path):
     """The contracts bite: a copy of the tree where flywheel imports the trainer and agent imports Django fails."""
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    for package in ("agent", "trainer", "core", "flywheel", "annotation", "webapp"):
+    for package in ("agent", "trainer", "core", "flywheel", "annotation", "webapp", "envservice"):
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
     (tmp_path / "django").mkdir()
