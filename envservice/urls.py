@@ -17,3 +17,16 @@ urlpatterns = [
                                                                    "release; every episode is an Episode in Loupe."}),
          name="envservice-schema"),
 ]
+
+
+def _json_error(status: int, detail: str):
+    def view(request, exception=None):
+        from django.http import JsonResponse
+
+        return JsonResponse({"detail": detail}, status=status)
+    return view
+
+
+handler404 = _json_error(404, "No such path on the environment service; its schema is at /openapi.json.")
+handler500 = _json_error(500, "The environment service failed on this request (its log says why); try again, or "
+                              "lease another env.")

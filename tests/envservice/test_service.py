@@ -140,8 +140,11 @@ def test_refusals_are_plain_json_403_without_the_project_404_unknown_task_410_ex
     assert episode.status == EpisodeStatus.INTERRUPTED and "lease ended" in episode.end_reason
 
 
-def test_the_schema_lists_the_operations(service, manager_token):
+def test_the_schema_lists_the_operations_and_an_unknown_path_is_a_json_404(service, manager_token):
     url, _ = service
     schema = EnvServiceClient(url, manager_token[1]).schema()
     assert {"/v1/leases", "/v1/leases/{lease_id}/step", "/v1/leases/{lease_id}/reset",
             "/v1/leases/{lease_id}"} <= set(schema["paths"])
+    with pytest.raises(ServiceError) as nowhere:
+        EnvServiceClient(url, manager_token[1])._call("GET", "/v1/nowhere")
+    assert nowhere.value.status == 404 and "/openapi.json" in nowhere.value.detail  # plain JSON, not Django's page
