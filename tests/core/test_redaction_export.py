@@ -8,6 +8,7 @@ import zipfile
 
 import numpy as np
 import pytest
+from django.core.files.storage import default_storage
 from PIL import Image
 from rest_framework.test import APIClient
 
@@ -85,7 +86,7 @@ def test_an_export_holds_none_of_the_test_sets_values_and_its_screens_are_black_
     assert image[10:41, 10:391].max() < 24  # the email's element
     assert image[90:121, 10:391].max() < 24  # the card's
     assert image[50:81, 10:391].mean() > 150  # the element with nothing private is as it was
-    with episodes.default_storage.open(step.screenshot, "rb") as original:  # the stored original is untouched
+    with default_storage.open(step.screenshot, "rb") as original:  # the stored original is untouched
         assert np.asarray(Image.open(original).convert("L"))[10:41, 10:391].mean() > 150
 
 
