@@ -91,6 +91,8 @@ class Pool:
         self._idle: list[EnvActor] = []
         self._leased: set[EnvActor] = set()
         self._lock = threading.Lock()
+        self._filling = False
+        self._closed = False
         self.crashes = 0
 
     def status(self) -> dict:
@@ -105,6 +107,8 @@ class Pool:
                 actor = self._idle.pop()
                 if actor.healthy:
                     self._leased.add(actor)
+                    if self.warm:  # the next lease finds one warm too
+                        threading.Thread(target=self.fill, name=f"warm-{self.kind}", daemon=True).start()
                     return actor, actor.warm
             if len(self._leased) >= self.capacity:
                 raise PoolFull(f"all {self.capacity} {self.kind} envs of this host are leased; release one, or "
@@ -139,7 +143,18 @@ class Pool:
         return fresh
 
     def fill(self) -> None:
-        """Make idle envs up to ``warm``, each reset once so its browser is up (on the calling thread's time)."""
+        """Make idle envs up to ``warm``, each reset once so its browser is up (on the calling thread's time; one
+        filler at a time)."""
+        with self._lock:
+            if self._filling:
+                return
+            self._filling = True
+        try:
+            self._fill()
+        finally:
+            self._filling = False
+
+    def _fill(self) -> None:
         while True:
             with self._lock:
                 if len(self._idle) >= self.warm or len(self._idle) + len(self._leased) >= self.capacity:
@@ -155,10 +170,15 @@ class Pool:
             actor.warm = True
             log.info("a warm %s env is ready (%.1f s)", self.kind, time.monotonic() - started)
             with self._lock:
-                self._idle.append(actor)
+                if not self._closed:
+                    self._idle.append(actor)
+                    continue
+            actor.close()  # the pool closed while this env started
+            return
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             actors = [*self._idle, *self._leased]
             self._idle.clear()
             self._leased.clear()
