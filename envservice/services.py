@@ -233,7 +233,7 @@ class EnvService:
         episode = Episode.objects.create(
             project_id=lease.task.project_id, task=lease.task, seed=seed, mode=Mode.AUTONOMOUS,
             status=EpisodeStatus.RUNNING, created_by=lease.user, instruction=obs.instruction,
-            worker=f"envservice:{self.host}:{lease.id[:8]}", started_at=now, heartbeat_at=now,
+            worker=self._worker(lease), started_at=now, heartbeat_at=now,
             screen_width=obs.width, screen_height=obs.height)
         episode = Episode.objects.select_related("task", "checkpoint", "created_by", "controller").get(pk=episode.pk)
         event_append(episode_id=episode.pk, type="episode.state", payload=episodes.episode_payload(episode))
@@ -295,10 +295,23 @@ class EnvService:
                     lease.lock.release()
         return [lease.id for lease in stale]
 
+    def _worker(self, lease: Lease) -> str:
+        return f"envservice:{self.host}:{lease.id[:8]}"
+
+    def heartbeat(self) -> None:
+        """Say the leased episodes are alive, as a rollout worker does: beat's liveness sweep marks a running
+        episode interrupted after LOUPE_INTERRUPTED_AFTER_SECONDS without a heartbeat, and an RL job may think
+        longer than that between two steps."""
+        with self._lock:
+            live = [lease for lease in self._leases.values() if not lease.done and lease.episode_id]
+        for lease in live:
+            episodes.episode_heartbeat(episode_id=lease.episode_id, worker=self._worker(lease))
+
     def _reap_loop(self) -> None:
         while not self._stop.wait(min(5.0, max(self.lease_timeout / 4, 0.2))):
             try:
                 self.reap()
+                self.heartbeat()
             except Exception:  # noqa: BLE001 - the reaper keeps going; the next sweep tries again
                 log.exception("reaping leases failed")
             finally:

@@ -7,8 +7,10 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from agent.actions import format_turn
 from agent.solvers import solve_step
@@ -107,7 +109,8 @@ def test_a_bad_action_is_a_plain_400_stored_void_and_a_crashed_env_is_replaced(s
     client.release(lease["lease"])
 
 
-def test_refusals_are_plain_json_403_without_the_project_404_unknown_task_410_expired(service, manager_token):
+def test_refusals_are_plain_json_403_without_the_project_404_unknown_task_410_expired_and_leases_heartbeat(
+        service, manager_token):
     url, svc = service
     project, token = manager_token
     other = make_project()
@@ -129,6 +132,10 @@ def test_refusals_are_plain_json_403_without_the_project_404_unknown_task_410_ex
     assert bad_token.value.status == 401
 
     lease = client.lease(project=project.pk, task=TASK, seed=1)
+    long_ago = timezone.now() - timedelta(hours=1)
+    Episode.objects.filter(pk=lease["episode"]).update(heartbeat_at=long_ago)
+    svc.heartbeat()  # the reaper's sweep: a caller thinking between steps is not a dead worker to beat's sweep
+    assert Episode.objects.get(pk=lease["episode"]).heartbeat_at > long_ago
     svc.lease_timeout = 0.5  # the caller goes quiet: the reaper takes the lease back
     deadline = time.monotonic() + 30
     while lease["lease"] in svc._leases and time.monotonic() < deadline:
