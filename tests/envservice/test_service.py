@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agent.actions import format_turn
+from agent.formats import render
 from agent.solvers import solve_step
 from envservice.client import EnvServiceClient, ServiceError, observation_of
 from envservice.server import start, stop
@@ -43,13 +43,15 @@ def manager_token():
     return project, token_create(user=user)[1]
 
 
-def play(client: EnvServiceClient, lease: dict, task: str = TASK) -> dict:
-    """Play the lease's episode with the scripted solver, through the service; the last step's answer."""
+def play(client: EnvServiceClient, lease: dict, task: str = TASK, fmt: str = "loupe") -> dict:
+    """Play the lease's episode with the scripted solver, its turns written in ``fmt``, through the service; the last
+    step's answer."""
     obs, history, step = observation_of(lease["observation"]), [], None
     for _ in range(10):
         turn = solve_step(task, obs, history)
         history.append(turn)
-        step = client.step(lease["lease"], format_turn(turn.thought, turn.action))
+        text = render(turn.thought, turn.action, format=fmt, width=obs.width, height=obs.height)
+        step = client.step(lease["lease"], text, format=None if fmt == "loupe" else fmt)
         obs = observation_of(step["observation"])
         if step["done"]:
             return step
@@ -104,7 +106,9 @@ def test_a_bad_action_is_a_plain_400_stored_void_and_a_crashed_env_is_replaced(s
     assert old.status == EpisodeStatus.FAILED and "crashed" in old.end_reason
     fresh = client.get(lease["lease"])
     assert fresh["episode"] != old.pk and fresh["index"] == 0 and fresh["seed"] == 5
-    assert play(client, fresh)["reward"] == pytest.approx(1.0, abs=0.01)  # the fresh env plays on
+    # the fresh env plays on, here in UI-TARS's format (pixels of its resized image), read into Loupe's actions
+    assert play(client, fresh, fmt="uitars")["reward"] == pytest.approx(1.0, abs=0.01)
+    assert Step.objects.filter(episode_id=fresh["episode"], action_format="uitars").count() >= 2
     assert svc.status()["pools"][0]["crashes"] == 1
     client.release(lease["lease"])
 
