@@ -34,5 +34,8 @@ export default defineConfig({
     include: ["src/**/*.test.{ts,tsx}"],
     setupFiles: ["src/test/setup.ts"],
     restoreMocks: true,
+    // make test runs these beside pytest's two workers on two cores: a test that waits out a 2 s poll ran past
+    // vitest's default 5 s there (CI, load about 10)
+    testTimeout: 30_000,
   },
 });

@@ -27,6 +27,9 @@ SLOW_MODULES_FIRST = (  # by their time in a quiet three-worker run (.data/logs/
     "tests/flywheel/test_rollout_faults.py",
     "tests/e2e/test_desktop_session.py",
     "tests/flywheel/test_rollouts.py",
+    "tests/envservice/test_service.py",
+    "tests/trainer/test_distributed.py",
+    "tests/e2e/test_voice_commands.py",
 )
 
 

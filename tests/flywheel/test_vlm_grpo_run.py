@@ -15,7 +15,7 @@ from flywheel import deployments, episodes, snapshots, training
 from flywheel.models import Checkpoint, Episode, RunStatus, TrainingRun
 from tests.factories import make_task
 
-pytestmark = [pytest.mark.django_db, pytest.mark.browser, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.django_db, pytest.mark.browser, pytest.mark.timeout(900)]  # 100 s quiet; 300 s at load 10 (CI)
 
 TASK = "click-option"  # two steps: pick the option, then submit
 
