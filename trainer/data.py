@@ -1,6 +1,6 @@
 """Snapshot rows -> tensors.
 
-A snapshot is a JSONL file, one row a line. The trainer reads four kinds (DESIGN.md):
+A snapshot is a JSONL file, one row a line. The trainer reads four kinds (docs/architecture.md, agent/rows.py):
 
 SFT and CT rows (TRL's conversational format; the loss falls on assistant turns only)::
 

@@ -1,6 +1,6 @@
 """RL raises the reward of what the policy does, and keeps void trajectories out of the loss.
 
-Offline, on an RL snapshot of the DESIGN.md shape: for each prompt a group of attempts, the
+Offline, on an RL snapshot of the shape agent/rows.py records: for each prompt a group of attempts, the
 correct click rewarded 1, a wrong one 0, plus a void attempt (rewarded, to prove it is masked).
 The expected reward of the policy over its attempts is read off its own log-probabilities.
 """

@@ -1,5 +1,5 @@
 /**
- * The dataset endpoints and their shapes (flywheel/api.py, flywheel/datasets.py): the project's
+ * The dataset endpoints and their shapes (flywheel/api_datasets.py, flywheel/datasets.py): the project's
  * validator V and bucket counts (`/routing`) and its frozen snapshots.
  */
 import { apiFetch } from "./client";

@@ -1,4 +1,4 @@
-/** Deployments (flywheel/api.py, flywheel/api_cycles.py): which checkpoint served when, and rolling back. */
+/** Deployments (flywheel/api_runs.py, flywheel/api_cycles.py): which checkpoint served when, and rolling back. */
 import { apiFetch, type Page } from "./client";
 import type { Schemas } from "./types";
 

@@ -1,5 +1,5 @@
 /**
- * The judge's endpoints (flywheel/api.py, flywheel/judge.py): an episode's judgements, judging it again,
+ * The judge's endpoints (flywheel/api_judge.py, flywheel/judge.py): an episode's judgements, judging it again,
  * and the calibration of the judge against the reviewers. Managers only.
  */
 import { apiFetch } from "./client";

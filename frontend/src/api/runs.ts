@@ -1,4 +1,4 @@
-/** Training runs (flywheel/api.py): a project's runs, and training on a ready snapshot. */
+/** Training runs (flywheel/api_runs.py): a project's runs, and training on a ready snapshot. */
 import { apiFetch, type Page } from "./client";
 import type { Schemas } from "./types";
 

@@ -1,5 +1,5 @@
 /**
- * A project's tasks (flywheel/api.py tasks, flywheel/api_tasks.py): the list, create, edit and remove them with
+ * A project's tasks (flywheel/api_tasks.py): the list, create, edit and remove them with
  * their JSON definitions, the shipped tasks of each env kind, and importing / exporting task files.
  */
 import { API_ROOT, apiFetch, fetchAll } from "./client";
