@@ -207,7 +207,7 @@ class EnvService:
                 lease.done = True
                 lease.writer.submit(episodes.episode_finish, episode_id=lease.episode_id,
                                     status=EpisodeStatus.FINISHED, end_reason="done", reward=float(result.reward))
-            return {"reward": result.reward, "done": result.done, "info": _json_safe(result.info),
+            return {"reward": result.reward, "done": result.done, "info": episodes.json_safe(result.info),
                     "index": lease.index - 1, "timings": {"env_s": round(env_s, 4), "record_s": round(record_s, 4)}}
 
     def lease_release(self, *, lease_id: str, user) -> None:
@@ -248,7 +248,7 @@ class EnvService:
             screen_text=obs.screen_text or "", prompt=[], raw_output=turn.raw, token_ids=[], token_logprobs=[],
             thought=turn.thought, action=turn.action.to_dict() if turn.action else None,
             action_text=turn.action.to_text() if turn.action else "", actor="model", proposal=None,
-            reward=float(reward), done=bool(done), void_reason=turn.void_reason, info=_json_safe(info),
+            reward=float(reward), done=bool(done), void_reason=turn.void_reason, info=info,
             timings={"step_s": round(time.monotonic() - started, 4)}, started_at=started_at, action_format=fmt)
         lease.index += 1
 
@@ -350,16 +350,6 @@ def _read_turn(text: str, fmt: str, obs: Observation) -> Turn:
     if fmt == "loupe" and "action:" not in text.lower():
         text = f"Action: {text}"  # a bare action, e.g. click(x=1, y=2)
     return parse(text, format=fmt, width=obs.width, height=obs.height)
-
-
-def _json_safe(value):
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return str(value)
 
 
 _current: EnvService | None = None

@@ -352,6 +352,17 @@ def rejections_of(*, episode_id: int, index: int) -> list[Rejection]:
 
 
 @transaction.atomic
+def json_safe(value):
+    """``value`` as JSON can hold it: keys as strings, tuples as lists, anything else as its str() (an env's info)."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
 def step_record(*, episode: Episode, index: int, screenshot: bytes, width: int, height: int, url: str,
                 instruction: str, elements: list[dict], prompt: list, raw_output: str, token_ids: list[int],
                 token_logprobs: list[float], thought: str, action: dict | None, action_text: str, actor: str,
@@ -378,7 +389,7 @@ def step_record(*, episode: Episode, index: int, screenshot: bytes, width: int, 
         raw_output=raw_output, action_format=action_format, token_ids=token_ids, token_logprobs=token_logprobs,
         thought=thought, action=action,
         action_text=action_text, actor=actor, proposal=proposal, correction=correction, reward=reward, done=done,
-        void=action is None, void_reason=(void_reason or "")[:300], info=info, timings=timings,
+        void=action is None, void_reason=(void_reason or "")[:300], info=json_safe(info), timings=timings,
         checkpoint_id=episode.checkpoint_id, intervened_by=intervened_by, started_at=started_at,
     )
     Rejection.objects.filter(episode=episode, step_index=index, step__isnull=True).update(step=step)

@@ -130,7 +130,7 @@ def record_step(episode: Episode, record, *, intervened_by=None, linked=None) ->
         token_logprobs=[float(x) for x in out.token_logprobs] if out else [], thought=turn.thought,
         action=turn.action.to_dict() if turn.action else None, action_text=turn.action.to_text() if turn.action else "",
         actor=record.actor, proposal=episodes.turn_payload(record.proposal), reward=float(record.reward), done=bool(record.done),
-        void_reason=turn.void_reason, info=_json_safe(record.info), timings=record.timings,
+        void_reason=turn.void_reason, info=record.info, timings=record.timings,
         intervened_by=intervened_by, action_format=record.action_format, linked=linked,
     )
 
@@ -144,16 +144,6 @@ def record_rejection(episode: Episode, record, *, rejected_by=None):
         thought=turn.thought, action=turn.action.to_dict() if turn.action else None,
         action_text=turn.action.to_text() if turn.action else "", void_reason=turn.void_reason, reason=record.reason,
         repeated=record.repeated, rejected_by=rejected_by, action_format=record.action_format)
-
-
-def _json_safe(value):
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return str(value)
 
 
 class LiveSupervisor(Supervisor):

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,30 @@ def browser():
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+def microphone_wav(spoken: Path, out: Path, *, silence_after_s: float) -> Path:
+    """``spoken`` as Chromium's fake microphone plays it: a second of silence first (the device opens before
+    recording starts), ``silence_after_s`` after (the speaker has clearly stopped), 48 kHz mono PCM."""
+    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-i", str(spoken),
+                    "-af", f"adelay=1000,apad=pad_dur={silence_after_s:g}", "-ar", "48000", "-ac", "1",
+                    "-c:a", "pcm_s16le", str(out)], check=True, timeout=60)
+    return out
+
+
+@contextmanager
+def chromium_with_microphone(wav: Path):
+    """A Chromium of its own: the shared flags plus a fake microphone that plays ``wav`` once."""
+    from playwright.sync_api import sync_playwright
+
+    args = [*CHROMIUM_ARGS, "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+            f"--use-file-for-fake-audio-capture={wav}%noloop"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=args)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -3,7 +3,6 @@ the page records it with MediaRecorder and uploads 2 s chunks, a real `audio` wo
 with faster-whisper, and the words come back over the episode's socket into the transcript panel,
 on the step they were spoken in. A supervised episode is live the whole time (scripted policy, on
 its own rollout worker), and one test drops the network mid-recording."""
-import subprocess
 import time
 
 import pytest
@@ -14,7 +13,7 @@ from annotation.speech import word_error_rate
 from flywheel import deployments, episodes
 from flywheel.models import Checkpoint, Episode
 from tests.annotation.audio_fixtures import missing_tools, synthesize_wav
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, login, screenshot
+from tests.e2e.conftest import chromium_with_microphone, login, microphone_wav, screenshot
 from tests.factories import PASSWORD, make_member, make_project, make_task, make_user
 from tests.stack import stack_env, start_worker, wait_for, worker_quiet
 
@@ -32,24 +31,14 @@ def speech_wav(tmp_path_factory):
     and three after (so the speaker has clearly stopped), as 48 kHz mono PCM for Chromium."""
     folder = tmp_path_factory.mktemp("speech")
     spoken = synthesize_wav(SENTENCE, folder / "sentence.wav")
-    padded = folder / "think-aloud.wav"
-    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-i", str(spoken),
-                    "-af", "adelay=1000,apad=pad_dur=3", "-ar", "48000", "-ac", "1", "-c:a", "pcm_s16le", str(padded)],
-                   check=True, timeout=60)
-    return padded
+    return microphone_wav(spoken, folder / "think-aloud.wav", silence_after_s=3)
 
 
 @pytest.fixture(scope="module")
 def browser(speech_wav):
     """This module's own Chromium: the shared flags plus a fake microphone that plays the sentence once."""
-    from playwright.sync_api import sync_playwright
-
-    args = [*CHROMIUM_ARGS, "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-            f"--use-file-for-fake-audio-capture={speech_wav}%noloop"]
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=args)
+    with chromium_with_microphone(speech_wav) as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ on, a real audio worker transcribes the chunks, and each command comes back as a
 shows it for a second: Escape cancels the pause (nothing is sent), the reject is sent with its reason and
 acknowledged, then the approve. None of the three is a thought. A supervised episode on the scripted policy is live
 the whole time."""
-import subprocess
 import wave
 
 import numpy as np
@@ -15,7 +14,7 @@ from annotation.services import command_submit
 from flywheel import deployments, episodes
 from flywheel.models import Checkpoint, Episode
 from tests.annotation.audio_fixtures import missing_tools, synthesize_wav
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, login, screenshot
+from tests.e2e.conftest import chromium_with_microphone, login, microphone_wav, screenshot
 from tests.factories import PASSWORD, make_member, make_project, make_task, make_user
 from tests.stack import stack_env, start_worker, wait_for, worker_quiet
 
@@ -40,23 +39,13 @@ def commands_wav(tmp_path_factory):
     with wave.open(str(joined), "wb") as out:
         out.setnchannels(1), out.setsampwidth(2), out.setframerate(rate)
         out.writeframes(np.concatenate(parts).tobytes())
-    padded = folder / "commands.wav"
-    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-i", str(joined),
-                    "-af", "adelay=1000,apad=pad_dur=2", "-ar", "48000", "-ac", "1", "-c:a", "pcm_s16le", str(padded)],
-                   check=True, timeout=60)
-    return padded
+    return microphone_wav(joined, folder / "commands.wav", silence_after_s=2)
 
 
 @pytest.fixture(scope="module")
 def browser(commands_wav):
-    from playwright.sync_api import sync_playwright
-
-    args = [*CHROMIUM_ARGS, "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-            f"--use-file-for-fake-audio-capture={commands_wav}%noloop"]
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=args)
+    with chromium_with_microphone(commands_wav) as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")
