@@ -351,7 +351,6 @@ def rejections_of(*, episode_id: int, index: int) -> list[Rejection]:
                 .order_by("attempt"))
 
 
-@transaction.atomic
 def json_safe(value):
     """``value`` as JSON can hold it: keys as strings, tuples as lists, anything else as its str() (an env's info)."""
     if isinstance(value, dict):
@@ -363,6 +362,7 @@ def json_safe(value):
     return str(value)
 
 
+@transaction.atomic
 def step_record(*, episode: Episode, index: int, screenshot: bytes, width: int, height: int, url: str,
                 instruction: str, elements: list[dict], prompt: list, raw_output: str, token_ids: list[int],
                 token_logprobs: list[float], thought: str, action: dict | None, action_text: str, actor: str,
