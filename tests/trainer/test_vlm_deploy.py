@@ -53,3 +53,23 @@ def test_vllm_takes_every_image_a_project_may_send_in_one_prompt():
     command = SERVICES["vllm"]["command"]
     limit = yaml.safe_load(command[command.index("--limit-mm-per-prompt") + 1])["image"]
     assert limit >= MAX_HISTORY_IMAGES + 1
+
+
+def extras_line(extras: str | None) -> str:
+    """What the Dockerfile's TRAIN_EXTRAS step runs, with ``TRAIN_EXTRAS`` as a build arg gives it ('' : nothing)."""
+    text = (ROOT / "docker" / "Dockerfile").read_text()
+    default = re.search(r'^ARG TRAIN_EXTRAS="(.*)"$', text, re.M).group(1)
+    command = re.search(r"^RUN (if .*TRAIN_EXTRAS.*)$", text, re.M).group(1)
+    value = default if extras is None else extras
+    proc = subprocess.run(["sh", "-c", command.replace("pip install", "echo pip install")],
+                          env={"TRAIN_EXTRAS": value}, capture_output=True, text=True, check=True)
+    return proc.stdout.strip()
+
+
+def test_the_train_worker_image_installs_deepspeed_pinned_and_the_others_do_not():
+    """Issue 36: trainer/launch/zero3.yaml needs deepspeed, and the GPU train image had none (ZeRO-3 refused)."""
+    extras = SERVICES["worker-train"]["build"]["args"]["TRAIN_EXTRAS"]
+    assert re.fullmatch(r"deepspeed==\d+\.\d+\.\d+", extras), extras
+    assert extras_line(extras) == f"pip install {extras}"
+    assert extras_line(None) == ""  # the web and worker images build with the default
+    assert "deepspeed" not in (ROOT / "requirements.txt").read_text()
