@@ -26,7 +26,7 @@ ObservationOutput = inline_serializer("EnvObservation", {
 LeaseOutput = inline_serializer("EnvLease", {
     "lease": serializers.CharField(), "episode": serializers.IntegerField(), "kind": serializers.CharField(),
     "task": serializers.CharField(), "seed": serializers.IntegerField(), "format": serializers.CharField(),
-    "index": serializers.IntegerField(help_text="The index the next step gets."),
+    "run": serializers.CharField(), "index": serializers.IntegerField(help_text="The index the next step gets."),
     "done": serializers.BooleanField(), "lease_timeout_s": serializers.FloatField(),
     "observation": ObservationOutput,
 })
@@ -43,6 +43,9 @@ class LeaseInput(serializers.Serializer):
     task = serializers.CharField(help_text="The task's id, or its name in the project (train split first).")
     seed = serializers.IntegerField(required=False, min_value=0, help_text="Default: the task's first seed.")
     format = serializers.ChoiceField(choices=FORMATS, default="loupe", help_text="How step actions are written.")
+    run = serializers.CharField(required=False, default="", allow_blank=True, max_length=200,
+                                help_text="The RL run playing: its episodes carry this name in Loupe (the episode "
+                                          "list's rl_run filter).")
 
 
 class ResetInput(serializers.Serializer):
@@ -78,7 +81,7 @@ def observation_payload(obs, *, image: str = "jpeg") -> dict:
 
 def lease_payload(lease: Lease, *, image: str = "jpeg") -> dict:
     return {"lease": lease.id, "episode": lease.episode_id, "kind": lease.task.env_kind,
-            "task": lease.task.task_name, "seed": lease.seed, "format": lease.action_format, "index": lease.index,
+            "task": lease.task.task_name, "seed": lease.seed, "format": lease.action_format, "run": lease.run, "index": lease.index,
             "done": lease.done, "lease_timeout_s": current().lease_timeout,
             "observation": observation_payload(lease.observation, image=image)}
 
@@ -96,7 +99,8 @@ class LeaseCreateApi(APIView):
         data = _valid(LeaseInput, request.data)
         image = _image_format(request)
         lease, timing = current().lease_open(user=request.user, project_id=data["project"], task=data["task"],
-                                             seed=data.get("seed"), action_format=data["format"])
+                                             seed=data.get("seed"), action_format=data["format"],
+                                             run=data["run"])
         return Response({**lease_payload(lease, image=image), **timing}, status=status.HTTP_201_CREATED)
 
 

@@ -54,8 +54,10 @@ class EnvServiceClient:
                 body = {"detail": raw.decode(errors="replace")[:500]}
             raise ServiceError(exc.code, body) from None
 
-    def lease(self, *, project: int, task: str | int, seed: int | None = None, format: str = "loupe") -> dict:
-        body = {"project": project, "task": str(task), "format": format}
+    def lease(self, *, project: int, task: str | int, seed: int | None = None, format: str = "loupe",
+              run: str = "") -> dict:
+        """Lease an env reset to ``task`` and ``seed``; ``run`` names the RL run playing (its episodes carry it)."""
+        body = {"project": project, "task": str(task), "format": format, "run": run}
         if seed is not None:
             body["seed"] = seed
         return self._call("POST", "/v1/leases", body)

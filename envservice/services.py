@@ -73,6 +73,7 @@ class Lease:
     seed: int
     actor: EnvActor
     action_format: str
+    run: str = ""  # the RL run playing through this lease: its episodes carry it (Episode.rl_run)
     episode: Episode | None = None
     episode_id: int | None = None
     writer: Writer = field(default_factory=Writer)
@@ -120,7 +121,7 @@ class EnvService:
 
     # -- leases ----------------------------------------------------------------------------
     def lease_open(self, *, user, project_id: int, task: str | int, seed: int | None,
-                   action_format: str = "loupe") -> tuple[Lease, dict]:
+                   action_format: str = "loupe", run: str = "") -> tuple[Lease, dict]:
         role = project_role(user=user, project=project_id)
         if not role_at_least(role, MIN_ROLE):
             raise ApplicationError(
@@ -144,7 +145,7 @@ class EnvService:
         except PoolFull as exc:
             raise ApplicationError(f"{exc}.", status=503) from exc
         lease = Lease(id=secrets.token_urlsafe(16), user=user, task=spec, seed=seed, actor=actor,
-                      action_format=action_format)
+                      action_format=action_format, run=run)
         with self._lock:
             self._leases[lease.id] = lease
         started = time.monotonic()
@@ -234,7 +235,7 @@ class EnvService:
             project_id=lease.task.project_id, task=lease.task, seed=seed, mode=Mode.AUTONOMOUS,
             status=EpisodeStatus.RUNNING, created_by=lease.user, instruction=obs.instruction,
             worker=self._worker(lease), started_at=now, heartbeat_at=now,
-            screen_width=obs.width, screen_height=obs.height)
+            screen_width=obs.width, screen_height=obs.height, rl_run=lease.run)
         episode = Episode.objects.select_related("task", "checkpoint", "created_by", "controller").get(pk=episode.pk)
         event_append(episode_id=episode.pk, type="episode.state", payload=episodes.episode_payload(episode))
         lease.episode, lease.episode_id, lease.index, lease.done, lease.observation = episode, episode.pk, 0, False, obs

@@ -212,6 +212,8 @@ class EpisodeOutput(serializers.Serializer):
                                                     "person's outcome and the task's check disagree.")
     instruction = serializers.CharField(help_text="What the task asks, as the environment gave it for this seed.")
     comment = serializers.CharField(help_text="What the person wrote when they finished the episode.")
+    rl_run = serializers.CharField(help_text="The RL run that played it through the environment service; empty for "
+                                             "every other episode.")
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
@@ -304,7 +306,7 @@ class EpisodesStartInput(StrictSerializer):
 EPISODE_LIST_PARAMETERS = [OpenApiParameter(name, str) for name in (
     "project", "task", "split", "checkpoint", "mode", "status", "outcome", "reward_min", "reward_max",
     "has_interventions", "has_void", "disagreement", "annotator", "review_status", "created_after", "created_before",
-    "ordering")]
+    "rl_run", "ordering")]
 
 
 def _episodes_listed(request):

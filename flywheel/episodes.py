@@ -65,6 +65,7 @@ def episode_payload(episode: Episode) -> dict:
         "finished_at": episode.finished_at.isoformat() if episode.finished_at else None,
         "queue": selectors.episode_queue_position(episode),
         "branch_of": {"episode": episode.parent_id, "step": episode.branched_at} if episode.parent_id else None,
+        "rl_run": episode.rl_run,
     }
 
 

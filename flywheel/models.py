@@ -195,6 +195,9 @@ class Episode(models.Model):
     branched_at = models.PositiveIntegerField(null=True, blank=True,
                                               help_text="The parent's step this branch acts on anew: its steps "
                                                         "before it are the parent's, replayed and checked.")
+    rl_run = models.CharField(max_length=200, blank=True, default="", db_default="",
+                              help_text="The RL run that played the episode through the environment service, as the "
+                                        "run names itself; empty for every other episode.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -202,6 +205,7 @@ class Episode(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
+            models.Index(fields=["project", "rl_run", "-id"], condition=~Q(rl_run=""), name="episode_project_rl_run"),
             models.Index(fields=["project", "-created_at", "-id"], name="episode_project_recent"),
             models.Index(fields=["project", "status", "-id"], name="episode_project_status"),
             models.Index(fields=["status", "heartbeat_at"], name="episode_liveness"),

@@ -107,6 +107,8 @@ def episodes_filter(episodes: QuerySet[Episode], params) -> QuerySet[Episode]:
         episodes = episodes.filter(task_id=number("task"))
     if "checkpoint" in given:
         episodes = episodes.filter(checkpoint_id=number("checkpoint"))
+    if "rl_run" in given:  # the episodes an RL run played through the environment service
+        episodes = episodes.filter(rl_run=params["rl_run"])
     if "annotator" in given:
         episodes = episodes.filter(created_by_id=number("annotator"))
     if "split" in given:

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from agent.formats import render
 from agent.solvers import solve_step
@@ -58,13 +59,14 @@ def play(client: EnvServiceClient, lease: dict, task: str = TASK, fmt: str = "lo
     raise AssertionError(f"the solver did not finish {task} in 10 steps: {step}")
 
 
-def test_four_leases_at_once_play_the_task_to_reward_1_each_an_episode_with_its_steps(service, manager_token):
+def test_four_leases_at_once_play_the_task_to_reward_1_each_an_episode_with_its_steps_marked_with_the_run(
+        service, manager_token):
     url, svc = service
     project, token = manager_token
     client = EnvServiceClient(url, token)
 
     def lease_and_play(seed: int):
-        lease = client.lease(project=project.pk, task=TASK, seed=seed)
+        lease = client.lease(project=project.pk, task=TASK, seed=seed, run="grpo-enter-text-1")
         step = play(client, lease)
         client.release(lease["lease"])
         return lease, step
@@ -82,6 +84,13 @@ def test_four_leases_at_once_play_the_task_to_reward_1_each_an_episode_with_its_
         assert steps[-1].done and steps[-1].reward == step["reward"] and all(s.screenshot for s in steps)
         assert steps[0].action["name"] == "click" and steps[0].instruction == lease["observation"]["instruction"]
     assert svc.status()["pools"][0]["leased"] == 0
+    # the run's episodes are listed like any other, found by the run's name
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    listed = api.get("/api/v1/episodes/", {"project": project.pk, "rl_run": "grpo-enter-text-1"}).json()["results"]
+    assert sorted(e["id"] for e in listed) == sorted(lease["episode"] for lease, _ in results)
+    assert {e["rl_run"] for e in listed} == {"grpo-enter-text-1"}
+    assert api.get("/api/v1/episodes/", {"project": project.pk, "rl_run": "another"}).json()["results"] == []
 
 
 def test_a_bad_action_is_a_plain_400_stored_void_and_a_crashed_env_is_replaced(service, manager_token):

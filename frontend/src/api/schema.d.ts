@@ -1650,6 +1650,8 @@ export interface components {
             instruction: string;
             /** @description What the person wrote when they finished the episode. */
             comment: string;
+            /** @description The RL run that played it through the environment service; empty for every other episode. */
+            rl_run: string;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -1700,6 +1702,8 @@ export interface components {
             instruction: string;
             /** @description What the person wrote when they finished the episode. */
             comment: string;
+            /** @description The RL run that played it through the environment service; empty for every other episode. */
+            rl_run: string;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -3320,6 +3324,7 @@ export interface operations {
                 review_status?: string;
                 reward_max?: string;
                 reward_min?: string;
+                rl_run?: string;
                 split?: string;
                 status?: string;
                 task?: string;
@@ -3524,6 +3529,7 @@ export interface operations {
                 review_status?: string;
                 reward_max?: string;
                 reward_min?: string;
+                rl_run?: string;
                 split?: string;
                 status?: string;
                 task?: string;

@@ -144,6 +144,7 @@ function Replay({ projectId, episode, transcript, reviews, userId, listQuery, pr
         <span>{countOf(episode.n_interventions, "intervention")}</span>
         <span>{episode.n_void} void</span>
         <span>checkpoint {episode.checkpoint?.name ?? "—"}</span>
+        {episode.rl_run && <span>RL run {episode.rl_run}</span>}
         {episode.created_by && <span>by {episode.created_by.username}</span>}
         <span>finished {formatDateTime(episode.finished_at)}</span>
         <EndReason reason={episode.end_reason} className="" />

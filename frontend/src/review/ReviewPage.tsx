@@ -200,7 +200,8 @@ function ReviewList({ projectId }: { projectId: number }) {
           {
             header: "Checkpoint",
             cellProps: () => ({ className: "mono small review-name" }),
-            cell: (episode) => episode.checkpoint?.name ?? <span className="muted">—</span>,
+            cell: (episode) =>
+              episode.checkpoint?.name ?? (episode.rl_run ? `RL run ${episode.rl_run}` : <span className="muted">—</span>),
           },
           {
             header: "Review",

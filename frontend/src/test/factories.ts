@@ -56,6 +56,7 @@ export function makeEpisode(steps: Step[] = []): EpisodeDetail {
     review_reason: "",
     instruction: "",
     comment: "",
+    rl_run: "",
     created_at: "2026-01-01T00:00:00Z",
     started_at: "2026-01-01T00:00:01Z",
     finished_at: null,
