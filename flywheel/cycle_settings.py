@@ -46,7 +46,7 @@ DEFAULTS = {
     "margin": 0.05,  # the candidate must beat the deployed checkpoint's success rate by this much
     "auto_deploy": True,  # False: a manager approves every candidate that passes the gate
     "backend": "",  # local | openai; empty: LOUPE_POLICY_BACKEND
-    "export": "lora",  # openai backend: load the LoRA adapter (vLLM) or the full weights (trainer serve)
+    "export": "lora",  # openai backend: load the LoRA adapter (vLLM) or the full weights (trainer serve only)
     "base_checkpoint": None,  # openai + lora: the checkpoint the server was launched with (adapters fit it)
     # a checkpoint that reads screenshots gets the current one and this many of earlier steps (UI-TARS-1.5: 5)
     "history_images": 0,
@@ -194,6 +194,11 @@ def _clean(project: Project, current: dict, changes: dict) -> dict:
     if merged["export"] not in ("lora", "full"):
         _bad("export", "use lora or full.")
     clean["export"] = merged["export"]
+    if clean["backend"] == "openai" and clean["export"] == "full" and settings.LOUPE_OPENAI_SERVER != "loupe":
+        # vLLM's /v1/load_lora_adapter reads a PEFT adapter dir; a whole checkpoint there fails at deploy time
+        _bad("export", "the policy server is vLLM (LOUPE_OPENAI_SERVER), which loads only LoRA adapters while it runs, "
+                       "not a whole checkpoint: use export lora with the base_checkpoint vLLM was started with, or "
+                       "serve with python -m trainer serve (LOUPE_OPENAI_SERVER=loupe), which loads full checkpoints.")
     base = merged["base_checkpoint"]
     if base is not None and not project.checkpoints.filter(pk=base).exists():
         _bad("base_checkpoint", "no such checkpoint in this project.")

@@ -292,6 +292,9 @@ LOUPE_TRAIN_LAUNCH_CONFIG = os.environ.get("LOUPE_TRAIN_LAUNCH_CONFIG", "")  # r
 # --- the agent and the flywheel ---------------------------------------------------------------
 LOUPE_POLICY_BACKEND = os.environ.get("LOUPE_POLICY_BACKEND", "local")  # local | openai
 LOUPE_OPENAI_BASE_URL = os.environ.get("LOUPE_OPENAI_BASE_URL", "http://127.0.0.1:8100")
+# which server answers there: "vllm" loads LoRA adapters at run time only (a cycle's export "full" is refused), "loupe"
+# (python -m trainer serve) loads adapters and whole checkpoints
+LOUPE_OPENAI_SERVER = os.environ.get("LOUPE_OPENAI_SERVER", "vllm")
 # torch threads of a worker process's local policy. Workers run several policies at once in their own processes; with
 # torch's default of a thread a core, two answering at once on 2 cores took 56 s for 20 answers against 1.4 s with one
 # thread each (each OpenMP thread waits on one another process holds). 0 keeps torch's default.

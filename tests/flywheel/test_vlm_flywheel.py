@@ -83,6 +83,7 @@ def vlm_stack(module_stack, tmp_path_factory):
         Proxy.target = json.loads(line)["serving"].removesuffix("/v1")
         proxy = start_policy_server(Proxy)
         env = stack_env(LOUPE_OPENAI_BASE_URL=f"http://127.0.0.1:{proxy.server_address[1]}/v1",
+                        LOUPE_OPENAI_SERVER="loupe",  # trainer serve loads the full cycle's whole checkpoint
                         LOUPE_OPENAI_RETRIES=0, LOUPE_OPENAI_TIMEOUT_SECONDS=300,
                         LOUPE_CHECKPOINT_DIR=tmp_path_factory.mktemp("checkpoints"))
         base = start_daphne(stack, path, env)  # a manager's approval deploys from the web process
