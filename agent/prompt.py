@@ -213,31 +213,33 @@ def _as_turn(turn: Turn | str) -> Turn:
     return turn if isinstance(turn, Turn) else parse_turn(turn)
 
 
-def action_in_format(action: Action, action_format: str, width: int, height: int) -> str:
+def action_in_format(action: Action, action_format: str, width: int, height: int, pixels: dict | None = None) -> str:
     """``action`` on one line, as a model of ``action_format`` writes it (coordinates on its grid over a
-    ``width`` x ``height`` screenshot): how summaries and rejection feedback name an action to that model."""
+    ``width`` x ``height`` screenshot; ``pixels``: the served processor's min_pixels / max_pixels, which set a
+    resized-image grid): how summaries and rejection feedback name an action to that model."""
     if action_format == "loupe":
         return action.to_text()
-    text = formats.render("", action, format=action_format, width=width, height=height)
+    text = formats.render("", action, format=action_format, width=width, height=height, **(pixels or {}))
     lines = [line.strip() for line in text.split("\n")[1:] if line.strip()]  # line 1 is the (empty) thought header
     line = " ".join(lines)
     return line[len("Action: "):] if line.startswith("Action: ") else line
 
 
-def _assistant_text(step: HistoryStep, action_format: str) -> str:
+def _assistant_text(step: HistoryStep, action_format: str, pixels: dict | None = None) -> str:
     if action_format == "loupe":
         return step.turn if isinstance(step.turn, str) else step.turn.to_text()
     turn = _as_turn(step.turn)
     if turn.action is None:
         return turn.raw  # a void turn, as the model wrote it
-    return formats.render(turn.thought, turn.action, format=action_format, width=step.width, height=step.height)
+    return formats.render(turn.thought, turn.action, format=action_format, width=step.width, height=step.height,
+                          **(pixels or {}))
 
 
-def _summary(step: HistoryStep, action_format: str) -> str:
+def _summary(step: HistoryStep, action_format: str, pixels: dict | None = None) -> str:
     turn = _as_turn(step.turn)
     if turn.action is None:
         return "(void turn)"
-    return action_in_format(turn.action, action_format, step.width, step.height)
+    return action_in_format(turn.action, action_format, step.width, step.height, pixels)
 
 
 def _mime(image: bytes) -> str:
@@ -303,6 +305,7 @@ def render_messages(
     action_format: str = "loupe",
     images: Sequence[bytes | None] | None = None,
     texts: dict | None = None,
+    pixels: dict | None = None,
 ) -> list[dict]:
     """Chat messages for the next turn, in prompt ``style`` and ``action_format``.
 
@@ -318,6 +321,8 @@ def render_messages(
     ``texts``: a dict kept across the prompts of one episode where each history step's summary and assistant text
     are kept once made, keyed by the step's identity (the caller passes the same HistoryStep objects each time and
     keeps them alive as long as the dict).
+    ``pixels``: the served checkpoint's image processor limits (``min_pixels`` / ``max_pixels``,
+    agent.formats.pixel_limits) for a format that points on the resized image (``uitars``), as the answers are read.
     A user content with an image is a list of a text and an image part; every other is a plain string.
     With format ``loupe`` and no images the messages are those Loupe's text models were trained on.
     """
@@ -356,10 +361,10 @@ def render_messages(
     def text(step: HistoryStep, kind: str) -> str:
         make = _summary if kind == "summary" else _assistant_text
         if texts is None:
-            return make(step, action_format)
+            return make(step, action_format, pixels)
         key = (id(step), action_format, kind)
         if key not in texts:
-            texts[key] = make(step, action_format)
+            texts[key] = make(step, action_format, pixels)
         return texts[key]
 
     header = [instruction_line]

@@ -84,12 +84,13 @@ def _same_turn_key(turn: Turn) -> str:
 
 
 def rejection_feedback(rejected: list[tuple[Turn, str]], action_format: str = "loupe", width: int = 0,
-                       height: int = 0) -> str:
+                       height: int = 0, pixels: dict | None = None) -> str:
     """What the model is told after a person rejected its proposals for this step, with their reasons; the
-    actions as the model writes them (``action_format``, on the ``width`` x ``height`` screenshot)."""
+    actions as the model writes them (``action_format``, on the ``width`` x ``height`` screenshot; ``pixels``: the
+    served processor's limits, RolloutConfig's)."""
     parts = []
     for turn, reason in rejected:
-        shown = (action_in_format(turn.action, action_format, width, height) if turn.action is not None
+        shown = (action_in_format(turn.action, action_format, width, height, pixels) if turn.action is not None
                  else "(an answer that was not an action)")
         parts.append(f"{shown} (reason: {reason.strip()})" if reason.strip() else shown)
     which = "your proposal" if len(parts) == 1 else "your proposals"
@@ -192,9 +193,15 @@ class RolloutConfig:
     max_rejections: int = 20  # a step's rejections that end the episode
     repeat_retries: int = 2  # asks again, sampling, when a proposal repeats a rejected one
     repeat_temperature: float = 1.0
+    # the served checkpoint's image processor limits, {"min_pixels", "max_pixels"} (agent.formats.pixel_limits): the
+    # grid a format that points on the resized image (uitars) is read and written on; empty: the format's defaults
+    pixels: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         formats.check_format(self.action_format)
+        if not isinstance(self.pixels, dict) or set(self.pixels) - {"min_pixels", "max_pixels"}:
+            raise ValueError(f"pixels takes min_pixels and max_pixels, got {self.pixels!r}")
+        formats.check_pixels(self.pixels.get("min_pixels"), self.pixels.get("max_pixels"))
         if isinstance(self.history_images, bool) or not isinstance(self.history_images, int) or self.history_images < 0:
             raise ValueError(f"history_images must be a whole number >= 0, got {self.history_images!r}")
 
@@ -276,13 +283,13 @@ class _Episode:
         timings = {"observe": _ms(started), "policy": 0.0, "execute": 0.0}
         rejected: list[tuple[Turn, str]] = []  # this step's proposals a person turned down, with why
         while True:
-            rejects = (rejection_feedback(rejected, config.action_format, observation.width, observation.height)
-                       if rejected else None)
+            rejects = (rejection_feedback(rejected, config.action_format, observation.width, observation.height,
+                                          config.pixels) if rejected else None)
             told = " ".join(part for part in (feedback, rejects) if part)
             prompt = render_messages(
                 instruction=observation.instruction, observation_text=observation_text, history=self.history,
                 images=images, history_window=config.history_window, feedback=told or None, style=self.style,
-                action_format=config.action_format,
+                action_format=config.action_format, pixels=config.pixels,
             )
             rejected_keys = {_same_turn_key(turn) for turn, _ in rejected}
             for retry in range(1 + (config.repeat_retries if rejected else 0)):
@@ -292,7 +299,7 @@ class _Episode:
                 if output.error is not None:
                     return self.end("policy_error", error=output.error)
                 proposal = formats.parse(output.text, format=config.action_format, width=observation.width,
-                                         height=observation.height)
+                                         height=observation.height, **config.pixels)
                 repeated = _same_turn_key(proposal) in rejected_keys
                 if not repeated:
                     break
@@ -379,6 +386,7 @@ def run_episode(
     replay_check: Callable[[int, Observation], str | None] | None = None,
     on_replayed: Callable[[StepRecord], None] | None = None,
     start_index: int | None = None,
+    pixels: dict | None = None,
 ) -> EpisodeResult:
     """Run one episode to its end and say why it ended (one of ``END_REASONS``).
 
@@ -389,7 +397,7 @@ def run_episode(
     ``start_index``: the index of the first step after the replay, as the caller stores it (a resumed episode's
     stored void steps are not replayed, so it may be past the replayed count, the default); every new step, its
     rejected proposals and the supervisor's hooks are told indices from there. The settings (``max_steps`` to
-    ``history_images``) are :class:`RolloutConfig`'s. ``supervisor``: see :class:`Supervisor`; ``on_reject``
+    ``history_images``, and ``pixels``) are :class:`RolloutConfig`'s. ``supervisor``: see :class:`Supervisor`; ``on_reject``
     receives every proposal a supervisor rejected (the caller stores it).
 
     ``replay_check(position, observation)`` (a branch, which must reach the very state its parent was in) is
@@ -401,7 +409,7 @@ def run_episode(
     config = RolloutConfig(max_steps=max_steps, max_consecutive_void=max_consecutive_void,
                            history_window=history_window, with_image=with_image, history_images=history_images,
                            action_format=action_format, max_rejections=max_rejections, repeat_retries=repeat_retries,
-                           repeat_temperature=repeat_temperature)
+                           repeat_temperature=repeat_temperature, pixels=pixels or {})
     replay = replay or []
     replayed = sum(1 for item in replay if (item.action if isinstance(item, Turn) else item) is not None)
     if start_index is not None and start_index < replayed:

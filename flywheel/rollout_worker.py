@@ -12,6 +12,7 @@ import time
 
 from django.conf import settings
 
+from agent import formats
 from agent.actions import Action
 from agent.rollout import Supervisor, human_turn, run_episode
 from flywheel import cycle_settings, episodes
@@ -67,15 +68,17 @@ def _backend(episode: Episode) -> tuple[Deployment | None, str]:
 
 def prompting_for(episode: Episode) -> dict:
     """How the episode's policy is prompted and read, as run_episode's keyword arguments: the checkpoint's action
-    format, its screenshot if it reads them, and then the project's ``history_images`` earlier ones. The scripted
-    baseline reads Loupe's text prompt and answers in Loupe's grammar, whatever the checkpoint."""
+    format, its screenshot if it reads them, and then the project's ``history_images`` earlier ones, and its image
+    processor's pixel limits (the grid UI-TARS points on). The scripted baseline reads Loupe's text prompt and answers
+    in Loupe's grammar, whatever the checkpoint."""
     checkpoint = episode.checkpoint
     _, backend = _backend(episode)
     if checkpoint is None or backend == "scripted":
-        return {"action_format": "loupe", "with_image": False, "history_images": 0}
+        return {"action_format": "loupe", "with_image": False, "history_images": 0, "pixels": {}}
     reads = checkpoint.reads_images
     history = cycle_settings.settings_of(episode.project)["history_images"] if reads else 0
-    return {"action_format": checkpoint.action_format, "with_image": reads, "history_images": history}
+    return {"action_format": checkpoint.action_format, "with_image": reads, "history_images": history,
+            "pixels": formats.pixel_limits(checkpoint.uri)}
 
 
 def policy_for(episode: Episode):

@@ -17,6 +17,7 @@ import logging
 from collections import Counter
 from pathlib import Path
 
+from agent import formats
 from agent.formats import FORMATS
 from agent.policies.base import Policy, PolicyError
 from trainer.configs import EvalConfig, config_dict, parse_seeds, parse_tasks
@@ -52,7 +53,8 @@ def prompting(config: EvalConfig) -> dict:
     """How the checkpoint is prompted and read, as run_episode's keyword arguments (what the rollout worker passes
     for a deployment of it): ``--action-format`` or its loupe.json's (else loupe); its screenshot when it reads
     images (loupe.json's ``reads_images``, else whether config.json has a vision part), with ``--history-images``
-    earlier ones. TrainerError when these do not fit the checkpoint."""
+    earlier ones; its image processor's pixel limits (the grid UI-TARS points on). TrainerError when these do not fit
+    the checkpoint."""
     try:
         model_config = json.loads((Path(config.init) / "config.json").read_text())
         recorded = read_loupe(config.init)
@@ -77,7 +79,7 @@ def prompting(config: EvalConfig) -> dict:
         raise TrainerError(f"--history-images {config.history_images}: --init {config.init} does not read "
                            f"screenshots, so it cannot be sent earlier ones")
     return {"action_format": action_format, "with_image": reads, "history_images": config.history_images,
-            "vision": vision}
+            "vision": vision, "pixels": formats.pixel_limits(config.init)}
 
 
 def load_policy(config: EvalConfig, vision: bool) -> Policy:

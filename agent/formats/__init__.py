@@ -31,7 +31,7 @@ from agent.actions import Action, ActionSyntaxError, Turn, format_turn, parse_tu
 from agent.formats import pyautogui, qwen, uitars
 from agent.formats._common import FormatError, check_size
 
-__all__ = ["FORMATS", "FormatError", "check_format", "parse", "pixel_limits", "render"]
+__all__ = ["FORMATS", "FormatError", "check_format", "check_pixels", "parse", "pixel_limits", "render"]
 
 FORMATS: tuple[str, ...] = ("loupe", "uitars", "qwen-relative", "pyautogui")
 _MODULES = {"uitars": uitars, "qwen-relative": qwen, "pyautogui": pyautogui}
@@ -49,7 +49,9 @@ def _void(thought: str, reason: str, raw: str) -> Turn:
     return Turn(thought=thought, action=None, void_reason=reason, raw=raw)
 
 
-def _check_limits(min_pixels: object, max_pixels: object) -> dict:
+def check_pixels(min_pixels: object, max_pixels: object) -> dict:
+    """``{"min_pixels", "max_pixels"}`` when both are None or positive whole numbers, the first no more than the
+    second; FormatError (a ValueError) saying which is wrong otherwise."""
     for name, value in (("min_pixels", min_pixels), ("max_pixels", max_pixels)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
             raise FormatError(f"{name} must be a positive whole number of pixels, got {value!r}")
@@ -59,7 +61,7 @@ def _check_limits(min_pixels: object, max_pixels: object) -> dict:
 
 
 def _pixels(module, min_pixels: int | None, max_pixels: int | None) -> dict:
-    limits = _check_limits(min_pixels, max_pixels)
+    limits = check_pixels(min_pixels, max_pixels)
     return limits if getattr(module, "RESIZES", False) else {}
 
 

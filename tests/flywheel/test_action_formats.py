@@ -127,13 +127,16 @@ def test_the_worker_prompts_a_checkpoint_as_it_reads_and_answers(project, tmp_pa
     on_text = Episode.objects.create(project=project, task=task, seed=2, checkpoint=text)
 
     deployments.deployment_promote(project=project, checkpoint=vlm, backend="openai", served_name="ui-tars")
-    assert prompting_for(on_vlm) == {"action_format": "uitars", "with_image": True, "history_images": 4}
+    assert prompting_for(on_vlm) == {"action_format": "uitars", "with_image": True, "history_images": 4,
+                                     "pixels": {"min_pixels": None, "max_pixels": None}}
     policy = policy_for(on_vlm)
     assert (policy.name, policy.model, policy.max_tokens) == ("openai", "ui-tars", 384)  # room for UI-TARS's plan
-    assert prompting_for(on_text) == {"action_format": "qwen-relative", "with_image": False, "history_images": 0}
+    assert prompting_for(on_text) == {"action_format": "qwen-relative", "with_image": False, "history_images": 0,
+                                      "pixels": {"min_pixels": None, "max_pixels": None}}
 
     deployments.deployment_promote(project=project, checkpoint=vlm, backend="scripted")
-    assert prompting_for(on_vlm) == {"action_format": "loupe", "with_image": False, "history_images": 0}
+    assert prompting_for(on_vlm) == {"action_format": "loupe", "with_image": False, "history_images": 0,
+                                     "pixels": {}}
     deployments.deployment_promote(project=project, checkpoint=vlm, backend="local")
     with pytest.raises(PolicyError, match="reads screenshots; the local backend runs text models only"):
         policy_for(on_vlm)

@@ -1,0 +1,33 @@
+"""A deployed checkpoint's pixel limits reach its episodes (issue 36): the rollout worker reads the served dir's
+preprocessor_config.json (agent.formats.pixel_limits) into run_episode's ``pixels``, so a UI-TARS answer is read on
+the grid that checkpoint's processor showed it, not the ui-tars package's."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent import formats
+from agent.actions import Action
+from flywheel import deployments
+from flywheel.models import Episode
+from flywheel.rollout_worker import prompting_for
+from tests.factories import make_project, make_task
+from tests.flywheel.test_action_formats import checkpoint_dir
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_worker_reads_the_served_checkpoints_pixel_limits(tmp_path):
+    project = make_project()
+    uri = checkpoint_dir(tmp_path / "ui-tars", vision=True)
+    (tmp_path / "ui-tars" / "preprocessor_config.json").write_text(json.dumps(
+        {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14}))
+    checkpoint = deployments.checkpoint_register(project=project, name="ui-tars", uri=uri, action_format="uitars")
+    deployments.deployment_promote(project=project, checkpoint=checkpoint, backend="openai", served_name="ui-tars")
+    episode = Episode.objects.create(project=project, task=make_task(project), seed=1, checkpoint=checkpoint)
+    prompting = prompting_for(episode)
+    assert prompting["pixels"] == {"min_pixels": 3136, "max_pixels": 12845056}
+    answer = "Thought: OK.\nAction: click(start_box='<|box_start|>(84,112)<|box_end|>')"
+    turn = formats.parse(answer, format="uitars", width=160, height=210, **prompting["pixels"])
+    assert turn.action == Action("click", {"x": 80, "y": 105})
