@@ -602,7 +602,9 @@ def _deploy(cycle_id: int, data: dict, *, actor, from_states: tuple) -> str:
             if not path.is_dir():
                 raise ApplicationError(f"{path} does not exist: the candidate was not trained with LoRA, so it has no "
                                        "adapter to load. Set the recipe's stage to lora or the export to full.", status=409)
-            policy_server.served_model_load(name=served_name, path=str(path))
+            # an adapter is checked against the base the server was started with (vLLM would apply a misfit as nothing)
+            base = Checkpoint.objects.filter(pk=config.get("base_checkpoint")).values_list("uri", flat=True).first()
+            policy_server.served_model_load(name=served_name, path=str(path), base=base)
         with transaction.atomic():
             cycle = Cycle.objects.select_for_update().get(pk=cycle_id)
             if cycle.state not in from_states:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 from django.conf import settings
 
 from core.errors import ApplicationError
+from flywheel import trainer_process
 from flywheel.models import Checkpoint
 
 def served_name_for(checkpoint: Checkpoint) -> str:
@@ -16,10 +18,25 @@ def served_name_for(checkpoint: Checkpoint) -> str:
     return f"{checkpoint.project.slug}-{checkpoint.name}"[:200]
 
 
-def served_model_load(*, name: str, path: str) -> None:
+def served_model_load(*, name: str, path: str, base: str | None = None) -> None:
     """Load a checkpoint into the running OpenAI-compatible server under ``name``, without a restart: vLLM's
     runtime LoRA loading (``POST /v1/load_lora_adapter``; vLLM needs ``--enable-lora`` and
-    ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``). Loading a name that is already loaded is a success."""
+    ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``). Loading a name that is already loaded is a success.
+
+    On vLLM (``LOUPE_OPENAI_SERVER``) a LoRA adapter dir is checked first against ``base``, a checkpoint dir of what
+    the server serves (default: the adapter's own checkpoint, whose merged weights have the base's modules): vLLM
+    would load an adapter whose module names it does not map to the model's and apply nothing, with no error
+    (trainer/adapters.py). Loupe's own server checks adapters itself."""
+    folder = Path(path)
+    if settings.LOUPE_OPENAI_SERVER == "vllm" and (folder / "adapter_config.json").is_file():
+        base = base or (str(folder.parent) if (folder.parent / "config.json").is_file() else None)
+        if base is None:
+            raise ApplicationError(f"{name} cannot be checked before vLLM loads it: no checkpoint of the served base "
+                                   f"is known (the cycle setting base_checkpoint, or a checkpoint dir around {path}).",
+                                   status=409)
+        problem = trainer_process.adapter_check(str(folder), base)
+        if problem:
+            raise ApplicationError(f"{name} was not loaded into vLLM: {problem}", status=409)
     url = settings.LOUPE_OPENAI_BASE_URL.rstrip("/")
     url = (url[:-3] if url.endswith("/v1") else url) + "/v1/load_lora_adapter"
     headers = {"Content-Type": "application/json"}

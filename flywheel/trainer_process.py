@@ -153,6 +153,18 @@ def stream(argv: list[str], on_progress) -> tuple[dict, str, int]:
     return final, "".join(stderr_chunks), proc.returncode
 
 
+def adapter_check(adapter: str, base: str) -> str:
+    """'' when vLLM serving the checkpoint dir ``base`` would apply every tensor of the LoRA adapter dir ``adapter``
+    (trainer/adapters.py: names renamed as vLLM renames them, shapes from the safetensors headers); otherwise what
+    does not fit, in one line."""
+    proc = subprocess.run([sys.executable, "-m", "trainer.adapters", adapter, base], capture_output=True, text=True,
+                          cwd=settings.BASE_DIR, timeout=300)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode not in (0, 2) or not lines:
+        return f"the adapter check failed ({failure('adapter check', proc.returncode, proc.stderr)})"
+    return json.loads(lines[-1])["problem"]
+
+
 def failure(phase: str, returncode: int, stderr: str) -> str:
     """One line for a person: which trainer command failed, and its ``error:`` line (a launcher's report of the
     failed processes comes after it) or else the last thing it said."""
