@@ -20,6 +20,8 @@ class RedactionPolicyField(serializers.Serializer):
                                      help_text="[name, regular expression] pairs; a hit is labelled with the name.")
     words = serializers.ListField(child=serializers.CharField(), help_text="Names and other words, matched whole.")
     region = serializers.CharField(help_text="How a phone number without a country code is read (US, DE, ...).")
+    keep_originals = serializers.BooleanField(help_text="What redaction hides is kept apart for the project's admins "
+                                                        "(each read audited); switching it on needs an admin.")
 
 
 class RedactionExample(serializers.Serializer):
@@ -29,6 +31,8 @@ class RedactionExample(serializers.Serializer):
     before = serializers.CharField(allow_blank=True)
     match = serializers.CharField()
     after = serializers.CharField(allow_blank=True)
+    hidden = serializers.BooleanField(help_text="The value was hidden when it was stored: match is its label, and a "
+                                                "wrong-hit mark names it in its context (before + match + after).")
 
 
 class RedactionCount(serializers.Serializer):

@@ -9,7 +9,7 @@ from django.db import transaction
 
 from annotation import queues
 from annotation.models import Review, Verdict
-from flywheel import episodes
+from flywheel import episodes, privacy
 from flywheel.models import Episode, EpisodeStatus
 from core.audit import audit_record
 from core.errors import ApplicationError
@@ -55,6 +55,7 @@ def review_submit(*, episode: Episode, reviewer, verdict: str, grade: int | None
         raise ApplicationError("'grade' must be a whole number from 1 to 5.", errors={"grade": ["Out of range."]})
     labels = _clean_labels(episode, step_labels or {})
     check_length("review_comment", comment, field="comment")
+    comment = privacy.text_redact(settings=episode.project.settings, text=comment)  # stored redacted (issue 40)
     review, created = Review.objects.update_or_create(
         episode=episode, reviewer=reviewer,
         defaults={"verdict": verdict, "grade": grade, "step_labels": labels, "comment": comment})

@@ -100,17 +100,32 @@ class Card(RegexDetector):
         return 13 <= len(digits) <= 19 and luhn.is_valid(digits)
 
 
-class NationalId(RegexDetector):
-    """US social security numbers written 123-45-6789 (stdnum refuses the numbers never issued: 000, 666, 9xx).
-    Other countries' ids: a project pattern."""
+class NationalId(Detector):
+    """National ids whose written form is unambiguous, each checked where it has a check: US social security
+    numbers written 123-45-6789 (stdnum refuses the numbers never issued: 000, 666, 9xx), UK National Insurance
+    numbers (two letters of the prefixes HMRC issues, six digits, A-D), Spanish DNI and NIE (their check letter)
+    and Italian codici fiscali (their check character). Ids that are bare digit groups with a one-in-ten check
+    (Canada's SIN, India's Aadhaar, the NHS number) are left to a project pattern: they would catch order and phone
+    numbers."""
 
     kind = "national_id"
-    pattern = re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])")
+    CHECKS = (
+        (re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])"), "stdnum.us.ssn"),
+        (re.compile(r"(?<![A-Za-z0-9])(?!BG|GB|KN|NK|NT|TN|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2}"
+                    r" ?[A-D](?![A-Za-z0-9])"), None),
+        (re.compile(r"(?<![A-Za-z0-9-])\d{8}-?[A-Z](?![A-Za-z0-9])"), "stdnum.es.dni"),
+        (re.compile(r"(?<![A-Za-z0-9-])[XYZ]-?\d{7}-?[A-Z](?![A-Za-z0-9])"), "stdnum.es.nie"),
+        (re.compile(r"(?<![A-Za-z0-9])[A-Z]{6}\d{2}[A-EHLMPR-T]\d{2}[A-Z]\d{3}[A-Z](?![A-Za-z0-9])"),
+         "stdnum.it.codicefiscale"),
+    )
 
-    def valid(self, value):
-        from stdnum.us import ssn
+    def find(self, text):
+        import importlib
 
-        return ssn.is_valid(value)
+        for pattern, module in self.CHECKS:
+            for match in pattern.finditer(text):
+                if module is None or importlib.import_module(module).is_valid(match.group(0)):
+                    yield match.start(), match.end()
 
 
 class IpAddress(RegexDetector):
@@ -202,31 +217,45 @@ _CUT = re.compile(r'(\S+)\.\.\."')
 
 @dataclass(frozen=True)
 class Policy:
-    """What a project redacts. (Stored originals are kept as they are, for the project's members; what leaves the
-    project, exports, is redacted.)"""
+    """What a project redacts. Steps, rejections and review comments are stored redacted (flywheel/privacy.py), so
+    what reviewers, replays and exports read is; ``keep_originals`` keeps what redaction changed apart, readable
+    by the project's admins only, each read audited."""
 
     enabled: bool = True
     kinds: tuple[str, ...] = KINDS
     patterns: tuple[tuple[str, str], ...] = ()
     words: tuple[str, ...] = ()
     region: str = "US"
+    keep_originals: bool = False
     detectors: tuple[Detector, ...] = field(default=(), compare=False, repr=False)
 
     def to_dict(self) -> dict:
         return {"enabled": self.enabled, "kinds": list(self.kinds), "patterns": [list(p) for p in self.patterns],
-                "words": list(self.words), "region": self.region}
+                "words": list(self.words), "region": self.region, "keep_originals": self.keep_originals}
 
     @property
     def digest(self) -> str:
-        """What identifies the policy: a snapshot made under another policy is another snapshot."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+        """What identifies what the policy hides: a snapshot made under another policy is another snapshot
+        (keeping originals apart changes nothing a snapshot holds)."""
+        hidden = {k: v for k, v in self.to_dict().items() if k != "keep_originals"}
+        return hashlib.sha256(json.dumps(hidden, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def labels(self) -> re.Pattern:
+        """The labels this policy writes in place of what it hides ('[EMAIL]', '[CUSTOMER_ID]', '[CUT]')."""
+        return _labels(tuple(sorted({*self.kinds, *(name for name, _ in self.patterns), "cut"})))
+
+
+@lru_cache(maxsize=64)
+def _labels(names: tuple[str, ...]) -> re.Pattern:
+    return re.compile(r"\[(?:" + "|".join(re.escape(n.upper()) for n in names) + r")\]")
 
 
 def policy_clean(raw: dict | None) -> dict:
     """A project's redaction settings, checked: unknown kinds, patterns that do not compile or match the empty
     text, and lists past their limits are refused with what to change (ApplicationError)."""
     raw = dict(raw or {})
-    unknown = set(raw) - {"enabled", "kinds", "patterns", "words", "region"}
+    unknown = set(raw) - {"enabled", "kinds", "patterns", "words", "region", "keep_originals"}
     if unknown:
         raise ApplicationError(f"Unknown redaction settings: {', '.join(sorted(unknown))}.")
     kinds = raw.get("kinds", list(KINDS))
@@ -255,10 +284,11 @@ def policy_clean(raw: dict | None) -> dict:
     if not (isinstance(region, str) and re.fullmatch(r"[A-Z]{2}", region)):
         raise ApplicationError("Region must be a two-letter country code, like US or DE (how phone numbers "
                                "without a country code are read).")
-    if not isinstance(raw.get("enabled", True), bool):
-        raise ApplicationError("'enabled' must be true or false.")
+    for flag in ("enabled", "keep_originals"):
+        if not isinstance(raw.get(flag, flag == "enabled"), bool):
+            raise ApplicationError(f"'{flag}' must be true or false.")
     return {"enabled": raw.get("enabled", True), "kinds": kinds, "patterns": [list(p) for p in patterns],
-            "words": [w.strip() for w in words], "region": region}
+            "words": [w.strip() for w in words], "region": region, "keep_originals": raw.get("keep_originals", False)}
 
 
 def policy_of(settings: dict | None) -> Policy:
@@ -282,7 +312,7 @@ def _policy(raw_json: str) -> Policy:
     cleaned = policy_clean(json.loads(raw_json))
     policy = Policy(enabled=cleaned["enabled"], kinds=tuple(cleaned["kinds"]),
                     patterns=tuple(tuple(p) for p in cleaned["patterns"]), words=tuple(cleaned["words"]),
-                    region=cleaned["region"])
+                    region=cleaned["region"], keep_originals=cleaned["keep_originals"])
     detectors: list[Detector] = []
     if "secret" in policy.kinds:
         detectors.append(SecretPrefix())
@@ -345,8 +375,8 @@ def _cut_redact(text: str, policy: Policy) -> str:
     return "".join(out)
 
 
-# Row fields that hold storage paths, not text a person wrote or saw.
-_PATH_KEYS = frozenset({"image", "images", "screenshot", "file"})
+# Row fields that hold storage paths or image parts (a prompt's image_url), not text a person wrote or saw.
+_PATH_KEYS = frozenset({"image", "images", "screenshot", "file", "image_url"})
 
 
 def value_redact(value, policy: Policy = DEFAULT):
@@ -375,7 +405,26 @@ def rows_redact(rows: list[dict], lineage: dict | None, settings: dict | None) -
     if recorded and recorded != policy.digest:
         raise ApplicationError("The project's redaction policy changed after this snapshot was asked for; freeze "
                                "the data again to make a snapshot under the new policy.")
-    return value_redact(rows, policy)
+    return tokens_dropped(rows, value_redact(rows, policy))
+
+
+_TOKEN_KEYS = {"output_token_ids": "output", "token_ids": "raw_output", "old_logprobs": "output",
+               "token_logprobs": "raw_output"}
+
+
+def tokens_dropped(original, redacted):
+    """``redacted`` without the token ids (and their logprobs) of any output redaction changed: they would spell
+    what was hidden. Empty ids are re-tokenized from the text by the trainer (trainer/data.py)."""
+    if isinstance(redacted, list):
+        return [tokens_dropped(o, r) for o, r in zip(original, redacted)]
+    if isinstance(redacted, dict):
+        out = {k: tokens_dropped(original.get(k), v) if isinstance(v, (dict, list)) and k not in _TOKEN_KEYS else v
+               for k, v in redacted.items()}
+        for key, text_key in _TOKEN_KEYS.items():
+            if out.get(key) and original.get(text_key) != redacted.get(text_key):
+                out[key] = []
+        return out
+    return redacted
 
 
 # --- screenshots -------------------------------------------------------------------------------------
@@ -384,11 +433,12 @@ PAD = 2  # pixels around an element's box, for anti-aliased glyphs at its edge
 
 def element_boxes(elements: Iterable[dict], policy: Policy = DEFAULT) -> list[tuple[int, int, int, int]]:
     """(left, top, right, bottom) of each element (agent.envs.base.Element.to_dict: centre x, y and size) whose
-    text holds personal data, padded by PAD."""
+    text holds personal data, or a label that stands for it (elements stored redacted: a branch's copy of a step
+    redacts its own screen by its parent's elements), padded by PAD."""
     boxes = []
     for element in elements or ():
         text, width, height = element.get("text") or "", element.get("width") or 0, element.get("height") or 0
-        if width > 0 and height > 0 and hits(text, policy):
+        if width > 0 and height > 0 and policy.enabled and (hits(text, policy) or policy.labels.search(text)):
             left, top = element["x"] - width / 2, element["y"] - height / 2
             boxes.append((math.floor(left) - PAD, math.floor(top) - PAD, math.ceil(left + width) + PAD,
                           math.ceil(top + height) + PAD))

@@ -1,4 +1,5 @@
-"""REST for a project's routing and buckets, and its dataset snapshots: freeze, read, rows, export (managers)."""
+"""REST for a project's routing and buckets, and its dataset snapshots: freeze, read, rows, export (managers; the
+export with what redaction hid: admins, with a reason, audited)."""
 from __future__ import annotations
 
 import itertools
@@ -13,6 +14,7 @@ from flywheel import datasets, selectors, snapshots
 from flywheel.api_settings import SettingsSectionApi
 from flywheel.models import DatasetSnapshot, Mode, Role, SnapshotKind, SnapshotStatus, Split
 from flywheel.routing import ROUTING_SETTINGS, RULES, routing_of
+from core.audit import audit_record
 from core.api import LimitedCharField, OpenRecord, StrictSerializer, UserRef, results_of
 from core.errors import ApplicationError
 
@@ -168,6 +170,34 @@ class SnapshotExportApi(APIView):
         first = next(stream)  # raises the "not ready" error before any byte is sent
         response = StreamingHttpResponse(itertools.chain([first], stream), content_type="application/zip")
         slug = f"{snapshot.project.slug}-{snapshot.kind}-{snapshot.pk}"
+        response["Content-Disposition"] = f'attachment; filename="{slug}.zip"'
+        response["X-Snapshot-Sha256"] = snapshot.sha256
+        return response
+
+
+class SnapshotExportUnredactedInput(StrictSerializer):
+    reason = serializers.CharField(max_length=500, help_text="Why the data leaves without redaction (audited).")
+
+
+class SnapshotExportUnredactedApi(APIView):
+    """The export bundle with what the project kept of its steps before redaction (originals/): a project admin
+    only, with a reason, audited. A manager is refused saying so; an export without originals is the plain one."""
+
+    @extend_schema(request=SnapshotExportUnredactedInput, responses={(200, "application/zip"): bytes})
+    def post(self, request, snapshot_id: int):
+        snapshot = _snapshot_for(request, snapshot_id)
+        if selectors.project_role(user=request.user, project=snapshot.project_id) != Role.ADMIN:
+            raise ApplicationError("Only an admin of this project can export it without redaction: the data would "
+                                   "leave with the personal data it hides. Export it redacted, or ask an admin.",
+                                   status=403)
+        data = SnapshotExportUnredactedInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        stream = snapshots.export_stream(snapshot, originals=True)
+        first = next(stream)  # raises the "not ready" error before any byte is sent (and before the audit)
+        audit_record(actor=request.user, action="snapshot.export_unredacted", target=snapshot,
+                     data={"reason": data.validated_data["reason"].strip()})
+        response = StreamingHttpResponse(itertools.chain([first], stream), content_type="application/zip")
+        slug = f"{snapshot.project.slug}-{snapshot.kind}-{snapshot.pk}-unredacted"
         response["Content-Disposition"] = f'attachment; filename="{slug}.zip"'
         response["X-Snapshot-Sha256"] = snapshot.sha256
         return response

@@ -17,7 +17,7 @@ from agent.formats import FORMATS
 from agent.prompt import image_bytes, image_url, map_image_urls
 from core.audit import audit_record
 from core.errors import ApplicationError
-from flywheel import judge, polish, selectors
+from flywheel import judge, polish, privacy, selectors
 from flywheel.routing import routing_of
 from flywheel.events import event_append
 from flywheel.models import (Actor, Correction, Deployment, Episode, EpisodeStatus, Mode, Outcome, Rejection,
@@ -339,10 +339,12 @@ def rejection_record(*, episode: Episode, index: int, attempt: int, prompt: list
     existing = Rejection.objects.filter(episode=episode, step_index=index).order_by("-attempt").first()
     if existing is not None and existing.attempt >= attempt:
         attempt = existing.attempt + 1
+    stored = privacy.record_redact(settings=episode.project.settings, prompt=prompt, fields=dict(  # flywheel/privacy.py
+        raw_output=raw_output, token_ids=token_ids, token_logprobs=token_logprobs, thought=thought, action=action,
+        action_text=action_text, reason=reason))
     return Rejection.objects.create(
-        episode=episode, step_index=index, attempt=attempt, prompt=prompt_for_storage(prompt), raw_output=raw_output,
-        action_format=action_format, token_ids=token_ids, token_logprobs=token_logprobs, thought=thought, action=action,
-        action_text=action_text, void_reason=(void_reason or "")[:300], reason=reason,
+        episode=episode, step_index=index, attempt=attempt, prompt=prompt_for_storage(stored.prompt),
+        action_format=action_format, **stored.fields, void_reason=(void_reason or "")[:300],
         repeated=repeated, rejected_by=rejected_by, checkpoint_id=episode.checkpoint_id)
 
 
@@ -383,14 +385,17 @@ def step_record(*, episode: Episode, index: int, screenshot: bytes, width: int, 
             linked(existing)
         return existing
     correction = correction_of(actor=actor, action=action, thought=thought, proposal=proposal)
+    # stored redacted by the project's policy (flywheel/privacy.py): whatever reads the step reads the redacted copy
+    stored = privacy.step_redact(episode=episode, index=index, screenshot=screenshot, prompt=prompt, fields=dict(
+        url=url, instruction=instruction, elements=elements, screen_text=screen_text, feedback=feedback,
+        raw_output=raw_output, token_ids=token_ids, token_logprobs=token_logprobs, thought=thought, action=action,
+        action_text=action_text, proposal=proposal, info=json_safe(info)))
+    screenshot, instruction = stored.screenshot, stored.fields["instruction"]
     step = Step.objects.create(
         episode=episode, index=index, screenshot=screenshot_store(screenshot) if screenshot else "", width=width,
-        height=height, url=url[:500], instruction=instruction, elements=elements, screen_text=screen_text,
-        feedback=feedback, prompt=prompt_for_storage(prompt),
-        raw_output=raw_output, action_format=action_format, token_ids=token_ids, token_logprobs=token_logprobs,
-        thought=thought, action=action,
-        action_text=action_text, actor=actor, proposal=proposal, correction=correction, reward=reward, done=done,
-        void=action is None, void_reason=(void_reason or "")[:300], info=json_safe(info), timings=timings,
+        height=height, prompt=prompt_for_storage(stored.prompt), action_format=action_format, actor=actor,
+        correction=correction, reward=reward, done=done, **{**stored.fields, "url": stored.fields["url"][:500]},
+        void=action is None, void_reason=(void_reason or "")[:300], timings=timings,
         checkpoint_id=episode.checkpoint_id, intervened_by=intervened_by, started_at=started_at,
     )
     Rejection.objects.filter(episode=episode, step_index=index, step__isnull=True).update(step=step)
@@ -540,8 +545,9 @@ def episode_live_state_set(*, episode_id: int, status: str | None = None, human_
     """Change what watchers see of a running episode (status, who acts, the screen's size, the instruction the
     environment gave) and tell them with an ``episode.state`` event."""
     fields = {}
-    if instruction is not None:
-        fields["instruction"] = instruction
+    if instruction is not None:  # stored redacted, as a step's is
+        settings = Episode.objects.filter(pk=episode_id).values_list("project__settings", flat=True).first()
+        fields["instruction"] = privacy.text_redact(settings=settings, text=instruction)
     if status is not None:
         fields["status"] = status
     if human_control is not None:
@@ -573,7 +579,9 @@ def step_human_thought_set(*, step: Step, text: str) -> Step:
 
 @transaction.atomic
 def episode_outcome_set(*, episode_id: int, outcome: str, comment: str = "") -> None:
-    Episode.objects.filter(pk=episode_id).update(outcome=outcome, comment=comment)
+    settings = Episode.objects.filter(pk=episode_id).values_list("project__settings", flat=True).first()
+    Episode.objects.filter(pk=episode_id).update(outcome=outcome,
+                                                 comment=privacy.text_redact(settings=settings, text=comment))
 
 
 def episode_review_summary_set(*, episode_id: int, verdicts: list[str], grades: list[int],

@@ -15,7 +15,8 @@ from django.conf import settings
 from agent import formats
 from agent.actions import Action
 from agent.rollout import Supervisor, human_turn, run_episode
-from flywheel import cycle_settings, episodes
+from core.errors import ApplicationError
+from flywheel import cycle_settings, episodes, privacy
 from flywheel.episodes import EpisodeStop
 from flywheel.heartbeats import Heartbeat, worker_name
 from flywheel.models import Deployment, Episode, EpisodeStatus, Step
@@ -181,6 +182,9 @@ class BranchReplay:
         self.episode = episode
         self.k = episode.branched_at
         self.parent_steps = list(Step.objects.filter(episode_id=episode.parent_id, index__lt=self.k).order_by("index"))
+        for step, action in zip(self.parent_steps, privacy.replay_actions(project=episode.project,
+                                                                          steps=self.parent_steps)):
+            step.action = action  # what was typed where its stored copy is redacted (flywheel/privacy.py)
         self.acted = [s for s in self.parent_steps if s.action]  # the steps a replay executes, in order
         self.at_k = Step.objects.filter(episode_id=episode.parent_id, index=self.k).first()
         self.copied = 0  # parent steps stored on the branch so far
@@ -203,8 +207,10 @@ class BranchReplay:
         if expected is None:
             return None
         screenshot = _stored_bytes(expected.screenshot)
+        # the parent's step is stored redacted: compared with this screen as it would be stored
+        as_stored = privacy.observation_as_stored(settings=self.episode.project.settings, observation=observation)
         difference = screen_difference(expected_elements=expected.elements or [], expected_screenshot=screenshot,
-                                       observation=observation)
+                                       observation=as_stored)
         if difference:
             return (f"the replay of episode {self.episode.parent_id} diverged at step {expected.index + 1}: "
                     f"{difference}; nothing of episode {self.episode.parent_id} was changed")
@@ -247,12 +253,16 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
         return "nothing to run"
     log.info("episode %s claimed by %s (task %s, seed %s, %s)", episode.pk, worker, episode.task.task_name,
              episode.seed, episode.mode)
-    branch = BranchReplay(episode) if episode.parent_id else None
-    if branch is not None:
-        own = list(episode.steps.filter(index__gte=episode.branched_at).order_by("index").values_list("action", flat=True))
-        stored = [s.action for s in branch.parent_steps] + own
-    else:
-        stored = list(episode.steps.order_by("index").values_list("action", flat=True))
+    try:  # a step whose typed text was redacted replays its kept original, or the episode cannot be replayed
+        branch = BranchReplay(episode) if episode.parent_id else None
+        own = episode.steps.filter(index__gte=episode.branched_at) if branch is not None else episode.steps
+        stored = [s.action for s in branch.parent_steps] if branch is not None else []
+        stored += privacy.replay_actions(project=episode.project,
+                                         steps=own.order_by("index").only("episode_id", "index", "action"))
+    except ApplicationError as exc:
+        episodes.episode_finish(episode_id=episode.pk, status=EpisodeStatus.FAILED,
+                                end_reason=f"cannot replay: {exc.message}")
+        return "replay_refused"
     replay = [Action.from_dict(a) for a in stored if a]  # void turns changed nothing on the page
     if branch is not None:  # the parent's turns with their thoughts, so the prompt at k is the parent's prompt at k
         replay[:len(branch.acted)] = [branch.turn_of(s) for s in branch.acted]

@@ -26,6 +26,7 @@ from core.audit import audit_record
 from core.errors import ApplicationError
 from core.limits import check_length
 from agent.rows import RenderedFor
+from flywheel import privacy
 from flywheel.dataset_rows import image_path
 from flywheel.datasets import bucket_episodes, bucket_steps, export_target, filter_apply, filter_clean, rows_iter
 from flywheel.routing import routing_of
@@ -281,9 +282,11 @@ def snapshot_card(snapshot: DatasetSnapshot) -> dict:
                       "lineage": "lineage.jsonl"}}
 
 
-def export_stream(snapshot: DatasetSnapshot, block: int = 1 << 20) -> Iterator[bytes]:
+def export_stream(snapshot: DatasetSnapshot, block: int = 1 << 20, originals: bool = False) -> Iterator[bytes]:
     """The export bundle as a zip, produced piece by piece: data.jsonl, data.parquet, lineage.jsonl,
-    snapshot.json and every screenshot under images/. Memory stays at one block whatever the size."""
+    snapshot.json and every screenshot under images/. Memory stays at one block whatever the size (a screenshot at a
+    time). ``originals``: also what the project kept of its steps before redaction, under originals/ (an admin's
+    unredacted export, flywheel/privacy.py)."""
     if snapshot.status != SnapshotStatus.READY:
         raise ApplicationError("This snapshot is not ready yet; wait until its status is ready.", status=409)
     sink = _Sink()
@@ -312,5 +315,8 @@ def export_stream(snapshot: DatasetSnapshot, block: int = 1 << 20) -> Iterator[b
                 yield from copy(redaction.screenshot_redacted(name, snapshot.lineage, snapshot.project.settings,
                                                               shown.values_list("elements", flat=True)),
                                 image_path(name), compress=False)
+        for arcname, data in privacy.snapshot_originals(snapshot) if originals else ():
+            bundle.writestr(arcname, data)
+            yield sink.take()
     yield sink.take()
 

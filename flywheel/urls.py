@@ -1,6 +1,7 @@
 from django.urls import path
 
-from flywheel import api, api_branches, api_cycles, api_datasets, api_judge, api_polish, api_runs, api_tasks
+from flywheel import (api, api_branches, api_cycles, api_datasets, api_judge, api_polish, api_privacy, api_runs,
+                      api_tasks)
 
 urlpatterns = [
     path("projects/", api.ProjectListApi.as_view(), name="project-list"),
@@ -24,6 +25,8 @@ urlpatterns += [
     path("episodes/<int:episode_id>/branch", api.EpisodeBranchApi.as_view(), name="episode-branch"),
     path("episodes/<int:episode_id>/compare", api_branches.BranchCompareApi.as_view(), name="episode-compare"),
     path("episodes/<int:episode_id>/steps/<int:index>/screenshot", api.StepScreenshotApi.as_view(), name="step-screenshot"),
+    path("episodes/<int:episode_id>/steps/<int:index>/original", api_privacy.StepOriginalApi.as_view(),
+         name="step-original"),
     path("episodes/<int:episode_id>/proposals/<int:index>/screenshot", api.ProposalScreenshotApi.as_view(),
          name="proposal-screenshot"),
     path("projects/<int:project_id>/checkpoints/", api_runs.CheckpointListApi.as_view(), name="checkpoint-list"),
@@ -36,6 +39,8 @@ urlpatterns += [
     path("snapshots/<int:snapshot_id>/", api_datasets.SnapshotDetailApi.as_view(), name="snapshot-detail"),
     path("snapshots/<int:snapshot_id>/rows", api_datasets.SnapshotRowsApi.as_view(), name="snapshot-rows"),
     path("snapshots/<int:snapshot_id>/export", api_datasets.SnapshotExportApi.as_view(), name="snapshot-export"),
+    path("snapshots/<int:snapshot_id>/export-unredacted", api_datasets.SnapshotExportUnredactedApi.as_view(),
+         name="snapshot-export-unredacted"),
 ]
 
 urlpatterns += [

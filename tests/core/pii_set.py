@@ -11,6 +11,9 @@ VALUES = {
     "card": ("4111 1111 1111 1111", "Card number 4111 1111 1111 1111 exp 12/29"),
     "iban": ("DE89 3704 0044 0532 0130 00", "Pay to IBAN DE89 3704 0044 0532 0130 00 please"),
     "national_id": ("536-22-1234", "SSN 536-22-1234 on file"),
+    "national_id_uk": ("AB 12 34 56 C", "National Insurance number AB 12 34 56 C on the payslip"),
+    "national_id_es": ("12345678Z", "DNI 12345678Z del titular"),
+    "national_id_it": ("RSSMRA85T10A562S", "Codice fiscale RSSMRA85T10A562S allegato"),
     "ip": ("203.0.113.77", "Login from 203.0.113.77 was blocked"),
     "secret": ("ghp_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7c",
                "export GITHUB_TOKEN=ghp_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7c"),
@@ -35,6 +38,10 @@ NEAR_MISSES = [
     "The ThisIsAVeryLongCamelCaseIdentifierName function",
     "DE89 is a prefix, not an account",
     "Margaret's hamiltonian is fine",  # not the listed name
+    "Reference QQ 12 34 56 C in the guide",  # HMRC's example prefix, never issued
+    "Parcel 12345678A at the depot",  # eight digits and a letter whose DNI check fails
+    "Code RSSMRA85T10A562X unknown",  # a codice fiscale's shape whose check character fails
+    "Order 046-454-286 and ticket 1234 5678 9012",  # SIN and Aadhaar shapes: bare digit groups, not taken
 ]
 
 

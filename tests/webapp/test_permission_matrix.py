@@ -119,6 +119,9 @@ TABLE: dict[str, Call] = {
     "POST /api/v1/episodes/<int:episode_id>/branch": Call(members(201), body=lambda w: {"step": 1, "mode": "supervised"}),
     "GET /api/v1/episodes/<int:episode_id>/compare": Call(managers(200), ids={"episode_id": "branch_episode_id"}),
     "GET /api/v1/episodes/<int:episode_id>/steps/<int:index>/screenshot": Call(members(200)),
+    # what redaction hid: admins only (404 here: this project keeps no originals; tests/core/test_redaction_stored)
+    "POST /api/v1/episodes/<int:episode_id>/steps/<int:index>/original": Call(
+        _row(401, 404, 403, 403, 404), body=lambda w: {"reason": "x"}),
     "GET /api/v1/episodes/<int:episode_id>/proposals/<int:index>/screenshot": Call(members(200)),
     # --- deployments, runs, routing, snapshots ---
     "GET /api/v1/projects/<int:project_id>/checkpoints/": Call(members(200)),
@@ -136,6 +139,7 @@ TABLE: dict[str, Call] = {
     "GET /api/v1/snapshots/<int:snapshot_id>/": Call(managers(200)),
     "GET /api/v1/snapshots/<int:snapshot_id>/rows": Call(managers(200)),
     "GET /api/v1/snapshots/<int:snapshot_id>/export": Call(managers(200)),
+    "POST /api/v1/snapshots/<int:snapshot_id>/export-unredacted": Call(admins(200), body=lambda w: {"reason": "x"}),
     # --- the judge ---
     "GET /api/v1/projects/<int:project_id>/judge": Call(managers(200)),
     "PATCH /api/v1/projects/<int:project_id>/judge": Call(managers(200), body=lambda w: {"samples": 3}),

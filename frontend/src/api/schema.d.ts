@@ -396,6 +396,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/episodes/{episode_id}/steps/{index}/original": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["episodes_steps_original_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/episodes/{episode_id}/steps/{index}/polish": {
         parameters: {
             query?: never;
@@ -1133,6 +1149,26 @@ export interface components {
         ActionOutput: {
             name: string;
             args: {
+    "/api/v1/snapshots/{snapshot_id}/export-unredacted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description The export bundle with what the project kept of its steps before redaction (originals/): a project admin
+         *     only, with a reason, audited. A manager is refused saying so; an export without originals is the plain one.
+         */
+        post: operations["snapshots_export_unredacted_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
                 [key: string]: unknown;
             };
         };
@@ -2443,6 +2479,8 @@ export interface components {
             reviewer: components["schemas"]["UserRef"];
             verdict: components["schemas"]["VerdictEnum"];
             grade: number | null;
+            /** @description The value was hidden when it was stored: match is its label, and a wrong-hit mark names it in its context (before + match + after). */
+            hidden: boolean;
             /** @description Label by step index. */
             step_labels: {
                 [key: string]: "good" | "wasteful" | "wrong" | "critical";
@@ -2477,6 +2515,8 @@ export interface components {
          *     * `admin` - Admin
          * @enum {string}
          */
+            /** @description What redaction hides is kept apart for the project's admins (each read audited); switching it on needs an admin. */
+            keep_originals: boolean;
         RoleEnum: "annotator" | "manager" | "admin";
         RoutingBuckets: {
             sft: components["schemas"]["BucketOutput"];
@@ -2722,6 +2762,11 @@ export interface components {
             max_new_tokens?: number;
         };
         /** @description One stage of the training recipe; stages run in order, each from the last one's output. */
+        /** @description Unknown fields are an error, not silently dropped. */
+        SnapshotExportUnredactedInputRequest: {
+            /** @description Why the data leaves without redaction (audited). */
+            reason: string;
+        };
         StageOutput: {
             algorithm: components["schemas"]["AlgorithmEnum"];
             max_steps: number;
@@ -2866,6 +2911,21 @@ export interface components {
             /** Format: double */
             mean_reward: number;
             /** Format: double */
+        StepOriginal: {
+            episode: number;
+            step: number;
+            /** @description Each field redaction changed, as it was. */
+            fields: {
+                [key: string]: unknown;
+            };
+            /** @description The screenshot as it was (a data: URL), where boxes were filled. */
+            screenshot: string | null;
+        };
+        /** @description Unknown fields are an error, not silently dropped. */
+        StepOriginalInputRequest: {
+            /** @description Why you read what redaction hid (audited). */
+            reason: string;
+        };
             mean_steps: number;
             /** Format: double */
             void_rate: number;
@@ -3806,6 +3866,34 @@ export interface operations {
         };
     };
     projects_list: {
+    episodes_steps_original_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                episode_id: number;
+                index: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StepOriginalInputRequest"];
+                "multipart/form-data": components["schemas"]["StepOriginalInputRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["StepOriginalInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StepOriginal"];
+                };
+            };
+        };
+    };
         parameters: {
             query?: never;
             header?: never;
@@ -5094,3 +5182,30 @@ export interface operations {
         };
     };
 }
+    snapshots_export_unredacted_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                snapshot_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SnapshotExportUnredactedInputRequest"];
+                "multipart/form-data": components["schemas"]["SnapshotExportUnredactedInputRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["SnapshotExportUnredactedInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": string;
+                };
+            };
+        };
+    };

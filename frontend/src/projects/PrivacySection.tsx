@@ -203,7 +203,14 @@ export function PrivacySection({ projectId, admin }: { projectId: number; admin:
                       disabled={mark.isPending}
                       title="This is not personal data: count it as a wrong hit"
                       onClick={() =>
-                        mark.mutate({ kind: row.kind, verdict: "wrong_hit", text: example.match, episode: example.episode, step: example.step })
+                        mark.mutate({
+                          kind: row.kind,
+                          verdict: "wrong_hit",
+                          // a value hidden when stored is named by its label in its context
+                          text: example.hidden ? `${example.before}${example.match}${example.after}`.trim() : example.match,
+                          episode: example.episode,
+                          step: example.step,
+                        })
                       }
                     >
                       Wrong hit
