@@ -18,12 +18,16 @@ trainer/tiny_vlm.py) is served by trainer/vlm_serve.py: its messages may hold im
 URLs only; a bad or oversized image is a 400 saying which), and it answers through the checkpoint's
 own processor and chat template. Text checkpoints take string contents only, as before.
 
-It serves one request per model at a time (a lock per model): this is the CPU / dev path; vLLM is
-the production one.
+Text models are served by continuous batching on the CPU (:class:`Batcher`): concurrent requests are decoded
+together, one token of each a pass, each with its own KV cache, so the rollout and live workers of a host share one
+copy of a model (``make run`` starts one such server a host: LOUPE_POLICY_SERVER_URL). ``logprobs`` and
+``top_logprobs`` (up to 20 alternatives a token) are answered as OpenAI does. A vision-language model serves one
+request at a time (a lock per model). vLLM is the production path.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import tempfile
@@ -35,6 +39,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from agent.policies.base import PolicyOutput
+from agent.policies.local import action_complete
 from agent.prompt import DEFAULT_STYLE, restyle_messages
 from trainer.adapters import adapter_mismatch
 from trainer.configs import ServeConfig
@@ -67,19 +73,28 @@ class Served:
     parent: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     vision: bool = False  # a vision-language model (trainer/vlm_serve.py): its messages may hold images
+    batcher: Batcher | None = None  # a text model's continuous batching
+    used: float = field(default_factory=time.monotonic)  # when it was last asked for (the least recent leaves first)
+
+
+MAX_LOADED = 4  # models loaded at run time kept at once (besides the default): a host's deployments old and new
 
 
 class ModelRegistry:
-    """Models by name: the default checkpoint plus adapters loaded at run time."""
+    """Models by name: the default checkpoint (none for a host's server, which serves what its workers load) plus
+    checkpoints and adapters loaded at run time, at most MAX_LOADED of them: loading one more lets the least
+    recently asked for go (its clients load it again: agent/policies/served.py)."""
 
-    def __init__(self, base_dir: str, name: str, max_new_tokens: int) -> None:
-        self.base_dir = str(Path(base_dir).resolve())
-        self.default = name
+    def __init__(self, base_dir: str | None, name: str | None, max_new_tokens: int) -> None:
+        self.base_dir = str(Path(base_dir).resolve()) if base_dir else None
+        self.default = name if base_dir else None
         self.max_new_tokens = max_new_tokens
         self._models: dict[str, Served] = {}
         self._guard = threading.Lock()
+        self._loading = threading.Lock()  # one load at a time: two workers asking at once load it once
         self._scratch = tempfile.TemporaryDirectory(prefix="loupe-serve-")
-        self._models[name] = self._open(name, self.base_dir)
+        if self.base_dir:
+            self._models[name] = self._open(name, self.base_dir)
 
     def _open(self, name: str, path: str, parent: str | None = None) -> Served:
         from agent.policies.local import LocalPolicy
@@ -87,6 +102,9 @@ class ModelRegistry:
 
         source = Path(path)
         if (source / "adapter_config.json").is_file() and not (source / "config.json").is_file():
+            if self.base_dir is None:
+                raise APIError(HTTPStatus.BAD_REQUEST, f"{path!r} is an adapter, and this server has no base to put it "
+                                                       "on (start it with --init BASE)")
             source = self._merge_adapter(name, source)
             parent = self.default
         elif not (source / "config.json").is_file():
@@ -105,7 +123,8 @@ class ModelRegistry:
                           vision=True)
         policy = LocalPolicy(str(source), temperature=0.0, max_new_tokens=self.max_new_tokens)
         tokenizer = AutoTokenizer.from_pretrained(str(source), local_files_only=True)
-        return Served(name=name, path=str(path), policy=policy, tokenizer=tokenizer, parent=parent)
+        return Served(name=name, path=str(path), policy=policy, tokenizer=tokenizer, parent=parent,
+                      batcher=Batcher(policy))
 
     def _merge_adapter(self, name: str, adapter: Path) -> Path:
         """Merge a PEFT adapter onto the base checkpoint into a scratch dir LocalPolicy (VisionPolicy) can load."""
@@ -142,6 +161,7 @@ class ModelRegistry:
             if key not in self._models:
                 raise APIError(HTTPStatus.NOT_FOUND, f"The model '{key}' does not exist. Loaded: {sorted(self._models)}",
                                "model_not_found")
+            self._models[key].used = time.monotonic()
             return self._models[key]
 
     def list(self) -> list[Served]:
@@ -149,12 +169,21 @@ class ModelRegistry:
             return list(self._models.values())
 
     def load(self, name: str, path: str) -> None:
-        with self._guard:
-            if name in self._models:
-                raise APIError(HTTPStatus.BAD_REQUEST, f"The lora adapter '{name}' has already been loaded.")
-        served = self._open(name, path, parent=self.default)  # slow part outside the guard
-        with self._guard:
-            self._models[name] = served
+        with self._loading:
+            with self._guard:
+                if name in self._models:
+                    raise APIError(HTTPStatus.BAD_REQUEST, f"The lora adapter '{name}' has already been loaded.")
+            served = self._open(name, path, parent=self.default)  # slow part outside the guard
+            with self._guard:
+                self._models[name] = served
+                loaded = sorted((s for s in self._models.values() if s.name != self.default), key=lambda s: s.used)
+                leaving = loaded[:max(0, len(loaded) - MAX_LOADED)]
+                for gone in leaving:
+                    del self._models[gone.name]
+            for gone in leaving:
+                log.info("unloaded %s, the least recently asked for of %d", gone.name, len(loaded))
+                if gone.batcher is not None:
+                    gone.batcher.close()
 
     def unload(self, name: str) -> None:
         with self._guard:
@@ -162,9 +191,14 @@ class ModelRegistry:
                 raise APIError(HTTPStatus.BAD_REQUEST, f"'{name}' is the base model; it cannot be unloaded")
             if name not in self._models:
                 raise APIError(HTTPStatus.NOT_FOUND, f"The lora adapter '{name}' cannot be found.")
-            del self._models[name]
+            served = self._models.pop(name)
+        if served.batcher is not None:
+            served.batcher.close()
 
     def close(self) -> None:
+        for served in self.list():
+            if served.batcher is not None:
+                served.batcher.close()
         self._scratch.cleanup()
 
 
@@ -184,6 +218,15 @@ def chat_completion(registry: ModelRegistry, body: dict) -> dict:
         raise APIError(HTTPStatus.BAD_REQUEST, "'temperature' must be a number >= 0")
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise APIError(HTTPStatus.BAD_REQUEST, "'max_tokens' must be a positive integer")
+    top_k = body.get("top_logprobs") or 0
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 0 <= top_k <= MAX_TOP_LOGPROBS:
+        raise APIError(HTTPStatus.BAD_REQUEST, f"'top_logprobs' must be an integer from 0 to {MAX_TOP_LOGPROBS}")
+    stop = body.get("stop") or ()
+    stop = (stop,) if isinstance(stop, str) else stop
+    if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop) or len(stop) > 4:
+        raise APIError(HTTPStatus.BAD_REQUEST, "'stop' must be a string or a list of up to 4 non-empty strings")
+    stop = tuple(stop)
+    tops: list = []
     served = registry.get(body.get("model"))
     messages = body.get("messages")
     if served.vision:
@@ -203,14 +246,16 @@ def chat_completion(registry: ModelRegistry, body: dict) -> dict:
     else:
         # a client renders in the full style unless told otherwise; the model answers what it was trained on
         messages = restyle_messages(_text_messages(messages), getattr(served.policy, "prompt_style", DEFAULT_STYLE))
-        with served.lock:
-            policy = served.policy
-            policy.temperature = float(temperature)
-            policy.max_new_tokens = int(max_tokens)
-            output = policy.act(messages)
-        prompt_tokens = None
-    if output.error:
-        raise APIError(HTTPStatus.INTERNAL_SERVER_ERROR, f"generation failed: {output.error}", "server_error")
+        prompt = served.policy.prompt_ids(messages)
+        request = served.batcher.generate(prompt, max_tokens=int(max_tokens), temperature=float(temperature),
+                                          top_k=top_k if body.get("logprobs") else 0, stop=stop)
+        text = request.text
+        for s in stop:
+            if s in text:
+                text = text[: text.index(s)]
+        output = PolicyOutput(text=text, token_ids=request.ids, token_logprobs=request.logprobs, error=request.error)
+        tops = request.tops
+        prompt_tokens = len(request.prompt)
     token_ids = list(output.token_ids or [])
     choice: dict = {
         "index": 0,
@@ -221,10 +266,14 @@ def chat_completion(registry: ModelRegistry, body: dict) -> dict:
     if body.get("logprobs"):
         content = []
         as_ids = bool(body.get("return_tokens_as_token_ids"))  # vLLM's option: exact ids for RL
-        for token_id, logprob in zip(token_ids, output.token_logprobs or []):
+
+        def entry(token_id: int, logprob: float) -> dict:
             token = f"token_id:{token_id}" if as_ids else served.tokenizer.decode([token_id])
-            content.append({"token": token, "logprob": float(logprob),
-                            "bytes": list(token.encode("utf-8")), "top_logprobs": []})
+            return {"token": token, "logprob": float(logprob), "bytes": list(token.encode("utf-8"))}
+
+        for place, (token_id, logprob) in enumerate(zip(token_ids, output.token_logprobs or [])):
+            alternatives = tops[place] if place < len(tops) else []
+            content.append({**entry(token_id, logprob), "top_logprobs": [entry(i, lp) for i, lp in alternatives]})
         choice["logprobs"] = {"content": content}
     if prompt_tokens is None:
         prompt_tokens = len(chat_ids(served.tokenizer, messages, add_generation_prompt=True))
@@ -317,11 +366,12 @@ def make_handler(registry: ModelRegistry) -> type[BaseHTTPRequestHandler]:
 
 
 def serve(config: ServeConfig) -> None:
-    """Serve until interrupted. Prints ``{"serving": url, "model": name}`` once listening."""
-    if not config.init or not (Path(config.init) / "config.json").is_file():
+    """Serve until interrupted. Prints ``{"serving": url, "model": name}`` once listening. Without ``--init`` it
+    serves only what clients load (a host's server: agent/policies/served.py)."""
+    if config.init and not (Path(config.init) / "config.json").is_file():
         raise TrainerError(f"--init {config.init!r} is not a checkpoint dir (no config.json there)")
     set_threads(config.threads)
-    name = config.name or Path(config.init).resolve().name
+    name = (config.name or Path(config.init).resolve().name) if config.init else None
     registry = ModelRegistry(config.init, name, config.max_new_tokens)
     server = ThreadingHTTPServer((config.host, config.port), make_handler(registry))
     server.daemon_threads = True
@@ -334,3 +384,198 @@ def serve(config: ServeConfig) -> None:
     finally:
         server.server_close()
         registry.close()
+
+
+# --- continuous batching -----------------------------------------------------------------------------
+MAX_BATCH = 16  # requests decoded together; more wait for a place
+MAX_TOP_LOGPROBS = 20  # OpenAI's limit
+
+
+@dataclass
+class _Request:
+    prompt: list[int]
+    max_tokens: int
+    temperature: float
+    top_k: int  # alternatives to report at each token (0: none)
+    stop: tuple[str, ...]
+    deadline: float
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    tops: list[list[tuple[int, float]]] = field(default_factory=list)
+    text: str = ""
+    error: str | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class Batcher:
+    """Continuous batching of one text model on the CPU: a request's prompt is read alone into its own KV cache,
+    which then joins the batch's (left-padded to the longest, an attention mask hiding the padding); each pass
+    decodes one token of every request in the batch, and a finished request leaves it at once, so a new one never
+    waits for the slowest to end. Greedy answers are the tokens LocalPolicy picks (raw logits' argmax); every token's
+    logprob is the log-softmax of the raw logits (temperature 1), as the trainer recomputes it."""
+
+    def __init__(self, policy, timeout_s: float = 120.0) -> None:
+        import torch
+
+        self.policy, self.timeout_s = policy, timeout_s
+        self.model, self.tokenizer = policy.model, policy.tokenizer
+        eos = self.tokenizer.eos_token_id
+        self.eos = set(eos if isinstance(eos, list) else [eos]) - {None}
+        self.limit = getattr(self.model.config, "max_position_embeddings", None)
+        self._cache_arg = _cache_arg_of(self.model)
+        self.passes = self.largest_batch = 0  # decoding passes made, and the most requests one of them decoded
+        self._closed = False
+        self._waiting: list[_Request] = []
+        self._active: list[_Request] = []
+        self._cache = None
+        self._mask = torch.zeros((0, 0), dtype=torch.long)
+        self._wake = threading.Condition()
+        self._thread = threading.Thread(target=self._loop, name="loupe-batcher", daemon=True)
+        self._thread.start()
+
+    def generate(self, prompt: list[int], *, max_tokens: int, temperature: float, top_k: int = 0,
+                 stop: tuple[str, ...] = ()) -> _Request:
+        """The answer to one prompt (its ``error`` set when generation failed), decoded beside the others."""
+        request = self.submit(prompt, max_tokens=max_tokens, temperature=temperature, top_k=top_k, stop=stop)
+        request.done.wait()
+        return request
+
+    def submit(self, prompt: list[int], *, max_tokens: int, temperature: float, top_k: int = 0,
+               stop: tuple[str, ...] = ()) -> _Request:
+        """Queue one prompt; its ``done`` is set once answered."""
+        if self.limit and len(prompt) + max_tokens > self.limit:
+            prompt = prompt[-(self.limit - max_tokens):]  # keep the latest context, as LocalPolicy does
+        request = _Request(prompt=prompt, max_tokens=max_tokens, temperature=temperature, top_k=top_k, stop=stop,
+                           deadline=time.monotonic() + self.timeout_s)
+        with self._wake:
+            self._waiting.append(request)
+            self._wake.notify()
+        return request
+
+    def close(self) -> None:
+        """Stop the loop (an unloaded model): requests it holds are answered first."""
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+
+    def _loop(self) -> None:
+        import torch
+
+        while True:
+            with self._wake:
+                while not self._waiting and not self._active and not self._closed:
+                    self._wake.wait()
+                if self._closed and not self._active:
+                    for request in self._waiting:
+                        request.error = "the model was unloaded"
+                        request.done.set()
+                    return
+                room = MAX_BATCH - len(self._active)
+                joining, self._waiting = self._waiting[:room], self._waiting[room:]
+            try:
+                with torch.inference_mode():
+                    for request in joining:
+                        self._join(request)
+                    if self._active:
+                        self._step()
+            except Exception as exc:  # noqa: BLE001 - every waiting client hears of it; the server goes on
+                log.exception("batched generation failed")
+                for request in [*self._active, *joining]:
+                    if not request.done.is_set():
+                        request.error = f"{type(exc).__name__}: {exc}"
+                        request.done.set()
+                self._active, self._cache = [], None
+                self._mask = torch.zeros((0, 0), dtype=torch.long)
+
+    def _forward(self, **inputs):
+        # transformers renamed past_key_values to cache (5.x); speak whichever this model takes.
+        out = self.model(use_cache=True, **inputs)
+        return out.logits, getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+
+    def _join(self, request: _Request) -> None:
+        """Read the prompt alone, take its first token, and put its KV cache into the batch's."""
+        import torch
+
+        logits, cache = self._forward(input_ids=torch.tensor([request.prompt], dtype=torch.long))
+        if self._take(request, logits[0, -1]):
+            return
+        length, joined = self._mask.shape[1], len(request.prompt)
+        width = max(length, joined)
+        mask = torch.ones((1, joined), dtype=torch.long)
+        if self._cache is None:
+            self._cache, self._mask = cache, mask
+        else:
+            for ours, theirs in zip(self._cache.layers, cache.layers):
+                ours.keys = torch.cat([_pad_left(ours.keys, width - length), _pad_left(theirs.keys, width - joined)])
+                ours.values = torch.cat([_pad_left(ours.values, width - length),
+                                         _pad_left(theirs.values, width - joined)])
+            self._mask = torch.cat([_pad_left(self._mask, width - length), _pad_left(mask, width - joined)])
+        self._active.append(request)
+
+    def _step(self) -> None:
+        """One token of every request in the batch."""
+        import torch
+
+        active = self._active
+        self.passes += 1
+        self.largest_batch = max(self.largest_batch, len(active))
+        feed = torch.tensor([[r.ids[-1]] for r in active], dtype=torch.long)
+        positions = torch.tensor([[len(r.prompt) + len(r.ids) - 1] for r in active], dtype=torch.long)
+        self._mask = torch.cat([self._mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
+        logits, self._cache = self._forward(input_ids=feed, attention_mask=self._mask, position_ids=positions,
+                                            **{self._cache_arg: self._cache})
+        finished = [self._take(request, logits[row, -1]) for row, request in enumerate(active)]
+        if any(finished):
+            keep = [row for row, gone in enumerate(finished) if not gone]
+            self._active = [active[row] for row in keep]
+            if not keep:
+                self._cache, self._mask = None, torch.zeros((0, 0), dtype=torch.long)
+                return
+            index = torch.tensor(keep, dtype=torch.long)
+            self._mask = self._mask[index]
+            first = int((self._mask.sum(dim=0) > 0).nonzero()[0])  # columns every remaining request pads
+            self._mask = self._mask[:, first:]
+            for layer in self._cache.layers:
+                layer.keys, layer.values = layer.keys[index, :, first:], layer.values[index, :, first:]
+
+    def _take(self, request: _Request, logits) -> bool:
+        """Choose the request's next token from its logits; True when the request is finished (and answered)."""
+        import torch
+
+        logits = logits.float()
+        log_probs = torch.log_softmax(logits, dim=-1)
+        if request.temperature > 0:
+            token = int(torch.multinomial(torch.softmax(logits / request.temperature, dim=-1), 1).item())
+        else:
+            token = int(torch.argmax(logits).item())
+        request.ids.append(token)
+        request.logprobs.append(float(log_probs[token]))
+        if request.top_k:
+            best = torch.topk(log_probs, request.top_k)
+            request.tops.append(list(zip(best.indices.tolist(), best.values.tolist())))
+        request.text = self.tokenizer.decode(request.ids, skip_special_tokens=True)
+        if (token in self.eos or len(request.ids) >= request.max_tokens or any(s in request.text for s in request.stop)
+                or (self.policy.stop_at_action and action_complete(request.text))):
+            request.done.set()
+            return True
+        if time.monotonic() > request.deadline:
+            request.error = f"generation took over {self.timeout_s} s"
+            request.done.set()
+            return True
+        return False
+
+
+def _pad_left(tensor, n: int):
+    """``tensor`` ([batch, ..., length] for a mask, [batch, heads, length, dim] for keys) with ``n`` zero positions
+    before its first."""
+    import torch
+
+    if n == 0:
+        return tensor
+    if tensor.dim() == 2:
+        return torch.cat([tensor.new_zeros((tensor.shape[0], n)), tensor], dim=1)
+    return torch.cat([tensor.new_zeros((*tensor.shape[:2], n, tensor.shape[3])), tensor], dim=2)
+
+
+def _cache_arg_of(model) -> str:
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"

@@ -8,7 +8,7 @@ from agent.policies.base import Policy, PolicyError, PolicyOutput
 
 __all__ = ["Policy", "PolicyError", "PolicyOutput", "make_policy"]
 
-BACKENDS = ("local", "openai", "scripted")
+BACKENDS = ("local", "openai", "scripted", "served")  # served: the host's policy server (agent/policies/served.py)
 
 
 def make_policy(backend: str, **kw: Any) -> Policy:
@@ -21,6 +21,10 @@ def make_policy(backend: str, **kw: Any) -> Policy:
         from agent.policies.openai_compat import OpenAIPolicy
 
         return OpenAIPolicy(**kw)
+    if backend == "served":
+        from agent.policies.served import ServedPolicy
+
+        return ServedPolicy(**kw)
     if backend == "scripted":
         from agent.policies.scripted import ScriptedPolicy
 

@@ -1,0 +1,130 @@
+"""One policy server a host (issue 38): trainer/serve.py's continuous batching decodes concurrent requests together,
+each answered as the model alone answers it, with OpenAI's logprobs and top_logprobs; a server started without a
+model serves what agent/policies/served.py loads into it; it keeps a bounded number of models."""
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+
+from agent.policies.local import LocalPolicy
+from trainer.model import save_tiny_untrained
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _messages(i: int) -> list[dict]:
+    # prompts of different lengths: the batch pads them to the longest
+    return [{"role": "system", "content": "sys"},
+            {"role": "user", "content": f'Instruction: Click on the "OK {i}" button.' + " Then wait." * (3 * i)}]
+
+
+def _post(url: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    root = tmp_path_factory.mktemp("batching")
+    return save_tiny_untrained(root / "a", seed=0), save_tiny_untrained(root / "b", seed=1)
+
+
+def test_four_requests_queued_at_once_are_decoded_together_each_as_the_model_alone_answers(checkpoints):
+    from trainer.serve import Batcher
+
+    torch.set_num_threads(1)
+    policy = LocalPolicy(checkpoints[0], max_new_tokens=20)
+    alone = [policy.act(_messages(i)) for i in range(4)]
+    batcher = Batcher(policy)
+    with batcher._wake:  # the loop sees all four at once
+        requests = [batcher.submit(policy.prompt_ids(_messages(i)), max_tokens=20, temperature=0.0, top_k=2)
+                    for i in range(4)]
+    for request in requests:
+        assert request.done.wait(120)
+    batcher.close()
+    assert batcher.largest_batch == 4
+    for request, solo in zip(requests, alone):
+        assert request.error is None
+        assert request.ids == solo.token_ids and request.text == solo.text
+        assert request.logprobs == pytest.approx(solo.token_logprobs, abs=1e-4)
+        # greedy: the best alternative is the token taken; the runner-up is LocalPolicy's too
+        assert [top[0][0] for top in request.tops] == request.ids
+        assert [lp for top in request.tops for _, lp in top] == pytest.approx(
+            [lp for top in solo.top_logprobs for lp in top], abs=1e-4)
+
+
+@pytest.fixture(scope="module")
+def host_server():
+    proc = subprocess.Popen([sys.executable, "-m", "trainer", "serve", "--port", "0", "--max-new-tokens", "16",
+                             "--threads", "1"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line, "server exited before listening"
+        yield json.loads(line)["serving"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_host_server_serves_the_checkpoint_a_worker_asks_for_with_logprobs_and_alternatives(host_server, checkpoints):
+    from agent.policies import make_policy
+
+    served = make_policy("served", base_url=host_server, checkpoint_dir=checkpoints[0], max_tokens=16)
+    answer = served.act(_messages(1))
+    alone = LocalPolicy(checkpoints[0], max_new_tokens=16).act(_messages(1))
+    assert answer.error is None, answer.error
+    assert (answer.text, answer.token_ids, answer.token_ends) == (alone.text, alone.token_ids, alone.token_ends)
+    assert answer.token_logprobs == pytest.approx(alone.token_logprobs, abs=1e-4)
+    assert [lp for top in answer.top_logprobs for lp in top] == pytest.approx(
+        [lp for top in alone.top_logprobs for lp in top], abs=1e-4)
+    # a second worker process asking for the same dir shares the loaded copy
+    again = make_policy("served", base_url=host_server, checkpoint_dir=checkpoints[0], max_tokens=16)
+    assert again.model == served.model and again.act(_messages(1)).text == alone.text
+    status, models = 0, None
+    with urllib.request.urlopen(f"{host_server}/models", timeout=30) as response:
+        status, models = response.status, json.loads(response.read())
+    assert status == 200 and [m["id"] for m in models["data"]] == [served.model]
+
+
+def test_a_host_server_refuses_bad_requests_plainly(host_server, checkpoints):
+    url = f"{host_server}/chat/completions"
+    status, body = _post(url, {"model": "nobody", "messages": _messages(0)})
+    assert status == 404 and body["error"]["type"] == "model_not_found"
+    status, body = _post(host_server.removesuffix("/v1") + "/v1/load_lora_adapter",
+                         {"lora_name": "x", "lora_path": str(checkpoints[0].parent / "missing")})
+    assert status == 400 and "neither a checkpoint dir" in body["error"]["message"]
+    from agent.policies.served import served_name
+
+    _post(host_server.removesuffix("/v1") + "/v1/load_lora_adapter",
+          {"lora_name": served_name(checkpoints[0]), "lora_path": str(checkpoints[0])})
+    base = {"model": served_name(checkpoints[0]), "messages": _messages(0), "logprobs": True}
+    status, body = _post(url, {**base, "top_logprobs": 21})
+    assert status == 400 and "'top_logprobs' must be an integer from 0 to 20" in body["error"]["message"]
+    status, body = _post(url, {**base, "stop": ["a", "b", "c", "d", "e"]})
+    assert status == 400 and "'stop'" in body["error"]["message"]
+
+
+def test_loading_past_the_limit_lets_the_least_recently_asked_for_model_go(checkpoints, monkeypatch):
+    from trainer import serve
+
+    monkeypatch.setattr(serve, "MAX_LOADED", 1)
+    registry = serve.ModelRegistry(None, None, 8)
+    try:
+        registry.load("a", str(checkpoints[0]))
+        registry.load("b", str(checkpoints[1]))
+        assert [s.name for s in registry.list()] == ["b"]
+        with pytest.raises(serve.APIError) as refused:
+            registry.get("a")
+        assert refused.value.kind == "model_not_found"
+    finally:
+        registry.close()
