@@ -142,6 +142,17 @@ class LeaseStepApi(APIView):
                          "observation": observation_payload(lease.observation, image=image)})
 
 
+class LeaseEndApi(APIView):
+    @extend_schema(request=None, responses={200: inline_serializer("EnvEnd", {
+        "episode": serializers.IntegerField(), "reward": serializers.FloatField(allow_null=True),
+        "ended": serializers.BooleanField(help_text="False: the episode had already ended (its reward is kept).")})},
+        summary="End the episode where it stands, scored by the task's own check on the screen as it is.")
+    def post(self, request, lease_id: str):
+        service = current()
+        result = service.lease_end(lease_id=lease_id, user=request.user)
+        return Response({"episode": service._lease_of(lease_id=lease_id, user=request.user).episode_id, **result})
+
+
 class StatusApi(APIView):
     @extend_schema(responses={200: inline_serializer("EnvServiceStatus", {
         "host": serializers.CharField(), "lease_timeout_s": serializers.FloatField(),

@@ -72,6 +72,10 @@ class EnvServiceClient:
         body = {"action": action} if format is None else {"action": action, "format": format}
         return self._call("POST", f"/v1/leases/{lease_id}/step", body)
 
+    def end(self, lease_id: str) -> dict:
+        """End the episode where it stands; its reward is the task's own check (None where the env has none)."""
+        return self._call("POST", f"/v1/leases/{lease_id}/end", {})
+
     def release(self, lease_id: str) -> None:
         self._call("DELETE", f"/v1/leases/{lease_id}")
 

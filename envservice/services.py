@@ -211,6 +211,30 @@ class EnvService:
             return {"reward": result.reward, "done": result.done, "info": episodes.json_safe(result.info),
                     "index": lease.index - 1, "timings": {"env_s": round(env_s, 4), "record_s": round(record_s, 4)}}
 
+    def lease_end(self, *, lease_id: str, user) -> dict:
+        """End the lease's episode where it stands, scored by the task's own check on the screen as it is (an RL
+        caller whose model stopped acting gets the episode's reward this way); an episode already over keeps its
+        reward. The lease stays, for the next reset."""
+        lease = self._lease_of(lease_id=lease_id, user=user)
+        with lease.lock:
+            _check_live(lease)
+            if lease.done:
+                lease.writer.flush()
+                reward = Episode.objects.filter(pk=lease.episode_id).values_list("env_reward", flat=True).first()
+                return {"reward": reward, "ended": False}
+            try:
+                reward = lease.actor.call(lambda env: env.evaluate(), timeout=self.step_timeout)
+            except EnvCrashed as exc:
+                self._replace(lease, reason=str(exc))
+                raise ApplicationError(f"The env crashed while the task's check ran: {exc}. A fresh env replaced it "
+                                       f"and a new episode started (episode {lease.episode_id}).", status=502,
+                                       errors={"env": ["crashed"]}) from exc
+            lease.done = True
+            lease.writer.submit(episodes.episode_finish, episode_id=lease.episode_id, status=EpisodeStatus.FINISHED,
+                                end_reason="the RL caller ended it", reward=None if reward is None else float(reward))
+            lease.writer.flush()
+            return {"reward": reward, "ended": True}
+
     def lease_release(self, *, lease_id: str, user) -> None:
         lease = self._lease_of(lease_id=lease_id, user=user)
         with lease.lock:

@@ -10,6 +10,7 @@ urlpatterns = [
     path("v1/leases/<str:lease_id>", api.LeaseApi.as_view()),
     path("v1/leases/<str:lease_id>/reset", api.LeaseResetApi.as_view()),
     path("v1/leases/<str:lease_id>/step", api.LeaseStepApi.as_view()),
+    path("v1/leases/<str:lease_id>/end", api.LeaseEndApi.as_view()),
     path("v1/status", api.StatusApi.as_view()),
     path("openapi.json", SpectacularJSONAPIView.as_view(permission_classes=[AllowAny],
         urlconf="envservice.urls", custom_settings={"TITLE": "Loupe environment service", "VERSION": "1.0.0",

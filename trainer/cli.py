@@ -52,6 +52,9 @@ COMMANDS: dict[str, Command] = {
     "rl": Command(CONFIGS["rl"], "RL: a text model's PPO (decoupled, length-adaptive GAE) or GRPO on episodes, "
                                  "offline or online; a vision-language model's GRPO through TRL on step rows",
                   "trainer.rl:train_rl", vlm="trainer.vlm_grpo:train_grpo_vlm"),
+    "rl-online": Command(CONFIGS["rl-online"], "RL: whole-episode GRPO through TRL's environment_factory, each "
+                                               "episode played through the environment service (trainer/env_grpo.py)",
+                         "trainer.env_grpo:train_env_grpo"),
     "eval": Command(CONFIGS["eval"], "roll a checkpoint out in the real env on held-out seeds; writes metrics.json",
                     "trainer.evaluate:evaluate"),
     "serve": Command(CONFIGS["serve"], "OpenAI-compatible HTTP server with vLLM-style runtime LoRA loading",

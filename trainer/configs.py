@@ -116,6 +116,38 @@ class RLConfig(CommonConfig):
 
 
 @dataclass
+class EnvRLConfig(CommonConfig):
+    """Whole-episode GRPO through TRL's environment_factory (trainer/env_grpo.py): each answer is an episode played
+    through the environment service, its tools Loupe's actions, its reward the task's own check at the end."""
+
+    env_service: str = _f("", "the environment service's URL (python manage.py envservice), e.g. http://host:8200")
+    token: str = _f("", "a project manager's API token (or LOUPE_ENV_TOKEN)")
+    project: int = _f(0, "the project whose task is played")
+    task: str = _f("", "the task's name (or id) in the project")
+    seeds: str = _f("0-31", "seeds of the episodes, e.g. 0-31 or 1,5,9")
+    run: str = _f("", "the run's name its episodes carry in Loupe (Episode.rl_run); empty: the out dir's name")
+    lr: float = _f(2e-5, "peak learning rate of the policy (AdamW)")
+    max_steps: int = _f(20, "optimizer steps (each plays group_size episodes of prompts_per_step seeds, then updates)")
+    warmup_steps: int = _f(0, "linear warmup steps")
+    prompts_per_step: int = _f(1, "seeds a step; each is played group_size times")
+    group_size: int = _f(4, "episodes played from each seed (TRL's num_generations); at least 2")
+    max_turns: int = _f(8, "tool calls (actions) an episode may make (TRL's max_tool_calling_iterations)")
+    tools: str = _f("", "comma-separated actions the model may call as tools, e.g. click,type (a shorter schema in "
+                    "every prompt); empty: all of trainer/env_grpo.py's")
+    temperature: float = _f(1.0, "sampling temperature")
+    max_new_tokens: int = _f(512, "tokens of a whole episode's answers and the screens between them")
+    kl_coef: float = _f(0.0, "weight of a k3 KL penalty to the init policy (0 disables)")
+    eps_low: float = _f(0.2, "PPO clip range below 1")
+    eps_high: float = _f(0.28, "PPO clip range above 1 (clip-higher)")
+    ppo_epochs: int = _f(1, "passes over each generation's episodes (TRL's num_iterations)")
+    loss_type: str = _f("dapo", "TRL's loss", choices=["dapo", "grpo", "dr_grpo", "bnpo"])
+    scale_rewards: str = _f("group", "advantages divided by the reward std of the group, the batch, or not at all",
+                            choices=["group", "batch", "none"])
+    void_reward: float = _f(-0.1, "added to an episode's reward for each action the service could not read (and "
+                            "once if the model never acted)")
+
+
+@dataclass
 class EvalConfig:
     """Roll a checkpoint out in the real environment on held-out seeds."""
 
@@ -220,6 +252,7 @@ CONFIGS: dict[str, type] = {
     "sft": SFTConfig,
     "dpo": DPOConfig,
     "rl": RLConfig,
+    "rl-online": EnvRLConfig,
     "eval": EvalConfig,
     "demos": DemosConfig,
     "coldstart": ColdstartConfig,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -16,32 +15,12 @@ from rest_framework.test import APIClient
 from agent.formats import render
 from agent.solvers import solve_step
 from envservice.client import EnvServiceClient, ServiceError, observation_of
-from envservice.server import start, stop
 from flywheel.models import Episode, EpisodeStatus, Role, Step
+from tests.envservice.conftest import TASK
 from tests.factories import make_member, make_project, make_task, make_user
 from webapp.auth import token_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-TASK = "enter-text"  # three steps: click the field, type, submit
-
-
-@pytest.fixture
-def service():
-    server, svc = start(host="127.0.0.1", port=0, pools={"miniwob": {"warm": 0, "capacity": 4}}, lease_timeout=600)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", svc
-    stop(server, svc)
-
-
-@pytest.fixture
-def manager_token():
-    project = make_project()
-    make_task(project, TASK)
-    user = make_user()
-    make_member(project, user, Role.MANAGER)
-    return project, token_create(user=user)[1]
 
 
 def play(client: EnvServiceClient, lease: dict, task: str = TASK, fmt: str = "loupe") -> dict:
