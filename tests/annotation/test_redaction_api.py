@@ -101,3 +101,34 @@ def test_a_reviewers_marks_of_a_wrong_hit_and_a_miss_give_precision_and_recall(d
     assert other.status_code == 404 and "not one of this project's" in other.json()["detail"]
     assert client_for(demo["annotator"]).post(marks, {"kind": "email", "verdict": "missed", "text": "y"},
                                               format="json").status_code == 403
+
+
+def test_keeping_originals_is_refused_to_a_manager_and_needs_an_admins_reason(demo):
+    project = demo["project"]
+    keep = {"policy": {"keep_originals": True}}
+    refused = client_for(demo["manager"]).put(url(project), keep, format="json")
+    assert refused.status_code == 403 and "keep originals" in refused.json()["detail"]
+    assert client_for(demo["admin"]).put(url(project), keep, format="json").status_code == 400
+    done = client_for(demo["admin"]).put(url(project), {**keep, "reason": "replays of typed forms"}, format="json")
+    assert done.status_code == 200 and done.json()["policy"]["keep_originals"] is True
+    assert AuditEntry.objects.get(action="redaction.policy_set").data["keep_originals"] is True
+    # a manager's later change that keeps them is no new risk: allowed
+    kept = client_for(demo["manager"]).put(url(project), {"policy": {"keep_originals": True, "words": ["Ann"]}},
+                                           format="json")
+    assert kept.status_code == 200, kept.content
+
+
+def test_values_hidden_when_stored_are_counted_by_label_and_a_wrong_hit_is_marked_in_its_context(demo):
+    project = demo["project"]
+    episode = make_finished_episode(project, demo["task"], steps=[{"thought": f"mail {VALUES['email'][0]} now"}])
+    assert Step.objects.get(episode=episode).thought == "mail [EMAIL] now"  # stored redacted
+    client = client_for(demo["manager"])
+    counts = {row["kind"]: row for row in client.get(url(project)).json()["counts"]}
+    example = counts["email"]["examples"][0]
+    assert counts["email"]["hits"] == 1 and counts["email"]["where"] == {"thought": 1}
+    assert (example["before"], example["match"], example["after"], example["hidden"]) == ("mail ", "[EMAIL]", " now",
+                                                                                          True)
+    marked = client.post(f"/api/v1/projects/{project.pk}/redaction/marks",
+                         {"kind": "email", "verdict": "wrong_hit", "text": "mail [EMAIL] now"}, format="json")
+    email = {row["kind"]: row for row in marked.json()["counts"]}["email"]
+    assert (email["wrong_hits"], email["precision"]) == (1, 0.0)

@@ -1,6 +1,7 @@
 """The project's Personal data tab in the real page (issue 40): a manager sees what redaction finds in recent
 episodes, by kind with examples, adds a name to the word list and sees it counted, marks a wrong hit and a miss and
-sees precision and recall follow; switching redaction off is refused to them (only an admin, with a reason)."""
+sees precision and recall follow; switching redaction off, or keeping originals, is refused to them (only an admin,
+with a reason)."""
 import pytest
 
 from core.models import AuditEntry
@@ -56,4 +57,9 @@ def test_a_manager_sees_the_hits_by_kind_and_adds_a_name_to_the_word_list(daphne
     page.get_by_test_id("redaction-enabled").uncheck()  # a manager may not switch it off
     assert page.get_by_test_id("redaction-save").is_disabled()
     assert page.get_by_text("Only an admin of this project can switch redaction off.").is_visible()
+    page.get_by_test_id("redaction-enabled").check()
+    page.get_by_test_id("redaction-keep-originals").check()  # nor keep what redaction hides
+    assert page.get_by_test_id("redaction-save").is_disabled()
+    assert page.get_by_text("Only an admin of this project can keep originals.").is_visible()
+    screenshot(page, "privacy-keep-originals")
     assert page.errors == []

@@ -33,6 +33,7 @@ function patternsOf(text: string): string[][] {
 function PolicyForm({ projectId, data, admin }: { projectId: number; data: Redaction; admin: boolean }) {
   const client = useQueryClient();
   const [enabled, setEnabled] = useState(data.policy.enabled);
+  const [keepOriginals, setKeepOriginals] = useState(data.policy.keep_originals);
   const [words, setWords] = useState(data.policy.words.join("\n"));
   const [patterns, setPatterns] = useState(patternsText(data.policy.patterns));
   const [reason, setReason] = useState("");
@@ -43,6 +44,7 @@ function PolicyForm({ projectId, data, admin }: { projectId: number; data: Redac
         {
           ...data.policy,
           enabled,
+          keep_originals: keepOriginals,
           words: words.split("\n").map((w) => w.trim()).filter(Boolean),
           patterns: patternsOf(patterns),
         },
@@ -54,6 +56,8 @@ function PolicyForm({ projectId, data, admin }: { projectId: number; data: Redac
     },
   });
   const switchingOff = data.policy.enabled && !enabled;
+  const keeping = enabled && keepOriginals && !data.policy.keep_originals;
+  const needsAdmin = switchingOff || keeping;
 
   function submit(event: FormEvent) {
     event.preventDefault();
@@ -65,7 +69,19 @@ function PolicyForm({ projectId, data, admin }: { projectId: number; data: Redac
       <label className="field">
         <span>
           <input type="checkbox" checked={enabled} onChange={(e) => setEnabled(e.currentTarget.checked)} data-testid="redaction-enabled" />{" "}
-          Redact personal data (the kinds above, in exports and stored transcripts)
+          Redact personal data (the kinds above) where it is stored: screens, typed text, thoughts, transcripts, comments
+        </span>
+      </label>
+      <label className="field">
+        <span>
+          <input
+            type="checkbox"
+            checked={keepOriginals}
+            disabled={!enabled}
+            onChange={(e) => setKeepOriginals(e.currentTarget.checked)}
+            data-testid="redaction-keep-originals"
+          />{" "}
+          Keep what is hidden apart, for this project's admins (each read is audited; replays of typed personal data need it)
         </span>
       </label>
       <label className="field">
@@ -76,16 +92,20 @@ function PolicyForm({ projectId, data, admin }: { projectId: number; data: Redac
         <span>The project's own patterns, one a line: name: regular expression (e.g. customer_id: CUST-\d{"{5}"})</span>
         <textarea rows={3} value={patterns} onChange={(e) => setPatterns(e.target.value)} data-testid="redaction-patterns" />
       </label>
-      {switchingOff && (
+      {needsAdmin && (
         <label className="field">
-          <span>Why switch it off? (kept in the audit log; only an admin may)</span>
+          <span>{switchingOff ? "Why switch it off?" : "Why keep originals?"} (kept in the audit log; only an admin may)</span>
           <input value={reason} onChange={(e) => setReason(e.target.value)} data-testid="redaction-reason" />
         </label>
       )}
-      <button type="submit" className="button primary" disabled={save.isPending || (switchingOff && !admin)} data-testid="redaction-save">
+      <button type="submit" className="button primary" disabled={save.isPending || (needsAdmin && !admin)} data-testid="redaction-save">
         {save.isPending ? "Saving…" : "Save policy"}
       </button>
-      {switchingOff && !admin && <p className="muted small">Only an admin of this project can switch redaction off.</p>}
+      {needsAdmin && !admin && (
+        <p className="muted small">
+          Only an admin of this project can {switchingOff ? "switch redaction off" : "keep originals"}.
+        </p>
+      )}
       {save.error && <ErrorBanner error={save.error} title="The policy was not saved" />}
       {save.isSuccess && (
         <p className="muted small" data-testid="redaction-saved">
