@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from agent import formats
 from agent.actions import Action, Turn, format_turn
 from agent.envs.base import Env, EnvError, Observation
+from agent.confidence import Confidence
 from agent.policies.base import Policy, PolicyOutput
 from agent.prompt import DEFAULT_STYLE, HistoryStep, action_in_format, render_messages, render_observation
 
@@ -62,6 +63,7 @@ class StepRecord:
     timings: dict = field(default_factory=dict)  # ms: observe, policy, execute
     action_format: str = "loupe"  # the format ``output`` was written and read in (replayed steps: loupe)
     feedback: str = ""  # what the model was told at this step besides rejections (a call_user answer)
+    confidence: Confidence | None = None  # how sure the policy was of its proposal's action (agent.confidence)
 
 
 @dataclass
@@ -76,6 +78,7 @@ class RejectedProposal:
     reason: str
     repeated: bool  # its action is one already rejected at this step
     action_format: str = "loupe"  # the format ``output`` was written and read in
+    confidence: Confidence | None = None
 
 
 def _same_turn_key(turn: Turn) -> str:
@@ -119,9 +122,10 @@ class Supervisor:
         """The env the episode is about to run in (a live view streams its screen while a person decides)."""
 
     def review(self, index: int, observation: Observation, proposal: Turn, *, attempt: int = 1,
-               repeated: bool = False) -> Decision:
+               repeated: bool = False, confidence: Confidence | None = None) -> Decision:
         """Decide one proposal for step ``index``: the step's ``attempt``-th; ``repeated`` when its action was
-        already rejected at this step."""
+        already rejected at this step; ``confidence``: how sure the policy was of it (None: its backend gave no
+        logprobs), which a supervisor may ask a person below."""
         return Decision("approve")
 
     def answer_call_user(self, index: int, question: str) -> str | None:
@@ -217,6 +221,7 @@ class _Proposed:
     rejections: int
     observation_text: str
     timings: dict
+    confidence: Confidence | None = None
 
 
 class _Episode:
@@ -304,15 +309,18 @@ class _Episode:
                 if not repeated:
                     break
             attempt = len(rejected) + 1
-            decision = self.supervisor.review(index, observation, proposal, attempt=attempt, repeated=repeated)
+            confidence = output.confidence() if not proposal.is_void else None
+            decision = self.supervisor.review(index, observation, proposal, attempt=attempt, repeated=repeated,
+                                              confidence=confidence)
             if decision.kind != "reject":
                 return _Proposed(prompt=prompt, output=output, proposal=proposal, decision=decision,
-                                 rejections=len(rejected), observation_text=observation_text, timings=timings)
+                                 rejections=len(rejected), observation_text=observation_text, timings=timings,
+                                 confidence=confidence)
             rejected.append((proposal, decision.reason))
             if self.on_reject:
                 self.on_reject(RejectedProposal(index=index, attempt=attempt, prompt=prompt, output=output,
                                                 turn=proposal, reason=decision.reason, repeated=repeated,
-                                                action_format=config.action_format))
+                                                action_format=config.action_format, confidence=confidence))
             if len(rejected) >= config.max_rejections:
                 return self.end("supervisor_finish", outcome="rejected_too_often")
 
@@ -345,7 +353,8 @@ class _Episode:
         record = StepRecord(index=index, observation=observation, prompt=proposed.prompt, output=proposed.output,
                             turn=turn, actor=actor, proposal=overridden, reward=result.reward if result else 0.0,
                             done=result.done if result else False, info=info, timings=timings,
-                            action_format=self.config.action_format, feedback=told)
+                            action_format=self.config.action_format, feedback=told,
+                            confidence=proposed.confidence)
         self.steps.append(record)
         if self.on_step:
             self.on_step(record)

@@ -5,7 +5,9 @@ were stored by annotation/services.py and announced with PostgreSQL NOTIFY; here
 on that notification, reads the stored commands in order and applies them at this point of the
 step, each by its kind's class in annotation/commands.py: approve / edit / reject the proposal,
 pause / resume, take over and act, hand back, finish.
-In autonomous mode the proposal runs at once unless someone paused or took over.
+In autonomous mode the proposal runs at once unless someone paused or took over, or the policy is unsure: a
+proposal whose confidence is under the project's floor (flywheel/asking.py) pauses the episode in the person
+queue until a person decides it; then the episode runs on alone.
 While it waits for a person, the env's screen streams to the episode's watchers (annotation/live_view.py)."""
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from annotation.audio import words_align
 from annotation.commands import COMMANDS, CommandRefused, StepPoint, command_refuse
 from annotation.live_view import LiveView
 from annotation.models import Command, TranscriptWord
-from flywheel import episodes
+from flywheel import asking, episodes
 from flywheel.models import Episode, EpisodeStatus, Mode
 from flywheel.episodes import EpisodeStop
 from flywheel.rollout_worker import LiveSupervisor
@@ -50,6 +52,7 @@ class EpisodeSupervisor(LiveSupervisor):
 
     def __init__(self, episode: Episode):
         self.episode_id = episode.pk
+        self.project_id = episode.project_id
         self.mode = episode.mode
         self.deciders: dict[int, object] = {}
         self._listen = psycopg.connect(_conninfo(), autocommit=True)
@@ -57,6 +60,7 @@ class EpisodeSupervisor(LiveSupervisor):
         self._last_activity = time.monotonic()
         self.answers: dict[int, str] = {}  # step index -> the person's reply to the model's call_user
         self.live: LiveView | None = None
+        self.asked: dict[int, str] = {}  # step index -> why the model asked a person about it
 
     def watch_env(self, env) -> None:
         """Stream this env's screen to the episode's watchers while waiting for a person (the rollout worker
@@ -84,19 +88,31 @@ class EpisodeSupervisor(LiveSupervisor):
 
     def step_stored(self, step) -> None:
         services.interventions_link_step(episode_id=self.episode_id, step=step)
+        if step.index in self.asked:  # the calibration card counts the steps people decided
+            step.info = {**(step.info or {}), "asked": self.asked.pop(step.index)}
+            step.save(update_fields=["info"])
 
     def after_step(self, step) -> None:
         if TranscriptWord.objects.filter(clip__episode_id=self.episode_id, step__isnull=True).exists():
             words_align(episode_id=self.episode_id)  # words of the open step now have their step
 
-    def review(self, index: int, observation, proposal, *, attempt: int = 1, repeated: bool = False):
+    def review(self, index: int, observation, proposal, *, attempt: int = 1, repeated: bool = False,
+               confidence=None):
+        score = confidence.score if confidence is not None else None
+        floor = asking.ask_floor(self.project_id) if self.mode == Mode.AUTONOMOUS else None
+        asks = not proposal.is_void and asking.should_ask(mode=self.mode, confidence=score, floor=floor)
+        reason = asking.ask_reason(score, floor) if asks else ""
         try:
-            return self._review(index, observation, proposal, repeated=repeated)
+            return self._review(index, observation, proposal, repeated=repeated, ask=reason, confidence=score)
         finally:
+            if asks:
+                asking.episode_ask_close(episode_id=self.episode_id)
             if self.live is not None:
                 self.live.stop()
 
-    def _review(self, index: int, observation, proposal, *, repeated: bool):
+    def _review(self, index: int, observation, proposal, *, repeated: bool, ask: str = "",
+                confidence: float | None = None):
+        """``ask``: why the model asks a person about this proposal ("" when it does not)."""
         opened_as = None  # a proposal is shown again when control changes hands (model <-> person)
         while True:
             close_old_connections()
@@ -118,19 +134,24 @@ class EpisodeSupervisor(LiveSupervisor):
             if applied:  # a pause, resume, takeover or handback changed it: read it again; else once a tick
                 episode.refresh_from_db()
             asks_user = proposal.action is not None and proposal.action.name == "call_user"
+            if ask and not episode.human_control and not episode.asked_at:
+                episode = asking.episode_ask_open(episode_id=self.episode_id, reason=ask)
+                self.asked[index] = ask
+                self._last_activity = time.monotonic()  # the idle limit counts from the ask
             if (self.mode == Mode.AUTONOMOUS and episode.status != EpisodeStatus.PAUSED and not episode.human_control
-                    and not asks_user):
+                    and not asks_user):  # an ask paused it above; a person's resume lets the proposal run
                 return Decision(kind="approve")
             if asks_user and episode.status != EpisodeStatus.PAUSED and not episode.human_control:
                 episodes.episode_live_state_set(episode_id=self.episode_id, status=EpisodeStatus.PAUSED)
             mode = "takeover" if episode.human_control else "review"
             if opened_as != mode:
                 # under a takeover this still shows the current screen (and what the model would do)
-                reason = "takeover" if episode.human_control else ("call_user" if asks_user else "")
+                reason = "takeover" if episode.human_control else (
+                    "call_user" if asks_user else ("unsure" if ask else ""))
                 episodes.proposal_open(
                     episode=episode, index=index, turn=episodes.turn_payload(proposal),
                     screenshot=observation.screenshot, width=observation.width, height=observation.height,
-                    url=observation.url, reason=reason, repeated=repeated)
+                    url=observation.url, reason=reason, repeated=repeated, confidence=confidence)
                 opened_as = mode
                 if self.live is not None:
                     self.live.reset()  # the page shows this still now: the next live frame goes out whole

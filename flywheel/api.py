@@ -14,8 +14,8 @@ from rest_framework.views import APIView
 
 from agent.formats import FORMATS
 from flywheel import episodes, projects, selectors
-from flywheel.models import (Actor, Correction, Episode, EpisodeStatus, Event, Membership, Mode, Outcome, PolishState,
-                             ReviewStatus, Role, Split, Step)
+from flywheel.models import (CONFIDENCE_HELP, MARGIN_HELP, Actor, Correction, Episode, EpisodeStatus, Event,
+                             Membership, Mode, Outcome, PolishState, ReviewStatus, Role, Split, Step)
 from core.api import LimitedCharField, StrictSerializer, UserRef, keyset_page, results_of
 from core.errors import ApplicationError
 from core.paths import paths_hidden
@@ -221,6 +221,9 @@ class EpisodeOutput(serializers.Serializer):
     branch_of = inline_serializer("BranchOfOutput", {"episode": serializers.IntegerField(),
                                                      "step": serializers.IntegerField()}, allow_null=True,
                                   help_text="Where a branch branched from: its parent and the step it acts on anew.")
+    ask = inline_serializer("EpisodeAskOutput", {"reason": serializers.CharField(),
+                                                 "asked_at": serializers.DateTimeField()}, allow_null=True,
+                            help_text="Set while the model waits for a person about a proposal it is unsure of.")
 
     def to_representation(self, episode):
         return episodes.episode_payload(episode)
@@ -255,6 +258,8 @@ class RejectionOutput(serializers.Serializer):
     action_format = serializers.ChoiceField(choices=list(FORMATS))
     repeated = serializers.BooleanField(help_text="Its action had been rejected at this step already.")
     rejected_by = serializers.CharField(allow_null=True)
+    confidence = serializers.FloatField(allow_null=True, help_text=CONFIDENCE_HELP)
+    confidence_margin = serializers.FloatField(allow_null=True, help_text=MARGIN_HELP)
     created_at = serializers.DateTimeField(allow_null=True)
 
 
@@ -283,6 +288,8 @@ class StepOutput(serializers.Serializer):
     polish_error = serializers.CharField()
     info = serializers.DictField(help_text="What the env said of the step (an error, a command's exit code...).")
     timings = serializers.DictField()
+    confidence = serializers.FloatField(allow_null=True, help_text=CONFIDENCE_HELP)
+    confidence_margin = serializers.FloatField(allow_null=True, help_text=MARGIN_HELP)
     created_at = serializers.DateTimeField(allow_null=True)
 
 

@@ -65,6 +65,7 @@ def episode_payload(episode: Episode) -> dict:
         "finished_at": episode.finished_at.isoformat() if episode.finished_at else None,
         "queue": selectors.episode_queue_position(episode),
         "branch_of": {"episode": episode.parent_id, "step": episode.branched_at} if episode.parent_id else None,
+        "ask": {"reason": episode.ask_reason, "asked_at": episode.asked_at.isoformat()} if episode.asked_at else None,
         "rl_run": episode.rl_run,
     }
 
@@ -189,7 +190,8 @@ def step_copy(*, branch: Episode, source: Step, screenshot: bytes, width: int, h
         reward=source.reward, done=source.done, void_reason=source.void_reason or None,
         info={**(source.info or {}), "replayed_from": {"episode": source.episode_id, "step": source.index}},
         timings=source.timings, intervened_by=source.intervened_by, action_format=source.action_format,
-        screen_text=source.screen_text, feedback=source.feedback)
+        screen_text=source.screen_text, feedback=source.feedback, confidence=source.confidence,
+        confidence_margin=source.confidence_margin)
     if step.checkpoint_id != source.checkpoint_id:
         Step.objects.filter(pk=step.pk).update(checkpoint_id=source.checkpoint_id)
     return step
@@ -288,7 +290,8 @@ def rejection_payload(rejection: Rejection) -> dict:
     return {"attempt": rejection.attempt, "thought": rejection.thought, "action": rejection.action,
             "action_text": rejection.action_text, "void_reason": rejection.void_reason, "reason": rejection.reason,
             "action_format": rejection.action_format,
-            "repeated": rejection.repeated,
+            "repeated": rejection.repeated, "confidence": rejection.confidence,
+            "confidence_margin": rejection.confidence_margin,
             "rejected_by": rejection.rejected_by.username if rejection.rejected_by_id else None,
             "created_at": rejection.created_at.isoformat() if rejection.created_at else None}
 
@@ -311,6 +314,7 @@ def step_payload(step: Step) -> dict:
         "episode": step.episode_id, "polished_thought": step.polished_thought, "polish_state": step.polish_state,
         "polish_error": step.polish_error,
         "info": step.info, "timings": step.timings,
+        "confidence": step.confidence, "confidence_margin": step.confidence_margin,
         "created_at": step.created_at.isoformat() if step.created_at else None,
     }
 
@@ -331,7 +335,8 @@ def correction_of(*, actor: str, action: dict | None, thought: str, proposal: di
 def rejection_record(*, episode: Episode, index: int, attempt: int, prompt: list, raw_output: str,
                      token_ids: list[int], token_logprobs: list[float], thought: str, action: dict | None,
                      action_text: str, void_reason: str | None, reason: str, repeated: bool,
-                     rejected_by=None, action_format: str = "loupe") -> Rejection:
+                     rejected_by=None, action_format: str = "loupe", confidence: float | None = None,
+                     confidence_margin: float | None = None) -> Rejection:
     """Store a proposal a person rejected. Idempotent on (episode, step, attempt): a resumed episode that
     proposes its step again numbers its proposals after the ones already stored. ``raw_output`` was read in
     ``action_format``; the prompt's screenshots are stored as references (prompt_for_storage)."""
@@ -345,7 +350,8 @@ def rejection_record(*, episode: Episode, index: int, attempt: int, prompt: list
     return Rejection.objects.create(
         episode=episode, step_index=index, attempt=attempt, prompt=prompt_for_storage(stored.prompt),
         action_format=action_format, **stored.fields, void_reason=(void_reason or "")[:300],
-        repeated=repeated, rejected_by=rejected_by, checkpoint_id=episode.checkpoint_id)
+        repeated=repeated, rejected_by=rejected_by, checkpoint_id=episode.checkpoint_id, confidence=confidence,
+        confidence_margin=confidence_margin)
 
 
 def rejections_of(*, episode_id: int, index: int) -> list[Rejection]:
@@ -371,7 +377,8 @@ def step_record(*, episode: Episode, index: int, screenshot: bytes, width: int, 
                 token_logprobs: list[float], thought: str, action: dict | None, action_text: str, actor: str,
                 proposal: dict | None, reward: float, done: bool, void_reason: str | None, info: dict,
                 timings: dict, intervened_by=None, started_at=None, action_format: str = "loupe",
-                screen_text: str = "", feedback: str = "", linked: Callable[[Step], None] | None = None) -> Step:
+                screen_text: str = "", feedback: str = "", linked: Callable[[Step], None] | None = None,
+                confidence: float | None = None, confidence_margin: float | None = None) -> Step:
     """Store one executed step and its event. Idempotent on (episode, index): a replayed step is not stored twice.
     ``raw_output`` was read in ``action_format``; the prompt's screenshots are stored as references to the
     screenshot files (prompt_for_storage), the current one being this step's ``screenshot``. The step's rejected
@@ -397,6 +404,7 @@ def step_record(*, episode: Episode, index: int, screenshot: bytes, width: int, 
         correction=correction, reward=reward, done=done, **{**stored.fields, "url": stored.fields["url"][:500]},
         void=action is None, void_reason=(void_reason or "")[:300], timings=timings,
         checkpoint_id=episode.checkpoint_id, intervened_by=intervened_by, started_at=started_at,
+        confidence=confidence, confidence_margin=confidence_margin,
     )
     Rejection.objects.filter(episode=episode, step_index=index, step__isnull=True).update(step=step)
     if linked is not None:
@@ -506,7 +514,7 @@ def _episode_update_and_announce(episode_id: int, **fields) -> Episode:
 
 @transaction.atomic
 def proposal_open(*, episode: Episode, index: int, turn: dict, screenshot: bytes, width: int, height: int,
-                  url: str, reason: str = "", repeated: bool = False) -> None:
+                  url: str, reason: str = "", repeated: bool = False, confidence: float | None = None) -> None:
     """A model proposal now waits for a person: stored as a `step.proposed` event, shown to every watcher.
     After rejects it carries which proposal of the step it is (`attempt`), the rejected ones, and whether
     it repeats one of them (`repeated`)."""
@@ -515,7 +523,7 @@ def proposal_open(*, episode: Episode, index: int, turn: dict, screenshot: bytes
     rejected = [rejection_payload(r) for r in rejections_of(episode_id=episode.pk, index=index)]
     event_append(episode_id=episode.pk, type="step.proposed", payload={
         "index": index, **turn, "width": width, "height": height, "url": url, "reason": reason,
-        "attempt": len(rejected) + 1, "rejected": rejected, "repeated": repeated,
+        "attempt": len(rejected) + 1, "rejected": rejected, "repeated": repeated, "confidence": confidence,
         "screenshot_url": f"/api/v1/episodes/{episode.pk}/proposals/{index}/screenshot" if name else "",
         "screenshot": name,
     })

@@ -189,6 +189,10 @@ class Episode(models.Model):
     last_seq = models.PositiveBigIntegerField(default=0, help_text="Seq of the newest event.")
     worker = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    ask_reason = models.CharField(max_length=200, blank=True, default="", db_default="",
+                                  help_text="Why the model asks a person now (its confidence under the project's "
+                                            "floor); empty when it does not.")
+    asked_at = models.DateTimeField(null=True, blank=True, help_text="Since when it has waited for a person.")
     attempt = models.PositiveIntegerField(default=0)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="branches",
                                help_text="The episode this one branched from (same task and seed).")
@@ -207,6 +211,7 @@ class Episode(models.Model):
         indexes = [
             models.Index(fields=["project", "rl_run", "-id"], condition=~Q(rl_run=""), name="episode_project_rl_run"),
             models.Index(fields=["project", "-created_at", "-id"], name="episode_project_recent"),
+            models.Index(fields=["project", "asked_at"], condition=Q(asked_at__isnull=False), name="episode_asking"),
             models.Index(fields=["project", "status", "-id"], name="episode_project_status"),
             models.Index(fields=["status", "heartbeat_at"], name="episode_liveness"),
             models.Index(fields=["project", "review_status", "-id"], name="episode_project_review"),
@@ -252,6 +257,11 @@ class Correction(models.TextChoices):
 
 PROMPT_HELP = ("The exact chat messages the policy saw; each screenshot it was sent is a reference to the stored "
                "file (loupe-storage:<name>, see flywheel.episodes.prompt_as_sent).")
+
+
+CONFIDENCE_HELP = ("How sure the policy was of its action: exp of the mean logprob of the answer's action tokens "
+                   "(agent/confidence.py); empty without logprobs.")
+MARGIN_HELP = "Mean logprob of the action tokens over their runner-up's, where the backend returned top-k."
 
 
 class Step(models.Model):
@@ -302,6 +312,8 @@ class Step(models.Model):
     info = models.JSONField(default=dict, blank=True)
     timings = models.JSONField(default=dict, blank=True)
     checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    confidence = models.FloatField(null=True, blank=True, help_text=CONFIDENCE_HELP)
+    confidence_margin = models.FloatField(null=True, blank=True, help_text=MARGIN_HELP)
     started_at = models.DateTimeField(null=True, blank=True, help_text="When it was proposed or the person began acting.")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -331,6 +343,8 @@ class Rejection(models.Model):
     void_reason = models.CharField(max_length=300, blank=True)
     reason = models.TextField(blank=True, help_text="Why the person rejected it, in their words.")
     repeated = models.BooleanField(default=False, help_text="Its action had already been rejected at this step.")
+    confidence = models.FloatField(null=True, blank=True, help_text=CONFIDENCE_HELP)
+    confidence_margin = models.FloatField(null=True, blank=True, help_text=MARGIN_HELP)
     rejected_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="+")
     checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
@@ -576,3 +590,27 @@ class ProjectFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.url})"
+
+
+class CorrectionKind(models.TextChoices):
+    EDIT = "edit"
+    TAKEOVER = "takeover"
+    REJECTION = "rejection", "answered rejection"
+
+
+class CorrectionReplay(models.Model):
+    """Did a cycle's candidate learn a correction (flywheel/learned.py): a corrected step whose rows it trained on
+    (or, ``held_out``, one of the validation split), its stored prompt asked of the candidate, greedy; ``learned``
+    when the answer is the person's action (the same canonical action, or a click inside the same element)."""
+
+    cycle = models.ForeignKey(Cycle, on_delete=models.CASCADE, related_name="correction_replays")
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="correction_replays")
+    kind = models.CharField(max_length=10, choices=CorrectionKind.choices)
+    held_out = models.BooleanField(default=False)
+    learned = models.BooleanField()
+    answer = models.TextField(blank=True, help_text="The candidate's greedy answer to the step's stored prompt.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cycle", "step"], name="correction_replay_once")]
+        indexes = [models.Index(fields=["step", "cycle"], name="correction_replay_by_step")]

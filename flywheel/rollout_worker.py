@@ -136,6 +136,7 @@ def record_step(episode: Episode, record, *, intervened_by=None, linked=None) ->
         actor=record.actor, proposal=episodes.turn_payload(record.proposal), reward=float(record.reward), done=bool(record.done),
         void_reason=turn.void_reason, info=record.info, timings=record.timings,
         intervened_by=intervened_by, action_format=record.action_format, linked=linked,
+        **_confidence_fields(record.confidence),
     )
 
 
@@ -147,7 +148,16 @@ def record_rejection(episode: Episode, record, *, rejected_by=None):
         raw_output=out.text, token_ids=list(out.token_ids), token_logprobs=[float(x) for x in out.token_logprobs],
         thought=turn.thought, action=turn.action.to_dict() if turn.action else None,
         action_text=turn.action.to_text() if turn.action else "", void_reason=turn.void_reason, reason=record.reason,
-        repeated=record.repeated, rejected_by=rejected_by, action_format=record.action_format)
+        repeated=record.repeated, rejected_by=rejected_by, action_format=record.action_format,
+        **_confidence_fields(record.confidence))
+
+
+def _confidence_fields(confidence) -> dict:
+    """A proposal's agent.confidence.Confidence as the Step / Rejection columns that keep it."""
+    if confidence is None:
+        return {}
+    return {"confidence": round(confidence.score, 6),
+            "confidence_margin": None if confidence.margin is None else round(confidence.margin, 6)}
 
 
 class LiveSupervisor(Supervisor):

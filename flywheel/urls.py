@@ -1,7 +1,7 @@
 from django.urls import path
 
-from flywheel import (api, api_branches, api_cycles, api_datasets, api_judge, api_polish, api_privacy, api_runs,
-                      api_tasks)
+from flywheel import (api, api_asking, api_branches, api_cycles, api_datasets, api_judge, api_polish, api_privacy,
+                      api_runs, api_tasks)
 
 urlpatterns = [
     path("projects/", api.ProjectListApi.as_view(), name="project-list"),
@@ -64,4 +64,10 @@ urlpatterns += [
     path("projects/<int:project_id>/polish", api_polish.PolishSettingsApi.as_view(), name="polish-settings"),
     path("episodes/<int:episode_id>/polish", api_polish.EpisodePolishApi.as_view(), name="episode-polish"),
     path("episodes/<int:episode_id>/steps/<int:index>/polish", api_polish.StepPolishApi.as_view(), name="step-polish"),
+]
+
+urlpatterns += [
+    path("projects/<int:project_id>/asking", api_asking.AskSettingsApi.as_view(), name="ask-settings"),
+    path("projects/<int:project_id>/asking/calibration", api_asking.AskCalibrationApi.as_view(), name="ask-calibration"),
+    path("projects/<int:project_id>/asks", api_asking.AsksWaitingApi.as_view(), name="asks-waiting"),
 ]

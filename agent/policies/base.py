@@ -5,6 +5,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from agent.confidence import Confidence, confidence_of
+
 __all__ = ["Policy", "PolicyError", "PolicyOutput"]
 
 
@@ -14,7 +16,9 @@ class PolicyOutput:
 
     ``token_ids`` / ``token_logprobs`` are the generated tokens and their log-probabilities under
     the model's own distribution (temperature 1), which RL needs as the "old" logprobs. A failure
-    is reported in ``error`` with ``text == ""``, never raised from ``act``.
+    is reported in ``error`` with ``text == ""``, never raised from ``act``. ``token_ends[i]`` is where token i
+    ends in ``text`` (characters) and ``top_logprobs[i]`` the k best logprobs at its place, best first, where the
+    backend gave them: what :meth:`confidence` needs to score the action alone.
     """
 
     text: str
@@ -23,6 +27,14 @@ class PolicyOutput:
     model: str = ""
     latency_ms: float = 0.0
     error: str | None = None
+    token_ends: list[int] = field(default_factory=list)
+    top_logprobs: list[list[float]] = field(default_factory=list)
+
+    def confidence(self) -> Confidence | None:
+        """How sure the policy was of this answer's action (agent.confidence); None without logprobs."""
+        if self.error is not None:
+            return None
+        return confidence_of(self.text, self.token_logprobs, self.token_ends, self.top_logprobs)
 
     def to_dict(self) -> dict:
         return {

@@ -166,10 +166,11 @@ class LocalPolicy(Policy):
         started = time.perf_counter()
         try:
             with self._lock:
-                text, ids, logprobs = self._generate(
+                text, ids, logprobs, ends, tops = self._generate(
                     messages, started, self.temperature if temperature is None else temperature)
             return PolicyOutput(text=text, token_ids=ids, token_logprobs=logprobs, model=self.model_name,
-                                latency_ms=(time.perf_counter() - started) * 1000)
+                                latency_ms=(time.perf_counter() - started) * 1000, token_ends=ends,
+                                top_logprobs=tops)
         except Exception as exc:  # noqa: BLE001 - act() reports, it does not raise
             return PolicyOutput(text="", model=getattr(self, "model_name", ""),
                                 latency_ms=(time.perf_counter() - started) * 1000,
@@ -182,7 +183,10 @@ class LocalPolicy(Policy):
         )
         return list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
-    def _generate(self, messages: list[dict], started: float, temperature: float) -> tuple[str, list[int], list[float]]:
+    def _generate(self, messages: list[dict], started: float,
+                  temperature: float) -> tuple[str, list[int], list[float], list[int], list[list[float]]]:
+        """The answer's text, token ids and logprobs, where each token ends in the text, and the two best logprobs
+        at each token's place (the runner-up gives the confidence's margin)."""
         import torch
 
         model, tokenizer = self.model, self.tokenizer
@@ -195,6 +199,8 @@ class LocalPolicy(Policy):
         greedy = not (temperature and temperature > 0)
         ids: list[int] = []
         logprobs: list[float] = []
+        ends: list[int] = []
+        tops: list[list[float]] = []
         past = None
         # transformers renamed past_key_values to cache (5.x); speak whichever this model takes.
         cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
@@ -219,8 +225,10 @@ class LocalPolicy(Policy):
                         token = int(torch.multinomial(probs, 1, generator=self._generator).item())
                     ids.append(token)
                     logprobs.append(float(log_probs[token].item()))
+                    tops.append([float(v) for v in torch.topk(log_probs, 2).values.tolist()])
                     taken += 1
                     text = tokenizer.decode(ids, skip_special_tokens=True)
+                    ends.append(len(text))
                     if token in eos_ids or any(s in text for s in self.stop) or \
                             (self.stop_at_action and action_complete(text)) or len(ids) >= self.max_new_tokens:
                         done = True
@@ -237,4 +245,4 @@ class LocalPolicy(Policy):
         for s in self.stop:
             if s in text:
                 text = text[: text.index(s)]
-        return text, ids, logprobs
+        return text, ids, logprobs, ends, tops

@@ -8,6 +8,10 @@ takes at most about ``(retries + 1) * timeout`` plus the backoff sleeps.
 Token ids: OpenAI returns token strings only. vLLM returns ids when asked, e.g.
 ``extra_body={"return_tokens_as_token_ids": True}``, as tokens spelled ``token_id:123``; those
 are parsed into ``token_ids``.
+
+Confidence: each answer asks for ``top_logprobs`` (``top_k``, 2 by default: the runner-up gives the margin);
+where each token ends in the text is summed from the token strings (not known for ``token_id:`` tokens, and then
+the confidence scores the whole answer only when it has no ``Action:`` line, see agent.confidence).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class OpenAIPolicy(Policy):
         max_tokens: int = 96,
         backoff_s: float = 0.5,
         extra_body: dict | None = None,
+        top_k: int = 2,
     ) -> None:
         root = base_url.rstrip("/")
         if root.endswith("/v1"):
@@ -57,13 +62,15 @@ class OpenAIPolicy(Policy):
         self.max_tokens = max_tokens
         self.backoff_s = backoff_s
         self.extra_body = dict(extra_body or {})
+        self.top_k = top_k
 
     def act(self, messages: list[dict], *, temperature: float | None = None) -> PolicyOutput:
         started = time.perf_counter()
         body = {
             "model": self.model, "messages": messages,
             "temperature": self.temperature if temperature is None else temperature,
-            "max_tokens": self.max_tokens, "logprobs": True, **self.extra_body,
+            "max_tokens": self.max_tokens, "logprobs": True,
+            **({"top_logprobs": self.top_k} if self.top_k else {}), **self.extra_body,
         }
         error = "no attempt made"
         for attempt in range(self.retries + 1):
@@ -120,6 +127,13 @@ class OpenAIPolicy(Policy):
                 ids.append(int(token[len("token_id:"):]))
         if len(ids) != len(logprobs):
             ids = []  # only plain token strings: ids unknown
+        ends: list[int] = []
+        if not ids:  # token strings: where each ends in the text
+            for entry in entries:
+                ends.append((ends[-1] if ends else 0) + len(str(entry.get("token", ""))))
+        tops = [sorted((float(t.get("logprob", 0.0)) for t in (entry.get("top_logprobs") or [])
+                       if isinstance(t, dict)), reverse=True) for entry in entries]
         return PolicyOutput(text=text, token_ids=ids, token_logprobs=logprobs, model=reply.get("model", self.model),
-                            latency_ms=(time.perf_counter() - started) * 1000)
+                            latency_ms=(time.perf_counter() - started) * 1000, token_ends=ends,
+                            top_logprobs=tops if any(tops) else [])
 

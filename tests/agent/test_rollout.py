@@ -75,7 +75,7 @@ class ScriptSupervisor(Supervisor):
     def __init__(self, *decide):
         self.decide, self.reviews, self.attempts = list(decide), [], []
 
-    def review(self, index, observation, proposal, *, attempt=1, repeated=False):
+    def review(self, index, observation, proposal, *, attempt=1, repeated=False, confidence=None):
         self.reviews.append((index, proposal))
         self.attempts.append((attempt, repeated))
         return self.decide.pop(0)(observation, proposal)

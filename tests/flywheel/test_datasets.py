@@ -561,7 +561,7 @@ def _supervised_rollout(project, task):
             return PolicyOutput(text=text, token_ids=[1, 2], token_logprobs=[-0.1, -0.2])
 
     class Reviewer(Supervisor):
-        def review(self, index, observation, proposal, attempt=1, repeated=False):
+        def review(self, index, observation, proposal, attempt=1, repeated=False, **_):
             if index == 1:
                 return Decision("edit", Turn("the ok button is lower", Action("click", {"x": 40, "y": 100}), None, ""))
             if index == 2 and attempt == 1:
@@ -717,7 +717,7 @@ def test_rows_keep_a_terminals_text_and_a_persons_answer_to_call_user(demo, tmp_
             return PolicyOutput(text='Thought: two files\nAction: call_user(question="Which file?")')
 
     class Reviewer(Supervisor):
-        def review(self, index, observation, proposal, attempt=1, repeated=False):
+        def review(self, index, observation, proposal, attempt=1, repeated=False, **_):
             return Decision("approve")
 
         def answer_call_user(self, index, question):

@@ -1,0 +1,56 @@
+"""An autonomous episode served by a policy server the test runs, answering OpenAI-format logprobs: its first proposal
+of an episode is unsure (its action tokens' probability 0.31), the rest sure (0.95). The project asks a person below
+0.5, and a worker (live and rollouts lanes) runs it."""
+import json
+import math
+
+import pytest
+
+from flywheel import asking, project_settings
+from tests.factories import make_member, make_project, make_task, make_user
+from tests.stack import (ChatModel, ProcessStack, deploy_served_checkpoint, stack_env, start_daphne, start_policy_server,
+                         start_worker)
+
+EMPTY_SPOT = "click(x=3, y=207)"  # a corner of the task area with nothing on it
+UNSURE, SURE = 0.31, 0.95
+FLOOR = 0.5
+
+
+class UnsureModel(ChatModel):
+    """Clicks an empty spot; unsure on an episode's first turn, sure afterwards (as its logprobs say)."""
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        first = not any(m["role"] == "assistant" for m in body["messages"])
+        p = UNSURE if first else SURE
+        tokens = [("Thought: the corner.\n", math.log(0.2)), ("Action: ", math.log(p)), (EMPTY_SPOT, math.log(p))]
+        content = [{"token": t, "logprob": lp, "top_logprobs": [{"token": t, "logprob": lp}]} for t, lp in tokens]
+        reply = json.dumps({"model": body["model"], "choices": [{
+            "message": {"role": "assistant", "content": "".join(t for t, _ in tokens)},
+            "logprobs": {"content": content}}]})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(reply.encode())
+
+
+@pytest.fixture
+def unsure_stack(tmp_path):
+    server = start_policy_server(UnsureModel)
+    stack = ProcessStack([], [])
+    env = stack_env(LOUPE_SUPERVISED_IDLE_SECONDS=120,
+                    LOUPE_OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        base = start_daphne(stack, tmp_path, env)
+        start_worker(stack, tmp_path, env, queues="live,rollouts")
+        project = make_project()
+        annotator = make_user("asked")
+        make_member(project, annotator)
+        task = make_task(project, "click-button", max_steps=3)
+        deploy_served_checkpoint(project, tmp_path, "unsure")
+        project_settings.section_set(section=asking.ASK_SECTION, project=project, actor=None,
+                                     changes={"ask_below": FLOOR})
+        yield base, project, task, annotator
+    finally:
+        stack.stop()
+        server.shutdown()
