@@ -32,7 +32,17 @@ LeaseOutput = inline_serializer("EnvLease", {
 })
 StepOutput = inline_serializer("EnvStep", {
     "episode": serializers.IntegerField(), "index": serializers.IntegerField(), "reward": serializers.FloatField(),
-    "done": serializers.BooleanField(), "info": serializers.DictField(), "observation": ObservationOutput,
+    "done": serializers.BooleanField(), "info": serializers.DictField(), "timings": serializers.DictField(),
+    "steps": inline_serializer("EnvTakenStep", {
+        "index": serializers.IntegerField(), "actor": serializers.ChoiceField(choices=["model", "human", "edited"]),
+        "action_text": serializers.CharField(), "thought": serializers.CharField(),
+        "reward": serializers.FloatField(), "done": serializers.BooleanField(), "info": serializers.DictField(),
+        "timings": serializers.DictField()}, many=True,
+        help_text="The steps this call took: the caller's action, or, where a person took over from the live "
+                  "session page, the person's actions."),
+    "taken_over": serializers.BooleanField(help_text="A person acted in this call: the caller's action did not run "
+                                                     "(it is stored as the overridden proposal)."),
+    "observation": ObservationOutput,
 })
 IMAGE_PARAM = OpenApiParameter("image", str, enum=list(IMAGE_FORMATS), description="Screenshot encoding (jpeg).")
 
@@ -128,8 +138,10 @@ class LeaseResetApi(APIView):
 
 class LeaseStepApi(APIView):
     @extend_schema(request=StepInput, parameters=[IMAGE_PARAM], responses={200: StepOutput},
-                   summary="Step one action; stored as the episode's next step. 400: a bad action (stored as a void "
-                           "turn); 409: the episode ended; 410: the lease expired; 502: the env crashed and was "
+                   summary="Step one action; stored as the episode's next step. While a person has paused the "
+                           "episode or taken it over (live session page) the call waits, and answers with the "
+                           "person's steps. 400: a bad action (stored as a void turn); 409: the episode ended, or a "
+                           "person rejected the action; 410: the lease expired; 502: the env crashed and was "
                            "replaced.")
     def post(self, request, lease_id: str):
         data = _valid(StepInput, request.data)

@@ -4,7 +4,13 @@ A lease is one caller's hold on one env of this host for one task of a project. 
 (mode autonomous, no checkpoint: the RL job acts), every step is stored through flywheel's ``step_record`` before
 its answer goes back, and the episode ends when the env says done, when the caller resets or releases, when the
 env crashes (a fresh env replaces it and a new episode starts) or when the caller stops calling (the lease expires).
-Leases live in this process, beside their envs; the episodes are in PostgreSQL for everyone."""
+Leases live in this process, beside their envs; the episodes are in PostgreSQL for everyone.
+
+People steer a lease's episode from the live session page as any live episode: each step asks the supervisor the
+rollout worker uses (settings.LOUPE_SUPERVISOR_FACTORY) before it runs. Unpaused and untaken, it approves at once;
+paused, the step waits; taken over, the person's actions run (stored as theirs, the caller's action as the overridden
+proposal) until they hand back or finish, and the step answers with the person's steps, so the caller sees them as
+the episode's steps. The screen streams to watchers while a person decides, read on the env's own thread."""
 from __future__ import annotations
 
 import logging
@@ -16,15 +22,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from agent.actions import Turn
+from agent.rollout import Decision
 from agent.envs import Observation
 from agent.formats import FORMATS, parse
 from core.errors import ApplicationError
 from envservice.pool import EnvActor, EnvCrashed, Pool, PoolFull
 from flywheel import episodes
+from flywheel.episodes import EpisodeStop
 from flywheel.events import event_append
 from flywheel.models import Episode, EpisodeStatus, Mode, Role, TaskSpec
 from flywheel.selectors import project_role, role_at_least
@@ -81,6 +91,7 @@ class Lease:
     done: bool = True
     observation: Observation | None = None
     ended: str = ""  # why the lease ended, once it has (a call that waited on its lock then gets 410)
+    supervisor: Any = None  # the live episode's (people's commands decide its steps); None once it ends
     last_seen: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -89,8 +100,10 @@ class EnvService:
     """This host's pools and leases. One per service process (see :func:`current`)."""
 
     def __init__(self, *, pools: dict[str, Pool], lease_timeout: float = 120.0, step_timeout: float = 60.0,
-                 host: str | None = None) -> None:
+                 host: str | None = None, supervised: bool = True) -> None:
         self.pools = pools
+        factory = settings.LOUPE_SUPERVISOR_FACTORY if supervised else ""
+        self.supervisor_factory = import_string(factory) if factory else None
         self.lease_timeout = lease_timeout
         self.step_timeout = step_timeout
         self.host = host or socket.gethostname()
@@ -181,35 +194,98 @@ class EnvService:
             _check_live(lease)
             if lease.done:
                 raise ApplicationError("This episode has ended; reset the lease to start another.", status=409)
-            obs = lease.observation
-            turn = _read_turn(action, fmt, obs)
-            started, started_at = time.monotonic(), timezone.now()
-            if turn.action is None:  # a void turn: stored as the model wrote it, the env untouched
-                self._record(lease, obs, turn, fmt, reward=0.0, done=False, info={}, started=started,
-                             started_at=started_at)
-                lease.writer.flush()
-                raise ApplicationError(f"The action could not be read: {turn.void_reason}. It was stored as a void "
-                                       "turn; the screen is unchanged.", status=400,
-                                       errors={"action": [turn.void_reason]})
-            try:
-                result = lease.actor.call(lambda env: env.step(turn.action), timeout=self.step_timeout)
-            except EnvCrashed as exc:
-                self._replace(lease, reason=str(exc))
-                raise ApplicationError(
-                    f"The env crashed during {turn.action.to_text()}: {exc}. A fresh env replaced it and a new "
-                    f"episode started (episode {lease.episode_id}, same task and seed); step on from its screen.",
-                    status=502, errors={"env": ["crashed"]}) from exc
-            env_s = time.monotonic() - started
-            self._record(lease, obs, turn, fmt, reward=result.reward, done=result.done, info=result.info,
-                         started=started, started_at=started_at)
-            record_s = time.monotonic() - started - env_s
-            lease.observation = result.observation
-            if result.done:
-                lease.done = True
-                lease.writer.submit(episodes.episode_finish, episode_id=lease.episode_id,
-                                    status=EpisodeStatus.FINISHED, end_reason="done", reward=float(result.reward))
-            return {"reward": result.reward, "done": result.done, "info": episodes.json_safe(result.info),
-                    "index": lease.index - 1, "timings": {"env_s": round(env_s, 4), "record_s": round(record_s, 4)}}
+            turn = _read_turn(action, fmt, lease.observation)
+            taken: list[dict] = []
+            while True:
+                decision = self._review(lease, turn)  # at once, unless a person paused or took over
+                if decision.kind == "approve" and taken:
+                    break  # the person handed back: the caller's action was for a screen that is gone
+                if decision.kind == "reject":
+                    raise ApplicationError(f"A person rejected this action: {decision.reason or 'no reason given'}. "
+                                           "The screen is unchanged; send another.", status=409,
+                                           errors={"action": ["rejected"]})
+                if decision.kind == "finish":
+                    taken.append(self._person_finish(lease, decision.outcome))
+                    break
+                if decision.kind == "approve":
+                    taken.append(self._execute(lease, turn, fmt, actor="model"))
+                    break
+                taken.append(self._execute(lease, decision.turn, "loupe", proposal=turn,
+                                           actor="edited" if decision.kind == "edit" else "human"))
+                lease.writer.flush()  # watchers see the person's step before the next proposal
+                if lease.done:
+                    break
+            last = taken[-1]
+            return {"reward": last["reward"], "done": last["done"], "info": last["info"], "index": last["index"],
+                    "timings": last["timings"], "steps": taken, "taken_over": any(s["actor"] != "model" for s in taken)}
+
+    def _review(self, lease: Lease, turn: Turn) -> Decision:
+        if lease.supervisor is None:
+            return Decision("approve")
+        try:
+            return lease.supervisor.review(lease.index, lease.observation, turn)
+        except EpisodeStop as exc:  # nobody acted on a paused or taken-over episode for too long
+            self._end_episode(lease, status=exc.status, reason=str(exc))
+            raise ApplicationError(f"The episode ended: {exc}. Reset the lease to start another.", status=409) from exc
+
+    def _execute(self, lease: Lease, turn: Turn, fmt: str, *, actor: str, proposal: Turn | None = None) -> dict:
+        """Run one decided turn on the env and store it as the episode's next step; what the step answers."""
+        obs = lease.observation
+        started, started_at = time.monotonic(), timezone.now()
+        by = lease.supervisor.actor_for(lease.index) if lease.supervisor is not None and actor != "model" else None
+        if turn.action is None:  # a void turn: stored as the model wrote it, the env untouched
+            self._record(lease, obs, turn, fmt, reward=0.0, done=False, info={}, started=started,
+                         started_at=started_at)
+            lease.writer.flush()
+            raise ApplicationError(f"The action could not be read: {turn.void_reason}. It was stored as a void "
+                                   "turn; the screen is unchanged.", status=400, errors={"action": [turn.void_reason]})
+        if getattr(lease.supervisor, "live", None) is not None:
+            lease.supervisor.live.stop()  # no frames while the step runs
+        try:
+            result = lease.actor.call(lambda env: env.step(turn.action), timeout=self.step_timeout)
+        except EnvCrashed as exc:
+            self._replace(lease, reason=str(exc))
+            raise ApplicationError(
+                f"The env crashed during {turn.action.to_text()}: {exc}. A fresh env replaced it and a new "
+                f"episode started (episode {lease.episode_id}, same task and seed); step on from its screen.",
+                status=502, errors={"env": ["crashed"]}) from exc
+        env_s = time.monotonic() - started
+        self._record(lease, obs, turn, fmt, reward=result.reward, done=result.done, info=result.info,
+                     started=started, started_at=started_at, actor=actor, proposal=proposal, intervened_by=by)
+        record_s = time.monotonic() - started - env_s
+        lease.observation = result.observation
+        if result.done:
+            self._finish(lease, reward=float(result.reward))
+        return {"index": lease.index - 1, "actor": actor, "action_text": turn.action.to_text(),
+                "thought": turn.thought, "reward": result.reward, "done": result.done,
+                "info": episodes.json_safe(result.info),
+                "timings": {"env_s": round(env_s, 4), "record_s": round(record_s, 4)}}
+
+    def _person_finish(self, lease: Lease, outcome: str | None) -> dict:
+        """A person finished the episode with ``outcome``: the task's own check scores the screen as it is."""
+        try:
+            score = lease.actor.call(lambda env: env.evaluate(), timeout=self.step_timeout)
+        except EnvCrashed as exc:
+            self._replace(lease, reason=str(exc))
+            raise ApplicationError(f"The env crashed while the task's check ran: {exc}. A fresh env replaced it and "
+                                   f"a new episode started (episode {lease.episode_id}).", status=502) from exc
+        self._finish(lease, reward=score, outcome=outcome or "", reason="a person finished it")
+        lease.writer.flush()
+        return {"index": lease.index - 1, "actor": "human", "action_text": f"finish({outcome})", "thought": "",
+                "reward": score or 0.0, "done": True, "info": {"outcome": outcome}, "timings": {}}
+
+    def _finish(self, lease: Lease, *, reward: float | None, outcome: str = "", reason: str = "done") -> None:
+        lease.done = True
+        lease.writer.submit(episodes.episode_finish, episode_id=lease.episode_id, status=EpisodeStatus.FINISHED,
+                            end_reason=reason, reward=reward, outcome=outcome)
+        self._unsupervise(lease)
+
+    def _unsupervise(self, lease: Lease) -> None:
+        if lease.supervisor is not None:
+            supervisor, lease.supervisor = lease.supervisor, None
+            if getattr(supervisor, "live", None) is not None:
+                supervisor.live.stop()
+            supervisor.close()
 
     def lease_end(self, *, lease_id: str, user) -> dict:
         """End the lease's episode where it stands, scored by the task's own check on the screen as it is (an RL
@@ -229,9 +305,7 @@ class EnvService:
                 raise ApplicationError(f"The env crashed while the task's check ran: {exc}. A fresh env replaced it "
                                        f"and a new episode started (episode {lease.episode_id}).", status=502,
                                        errors={"env": ["crashed"]}) from exc
-            lease.done = True
-            lease.writer.submit(episodes.episode_finish, episode_id=lease.episode_id, status=EpisodeStatus.FINISHED,
-                                end_reason="the RL caller ended it", reward=None if reward is None else float(reward))
+            self._finish(lease, reward=None if reward is None else float(reward), reason="the RL caller ended it")
             lease.writer.flush()
             return {"reward": reward, "ended": True}
 
@@ -263,24 +337,32 @@ class EnvService:
         episode = Episode.objects.select_related("task", "checkpoint", "created_by", "controller").get(pk=episode.pk)
         event_append(episode_id=episode.pk, type="episode.state", payload=episodes.episode_payload(episode))
         lease.episode, lease.episode_id, lease.index, lease.done, lease.observation = episode, episode.pk, 0, False, obs
+        if self.supervisor_factory is not None:
+            lease.supervisor = self.supervisor_factory(episode)
+            lease.supervisor.watch_env(ActorScreen(lease.actor))
 
     def _record(self, lease: Lease, obs: Observation, turn: Turn, fmt: str, *, reward: float, done: bool,
-                info: dict, started: float, started_at) -> None:
+                info: dict, started: float, started_at, actor: str = "model", proposal: Turn | None = None,
+                intervened_by=None) -> None:
+        supervisor = lease.supervisor
         lease.writer.submit(
             episodes.step_record, episode=lease.episode, index=lease.index, screenshot=obs.screenshot,
             width=obs.width, height=obs.height, url=obs.url, instruction=obs.instruction,
             elements=[e.to_dict() for e in obs.elements],
             screen_text=obs.screen_text or "", prompt=[], raw_output=turn.raw, token_ids=[], token_logprobs=[],
             thought=turn.thought, action=turn.action.to_dict() if turn.action else None,
-            action_text=turn.action.to_text() if turn.action else "", actor="model", proposal=None,
+            action_text=turn.action.to_text() if turn.action else "", actor=actor,
+            proposal=episodes.turn_payload(proposal), intervened_by=intervened_by,
             reward=float(reward), done=bool(done), void_reason=turn.void_reason, info=info,
-            timings={"step_s": round(time.monotonic() - started, 4)}, started_at=started_at, action_format=fmt)
+            timings={"step_s": round(time.monotonic() - started, 4)}, started_at=started_at, action_format=fmt,
+            linked=supervisor.step_stored if supervisor is not None else None)
         lease.index += 1
 
     def _end_episode(self, lease: Lease, *, status: str, reason: str) -> None:
         if lease.episode_id is not None and not lease.done:
             lease.writer.submit(episodes.episode_finish, episode_id=lease.episode_id, status=status, end_reason=reason)
         lease.done = True
+        self._unsupervise(lease)
         lease.writer.flush()
 
     def _replace(self, lease: Lease, *, reason: str) -> None:
@@ -351,6 +433,30 @@ class EnvService:
                 log.exception("ending lease %s failed", lease.id)
         for pool in self.pools.values():
             pool.close()
+
+
+class ActorScreen:
+    """The live view's window on a leased env: its frames are read on the env's own thread (Playwright answers only
+    the thread that made it), while the step waiting for a person runs on the request's."""
+
+    def __init__(self, actor: EnvActor) -> None:
+        self._actor = actor
+        self._streaming = False  # stopping a stream that never started costs every step a trip to the env's thread
+
+    def live_frame(self):
+        self._streaming = True
+        try:
+            return self._actor.call(lambda env: env.live_frame(), timeout=5.0)
+        except EnvCrashed:
+            return None
+
+    def live_stop(self) -> None:
+        if self._streaming and self._actor.healthy:
+            self._streaming = False
+            try:
+                self._actor.call(lambda env: env.live_stop(), timeout=5.0)
+            except EnvCrashed:
+                pass
 
 
 def _check_live(lease: Lease) -> None:

@@ -1,0 +1,74 @@
+"""A person takes over an RL episode from the live session's WebSocket (real daphne), and the RL caller's step
+answers with the person's steps: stored as theirs, the caller's action kept as the overridden proposal."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from agent.solvers import solve_step
+from annotation.models import Intervention
+from envservice.client import EnvServiceClient, observation_of
+from flywheel.models import Episode, EpisodeStatus, Role, Step
+from tests.annotation.test_live_session import Session
+from tests.envservice.conftest import TASK
+from tests.factories import make_member, make_project, make_task, make_user
+from webapp.auth import token_create
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
+
+MODEL_ACTION = "Thought: the corner.\nAction: click(x=3, y=3)"
+
+
+@pytest.fixture
+def rl_project():
+    project = make_project()
+    make_task(project, TASK)
+    job, person = make_user("rl-job"), make_user("ann")
+    make_member(project, job, Role.MANAGER)
+    make_member(project, person, Role.ANNOTATOR)
+    return project, token_create(user=job)[1], person
+
+
+def test_a_person_takes_over_the_rl_episode_and_the_rl_caller_gets_the_persons_steps(daphne_server, service,
+                                                                                     rl_project):
+    url, _ = service
+    project, token, person = rl_project
+    client = EnvServiceClient(url, token)
+    lease = client.lease(project=project.pk, task=TASK, seed=3, run="rl-takeover")
+    s = Session(daphne_server, lease["episode"], "ann")
+    assert s.wait_type("hello")["data"]["role"] == "annotator"
+    assert s.ack(s.send("takeover"))["type"] == "ack"  # applied when the RL job's next step comes
+
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(client.step, lease["lease"], MODEL_ACTION)  # waits while the person acts
+        history = []
+        for index in (0, 1):  # the person clicks the field and types the text, then hands back
+            shown = s.wait_type("step.proposed", index=index)["data"]
+            assert shown["reason"] == "takeover" and shown["action_text"] == "click(x=3, y=3)"
+            turn = solve_step(TASK, observation_of(client.get(lease["lease"])["observation"]), history)
+            history.append(turn)
+            assert s.ack(s.send("act", action=turn.action.to_text(), thought=turn.thought))["type"] == "ack"
+        s.wait_type("step.proposed", index=2)
+        assert s.ack(s.send("handback"))["type"] == "ack"
+        answer = waiting.result(timeout=120)
+
+    assert answer["taken_over"] is True and [st["actor"] for st in answer["steps"]] == ["human", "human"]
+    assert [st["action_text"] for st in answer["steps"]] == [t.action.to_text() for t in history]
+    assert answer["index"] == 1 and not answer["done"]
+    # the RL job acts on from the screen the person left: the submit button ends the episode
+    last = solve_step(TASK, observation_of(answer["observation"]), history)
+    done = client.step(lease["lease"], f"Action: {last.action.to_text()}")
+    assert done["done"] and done["reward"] == pytest.approx(1.0, abs=0.01) and done["steps"][0]["actor"] == "model"
+    s.ws.close()
+    client.release(lease["lease"])  # its writes are flushed: the steps and the end are stored
+
+    episode = Episode.objects.get(pk=lease["episode"])
+    assert (episode.status, episode.rl_run, episode.env_reward) == (EpisodeStatus.FINISHED, "rl-takeover",
+                                                                     done["reward"])
+    steps = list(Step.objects.filter(episode=episode).order_by("index"))
+    assert [(st.actor, st.intervened_by_id) for st in steps] == [("human", person.pk), ("human", person.pk),
+                                                                 ("model", None)]
+    assert steps[0].proposal["action_text"] == "click(x=3, y=3)"  # the RL job's action, overridden
+    kinds = list(Intervention.objects.filter(episode=episode).order_by("id").values_list("kind", flat=True))
+    assert kinds == ["takeover", "act", "act", "handback"]
