@@ -1,7 +1,9 @@
 """Review at scale: 100,000 episodes and 2,000,000 steps generated in a database of its own
 (`loupe_bench_review`, kept between runs so the data is made once). Measures the filtered review
 list API p95, the replay page's data API p95 for a 50-step episode, and snapshot build and export
-throughput in rows per second with the export's peak memory. Prints JSON.
+throughput in rows per second with the export's peak memory. The snapshot is built in one process and in two
+(flywheel/snapshots.py splits a build by episode ranges; the hashes must be equal), and a smaller one in two, whose
+cost against the larger's projects a million-episode project's freeze. Prints JSON.
 
 `LOUPE_BENCH_EPISODES` / `LOUPE_BENCH_STEPS_PER_EPISODE` scale it down for a quick look."""
 from __future__ import annotations
@@ -31,7 +33,8 @@ from django.db import connection, transaction  # noqa: E402
 EPISODES = int(os.environ.get("LOUPE_BENCH_EPISODES", "100000"))
 STEPS_PER_EPISODE = int(os.environ.get("LOUPE_BENCH_STEPS_PER_EPISODE", "20"))
 SAMPLES = 40
-DB_NAME = f"loupe_bench_review_{EPISODES}x{STEPS_PER_EPISODE}"
+# v2: each step's thought is its own (the same text in every step made redaction's memory unrealistically good)
+DB_NAME = f"loupe_bench_review_{EPISODES}x{STEPS_PER_EPISODE}_v2"
 
 
 def use_bench_database() -> None:
@@ -70,7 +73,8 @@ def generate(project, tasks, checkpoint, annotator) -> float:
                 raw_output, token_ids, token_logprobs, thought, action, action_text, actor, proposal, correction, reward,
                 done, void, void_reason, human_thought, info, timings, checkpoint_id, created_at)
             SELECT e.id, s, '', 160, 210, '/miniwob/click-button.html', 'Click OK', '[]', %(prompt)s,
-                'Thought: the OK button\nAction: click(x=80, y=100)', '[1,2,3]', '[-0.1,-0.2,-0.3]', 'the OK button',
+                'Thought: the OK button of ' || e.id || ' at ' || s || '\nAction: click(x=80, y=100)', '[1,2,3]',
+                '[-0.1,-0.2,-0.3]', 'the OK button of ' || e.id || ' at ' || s,
                 '{"name": "click", "args": {"x": 80, "y": 100}}', 'click(x=80, y=100)',
                 CASE WHEN e.n_interventions > 0 AND s < 2 THEN 'edited' ELSE 'model' END,
                 CASE WHEN e.n_interventions > 0 AND s < 2
@@ -98,7 +102,9 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from rest_framework.test import APIClient
 
+    from core import redaction
     from flywheel import episodes, snapshots
+    from flywheel.datasets import bucket_episodes
     from flywheel.models import Checkpoint, Episode, Membership, Project, TaskSpec
 
     use_bench_database()
@@ -139,15 +145,30 @@ def main() -> None:
     replay = {"detail": timed(client, f"/api/v1/episodes/{replay_episode.pk}/"),
               "transcript": timed(client, f"/api/v1/episodes/{replay_episode.pk}/transcript")}
 
-    # Snapshot of one task's accepted-by-reward episodes, then its export streamed to nowhere. An earlier run's
+    # Snapshots of one task's accepted-by-reward episodes, then the export of one streamed to nowhere. An earlier
     # snapshot of the same rows would be returned as it is (freezing the same data twice makes one): drop it first.
     from flywheel.models import DatasetSnapshot
 
-    DatasetSnapshot.objects.filter(project=project).delete()
-    snapshot = snapshots.snapshot_create(project=project, kind="sft", filter={"tasks": [tasks[1].pk]}, build=False)
-    started = time.monotonic()
-    snapshot = snapshots.snapshot_build(snapshot_id=snapshot.pk)
-    build_s = time.monotonic() - started
+    def build(filter_: dict, processes: int) -> tuple[object, float]:
+        DatasetSnapshot.objects.filter(project=project).delete()
+        redaction._text_redact_remembered.cache_clear()  # each build starts as a fresh worker's would
+        made = snapshots.snapshot_create(project=project, kind="sft", filter=filter_, build=False)
+        started = time.monotonic()
+        made = snapshots.snapshot_build(snapshot_id=made.pk, processes=processes)
+        assert made.status == "ready", made.error
+        return made, time.monotonic() - started
+
+    one_task = {"tasks": [tasks[1].pk]}
+    small, small_s = build({**one_task, "mode": "supervised"}, 2)
+    snapshot_1, build_1_s = build(one_task, 1)
+    snapshot, build_s = build(one_task, 2)
+    assert snapshot.sha256 == snapshot_1.sha256, "a build in two processes made other bytes than one"
+    # cost = fixed + per row: from the two sizes built in two processes, for a freeze of every task's episodes of
+    # a 1,000,000-episode project of the same shape
+    per_row = (build_s - small_s) / (snapshot.rows - small.rows)
+    fixed = max(0.0, build_s - per_row * snapshot.rows)
+    sft_share = bucket_episodes(project, "sft").count() / Episode.objects.filter(project=project).count()
+    million_rows = round(snapshot.rows / snapshot.episodes * 1_000_000 * sft_share)
     tracemalloc.start()
     started = time.monotonic()
     exported = sum(len(piece) for piece in snapshots.export_stream(snapshot))
@@ -156,14 +177,20 @@ def main() -> None:
     tracemalloc.stop()
 
     print(json.dumps({
+        "load_average_1m": round(os.getloadavg()[0], 2),
         "episodes": Episode.objects.filter(project=project).count(), "steps_per_episode": STEPS_PER_EPISODE,
         "generated_s": generated_s,
         "list_api": list_results, "list_p95_ms_worst": max(r["p95_ms"] for r in list_results.values()),
         "list_target_p95_ms": 100,
         "replay_api_50_steps": replay,
-        "snapshot": {"rows": snapshot.rows, "episodes": snapshot.episodes, "build_s": round(build_s, 1),
-                     "build_rows_per_s": round(snapshot.rows / build_s), "bytes": snapshot.size_bytes,
-                     "build_target_rows_per_s": 20_000},  # issue 22's goal; 8,300-8,400 at 100,000 episodes (2026-12-05)
+        "snapshot": {"rows": snapshot.rows, "episodes": snapshot.episodes, "bytes": snapshot.size_bytes,
+                     "build_1_process_s": round(build_1_s, 1), "build_1_process_rows_per_s": round(snapshot.rows / build_1_s),
+                     "build_2_processes_s": round(build_s, 1), "build_2_processes_rows_per_s": round(snapshot.rows / build_s),
+                     "same_sha256": snapshot.sha256 == snapshot_1.sha256,
+                     "smaller": {"rows": small.rows, "build_2_processes_s": round(small_s, 1)},
+                     "projection_1m_episodes": {"rows": million_rows, "minutes_2_processes":
+                                                round((fixed + per_row * million_rows) / 60, 1)},
+                     "build_target_rows_per_s": 20_000},
         "export": {"bytes": exported, "seconds": round(export_s, 2), "rows_per_s": round(snapshot.rows / export_s),
                    "peak_python_mb": round(peak / 2**20, 1),
                    "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)},

@@ -379,12 +379,19 @@ def _cut_redact(text: str, policy: Policy) -> str:
 _PATH_KEYS = frozenset({"image", "images", "screenshot", "file", "image_url"})
 
 
+@lru_cache(maxsize=4096)
+def _text_redact_remembered(text: str, policy: Policy) -> str:
+    """text_redact, remembered: a snapshot's rows repeat their texts (each row's prompt holds the turns of the steps
+    before it), and finding phone numbers is most of a build's time (README, Sizing)."""
+    return text_redact(text, policy)
+
+
 def value_redact(value, policy: Policy = DEFAULT):
     """Any JSON value with every string in it redacted (keys kept; storage paths left alone)."""
     if not policy.enabled:
         return value
     if isinstance(value, str):
-        return text_redact(value, policy)
+        return _text_redact_remembered(value, policy)
     if isinstance(value, list):
         return [value_redact(v, policy) for v in value]
     if isinstance(value, dict):

@@ -286,6 +286,7 @@ LOUPE_TRAIN_STALLED_SECONDS = float(os.environ.get("LOUPE_TRAIN_STALLED_SECONDS"
 # Training a vision-language checkpoint (sft, dpo, rl) runs in this many processes on the train worker's machine, one
 # a GPU, under torchrun or accelerate launch (with an accelerate config: trainer/launch/ddp.yaml, fsdp.yaml, zero3.yaml)
 LOUPE_TRAIN_PROCESSES = int(os.environ.get("LOUPE_TRAIN_PROCESSES", "1"))
+LOUPE_SNAPSHOT_PROCESSES = int(os.environ.get("LOUPE_SNAPSHOT_PROCESSES", "2"))  # a snapshot build split over processes (flywheel/snapshots.py)
 LOUPE_TRAIN_LAUNCHER = os.environ.get("LOUPE_TRAIN_LAUNCHER", "torchrun")  # torchrun | accelerate
 LOUPE_TRAIN_LAUNCH_CONFIG = os.environ.get("LOUPE_TRAIN_LAUNCH_CONFIG", "")  # relative to the repo root, or absolute
 
