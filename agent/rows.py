@@ -12,9 +12,7 @@ Row kinds (JSONL, one row a line; the keys are those of the rows before this sch
     SFT / CT  {"messages": [...], "images": [path, ...], "meta": {...}, "rendered_for": {...}}
     DPO       {"prompt": [...], "chosen": [assistant], "rejected": [assistant], "images": [...], "meta": {...},
                "rendered_for": {...}}
-    RL        {"episode_id", "task", "seed", "reward", "group", "steps": [{"prompt", "output", "output_token_ids",
-               "old_logprobs", "reward", "void", "image", "images", "step_id"}, ...], "meta", "rendered_for"}
-    GRPO      {"messages": [..., user], "images": [...], "format", "width", "height", "reward": {"kind": ...},
+    RL        {"messages": [..., user], "images": [...], "format", "width", "height", "reward": {"kind": ...},
                "meta", "rendered_for"}
     PRM       {"prompt": str, "completions": [str], "labels": [bool], "prompt_messages": [...], "images": [...],
                "meta", "rendered_for"}
@@ -24,11 +22,11 @@ one bool ``label`` per completion), one row a labelled step: the prompt the mode
 and history) as text (:func:`prompt_text`), the step's turn in the target's format as the completion, and whether
 it was good. ``prompt_messages`` are the same prompt as chat messages, for a trainer that applies a chat template.
 
-RL rows are whole episodes, for the tiny text model's own PPO / GRPO loops (trainer/rl.py). A snapshot rendered for
-a checkpoint that reads screenshots is trained by GRPO through TRL (trainer/vlm_grpo.py), which samples fresh answers
-to one step and scores each: its rows are :class:`GRPORow`, one a step, the prompt ending with the user turn the
-answer replies to, and a ``reward`` spec saying how an answer is scored (``env``: the real environment replayed to
-the step by the canonical ``prefix`` of actions before it; ``action``: compared with a known action).
+RL rows are :class:`GRPORow`, one a step, for every model: GRPO through TRL (trainer/grpo.py) samples fresh answers
+to the step and scores each. The prompt ends with the user turn the answer replies to (with its screenshots for a
+model that reads them; a text model's has none), and a ``reward`` spec says how an answer is scored (``env``: the
+real environment replayed to the step by the canonical ``prefix`` of actions before it; ``action``: compared with a
+known action).
 
 Message contents are plain strings. ``images`` are the screenshots of the user turns that carry one, in order:
 always the last ``len(images)`` user turns (the current screen's last), as trainer/vlm.py attaches them. A text
@@ -38,7 +36,6 @@ model's rows have none. ``rendered_for`` is absent from rows written before it (
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -47,7 +44,7 @@ from agent.actions import Action, Turn
 from agent.envs.base import Element, Observation
 from agent.prompt import DEFAULT_STYLE, PROMPT_STYLES, HistoryStep, render_messages, render_observation
 
-__all__ = ["DPORow", "GRPORow", "HISTORY_WINDOW", "PRMRow", "RLRow", "RLStepRow", "RenderedFor", "SFTRow", "StepView", "render_prompt",
+__all__ = ["DPORow", "GRPORow", "HISTORY_WINDOW", "PRMRow", "RenderedFor", "SFTRow", "StepView", "render_prompt",
            "prompt_text", "render_turn", "row_from_dict"]
 
 ROLES = ("system", "user", "assistant")
@@ -296,101 +293,6 @@ class DPORow:
                    rendered_for=_rendered_for(d, where))
 
 
-def _number(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{where}: expected a finite number, got {value!r}")
-    return float(value)
-
-
-@dataclass
-class RLStepRow:
-    """One step of an RL episode: the prompt, what the acting model wrote (its tokens and their logprobs)."""
-
-    prompt: list[dict]
-    output: str
-    output_token_ids: list[int] = field(default_factory=list)
-    old_logprobs: list[float] = field(default_factory=list)
-    reward: float = 0.0
-    void: bool = False
-    image: str = ""  # the step's screenshot in the bundle, whatever the target reads
-    images: list[str] = field(default_factory=list)  # the prompt's images, as for SFT rows
-    step_id: int | None = None
-
-    def to_dict(self) -> dict:
-        return {"prompt": self.prompt, "output": self.output, "output_token_ids": self.output_token_ids,
-                "old_logprobs": self.old_logprobs, "reward": self.reward, "void": self.void, "image": self.image,
-                "images": self.images, "step_id": self.step_id}
-
-    @classmethod
-    def from_dict(cls, d: object, where: str) -> RLStepRow:
-        if not isinstance(d, dict):
-            raise ValueError(f"{where}: expected an object")
-        if not isinstance(d.get("output"), str):
-            raise ValueError(f"{where}: 'output' must be a string")
-        ids = d.get("output_token_ids") or []
-        olds = d.get("old_logprobs") or []
-        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-            raise ValueError(f"{where}: output_token_ids must be a list of ints")
-        if not isinstance(olds, list):
-            raise ValueError(f"{where}: old_logprobs must be a list of numbers")
-        olds = [_number(v, f"{where}: old_logprobs") for v in olds]
-        if olds and len(olds) != len(ids):
-            raise ValueError(f"{where}: {len(ids)} output_token_ids but {len(olds)} old_logprobs")
-        prompt = _messages(d.get("prompt"), f"{where}: prompt")
-        image = d.get("image") or ""
-        if not isinstance(image, str):
-            raise ValueError(f"{where}: image must be a path")
-        step_id = d.get("step_id")
-        return cls(prompt=prompt, output=d["output"], output_token_ids=list(ids), old_logprobs=olds,
-                   reward=_number(d.get("reward", 0.0), f"{where}: reward"), void=bool(d.get("void", False)),
-                   image=image, images=_image_list(d.get("images"), where, _users(prompt)),
-                   step_id=step_id if isinstance(step_id, int) and not isinstance(step_id, bool) else None)
-
-
-@dataclass
-class RLRow:
-    """One whole episode; ``group`` ties attempts at the same task and seed (GRPO)."""
-
-    episode_id: str | int
-    task: str
-    seed: int | None
-    reward: float
-    group: str
-    steps: list[RLStepRow]
-    meta: dict = field(default_factory=dict)
-    rendered_for: RenderedFor | None = None
-
-    @property
-    def has_void(self) -> bool:
-        """Whether a turn of it did not parse (RL masks such an episode out whole)."""
-        return any(step.void for step in self.steps)
-
-    def to_dict(self) -> dict:
-        return _with_rendered_for({"episode_id": self.episode_id, "task": self.task, "seed": self.seed,
-                                   "reward": self.reward, "group": self.group,
-                                   "steps": [step.to_dict() for step in self.steps], "meta": self.meta},
-                                  self.rendered_for)
-
-    @classmethod
-    def from_dict(cls, d: object, where: str) -> RLRow:
-        if not isinstance(d, dict):
-            raise ValueError(f"{where}: expected a JSON object, got {type(d).__name__}")
-        steps_raw = d.get("steps")
-        if not isinstance(steps_raw, list) or not steps_raw:
-            raise ValueError(f"{where}: an RL row needs a non-empty 'steps' list")
-        steps = [RLStepRow.from_dict(step, f"{where}: steps[{i}]") for i, step in enumerate(steps_raw)]
-        reward = _number(d.get("reward", sum(s.reward for s in steps)), f"{where}: reward")
-        task, seed = str(d.get("task", "")), d.get("seed")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise ValueError(f"{where}: seed must be a whole number, got {seed!r}")
-        episode_id = d.get("episode_id", where)
-        if not isinstance(episode_id, (str, int)) or isinstance(episode_id, bool):
-            raise ValueError(f"{where}: episode_id must be a string or a number, got {episode_id!r}")
-        return cls(episode_id=episode_id, task=task, seed=seed, reward=reward,
-                   group=str(d.get("group") or f"{task}:{seed}"), steps=steps, meta=_meta(d.get("meta"), where),
-                   rendered_for=_rendered_for(d, where))
-
-
 REWARD_KINDS = ("action", "env")
 
 
@@ -404,11 +306,11 @@ def _size(value: object, name: str, where: str) -> int | None:
 
 @dataclass
 class GRPORow:
-    """One step to sample answers to (GRPO of a screen-reading checkpoint, trainer/vlm_grpo.py): the prompt up to the
-    user turn the answer replies to, its screenshots (the current screen's last), the format answers are read in and
+    """One step to sample answers to (GRPO through TRL, trainer/grpo.py): the prompt up to the user turn the answer
+    replies to, its screenshots (the current screen's last; none for a text model), the format answers are read in and
     the screen's size (None: read from the screenshot), and ``reward``: ``{"kind": "env", "env", "task", "seed",
     "prefix": [canonical actions]}`` (and ``"definition"``, an authored task's JSON) or ``{"kind": "action",
-    "action", "box" | "element", ...}`` (vlm_grpo checks the rest of the spec)."""
+    "action", "box" | "element", ...}`` (trainer/grpo.py checks the rest of the spec)."""
 
     messages: list[dict]
     images: list[str]
@@ -441,11 +343,7 @@ class GRPORow:
         if messages[-1]["role"] != "user":
             raise ValueError(f"{where}: messages must end with the user turn the answer replies to, "
                              f"not a {messages[-1]['role']} turn")
-        images = d.get("images")
-        if not images or not isinstance(images, list):
-            raise ValueError(f"{where}: an RL row needs 'images': the screenshot the answer acts on "
-                             "(a path or a data:image/...;base64 URI)")
-        images = _image_list(images, where, _users(messages))
+        images = _image_list(d.get("images"), where, _users(messages))  # none for a text model's row
         try:
             answer_format = formats.check_format(d.get("format"))
         except ValueError as exc:
@@ -517,12 +415,11 @@ class PRMRow:
                    rendered_for=_rendered_for(d, where))
 
 
-_KINDS = {"sft": SFTRow, "ct": SFTRow, "dpo": DPORow, "rl": RLRow, "grpo": GRPORow, "prm": PRMRow}
+_KINDS = {"sft": SFTRow, "ct": SFTRow, "dpo": DPORow, "rl": GRPORow, "grpo": GRPORow, "prm": PRMRow}
 
 
-def row_from_dict(kind: str, d: object, where: str) -> SFTRow | DPORow | RLRow | GRPORow | PRMRow:
-    """A row of ``kind`` (sft, ct, dpo, rl, prm; grpo: the step rows an rl snapshot holds when rendered for a checkpoint
-    that reads screenshots), validated."""
+def row_from_dict(kind: str, d: object, where: str) -> SFTRow | DPORow | GRPORow | PRMRow:
+    """A row of ``kind`` (sft, ct, dpo, rl, prm; grpo: another name of rl's step rows), validated."""
     if kind not in _KINDS:
         raise ValueError(f"{where}: unknown row kind {kind!r}; expected one of: {', '.join(_KINDS)}")
     return _KINDS[kind].from_dict(d, where)

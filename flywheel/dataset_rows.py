@@ -152,10 +152,10 @@ def branch_pair_rows(branch: Episode, views: dict[int, tuple[StepView, int]], hi
 
 def grpo_row(step: Step, view: StepView, history: list[StepView], prefix: list[Action], target: RenderedFor,
               episode: Episode) -> dict:
-    """A step as GRPO of a screen-reading checkpoint samples answers to it (agent.rows.GRPORow): the prompt it was
-    sent, with its screenshots, and an env reward that replays ``prefix`` (the episode's executed actions before it;
-    void turns ran nothing) on the episode's seed, then runs the answer. The step's own answer is not in the row:
-    GRPO scores fresh ones."""
+    """A step as GRPO samples answers to it (agent.rows.GRPORow): the prompt it was sent, rendered for ``target``
+    (with its screenshots for a checkpoint that reads them), and an env reward that replays ``prefix`` (the episode's
+    executed actions before it; void turns ran nothing) on the episode's seed, then runs the answer. The step's own
+    answer is not in the row: GRPO scores fresh ones."""
     prompt, images = render_prompt(view, history, target,
                                    feedback=step_feedback(step_rejections(step), step, target))
     reward = GRPORow.env_reward(episode.task.env_kind, episode.task.task_name, episode.seed, prefix,

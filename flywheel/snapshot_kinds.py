@@ -6,8 +6,8 @@ Buckets: V=1 episodes (flywheel/routing.py) -> ``sft`` (autonomous successes are
 corrected step -> a ``dpo`` pair (a person's turn over the model's proposal, only where it changed the action, or
 only the thought and marked so), and every rejected proposal of a step that then did something else -> a ``dpo``
 pair too, and so is a branch's first own step whose action differs from its parent's step on the identical state
-(flywheel/branch_pairs.py); finished autonomous model episodes with a reward -> ``rl`` (a row an episode for a text
-target, a GRPO row a step for one that reads screenshots); finished episodes whose reviews labelled steps -> ``prm``
+(flywheel/branch_pairs.py); finished autonomous model episodes with a reward -> ``rl`` (a GRPO row a step, for every
+target); finished episodes whose reviews labelled steps -> ``prm``
 (a row a labelled step, up to the first bad one: flywheel/prm_labels.py)."""
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from agent.actions import Action
-from agent.rows import PRMRow, RenderedFor, RLRow, RLStepRow, SFTRow, StepView, prompt_text, render_prompt, render_turn
+from agent.rows import PRMRow, RenderedFor, SFTRow, StepView, prompt_text, render_prompt, render_turn
 from flywheel.branch_pairs import branch_pair_count, branch_pairs
-from flywheel.dataset_rows import (assistant, branch_pair_rows, dpo_rows, grpo_row, image_path, judge_meta, row_meta,
+from flywheel.dataset_rows import (assistant, branch_pair_rows, dpo_rows, grpo_row, judge_meta, row_meta,
                                    step_feedback, step_rejections, step_thought, step_view)
 from flywheel.models import Actor, Correction, Episode, Mode, Rejection, SnapshotKind, Step
 from flywheel.prm_labels import prm_row_steps, prm_step_labels
@@ -30,14 +30,6 @@ def own_steps(steps: QuerySet[Step]) -> QuerySet[Step]:
     """``steps`` without a branch's copies of its parent's steps (``info.replayed_from``): they are the parent's
     rows already, and would be trained on twice."""
     return steps.exclude(info__has_key="replayed_from")
-
-
-def rl_rows_are_steps(target: RenderedFor) -> bool:
-    """Whether RL rows rendered for ``target`` are GRPO step rows rather than whole episodes: when it reads
-    screenshots. Such a checkpoint is a vision-language one (a checkpoint is registered as reading screenshots only
-    when its dir has a vision part), whose RL is GRPO through TRL on steps with their screenshots
-    (trainer/vlm_grpo.py); the rows carry only what the target decides, as every other row kind does."""
-    return target.reads_images
 
 
 @dataclass
@@ -212,45 +204,24 @@ class DPO(Kind):
 
 
 class RL(Kind):
-    """On-policy episodes: a row an episode for a text target (trainer/rl.py's loops), one GRPO row a step with a
-    screenshot for a target that reads screenshots (:func:`rl_rows_are_steps`), void steps included: the model was
-    prompted there and wrote nothing the env could run, which is where GRPO's fresh answers have most to teach."""
-    name, reads_tokens = SnapshotKind.RL, True
+    """On-policy episodes, one GRPO row a step (agent.rows.GRPORow) for every target: GRPO through TRL
+    (trainer/grpo.py) samples fresh answers to the step's prompt and scores each in the real env, replayed to the step
+    by the episode's actions before it. A target that reads screenshots gets the step's (a step without one makes no
+    row); a text target reads the screen as words. Void steps are included: the model was prompted there and wrote
+    nothing the env could run, which is where fresh answers have most to teach."""
+    name = SnapshotKind.RL
 
     def episodes(self, finished, routing):
         return finished.filter(mode=Mode.AUTONOMOUS, env_reward__isnull=False, n_interventions=0)
 
-    def steps(self, episodes):
-        return Step.objects.filter(episode__in=episodes)
-
     def row_count(self, episodes, target):
-        if target is not None and rl_rows_are_steps(target):
-            return own_steps(Step.objects.filter(episode__in=episodes)).exclude(screenshot="").count()
-        return episodes.count()
-
-    def keeps_copies(self, target):
-        return not rl_rows_are_steps(target)  # a whole-episode row keeps the trajectory as it ran
-
-    def begin(self, walk, steps):
-        walk.state["steps"] = []
+        steps = self.steps(episodes)
+        return (steps.exclude(screenshot="") if target is not None and target.reads_images else steps).count()
 
     def step_rows(self, walk, step, view, chosen):
-        if rl_rows_are_steps(walk.target):
-            return [grpo_row(step, view, walk.history, walk.prefix, walk.target, walk.episode)] \
-                if step.screenshot else []
-        prompt, images = walk.prompt(step, view)
-        walk.state["steps"].append(RLStepRow(
-            prompt=prompt, output=step.raw_output, output_token_ids=step.token_ids, old_logprobs=step.token_logprobs,
-            reward=step.reward, void=step.void, image=image_path(step.screenshot), images=images, step_id=step.pk))
-        return []
-
-    def end_rows(self, walk):
-        episode, steps = walk.episode, walk.state["steps"]
-        if not steps:
+        if walk.target.reads_images and not step.screenshot:
             return []
-        return [RLRow(episode_id=episode.pk, task=episode.task.task_name, seed=episode.seed,
-                      reward=float(episode.env_reward or 0.0), group=f"{episode.task.task_name}:{episode.seed}",
-                      steps=steps, meta=row_meta(episode), rendered_for=walk.target).to_dict()]
+        return [grpo_row(step, view, walk.history, walk.prefix, walk.target, walk.episode)]
 
 
 class PRM(Kind):

@@ -32,9 +32,6 @@ ALGORITHM_FOR_KIND = {"sft": "sft", "ct": "sft", "dpo": "dpo", "rl": "rl"}
 COLDSTART = "coldstart"
 # Stage options passed to the trainer as --max-steps ...; a cold-start stage passes every option it has.
 STAGE_OPTIONS = ("max_steps", "max_seconds", "max_epochs", "lr", "lora", "batch_tokens")
-# ... and those only an rl stage has (answers sampled a prompt, and their length, for GRPO of a checkpoint that reads
-# screenshots)
-RL_STAGE_OPTIONS = ("group_size", "max_new_tokens")
 GRPO_GROUP_SIZE = 4
 # The cold start's recipe lives with the trainer (trainer/coldstart.py); its stage records only what the
 # environment changes of it (the tests shrink it and train the tiny random Llama), and the trainer fills in the rest.
@@ -172,9 +169,7 @@ def _stage_execute(run: TrainingRun, stage: dict, init: str, ckpt: Path, weight:
     if stage["algorithm"] == "sft" and stage.get("val_file"):  # a cycle's held-out new rows (flywheel/replay.py)
         options.update(val_data=stage["val_file"], patience=stage.get("patience") or None)
     if stage["algorithm"] == "rl":
-        options.update({key: stage.get(key) for key in RL_STAGE_OPTIONS})
-        if trainer_process.reads_images(init):
-            options.update(_grpo_options(snapshot, stage, action_format or "loupe"))
+        options.update(_grpo_options(snapshot, stage, trainer_process.reads_images(init), action_format or "loupe"))
     # a cycle's stage may train on data written for it beside the snapshot (new rows with replay, differing pairs)
     source = contextlib.nullcontext(stage["data_file"]) if stage.get("data_file") else \
         trainer_process.snapshot_local(snapshot)
@@ -184,19 +179,23 @@ def _stage_execute(run: TrainingRun, stage: dict, init: str, ckpt: Path, weight:
         return _stream(run, argv, phase=stage["algorithm"], weight=weight)
 
 
-def _grpo_options(snapshot: DatasetSnapshot, stage: dict, action_format: str) -> dict:
-    """The trainer options of an rl stage from a vision-language checkpoint: GRPO (its only RL, trainer/vlm_grpo.py),
-    ``group_size`` answers sampled a step, each as long as a rollout lets the checkpoint's format answer (a UI-TARS
-    plan and action needs 384 tokens where Loupe's grammar needs 96: shorter, every sampled answer is cut into a void
-    turn). The snapshot must hold step rows with screenshots, which it does when frozen for a checkpoint that reads
-    them."""
+def _grpo_options(snapshot: DatasetSnapshot, stage: dict, reads_images: bool, action_format: str) -> dict:
+    """The trainer options of an rl stage: GRPO through TRL (trainer/grpo.py, for text and vision-language checkpoints
+    alike), ``group_size`` answers sampled a step, each as long as a rollout lets the checkpoint's format answer (a
+    UI-TARS plan and action needs 384 tokens where Loupe's grammar needs 96: shorter, every sampled answer is cut into
+    a void turn). The snapshot's step rows must be rendered for what the init reads: screenshots for a checkpoint that
+    reads them, the screen in words for a text one."""
     from flywheel.rollout_worker import MAX_TOKENS, MAX_TOKENS_OTHER_FORMATS  # the worker's imports reach back here
 
-    if not ((snapshot.lineage or {}).get("rendered_for") or {}).get("reads_images"):
-        raise ApplicationError(f"Snapshot {snapshot.pk} holds whole-episode RL rows for a model that reads no "
-                               "screenshots; an rl stage from a vision-language checkpoint trains GRPO on steps with "
-                               "their screenshots. Register the checkpoint as reading screenshots and freeze the RL "
-                               "snapshot again.")
+    with_images = bool(((snapshot.lineage or {}).get("rendered_for") or {}).get("reads_images"))
+    if reads_images and not with_images:
+        raise ApplicationError(f"Snapshot {snapshot.pk} holds RL rows for a model that reads no screenshots; an rl "
+                               "stage from a vision-language checkpoint trains GRPO on steps with their screenshots. "
+                               "Register the checkpoint as reading screenshots and freeze the RL snapshot again.")
+    if with_images and not reads_images:
+        raise ApplicationError(f"Snapshot {snapshot.pk} holds RL rows with screenshots, for a model that reads them; "
+                               "this stage trains a text model, which reads the screen as words. Freeze the RL "
+                               "snapshot again while the text checkpoint is deployed.")
     return {"advantage": "grpo", "group_size": stage.get("group_size") or GRPO_GROUP_SIZE,
             "max_new_tokens": stage.get("max_new_tokens") or MAX_TOKENS.get(action_format, MAX_TOKENS_OTHER_FORMATS)}
 

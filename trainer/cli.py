@@ -49,9 +49,8 @@ COMMANDS: dict[str, Command] = {
                    "trainer.sft:train_sft", takes_kind=True),
     "dpo": Command(CONFIGS["dpo"], "direct preference optimization on prompt/chosen/rejected rows, through TRL",
                    "trainer.dpo:train_dpo", takes_kind=True),
-    "rl": Command(CONFIGS["rl"], "RL: a text model's PPO (decoupled, length-adaptive GAE) or GRPO on episodes, "
-                                 "offline or online; a vision-language model's GRPO through TRL on step rows",
-                  "trainer.rl:train_rl", vlm="trainer.vlm_grpo:train_grpo_vlm"),
+    "rl": Command(CONFIGS["rl"], "RL: GRPO through TRL on step rows, answers scored by the env or a known action",
+                  "trainer.grpo:train_grpo", takes_kind=True),
     "rl-online": Command(CONFIGS["rl-online"], "RL: whole-episode GRPO through TRL's environment_factory, each "
                                                "episode played through the environment service (trainer/env_grpo.py)",
                          "trainer.env_grpo:train_env_grpo"),
@@ -70,8 +69,6 @@ COMMANDS: dict[str, Command] = {
                                      "checkpoint dir", "trainer.cli:_base"),
 }
 HELP = {name: command.help for name, command in COMMANDS.items()}
-# options only GRPO of a vision-language checkpoint has: refused for a text init (rl.py's loops), not ignored
-VLM_RL_OPTIONS = ("void_reward", "loss_type", "scale_rewards")
 
 
 def init_is_vlm(config) -> bool:
@@ -131,12 +128,6 @@ def run(command: str, config, vision: bool | None = None) -> tuple[str, dict]:
         raise TrainerError(f"unknown command {command!r}")
     entry = COMMANDS[command]
     vision = init_is_vlm(config) if vision is None else vision
-    if command == "rl" and not vision:
-        changed = [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(config)
-                   if f.name in VLM_RL_OPTIONS and getattr(config, f.name) != f.default]
-        if changed:
-            raise TrainerError(f"{', '.join(changed)}: options of GRPO of a vision-language checkpoint; "
-                               f"--init {config.init} is a text model, trained by rl.py")
     module, _, name = entry.target(vision).partition(":")
     function = getattr(importlib.import_module(module), name)
     metrics = function(config, vision=vision) if entry.takes_kind else function(config)

@@ -76,42 +76,30 @@ class DPOConfig(CommonConfig):
 
 @dataclass
 class RLConfig(CommonConfig):
-    """PPO (decoupled, length-adaptive GAE, value pretraining, clip-higher) or GRPO on episodes."""
+    """GRPO through TRL on step rows (trainer/grpo.py): answers sampled to each step, scored by the row's reward."""
 
     lr: float = _f(2e-5, "peak learning rate of the policy (AdamW)")
-    max_steps: int = _f(20, "RL iterations (collect or read a batch, then update)")
+    max_steps: int = _f(20, "optimizer steps (each samples group_size answers to its prompts, then updates)")
     warmup_steps: int = _f(0, "linear warmup steps")
-    advantage: str = _f("gae", "advantage estimator", choices=["gae", "grpo"])
-    gamma: float = _f(1.0, "discount per token")
-    lambda_critic: float = _f(1.0, "GAE lambda for the critic's targets (1.0: Monte-Carlo returns)")
-    lambda_policy: float = _f(0.95, "GAE lambda for the policy's advantages when length_adaptive is off")
-    length_adaptive: bool = _f(True, "policy lambda = 1 - 1/(alpha * length) per sequence")
-    alpha: float = _f(0.05, "alpha of the length-adaptive lambda")
+    advantage: str = _f("grpo", "advantage estimator: grpo (group-relative, TRL's GRPOTrainer); gae (PPO with a "
+                        "critic) is refused: TRL 1.16 has no PPO trainer, its math is in core_algos.py",
+                        choices=["grpo", "gae"])
     eps_low: float = _f(0.2, "PPO clip range below 1")
     eps_high: float = _f(0.28, "PPO clip range above 1 (clip-higher)")
-    ppo_epochs: int = _f(2, "passes over each batch")
-    critic_lr: float = _f(1e-4, "learning rate of the critic")
-    value_pretrain_steps: int = _f(4, "critic-only updates on the first batch before any policy update")
+    ppo_epochs: int = _f(2, "passes over each generation's answers (TRL's num_iterations)")
     kl_coef: float = _f(0.0, "weight of a k3 KL penalty to the init policy (0 disables)")
-    mask_void: bool = _f(True, "mask whole trajectories that contain a void turn")
-    tasks: str = _f("", "online RL: comma-separated MiniWoB tasks to collect fresh episodes on")
-    seeds: str = _f("0-63", "online RL: seed range, e.g. 0-63 or 1,5,9")
-    env: str = _f("miniwob", "online RL: environment kind for agent.envs.make_env")
-    episodes_per_step: int = _f(16, "online RL: episodes collected per iteration")
-    group_size: int = _f(4, "online RL: attempts per (task, seed); grpo needs >= 2")
-    temperature: float = _f(1.0, "online RL: sampling temperature")
-    max_episode_steps: int = _f(4, "online RL: step limit per episode")
-    max_new_tokens: int = _f(96, "online RL: tokens generated per step")
-    void_reward: float = _f(-0.1, "GRPO of a vision-language checkpoint (trainer/vlm_grpo.py): the reward of an answer "
-                            "its format cannot read; a readable wrong answer scores 0, a right one 1")
-    loss_type: str = _f("dapo", "GRPO of a vision-language checkpoint: TRL's loss (dapo: averaged over the batch's "
-                        "answer tokens; grpo: over each answer's; dr_grpo: over max_new_tokens)",
-                        choices=["dapo", "grpo", "dr_grpo", "bnpo"])
-    scale_rewards: str = _f("group", "GRPO of a vision-language checkpoint: advantages divided by the reward std of "
-                            "the group, of the batch, or not at all (Dr. GRPO)", choices=["group", "batch", "none"])
-    vllm: str = _f("", "GRPO of a vision-language checkpoint on GPUs: sample the answers with vLLM through TRL "
-                   "(trainer/README.md): colocate (in each training process) or server (trl vllm-serve at "
-                   "--vllm-server); empty: transformers' generate", choices=["", "colocate", "server"])
+    group_size: int = _f(4, "answers sampled to each prompt (TRL's num_generations); at least 2")
+    temperature: float = _f(1.0, "sampling temperature of the answers")
+    max_new_tokens: int = _f(96, "tokens generated per answer")
+    void_reward: float = _f(-0.1, "the reward of an answer its format cannot read; a readable wrong answer scores 0, "
+                            "a right one 1")
+    loss_type: str = _f("dapo", "TRL's loss (dapo: averaged over the batch's answer tokens; grpo: over each "
+                        "answer's; dr_grpo: over max_new_tokens)", choices=["dapo", "grpo", "dr_grpo", "bnpo"])
+    scale_rewards: str = _f("group", "advantages divided by the reward std of the group, of the batch, or not at "
+                            "all (Dr. GRPO)", choices=["group", "batch", "none"])
+    vllm: str = _f("", "on GPUs: sample the answers with vLLM through TRL (trainer/README.md): colocate (in each "
+                   "training process) or server (trl vllm-serve at --vllm-server); empty: transformers' generate",
+                   choices=["", "colocate", "server"])
     vllm_server: str = _f("http://127.0.0.1:8000", "GRPO with --vllm server: the base URL of trl vllm-serve")
 
 

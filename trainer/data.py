@@ -1,6 +1,6 @@
 """Snapshot rows -> tensors.
 
-A snapshot is a JSONL file, one row a line. The trainer reads four kinds (docs/architecture.md, agent/rows.py):
+A snapshot is a JSONL file, one row a line. The trainer reads these kinds (docs/architecture.md, agent/rows.py):
 
 SFT and CT rows (TRL's conversational format; the loss falls on assistant turns only)::
 
@@ -13,15 +13,9 @@ DPO rows (``chosen``: the person's correction, ``rejected``: the model's proposa
     {"prompt": [messages...], "chosen": [{"role": "assistant", "content": str}],
      "rejected": [{"role": "assistant", "content": str}]}
 
-RL rows (one whole episode; ``group`` ties attempts at the same task and seed for GRPO)::
+RL rows are steps to sample answers to, read by trainer/grpo.py (agent.rows.GRPORow).
 
-    {"episode_id": str | int, "task": str, "seed": int, "reward": float, "group": str,
-     "steps": [{"prompt": [messages], "output": str, "output_token_ids": [int],
-                "old_logprobs": [float], "reward": float, "void": bool}, ...]}
-
-``output_token_ids`` / ``old_logprobs`` are what the acting checkpoint produced; when the ids are
-missing or empty they are re-tokenized from ``output`` and old logprobs are recomputed by the
-trainer (offline data from another policy). Every reader here validates each row through agent.rows (the one
+Every reader here validates each row through agent.rows (the one
 row schema) and raises ``TrainerError`` naming the file and line.
 
 Rows the flywheel writes record what they were rendered for (``rendered_for``: prompt style, action format,
@@ -43,6 +37,7 @@ from pathlib import Path
 
 import torch
 
+from agent import formats
 from agent import rows as R
 from trainer.model import TINY, TrainerError, chat_ids, read_loupe
 
@@ -128,7 +123,7 @@ def check_rendered_for(rendered_for: R.RenderedFor | None, where: str, *, action
     (``rendered_for`` None) pass. trainer/vlm.py's readers should call it too (with the init's format and style)."""
     if rendered_for is None:
         return
-    if action_format is not None and rendered_for.action_format != action_format:
+    if action_format is not None and formats.canonical(rendered_for.action_format) != formats.canonical(action_format):
         raise TrainerError(f"{where}: the rows were rendered for {rendered_for.action_format} answers but the init "
                            f"checkpoint answers in {action_format}; {REFREEZE}")
     if style is not None and rendered_for.style != style:
@@ -201,21 +196,6 @@ def read_dpo(path: str | Path, *, init: str | None = None, action_format: str = 
             raise TrainerError(f"{path}: every DPO row's chosen completion equals its rejected one; "
                                "there is no preference to learn")
     return out
-
-
-def read_rl(path: str | Path, *, init: str | None = None, action_format: str = "") -> list[R.RLRow]:
-    """Whole episodes of an RL snapshot (agent.rows.RLRow). With ``init``, rows rendered for another action format
-    than the init's are refused (their outputs are answers in another format)."""
-    action_format = init_action_format(init, action_format) if init is not None else None
-    return [_row("rl", row, f"{path}:{lineno}", action_format) for lineno, row in read_jsonl(path)]
-
-
-def rl_episode_from_row(row: dict, where: str) -> R.RLRow:
-    """One RL row read as agent.rows.RLRow (also used for episodes collected online); TrainerError naming ``where``."""
-    try:
-        return R.RLRow.from_dict(row, where)
-    except ValueError as exc:
-        raise TrainerError(str(exc)) from None
 
 
 # ---------------------------------------------------------------------------------------------

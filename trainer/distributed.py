@@ -13,8 +13,8 @@ A launcher starts N copies of ``python -m trainer ...`` and tells each its place
 - A launch that would not do what was asked is refused with one line (:func:`check_launch`):
   ``accelerate launch --cpu --num_processes N`` starts ONE process (accelerate 1.16 wants mpirun for several CPU
   processes; it sets MASTER_ADDR but no WORLD_SIZE), a DeepSpeed config without deepspeed installed, and several
-  processes for a command that has no data-parallel loop (a text model's RL loop in rl.py would train on every row
-  in each process and write the same dir).
+  processes for a command that has no data-parallel loop (eval, demos: each process would do all the work and write
+  the same dir).
 - ``LOUPE_TRAINER_TRACE=<dir>``: each rank writes ``trace-rank<R>.jsonl`` there: the rows of every optimizer step
   (their line numbers in the snapshot) and, at the end, a digest of its weights. The tests read it to prove the
   ranks trained on disjoint rows and ended equal; a person can read it when a multi-GPU run looks wrong.
@@ -35,10 +35,9 @@ import torch
 from trainer.model import TrainerError
 
 TRACE_ENV = "LOUPE_TRAINER_TRACE"
-# Commands whose multi-process run is data-parallel (TRL's trainers): sft and dpo of every model, rl of a
-# vision-language one (a text model's RL is still rl.py's own loop)
+# Commands whose multi-process run is data-parallel (TRL's trainers), for every model
 DATA_PARALLEL = ("sft", "dpo", "rl")
-EVERY_MODEL = ("sft", "dpo")
+EVERY_MODEL = DATA_PARALLEL
 
 
 def world_size() -> int:
@@ -89,7 +88,7 @@ def check_launch(command: str, vlm: bool) -> None:
     if world_size() > 1 and not (command in EVERY_MODEL or (vlm and command in DATA_PARALLEL)):
         raise TrainerError(f"{world_size()} processes were launched, but {command} "
                            f"{'of this checkpoint ' if command in DATA_PARALLEL else ''}trains in one process: only "
-                           "sft and dpo (TRL), and rl of a vision-language checkpoint, split rows across processes; "
+                           "sft, dpo and rl (TRL) split rows across processes; "
                            "run it without torchrun / accelerate launch")
 
 

@@ -6,7 +6,7 @@ from agent import formats
 from agent.actions import Action, format_turn
 from agent.envs.base import Element
 from agent.prompt import FORMAT_SYSTEM_PROMPTS, render_messages, render_observation
-from agent.rows import DPORow, GRPORow, RenderedFor, RLRow, SFTRow, StepView, render_prompt, render_turn, row_from_dict
+from agent.rows import DPORow, GRPORow, RenderedFor, SFTRow, StepView, render_prompt, render_turn, row_from_dict
 
 UITARS = RenderedFor(style="full", action_format="uitars", reads_images=True, history_images=1)
 
@@ -31,10 +31,6 @@ def test_rows_round_trip_through_their_dicts():
     dpo = DPORow(prompt=sft["messages"][:2], chosen=sft["messages"][2:], rejected=[{"role": "assistant", "content": "x"}],
                  images=["images/a.jpg"], rendered_for=RenderedFor()).to_dict()
     assert row_from_dict("dpo", dpo, "row 2").to_dict() == dpo
-    rl = {"episode_id": 7, "task": "t", "seed": 1, "reward": 1.0, "group": "t:1", "meta": {},
-          "steps": [{"prompt": sft["messages"][:2], "output": "o", "output_token_ids": [1], "old_logprobs": [-0.5],
-                     "reward": 1.0, "void": False, "image": "images/a.jpg", "images": [], "step_id": 9}]}
-    assert RLRow.from_dict(rl, "row 3").to_dict() == rl  # a row without rendered_for stays one (legacy)
     assert "rendered_for" not in SFTRow.from_dict({k: v for k, v in sft.items() if k != "rendered_for"}, "r").to_dict()
 
 
@@ -64,13 +60,8 @@ def test_malformed_dpo_and_rl_rows_are_refused_naming_the_row():
     user = [{"role": "user", "content": "x"}]
     with pytest.raises(ValueError, match=r"^row 2: chosen\[0\]: only assistant messages belong here"):
         DPORow.from_dict({"prompt": user, "chosen": user, "rejected": user}, "row 2")
-    step = {"prompt": user, "output": "ab", "output_token_ids": [1, 2], "old_logprobs": [-0.1]}
-    with pytest.raises(ValueError, match=r"^row 5: steps\[0\]: 2 output_token_ids but 1 old_logprobs"):
-        RLRow.from_dict({"steps": [step]}, "row 5")
-    with pytest.raises(ValueError, match=r"^row 5: an RL row needs a non-empty 'steps' list"):
-        RLRow.from_dict({"steps": []}, "row 5")
-    with pytest.raises(ValueError, match=r"^row 5: steps\[0\]: reward: expected a finite number, got nan"):
-        RLRow.from_dict({"steps": [{**step, "old_logprobs": [], "reward": float("nan")}]}, "row 5")
+    with pytest.raises(ValueError, match=r"^row 5: an RL row needs a 'messages' prompt \(keys found: \['steps'\]\)"):
+        row_from_dict("rl", {"steps": []}, "row 5")  # a whole-episode row, as RL rows were before GRPO
     with pytest.raises(ValueError, match=r"^row 6: unknown row kind 'xyz'"):
         row_from_dict("xyz", {}, "row 6")
 
@@ -148,13 +139,14 @@ def test_a_grpo_row_round_trips_and_its_env_reward_names_the_prefix_in_loupes_gr
     assert row_from_dict("grpo", row, "row 1").to_dict() == row
     sizeless = {k: v for k, v in row.items() if k not in ("width", "height")}
     assert GRPORow.from_dict(sizeless, "row 2").to_dict() == sizeless  # the size is then read off the screenshot
+    text = {**row, "images": [], "format": "loupe", "rendered_for": RenderedFor(style="named").to_dict()}
+    assert row_from_dict("rl", text, "row 3").to_dict() == text  # a text model's step: the screen in words only
 
 
 @pytest.mark.parametrize("row, message", [
     ({"prompt": []}, "rl.jsonl:2: an RL row needs a 'messages' prompt (keys found: ['prompt'])"),
     (_grpo(messages=[{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]),
      "rl.jsonl:2: messages must end with the user turn the answer replies to, not a assistant turn"),
-    (_grpo(images=[]), "rl.jsonl:2: an RL row needs 'images': the screenshot the answer acts on"),
     (_grpo(images=["a.jpg", "b.jpg"]), "rl.jsonl:2: 2 images but 1 user turns"),
     (_grpo(format="ui-tars"), "rl.jsonl:2: unknown answer format 'ui-tars'"),
     (_grpo(format="loupe"), "rl.jsonl:2: format is loupe but the row was rendered for uitars answers"),

@@ -194,24 +194,27 @@ def test_a_builds_queries_do_not_grow_with_its_episodes_and_steps(demo, kind):
     assert queries(2) == queries(8)
 
 
-def test_rl_rows_are_whole_autonomous_episodes_with_logprobs_and_void_turns_flagged(demo):
+def test_rl_rows_for_a_text_target_are_steps_in_words_with_void_turns_flagged(demo):
     project, task = demo["project"], demo["task"]
     auto = make_finished_episode(project, task, steps=[{"action": None}, {"reward": 1.0}], reward=1.0)
     make_finished_episode(project, task, steps=[EDITED], mode="supervised", reward=1.0)
     snapshot = build(project, "rl")
-    (row,) = snapshots.snapshot_preview(snapshot, 10)
-    assert row["episode_id"] == auto.pk and row["reward"] == 1.0
-    assert [s["void"] for s in row["steps"]] == [True, False]
-    assert row["steps"][1]["old_logprobs"] == [-0.1, -0.2, -0.3] and row["steps"][1]["output_token_ids"] == [1, 2, 3]
+    rows = snapshots.snapshot_preview(snapshot, 10)
+    assert [(row["meta"]["episode_id"], row["meta"]["step_index"], row["meta"]["void"]) for row in rows] == [
+        (auto.pk, 0, True), (auto.pk, 1, False)]
+    assert all(row["images"] == [] and not row["rendered_for"]["reads_images"] for row in rows)  # the screen in words
+    assert [row["reward"]["prefix"] for row in rows] == [[], []]  # the void turn ran nothing
+    assert rows[1]["messages"][-1]["role"] == "user" and "old_logprobs" not in rows[1]  # GRPO samples fresh answers
 
 
 def test_sft_rows_load_in_the_trainer(demo, tmp_path):
-    from trainer.data import read_dpo, read_rl, read_sft
+    from trainer.data import read_dpo, read_sft
+    from trainer.grpo import read_rows
 
     project, task = demo["project"], demo["task"]
     make_finished_episode(project, task, steps=[{}, {"action": None}, EDITED], mode="supervised", reward=1.0)
     make_finished_episode(project, task, steps=[{}], reward=1.0)
-    readers = {"sft": read_sft, "dpo": read_dpo, "rl": read_rl}
+    readers = {"sft": read_sft, "dpo": read_dpo, "rl": lambda path: read_rows(path, vision=False)[0]}
     for kind, reader in readers.items():
         snapshot = build(project, kind)
         path = tmp_path / f"{kind}.jsonl"
@@ -744,13 +747,13 @@ def test_rl_rows_for_a_reading_checkpoint_are_grpo_steps_whose_env_reward_replay
     from agent.actions import Action
     from agent.rows import GRPORow
     from flywheel import trainer_process
-    from trainer.vlm_grpo import EnvReward, read_rows
+    from trainer.grpo import EnvReward, read_rows
 
     project, task = demo["project"], demo["task"]
     clicks = [{"action": {"name": "click", "args": {"x": 3 + i, "y": 4}}} for i in range(3)]
     episode = make_finished_episode(project, task, steps=[clicks[0], {"action": None}, clicks[1], clicks[2]])
     make_finished_episode(project, task, steps=[EDITED], mode="supervised")  # a person acted: no RL rows
-    assert datasets.buckets(project)["rl"]["rows"] == 1  # a text target: one row an episode
+    assert datasets.buckets(project)["rl"]["rows"] == 4  # one row a step, for a text target too
     _deploy(project, tmp_path, "uitars-7b", style="full", action_format="uitars", reads_images=True)
     assert datasets.buckets(project)["rl"] == {"rows": 4, "episodes": 1, "new_rows": 4}  # one row a step
 

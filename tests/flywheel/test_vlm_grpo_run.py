@@ -114,7 +114,7 @@ def test_an_rl_stage_from_a_vision_checkpoint_on_episode_rows_fails_saying_why(d
     settings.LOUPE_CHECKPOINT_DIR = tmp_path / "checkpoints"
     project = demo["project"]
     make_finished_episode(project, demo["task"], steps=[{}])
-    rl = freeze(project, "rl")  # nothing deployed: rendered for the tiny text model, one row an episode
+    rl = freeze(project, "rl")  # nothing deployed: rendered for the tiny text model, no screenshots
     vlm = tmp_path / "vlm"
     vlm.mkdir()
     (vlm / "config.json").write_text(json.dumps({"vision_config": {}}))
@@ -124,5 +124,4 @@ def test_an_rl_stage_from_a_vision_checkpoint_on_episode_rows_fails_saying_why(d
                                      stages=[{"algorithm": "rl", "snapshot": rl.pk, "max_steps": 1}])
     assert training.run_execute(run_id=run.pk) == RunStatus.FAILED
     run.refresh_from_db()
-    assert run.error.startswith(f"Snapshot {rl.pk} holds whole-episode RL rows for a model that reads no screenshots"
-                                ), run.error
+    assert run.error.startswith(f"Snapshot {rl.pk} holds RL rows for a model that reads no screenshots"), run.error

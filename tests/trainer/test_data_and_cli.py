@@ -51,14 +51,6 @@ def test_malformed_line_is_reported_with_its_number(tmp_path):
         D.read_sft(path)
 
 
-def test_rl_row_with_mismatched_logprobs_is_rejected(tmp_path):
-    step = {"prompt": [{"role": "user", "content": "x"}], "output": "ab", "output_token_ids": [70, 71],
-            "old_logprobs": [-0.1], "reward": 0.0, "void": False}
-    path = _write(tmp_path / "rl.jsonl", [{"episode_id": 1, "reward": 1.0, "steps": [step]}])
-    with pytest.raises(TrainerError, match=r"rl\.jsonl:1: steps\[0\]: 2 output_token_ids but 1 old_logprobs"):
-        D.read_rl(path)
-
-
 def test_cli_exits_nonzero_with_line_number_on_malformed_jsonl(tmp_path):
     path = _write(tmp_path / "snap.jsonl", [_sft_row(), "not json at all"])
     proc = subprocess.run([sys.executable, "-m", "trainer", "sft", "--data", str(path), "--init", "tiny",
@@ -170,7 +162,7 @@ def test_rendered_rows_are_used_as_they_are_or_refused_for_another_style_and_leg
 def test_the_command_table_decides_the_model_kind_once_and_runs_what_it_names(tmp_path, monkeypatch):
     """cli.COMMANDS: every command names a function that exists; whether --init is a vision-language checkpoint is
     asked once a run, and reaches the launch check and the command (sft's rows are read for that kind, rl of a
-    vision-language init runs vlm_grpo, a text init's rl refuses GRPO-of-a-VLM options)."""
+    rl of either kind runs trainer/grpo.py, told which)."""
     import importlib
 
     from trainer import cli, distributed, vlm
@@ -184,18 +176,15 @@ def test_the_command_table_decides_the_model_kind_once_and_runs_what_it_names(tm
     monkeypatch.setattr(distributed, "check_launch", lambda command, vision: launched.append((command, vision)))
     monkeypatch.setitem(sys.modules, "fake_trainers", type(sys)("fake_trainers"))
     sys.modules["fake_trainers"].sft = lambda config, vision: ran.append(("sft", vision)) or {}
-    sys.modules["fake_trainers"].text_rl = lambda config: ran.append(("rl", "text")) or {}
-    sys.modules["fake_trainers"].vlm_rl = lambda config: ran.append(("rl", "vlm")) or {}
+    sys.modules["fake_trainers"].rl = lambda config, vision: ran.append(("rl", vision)) or {}
     monkeypatch.setitem(cli.COMMANDS, "sft", cli.Command(cli.CONFIGS["sft"], "sft", "fake_trainers:sft",
                                                          takes_kind=True))
-    monkeypatch.setitem(cli.COMMANDS, "rl", cli.Command(cli.CONFIGS["rl"], "rl", "fake_trainers:text_rl",
-                                                        vlm="fake_trainers:vlm_rl"))
+    monkeypatch.setitem(cli.COMMANDS, "rl", cli.Command(cli.CONFIGS["rl"], "rl", "fake_trainers:rl",
+                                                        takes_kind=True))
     out = str(tmp_path / "out")
     for init in ("a-vlm", "tiny"):
         assert cli.main(["sft", "--init", init, "--data", "rows.jsonl", "--out", out]) == 0
         assert cli.main(["rl", "--init", init, "--data", "rows.jsonl", "--out", out]) == 0
     assert asked == ["a-vlm", "a-vlm", "tiny", "tiny"]  # once a run
-    assert ran == [("sft", True), ("rl", "vlm"), ("sft", False), ("rl", "text")]
+    assert ran == [("sft", True), ("rl", True), ("sft", False), ("rl", False)]
     assert launched == [("sft", True), ("rl", True), ("sft", False), ("rl", False)]
-    assert cli.main(["rl", "--init", "tiny", "--data", "rows.jsonl", "--out", out, "--loss-type", "grpo"]) == 2
-    assert ran[-1] == ("rl", "text")  # refused before it ran

@@ -204,8 +204,8 @@ def test_launches_that_would_not_train_as_asked_exit_2_saying_why(tmp_path, vlm_
     data, out = ["--data", str(rows)], ["--out", str(tmp_path / "out")]
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")  # rank 0: this test's own stdout stays where it is
-    code, err = run_cli(["rl", "--init", "tiny", *data, *out], capsys)  # a text model's RL: rl.py's own loop
-    assert code == 2 and "2 processes were launched, but rl of this checkpoint trains in one process" in err
+    code, err = run_cli(["demos", *out], capsys)  # scripted solvers: each process would play every episode
+    assert code == 2 and "2 processes were launched, but demos trains in one process" in err
     code, err = run_cli(["eval", "--init", str(vlm_dir), *out], capsys)
     assert code == 2 and "but eval trains in one process" in err
     monkeypatch.delenv("WORLD_SIZE")

@@ -1,72 +1,149 @@
-"""RL raises the reward of what the policy does, and keeps void trajectories out of the loss.
+"""RL of a text model goes through the same GRPO path as a vision-language one (trainer/grpo.py, TRL's GRPOTrainer):
+step rows without screenshots, answers sampled from the tiny random HF Llama (warmed by SFT so that it writes
+readable clicks), scored by the row's reward, and the trainer's contract (progress lines, metrics.json, loupe.json,
+LoRA, exit status 2 on bad input).
 
-Offline, on an RL snapshot of the shape agent/rows.py records: for each prompt a group of attempts, the
-correct click rewarded 1, a wrong one 0, plus a void attempt (rewarded, to prove it is masked).
-The expected reward of the policy over its attempts is read off its own log-probabilities.
-"""
+The reward rises where it should: the expected reward of the policy over every row's candidate clicks is read off
+its own log-probabilities before and after GRPO."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
+from trainer import cli
 from trainer import data as D
-from trainer.configs import RLConfig
-from trainer.model import load
-from trainer.rl import train_rl
+from trainer.configs import RLConfig, SFTConfig
+from trainer.grpo import train_grpo
+from trainer.model import load, read_loupe
+from trainer.sft import train_sft
 
-N_PROMPTS = 6
+SYSTEM = {"role": "system", "content": "Reply with Thought and Action."}
+ROWS = 8
 
 
-def _snapshot(path):
-    rows = []
-    for i in range(N_PROMPTS):
-        x, y = 20 + 11 * i, 70 + 9 * i
-        prompt = [{"role": "user", "content": f'Instruction: Focus into the textbox.\n[textbox] "" at ({x}, {y})'}]
-        wrong = f'Action: scroll(x={x}, y={y}, direction="down")'
-        attempts = [(f"Action: click(x={x}, y={y})", 1.0, False), (wrong, 0.0, False),
-                    (f"Action: click(x={x}, y={y})", 1.0, False), (wrong, 0.0, False),
-                    ("zz(((", 1.0, True)]
-        for k, (output, reward, void) in enumerate(attempts):
-            rows.append({"episode_id": f"{i}-{k}", "task": "focus-text", "seed": i, "reward": reward,
-                         "group": f"focus-text:{i}",
-                         "steps": [{"prompt": prompt, "output": output, "reward": reward, "void": void}]})
+def target(i: int) -> tuple[int, int]:
+    return 10 + 7 * i, 60 + 5 * i
+
+
+def prompt(i: int) -> list[dict]:
+    x, y = target(i)
+    screen = f'Instruction: Click on the "b{i}" button.\n[button] "b{i}" at ({x}, {y})'
+    return [SYSTEM, {"role": "user", "content": screen}]
+
+
+def write(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return D.read_rl(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    """Step rows of a text model (no images: the screen in words) and SFT rows with each screen's click. The reward
+    accepts a click at the height of the two top buttons (y 58 to 67, the whole width): the warm model clicks at every
+    row's height about as often (it learnt where buttons are, not which one is asked for), so GRPO has something to
+    move within a few steps."""
+    root = tmp_path_factory.mktemp("text-grpo")
+    rows = []
+    for i in range(ROWS):
+        x, y = target(i)
+        rows.append({"messages": prompt(i), "format": "loupe", "width": 160, "height": 210,
+                     "reward": {"kind": "action", "action": f"click(x={x}, y={y})", "box": [0, 58, 160, 67]}})
+    write(root / "rl.jsonl", rows)
+    write(root / "sft.jsonl", [{"messages": [*r["messages"], {"role": "assistant", "content": "Action: "
+                                                              + r["reward"]["action"]}]} for r in rows])
+    return root
+
+
+@pytest.fixture(scope="module")
+def warm(data) -> Path:
+    """The tiny random Llama after 80 SFT steps on the clicks: it writes readable clicks at varying heights, so a
+    group's answers score 1 and 0 (a real reward signal)."""
+    train_sft(SFTConfig(data=str(data / "sft.jsonl"), init="tiny", out=str(data / "warm"), max_steps=80, lr=1e-2,
+                        warmup_steps=0, batch_tokens=4096, threads=1, log_every=80))
+    return data / "warm"
+
+
+def rl_config(data: Path, init: Path, out: Path, **kw) -> RLConfig:
+    kw = {"max_steps": 4, "log_every": 1, "lr": 1e-3, "warmup_steps": 0, "group_size": 4, "batch_tokens": 2048,
+          "max_length": 512, "max_new_tokens": 16, "threads": 1, "ppo_epochs": 1, **kw}
+    return RLConfig(data=str(data), init=str(init), out=str(out), **kw)
 
 
 @torch.no_grad()
-def _expected_reward_and_void_logp(checkpoint, episodes):
-    loaded = load(checkpoint)
+def expected_reward(checkpoint: Path) -> float:
+    """Over the rows, the policy's probability of a rewarded click among the clicks at every row's height (the row's
+    own x), each answer's probability its summed token log-probability."""
+    loaded = load(str(checkpoint))
     model, tokenizer = loaded.model.eval(), loaded.tokenizer
-    rewards, void_logps = [], []
-    for i in range(N_PROMPTS):
-        group = episodes[5 * i: 5 * i + 5]
-        logps = []
-        for episode in group:
-            step = episode.steps[0]
-            example = D.completion_example(tokenizer, step.prompt, [{"role": "assistant", "content": step.output}], 4096)
-            logp, mask = D.token_logprobs(model, D.collate([example], tokenizer.pad_token_id))
-            logps.append(float(logp.sum()) / int(mask.sum()))  # per token: the attempts differ in length
-        good, bad = logps[0], logps[1]
-        rewards.append(1.0 / (1.0 + torch.exp(torch.tensor(bad - good)).item()))
-        void_logps.append(logps[4])
-    return sum(rewards) / len(rewards), sum(void_logps) / len(void_logps)
+    total = 0.0
+    for i in range(ROWS):
+        x, _ = target(i)
+        answers = [[{"role": "assistant", "content": f"Action: click(x={x}, y={target(j)[1]})"}] for j in range(ROWS)]
+        batch = D.collate([D.completion_example(tokenizer, prompt(i), a, 4096) for a in answers],
+                          tokenizer.pad_token_id)
+        logp, mask = D.token_logprobs(model, batch)
+        total += float(torch.softmax((logp * mask).sum(-1), 0)[:2].sum())  # rows 0 and 1: y 60 and 65
+    return total / ROWS
 
 
-@pytest.mark.parametrize("advantage", ["grpo", "gae"])
-def test_offline_rl_raises_expected_reward_and_masks_void(tmp_path, advantage):
-    episodes = _snapshot(tmp_path / "rl.jsonl")
-    init = tmp_path / "init"
-    from trainer.model import save_tiny_untrained
+def test_text_grpo_through_the_cli_raises_the_expected_reward(tmp_path, data, warm, capsys):
+    out = tmp_path / "out"
+    code = cli.main(["rl", "--init", str(warm), "--data", str(data / "rl.jsonl"), "--out", str(out),
+                     "--max-steps", "4", "--log-every", "1", "--lr", "1e-3", "--warmup-steps", "0", "--group-size",
+                     "4", "--batch-tokens", "2048", "--max-length", "512", "--max-new-tokens", "16", "--threads", "1",
+                     "--ppo-epochs", "1"])
+    assert code == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]  # stdout: JSON lines only
+    progress, done = lines[:-1], lines[-1]
+    assert [p["step"] for p in progress] == [1, 2, 3, 4] and all(p["total"] == 4 for p in progress)
+    assert all({"loss", "reward", "reward_std", "void", "lr"} <= set(p) for p in progress)
+    metrics = done["metrics"]
+    assert done["done"] is True and metrics == json.loads((out / "metrics.json").read_text())
+    assert (metrics["algorithm"], metrics["advantage"], metrics["model"]) == ("rl", "grpo", "text")
+    assert metrics["answers"] == 4 * 4 * 4  # 4 steps of 4 prompts (2048 / 512) x 4 answers
+    assert 0 < metrics["answers_rewarded"] < metrics["answers"] and any(p["reward_std"] > 0 for p in progress)
+    loupe = read_loupe(out)
+    assert (loupe["algorithm"], loupe["adapter"], loupe["prompt_style"]) == ("rl", None, "named")
+    before, after = expected_reward(warm), expected_reward(out)
+    assert after > before + 0.04, (before, after)
 
-    save_tiny_untrained(init, seed=0)
-    before, void_before = _expected_reward_and_void_logp(str(init), episodes)
-    metrics = train_rl(RLConfig(data=str(tmp_path / "rl.jsonl"), init=str(init), out=str(tmp_path / "out"),
-                                advantage=advantage, max_steps=8, episodes_per_step=30, lr=3e-3, critic_lr=3e-3,
-                                value_pretrain_steps=2, ppo_epochs=2, batch_tokens=4096, log_every=1))
-    after, void_after = _expected_reward_and_void_logp(str(tmp_path / "out"), episodes)
-    assert after > before + (0.1 if advantage == "grpo" else 0.05), (before, after)
-    assert metrics["void_rate"] == pytest.approx(0.2)
-    # the void attempt was rewarded but masked: the policy did not learn to write it
-    assert void_after < void_before + 1.0, (void_before, void_after)
+
+def test_text_grpo_with_lora_trains_and_saves_the_adapter(tmp_path, data, warm):
+    out = tmp_path / "out"
+    metrics = train_grpo(rl_config(data / "rl.jsonl", warm, out, max_steps=1, lora="r=8", lr=1e-2, kl_coef=0.05))
+    assert metrics["steps"] == 1 and "final_kl" in metrics and (out / "metrics.json").is_file()
+    adapter = load_file(out / "adapter" / "adapter_model.safetensors")
+    assert any(k.endswith("lora_B.weight") and v.abs().sum() > 0 for k, v in adapter.items())  # B starts at zero
+    assert not any(".ref." in k for k in adapter)  # the KL reference copy is not saved
+    assert read_loupe(out)["adapter"] == "adapter"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"images": ["s.png"]}, "rl.jsonl:1: the row has screenshots (rendered for a checkpoint that reads them), and "
+                            "--init is a text model"),
+    ({"format": "uitars", "width": None, "height": None}, "rl.jsonl:1: a uitars answer's coordinates are read on the "
+                                                          "screen's size: give the row its width and height"),
+    ({"messages": [SYSTEM]}, "rl.jsonl:1: messages must end with the user turn the answer replies to"),
+    ({"reward": {"kind": "action", "action": "click(x=1, y=2)"}}, "rl.jsonl:1: reward: a click is judged by where"),
+])
+def test_bad_text_rows_exit_2_with_one_plain_line(tmp_path, data, change, message, capsys):
+    row = {**json.loads((data / "rl.jsonl").read_text().splitlines()[0]), **change}
+    row = {k: v for k, v in row.items() if v is not None}
+    code = cli.main(["rl", "--init", "tiny", "--data", str(write(tmp_path / "rl.jsonl", [row])),
+                     "--out", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == "" and not (tmp_path / "out").exists()
+    assert captured.err.startswith("error: ") and message in captured.err and captured.err.count("\n") == 1
+
+
+def test_whole_episode_rows_and_ppo_are_refused_saying_what_to_do(tmp_path, data, capsys):
+    episode = {"episode_id": 1, "task": "click-button", "seed": 0, "reward": 1.0,
+               "steps": [{"prompt": prompt(0), "output": "Action: click(x=10, y=60)", "reward": 1.0}]}
+    base = ["rl", "--init", "tiny", "--out", str(tmp_path / "out")]
+    assert cli.main([*base, "--data", str(write(tmp_path / "old.jsonl", [episode]))]) == 2
+    assert "old.jsonl:1: a whole-episode RL row" in capsys.readouterr().err
+    assert cli.main([*base, "--data", str(data / "rl.jsonl"), "--advantage", "gae"]) == 2
+    assert "--advantage gae: PPO with a critic has no trainer here" in capsys.readouterr().err

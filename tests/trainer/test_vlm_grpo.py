@@ -1,4 +1,4 @@
-"""GRPO of the tiny vision-language model through TRL (trainer/vlm_grpo.py): rule rewards on actions, rewards from the
+"""GRPO of the tiny vision-language model through TRL (trainer/grpo.py): rule rewards on actions, rewards from the
 real MiniWoB env, and the trainer's contract (progress lines, metrics, checkpoint, exit status 2 on bad rows)."""
 
 import base64
@@ -18,7 +18,7 @@ from trainer.configs import RLConfig, SFTConfig
 from trainer.model import read_loupe
 from trainer.sft import train_sft
 from trainer.tiny_vlm import save_tiny_vlm
-from trainer.vlm_grpo import AnswerReward, Envs, prepare_grpo, read_rows, train_prepared
+from trainer.grpo import AnswerReward, Envs, prepare_grpo, read_rows, train_prepared
 
 VISION = "visual.blocks.0.attn.qkv.weight"  # a weight of the vision tower, as the checkpoint names it
 SYSTEM = {"role": "system", "content": "You operate a web page."}
@@ -136,7 +136,7 @@ def test_grpo_loads_the_model_on_this_ranks_device_after_its_trl_config(tmp_path
     """Issue 36: every rank of a multi-GPU GRPO run loaded its model onto cuda:0, before GRPOConfig existed (so
     under ZeRO-3 not partitioned either). The CPU shows the order and which device the model is given: the one
     distributed.device_of picks for this rank (cuda:LOCAL_RANK under torchrun), made after the TRL config."""
-    import trainer.vlm_grpo as G
+    import trainer.grpo as G
 
     events = []
     picked = torch.device("cpu", 0)  # a device no plain resolve_device("cpu") would give
@@ -257,7 +257,7 @@ def test_env_reward_resets_replays_and_steps_the_real_miniwob_env(tmp_path, warm
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"images": []}, "rl.jsonl:1: an RL row needs 'images': the screenshot the answer acts on"),
+    ({"images": []}, "rl.jsonl:1: an RL row needs 'images' for a vision-language model: the screenshot the answer"),
     ({"format": "ui-tars"}, "rl.jsonl:1: unknown answer format 'ui-tars'; expected one of: loupe, uitars"),
     ({"reward": {"kind": "click"}}, "rl.jsonl:1: unknown reward kind 'click'; expected one of: action, env"),
     ({"reward": {"kind": "action", "action": "click(x=1, y=2)"}}, "rl.jsonl:1: reward: a click is judged by where"),
@@ -278,22 +278,13 @@ def test_bad_rows_exit_2_with_one_plain_line(tmp_path, data, init, change, messa
     assert captured.err.startswith("error: ") and message in captured.err and captured.err.count("\n") == 1
 
 
-def test_options_of_the_episode_loops_are_refused_not_ignored(tmp_path, data, init, capsys):
+def test_ppo_and_a_group_of_one_are_refused_saying_what_to_do(tmp_path, data, init, capsys):
     base = ["rl", "--init", str(init), "--data", str(data / "rl.jsonl"), "--out", str(tmp_path / "out")]
-    assert cli.main(base) == 2
-    assert "its RL is GRPO through TRL (trainer/vlm_grpo.py); add --advantage grpo" in capsys.readouterr().err
-    assert cli.main([*base, "--advantage", "grpo", "--tasks", "click-button", "--gamma", "0.9"]) == 2
-    assert "--gamma, --tasks: options of the episode loops (rl.py)" in capsys.readouterr().err
-    assert cli.main([*base, "--advantage", "grpo", "--group-size", "1"]) == 2
+    assert cli.main([*base, "--advantage", "gae"]) == 2
+    assert "--advantage gae: PPO with a critic has no trainer here" in capsys.readouterr().err
+    assert cli.main([*base, "--group-size", "1"]) == 2
     assert "--group-size must be at least 2" in capsys.readouterr().err
-
-
-def test_grpo_options_are_refused_for_a_text_model(tmp_path, data, capsys):
-    code = cli.main(["rl", "--init", "tiny", "--data", str(data / "rl.jsonl"), "--out", str(tmp_path / "out"),
-                     "--void-reward", "0", "--loss-type", "grpo"])
-    assert code == 2
-    assert "--void-reward, --loss-type: options of GRPO of a vision-language checkpoint; --init tiny is a text model" \
-        in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_vllm_generation_is_a_setting_refused_where_it_cannot_run(tmp_path, data, init, capsys, monkeypatch):
@@ -301,7 +292,7 @@ def test_vllm_generation_is_a_setting_refused_where_it_cannot_run(tmp_path, data
     (no GPU, and it is not in Loupe's venv): a CPU run, or a process without vLLM, exits 2 saying why."""
     from trl import import_utils
 
-    from trainer.vlm_grpo import check_vllm, vllm_args
+    from trainer.grpo import check_vllm, vllm_args
 
     argv = ["rl", "--init", str(init), "--data", str(data / "rl.jsonl"), "--out", str(tmp_path / "out"),
             "--advantage", "grpo", "--vllm", "colocate"]

@@ -1,19 +1,21 @@
-"""GRPO of vision-language checkpoints through TRL's GRPOTrainer: ``python -m trainer rl --init <VLM dir>``.
+"""GRPO of every Hugging Face checkpoint through TRL's GRPOTrainer: ``python -m trainer rl --init <dir>``.
 
-cli.py sends ``rl`` here when ``--init``'s config.json has a ``vision_config`` (``tiny`` and text models keep rl.py's
-own loops). A row is one step to act on: the policy samples ``group_size`` answers to it, each answer is read in the
-row's answer format (agent.formats) and scored, and GRPOTrainer turns the scores into group-relative advantages and
-a clipped policy-gradient loss on the answers' tokens alone (the prompt and its screenshot are only context). Rows are
-agent.rows.GRPORow records (the flywheel writes them from an RL snapshot rendered for a checkpoint that reads
-screenshots: one a step, with an env reward replaying the episode's actions before it)::
+One path for text models (SmolLM2, the tests' tiny random Llama) and vision-language ones (Qwen2.5-VL, UI-TARS): a row
+is one step to act on, the policy samples ``group_size`` answers to it, each answer is read in the row's answer format
+(agent.formats) and scored, and GRPOTrainer turns the scores into group-relative advantages and a clipped
+policy-gradient loss on the answers' tokens alone (the prompt, and its screenshot where there is one, are only
+context). Rows are agent.rows.GRPORow records (the flywheel writes them from an RL snapshot: one a step, with an env
+reward replaying the episode's actions before it)::
 
     {"messages": [{"role": "system", "content": "..."}, {"role": "user", "content": "..."}],
      "images": ["images/s3.png"], "format": "uitars", "width": 160, "height": 210, "reward": {...}}
 
-``messages`` end with the user turn the answer replies to; ``images`` go to the last user turns as in trainer/vlm.py
-(one image: the screen of the last turn). ``width`` x ``height`` is that screenshot's size (read from the image when
-left out; a row whose numbers disagree with its image is refused). ``reward`` says how an answer is scored, in one of
-two kinds, both rule rewards on real outcomes (as UI-R1 / GUI-R1 score GUI actions):
+A text model's rows have no ``images`` (its prompt describes the screen in words) and the screen's ``width`` x
+``height`` as numbers (only a format that resizes coordinates needs them; Loupe's reads screen pixels as written). A
+vision-language model's ``images`` go to the last user turns as in trainer/vlm.py (one image: the screen of the last
+turn); ``width`` x ``height`` is that screenshot's size (read from the image when left out; a row whose numbers
+disagree with its image is refused). ``reward`` says how an answer is scored, in one of two kinds, both rule rewards
+on real outcomes (as UI-R1 / GUI-R1 score GUI actions):
 
 - ``{"kind": "action", "action": "click(x=40, y=50)", "box": [left, top, right, bottom]}``: the action a person or a
   successful episode took there. An answer scores 1 when it is the same kind of action and, for a pointer action
@@ -32,16 +34,17 @@ An answer its format cannot read (a void turn) scores ``void_reward`` (default -
 answer: one that can be executed and corrected is worth more than one that cannot, and in a group where nothing is
 right (early on, a small model's usual case) this small gap is the only signal there is, which group normalisation
 turns into a full-size advantage toward readable answers. A separate format reward would only shift every readable
-answer by the same amount, the same thing under group normalisation, so there is none. Each row is a single turn, so
-void answers are scored here, not masked out as ``mask_void`` masks the episodes of rl.py.
+answer by the same amount, the same thing under group normalisation, so there is none.
 
 Options (RLConfig) map onto GRPOConfig: ``group_size`` -> num_generations, ``batch_tokens // max_length`` prompts a
 step (each sampled ``group_size`` times), ``max_new_tokens`` -> max_completion_length, ``temperature``, ``kl_coef``
 -> beta (the k3 KL to the frozen init; with LoRA, the adapter disabled), ``eps_low``/``eps_high`` -> epsilon /
 epsilon_high, ``ppo_epochs`` -> num_iterations, ``loss_type``, ``scale_rewards``, ``vllm`` (colocate | server)
 -> use_vllm / vllm_mode, ``vllm_server`` -> vllm_server_base_url. Optimizer, schedule, progress
-lines, ``max_steps`` / ``max_seconds`` and the checkpoint dir are trl_trainers.py's. Options of the episode loops
-(critic, GAE, online collection) are refused here rather than ignored.
+lines, ``max_steps`` / ``max_seconds`` and the checkpoint dir are trl_trainers.py's. PPO with a critic (GAE) has no
+trainer in TRL 1.16 and none of Loupe's own: ``--advantage gae`` is refused (its math stays in core_algos.py).
+Whole episodes sampled online (``--tasks``) need GRPO over a live environment (TRL's ``environment_factory``), which
+this row-by-row path is not: refused here, saying so.
 
 Over 400 lines: the row schema, its two reward kinds and the trainer they feed are one command's, read together.
 """
@@ -68,21 +71,16 @@ from agent.actions import Action, ActionSyntaxError, parse_action
 from agent.envs import Env, EnvError, add_authored_task, make_env
 from trainer import data as D
 from trainer import distributed
-from trainer.configs import RLConfig, config_dict
-from trainer.model import Loaded, TrainerError, resolve_device
+from trainer.configs import RLConfig
+from trainer.model import Loaded, TrainerError, resolve_device, run_style
 from trainer.optim import log_interval, set_seed, set_threads, stop_report
-from trainer.vlm import image_ref, prompt_style, structured
-from trainer.trl_trainers import (IMAGES, PARTS, LoupeSchedule, Progress, load_model, own_stdout, save_run, schedule,
-                                  trainer_args)
+from trainer.trl_trainers import (IMAGES, PARTS, TEXT_MESSAGE, LoupeSchedule, Progress, load_model, own_stdout,
+                                  save_run, schedule, trainer_args)
+from trainer.vlm import image_ref, is_vlm, structured
 
 log = logging.getLogger("trainer")
 
 POINTER = ("click", "double_click", "right_click")  # judged by where they point; drag and scroll apart
-# RLConfig options of rl.py's episode loops that GRPO of a VLM has no use for: set to anything but their default,
-# they are refused, not ignored.
-EPISODE_OPTIONS = ("gamma", "lambda_critic", "lambda_policy", "length_adaptive", "alpha", "critic_lr",
-                   "value_pretrain_steps", "mask_void", "tasks", "seeds", "env", "episodes_per_step",
-                   "max_episode_steps")
 
 
 def _normal(text: str) -> str:
@@ -337,39 +335,54 @@ def _screen_size(row: R.GRPORow, ref: dict, where: str) -> tuple[int, int]:
     return size
 
 
-def read_rows(path: str | os.PathLike, style: str | None = None,
-              action_format: str | None = None) -> tuple[list[dict], dict[int, Step]]:
-    """The rows (agent.rows.GRPORow) as TRL prompts (``prompt`` structured, ``images``, ``row``: the line number, as
-    vlm.py numbers rows) and, by line number, the :class:`Step` each answer is scored by. A row rendered for another
-    answer format than ``action_format`` or another prompt style than ``style`` is refused (None: not checked;
-    legacy rows without ``rendered_for`` pass). Every error names the file and line."""
+def read_rows(path: str | os.PathLike, style: str | None = None, action_format: str | None = None,
+              vision: bool = True) -> tuple[list[dict], dict[int, Step]]:
+    """The rows (agent.rows.GRPORow) as TRL prompts (``prompt``: structured with ``images`` for a vision-language
+    model, plain messages for a text one; ``row``: the line number, as vlm.py numbers rows) and, by line number, the
+    :class:`Step` each answer is scored by. A row rendered for another answer format than ``action_format`` or
+    another prompt style than ``style`` is refused (None: not checked; legacy rows without ``rendered_for`` pass), and
+    so is a row with screenshots for a text model. Every error names the file and line."""
     base = Path(path).resolve().parent
     prompts, steps = [], {}
     for lineno, raw in D.read_jsonl(path):
         where = f"{path}:{lineno}"
+        if isinstance(raw, dict) and "steps" in raw and "messages" not in raw:
+            raise TrainerError(f"{where}: a whole-episode RL row, as RL snapshots were written before RL trained "
+                               "through TRL; GRPO samples answers to one step at a time: freeze the RL snapshot "
+                               "again (its rows are steps now)")
         try:
             row = R.GRPORow.from_dict(raw, where)
         except ValueError as exc:
             raise TrainerError(str(exc)) from None
         D.check_rendered_for(row.rendered_for, where, action_format=action_format, style=style)
-        refs = [image_ref(spec, base, f"{where}: images[{i}]") for i, spec in enumerate(row.images)]
-        width, height = _screen_size(row, refs[-1], f"{where}: images[{len(refs) - 1}]")
+        if vision and not row.images:
+            raise TrainerError(f"{where}: an RL row needs 'images' for a vision-language model: the screenshot the "
+                               "answer acts on (a path or a data:image/...;base64 URI)")
+        if not vision and row.images:
+            raise TrainerError(f"{where}: the row has screenshots (rendered for a checkpoint that reads them), and "
+                               "--init is a text model, which reads the screen as words: freeze the snapshot for it")
+        if vision:
+            refs = [image_ref(spec, base, f"{where}: images[{i}]") for i, spec in enumerate(row.images)]
+            width, height = _screen_size(row, refs[-1], f"{where}: images[{len(refs) - 1}]")
+            prompt = {"prompt": structured(row.messages, len(refs), where), "images": refs, "row": lineno}
+        else:
+            if row.width is None and row.format != "loupe":
+                raise TrainerError(f"{where}: a {row.format} answer's coordinates are read on the screen's size: "
+                                   "give the row its width and height")
+            width, height = row.width or 0, row.height or 0  # Loupe's format reads screen pixels as written
+            prompt = {"prompt": row.messages, "row": lineno}
         reward = REWARD_KINDS[row.reward["kind"]].read(row.reward, f"{where}: reward")
         steps[lineno] = Step(row.format, width, height, reward, where)
-        prompts.append({"prompt": structured(row.messages, len(refs), where), "images": refs, "row": lineno})
+        prompts.append(prompt)
     return prompts, steps
 
 
 def check_options(config: RLConfig) -> None:
-    """Refuse what GRPO of a VLM cannot honour, each with what to do instead."""
+    """Refuse what GRPO cannot honour, each with what to do instead."""
     if config.advantage != "grpo":
-        raise TrainerError("--init is a vision-language checkpoint: its RL is GRPO through TRL (trainer/vlm_grpo.py); "
-                           "add --advantage grpo (PPO with GAE needs a critic, which only the tiny model's loop has)")
-    defaults = {f.name: f.default for f in dataclasses.fields(RLConfig)}
-    changed = ["--" + name.replace("_", "-") for name in EPISODE_OPTIONS if getattr(config, name) != defaults[name]]
-    if changed:
-        raise TrainerError(f"{', '.join(changed)}: options of the episode loops (rl.py), not of GRPO of a "
-                           "vision-language checkpoint, which reads step rows from --data; leave them out")
+        raise TrainerError("--advantage gae: PPO with a critic has no trainer here (TRL 1.16 has none, and Loupe keeps "
+                           "no loop of its own; the GAE math is in trainer/core_algos.py): train GRPO through TRL, "
+                           "--advantage grpo")
     if not config.data:
         raise TrainerError("--data is required: the JSONL of step rows to sample answers to")
     if not config.out:
@@ -438,16 +451,20 @@ class Run:
     planned: int
     rows: int
     workdir: tempfile.TemporaryDirectory
+    vision: bool
 
     def close(self) -> None:
         self.reward.envs.close()
         self.workdir.cleanup()
 
 
-def prepare_grpo(config: RLConfig) -> Run:
-    """Read and check the rows, start the envs their rewards need, load the init and build the GRPOTrainer."""
+def prepare_grpo(config: RLConfig, vision: bool | None = None) -> Run:
+    """Read and check the rows, start the envs their rewards need, load the init and build the GRPOTrainer.
+    ``vision``: whether ``--init`` is a vision-language checkpoint (None: asked here)."""
     check_options(config)
-    prompts, steps = read_rows(config.data, prompt_style(config), D.init_action_format(config.init, config.action_format))
+    vision = is_vlm(config.init) if vision is None else vision
+    prompts, steps = read_rows(config.data, run_style(config),
+                               D.init_action_format(config.init, config.action_format), vision)
     envs = Envs()
     try:
         probed: set[tuple[str, str]] = set()
@@ -455,13 +472,13 @@ def prepare_grpo(config: RLConfig) -> Run:
             if isinstance(step.reward, EnvReward) and (step.reward.env, step.reward.task) not in probed:
                 envs.probe(step.reward, f"{step.where}: reward")
                 probed.add((step.reward.env, step.reward.task))
-        return _build(config, prompts, steps, envs)
+        return _build(config, prompts, steps, envs, vision)
     except BaseException:
         envs.close()
         raise
 
 
-def _build(config: RLConfig, prompts: list[dict], steps: dict[int, Step], envs: Envs) -> Run:
+def _build(config: RLConfig, prompts: list[dict], steps: dict[int, Step], envs: Envs, vision: bool) -> Run:
     set_threads(config.threads)
     # this rank's GPU (cuda:LOCAL_RANK under torchrun), as SFT and DPO take it (trl_trainers._plan): without it every
     # rank of a multi-GPU run loaded its model onto cuda:0
@@ -470,7 +487,7 @@ def _build(config: RLConfig, prompts: list[dict], steps: dict[int, Step], envs: 
     per_step = min(len(prompts), max(1, config.batch_tokens // max(config.max_length, 1)))
     batch = per_step * config.group_size  # answers a step: TRL's batch counts completions
     planned = config.max_steps
-    style = prompt_style(config)  # recorded in loupe.json; the rows keep the prompts they were acted on
+    style = run_style(config)  # recorded in loupe.json; the rows keep the prompts they were acted on
     workdir = tempfile.TemporaryDirectory(prefix="loupe-grpo-")
     common = {k: v for k, v in trainer_args(config, device, dtype, planned, batch, workdir.name).items()
               if k != "max_length"}  # GRPOConfig has no max_length: nothing is cut, as in SFT of a VLM
@@ -481,13 +498,13 @@ def _build(config: RLConfig, prompts: list[dict], steps: dict[int, Step], envs: 
                       epsilon_high=config.eps_high, num_iterations=config.ppo_epochs, loss_type=config.loss_type,
                       scale_rewards=config.scale_rewards, log_completions=False, **vllm_args(config))
     set_seed(config.seed)  # after the process group is up: every rank draws the same LoRA init
-    loaded = load_model(config, device, dtype, style, vision=True)
+    loaded = load_model(config, device, dtype, style, vision=vision)
     progress = GRPOProgress(config, planned, log_interval(config, planned),
                             {"loss": "loss", "reward": "reward", "reward_std": "reward_std", "void": "void",
                              "kl": "kl", "entropy": "entropy", "lr": "learning_rate", "grad_norm": "grad_norm"})
     reward = AnswerReward(steps, config.void_reward, envs, formats.pixel_limits(config.init))
-    train = Dataset.from_list(prompts, features=Features({"prompt": List(PARTS), "images": IMAGES,
-                                                          "row": Value("int64")}))
+    columns = {"prompt": List(PARTS), "images": IMAGES} if vision else {"prompt": List(TEXT_MESSAGE)}
+    train = Dataset.from_list(prompts, features=Features({**columns, "row": Value("int64")}))
     trainer = LoupeGRPOTrainer(model=loaded.model, reward_funcs=[reward], args=args, train_dataset=train,
                                processing_class=loaded.tokenizer, callbacks=[progress],
                                lr_factor=schedule(config, progress))
@@ -495,7 +512,7 @@ def _build(config: RLConfig, prompts: list[dict], steps: dict[int, Step], envs: 
     log.info("grpo: %d rows (%d with env rewards), %d prompts x %d answers a step, device %s %s%s", len(prompts),
              sum(isinstance(s.reward, EnvReward) for s in steps.values()), per_step, config.group_size, device, dtype,
              ", LoRA" if loaded.is_lora else "")
-    return Run(trainer, loaded, reward, progress, planned, len(prompts), workdir)
+    return Run(trainer, loaded, reward, progress, planned, len(prompts), workdir, vision)
 
 
 class LoupeGRPOTrainer(LoupeSchedule, GRPOTrainer):
@@ -521,7 +538,8 @@ def train_prepared(run: Run, config: RLConfig) -> dict:
         seconds = run.progress.timer.elapsed()
         rewards, counts = run.progress.rewards, run.reward.counts()  # every rank's answers, not rank 0's share
         tail = history[-min(len(history), 10):]
-        metrics = {"algorithm": "rl", "advantage": "grpo", "model": "vlm", "steps": len(history), "rows": run.rows,
+        metrics = {"algorithm": "rl", "advantage": "grpo",
+                   "model": "vlm" if run.vision else "text", "steps": len(history), "rows": run.rows,
                    "group_size": config.group_size, "first_loss": history[0]["loss"],
                    "final_loss": sum(h["loss"] for h in tail) / len(tail),
                    "reward_first": rewards[0], "reward_last": rewards[-1], "reward_mean": sum(rewards) / len(rewards),
@@ -540,11 +558,10 @@ def train_prepared(run: Run, config: RLConfig) -> dict:
         run.close()
 
 
-def train_grpo_vlm(config: RLConfig) -> dict:
-    """GRPO of a vision-language checkpoint on ``config.data``'s step rows; saves to ``config.out`` and returns the
-    metrics."""
-    return train_prepared(prepare_grpo(config), config)
+def train_grpo(config: RLConfig, vision: bool | None = None) -> dict:
+    """GRPO of ``config.init`` (a text or a vision-language checkpoint) on ``config.data``'s step rows; saves to
+    ``config.out`` and returns the metrics."""
+    return train_prepared(prepare_grpo(config, vision), config)
 
 
-__all__ = ["AnswerReward", "Box", "Envs", "REWARD_KINDS", "prepare_grpo", "read_rows", "train_grpo_vlm",
-           "train_prepared"]
+__all__ = ["AnswerReward", "Box", "Envs", "REWARD_KINDS", "prepare_grpo", "read_rows", "train_grpo", "train_prepared"]
