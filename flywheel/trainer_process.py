@@ -31,17 +31,15 @@ from django.core.files.storage import default_storage
 
 from core.errors import ApplicationError
 
-# Commands that train through TRL, for every model (a launcher may run them in several processes); rl only for a
-# vision-language checkpoint (a text model's RL is the trainer's own one-process loop)
-TRAINING_COMMANDS = ("sft", "dpo")
-VISION_TRAINING_COMMANDS = ("rl",)
+# Commands that train through TRL, for every model (a launcher may run them in several processes)
+TRAINING_COMMANDS = ("sft", "dpo", "rl")
 LAUNCHERS = ("torchrun", "accelerate")
 
 
 def command(name: str, *args: str, **options) -> list[str]:
     """``python -m trainer NAME ARGS --option value ...``; options that are None or "" are left out, True is a
-    bare flag and False its --no- form; underscores become dashes. A training command through TRL (sft and dpo of
-    any checkpoint, rl of a vision-language one) goes under the configured launcher when more than one process is
+    bare flag and False its --no- form; underscores become dashes. A training command through TRL (sft, dpo and rl of
+    any checkpoint) goes under the configured launcher when more than one process is
     asked for (:func:`launcher`)."""
     argv = ["-m", "trainer", name, *args]
     for key, value in options.items():
@@ -54,15 +52,13 @@ def command(name: str, *args: str, **options) -> list[str]:
             argv.append("--no-" + key.replace("_", "-"))
         else:
             argv += [flag, str(value)]
-    init = options.get("init") or next((a for flag, a in zip(args, args[1:]) if flag == "--init"), "")
-    trains = name in TRAINING_COMMANDS or (name in VISION_TRAINING_COMMANDS and reads_images(init))
-    prefix = launcher() if trains else []
+    prefix = launcher() if name in TRAINING_COMMANDS else []
     return [sys.executable, *prefix, *argv]
 
 
 def reads_images(init: str) -> bool:
-    """Whether ``init`` is a vision-language checkpoint dir (its config.json has a ``vision_config``), the kind
-    the trainer trains through TRL, in as many processes as it is given."""
+    """Whether ``init`` is a vision-language checkpoint dir (its config.json has a ``vision_config``): its rows
+    carry screenshots."""
     file = Path(init) / "config.json" if init else None
     if file is None or not file.is_file():
         return False

@@ -46,13 +46,13 @@ def test_command_wraps_vlm_training_in_torchrun_only_when_two_processes_are_aske
     assert sft(vlm_dir, max_steps=5) == [*TORCHRUN, *tail]
     assert trainer_process.command("rl", init=str(vlm_dir), data="e.jsonl")[:len(TORCHRUN)] == TORCHRUN
     assert trainer_process.command("dpo", "--init", str(vlm_dir))[:len(TORCHRUN)] == TORCHRUN
-    # sft and dpo of a text checkpoint go through TRL too; its rl (rl.py's loop) and what does not train: one process
+    # sft, dpo and rl of a text checkpoint go through TRL too; what does not train: one process
     text = tmp_path / "text"
     text.mkdir()
     (text / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
     assert sft(text)[:len(TORCHRUN)] == sft("tiny")[:len(TORCHRUN)] == TORCHRUN
-    for argv in (trainer_process.command("rl", init=str(text), data="e.jsonl"),
-                 trainer_process.command("eval", init=str(vlm_dir), out="e"),
+    assert trainer_process.command("rl", init=str(text), data="e.jsonl")[:len(TORCHRUN)] == TORCHRUN
+    for argv in (trainer_process.command("eval", init=str(vlm_dir), out="e"),
                  trainer_process.command("serve", init=str(vlm_dir)), trainer_process.command("demos", out="d.jsonl"),
                  trainer_process.command("coldstart", "--out", "v0")):
         assert argv[:3] == [sys.executable, "-m", "trainer"]
