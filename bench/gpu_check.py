@@ -15,12 +15,19 @@ It makes the tiny random Qwen2.5-VL (trainer/tiny_vlm.py) and rows with screensh
   (``POST /v1/load_lora_adapter``), and answers one image prompt with the base and with the adapter: the first
   token's top log-probabilities must differ (an adapter whose module names vLLM does not map does nothing, silently).
 
+- ``loupe_adapter_check``: trainer/adapters.served_adapter_mismatch of that adapter against the tiny VLM (what the
+  flywheel checks before it asks vLLM to load an adapter): '' when it fits, which vLLM's differing logits confirm.
+- ``templates``: with ``--templates DIR ...`` (real checkpoint dirs: UI-TARS-1.5-7B, Qwen2.5-VL-7B-Instruct as
+  downloaded), whether TRL can mark each one's chat template for answer-only loss (trainer/vlm.check_chat_template),
+  and if not, why.
+
 ``--dry-run`` (what ``make test`` runs, on a CPU): makes the data, plans every check for a 2-GPU machine, and parses
 each trainer command line with the trainer's own parser; nothing trains.
 
 Usage::
 
-    .venv/bin/python bench/gpu_check.py [--out DIR] [--vllm-python /opt/vllm/bin/python] [--dry-run]
+    .venv/bin/python bench/gpu_check.py [--out DIR] [--vllm-python /opt/vllm/bin/python] [--templates DIR ...]
+        [--dry-run]
 """
 
 from __future__ import annotations
@@ -223,6 +230,19 @@ def vllm_check(python: str, vlm: Path, adapter: Path, port: int = 8765) -> dict:
         log.close()
 
 
+def template_check(folder: Path) -> dict:
+    """Whether TRL marks the checkpoint dir's chat template for answer-only loss (trainer/vlm.check_chat_template)."""
+    from trainer.data import TrainerError
+    from trainer.tiny_vlm import load_processor
+    from trainer.vlm import check_chat_template
+
+    try:
+        check_chat_template(load_processor(folder), folder)
+    except (TrainerError, OSError, ValueError) as exc:
+        return {"dir": str(folder), "trl_marks": False, "error": str(exc)}
+    return {"dir": str(folder), "trl_marks": True}
+
+
 def plan(data: dict[str, Path], out: Path, gpus: int, deepspeed: bool) -> list[dict]:
     """Every training check: algorithm x launch, with its trainer arguments; the LoRA SFT for vLLM last."""
     checks = [{"algorithm": algorithm, "launch": launch, "args": trainer_args(command, data, out / algorithm /
@@ -238,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="dir for the data, checkpoints and gpu_check.json (a temp dir)")
     parser.add_argument("--vllm-python", default=None, help="python of vLLM's own environment; without: no vllm check")
     parser.add_argument("--dry-run", action="store_true", help="plan and parse every command; train nothing")
+    parser.add_argument("--templates", nargs="*", default=[], metavar="DIR",
+                        help="checkpoint dirs whose chat templates to check for answer-only loss (UI-TARS-1.5-7B...)")
     options = parser.parse_args(argv)
     out = Path(options.out or tempfile.mkdtemp(prefix="loupe-gpu-check-"))
     data = make_data(out / "data")
@@ -270,13 +292,19 @@ def main(argv: list[str] | None = None) -> int:
     if options.vllm_python and not options.dry_run:
         report["vllm"] = (vllm_check(options.vllm_python, data["vlm"], adapter) if adapter.is_dir()
                           else {"ok": False, "error": "the LoRA SFT wrote no adapter"})
+        if adapter.is_dir():
+            from trainer.adapters import served_adapter_mismatch
+
+            report["vllm"]["loupe_adapter_check"] = served_adapter_mismatch(adapter, data["vlm"])
     elif not options.vllm_python:
         report["vllm"] = {"skipped": "no --vllm-python (vLLM's own environment)"}
+    report["templates"] = [template_check(Path(folder)) for folder in options.templates]
     report["seconds"] = round(time.monotonic() - started, 1)
     (out / "gpu_check.json").write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))
     ran = [e for e in report["train"] if "ok" in e]
-    failed = any(not e["ok"] for e in ran) or (report["vllm"] or {}).get("ok") is False
+    failed = any(not e["ok"] for e in ran) or (report["vllm"] or {}).get("ok") is False or \
+        bool((report["vllm"] or {}).get("loupe_adapter_check")) or any(not e["trl_marks"] for e in report["templates"])
     return 1 if failed else 0
 
 

@@ -134,3 +134,22 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_the_template_check_says_which_real_checkpoints_trl_can_mark(tmp_path):
+    """--templates DIR ...: on a machine that has the real checkpoints downloaded, whether TRL marks each one's chat
+    template for answer-only loss; one it cannot fails the check with the reason."""
+    from trainer.tiny_vlm import save_tiny_vlm
+
+    fixture = (ROOT / "tests" / "trainer" / "fixtures" / "qwen2_5_vl_7b_instruct.chat_template.jinja").read_text()
+    qwen = save_tiny_vlm(tmp_path / "qwen25-vl")
+    (qwen / "chat_template.jinja").write_text(fixture)
+    edited = save_tiny_vlm(tmp_path / "edited")
+    (edited / "chat_template.jinja").write_text(fixture.replace("You are a helpful assistant.", "You are a GUI agent."))
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--dry-run", "--out",
+                           str(tmp_path / "out"), "--templates", str(qwen), str(edited)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    templates = json.loads(proc.stdout)["templates"]
+    assert templates[0] == {"dir": str(qwen), "trl_marks": True}
+    assert templates[1]["trl_marks"] is False and "not one TRL knows how to mark" in templates[1]["error"]
