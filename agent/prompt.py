@@ -20,10 +20,11 @@ A checkpoint records its style in ``loupe.json`` (``"prompt_style"``); the local
 and the rollout loop renders with it. :func:`restyle_messages` turns messages rendered in one
 style into the other, line by line, so rows rendered for one model can train another.
 
-A checkpoint also speaks an *action format* (agent/formats: ``loupe``, ``uitars``, ``qwen-relative``,
-``pyautogui``) and may read screenshots. In a format other than ``loupe`` the system prompt is the
-format's (:data:`FORMAT_SYSTEM_PROMPTS`) and every earlier assistant turn is written in the format from
-the step's canonical action (what ran, a person's correction included), so the model reads its history
+A checkpoint also speaks an *action format* (agent/formats: ``loupe``, ``uitars``, ``qwen3-relative``,
+``qwen25-absolute``, ``pyautogui``; ``qwen-relative`` is qwen3-relative's old name) and may read
+screenshots. In a format other than ``loupe`` the system prompt is the format's
+(:data:`FORMAT_SYSTEM_PROMPTS`) and every earlier assistant turn is written in the format from the step's
+canonical action (what ran, a person's correction included), so the model reads its history
 as it would have written it; the screen text stays in the user turns. A reading policy gets the current
 screenshot and up to N earlier ones, each in the user turn of the step it shows.
 
@@ -492,6 +493,27 @@ _QWEN_TOOL = {
         },
     },
 }
+# Qwen2.5-VL's tool points in pixels of the screenshot as the model sees it (resized), not on the 0-1000 grid
+_QWEN25_TOOL = json.loads(json.dumps(_QWEN_TOOL))
+_QWEN25_TOOL["function"]["description"] = (
+    "Use a mouse and keyboard to interact with a computer, and take screenshots.\n"
+    "* Coordinates are pixels of the screenshot as you see it, from its top left corner.\n"
+    "* Click buttons, links and icons with the cursor tip in the centre of the element.")
+_QWEN25_TOOL["function"]["parameters"]["properties"]["coordinate"]["description"] = "(x, y) in pixels."
+
+
+def _qwen_prompt(tool: dict) -> str:
+    return (
+        "You are a helpful assistant.\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+        + json.dumps(tool) + "\n</tools>\n\n"
+        "For each function call, return a json object with function name and arguments within "
+        "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+        "<args-json-object>}\n</tool_call>\nCall exactly one function per turn; write one short sentence of "
+        "thought before it."
+    )
+
+
 FORMAT_SYSTEM_PROMPTS: dict[str, str] = {
     "loupe": SYSTEM_PROMPT,
     "uitars": (
@@ -513,15 +535,8 @@ FORMAT_SYSTEM_PROMPTS: dict[str, str] = {
         "- Write a small plan and finally summarize your next action (with its target element) in one "
         "sentence in `Thought` part."
     ),
-    "qwen-relative": (
-        "You are a helpful assistant.\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-        "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
-        + json.dumps(_QWEN_TOOL) + "\n</tools>\n\n"
-        "For each function call, return a json object with function name and arguments within "
-        "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
-        "<args-json-object>}\n</tool_call>\nCall exactly one function per turn; write one short sentence of "
-        "thought before it."
-    ),
+    "qwen3-relative": _qwen_prompt(_QWEN_TOOL),
+    "qwen25-absolute": _qwen_prompt(_QWEN25_TOOL),
     "pyautogui": (
         "You are a GUI agent. You are given a task and a screenshot of the screen. You need to perform a "
         "series of pyautogui actions to complete the task.\n\n"
@@ -537,3 +552,4 @@ FORMAT_SYSTEM_PROMPTS: dict[str, str] = {
         "computer.call_user(question='...')."
     ),
 }
+FORMAT_SYSTEM_PROMPTS.update({old: FORMAT_SYSTEM_PROMPTS[new] for old, new in formats.ALIASES.items()})

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 from safetensors import safe_open
 
-from agent.formats import FORMATS
+from agent.formats import FORMATS, canonical
 from core.audit import audit_record
 from core.errors import ApplicationError
 from flywheel import policy_server
@@ -52,10 +52,11 @@ def checkpoint_reads_images_possible(uri: str) -> bool:
 
 
 def _format_check(action_format) -> str:
+    """The format a checkpoint is recorded in: a known one, an old name taken as the format it names now."""
     if action_format not in FORMATS:
         raise ApplicationError(f"Unknown action format {action_format!r}; use one of {', '.join(FORMATS)}.",
                                errors={"action_format": [f"Use one of {', '.join(FORMATS)}."]})
-    return action_format
+    return canonical(action_format)
 
 
 @transaction.atomic
@@ -74,7 +75,7 @@ def checkpoint_register(*, project, name: str, uri: str, base_model: str = "tiny
     if reads_images is None:
         reads_images = (parent.reads_images if parent is not None else
                         recorded.get("reads_images", checkpoint_reads_images_possible(uri)))
-    _format_check(action_format)
+    action_format = _format_check(action_format)
     if not isinstance(reads_images, bool):
         raise ApplicationError("reads_images must be true or false.", errors={"reads_images": ["Use true or false."]})
     if reads_images and not checkpoint_reads_images_possible(uri):

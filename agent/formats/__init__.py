@@ -11,14 +11,17 @@ wherever the model's grid is no coarser than 2 screenshot pixels (the 0-1000 gri
 ``render`` raises ValueError for an unknown format, a bad screen size or a point off the screenshot.
 ``min_pixels`` / ``max_pixels`` are the served checkpoint's image processor's limits (its
 preprocessor_config.json, read by :func:`pixel_limits`) for a format whose coordinates are pixels of
-the resized image (``uitars``); None takes the format's own defaults, and other formats ignore them.
+the resized image (``uitars``, ``qwen25-absolute``); None takes the format's own defaults, and other
+formats ignore them.
 
 Formats (the modules beside this one say how each maps to Loupe's actions):
 
 - ``loupe``: Loupe's own ``Thought: ... / Action: click(x=, y=)`` (agent/actions.py, unchanged).
 - ``uitars``: UI-TARS-1.5, pixels of the ``smart_resize``d image (``uitars.py``).
-- ``qwen-relative``: Qwen3-VL / GUI-Owl computer-use tool calls or plain calls, 0-1000 grid
-  (``qwen.py``). Not Qwen2.5-VL's: it points in absolute pixels of its resized image.
+- ``qwen3-relative``: Qwen3-VL / GUI-Owl computer-use tool calls or plain calls, 0-1000 grid
+  (``qwen.py``). ``qwen-relative``, its name until Loupe told the two Qwens apart, is an alias (:data:`ALIASES`):
+  stored checkpoints, steps, rows and settings name it, and every function here takes it.
+- ``qwen25-absolute``: Qwen2.5-VL's same calls in absolute pixels of its ``smart_resize``d image (``qwen25.py``).
 - ``pyautogui``: OpenCUA's ``## Thought`` / ``## Action`` / ``## Code`` with pyautogui code,
   screenshot pixels or 0-1 fractions (``pyautogui.py``).
 
@@ -28,18 +31,27 @@ Each format's system prompt is ``agent.prompt.FORMAT_SYSTEM_PROMPTS[format]``.
 from __future__ import annotations
 
 from agent.actions import Action, ActionSyntaxError, Turn, format_turn, parse_turn
-from agent.formats import pyautogui, qwen, uitars
+from agent.formats import pyautogui, qwen, qwen25, uitars
 from agent.formats._common import FormatError, check_size
 
-__all__ = ["FORMATS", "FormatError", "check_format", "check_pixels", "parse", "pixel_limits", "render"]
+__all__ = ["ALIASES", "FORMATS", "FormatError", "canonical", "check_format", "check_pixels", "parse", "pixel_limits",
+           "render"]
 
-FORMATS: tuple[str, ...] = ("loupe", "uitars", "qwen-relative", "pyautogui")
-_MODULES = {"uitars": uitars, "qwen-relative": qwen, "pyautogui": pyautogui}
+# an old name -> the format it names now; old names stay valid wherever a format is (stored data and settings)
+ALIASES: dict[str, str] = {"qwen-relative": "qwen3-relative"}
+# every name a format may be given by: the formats, then their aliases (model choices and API fields take them all)
+FORMATS: tuple[str, ...] = ("loupe", "uitars", "qwen3-relative", "qwen25-absolute", "pyautogui", *ALIASES)
+_MODULES = {"uitars": uitars, "qwen3-relative": qwen, "qwen25-absolute": qwen25, "pyautogui": pyautogui}
 MAX_ANSWER_CHARS = 100_000  # a longer answer is a runaway generation, not a turn
 
 
+def canonical(name: str) -> str:
+    """The format ``name`` names (an alias's current name; any other name as it is): what to compare formats by."""
+    return ALIASES.get(name, name)
+
+
 def check_format(name: object) -> str:
-    """``name`` if it is a known format; ValueError otherwise (for settings and render)."""
+    """``name`` if it is a known format or alias; ValueError otherwise (for settings and render)."""
     if name not in FORMATS:
         raise ValueError(f"unknown answer format {name!r}; expected one of: {', '.join(FORMATS)}")
     return name
@@ -108,7 +120,7 @@ def parse(text: str, *, format: str, width: int, height: int, min_pixels: int | 
         if not text.strip():
             return _void("", "the answer is empty", raw)
         check_size(width, height)
-        module = _MODULES[format]
+        module = _MODULES[canonical(format)]
         pixels = _pixels(module, min_pixels, max_pixels)
         thought, body = module.split(text)
         return Turn(thought=thought, action=module.read(body, width, height, **pixels), void_reason=None, raw=raw)
@@ -130,5 +142,5 @@ def render(thought: str, action: Action | None, *, format: str, width: int, heig
     if format == "loupe":
         return format_turn(thought, action) if action is not None else f"Thought: {thought}"
     check_size(width, height)
-    module = _MODULES[format]
+    module = _MODULES[canonical(format)]
     return module.render(thought, action, width, height, **_pixels(module, min_pixels, max_pixels))

@@ -1,6 +1,6 @@
 """The function-call syntax UI-TARS writes, ``click(start_box='<|box_start|>(x,y)<|box_end|>')``.
 
-Shared by ``uitars`` (pixels of the smart-resized image) and the plain form of ``qwen-relative``
+Shared by ``uitars`` (pixels of the smart-resized image) and the plain form of ``qwen3-relative``
 (``click(500, 300)``, ``click(start_box='(500,300)')`` on a 0-1000 grid): the two differ only in
 the :class:`~agent.formats._common.Grid` their coordinates are read on.
 

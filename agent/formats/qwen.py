@@ -1,8 +1,8 @@
-"""Qwen3-VL / GUI-Owl answers, coordinates on a 0-1000 grid over the screenshot (format ``qwen-relative``).
+"""Qwen3-VL / GUI-Owl answers, coordinates on a 0-1000 grid over the screenshot (format ``qwen3-relative``; its old
+name ``qwen-relative`` is still read, as stored checkpoints and rows name it).
 
-Qwen2.5-VL writes the same tool calls with absolute pixels of its smart-resized image instead (the grid
-``uitars.grid`` computes from the served processor's pixel limits); this format reads them as 0-1000 and
-so places its points wrongly. Reading it needs a format of its own, which Loupe does not have yet.
+Qwen2.5-VL writes the same tool calls with absolute pixels of its smart-resized image instead: format
+``qwen25-absolute`` (qwen25.py), which reads and writes them with :func:`read_on` / :func:`render_on` on that grid.
 
 Read in two forms:
 
@@ -36,7 +36,7 @@ from agent.actions import Action
 from agent.formats._calls import call_to_action, read_call
 from agent.formats._common import FormatError, Grid, finite, split_thought_action
 
-__all__ = ["grid", "read", "render", "split"]
+__all__ = ["grid", "read", "read_on", "render", "render_on", "split"]
 
 _TOOLS = ("computer_use", "mobile_use")
 _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
@@ -145,7 +145,11 @@ def _tool_call(body: str, g: Grid) -> Action:
 
 
 def read(body: str, width: int, height: int) -> Action:
-    g = grid(width, height)
+    return read_on(body, grid(width, height))
+
+
+def read_on(body: str, g: Grid) -> Action:
+    """The action of a tool call or plain call whose coordinates are on grid ``g``."""
     if body[:1] in ("{", "["):
         return _tool_call(body, g)
     if not body:
@@ -181,8 +185,13 @@ def _args(action: Action, g: Grid) -> dict:
 
 
 def render(thought: str, action: Action | None, width: int, height: int) -> str:
+    return render_on(thought, action, grid(width, height))
+
+
+def render_on(thought: str, action: Action | None, g: Grid) -> str:
+    """``Thought: ...`` and the action's computer_use tool call, its coordinates on grid ``g``."""
     head = f"Thought: {thought}"
     if action is None:
         return head
-    call = {"name": "computer_use", "arguments": _args(action, grid(width, height))}
+    call = {"name": "computer_use", "arguments": _args(action, g)}
     return f"{head}\n<tool_call>\n{json.dumps(call, ensure_ascii=False)}\n</tool_call>"

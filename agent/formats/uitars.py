@@ -30,7 +30,7 @@ from agent.actions import Action
 from agent.formats._calls import call_to_action, read_call
 from agent.formats._common import FormatError, Grid, split_thought_action
 
-__all__ = ["RESIZES", "grid", "quote", "read", "render", "split"]
+__all__ = ["RESIZES", "grid", "quote", "read", "render", "resized_grid", "split"]
 
 _KEEP = ("Reflection:", "Action_Summary:")  # thought prefixes kept as written
 _OUT = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -44,12 +44,17 @@ def grid(width: int, height: int, min_pixels: int | None = None, max_pixels: int
     ``max_pixels``: the served processor's (its preprocessor_config.json); None: the ``ui-tars`` package's. They
     matter on small screens: a 160x210 MiniWoB screen is 252x336 at the package's minimum (78,400 pixels) but
     168x224 at Qwen2.5-VL's processor default (3,136); at 1280x800 and 1920x1080 the two agree."""
-    low, high = min_pixels or MIN_PIXELS, max_pixels or MAX_PIXELS
+    return resized_grid(width, height, min_pixels or MIN_PIXELS, max_pixels or MAX_PIXELS, "UI-TARS")
+
+
+def resized_grid(width: int, height: int, min_pixels: int, max_pixels: int, who: str) -> Grid:
+    """Pixels of the image a Qwen2.5-VL-family model sees (Qwen's ``smart_resize``: sides multiples of 28, the area
+    within ``min_pixels``..``max_pixels``), over the ``width`` x ``height`` screenshot."""
     try:
-        rh, rw = smart_resize(height, width, factor=IMAGE_FACTOR, min_pixels=low, max_pixels=high)
+        rh, rw = smart_resize(height, width, factor=IMAGE_FACTOR, min_pixels=min_pixels, max_pixels=max_pixels)
     except ValueError as exc:
-        raise FormatError(f"UI-TARS cannot see a {width}x{height} screenshot: {exc}") from None
-    return Grid(rw, rh, width, height, f"UI-TARS sees the {width}x{height} screenshot as {rw}x{rh}")
+        raise FormatError(f"{who} cannot see a {width}x{height} screenshot: {exc}") from None
+    return Grid(rw, rh, width, height, f"{who} sees the {width}x{height} screenshot as {rw}x{rh}")
 
 
 def _thought(text: str) -> str:

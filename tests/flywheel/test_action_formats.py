@@ -76,7 +76,7 @@ def test_the_api_registers_and_shows_a_checkpoints_format_with_plain_errors(proj
     bad = client.post(url, {"name": "v", "uri": uri, "action_format": "tars"}, format="json")
     assert bad.status_code == 400
     assert bad.json()["detail"] == 'action_format: Unknown action format "tars"; use one of loupe, uitars, ' \
-                                   'qwen-relative, pyautogui.'
+                                   'qwen3-relative, qwen25-absolute, pyautogui, qwen-relative.'
     blind = client.post(url, {"name": "t", "uri": checkpoint_dir(tmp_path / "text"), "reads_images": True},
                         format="json")
     assert blind.status_code == 400 and "cannot read screenshots" in blind.json()["detail"]
@@ -122,6 +122,7 @@ def test_the_worker_prompts_a_checkpoint_as_it_reads_and_answers(project, tmp_pa
     manager = make_user()
     cycle_settings.settings_set(project=project, actor=manager, history_images=4)
     vlm = register(project, "ui-tars", checkpoint_dir(tmp_path / "v", vision=True), action_format="uitars")
+    # registered by its old name, recorded by the format's name now (issue 36)
     text = register(project, "qwen-text", checkpoint_dir(tmp_path / "t"), action_format="qwen-relative")
     on_vlm = Episode.objects.create(project=project, task=task, seed=1, checkpoint=vlm)
     on_text = Episode.objects.create(project=project, task=task, seed=2, checkpoint=text)
@@ -131,7 +132,7 @@ def test_the_worker_prompts_a_checkpoint_as_it_reads_and_answers(project, tmp_pa
                                      "pixels": {"min_pixels": None, "max_pixels": None}}
     policy = policy_for(on_vlm)
     assert (policy.name, policy.model, policy.max_tokens) == ("openai", "ui-tars", 384)  # room for UI-TARS's plan
-    assert prompting_for(on_text) == {"action_format": "qwen-relative", "with_image": False, "history_images": 0,
+    assert prompting_for(on_text) == {"action_format": "qwen3-relative", "with_image": False, "history_images": 0,
                                       "pixels": {"min_pixels": None, "max_pixels": None}}
 
     deployments.deployment_promote(project=project, checkpoint=vlm, backend="scripted")

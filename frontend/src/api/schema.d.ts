@@ -1140,11 +1140,13 @@ export interface components {
         /**
          * @description * `loupe` - loupe
          *     * `uitars` - uitars
-         *     * `qwen-relative` - qwen-relative
+         *     * `qwen3-relative` - qwen3-relative
+         *     * `qwen25-absolute` - qwen25-absolute
          *     * `pyautogui` - pyautogui
+         *     * `qwen-relative` - qwen-relative
          * @enum {string}
          */
-        ActionFormatEnum: "loupe" | "uitars" | "qwen-relative" | "pyautogui";
+        ActionFormatEnum: "loupe" | "uitars" | "qwen3-relative" | "qwen25-absolute" | "pyautogui" | "qwen-relative";
         /** @description An action as the parser stores it: `click(x=120, y=48)` is {"name": "click", "args": {"x": 120, "y": 48}}. */
         ActionOutput: {
             name: string;
@@ -1273,8 +1275,10 @@ export interface components {
              *
              *     * `loupe` - loupe
              *     * `uitars` - uitars
-             *     * `qwen-relative` - qwen-relative
+             *     * `qwen3-relative` - qwen3-relative
+             *     * `qwen25-absolute` - qwen25-absolute
              *     * `pyautogui` - pyautogui
+             *     * `qwen-relative` - qwen-relative
              */
             readonly action_format: components["schemas"]["ActionFormatEnum"];
             /** @description Its prompts carry the screenshots (a vision-language model); otherwise only the screen's text. */
@@ -1307,8 +1311,10 @@ export interface components {
              *
              *     * `loupe` - loupe
              *     * `uitars` - uitars
-             *     * `qwen-relative` - qwen-relative
+             *     * `qwen3-relative` - qwen3-relative
+             *     * `qwen25-absolute` - qwen25-absolute
              *     * `pyautogui` - pyautogui
+             *     * `qwen-relative` - qwen-relative
              */
             action_format?: components["schemas"]["ActionFormatEnum"];
             /** @description Its prompts carry the screenshots; default: the parent's, else its loupe.json's, else whether it is a vision-language model. */
@@ -1598,8 +1604,10 @@ export interface components {
              *
              *     * `loupe` - loupe
              *     * `uitars` - uitars
-             *     * `qwen-relative` - qwen-relative
+             *     * `qwen3-relative` - qwen3-relative
+             *     * `qwen25-absolute` - qwen25-absolute
              *     * `pyautogui` - pyautogui
+             *     * `qwen-relative` - qwen-relative
              */
             action_format: components["schemas"]["ActionFormatEnum"];
             /** @description It is sent the screenshots. */
