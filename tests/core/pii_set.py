@@ -46,11 +46,11 @@ NEAR_MISSES = [
 
 
 def screen_with(texts: list[str]) -> tuple[bytes, list[dict]]:
-    """A white 400x240 JPEG with each text drawn in dark grey on a light grey element box 40 px below the last,
-    and those elements (agent.envs.base.Element.to_dict: centre and size)."""
+    """A white JPEG 400 wide (240 high, or taller for more than 5 texts) with each text drawn in dark grey on a light
+    grey element box 40 px below the last, and those elements (agent.envs.base.Element.to_dict: centre and size)."""
     from PIL import Image, ImageDraw
 
-    image = Image.new("RGB", (400, 240), "white")
+    image = Image.new("RGB", (400, max(240, 20 + 40 * len(texts))), "white")
     draw = ImageDraw.Draw(image)
     elements = []
     for row, text in enumerate(texts):

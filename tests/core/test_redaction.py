@@ -107,3 +107,20 @@ def test_bad_settings_are_refused_with_what_to_change(raw, says):
     with pytest.raises(ApplicationError) as caught:
         redaction.policy_clean(raw)
     assert says in caught.value.message
+
+
+@pytest.mark.parametrize("kind", list(VALUES))
+def test_each_kind_said_aloud_is_found_in_the_transcripts_words_and_silenced(kind):
+    """The sentence as a transcript's words (one a second): the words of the value, and only those, are found and
+    silenced in the audio."""
+    value, sentence = VALUES[kind]
+    words = [(word, float(i), i + 0.8) for i, word in enumerate(sentence.split())]
+    spans = redaction.word_spans(words, POLICY)
+    found = " ".join(words[p][0] for p, _ in spans)
+    assert found.strip("()") == value.strip("()") or value in found, (found, value)
+    rate = 100
+    silenced = redaction.pcm_silence(np.ones(len(words) * rate, dtype=np.float32), rate,
+                                     [(words[p][1], words[p][2]) for p, _ in spans], pad_s=0)
+    for position, (_, start, end) in enumerate(words):
+        heard = silenced[int(start * rate):int(end * rate)]
+        assert (not heard.any()) if position in {p for p, _ in spans} else heard.all(), words[position]

@@ -21,7 +21,7 @@ from core.errors import ApplicationError
 from core.models import AuditEntry
 from flywheel import episodes, privacy, snapshots
 from flywheel.models import Episode, Project, Rejection, SnapshotStatus, Step
-from tests.core.pii_set import SETTINGS, VALUES, screen_with
+from tests.core.pii_set import NEAR_MISSES, SETTINGS, VALUES, screen_with
 
 pytestmark = pytest.mark.django_db
 
@@ -238,3 +238,24 @@ def test_an_unredacted_export_is_refused_to_a_manager_and_audited_for_an_admin(d
     assert bundle.read(f"originals/{step.episode_id}-0.jpg") == original
     entry = AuditEntry.objects.get(action="snapshot.export_unredacted")
     assert entry.actor == demo["admin"] and entry.data == {"reason": "legal hold"}
+
+
+def test_every_kind_on_a_screen_is_black_inside_its_box_and_the_near_misses_are_untouched(demo):
+    """The whole test set on one screen, stored through step_record: each value's element box is black in the stored
+    copy, each near-miss's keeps its grey, and the stored element texts hold no value and every near-miss as it
+    was."""
+    project = _project(demo)
+    texts = [sentence for _, sentence in VALUES.values()] + NEAR_MISSES
+    data, elements = screen_with(texts)
+    step, _ = _record(project, demo["task"], screenshot=data, elements=elements, height=20 + 40 * len(texts))
+    pixels = _pixels(step.screenshot)
+    for row, text in enumerate(texts):
+        box = pixels[10 + row * 40:41 + row * 40, 10:391]
+        if row < len(VALUES):
+            assert box.max() < 24, text
+        else:
+            assert box.mean() > 150 and box.min() < 60, text  # grey with its dark text: as it was
+    stored = [e["text"] for e in step.elements]
+    assert stored[len(VALUES):] == NEAR_MISSES
+    for kind, (value, _) in VALUES.items():
+        assert value not in json.dumps(stored), kind
