@@ -107,6 +107,13 @@ def policy_for(episode: Episode):
     if checkpoint is not None and checkpoint.reads_images:
         raise PolicyError(f"Checkpoint {checkpoint.name} reads screenshots; the local backend runs text models only. "
                           "Deploy it on the openai backend (vLLM, or python -m trainer serve on a CPU).")
+    if settings.LOUPE_POLICY_SERVER_URL:  # the host's one batching server (make run starts it) answers every worker
+        key = ("served", checkpoint.uri)
+        if key not in _policies:
+            _policies[key] = make_policy("served", base_url=settings.LOUPE_POLICY_SERVER_URL,
+                                         checkpoint_dir=checkpoint.uri, timeout=settings.LOUPE_OPENAI_TIMEOUT_SECONDS * 4,
+                                         max_tokens=MAX_TOKENS.get(checkpoint.action_format, MAX_TOKENS_OTHER_FORMATS))
+        return _policies[key]
     key = ("local", checkpoint.uri)
     if key not in _policies:
         # one local model per process at a time: reload in place when the deployment changes

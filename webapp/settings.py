@@ -300,6 +300,9 @@ LOUPE_OPENAI_SERVER = os.environ.get("LOUPE_OPENAI_SERVER", "vllm")
 # torch's default of a thread a core, two answering at once on 2 cores took 56 s for 20 answers against 1.4 s with one
 # thread each (each OpenMP thread waits on one another process holds). 0 keeps torch's default.
 LOUPE_POLICY_THREADS = int(os.environ.get("LOUPE_POLICY_THREADS", "1"))
+# The host's policy server (python -m trainer serve, which make run starts): the local backend's workers ask it instead
+# of each loading the model (agent/policies/served.py). Empty: each worker process loads its own.
+LOUPE_POLICY_SERVER_URL = os.environ.get("LOUPE_POLICY_SERVER_URL", "")
 LOUPE_OPENAI_API_KEY = os.environ.get("LOUPE_OPENAI_API_KEY", "")
 # one policy request's time limit, and how many more tries a timed-out or failed (5xx) request gets
 LOUPE_OPENAI_TIMEOUT_SECONDS = float(os.environ.get("LOUPE_OPENAI_TIMEOUT_SECONDS", "30"))

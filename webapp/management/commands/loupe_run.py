@@ -26,21 +26,26 @@ from webapp.demo import DEMO_USERS, demo_password, seed_demo
 
 def process_commands(*, python: str, host: str, port: int, log_dir: Path, beat_schedule: Path,
                      rollout_concurrency: str = "3", live_concurrency: str = "2",
-                     worker_log_level: str = "WARNING") -> dict[str, list[str]]:
+                     worker_log_level: str = "WARNING", policy_port: int | None = None,
+                     policy_threads: int = 1) -> dict[str, list[str]]:
     """The argv of every process `make run` starts. Daphne writes its access log (a line a request) to
     access.log, not the terminal; the workers' and beat's banners go to their stdout, which run() sends to
     their log files.
 
     One worker a queue, so people never wait behind machines: supervised episodes (`live`) and think-aloud
     transcription (`audio`) have workers of their own that a batch of autonomous rollouts (`rollouts`) or a
-    snapshot build (`default`) cannot fill."""
+    snapshot build (`default`) cannot fill. With ``policy_port``, the host's policy server (`policy`), which the
+    rollout and live workers ask instead of each loading the model (LOUPE_POLICY_SERVER_URL)."""
     celery = [python, "-m", "celery", "-A", "webapp"]
 
     def worker(queue: str, concurrency: str) -> list[str]:
         return [*celery, "worker", "-Q", queue, "-n", f"{queue}@%h", "-c", concurrency, "-O", "fair",
                 "--loglevel", worker_log_level]
 
+    policy = {"policy": [python, "-m", "trainer", "serve", "--host", "127.0.0.1", "--port", str(policy_port),
+                         "--threads", str(policy_threads)]} if policy_port else {}
     return {
+        **policy,
         "web": [python, "-m", "daphne", "-b", host, "-p", str(port), "--proxy-headers",
                 "--access-log", str(log_dir / "access.log"), "webapp.asgi:application"],
         "live": worker("live", live_concurrency),
@@ -122,6 +127,11 @@ class Command(BaseCommand):
         if notice := sandbox_notice():
             self.stderr.write(notice)
         env = dict(os.environ)  # DATABASE_URL / REDIS_URL are set by now (embedded or given)
+        # one policy server a host, unless one is given (LOUPE_POLICY_SERVER_URL) or none wanted (LOUPE_POLICY_SERVER=0)
+        policy_port = None
+        if not env.get("LOUPE_POLICY_SERVER_URL") and env.get("LOUPE_POLICY_SERVER", "1") != "0":
+            policy_port = int(env.get("LOUPE_POLICY_SERVER_PORT", "8101"))
+            env["LOUPE_POLICY_SERVER_URL"] = f"http://127.0.0.1:{policy_port}/v1"
         logs = log_dir()
         logs.mkdir(parents=True, exist_ok=True)
         commands = process_commands(
@@ -129,7 +139,8 @@ class Command(BaseCommand):
             beat_schedule=settings.DATA_DIR / "celerybeat-schedule",
             rollout_concurrency=os.environ.get("LOUPE_ROLLOUT_CONCURRENCY", "3"),
             live_concurrency=os.environ.get("LOUPE_LIVE_CONCURRENCY", "2"),
-            worker_log_level=os.environ.get("LOUPE_WORKER_LOG_LEVEL", "WARNING"))
+            worker_log_level=os.environ.get("LOUPE_WORKER_LOG_LEVEL", "WARNING"), policy_port=policy_port,
+            policy_threads=settings.LOUPE_POLICY_THREADS)
         processes: dict[str, subprocess.Popen] = {}
         log_files: list[IO[bytes]] = []
         relays: list[threading.Thread] = []
