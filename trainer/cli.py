@@ -29,19 +29,15 @@ log = logging.getLogger("trainer")
 @dataclass(frozen=True)
 class Command:
     """One trainer command: its options (a configs.py dataclass), what it does, and what runs it (``module:function``,
-    called with the config). Whether ``--init`` is a vision-language checkpoint is decided once, in :func:`main`
-    (:func:`init_is_vlm`), and reaches what needs it: the launch check, the choice of ``vlm`` over ``text`` where a
-    command has both, and a function with ``takes_kind`` (its ``vision`` argument), which reads its rows for either."""
+    called with the config; one function for every model). Whether ``--init`` is a vision-language checkpoint is
+    decided once, in :func:`main` (:func:`init_is_vlm`), and reaches what needs it: the launch check and a function
+    with ``takes_kind`` (its ``vision`` argument), which reads its rows for either."""
 
     config: type
     help: str
-    text: str  # what runs it (a text model's, or any model's)
-    vlm: str = ""  # what runs it for a vision-language init, when another
+    target: str
     takes_kind: bool = False
     checkpoint_in_out: bool = False  # the checkpoint is written to OUT/checkpoint (OUT holds more)
-
-    def target(self, vision: bool) -> str:
-        return self.vlm if vision and self.vlm else self.text
 
 
 COMMANDS: dict[str, Command] = {
@@ -128,7 +124,7 @@ def run(command: str, config, vision: bool | None = None) -> tuple[str, dict]:
         raise TrainerError(f"unknown command {command!r}")
     entry = COMMANDS[command]
     vision = init_is_vlm(config) if vision is None else vision
-    module, _, name = entry.target(vision).partition(":")
+    module, _, name = entry.target.partition(":")
     function = getattr(importlib.import_module(module), name)
     metrics = function(config, vision=vision) if entry.takes_kind else function(config)
     out = getattr(config, "out", "")

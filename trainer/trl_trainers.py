@@ -1,5 +1,5 @@
 """SFT and DPO of every Hugging Face model through TRL: text models (SmolLM2, the tiny random Llama of the tests)
-and vision-language ones (Qwen2.5-VL, UI-TARS). sft.py and dpo.py read the rows and call these; GRPO (vlm_grpo.py)
+and vision-language ones (Qwen2.5-VL, UI-TARS). sft.py and dpo.py read the rows and call these; GRPO (grpo.py)
 reuses the trainer plumbing.
 
 Text SFT rows are tokenized by data.sft_example (labels on the assistant turns, found by rendering the conversation
@@ -25,7 +25,7 @@ make their optimizer and schedule themselves (:class:`LoupeSchedule`) because FS
 first and refuse an optimizer made outside; a sharded model (FSDP, ZeRO-3) is gathered to rank 0 to be saved.
 
 Over 400 lines: one file for everything Loupe puts around TRL's trainers (subclasses, callbacks, the save), which
-GRPO (vlm_grpo.py) reuses; the launch-side rules that need no TRL are in distributed.py.
+GRPO (grpo.py) reuses; the launch-side rules that need no TRL are in distributed.py.
 """
 
 from __future__ import annotations

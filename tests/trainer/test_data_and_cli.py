@@ -168,9 +168,8 @@ def test_the_command_table_decides_the_model_kind_once_and_runs_what_it_names(tm
     from trainer import cli, distributed, vlm
 
     for name, command in cli.COMMANDS.items():
-        for target in filter(None, (command.text, command.vlm)):
-            module, _, function = target.partition(":")
-            assert callable(getattr(importlib.import_module(module), function)), (name, target)
+        module, _, function = command.target.partition(":")
+        assert callable(getattr(importlib.import_module(module), function)), (name, command.target)
     asked, ran, launched = [], [], []
     monkeypatch.setattr(vlm, "is_vlm", lambda init: asked.append(init) or init == "a-vlm")
     monkeypatch.setattr(distributed, "check_launch", lambda command, vision: launched.append((command, vision)))
