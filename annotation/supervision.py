@@ -78,6 +78,11 @@ class EpisodeSupervisor(LiveSupervisor):
         except Exception:
             pass
 
+    def commands_announced(self) -> bool:
+        """Whether a command was announced since the last look, without waiting: the environment service skips
+        review() between looks while none was (the episode running, untaken), sparing a step its queries."""
+        return any(True for _ in self._listen.notifies(timeout=0, stop_after=1))
+
     # the rollout loop's hooks -------------------------------------------------------------------
     def actor_for(self, index: int):
         return self.deciders.get(index)

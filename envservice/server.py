@@ -66,6 +66,7 @@ def start(*, host: str = "127.0.0.1", port: int = 8200, pools: dict[str, dict] |
             thread.join()
     server = ThreadingServer((host, port), _QuietRequestHandler)
     server.set_app(EnvServiceHandler())
+    service.address = f"{service.host}:{server.server_address[1]}"
     return server, service
 
 

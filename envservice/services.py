@@ -32,6 +32,7 @@ from agent.rollout import Decision
 from agent.envs import Observation
 from agent.formats import FORMATS, parse
 from core.errors import ApplicationError
+from envservice import status as host_status
 from envservice.pool import EnvActor, EnvCrashed, Pool, PoolFull
 from flywheel import episodes
 from flywheel.episodes import EpisodeStop
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 
 MIN_ROLE = Role.MANAGER  # an RL job is a run a manager starts, as training runs are
 EXPIRED_KEPT = 10_000  # expired lease ids remembered, to answer 410 rather than 404
+QUIET_S = 1.0  # the longest a step goes without a full look at people's commands (a NOTIFY lost meanwhile waits)
 
 
 class Writer:
@@ -92,6 +94,7 @@ class Lease:
     observation: Observation | None = None
     ended: str = ""  # why the lease ended, once it has (a call that waited on its lock then gets 410)
     supervisor: Any = None  # the live episode's (people's commands decide its steps); None once it ends
+    quiet_until: float = 0.0  # till then, no command announced means the step needs no review
     last_seen: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -107,6 +110,9 @@ class EnvService:
         self.lease_timeout = lease_timeout
         self.step_timeout = step_timeout
         self.host = host or socket.gethostname()
+        self.address = self.host  # host:port once the server is bound (server.start): the status page's name for it
+        self.steps_taken = 0  # for steps a minute on the status page
+        self._rate: tuple[float, int] | None = None
         self._leases: dict[str, Lease] = {}
         self._expired: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -116,8 +122,17 @@ class EnvService:
 
     # -- reads -----------------------------------------------------------------------------
     def status(self) -> dict:
-        return {"host": self.host, "lease_timeout_s": self.lease_timeout, "leases": len(self._leases),
+        return {"host": self.host, "address": self.address, "lease_timeout_s": self.lease_timeout,
+                "leases": len(self._leases), "steps_per_minute": self._steps_per_minute(),
                 "pools": [pool.status() for pool in self.pools.values()]}
+
+    def _steps_per_minute(self) -> float | None:
+        """Steps a minute since the last time this was asked (the reaper's sweep asks every few seconds)."""
+        now, steps = time.monotonic(), self.steps_taken
+        last, self._rate = self._rate, (now, steps)
+        if last is None or now - last[0] <= 0:
+            return None
+        return round((steps - last[1]) * 60.0 / (now - last[0]), 1)
 
     def _lease_of(self, *, lease_id: str, user) -> Lease:
         with self._lock:
@@ -220,10 +235,18 @@ class EnvService:
                     "timings": last["timings"], "steps": taken, "taken_over": any(s["actor"] != "model" for s in taken)}
 
     def _review(self, lease: Lease, turn: Turn) -> Decision:
-        if lease.supervisor is None:
+        supervisor = lease.supervisor
+        if supervisor is None:
+            return Decision("approve")
+        # an approved, untaken episode stays so until a person's command: between full looks (one a second, in
+        # case a wake-up was lost) a step whose episode heard of none needs no queries
+        announced = getattr(supervisor, "commands_announced", None)
+        if announced is not None and time.monotonic() < lease.quiet_until and not announced():
             return Decision("approve")
         try:
-            return lease.supervisor.review(lease.index, lease.observation, turn)
+            decision = supervisor.review(lease.index, lease.observation, turn)
+            lease.quiet_until = time.monotonic() + QUIET_S if decision.kind == "approve" else 0.0
+            return decision
         except EpisodeStop as exc:  # nobody acted on a paused or taken-over episode for too long
             self._end_episode(lease, status=exc.status, reason=str(exc))
             raise ApplicationError(f"The episode ended: {exc}. Reset the lease to start another.", status=409) from exc
@@ -250,6 +273,8 @@ class EnvService:
                 f"episode started (episode {lease.episode_id}, same task and seed); step on from its screen.",
                 status=502, errors={"env": ["crashed"]}) from exc
         env_s = time.monotonic() - started
+        with self._lock:
+            self.steps_taken += 1
         self._record(lease, obs, turn, fmt, reward=result.reward, done=result.done, info=result.info,
                      started=started, started_at=started_at, actor=actor, proposal=proposal, intervened_by=by)
         record_s = time.monotonic() - started - env_s
@@ -419,6 +444,7 @@ class EnvService:
             try:
                 self.reap()
                 self.heartbeat()
+                host_status.host_publish(self.status())
             except Exception:  # noqa: BLE001 - the reaper keeps going; the next sweep tries again
                 log.exception("reaping leases failed")
             finally:
@@ -426,6 +452,10 @@ class EnvService:
 
     def close(self) -> None:
         self._stop.set()
+        try:
+            host_status.host_withdraw(self.address)
+        except Exception:  # noqa: BLE001 - Redis gone: the report goes silent on the status page, then is dropped
+            log.warning("could not take this host's report off the status page", exc_info=True)
         for lease in list(self._leases.values()):
             try:
                 self._drop(lease, reason="the service stopped", give_back=False)

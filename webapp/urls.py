@@ -31,6 +31,7 @@ api_v1 = [
     path("auth/me", api.MeApi.as_view(), name="auth-me"),
     path("", include("flywheel.urls")),
     path("", include("annotation.urls")),
+    path("", include("envservice.web_urls")),
     re_path(r"^(?P<rest>(?s:.*))$", api_not_found),  # (?s): a path with an encoded newline is still the API's 404
 ]
 

@@ -15,6 +15,7 @@ import { QueuePage } from "./review/QueuePage";
 import { RunsPage } from "./runs/RunsPage";
 import { CyclesPage } from "./cycles/CyclesPage";
 import { TasksPage } from "./tasks/TasksPage";
+import { StatusPage } from "./status/StatusPage";
 
 function NotFoundPage() {
   return (
@@ -53,6 +54,7 @@ export function AppRoutes() {
         <Route path="projects/:projectId/runs" element={<RunsPage />} />
         <Route path="projects/:projectId/cycles" element={<CyclesPage />} />
         <Route path="episodes/:episodeId" element={<SessionPage />} />
+        <Route path="status" element={<StatusPage />} />
         <Route path="*" element={<NotFoundPage />} />
       </Route>
     </Routes>

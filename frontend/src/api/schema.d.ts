@@ -176,6 +176,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/envservice/hosts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Every environment service host behind this Redis: its pools' capacity, leased and warm envs, its leases and
+         *     steps a minute; and the totals per env kind of the hosts still reporting.
+         */
+        get: operations["envservice_hosts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/episodes/": {
         parameters: {
             query?: never;
@@ -1140,13 +1160,11 @@ export interface components {
         /**
          * @description * `loupe` - loupe
          *     * `uitars` - uitars
-         *     * `qwen3-relative` - qwen3-relative
-         *     * `qwen25-absolute` - qwen25-absolute
-         *     * `pyautogui` - pyautogui
          *     * `qwen-relative` - qwen-relative
+         *     * `pyautogui` - pyautogui
          * @enum {string}
          */
-        ActionFormatEnum: "loupe" | "uitars" | "qwen3-relative" | "qwen25-absolute" | "pyautogui" | "qwen-relative";
+        ActionFormatEnum: "loupe" | "uitars" | "qwen-relative" | "pyautogui";
         /** @description An action as the parser stores it: `click(x=120, y=48)` is {"name": "click", "args": {"x": 120, "y": 48}}. */
         ActionOutput: {
             name: string;
@@ -1275,10 +1293,8 @@ export interface components {
              *
              *     * `loupe` - loupe
              *     * `uitars` - uitars
-             *     * `qwen3-relative` - qwen3-relative
-             *     * `qwen25-absolute` - qwen25-absolute
-             *     * `pyautogui` - pyautogui
              *     * `qwen-relative` - qwen-relative
+             *     * `pyautogui` - pyautogui
              */
             readonly action_format: components["schemas"]["ActionFormatEnum"];
             /** @description Its prompts carry the screenshots (a vision-language model); otherwise only the screen's text. */
@@ -1311,10 +1327,8 @@ export interface components {
              *
              *     * `loupe` - loupe
              *     * `uitars` - uitars
-             *     * `qwen3-relative` - qwen3-relative
-             *     * `qwen25-absolute` - qwen25-absolute
-             *     * `pyautogui` - pyautogui
              *     * `qwen-relative` - qwen-relative
+             *     * `pyautogui` - pyautogui
              */
             action_format?: components["schemas"]["ActionFormatEnum"];
             /** @description Its prompts carry the screenshots; default: the parent's, else its loupe.json's, else whether it is a vision-language model. */
@@ -1604,10 +1618,8 @@ export interface components {
              *
              *     * `loupe` - loupe
              *     * `uitars` - uitars
-             *     * `qwen3-relative` - qwen3-relative
-             *     * `qwen25-absolute` - qwen25-absolute
-             *     * `pyautogui` - pyautogui
              *     * `qwen-relative` - qwen-relative
+             *     * `pyautogui` - pyautogui
              */
             action_format: components["schemas"]["ActionFormatEnum"];
             /** @description It is sent the screenshots. */
@@ -1771,6 +1783,55 @@ export interface components {
             /** @description Whether you may polish the whole episode again (managers). */
             can_request: boolean;
             settings: components["schemas"]["EpisodePolishSettings"];
+        EnvServiceHost: {
+            pools: components["schemas"]["EnvServicePool"][];
+            host: string;
+            /** @description host:port it serves on. */
+            address: string;
+            /** Format: double */
+            lease_timeout_s: number;
+            leases: number;
+            /**
+             * Format: double
+             * @description Steps its envs took a minute, lately.
+             */
+            steps_per_minute: number | null;
+            /**
+             * Format: double
+             * @description Unix time of its last report.
+             */
+            reported_at: number;
+            /** Format: double */
+            age_s: number;
+            /** @description No report for over 30 s: gone or stuck. */
+            silent: boolean;
+        };
+        EnvServiceHosts: {
+            hosts: components["schemas"]["EnvServiceHost"][];
+            kinds: components["schemas"]["EnvServiceKind"][];
+        };
+        EnvServiceKind: {
+            kind: string;
+            capacity: number;
+            leased: number;
+            idle: number;
+        };
+        EnvServicePool: {
+            kind: string;
+            /** @description Envs it may hold at once. */
+            capacity: number;
+            /** @description Envs leased to RL callers now. */
+            leased: number;
+            /** @description Envs made and waiting (warm). */
+            idle: number;
+            warm_target: number;
+            crashes: number;
+        };
+        EpisodeAskOutput: {
+            reason: string;
+            /** Format: date-time */
+            asked_at: string;
+        };
             steps: components["schemas"]["StepPolishOutput"][];
         };
         EpisodePolishQueued: {
@@ -3528,6 +3589,25 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+    envservice_hosts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnvServiceHosts"];
+                };
+            };
+        };
+    };
             200: {
                 headers: {
                     [name: string]: unknown;

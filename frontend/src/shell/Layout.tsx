@@ -51,6 +51,11 @@ export function Layout() {
         <ProjectSwitcher />
         <div className="header-spacer" />
         <HealthDot />
+        {user?.is_staff && (
+          <Link to="/status" className="header-link" data-testid="status-link">
+            Status
+          </Link>
+        )}
         {user && (
           <span className="header-user" data-testid="current-user">
             {user.username}
