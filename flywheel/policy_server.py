@@ -28,7 +28,12 @@ def served_model_load(*, name: str, path: str, base: str | None = None) -> None:
     would load an adapter whose module names it does not map to the model's and apply nothing, with no error
     (trainer/adapters.py). Loupe's own server checks adapters itself."""
     folder = Path(path)
-    if settings.LOUPE_OPENAI_SERVER == "vllm" and (folder / "adapter_config.json").is_file():
+    if settings.LOUPE_OPENAI_SERVER == "vllm" and not (folder / "adapter_config.json").is_file():
+        raise ApplicationError(f"{name} cannot be loaded into vLLM: {path} is not a LoRA adapter dir (no "
+                               "adapter_config.json), and vLLM loads only adapters while it runs. Serve a whole "
+                               "checkpoint with python -m trainer serve (LOUPE_OPENAI_SERVER=loupe) or train a LoRA.",
+                               status=409)
+    if settings.LOUPE_OPENAI_SERVER == "vllm":
         base = base or (str(folder.parent) if (folder.parent / "config.json").is_file() else None)
         if base is None:
             raise ApplicationError(f"{name} cannot be checked before vLLM loads it: no checkpoint of the served base "

@@ -113,6 +113,8 @@ def test_the_flywheel_refuses_a_misprefixed_adapter_before_asking_vllm(dirs, tmp
         policy_server.served_model_load(name="p-c1", path=str(checkpoint / "adapter"))
     with pytest.raises(ApplicationError, match="apply nothing"):  # against the served base, named
         policy_server.served_model_load(name="p-c1", path=str(root / "misprefixed"), base=str(base))
+    with pytest.raises(ApplicationError, match="is not a LoRA adapter dir .* vLLM loads only adapters"):
+        policy_server.served_model_load(name="p-c1", path=str(checkpoint))  # a whole checkpoint
     shutil.rmtree(checkpoint / "adapter")
     shutil.copytree(root / "fits", checkpoint / "adapter")
     with pytest.raises(ApplicationError, match="cannot be reached"):  # checked, then sent
