@@ -376,7 +376,8 @@ def _place_images(made: dict, snapshots: list, out_dir: Path) -> None:
 
 def _candidate_init(cycle: Cycle) -> Checkpoint | None:
     """What the candidate trains from: the served base for LoRA adapters on openai, else the deployed checkpoint
-    (the tiny model when the deployed policy has no weights, e.g. the scripted baseline)."""
+    (None when the deployed policy has no weights, e.g. the scripted baseline after a rollback: its run then fails
+    saying so, flywheel.training.NO_INIT)."""
     config = cycle.config
     if config["backend"] == "openai" and config["export"] == "lora":
         return Checkpoint.objects.get(pk=config["base_checkpoint"])

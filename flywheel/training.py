@@ -42,6 +42,11 @@ COLDSTART_ENV = {"seeds": "LOUPE_COLDSTART_SEEDS", "max_steps": "LOUPE_COLDSTART
 COLDSTART_PHASES = {"base": (0.0, 0.05), "demos": (0.05, 0.15), "sft": (0.15, 1.0)}
 
 
+NO_INIT = ("No trained checkpoint to start from: nothing with weights is deployed in this project (the scripted "
+           "baseline serves until the cold start's v0 is trained), and a run continues training a checkpoint. Deploy "
+           "one (the cold start's v0, or one registered on the Checkpoints page) or name the checkpoint to start from.")
+
+
 def run_dir(run: TrainingRun) -> Path:
     return settings.LOUPE_CHECKPOINT_DIR / f"project-{run.project_id}" / f"run-{run.pk}"
 
@@ -68,7 +73,8 @@ def coldstart_run_create(*, project: Project) -> TrainingRun:
 def run_create(*, project: Project, snapshot, algorithm: str | None = None, init_checkpoint=None,
                max_steps: int | None = None, max_epochs: int = DEFAULT_MAX_EPOCHS, actor=None) -> TrainingRun:
     """A training run on a ready snapshot (SFT for sft/ct rows, DPO for pairs, RL for episodes), from the
-    given checkpoint or else the deployed one, queued on the `train` worker."""
+    given checkpoint or else the deployed one, queued on the `train` worker. Refused (409) when there is neither: a run
+    continues training a checkpoint, and from nothing it would train an untrained model."""
     from flywheel import tasks
 
     if snapshot.project_id != project.pk:
@@ -89,6 +95,8 @@ def run_create(*, project: Project, snapshot, algorithm: str | None = None, init
             Path(deployment.checkpoint.uri).is_dir() else None
     elif init_checkpoint.project_id != project.pk:
         raise ApplicationError("That checkpoint belongs to another project.", status=404)
+    if init_checkpoint is None:
+        raise ApplicationError(NO_INIT, status=409, errors={"init_checkpoint": ["No trained checkpoint is deployed."]})
     stage = {"algorithm": algorithm, "snapshot": snapshot.pk, **({"max_steps": max_steps} if max_steps else {}),
              **({"max_epochs": max_epochs} if max_epochs and algorithm != "rl" else {})}
     run = TrainingRun.objects.create(project=project, algorithm=algorithm, snapshot=snapshot,
@@ -204,7 +212,9 @@ def _stages_execute(run: TrainingRun, out: Path) -> tuple[Path, dict]:
     """Each stage trains from the previous stage's output (the first from the run's init checkpoint), e.g. SFT
     on SFT+RFT rows, then DPO on correction pairs. The last stage writes ``checkpoint``."""
     stages = run.config["stages"]
-    init = run.init_checkpoint.uri if run.init_checkpoint else "tiny"
+    if run.init_checkpoint is None and stages[0].get("algorithm") != COLDSTART:
+        raise ApplicationError(NO_INIT)  # e.g. a cycle's run whose deployed checkpoint was rolled back meanwhile
+    init = run.init_checkpoint.uri if run.init_checkpoint else ""
     metrics, ckpt = [], out / "checkpoint"
     for i, stage in enumerate(stages):
         ckpt = out / ("checkpoint" if i == len(stages) - 1 else f"stage-{i + 1}-{stage['algorithm']}")

@@ -487,13 +487,22 @@ def test_snapshot_built_by_the_worker_reports_progress_until_ready(celery_worker
     assert body["status"] == "ready" and body["progress"] == 1.0 and body["rows"] == 2, body
 
 
-def test_a_manager_trains_on_a_ready_snapshot_and_gets_a_checkpoint(celery_worker, demo):
+def test_a_manager_trains_on_a_ready_snapshot_and_gets_a_checkpoint(celery_worker, demo, tmp_path):
     from tests.stack import wait_for
 
     for _ in range(2):
         make_finished_episode(demo["project"], demo["task"], steps=[{}, EDITED], mode="supervised", reward=1.0)
     snapshot = build(demo["project"], "dpo")
     client, url = client_for(demo["manager"]), f"/api/v1/projects/{demo['project'].pk}/runs/"
+    refused = client.post(url, {"snapshot": snapshot.pk}, format="json")  # nothing deployed: nothing to train on
+    assert refused.status_code == 409 and refused.json()["detail"].startswith(
+        "No trained checkpoint to start from: nothing with weights is deployed in this project"), refused.json()
+    from flywheel import deployments
+    from trainer.model import save_tiny_untrained
+
+    v0 = deployments.checkpoint_register(project=demo["project"], name="v0",
+                                         uri=str(save_tiny_untrained(tmp_path / "v0")))
+    deployments.deployment_promote(project=demo["project"], checkpoint=v0, reason="test")
     assert client.post(url, {"snapshot": snapshot.pk, "algorithm": "sft"}, format="json").status_code == 400
     assert client_for(demo["annotator"]).post(url, {"snapshot": snapshot.pk}, format="json").status_code == 403
     assert client.post(url, {"snapshot": snapshot.pk, "max_epochs": -1}, format="json").status_code == 400

@@ -58,6 +58,15 @@ def s3_storage(s3_endpoint, monkeypatch):
         yield s3
 
 
+def untrained(project, tmp_path):
+    """The tests' tiny random Llama as the checkpoint a run starts from (a run needs one: nothing is deployed here)."""
+    from flywheel import deployments
+    from trainer.model import save_tiny_untrained
+
+    return deployments.checkpoint_register(project=project, name="untrained",
+                                           uri=str(save_tiny_untrained(tmp_path / "untrained")))
+
+
 def test_a_snapshot_in_an_s3_bucket_trains_a_checkpoint(s3_storage, tmp_path, settings):
     settings.LOUPE_CHECKPOINT_DIR = tmp_path / "checkpoints"
     with pytest.raises(NotImplementedError):
@@ -72,7 +81,8 @@ def test_a_snapshot_in_an_s3_bucket_trains_a_checkpoint(s3_storage, tmp_path, se
     keys = {item["Key"] for item in s3_storage.list_objects_v2(Bucket=BUCKET)["Contents"]}
     assert snapshot.file in keys
 
-    run = training.run_create(project=project, snapshot=snapshot, max_steps=2)
+    run = training.run_create(project=project, snapshot=snapshot, max_steps=2,
+                              init_checkpoint=untrained(project, tmp_path))
     assert training.run_execute(run_id=run.pk) == RunStatus.SUCCEEDED
     run.refresh_from_db()
     assert run.checkpoint is not None and (Path(run.checkpoint.uri) / "config.json").exists()
@@ -90,7 +100,8 @@ def test_a_snapshot_missing_from_the_bucket_fails_the_run_with_its_reason(s3_sto
     snapshot = snapshots.snapshot_build(snapshot_id=snapshots.snapshot_create(project=project, kind="sft",
                                                                             build=False).pk)
     s3_storage.delete_object(Bucket=BUCKET, Key=snapshot.file)
-    run = training.run_create(project=project, snapshot=snapshot, max_steps=2)
+    run = training.run_create(project=project, snapshot=snapshot, max_steps=2,
+                              init_checkpoint=untrained(project, tmp_path))
     assert training.run_execute(run_id=run.pk) == RunStatus.FAILED
     run.refresh_from_db()
     assert run.error.startswith(f"The snapshot file {snapshot.file} could not be read from storage"), run.error

@@ -138,7 +138,13 @@ def test_train_worker_killed_mid_run_the_run_is_rerun_or_failed_never_stuck_runn
     stack = ProcessStack([], [])
     try:
         victim = start_worker(stack, tmp_path, stack_env(), queues="train", name="train-victim")
-        run = training.run_create(project=project, snapshot=snapshot, max_steps=100_000, actor=manager)
+        from flywheel import deployments
+        from trainer.model import save_tiny_untrained
+
+        untrained = deployments.checkpoint_register(project=project, name="untrained",
+                                                    uri=str(save_tiny_untrained(tmp_path / "untrained")))
+        run = training.run_create(project=project, snapshot=snapshot, max_steps=100_000, actor=manager,
+                                  init_checkpoint=untrained)
         wait_for(lambda: TrainingRun.objects.get(pk=run.pk).progress > 0, 300, interval=0.5, what="training")
         os.killpg(victim.pid, signal.SIGKILL)
         victim.wait(10)
