@@ -24,7 +24,7 @@ from annotation.audio import words_align
 from annotation.commands import COMMANDS, CommandRefused, StepPoint, command_refuse
 from annotation.live_view import LiveView
 from annotation.models import Command, TranscriptWord
-from flywheel import asking, episodes
+from flywheel import asking, episodes, privacy
 from flywheel.models import Episode, EpisodeStatus, Mode
 from flywheel.episodes import EpisodeStop
 from flywheel.rollout_worker import LiveSupervisor
@@ -119,13 +119,16 @@ class EpisodeSupervisor(LiveSupervisor):
                 confidence: float | None = None):
         """``ask``: why the model asks a person about this proposal ("" when it does not)."""
         opened_as = None  # a proposal is shown again when control changes hands (model <-> person)
+        # the episode keeps its instruction redacted (flywheel/privacy.py): compared as it would be stored
+        instruction = privacy.text_redact(text=observation.instruction, settings=Episode.objects.filter(
+            pk=self.episode_id).values_list("project__settings", flat=True).first())
         while True:
             close_old_connections()
             episode = Episode.objects.get(pk=self.episode_id)
             seen = {}
             if (episode.screen_width, episode.screen_height) != (observation.width, observation.height):
                 seen["screen"] = (observation.width, observation.height)
-            if observation.instruction and observation.instruction != episode.instruction:
+            if observation.instruction and instruction != episode.instruction:
                 seen["instruction"] = observation.instruction  # shown above the screen from the first proposal on
             if seen:
                 episode = episodes.episode_live_state_set(episode_id=self.episode_id, **seen)  # as it is now

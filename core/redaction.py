@@ -211,8 +211,9 @@ KINDS = ("secret", *DETECTORS, "name")
 
 # Element text is cut short with '...' before its closing quote in prompts (agent/envs/base.py Element.to_text, the
 # named style): the cut word may be the start of an address, a number or a key that no longer parses as one, so the
-# cut word is always replaced, and the start of a listed name before it too.
-_CUT = re.compile(r'(\S+)\.\.\."')
+# cut word is always replaced, and the start of a listed name before it too. A quote just before '...' is no cut word
+# (a system prompt's type(text="...")).
+_CUT = re.compile(r'([^\s"]+)\.\.\."')
 
 
 @dataclass(frozen=True)

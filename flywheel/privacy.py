@@ -89,6 +89,7 @@ def step_redact(*, episode, index: int, fields: dict, screenshot: bytes | None, 
     (they are written before the step's transaction commits: an original of a step rolled back is an orphan file
     only admins can reach)."""
     stored = record_redact(settings=episode.project.settings, fields=fields, screenshot=screenshot, prompt=prompt)
+    _proposals_redact(episode=episode, index=index, original=screenshot, redacted=stored.screenshot)
     if stored.originals:
         base = f"{ORIGINALS}/{episode.pk}/{index}"
         originals = dict(stored.originals)
@@ -97,6 +98,40 @@ def step_redact(*, episode, index: int, fields: dict, screenshot: bytes | None, 
         if shot:
             _replace(f"{base}/screenshot", shot)
     return stored
+
+
+_PROPOSAL_TEXTS = ("thought", "action", "action_text", "raw", "url")
+
+
+def _proposals_redact(*, episode, index: int, original: bytes | None, redacted: bytes | None) -> None:
+    """The ``step.proposed`` events of step ``index``, once it is stored: shown live as they came (the person
+    deciding sees what the model would type, on the real screen), kept redacted like the step (a watcher who
+    connects later, and the episode's history, read these). A proposal's screen that was not the step's and
+    that nothing redacted before is dropped from its event: no elements are known to redact it by."""
+    from flywheel.episodes import screenshot_store
+    from flywheel.models import Event
+
+    policy = redaction.policy_of(episode.project.settings)
+    events = list(Event.objects.filter(episode=episode, type="step.proposed", payload__index=index))
+    if not policy.enabled or not events:
+        return
+    own = screenshot_store(original) if original else None  # stored already when the proposal was shown
+    for event in events:
+        payload = {**event.payload, **{key: redaction.value_redact(event.payload[key], policy)
+                                       for key in _PROPOSAL_TEXTS if key in event.payload}}
+        name = payload.get("screenshot") or ""
+        if name and name == own:
+            payload["screenshot"] = screenshot_store(redacted)
+        elif name:
+            with default_storage.open(name, "rb") as handle:
+                kept = _by_original(handle.read())
+            if default_storage.exists(kept):
+                with default_storage.open(kept, "rb") as handle:
+                    payload["screenshot"] = screenshot_store(handle.read())
+            else:
+                payload["screenshot"], payload["screenshot_url"] = "", ""
+        if payload != event.payload:
+            Event.objects.filter(pk=event.pk).update(payload=payload)
 
 
 def text_redact(*, settings: dict | None, text: str) -> str:

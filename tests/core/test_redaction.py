@@ -124,3 +124,8 @@ def test_each_kind_said_aloud_is_found_in_the_transcripts_words_and_silenced(kin
     for position, (_, start, end) in enumerate(words):
         heard = silenced[int(start * rate):int(end * rate)]
         assert (not heard.any()) if position in {p for p, _ in spans} else heard.all(), words[position]
+
+
+def test_a_placeholder_in_quotes_is_no_cut_word():
+    line = 'Actions: click(x=, y=), type(text="..."), hotkey(keys="ctrl+a"), call_user(question="...")'
+    assert redaction.text_redact(line, POLICY) == line

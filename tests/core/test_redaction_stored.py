@@ -20,7 +20,7 @@ from agent.screen_match import screen_difference
 from core.errors import ApplicationError
 from core.models import AuditEntry
 from flywheel import episodes, privacy, snapshots
-from flywheel.models import Episode, Project, Rejection, SnapshotStatus, Step
+from flywheel.models import Episode, Event, Project, Rejection, SnapshotStatus, Step
 from tests.core.pii_set import NEAR_MISSES, SETTINGS, VALUES, screen_with
 
 pytestmark = pytest.mark.django_db
@@ -259,3 +259,23 @@ def test_every_kind_on_a_screen_is_black_inside_its_box_and_the_near_misses_are_
     assert stored[len(VALUES):] == NEAR_MISSES
     for kind, (value, _) in VALUES.items():
         assert value not in json.dumps(stored), kind
+
+
+def test_a_proposal_shown_live_as_it_came_is_kept_redacted_once_its_step_is_stored(demo):
+    project = _project(demo)
+    data, elements = screen_with([VALUES[kind][1] for kind in ELEMENT_KINDS])
+    episode = Episode.objects.create(project=project, task=demo["task"], seed=5, mode="supervised", status="running")
+    typed = {"name": "type", "args": {"text": VALUES["phone"][0]}}
+    episodes.proposal_open(episode=episode, index=0, screenshot=data, width=400, height=240,
+                           url=f"https://crm.example.com/?owner={VALUES['email'][0]}",
+                           turn={"thought": VALUES["secret"][1], "action": typed, "raw": "", "void_reason": None,
+                                 "action_text": f'type(text="{VALUES["phone"][0]}")'})
+    live = Event.objects.get(episode=episode, type="step.proposed")
+    assert VALUES["phone"][0] in json.dumps(live.payload)  # the person deciding sees what the model would type
+    step, _ = _record(project, demo["task"], episode=episode, screenshot=data, elements=elements)
+    kept = Event.objects.get(pk=live.pk).payload
+    for kind in ("phone", "email", "secret"):
+        assert VALUES[kind][0] not in json.dumps(kept), kind
+    assert kept["screenshot"] == step.screenshot and kept["index"] == 0
+    served = client_for(demo["annotator"]).get(f"/api/v1/episodes/{episode.pk}/proposals/0/screenshot")
+    assert b"".join(served.streaming_content) == default_storage.open(step.screenshot, "rb").read()
