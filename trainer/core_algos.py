@@ -1,4 +1,8 @@
-"""Pure math for the trainer: advantages, masks and losses (after verl's ``core_algos.py``).
+"""Pure math of RL and preference training: advantages, masks and losses (after verl's ``core_algos.py``).
+
+No training loop of Loupe's calls these: TRL's trainers compute their own (GRPO's group advantages, DPO's loss). PPO
+with a critic (decoupled, length-adaptive GAE), which TRL 1.16 has no trainer for, is kept here as tested math for a
+recipe that brings it back through a framework that trains it (trainer/README.md, GRPO).
 
 Every function here takes tensors and returns tensors; none touches a model, an optimizer or a
 file, so each one can be checked against numbers worked out by hand (tests/trainer/test_core_algos.py).

@@ -1,4 +1,5 @@
-"""What every training loop shares: seeding, AdamW with a warmup + decay schedule, progress lines.
+"""What the trainers share: seeding, the warmup + decay schedule (trl_trainers hands it to TRL's trainers), the
+step plan and stop report, progress lines.
 
 Progress goes to stdout as one JSON object a line (the Django train worker parses it); human
 logs go to stderr through ``logging``.
@@ -14,8 +15,6 @@ import sys
 import time
 
 import torch
-
-from trainer.configs import CommonConfig
 
 
 def set_seed(seed: int) -> random.Random:
@@ -75,52 +74,6 @@ def stop_report(config, *, steps: int, planned: int, rows: int, what: str, timed
             f"Trained {steps} steps, not {config.max_steps}: that is {config.max_epochs} passes over the "
             f"{rows} {what}, and more would only memorise them. Collect more data for a longer training."]}
     return {"stopped_by": "max_steps", "warnings": []}
-
-
-class Schedule:
-    """Sets the optimizer's learning rate before each step (warmup, decay, optional time budget)."""
-
-    def __init__(self, optimizer, config: CommonConfig, peak: float, total: int | None = None) -> None:
-        self.optimizer, self.config, self.peak = optimizer, config, peak
-        self.total = total or config.max_steps
-        self.started = time.perf_counter()
-        self.step_index = 0
-        self.apply()
-
-    def apply(self) -> None:
-        budget = self.config.max_seconds
-        time_progress = (time.perf_counter() - self.started) / budget if budget else 0.0
-        factor = lr_factor(self.step_index, warmup=self.config.warmup_steps, total=self.total,
-                           schedule=self.config.schedule, time_progress=time_progress)
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.peak * factor
-
-    def step(self) -> None:
-        self.step_index += 1
-        self.apply()
-
-    def get_last_lr(self) -> list[float]:
-        return [group["lr"] for group in self.optimizer.param_groups]
-
-
-def make_optimizer(params, config: CommonConfig, lr: float | None = None, total: int | None = None):
-    """AdamW over trainable ``params`` and its :class:`Schedule` (over ``total`` steps; default max_steps)."""
-    trainable = [p for p in params if p.requires_grad]
-    peak = lr or config.lr
-    optimizer = torch.optim.AdamW(trainable, lr=peak, weight_decay=config.weight_decay, betas=(0.9, 0.95))
-    return optimizer, Schedule(optimizer, config, peak, total)
-
-
-def clip_and_step(model, optimizer, scheduler, grad_clip: float, *, advance: bool = True) -> float:
-    """Clip the global grad norm, step, zero grads, move the schedule on (unless ``advance`` is
-    False: RL moves it once an iteration). Returns the norm before clipping."""
-    params = [p for p in model.parameters() if p.grad is not None]
-    norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip > 0 else float("inf"))
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    if advance:
-        scheduler.step()
-    return float(norm)
 
 
 _PHASE: list[str] = []
