@@ -120,7 +120,7 @@ def _recipe_clean(recipe) -> list[dict]:
             if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < 1:
                 _bad("recipe", f"stage {i + 1}: lr must be a number between 0 and 1.")
             clean["lr"] = float(lr)
-        for key, low, high in (("group_size", 2, 64), ("max_new_tokens", 1, 4096)):  # GRPO of a VLM (training.py)
+        for key, low, high in (("group_size", 2, 64), ("max_new_tokens", 1, 4096)):  # GRPO (training.py)
             if stage.get(key) is not None:
                 if algorithm != "rl":
                     _bad("recipe", f"stage {i + 1}: {key} is an rl stage's setting (answers sampled per prompt, "
