@@ -222,7 +222,7 @@ class EpisodeOutput(serializers.Serializer):
                                                      "step": serializers.IntegerField()}, allow_null=True,
                                   help_text="Where a branch branched from: its parent and the step it acts on anew.")
     ask = inline_serializer("EpisodeAskOutput", {"reason": serializers.CharField(),
-                                                 "asked_at": serializers.DateTimeField()}, allow_null=True,
+                                                 "asked_at": serializers.DateTimeField()}, allow_null=True, required=False,
                             help_text="Set while the model waits for a person about a proposal it is unsure of.")
 
     def to_representation(self, episode):
@@ -258,8 +258,8 @@ class RejectionOutput(serializers.Serializer):
     action_format = serializers.ChoiceField(choices=list(FORMATS))
     repeated = serializers.BooleanField(help_text="Its action had been rejected at this step already.")
     rejected_by = serializers.CharField(allow_null=True)
-    confidence = serializers.FloatField(allow_null=True, help_text=CONFIDENCE_HELP)
-    confidence_margin = serializers.FloatField(allow_null=True, help_text=MARGIN_HELP)
+    confidence = serializers.FloatField(allow_null=True, required=False, help_text=CONFIDENCE_HELP)
+    confidence_margin = serializers.FloatField(allow_null=True, required=False, help_text=MARGIN_HELP)
     created_at = serializers.DateTimeField(allow_null=True)
 
 
@@ -288,8 +288,8 @@ class StepOutput(serializers.Serializer):
     polish_error = serializers.CharField()
     info = serializers.DictField(help_text="What the env said of the step (an error, a command's exit code...).")
     timings = serializers.DictField()
-    confidence = serializers.FloatField(allow_null=True, help_text=CONFIDENCE_HELP)
-    confidence_margin = serializers.FloatField(allow_null=True, help_text=MARGIN_HELP)
+    confidence = serializers.FloatField(allow_null=True, required=False, help_text=CONFIDENCE_HELP)
+    confidence_margin = serializers.FloatField(allow_null=True, required=False, help_text=MARGIN_HELP)
     created_at = serializers.DateTimeField(allow_null=True)
 
 

@@ -554,6 +554,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/projects/{project_id}/asking": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The project's confidence floor under which autonomous episodes ask a person (off by default). */
+        get: operations["projects_asking_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /** @description The project's confidence floor under which autonomous episodes ask a person (off by default). */
+        patch: operations["projects_asking_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/projects/{project_id}/asking/calibration": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description How often proposals at each confidence were good, what share each floor would ask about, a suggested floor. */
+        get: operations["projects_asking_calibration_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/projects/{project_id}/asks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The person queue: autonomous episodes paused on a proposal the policy was unsure of, longest wait first. */
+        get: operations["projects_asks_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/projects/{project_id}/checkpoints/": {
         parameters: {
             query?: never;
@@ -1117,6 +1169,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/snapshots/{snapshot_id}/export-unredacted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description The export bundle with what the project kept of its steps before redaction (originals/): a project admin
+         *     only, with a reason, audited. A manager is refused saying so; an export without originals is the plain one.
+         */
+        post: operations["snapshots_export_unredacted_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/snapshots/{snapshot_id}/rows": {
         parameters: {
             query?: never;
@@ -1160,35 +1232,17 @@ export interface components {
         /**
          * @description * `loupe` - loupe
          *     * `uitars` - uitars
-         *     * `qwen-relative` - qwen-relative
+         *     * `qwen3-relative` - qwen3-relative
+         *     * `qwen25-absolute` - qwen25-absolute
          *     * `pyautogui` - pyautogui
+         *     * `qwen-relative` - qwen-relative
          * @enum {string}
          */
-        ActionFormatEnum: "loupe" | "uitars" | "qwen-relative" | "pyautogui";
+        ActionFormatEnum: "loupe" | "uitars" | "qwen3-relative" | "qwen25-absolute" | "pyautogui" | "qwen-relative";
         /** @description An action as the parser stores it: `click(x=120, y=48)` is {"name": "click", "args": {"x": 120, "y": 48}}. */
         ActionOutput: {
             name: string;
             args: {
-    "/api/v1/snapshots/{snapshot_id}/export-unredacted": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * @description The export bundle with what the project kept of its steps before redaction (originals/): a project admin
-         *     only, with a reason, audited. A manager is refused saying so; an export without originals is the plain one.
-         */
-        post: operations["snapshots_export_unredacted_create"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
                 [key: string]: unknown;
             };
         };
@@ -1218,6 +1272,41 @@ export interface components {
             day: string;
             episodes: number;
             steps: number;
+        };
+        AskCalibrationOutput: {
+            /** @description Decided proposals the buckets count (steps and rejections). */
+            reviewed: number;
+            /** @description Recent steps with a confidence (the floors' shares count these). */
+            steps: number;
+            buckets: components["schemas"]["CalibrationBucketOutput"][];
+            floors: components["schemas"]["CalibrationFloorOutput"][];
+            /** Format: double */
+            suggested: number | null;
+            /** Format: double */
+            good_enough: number;
+            /** Format: double */
+            ask_below: number | null;
+        };
+        AskSettingsOutput: {
+            /**
+             * Format: double
+             * @description An autonomous episode asks a person about a proposal whose confidence is under this; null: never.
+             */
+            ask_below: number | null;
+        };
+        AskWaitingOutput: {
+            episode: number;
+            task: string;
+            seed: number;
+            /** @description Why the model asks, e.g. "confidence 0.31 < 0.5". */
+            reason: string;
+            step: number | null;
+            /** Format: date-time */
+            asked_at: string;
+            /** Format: double */
+            waited_seconds: number;
+            /** @description Who answers it now, if anyone. */
+            control: string | null;
         };
         /** @enum {unknown} */
         BlankEnum: "";
@@ -1250,6 +1339,33 @@ export interface components {
          * @enum {string}
          */
         ByEnum: "review" | "reward" | "judge";
+        CalibrationBucketOutput: {
+            /** Format: double */
+            low: number;
+            /** Format: double */
+            high: number;
+            /** @description Proposals a person decided with a confidence in [low, high). */
+            steps: number;
+            /**
+             * Format: double
+             * @description Share of them a person let run as proposed.
+             */
+            good: number | null;
+        };
+        CalibrationFloorOutput: {
+            /** Format: double */
+            floor: number;
+            /**
+             * Format: double
+             * @description Share of recent steps whose confidence is under it.
+             */
+            asked: number | null;
+            /**
+             * Format: double
+             * @description Share of decided proposals at or above it that were good.
+             */
+            good_above: number | null;
+        };
         CalibrationOutput: {
             episodes: number;
             /** Format: double */
@@ -1293,8 +1409,10 @@ export interface components {
              *
              *     * `loupe` - loupe
              *     * `uitars` - uitars
-             *     * `qwen-relative` - qwen-relative
+             *     * `qwen3-relative` - qwen3-relative
+             *     * `qwen25-absolute` - qwen25-absolute
              *     * `pyautogui` - pyautogui
+             *     * `qwen-relative` - qwen-relative
              */
             readonly action_format: components["schemas"]["ActionFormatEnum"];
             /** @description Its prompts carry the screenshots (a vision-language model); otherwise only the screen's text. */
@@ -1327,8 +1445,10 @@ export interface components {
              *
              *     * `loupe` - loupe
              *     * `uitars` - uitars
-             *     * `qwen-relative` - qwen-relative
+             *     * `qwen3-relative` - qwen3-relative
+             *     * `qwen25-absolute` - qwen25-absolute
              *     * `pyautogui` - pyautogui
+             *     * `qwen-relative` - qwen-relative
              */
             action_format?: components["schemas"]["ActionFormatEnum"];
             /** @description Its prompts carry the screenshots; default: the parent's, else its loupe.json's, else whether it is a vision-language model. */
@@ -1618,8 +1738,10 @@ export interface components {
              *
              *     * `loupe` - loupe
              *     * `uitars` - uitars
-             *     * `qwen-relative` - qwen-relative
+             *     * `qwen3-relative` - qwen3-relative
+             *     * `qwen25-absolute` - qwen25-absolute
              *     * `pyautogui` - pyautogui
+             *     * `qwen-relative` - qwen-relative
              */
             action_format: components["schemas"]["ActionFormatEnum"];
             /** @description It is sent the screenshots. */
@@ -1660,6 +1782,55 @@ export interface components {
             /** Format: date-time */
             deactivated_at: string | null;
             reason: string;
+        };
+        EnvServiceHost: {
+            pools: components["schemas"]["EnvServicePool"][];
+            host: string;
+            /** @description host:port it serves on. */
+            address: string;
+            /** Format: double */
+            lease_timeout_s: number;
+            leases: number;
+            /**
+             * Format: double
+             * @description Steps its envs took a minute, lately.
+             */
+            steps_per_minute: number | null;
+            /**
+             * Format: double
+             * @description Unix time of its last report.
+             */
+            reported_at: number;
+            /** Format: double */
+            age_s: number;
+            /** @description No report for over 30 s: gone or stuck. */
+            silent: boolean;
+        };
+        EnvServiceHosts: {
+            hosts: components["schemas"]["EnvServiceHost"][];
+            kinds: components["schemas"]["EnvServiceKind"][];
+        };
+        EnvServiceKind: {
+            kind: string;
+            capacity: number;
+            leased: number;
+            idle: number;
+        };
+        EnvServicePool: {
+            kind: string;
+            /** @description Envs it may hold at once. */
+            capacity: number;
+            /** @description Envs leased to RL callers now. */
+            leased: number;
+            /** @description Envs made and waiting (warm). */
+            idle: number;
+            warm_target: number;
+            crashes: number;
+        };
+        EpisodeAskOutput: {
+            reason: string;
+            /** Format: date-time */
+            asked_at: string;
         };
         /** @description Unknown fields are an error, not silently dropped. */
         EpisodeBranchInputRequest: {
@@ -1718,6 +1889,8 @@ export interface components {
             queue: components["schemas"]["EpisodeQueueOutput"] | null;
             /** @description Where a branch branched from: its parent and the step it acts on anew. */
             branch_of: components["schemas"]["BranchOfOutput"] | null;
+            /** @description Set while the model waits for a person about a proposal it is unsure of. */
+            ask?: components["schemas"]["EpisodeAskOutput"] | null;
             steps: components["schemas"]["StepOutput"][];
             last_seq: number;
         };
@@ -1770,6 +1943,8 @@ export interface components {
             queue: components["schemas"]["EpisodeQueueOutput"] | null;
             /** @description Where a branch branched from: its parent and the step it acts on anew. */
             branch_of: components["schemas"]["BranchOfOutput"] | null;
+            /** @description Set while the model waits for a person about a proposal it is unsure of. */
+            ask?: components["schemas"]["EpisodeAskOutput"] | null;
         };
         EpisodePage: {
             results: components["schemas"]["EpisodeOutput"][];
@@ -1783,55 +1958,6 @@ export interface components {
             /** @description Whether you may polish the whole episode again (managers). */
             can_request: boolean;
             settings: components["schemas"]["EpisodePolishSettings"];
-        EnvServiceHost: {
-            pools: components["schemas"]["EnvServicePool"][];
-            host: string;
-            /** @description host:port it serves on. */
-            address: string;
-            /** Format: double */
-            lease_timeout_s: number;
-            leases: number;
-            /**
-             * Format: double
-             * @description Steps its envs took a minute, lately.
-             */
-            steps_per_minute: number | null;
-            /**
-             * Format: double
-             * @description Unix time of its last report.
-             */
-            reported_at: number;
-            /** Format: double */
-            age_s: number;
-            /** @description No report for over 30 s: gone or stuck. */
-            silent: boolean;
-        };
-        EnvServiceHosts: {
-            hosts: components["schemas"]["EnvServiceHost"][];
-            kinds: components["schemas"]["EnvServiceKind"][];
-        };
-        EnvServiceKind: {
-            kind: string;
-            capacity: number;
-            leased: number;
-            idle: number;
-        };
-        EnvServicePool: {
-            kind: string;
-            /** @description Envs it may hold at once. */
-            capacity: number;
-            /** @description Envs leased to RL callers now. */
-            leased: number;
-            /** @description Envs made and waiting (warm). */
-            idle: number;
-            warm_target: number;
-            crashes: number;
-        };
-        EpisodeAskOutput: {
-            reason: string;
-            /** Format: date-time */
-            asked_at: string;
-        };
             steps: components["schemas"]["StepPolishOutput"][];
         };
         EpisodePolishQueued: {
@@ -2147,6 +2273,13 @@ export interface components {
          * @enum {string}
          */
         OutcomeEnum: "success" | "failure" | "infeasible";
+        PatchedAskSettingsOutputRequest: {
+            /**
+             * Format: double
+             * @description An autonomous episode asks a person about a proposal whose confidence is under this; null: never.
+             */
+            ask_below?: number | null;
+        };
         /** @description Unknown fields are an error, not silently dropped. */
         PatchedCycleSettingsInputRequest: {
             min_new_rows?: number;
@@ -2427,6 +2560,8 @@ export interface components {
             before: string;
             match: string;
             after: string;
+            /** @description The value was hidden when it was stored: match is its label, and a wrong-hit mark names it in its context (before + match + after). */
+            hidden: boolean;
         };
         /** @description Unknown fields are an error, not silently dropped. */
         RedactionMarkInputRequest: {
@@ -2461,6 +2596,8 @@ export interface components {
             words: string[];
             /** @description How a phone number without a country code is read (US, DE, ...). */
             region: string;
+            /** @description What redaction hides is kept apart for the project's admins (each read audited); switching it on needs an admin. */
+            keep_originals: boolean;
         };
         /** @description Unknown fields are an error, not silently dropped. */
         RedactionSetInputRequest: {
@@ -2485,6 +2622,16 @@ export interface components {
             /** @description Its action had been rejected at this step already. */
             repeated: boolean;
             rejected_by: string | null;
+            /**
+             * Format: double
+             * @description How sure the policy was of its action: exp of the mean logprob of the answer's action tokens (agent/confidence.py); empty without logprobs.
+             */
+            confidence?: number | null;
+            /**
+             * Format: double
+             * @description Mean logprob of the action tokens over their runner-up's, where the backend returned top-k.
+             */
+            confidence_margin?: number | null;
             /** Format: date-time */
             created_at: string | null;
         };
@@ -2548,8 +2695,6 @@ export interface components {
             reviewer: components["schemas"]["UserRef"];
             verdict: components["schemas"]["VerdictEnum"];
             grade: number | null;
-            /** @description The value was hidden when it was stored: match is its label, and a wrong-hit mark names it in its context (before + match + after). */
-            hidden: boolean;
             /** @description Label by step index. */
             step_labels: {
                 [key: string]: "good" | "wasteful" | "wrong" | "critical";
@@ -2584,8 +2729,6 @@ export interface components {
          *     * `admin` - Admin
          * @enum {string}
          */
-            /** @description What redaction hides is kept apart for the project's admins (each read audited); switching it on needs an admin. */
-            keep_originals: boolean;
         RoleEnum: "annotator" | "manager" | "admin";
         RoutingBuckets: {
             sft: components["schemas"]["BucketOutput"];
@@ -2710,6 +2853,11 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        /** @description Unknown fields are an error, not silently dropped. */
+        SnapshotExportUnredactedInputRequest: {
+            /** @description Why the data leaves without redaction (audited). */
+            reason: string;
+        };
         /** @description A snapshot's filter as datasets.filter_clean kept it: only the keys it was given. */
         SnapshotFilterOutput: {
             tasks?: number[];
@@ -2831,11 +2979,6 @@ export interface components {
             max_new_tokens?: number;
         };
         /** @description One stage of the training recipe; stages run in order, each from the last one's output. */
-        /** @description Unknown fields are an error, not silently dropped. */
-        SnapshotExportUnredactedInputRequest: {
-            /** @description Why the data leaves without redaction (audited). */
-            reason: string;
-        };
         StageOutput: {
             algorithm: components["schemas"]["AlgorithmEnum"];
             max_steps: number;
@@ -2858,6 +3001,21 @@ export interface components {
             labels: {
                 [key: string]: string;
             };
+        };
+        StepOriginal: {
+            episode: number;
+            step: number;
+            /** @description Each field redaction changed, as it was. */
+            fields: {
+                [key: string]: unknown;
+            };
+            /** @description The screenshot as it was (a data: URL), where boxes were filled. */
+            screenshot: string | null;
+        };
+        /** @description Unknown fields are an error, not silently dropped. */
+        StepOriginalInputRequest: {
+            /** @description Why you read what redaction hid (audited). */
+            reason: string;
         };
         StepOutput: {
             index: number;
@@ -2892,6 +3050,16 @@ export interface components {
             timings: {
                 [key: string]: unknown;
             };
+            /**
+             * Format: double
+             * @description How sure the policy was of its action: exp of the mean logprob of the answer's action tokens (agent/confidence.py); empty without logprobs.
+             */
+            confidence?: number | null;
+            /**
+             * Format: double
+             * @description Mean logprob of the action tokens over their runner-up's, where the backend returned top-k.
+             */
+            confidence_margin?: number | null;
             /** Format: date-time */
             created_at: string | null;
         };
@@ -2980,21 +3148,6 @@ export interface components {
             /** Format: double */
             mean_reward: number;
             /** Format: double */
-        StepOriginal: {
-            episode: number;
-            step: number;
-            /** @description Each field redaction changed, as it was. */
-            fields: {
-                [key: string]: unknown;
-            };
-            /** @description The screenshot as it was (a data: URL), where boxes were filled. */
-            screenshot: string | null;
-        };
-        /** @description Unknown fields are an error, not silently dropped. */
-        StepOriginalInputRequest: {
-            /** @description Why you read what redaction hid (audited). */
-            reason: string;
-        };
             mean_steps: number;
             /** Format: double */
             void_rate: number;
@@ -3436,6 +3589,25 @@ export interface operations {
             };
         };
     };
+    envservice_hosts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnvServiceHosts"];
+                };
+            };
+        };
+    };
     episodes_list: {
         parameters: {
             query?: {
@@ -3589,25 +3761,6 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-    envservice_hosts: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["EnvServiceHosts"];
-                };
-            };
-        };
-    };
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3833,6 +3986,34 @@ export interface operations {
             };
         };
     };
+    episodes_steps_original_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                episode_id: number;
+                index: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StepOriginalInputRequest"];
+                "multipart/form-data": components["schemas"]["StepOriginalInputRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["StepOriginalInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StepOriginal"];
+                };
+            };
+        };
+    };
     episodes_steps_polish_create: {
         parameters: {
             query?: never;
@@ -3954,34 +4135,6 @@ export interface operations {
         };
     };
     projects_list: {
-    episodes_steps_original_create: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                episode_id: number;
-                index: number;
-            };
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["StepOriginalInputRequest"];
-                "multipart/form-data": components["schemas"]["StepOriginalInputRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["StepOriginalInputRequest"];
-            };
-        };
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["StepOriginal"];
-                };
-            };
-        };
-    };
         parameters: {
             query?: never;
             header?: never;
@@ -4065,6 +4218,96 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ReviewAgreementOutput"];
+                };
+            };
+        };
+    };
+    projects_asking_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AskSettingsOutput"];
+                };
+            };
+        };
+    };
+    projects_asking_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedAskSettingsOutputRequest"];
+                "multipart/form-data": components["schemas"]["PatchedAskSettingsOutputRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedAskSettingsOutputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AskSettingsOutput"];
+                };
+            };
+        };
+    };
+    projects_asking_calibration_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AskCalibrationOutput"];
+                };
+            };
+        };
+    };
+    projects_asks_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AskWaitingOutput"][];
                 };
             };
         };
@@ -5227,6 +5470,33 @@ export interface operations {
             };
         };
     };
+    snapshots_export_unredacted_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                snapshot_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SnapshotExportUnredactedInputRequest"];
+                "multipart/form-data": components["schemas"]["SnapshotExportUnredactedInputRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["SnapshotExportUnredactedInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": string;
+                };
+            };
+        };
+    };
     snapshots_rows_retrieve: {
         parameters: {
             query?: {
@@ -5270,30 +5540,3 @@ export interface operations {
         };
     };
 }
-    snapshots_export_unredacted_create: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                snapshot_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["SnapshotExportUnredactedInputRequest"];
-                "multipart/form-data": components["schemas"]["SnapshotExportUnredactedInputRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["SnapshotExportUnredactedInputRequest"];
-            };
-        };
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/zip": string;
-                };
-            };
-        };
-    };

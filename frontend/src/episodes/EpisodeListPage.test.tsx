@@ -30,11 +30,29 @@ function routes(role: "annotator" | "manager", extra: Routes = {}): Routes {
     "GET /api/v1/episodes/?project=1&status=running": page([episode(9, "running", { control: { username: "bob" } })]),
     "GET /api/v1/episodes/?project=1&status=queued": page([]),
     "GET /api/v1/episodes/?project=1": page([episode(9, "running"), episode(8, "paused"), episode(7, "finished")]),
+    "GET /api/v1/projects/1/asks": { body: [] },
     ...extra,
   };
 }
 
 describe("EpisodeListPage (the queue)", () => {
+  it("lists the episodes whose model asks for a person first, longest wait first, with why", async () => {
+    const ask = (episodeId: number, waited: number, reason: string) => ({
+      episode: episodeId, task: "click-button", seed: 5, reason, step: 0, asked_at: "", waited_seconds: waited, control: null,
+    });
+    mockFetch(
+      routes("annotator", {
+        "GET /api/v1/projects/1/asks": { body: [ask(8, 95, "confidence 0.31 < 0.5"), ask(6, 4, "confidence 0.12 < 0.5")] },
+      }),
+    );
+    renderApp("/projects/1/episodes");
+    const asks = await screen.findAllByTestId("ask-item");
+    expect(asks.map((a) => a.getAttribute("href"))).toEqual(["/episodes/8", "/episodes/6"]);
+    expect(asks[0].textContent).toContain("Step 1: unsure (confidence 0.31 < 0.5)");
+    expect(asks[0].textContent).toContain("waiting 1 min");
+    expect(asks[1].textContent).toContain("waiting 4 s");
+  });
+
   it("lists live episodes to join first, waiting ones before running ones", async () => {
     mockFetch(routes("annotator"));
     renderApp("/projects/1/episodes");

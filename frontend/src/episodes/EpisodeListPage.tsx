@@ -12,6 +12,7 @@ import { canManage } from "../components/permissions";
 import { useEpisodeList, useLiveEpisodes } from "./queries";
 import { queueShort } from "./queue";
 import { StartEpisodeForm } from "./StartEpisodeForm";
+import { AsksWaiting } from "./AsksWaiting";
 import "./episodes.css";
 
 function EpisodeTable({ projectId }: { projectId: number }) {
@@ -107,6 +108,7 @@ function EpisodeTable({ projectId }: { projectId: number }) {
 function controlText(episode: Episode): string {
   if (episode.control) return `${episode.control.username} controls`;
   if (episode.status === "queued") return `starting: ${queueShort(episode)}`;
+  if (episode.ask) return `asks for a person: ${episode.ask.reason}`;
   return episode.mode === "supervised" ? "nobody controls — join to steer" : "running on its own";
 }
 
@@ -162,6 +164,7 @@ export function EpisodeListPage() {
             <div className="page-header">
               <h1>Live now</h1>
             </div>
+            <AsksWaiting projectId={projectId} />
             <LiveQueue projectId={projectId} />
             <h2 className="section-header">{manager ? "Start episodes" : "Start a supervised episode"}</h2>
             <StartEpisodeForm projectId={projectId} canStartAutonomous={manager} />

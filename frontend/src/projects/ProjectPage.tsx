@@ -7,11 +7,12 @@ import { canAdminister, canManage } from "../components/permissions";
 import { ProjectDetails } from "./ProjectDetails";
 import { PrivacySection } from "./PrivacySection";
 import { TasksSection } from "./TasksSection";
+import { AskSection } from "./AskSection";
 import "./projects.css";
 
-type Tab = "tasks" | "members" | "privacy";
+type Tab = "tasks" | "members" | "privacy" | "asking";
 
-const TAB_LABELS: Record<Tab, string> = { tasks: "Tasks", members: "Members", privacy: "Personal data" };
+const TAB_LABELS: Record<Tab, string> = { tasks: "Tasks", members: "Members", privacy: "Personal data", asking: "Asking a person" };
 
 /** `/projects/:projectId`: details, tasks and members, and the way into the project's other parts. */
 export function ProjectPage() {
@@ -19,7 +20,7 @@ export function ProjectPage() {
   const { user } = useSession();
   const [params, setParams] = useSearchParams();
   const asked = params.get("tab");
-  const tab: Tab = asked === "members" || asked === "privacy" ? asked : "tasks";
+  const tab: Tab = asked === "members" || asked === "privacy" || asked === "asking" ? asked : "tasks";
 
   return (
     <ProjectFrame projectId={projectId}>
@@ -32,7 +33,7 @@ export function ProjectPage() {
             </Link>
           </div>
           <div className="tabs" role="tablist" aria-label="Project settings">
-            {(["tasks", "members", ...(canManage(project, user) ? ["privacy"] : [])] as Tab[]).map((t) => (
+            {(["tasks", "members", ...(canManage(project, user) ? ["privacy", "asking"] : [])] as Tab[]).map((t) => (
               <button
                 key={t}
                 type="button"
@@ -52,6 +53,8 @@ export function ProjectPage() {
               <TasksSection projectId={project.id} editable={canManage(project, user)} />
             ) : tab === "privacy" && canManage(project, user) ? (
               <PrivacySection projectId={project.id} admin={canAdminister(project, user)} />
+            ) : tab === "asking" && canManage(project, user) ? (
+              <AskSection projectId={project.id} />
             ) : (
               <MembersSection projectId={project.id} editable={canAdminister(project, user)} />
             )}

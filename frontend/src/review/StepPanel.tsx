@@ -85,6 +85,12 @@ export function StepPanel({ step, count, words, label, onLabel }: StepPanelProps
         <ActorBadge actor={step.actor} />
         {step.void && <span className="badge void">void turn</span>}
         {step.done && <span className="badge">last</span>}
+        {step.confidence != null && (
+          <span className="badge" data-testid="replay-confidence" title="How sure the model was of its proposed action">
+            confidence {step.confidence.toFixed(2)}
+            {step.info?.asked ? " · asked a person" : ""}
+          </span>
+        )}
         <div className="header-spacer" />
         <span className="muted small">reward {formatReward(step.reward)}</span>
       </div>

@@ -7,7 +7,7 @@ import type { Proposal } from "./episodeState";
 const proposal: Proposal = {
   index: 2, thought: "Click the logo.", action: { name: "click", args: { x: 10, y: 20 } }, action_text: "click(x=10, y=20)",
   raw: "", void_reason: "", width: 160, height: 210, url: "", reason: "", screenshot_url: "", attempt: 1, rejected: [],
-  repeated: false,
+  repeated: false, confidence: null,
 };
 
 const submitButton = (id: string) => screen.getByTestId(id) as HTMLButtonElement;

@@ -36,6 +36,7 @@ function proposal(extra: Partial<Proposal> = {}): Proposal {
     attempt: 1,
     rejected: [],
     repeated: false,
+    confidence: null,
     ...extra,
   };
 }
@@ -73,5 +74,17 @@ describe("attemptLine", () => {
     expect(attemptLine(proposal({ attempt: 2, rejected: [rejection(1, { rejected_by: null })] }), null)).toBe(
       "Proposal 2 for this step, after someone's reject",
     );
+  });
+
+  it("shows the model's confidence, and why it waits for a person when it is unsure", () => {
+    const { rerender } = render(<ProposalPanel proposal={proposal({ confidence: 0.93 })} deciding={false} />);
+    expect(screen.getByTestId("proposal-confidence").textContent).toBe("confidence 0.93");
+    expect(screen.queryByTestId("proposal-unsure")).toBeNull();
+    rerender(
+      <ProposalPanel proposal={proposal({ confidence: 0.31, reason: "unsure" })} deciding={false} ask="confidence 0.31 < 0.5" />,
+    );
+    expect(screen.getByTestId("proposal-unsure").textContent).toContain("unsure of this step (confidence 0.31 < 0.5)");
+    rerender(<ProposalPanel proposal={proposal({ confidence: null })} deciding={false} />);
+    expect(screen.queryByTestId("proposal-confidence")).toBeNull();
   });
 });

@@ -17,7 +17,10 @@ export function ProposalPanel({
   humanControl = false,
   onAnswer,
   me = null,
+  ask = "",
 }: {
+  /** Why the model waits for a person (the episode's ask, "confidence 0.31 < 0.5"); "" when it does not. */
+  ask?: string;
   proposal: Proposal;
   deciding: boolean;
   /** Who is looking (their own rejects read "your"). */
@@ -51,7 +54,22 @@ export function ProposalPanel({
           {humanControl ? "a person acts instead" : deciding ? "decision sent…" : "awaiting decision"}
         </span>
         {proposal.void_reason && <span className="badge void">void turn</span>}
+        {proposal.confidence !== null && (
+          <span
+            className={proposal.reason === "unsure" ? "badge void" : "badge"}
+            data-testid="proposal-confidence"
+            title="How sure the model was of this action: the average probability of its action's tokens"
+          >
+            confidence {proposal.confidence.toFixed(2)}
+          </span>
+        )}
       </div>
+      {proposal.reason === "unsure" && !humanControl && (
+        <div className="call-user" role="alert" data-testid="proposal-unsure">
+          <strong>The model is unsure of this step{ask ? ` (${ask})` : ""} and waits for you.</strong>
+          <p className="small">Approve it, edit it or take over. Once this step is decided the episode runs on by itself.</p>
+        </div>
+      )}
       {proposal.attempt > 1 && (
         <div className="proposal-attempt" data-testid="proposal-attempt" role="status">
           <strong>{attemptLine(proposal, me)}.</strong>

@@ -446,6 +446,7 @@ export function SessionPage() {
               deciding={deciding}
               humanControl={live.humanControl}
               me={me?.username ?? null}
+              ask={episode.ask?.reason ?? ""}
               onAnswer={
                 controls.approve.enabled ? (answer) => send({ type: "approve", index: proposal.index, answer }) : undefined
               }

@@ -23,8 +23,11 @@ export interface Proposal {
   width: number;
   height: number;
   url: string;
-  /** "call_user": the model asks the person a question and the episode waits. */
-  reason: "" | "call_user";
+  /** "call_user": the model asks the person a question and the episode waits. "unsure": its confidence is under
+   * the project's floor, so an autonomous episode waits for a person to decide this step. */
+  reason: "" | "call_user" | "unsure";
+  /** How sure the model was of this action (0-1, from its logprobs); null when its server gave none. */
+  confidence: number | null;
   screenshot_url: string;
   /** Which proposal of this step it is: 2 and more come after a person's rejects. */
   attempt: number;
@@ -159,7 +162,8 @@ function proposalFrom(data: Record<string, unknown>): Proposal {
     width: num(data.width),
     height: num(data.height),
     url: String(data.url ?? ""),
-    reason: data.reason === "call_user" ? "call_user" : "",
+    reason: data.reason === "call_user" || data.reason === "unsure" ? data.reason : "",
+    confidence: typeof data.confidence === "number" && Number.isFinite(data.confidence) ? data.confidence : null,
     screenshot_url: String(data.screenshot_url ?? ""),
     attempt: typeof data.attempt === "number" && data.attempt >= 1 ? data.attempt : 1,
     rejected: Array.isArray(data.rejected) ? (data.rejected as Rejection[]) : [],
