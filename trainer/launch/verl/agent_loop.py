@@ -69,9 +69,8 @@ def _loop_class():
                     told = await call(None, episode.act, answer)
                     if told is None:
                         break
-                    previous = messages
-                    messages = [*messages, {"role": "assistant", "content": answer},
-                                {"role": "user", "content": told}]
+                    previous = [*messages, {"role": "assistant", "content": answer}]  # as the tokens now hold it
+                    messages = [*previous, {"role": "user", "content": told}]
                     merged, mask, logprobs = await self.ct_merge_context_msg(previous, messages, runtime, mask,
                                                                              logprobs)
                     runtime = merged.token_ids
