@@ -26,7 +26,7 @@ export const SNAPSHOT_KINDS: { kind: SnapshotKind; label: string; help: string }
     label: "DPO",
     help: "every edited step: the person's correction over the model's proposal; and a branch's step that acted otherwise than its parent on the same screen, the better episode's step preferred",
   },
-  { kind: "rl", label: "RL", help: "whole autonomous episodes with their rewards and logprobs" },
+  { kind: "rl", label: "RL", help: "each step of the autonomous episodes with a reward: GRPO samples fresh answers to it and the env scores them" },
   { kind: "ct", label: "CT", help: "V=0 episodes, for continual training on what went wrong" },
   {
     kind: "prm",
