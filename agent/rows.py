@@ -54,12 +54,16 @@ HISTORY_WINDOW = 4  # earlier steps shown in full, as agent.rollout.run_episode 
 @dataclass(frozen=True)
 class RenderedFor:
     """What a row was rendered for: the reading model's prompt style and action format, whether it reads
-    screenshots, and how many earlier screenshots it gets (0 for a text model)."""
+    screenshots, and how many earlier screenshots it gets (0 for a text model); for a format that points on the
+    resized image (uitars, qwen25-absolute), its processor's pixel limits (None: the format's defaults), which set
+    that grid as they do when the rollout reads its answers."""
 
     style: str = DEFAULT_STYLE
     action_format: str = "loupe"
     reads_images: bool = False
     history_images: int = 0
+    min_pixels: int | None = None
+    max_pixels: int | None = None
 
     def __post_init__(self) -> None:
         if self.style not in PROMPT_STYLES:
@@ -69,21 +73,30 @@ class RenderedFor:
             raise ValueError(f"reads_images must be true or false, got {self.reads_images!r}")
         if isinstance(self.history_images, bool) or not isinstance(self.history_images, int) or self.history_images < 0:
             raise ValueError(f"history_images must be a whole number >= 0, got {self.history_images!r}")
+        formats.check_pixels(self.min_pixels, self.max_pixels)
+
+    @property
+    def pixels(self) -> dict:
+        """formats.parse / render's ``min_pixels`` / ``max_pixels``."""
+        return {"min_pixels": self.min_pixels, "max_pixels": self.max_pixels}
 
     def to_dict(self) -> dict:
+        limits = {key: value for key, value in self.pixels.items() if value is not None}  # rows before: none
         return {"style": self.style, "action_format": self.action_format, "reads_images": self.reads_images,
-                "history_images": self.history_images}
+                "history_images": self.history_images, **limits}
 
     @classmethod
     def from_dict(cls, d: object, where: str) -> RenderedFor:
         if not isinstance(d, dict):
             raise ValueError(f"{where}: rendered_for must be an object, got {type(d).__name__}")
-        unknown = sorted(set(d) - {"style", "action_format", "reads_images", "history_images"})
+        unknown = sorted(set(d) - {"style", "action_format", "reads_images", "history_images", "min_pixels",
+                                   "max_pixels"})
         if unknown:
             raise ValueError(f"{where}: rendered_for: unknown keys {unknown}")
         try:
             return cls(style=d.get("style", DEFAULT_STYLE), action_format=d.get("action_format", "loupe"),
-                       reads_images=d.get("reads_images", False), history_images=d.get("history_images", 0))
+                       reads_images=d.get("reads_images", False), history_images=d.get("history_images", 0),
+                       min_pixels=d.get("min_pixels"), max_pixels=d.get("max_pixels"))
         except ValueError as exc:
             raise ValueError(f"{where}: rendered_for: {exc}") from None
 
@@ -127,7 +140,7 @@ def render_turn(thought: str, action: Action | None, target: RenderedFor, width:
     Action: ...``, as rows always were). A void turn (no action) is ``raw``, the text as it was written."""
     if action is None:
         return raw
-    return formats.render(thought, action, format=target.action_format, width=width, height=height)
+    return formats.render(thought, action, format=target.action_format, width=width, height=height, **target.pixels)
 
 
 def _images(step: StepView, history: Sequence[StepView], target: RenderedFor) -> list[str]:
@@ -183,7 +196,7 @@ def render_prompt(step: StepView, history: Sequence[StepView], target: RenderedF
     past = [earlier(view, i >= cut) for i, view in enumerate(history)]
     messages = render_messages(instruction=step.instruction, observation_text=screen(step),
                                history=past, history_window=window, feedback=feedback,
-                               style=style, action_format=target.action_format, texts=screens)
+                               style=style, action_format=target.action_format, texts=screens, pixels=target.pixels)
     return messages, images
 
 

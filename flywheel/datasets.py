@@ -14,6 +14,7 @@ from pathlib import Path
 from django.db.models import QuerySet
 from django.db.models.base import ModelState
 
+from agent import formats
 from agent.prompt import DEFAULT_STYLE
 from agent.rows import RenderedFor
 from flywheel.models import (Deployment, Episode, EpisodeStatus, Mode, Project, Rejection, SnapshotEpisode, SnapshotStatus,
@@ -56,9 +57,11 @@ def export_target(project: Project) -> RenderedFor:
     if checkpoint is None or not checkpoint.uri or not Path(checkpoint.uri).is_dir():
         return RenderedFor(style=TINY_STYLE)
     history = cycle_settings.settings_of(project)["history_images"] if checkpoint.reads_images else 0
+    # a format on the resized image is written on the grid its processor shows it, as its answers are read
+    pixels = formats.pixel_limits(checkpoint.uri) if formats.resizes(checkpoint.action_format) else {}
     try:
         return RenderedFor(style=_checkpoint_style(checkpoint.uri), action_format=checkpoint.action_format,
-                           reads_images=checkpoint.reads_images, history_images=history)
+                           reads_images=checkpoint.reads_images, history_images=history, **pixels)
     except ValueError as exc:
         raise ApplicationError(f"Checkpoint {checkpoint.name} cannot have rows rendered for it: {exc}.") from None
 

@@ -35,7 +35,7 @@ from agent.formats import pyautogui, qwen, qwen25, uitars
 from agent.formats._common import FormatError, check_size
 
 __all__ = ["ALIASES", "FORMATS", "FormatError", "canonical", "check_format", "check_pixels", "parse", "pixel_limits",
-           "render"]
+           "render", "resizes"]
 
 # an old name -> the format it names now; old names stay valid wherever a format is (stored data and settings)
 ALIASES: dict[str, str] = {"qwen-relative": "qwen3-relative"}
@@ -48,6 +48,11 @@ MAX_ANSWER_CHARS = 100_000  # a longer answer is a runaway generation, not a tur
 def canonical(name: str) -> str:
     """The format ``name`` names (an alias's current name; any other name as it is): what to compare formats by."""
     return ALIASES.get(name, name)
+
+
+def resizes(name: str) -> bool:
+    """Whether format ``name`` points on the image its processor resized (its grid takes pixel limits)."""
+    return getattr(_MODULES.get(canonical(name)), "RESIZES", False)
 
 
 def check_format(name: object) -> str:

@@ -223,13 +223,16 @@ def test_a_reading_checkpoint_turns_the_flywheel_lora_then_full(vlm_stack, tmp_p
     sft = {row["meta"]["step_index"]: row for row in frozen["sft"]}
     assert sorted(sft) == sorted(steps)
     for index, row in sft.items():
+        # the tiny VLM's processor limits (its processor_config.json): rows are written on the grid it sees
         assert row["rendered_for"] == {"style": row["rendered_for"]["style"], "action_format": "uitars",
-                                       "reads_images": True, "history_images": 1}
+                                       "reads_images": True, "history_images": 1, "min_pixels": 3136,
+                                       "max_pixels": 200704}
         assert len(row["images"]) == min(index, 1) + 1  # the current screenshot and one earlier
     step = steps[edit_index]
     answer = sft[edit_index]["messages"][-1]["content"]
     assert "start_box=" in answer and "click(x=" not in answer, answer  # UI-TARS' grammar, not Loupe's
-    assert parse(answer, format="uitars", width=step.width, height=step.height).action.to_dict() == step.action
+    assert parse(answer, format="uitars", width=step.width, height=step.height, min_pixels=3136,
+                 max_pixels=200704).action.to_dict() == step.action
     [pair] = [row for row in frozen["dpo"] if row["meta"]["step_index"] == edit_index]
     assert pair["chosen"][0]["content"] == answer and pair["rejected"][0]["content"] == step.proposal["raw"]
     assert pair["images"] == sft[edit_index]["images"]
