@@ -27,7 +27,7 @@ from core.audit import audit_record
 from core.errors import ApplicationError
 from core.limits import check_length
 from core.stats import cohen_kappa
-from flywheel import selectors
+from flywheel import privacy, selectors
 from flywheel.models import Episode, EpisodeStatus, Membership, Project, Role
 
 FILTER_KEYS = ("task", "checkpoint", "annotator", "split", "mode", "status", "outcome", "review_status", "reward_min",
@@ -243,6 +243,7 @@ def item_adjudicate(*, item: QueueItem, actor, verdict: str, comment: str = "") 
     if verdict not in Verdict.values:
         raise _bad("verdict", "'verdict' must be accept or reject.")
     check_length("adjudication_comment", comment, field="comment")
+    comment = privacy.text_redact(settings=item.queue.project.settings, text=comment)  # stored redacted (issue 40)
     QueueItem.objects.filter(pk=item.pk).update(state=ItemState.ADJUDICATED, final_verdict=verdict,
                                                 adjudicated_by=actor, adjudicated_at=timezone.now(),
                                                 adjudication_comment=comment)

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from core.audit import audit_record
 from core.errors import ApplicationError
+from flywheel import privacy
 from flywheel.models import Actor, Episode, PolishState, Project, Step
 from flywheel.project_settings import Section, section_of, section_set
 
@@ -413,6 +414,7 @@ def step_polish_edit(*, step: Step, user, role: str | None, text) -> Step:
         raise ApplicationError(f"Nobody said anything during step {locked.index + 1}; a polished thought is made "
                                f"from spoken words, so there is none to edit.", errors={"step": ["No words."]})
     before = locked.polished_thought
+    text = privacy.text_redact(settings=locked.episode.project.settings, text=text)  # stored redacted (issue 40)
     Step.objects.filter(pk=locked.pk).update(polished_thought=text, polish_state=PolishState.EDITED, polish_error="",
                                              polish_source=locked.human_thought.strip(), polished_at=timezone.now())
     audit_record(actor=user, action="step.polish_edit", target=locked.episode,

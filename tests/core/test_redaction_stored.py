@@ -279,3 +279,15 @@ def test_a_proposal_shown_live_as_it_came_is_kept_redacted_once_its_step_is_stor
     assert kept["screenshot"] == step.screenshot and kept["index"] == 0
     served = client_for(demo["annotator"]).get(f"/api/v1/episodes/{episode.pk}/proposals/0/screenshot")
     assert b"".join(served.streaming_content) == default_storage.open(step.screenshot, "rb").read()
+
+
+def test_a_polished_thought_a_person_edits_is_stored_redacted(demo):
+    from flywheel.polish import step_polish_edit
+
+    project = _project(demo)
+    step, _ = _record(project, demo["task"])
+    Step.objects.filter(pk=step.pk).update(human_thought="click the first row")
+    edited = step_polish_edit(step=step, user=demo["manager"], role="manager",
+                              text=f"Mail {VALUES['email'][0]} the receipt")
+    assert edited.polished_thought == "Mail [EMAIL] the receipt"
+    assert VALUES["email"][0] not in json.dumps(AuditEntry.objects.get(action="step.polish_edit").data)
