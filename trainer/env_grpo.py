@@ -16,8 +16,8 @@ person's steps (``steps`` of its answer) and the tool's answer tells the model w
 
 Text models read the screen as text (agent.prompt's render of the elements); a vision-language init also gets the
 screenshot back after each action as an image part of the tool's answer, as TRL's image-returning tools allow.
-A model whose chat template cannot render tool calls is given TRL's Qwen2.5 template (ChatML with <tool_call> tags),
-whose answers TRL knows how to parse.
+A model whose chat template cannot render tool calls is given one of TRL's that can, whose answers TRL knows how to
+parse (:func:`tool_ready`).
 """
 from __future__ import annotations
 
@@ -201,15 +201,18 @@ def env_class(actions: list[str] | tuple[str, ...] = TOOLS) -> type[ServiceEnv]:
 
 
 def tool_ready(tokenizer, model) -> None:
-    """Give a chat template that cannot render tool calls TRL's Qwen2.5 template (ChatML with <tool_call> tags), whose
-    answers TRL parses; a turn then ends at <|im_end|>, so generation stops there (a token of its own, added where
+    """Give a chat template that cannot render tool calls one of TRL's that can and whose answers TRL parses: Qwen3-VL's
+    for a vision-language processor (the same image tokens as Qwen2.5-VL's), Qwen2.5's (ChatML with <tool_call> tags)
+    for a text tokenizer. A turn then ends at <|im_end|>, so generation stops there (a token of its own, added where
     the vocabulary lacks it: the tiny model's)."""
-    from trl.chat_template_utils import qwen2_5_chat_template, supports_tool_calling
+    from transformers import ProcessorMixin
+    from trl.chat_template_utils import qwen2_5_chat_template, qwen3_vl_chat_template, supports_tool_calling
 
     inner = getattr(tokenizer, "tokenizer", tokenizer)
     if supports_tool_calling(tokenizer):
         return
-    tokenizer.chat_template = inner.chat_template = qwen2_5_chat_template
+    template = qwen3_vl_chat_template if isinstance(tokenizer, ProcessorMixin) else qwen2_5_chat_template
+    tokenizer.chat_template = inner.chat_template = template
     markers = ["<|im_start|>", "<|im_end|>"]
     if any(inner.convert_tokens_to_ids(m) in (None, inner.unk_token_id) for m in markers):
         inner.add_special_tokens({"additional_special_tokens": markers})
