@@ -27,6 +27,7 @@ def test_a_reading_checkpoint_is_evaluated_in_its_format_with_the_cycles_history
     assert stored.episodes == 1 and stored.success_rate == 0.0  # untrained
     out = tmp_path / "cycle" / f"eval-candidate-{checkpoint.pk}-0"
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["prompting"] == {"action_format": "uitars", "with_image": True, "history_images": 1}
+    assert metrics["prompting"] == {"action_format": "uitars", "with_image": True, "history_images": 1,
+                                    "pixels": {"min_pixels": 3136, "max_pixels": 200704}}  # its processor's grid
     episode = json.loads((out / "episodes.jsonl").read_text())
     assert episode["prompt_images"] == [min(i, 1) + 1 for i in range(episode["steps"])]

@@ -50,7 +50,8 @@ def test_eval_of_a_tiny_vlm_sends_its_screenshots_in_uitars_and_reports_void_tur
     assert done["done"] is True
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics == done["metrics"]
-    assert metrics["prompting"] == {"action_format": "uitars", "with_image": True, "history_images": 1}
+    assert metrics["prompting"] == {"action_format": "uitars", "with_image": True, "history_images": 1,
+                                    "pixels": {"min_pixels": 3136, "max_pixels": 200704}}  # its processor's grid
     overall = metrics["overall"]
     assert overall["episodes"] == 2 and overall["success_rate"] == 0.0  # untrained: it answers garbage
 
