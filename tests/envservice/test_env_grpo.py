@@ -105,3 +105,31 @@ def test_whole_episode_grpo_plays_through_the_service_rewards_from_the_env_episo
     assert svc.status()["pools"][0]["leased"] == 0  # the run gave its leases back
     record = json.loads((tmp_path / "out" / "loupe.json").read_text())
     assert record["algorithm"] == "rl" and record["config"]["env_service"] == url
+
+
+def test_a_vision_language_model_trains_with_the_screenshot_in_the_prompt_and_after_each_action(
+        service, manager_token, tmp_path):
+    from PIL import Image
+
+    from trainer.tiny_vlm import save_tiny_vlm
+
+    url, svc = service
+    project, token = manager_token
+    client = EnvServiceClient(url, token)
+    env = env_class(["click"])(client, project=project.pk, task=TASK, run="vlm-test", style="named", images=True,
+                               void_reward=-0.1, stats={"leases": [], "episodes": [], "rewards": [], "env_steps": 0,
+                                                        "void_turns": 0, "person_steps": 0})
+    first = env.reset(seed=1)
+    after = env.click(x=5, y=5)
+    for answer in (first, after):  # TRL's image-returning tool answer: the screenshot, then the screen as text
+        assert isinstance(answer[0]["image"], Image.Image) and "The screen now:" in answer[1]["text"]
+    env._release()
+
+    save_tiny_vlm(tmp_path / "vlm")
+    config = EnvRLConfig(init=str(tmp_path / "vlm"), out=str(tmp_path / "out"), env_service=url, token=token,
+                         project=project.pk, task=TASK, seeds="1", run="vlm-test", max_steps=1, group_size=2,
+                         tools="click,type", max_turns=2, max_new_tokens=32, lr=1e-4, log_every=1, threads=1,
+                         device="cpu", seed=0)
+    metrics = train_env_grpo(config)
+    assert metrics["model"] == "vlm" and metrics["steps"] == 1 and metrics["episodes"] == 2
+    assert Episode.objects.filter(rl_run="vlm-test").count() == 3  # the probe above and the run's two
