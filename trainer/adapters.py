@@ -55,7 +55,7 @@ def _lora_shapes(adapter: Path) -> tuple[dict, str]:
     config = _read_config(adapter)
     if not (adapter / WEIGHTS).is_file():
         raise ValueError(f"it has no {WEIGHTS}")
-    with safe_open(adapter / WEIGHTS, framework="pt") as tensors:
+    with safe_open(adapter / WEIGHTS, framework="numpy") as tensors:  # shapes only: no torch import
         shapes = {key: tuple(tensors.get_slice(key).get_shape()) for key in tensors.keys()}
     lora = {key: shape for key, shape in shapes.items() if ".lora_A." in key or ".lora_B." in key}
     if not lora:
@@ -112,7 +112,7 @@ def _base_shapes(base: Path) -> dict:
         raise ValueError(f"{base} holds no safetensors weights")
     shapes = {}
     for name in files:
-        with safe_open(base / name, framework="pt") as tensors:
+        with safe_open(base / name, framework="numpy") as tensors:
             shapes.update({key: tuple(tensors.get_slice(key).get_shape()) for key in tensors.keys()})
     return shapes
 
