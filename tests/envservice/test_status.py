@@ -3,6 +3,10 @@ web API shows them (admins only), a host that stops reporting shows as silent, o
 from __future__ import annotations
 
 import json
+import signal
+import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -12,6 +16,7 @@ from envservice import status as host_status
 from envservice.client import EnvServiceClient
 from tests.envservice.conftest import TASK
 from tests.factories import make_user
+from tests.stack import ROOT, free_port, stack_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,3 +63,19 @@ def test_admins_see_each_hosts_capacity_and_leases_others_get_403_and_silent_hos
     EnvServiceClient(url, token).release(lease["lease"])
     svc.close()  # a host that stops takes its report back (the fixture's stop closes it again, harmlessly)
     assert svc.address not in {h["address"] for h in host_status.hosts_status()["hosts"]}
+
+
+def test_the_command_stopped_by_sigterm_takes_its_report_off_the_status_page(tmp_path):
+    port = free_port()
+    with open(tmp_path / "envservice.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "manage.py", "envservice", "--port", str(port), "--pools",
+                                 "miniwob=0:2", "--lease-timeout", "8"], cwd=ROOT, env=stack_env(),
+                                stdout=log, stderr=subprocess.STDOUT)
+        try:
+            host = reported(f"{socket.gethostname()}:{port}", lambda h: h["pools"][0]["capacity"] == 2, timeout=60)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert host["address"] not in {h["address"] for h in host_status.hosts_status()["hosts"]}

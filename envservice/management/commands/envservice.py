@@ -1,4 +1,6 @@
 """``python manage.py envservice --port 8200``: serve this host's envs over HTTP (see the README)."""
+import signal
+
 from django.core.management.base import BaseCommand, CommandError
 
 from envservice.server import parse_pools, start, stop
@@ -26,6 +28,8 @@ class Command(BaseCommand):
                                 lease_timeout=opts["lease_timeout"], step_timeout=opts["step_timeout"])
         self.stdout.write(f"environment service on http://{opts['host']}:{opts['port']}/ "
                           f"(schema /openapi.json; pools {', '.join(f'{k} {v}' for k, v in pools.items())})")
+        # a stop by SIGTERM (systemd, docker, the bench) ends as Ctrl-C does: leases end, the status report goes
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
         try:
             server.serve_forever()
         except KeyboardInterrupt:
