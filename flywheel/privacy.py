@@ -112,9 +112,11 @@ def _proposals_redact(*, episode, index: int, original: bytes | None, redacted: 
     from flywheel.models import Event
 
     policy = redaction.policy_of(episode.project.settings)
-    events = list(Event.objects.filter(episode=episode, type="step.proposed", payload__index=index))
-    if not policy.enabled or not events:
+    if not policy.enabled:
         return
+    events = list(Event.objects.filter(episode=episode, type="step.proposed", payload__index=index))
+    if not events:
+        return  # (and the original screen is never written to storage)
     own = screenshot_store(original) if original else None  # stored already when the proposal was shown
     for event in events:
         payload = {**event.payload, **{key: redaction.value_redact(event.payload[key], policy)

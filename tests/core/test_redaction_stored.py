@@ -4,6 +4,7 @@ them, its screenshot black inside the matching elements' boxes; rejected proposa
 comments likewise. Originals are kept only where the project says so, read by its admins only, each read
 audited; a replay types a redacted step's original or refuses plainly; a branch's check compares like with like.
 An unredacted export is refused to a manager and audited for an admin."""
+import hashlib
 import io
 import json
 import zipfile
@@ -47,6 +48,7 @@ def _record(project, task, *, index: int = 0, episode=None, prompt_images=(), **
     text, the thoughts, the raw output and the prompt (its text and ``prompt_images`` besides the screen)."""
     v = {kind: value for kind, (value, _) in VALUES.items()}
     data, elements = screen_with([VALUES[kind][1] for kind in ELEMENT_KINDS])
+    data, elements = changes.pop("screenshot", data), changes.pop("elements", elements)
     episode = episode or Episode.objects.create(project=project, task=task, seed=index, mode="supervised",
                                                 status="running")
     typed = v["phone"]
@@ -79,7 +81,9 @@ def _pixels(name: str) -> np.ndarray:
 
 def test_a_step_is_stored_with_none_of_the_test_sets_values_and_black_inside_the_matching_boxes(demo):
     project = _project(demo)
-    step, original = _record(project, demo["task"])
+    # a screen of its own (the last element is this test's), so that no other test stored its bytes
+    data, elements = screen_with([*(VALUES[kind][1] for kind in ELEMENT_KINDS), "Stored once"])
+    step, original = _record(project, demo["task"], screenshot=data, elements=elements)
     step.refresh_from_db()
     text = _stored_text(step) + Episode.objects.get(pk=step.episode_id).instruction
     for kind, (value, _) in VALUES.items():
@@ -90,10 +94,13 @@ def test_a_step_is_stored_with_none_of_the_test_sets_values_and_black_inside_the
     pixels = _pixels(step.screenshot)
     for row in range(len(ELEMENT_KINDS)):  # each element's box is black, every pixel (JPEG noise aside)
         assert pixels[10 + row * 40:41 + row * 40, 10:391].max() < 24, ELEMENT_KINDS[row]
-    assert pixels[200:, :].min() > 230  # the page around is as it was
+    assert pixels[170:201, 10:391].mean() > 150  # the element with nothing private keeps its grey
+    assert pixels[210:, :].min() > 230  # and the page around is as it was
     image = step.prompt[0]["content"][-1]["image_url"]["url"]
     assert image == episodes.IMAGE_REF + step.screenshot  # the prompt shows the redacted screen too
     assert not default_storage.exists(f"{privacy.ORIGINALS}/{step.episode_id}/0/step.json")  # nothing kept
+    digest = hashlib.sha256(original).hexdigest()
+    assert not default_storage.exists(f"screenshots/{digest[:2]}/{digest}.jpg")  # the original screen is nowhere
 
 
 def test_a_later_prompt_shows_an_earlier_screen_redacted(demo):
