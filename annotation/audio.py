@@ -242,11 +242,13 @@ def _commands_sent(clip: AudioClip, words: list, origin: float) -> list:
     stored as think-aloud words. A command is never also a thought."""
     found = audio_commands.commands_in([(w.text, w.start, w.end) for w in words])
     used = set()
+    policy = redaction.policy_of(clip.episode.project.settings) if found else None
     for command, positions in found:
         used.update(positions)
+        said = {**command.payload(), "words": " ".join(words[p].text.strip() for p in positions)}
+        said = redaction.value_redact(said, policy)  # a reject's reason is stored: as this event, as the rejection
         event_append(episode_id=clip.episode_id, type="voice.command", payload={
-            **command.payload(), "clip": clip.pk, "username": clip.user.username,
-            "words": " ".join(words[p].text.strip() for p in positions),
+            **said, "clip": clip.pk, "username": clip.user.username,
             "start": origin + words[positions[0]].start, "end": origin + words[positions[-1]].end})
     return [w for i, w in enumerate(words) if i not in used]
 

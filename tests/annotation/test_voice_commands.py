@@ -142,3 +142,20 @@ def test_a_spoken_phone_number_is_stored_as_its_label_and_silenced_in_the_audio_
         assert not played[int((word.start - origin) * rate):int((word.end - origin) * rate)].any()
     first = words[0]  # ...and "My" is still heard
     assert np.abs(played[int((first.start - origin) * rate):int((first.end - origin) * rate)]).max() > 300
+
+
+@pytest.mark.django_db
+def test_a_spoken_rejects_reason_is_stored_redacted_in_its_event():
+    from types import SimpleNamespace
+
+    project = make_project()
+    user = make_user()
+    make_member(project, user)
+    episode = Episode.objects.create(project=project, task=make_task(project), seed=1, mode="supervised")
+    clip, _ = audio.clip_create(episode=episode, user=user, client_id="voice", content_type=CONTENT_TYPE,
+                                started_at=1000.0, voice_commands=True)
+    said = "Reject, it should type jane.doe@example.org instead."
+    words = [SimpleNamespace(text=w, start=i * 0.3, end=i * 0.3 + 0.25) for i, w in enumerate(said.split())]
+    assert audio._commands_sent(clip, words, origin=1000.0) == []  # the whole utterance was the command
+    payload = Event.objects.get(episode=episode, type="voice.command").payload
+    assert payload["reason"] == "it should type [EMAIL] instead" and "jane" not in payload["words"]
