@@ -11,8 +11,10 @@ from annotation.models import Intervention
 from envservice.client import EnvServiceClient, observation_of
 from flywheel.models import Episode, EpisodeStatus, Role, Step
 from tests.annotation.test_live_session import Session
+from tests.e2e.conftest import browser, login, page, screenshot  # noqa: F401 (the browser fixtures)
 from tests.envservice.conftest import TASK
-from tests.factories import make_member, make_project, make_task, make_user
+from tests.factories import PASSWORD, make_member, make_project, make_task, make_user
+from tests.stack import wait_for
 from webapp.auth import token_create
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
@@ -72,3 +74,43 @@ def test_a_person_takes_over_the_rl_episode_and_the_rl_caller_gets_the_persons_s
     assert steps[0].proposal["action_text"] == "click(x=3, y=3)"  # the RL job's action, overridden
     kinds = list(Intervention.objects.filter(episode=episode).order_by("id").values_list("kind", flat=True))
     assert kinds == ["takeover", "act", "act", "handback"]
+
+
+def test_a_person_takes_over_an_rl_episode_on_the_session_page_and_the_rl_job_records_their_click(
+        daphne_server, service, page):
+    url, _ = service
+    project = make_project("RL run")
+    make_task(project, "click-button")
+    job, person = make_user("rl-job"), make_user("ann")
+    make_member(project, job, Role.MANAGER)
+    make_member(project, person, Role.ANNOTATOR)
+    client = EnvServiceClient(url, token_create(user=job)[1])
+    lease = client.lease(project=project.pk, task="click-button", seed=3, run="rl-browser")
+    button = next(e for e in lease["observation"]["elements"] if e["role"] == "button")
+
+    login(page, daphne_server, "ann", PASSWORD)
+    page.get_by_test_id("current-user").wait_for(timeout=20_000)
+    page.goto(f"{daphne_server}/episodes/{lease['episode']}")
+    assert page.get_by_test_id("episode-rl-run").inner_text() == "rl-browser"  # whose episode it is
+    page.get_by_test_id("cmd-takeover").click()
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(client.step, lease["lease"], MODEL_ACTION)  # the RL job's step waits for the person
+        page.get_by_test_id("cmd-handback").wait_for(timeout=60_000)
+        image = page.get_by_test_id("episode-screenshot")
+        image.wait_for(timeout=60_000)
+        image.scroll_into_view_if_needed()
+        box = image.bounding_box()
+        width, height = lease["observation"]["width"], lease["observation"]["height"]
+        image.click(position={"x": box["width"] * (button["x"] + 0.5) / width,
+                              "y": box["height"] * (button["y"] + 0.5) / height})
+        answer = waiting.result(timeout=120)
+    screenshot(page, "envservice-takeover")
+
+    assert answer["taken_over"] and answer["done"] and answer["reward"] == pytest.approx(1.0, abs=0.01)
+    assert [s["actor"] for s in answer["steps"]] == ["human"]
+    client.release(lease["lease"])
+    wait_for(lambda: Episode.objects.get(pk=lease["episode"]).status == EpisodeStatus.FINISHED, 30,
+             what="the episode to end")
+    (step,) = Step.objects.filter(episode_id=lease["episode"])
+    assert (step.actor, step.intervened_by_id, step.action["name"]) == ("human", person.pk, "click")
+    assert page.errors == []

@@ -289,6 +289,12 @@ export function SessionPage() {
           <dt>Checkpoint</dt>
           <dd>{episode.checkpoint?.name ?? "—"}</dd>
         </div>
+        {episode.rl_run && (
+          <div>
+            <dt>RL run</dt>
+            <dd className="mono" data-testid="episode-rl-run">{episode.rl_run}</dd>
+          </div>
+        )}
         <div>
           <dt>Steps</dt>
           <dd className="mono">{steps.length}</dd>
