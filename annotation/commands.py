@@ -22,7 +22,7 @@ from agent.rollout import Decision, human_turn
 from annotation.models import Command, CommandStatus, Intervention
 from core.audit import audit_record
 from core.limits import LABELS, too_long
-from flywheel import episodes
+from flywheel import episodes, privacy
 from flywheel.events import event_append
 from flywheel.models import Episode, EpisodeStatus
 
@@ -63,11 +63,17 @@ class StepPoint:
 @transaction.atomic
 def command_apply(*, command: Command, step_index: int | None = None, proposal: dict | None = None,
                   correction: dict | None = None) -> Intervention:
-    """The worker acted on a command: mark it applied and record the intervention (who, what, when)."""
-    Command.objects.filter(pk=command.pk).update(status=CommandStatus.APPLIED, applied_at=timezone.now())
+    """The worker acted on a command: mark it applied and record the intervention (who, what, when). What the
+    person typed (a reason, a thought, an action's text) is kept redacted from here on, as the step is: it was
+    applied as it came."""
+    kept = privacy.value_redact(settings=Episode.objects.filter(pk=command.episode_id).values_list(
+        "project__settings", flat=True).first(), value={"payload": command.payload, "proposal": proposal,
+                                                        "correction": correction})
+    Command.objects.filter(pk=command.pk).update(status=CommandStatus.APPLIED, applied_at=timezone.now(),
+                                                 payload=kept["payload"])
     intervention = Intervention.objects.create(episode_id=command.episode_id, step_index=step_index,
                                                command=command, kind=command.type, user=command.user,
-                                               proposal=proposal, correction=correction)
+                                               proposal=kept["proposal"], correction=kept["correction"])
     audit_record(actor=command.user, action=f"intervention.{command.type}", target=command.episode,
                  data={"step_index": step_index, "command": command.client_id})
     return intervention
@@ -75,7 +81,9 @@ def command_apply(*, command: Command, step_index: int | None = None, proposal: 
 
 @transaction.atomic
 def command_refuse(*, command: Command, reason: str) -> None:
-    Command.objects.filter(pk=command.pk).update(status=CommandStatus.REFUSED, error=reason[:300])
+    kept = privacy.value_redact(settings=Episode.objects.filter(pk=command.episode_id).values_list(
+        "project__settings", flat=True).first(), value=command.payload)  # stored redacted, as an applied one
+    Command.objects.filter(pk=command.pk).update(status=CommandStatus.REFUSED, error=reason[:300], payload=kept)
     event_append(episode_id=command.episode_id, type="error",
                  payload={"message": reason, "command": command.client_id, "username": command.user.username})
 

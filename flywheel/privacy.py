@@ -141,6 +141,11 @@ def text_redact(*, settings: dict | None, text: str) -> str:
     return redaction.text_redact(text, redaction.policy_of(settings))
 
 
+def value_redact(*, settings: dict | None, value):
+    """Any JSON (a command's payload, an intervention's turns) as the project's policy lets it be stored."""
+    return redaction.value_redact(value, redaction.policy_of(settings))
+
+
 def _replace(name: str, data: bytes) -> None:
     if default_storage.exists(name):
         default_storage.delete(name)

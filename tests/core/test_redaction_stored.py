@@ -298,3 +298,25 @@ def test_a_polished_thought_a_person_edits_is_stored_redacted(demo):
                               text=f"Mail {VALUES['email'][0]} the receipt")
     assert edited.polished_thought == "Mail [EMAIL] the receipt"
     assert VALUES["email"][0] not in json.dumps(AuditEntry.objects.get(action="step.polish_edit").data)
+
+
+def test_a_persons_command_is_kept_redacted_once_applied_or_refused(demo):
+    from annotation.commands import command_apply, command_refuse
+    from annotation.models import Command, Intervention
+
+    project = _project(demo)
+    episode = Episode.objects.create(project=project, task=demo["task"], seed=6, mode="supervised", status="running")
+    typed = {"name": "type", "args": {"text": VALUES["email"][0]}}
+    act = Command.objects.create(episode=episode, client_id="c1", user=demo["annotator"], type="act",
+                                 payload={"action": typed, "thought": f"mail {VALUES['email'][0]}"})
+    intervention = command_apply(command=act, step_index=0, proposal={"thought": VALUES["phone"][1]},
+                                 correction={"action": typed})
+    stored = Command.objects.get(pk=act.pk)
+    assert stored.status == "applied" and stored.payload["action"]["args"]["text"] == "[EMAIL]"
+    kept = Intervention.objects.get(pk=intervention.pk)
+    assert VALUES["phone"][0] not in json.dumps(kept.proposal) and "[EMAIL]" in json.dumps(kept.correction)
+    assert act.payload["action"] == typed  # the worker applied it as it came
+    reject = Command.objects.create(episode=episode, client_id="c2", user=demo["annotator"], type="reject",
+                                    payload={"reason": f"call {VALUES['phone'][0]} instead"})
+    command_refuse(command=reject, reason="nothing to reject")
+    assert Command.objects.get(pk=reject.pk).payload == {"reason": "call [PHONE] instead"}
