@@ -143,6 +143,11 @@ class IpAddress(RegexDetector):
         return not (address.is_loopback or address.is_unspecified)
 
 
+# Seven digits or more with at most a few separators between each (spaces, dashes, dots, brackets, a slash): where a
+# phone number can stand. Coordinates and ids ("click(x=80, y=100)") have letters between their digits.
+_PHONE_DIGITS = re.compile(r"\d(?:[^\w\n]{0,4}\d){6,}")
+
+
 class Phone(Detector):
     """Phone numbers as libphonenumber reads them (valid for their region; a national number read as ``region``'s)."""
 
@@ -154,7 +159,7 @@ class Phone(Detector):
     def find(self, text):
         import phonenumbers
 
-        if sum(ch.isdigit() for ch in text) < 7:
+        if not _PHONE_DIGITS.search(text):  # libphonenumber's matcher is most of a snapshot build's time
             return
         for match in phonenumbers.PhoneNumberMatcher(text, self.region, leniency=phonenumbers.Leniency.VALID):
             yield match.start, match.end
@@ -413,7 +418,8 @@ def rows_redact(rows: list[dict], lineage: dict | None, settings: dict | None) -
     if recorded and recorded != policy.digest:
         raise ApplicationError("The project's redaction policy changed after this snapshot was asked for; freeze "
                                "the data again to make a snapshot under the new policy.")
-    return tokens_dropped(rows, value_redact(rows, policy))
+    redacted = value_redact(rows, policy)
+    return rows if redacted == rows else tokens_dropped(rows, redacted)  # most rows hold nothing to hide
 
 
 _TOKEN_KEYS = {"output_token_ids": "output", "token_ids": "raw_output", "old_logprobs": "output",
