@@ -249,6 +249,7 @@ def check_options(config: EnvRLConfig) -> str:
         env_class(parse_tasks(config.tools) or TOOLS)
     except ValueError as exc:
         raise TrainerError(f"--tools {config.tools!r}: {exc}") from None
+    rows_of(config)  # the seeds read
     return token
 
 
@@ -312,7 +313,10 @@ def train_env_grpo(config: EnvRLConfig) -> dict:
         log.info("rl-online: task %s of project %d through %s, run %r, %d seeds, %d episodes a step", config.task,
                  config.project, config.env_service, run, len(rows), batch)
         started = time.monotonic()
-        trainer.train()
+        try:
+            trainer.train()
+        except ServiceError as exc:  # an unknown task, a project the token may not use, a full pool: one line
+            raise TrainerError(f"the environment service refused: {exc}") from None
         history = progress.history
         if not history:
             raise TrainerError("no optimizer step ran (max_steps 0?)")

@@ -133,3 +133,17 @@ def test_a_vision_language_model_trains_with_the_screenshot_in_the_prompt_and_af
     metrics = train_env_grpo(config)
     assert metrics["model"] == "vlm" and metrics["steps"] == 1 and metrics["episodes"] == 2
     assert Episode.objects.filter(rl_run="vlm-test").count() == 3  # the probe above and the run's two
+
+
+def test_a_task_the_project_lacks_stops_the_run_with_the_services_words(service, manager_token, tmp_path):
+    from trainer.model import TrainerError
+
+    url, _ = service
+    project, token = manager_token
+    config = EnvRLConfig(init="tiny", out=str(tmp_path / "out"), env_service=url, token=token, project=project.pk,
+                         task="no-such-task", seeds="0", max_steps=1, group_size=2, max_new_tokens=8, threads=1,
+                         device="cpu")
+    with pytest.raises(TrainerError, match=f"refused: 404: No task 'no-such-task' in project {project.pk}"):
+        train_env_grpo(config)
+    with pytest.raises(TrainerError, match="401"):
+        train_env_grpo(EnvRLConfig(**{**config.__dict__, "token": "not-a-token"}))
