@@ -263,7 +263,7 @@ def train_env_grpo(config: EnvRLConfig) -> dict:
     from trainer.vlm import is_vlm
 
     token = check_options(config)
-    client = EnvServiceClient(config.env_service, token)
+    client = EnvServiceClient(config.env_service, token, timeout=900)  # a step waits while a person has taken over
     try:
         client.status()
     except (ServiceError, OSError) as exc:
