@@ -10,6 +10,7 @@ import re
 import pytest
 from django.core.management import CommandError, call_command
 from openapi_schema_validator import OAS30Validator
+from rest_framework.test import APIClient
 
 from tests.factories import make_finished_episode, make_member, make_user
 from tests.webapp.world import World, checkpoint_dir, webm_chunk  # noqa: F401 (fixtures)
@@ -184,6 +185,9 @@ def test_every_typed_answer_is_what_its_schema_says(checkpoint_dir, webm_chunk):
     # the account and the server
     answers.check(annotator, "get", "/api/v1/auth/session")
     answers.check(annotator, "get", "/api/v1/auth/me")
+    staff = APIClient()  # the environment service's hosts are for the site's admins (is_staff)
+    staff.force_authenticate(make_user(staff=True))
+    answers.check(staff, "get", "/api/v1/envservice/hosts")
     health = answers.check(admin, "get", "/api/v1/health", status=503)  # no Celery worker answers here
     assert health["detail"] and "error" in health["checks"]["celery"]
 
