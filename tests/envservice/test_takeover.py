@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from agent.solvers import solve_step
-from annotation.models import Intervention
+from annotation.models import Command, Intervention
 from envservice.client import EnvServiceClient, observation_of
 from flywheel.models import Episode, EpisodeStatus, Role, Step
 from tests.annotation.test_live_session import Session
@@ -92,7 +92,10 @@ def test_a_person_takes_over_an_rl_episode_on_the_session_page_and_the_rl_job_re
     page.get_by_test_id("current-user").wait_for(timeout=20_000)
     page.goto(f"{daphne_server}/episodes/{lease['episode']}")
     assert page.get_by_test_id("episode-rl-run").inner_text() == "rl-browser"  # whose episode it is
+    page.locator('[data-testid="connection-state"][data-state="open"]').wait_for(timeout=30_000)
     page.get_by_test_id("cmd-takeover").click()
+    wait_for(lambda: Command.objects.filter(episode_id=lease["episode"], type="takeover").exists(), 30,
+             what="the takeover to be stored")
     with ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(client.step, lease["lease"], MODEL_ACTION)  # the RL job's step waits for the person
         page.get_by_test_id("cmd-handback").wait_for(timeout=60_000)
