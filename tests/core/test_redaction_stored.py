@@ -320,3 +320,30 @@ def test_a_persons_command_is_kept_redacted_once_applied_or_refused(demo):
                                     payload={"reason": f"call {VALUES['phone'][0]} instead"})
     command_refuse(command=reject, reason="nothing to reject")
     assert Command.objects.get(pk=reject.pk).payload == {"reason": "call [PHONE] instead"}
+
+
+def test_a_branch_types_the_kept_original_and_finds_its_parents_redacted_screen_the_same(demo):
+    from flywheel.rollout_worker import BranchReplay
+
+    project = _project(demo, keep_originals=True)
+    first, original = _record(project, demo["task"])
+    _record(project, demo["task"], index=1, episode=first.episode)
+    parent = Episode.objects.get(pk=first.episode_id)
+    branch = Episode.objects.create(project=project, task=demo["task"], seed=parent.seed, mode="supervised",
+                                    status="running", parent=parent, branched_at=1)
+    replay = BranchReplay(Episode.objects.select_related("project").get(pk=branch.pk))
+    assert replay.parent_steps[0].action == {"name": "type", "args": {"text": VALUES["phone"][0]}}
+    _, elements = screen_with([VALUES[kind][1] for kind in ELEMENT_KINDS])
+    live = Observation(instruction="", url="", screenshot=original, width=400, height=240,
+                       elements=[Element(**{k: e[k] for k in ("role", "text", "x", "y", "width", "height")})
+                                 for e in elements])
+    assert replay.check(0, live) is None  # the live screen, redacted as it would be stored, is the parent's
+
+    plain = _project(demo, keep_originals=False)  # a parent stored without originals: its typing cannot be replayed
+    other, _ = _record(plain, demo["task"], episode=Episode.objects.create(
+        project=plain, task=demo["task"], seed=7, mode="supervised", status="running"))
+    _record(plain, demo["task"], index=1, episode=other.episode)
+    blind = Episode.objects.create(project=plain, task=demo["task"], seed=7, mode="supervised", status="running",
+                                   parent=other.episode, branched_at=1)
+    with pytest.raises(ApplicationError, match="keeps no originals"):  # the worker ends the episode saying so
+        BranchReplay(Episode.objects.select_related("project").get(pk=blind.pk))
