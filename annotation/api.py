@@ -296,6 +296,11 @@ class DashboardOutput(serializers.Serializer):
     dataset_growth = inline_serializer("DatasetGrowth", {
         "created_at": serializers.DateTimeField(), "kind": serializers.CharField(), "rows": serializers.IntegerField(),
         "name": serializers.CharField()}, many=True)
+    corrections_learned = inline_serializer("CorrectionsLearned", {
+        "username": serializers.CharField(), "corrections": serializers.IntegerField(),
+        "learned": serializers.IntegerField(), "share": serializers.FloatField(allow_null=True)}, many=True,
+        required=False, help_text="Per annotator: of their corrections that promoted checkpoints trained on or held "
+                                  "out, how many those checkpoints learned (flywheel/learned.py).")
     agreement = ReviewAgreementOutput()
 
 

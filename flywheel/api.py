@@ -290,6 +290,10 @@ class StepOutput(serializers.Serializer):
     timings = serializers.DictField()
     confidence = serializers.FloatField(allow_null=True, required=False, help_text=CONFIDENCE_HELP)
     confidence_margin = serializers.FloatField(allow_null=True, required=False, help_text=MARGIN_HELP)
+    learned = inline_serializer("StepLearnedOutput", {
+        "cycle": serializers.IntegerField(), "learned": serializers.BooleanField(),
+        "held_out": serializers.BooleanField()}, many=True, required=False,
+        help_text="A corrected step: per cycle that trained on it (or held it out), whether its candidate learned it.")
     created_at = serializers.DateTimeField(allow_null=True)
 
 

@@ -104,6 +104,26 @@ class CycleSideOutput(serializers.Serializer):
     episodes = serializers.IntegerField()
 
 
+class LearnedShareOutput(serializers.Serializer):
+    corrections = serializers.IntegerField()
+    learned = serializers.IntegerField()
+    share = serializers.FloatField(allow_null=True)
+
+
+class LearnedOutput(serializers.Serializer):
+    """Whether the candidate learned the corrections it trained on, and those held out (flywheel/learned.py)."""
+
+    trained = LearnedShareOutput()
+    held_out = LearnedShareOutput(help_text="The validation split's corrections: the honest figure.")
+    by_task = inline_serializer("LearnedByTaskOutput", {"task": serializers.CharField(), "trained": LearnedShareOutput(),
+                                                        "held_out": LearnedShareOutput()}, many=True)
+    by_kind = inline_serializer("LearnedByKindOutput", {"kind": serializers.CharField(),
+                                                        "trained": LearnedShareOutput(),
+                                                        "held_out": LearnedShareOutput()}, many=True)
+    not_replayed = serializers.CharField(required=False)
+    error = serializers.CharField(required=False)
+
+
 class CycleDecisionOutput(OpenRecord):
     """The gate's verdict with its numbers (cycles.decision_of)."""
 
@@ -114,12 +134,14 @@ class CycleDecisionOutput(OpenRecord):
     candidate = CycleSideOutput()
     deployed = CycleSideOutput(allow_null=True)
     by = serializers.CharField(required=False, help_text="Who deployed it by hand.")
+    learned = LearnedOutput(required=False, allow_null=True)
 
 
 class CycleDecisionDataOutput(OpenRecord):
     gate = GateOutput(required=False)
     decision = CycleDecisionOutput(required=False)
     awaiting_approval = serializers.BooleanField(required=False)
+    learned = LearnedOutput(required=False)
 
 
 class CycleTimingOutput(serializers.Serializer):

@@ -84,7 +84,7 @@ def episode_ask_close(*, episode_id: int) -> Episode | None:
     return _announce(episode_id)
 
 
-def asks_waiting(*, project: Project, user=None, role: str | None = None) -> list[dict]:
+def asks_waiting(*, project: Project) -> list[dict]:
     """The person queue: the project's autonomous episodes paused on an ask, longest wait first."""
     now = timezone.now()
     waiting = (Episode.objects.filter(project=project, asked_at__isnull=False, status=EpisodeStatus.PAUSED)

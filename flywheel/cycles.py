@@ -38,7 +38,8 @@ from django.utils import timezone
 
 from core.audit import audit_record
 from core.errors import ApplicationError
-from flywheel import cycle_settings, datasets, deployments, evaluation, policy_server, replay, snapshots, training
+from flywheel import (cycle_settings, datasets, deployments, evaluation, learned, policy_server, replay, snapshots,
+                      training)
 from flywheel.snapshot_kinds import DPO_KIND
 from flywheel.heartbeats import Heartbeat, worker_name
 from flywheel.models import (CYCLE_TERMINAL, Checkpoint, Cycle, CycleState, DatasetSnapshot, Deployment, Evaluation,
@@ -501,6 +502,7 @@ def cycle_evaluate(*, cycle_id: int) -> str:
             for i, (checkpoint, role) in enumerate(measured):
                 evaluation.evaluate_checkpoint(cycle, checkpoint, role, plan,
                                                (i * per_checkpoint, len(measured) * per_checkpoint), cycle_dir(cycle))
+            _learned(cycle)
         except ApplicationError as exc:
             _fail(cycle_id, exc.message, getattr(exc, "log_tail", ""))
             return CycleState.FAILED
@@ -511,6 +513,31 @@ def cycle_evaluate(*, cycle_id: int) -> str:
             _move(cycle, CycleState.DECIDE)
             _next("cycle_decide", cycle.pk)
     return CycleState.DECIDE
+
+
+def _learned(cycle: Cycle) -> None:
+    """Whether the candidate learned the corrections it trained on (flywheel/learned.py), kept for the gate's
+    report. A failure here is said in the report; it does not fail the cycle, whose measurement stands."""
+    def progress(done: int, total: int) -> None:
+        Cycle.objects.filter(pk=cycle.pk).update(progress={"done": done, "total": total,
+                                                           "label": "replaying corrections"})
+
+    try:
+        summary = learned.corrections_replay(cycle, on_progress=progress)
+    except Exception as exc:  # noqa: BLE001 - the report says it; the evaluation is done
+        log.exception("cycle %s: replaying its corrections failed", cycle.pk)
+        summary = {**learned.learned_summary(cycle), "error": f"{type(exc).__name__}: {exc}"}
+    fresh = Cycle.objects.only("decision_data").get(pk=cycle.pk)
+    Cycle.objects.filter(pk=cycle.pk).update(decision_data={**(fresh.decision_data or {}), "learned": summary})
+
+
+def _learned_words(summary: dict | None) -> str:
+    """'; learned 12/14 corrections trained on, 3/4 held out' for the gate's report ('' when none were replayed)."""
+    if not summary or not (summary["trained"]["corrections"] or summary["held_out"]["corrections"]):
+        return ""
+    trained, held = summary["trained"], summary["held_out"]
+    return (f"; learned {trained['learned']}/{trained['corrections']} corrections trained on, "
+            f"{held['learned']}/{held['corrections']} held out")
 
 
 def _pct(rate: float | None) -> str:
@@ -525,7 +552,8 @@ def decision_of(cycle: Cycle) -> dict:
     margin = cycle.config["margin"]
     data = {"candidate": {"checkpoint": cycle.candidate.name, "success_rate": candidate.success_rate,
                           "episodes": candidate.episodes},
-            "margin": margin}
+            "margin": margin, "learned": (cycle.decision_data or {}).get("learned")}
+    said = _learned_words(data["learned"])
     name = cycle.candidate.name
     if not _has_weights(cycle.baseline):
         if cycle.baseline is None:
@@ -536,7 +564,7 @@ def decision_of(cycle: Cycle) -> dict:
             what = f"'{cycle.baseline.name}', whose files are missing"
         data.update(deployed=None, promote=True)
         data["text"] = (f"promote: {name} reaches {_pct(candidate.success_rate)}; the project serves {what}, which "
-                        "has no model to measure, so the first trained candidate replaces it (as v0 would)")
+                        "has no model to measure, so the first trained candidate replaces it (as v0 would)" + said)
         return data
     deployed = evaluations[cycle.baseline_id]
     gain = candidate.success_rate - deployed.success_rate
@@ -547,9 +575,9 @@ def decision_of(cycle: Cycle) -> dict:
     versus = (f"{name} {_pct(candidate.success_rate)} vs deployed {cycle.baseline.name} "
               f"{_pct(deployed.success_rate)} on the same {candidate.episodes} eval episodes")
     if data["promote"]:
-        data["text"] = f"promote: {versus}; gain {gain * 100:+.1f} points >= margin {margin * 100:.1f}"
+        data["text"] = f"promote: {versus}; gain {gain * 100:+.1f} points >= margin {margin * 100:.1f}" + said
     else:
-        data["text"] = f"rejected: {versus}; gain {gain * 100:+.1f} points, the margin is {margin * 100:.1f}"
+        data["text"] = f"rejected: {versus}; gain {gain * 100:+.1f} points, the margin is {margin * 100:.1f}" + said
     return data
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.db.models import Avg, Count, Q, Sum
 from django.db.models.functions import TruncDate
 
+from flywheel import learned
 from flywheel.routing import routing_of
 from flywheel.models import EpisodeStatus, Outcome, Project, SnapshotStatus
 
@@ -48,4 +49,5 @@ def dashboard_series(*, project: Project) -> dict:
         for s in project.snapshots.filter(status=SnapshotStatus.READY).order_by("created_at")
     ]
     return {"success_by_checkpoint": success, "interventions": interventions, "void_rate": void_rate,
-            "annotator_throughput": throughput, "dataset_growth": growth}
+            "annotator_throughput": throughput, "dataset_growth": growth,
+            "corrections_learned": learned.annotator_learned(project=project)}

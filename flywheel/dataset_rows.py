@@ -11,6 +11,7 @@ from agent.envs.base import Element
 from agent.rollout import rejection_feedback
 from agent.rows import DPORow, GRPORow, RenderedFor, StepView, render_prompt, render_turn
 from flywheel.branch_pairs import branch_pair
+from flywheel.learned import step_learned
 from flywheel.models import Actor, Correction, Episode, Judgement, PolishState, Rejection, Step
 
 
@@ -81,6 +82,10 @@ def row_meta(episode: Episode, step: Step | None = None, **extra) -> dict:
                     rejected=[{"attempt": r.attempt, "reason": r.reason,
                                "action": Action.from_dict(r.action).to_text() if r.action else "(not an action)"}
                               for r in step_rejections(step)])
+        if step.actor != Actor.MODEL or meta["rejected"]:  # a corrected step: did the candidates learn it
+            replays = step_learned(step)
+            if replays:
+                meta["learned"] = replays
     return {**meta, **extra}
 
 

@@ -17,11 +17,11 @@ from agent.formats import FORMATS
 from agent.prompt import image_bytes, image_url, map_image_urls
 from core.audit import audit_record
 from core.errors import ApplicationError
-from flywheel import judge, polish, privacy, selectors
+from flywheel import judge, learned, polish, privacy, selectors
 from flywheel.routing import routing_of
 from flywheel.events import event_append
-from flywheel.models import (Actor, Correction, Deployment, Episode, EpisodeStatus, Mode, Outcome, Rejection,
-                             ReviewStatus, Step)
+from flywheel.models import (Actor, Correction, CorrectionReplay, Deployment, Episode, EpisodeStatus, Mode, Outcome,
+                             Rejection, ReviewStatus, Step)
 
 class EpisodeStop(Exception):
     """Raised by a supervisor to end an episode early with `status` (e.g. interrupted when nobody is there)."""
@@ -299,7 +299,8 @@ def rejection_payload(rejection: Rejection) -> dict:
 def steps_with_rejections(episode: Episode):
     """The episode's steps in order, each with its rejected proposals prefetched (for step_payload)."""
     return episode.steps.order_by("index").prefetch_related(
-        Prefetch("rejections", queryset=Rejection.objects.select_related("rejected_by").order_by("attempt")))
+        Prefetch("rejections", queryset=Rejection.objects.select_related("rejected_by").order_by("attempt")),
+        Prefetch("correction_replays", queryset=CorrectionReplay.objects.order_by("cycle_id")))
 
 
 def step_payload(step: Step) -> dict:
@@ -315,6 +316,7 @@ def step_payload(step: Step) -> dict:
         "polish_error": step.polish_error,
         "info": step.info, "timings": step.timings,
         "confidence": step.confidence, "confidence_margin": step.confidence_margin,
+        "learned": learned.step_learned(step),
         "created_at": step.created_at.isoformat() if step.created_at else None,
     }
 

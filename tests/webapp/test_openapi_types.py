@@ -158,6 +158,11 @@ def test_every_typed_answer_is_what_its_schema_says(checkpoint_dir, webm_chunk):
     answers.check(manager, "get", f"/api/v1/projects/{p}/judge")
     answers.check(manager, "patch", f"/api/v1/projects/{p}/judge", {"samples": 3})
     answers.check(manager, "get", f"/api/v1/projects/{p}/judge/calibration")
+    # asking a person when the policy is unsure
+    answers.check(annotator, "get", f"/api/v1/projects/{p}/asking")
+    answers.check(manager, "patch", f"/api/v1/projects/{p}/asking", {"ask_below": 0.5})
+    answers.check(manager, "get", f"/api/v1/projects/{p}/asking/calibration")
+    answers.check(annotator, "get", f"/api/v1/projects/{p}/asks")
     # review queues
     answers.check(annotator, "get", f"/api/v1/projects/{p}/review-queues/")
     answers.check(manager, "get", f"/api/v1/review-queues/{queue}/")

@@ -1541,6 +1541,13 @@ export interface components {
          * @enum {string}
          */
         CorrectionEnum: "action" | "thought" | "same";
+        CorrectionsLearned: {
+            username: string;
+            corrections: number;
+            learned: number;
+            /** Format: double */
+            share: number | null;
+        };
         /** @description Unknown fields are an error, not silently dropped. */
         CredentialsInputRequest: {
             username: string;
@@ -1575,6 +1582,7 @@ export interface components {
             gate?: components["schemas"]["GateOutput"];
             decision?: components["schemas"]["CycleDecisionOutput"];
             awaiting_approval?: boolean;
+            learned?: components["schemas"]["LearnedOutput"];
         } & {
             [key: string]: unknown;
         };
@@ -1590,6 +1598,7 @@ export interface components {
             deployed: components["schemas"]["CycleSideOutput"] | null;
             /** @description Who deployed it by hand. */
             by?: string;
+            learned?: components["schemas"]["LearnedOutput"] | null;
         } & {
             [key: string]: unknown;
         };
@@ -1721,6 +1730,8 @@ export interface components {
             void_rate: components["schemas"]["VoidRateByDay"][];
             annotator_throughput: components["schemas"]["AnnotatorThroughput"][];
             dataset_growth: components["schemas"]["DatasetGrowth"][];
+            /** @description Per annotator: of their corrections that promoted checkpoints trained on or held out, how many those checkpoints learned (flywheel/learned.py). */
+            corrections_learned?: components["schemas"]["CorrectionsLearned"][];
             agreement: components["schemas"]["ReviewAgreementOutput"];
         };
         DatasetGrowth: {
@@ -2231,6 +2242,32 @@ export interface components {
          * @enum {string}
          */
         LaneEnum: "people" | "machines";
+        LearnedByKindOutput: {
+            kind: string;
+            trained: components["schemas"]["LearnedShareOutput"];
+            held_out: components["schemas"]["LearnedShareOutput"];
+        };
+        LearnedByTaskOutput: {
+            task: string;
+            trained: components["schemas"]["LearnedShareOutput"];
+            held_out: components["schemas"]["LearnedShareOutput"];
+        };
+        /** @description Whether the candidate learned the corrections it trained on, and those held out (flywheel/learned.py). */
+        LearnedOutput: {
+            trained: components["schemas"]["LearnedShareOutput"];
+            /** @description The validation split's corrections: the honest figure. */
+            held_out: components["schemas"]["LearnedShareOutput"];
+            by_task: components["schemas"]["LearnedByTaskOutput"][];
+            by_kind: components["schemas"]["LearnedByKindOutput"][];
+            not_replayed?: string;
+            error?: string;
+        };
+        LearnedShareOutput: {
+            corrections: number;
+            learned: number;
+            /** Format: double */
+            share: number | null;
+        };
         /** @description Unknown fields are an error, not silently dropped. */
         MemberCreateInputRequest: {
             username: string;
@@ -3002,6 +3039,11 @@ export interface components {
                 [key: string]: string;
             };
         };
+        StepLearnedOutput: {
+            cycle: number;
+            learned: boolean;
+            held_out: boolean;
+        };
         StepOriginal: {
             episode: number;
             step: number;
@@ -3060,6 +3102,8 @@ export interface components {
              * @description Mean logprob of the action tokens over their runner-up's, where the backend returned top-k.
              */
             confidence_margin?: number | null;
+            /** @description A corrected step: per cycle that trained on it (or held it out), whether its candidate learned it. */
+            learned?: components["schemas"]["StepLearnedOutput"][];
             /** Format: date-time */
             created_at: string | null;
         };

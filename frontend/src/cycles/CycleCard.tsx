@@ -23,6 +23,7 @@ import {
   taskComparison,
 } from "./cycleView";
 import { useApproveCycle, useRejectCycle } from "./queries";
+import { LearnedTable } from "./LearnedTable";
 
 /** Gate → snapshot → train → evaluate → decide, each with how long it took (or has taken so far). */
 function Steps({ cycle }: { cycle: Cycle }) {
@@ -408,6 +409,7 @@ export function CycleCard({ cycle, projectId, manage, open = false }: { cycle: C
             </ul>
           )}
           <EvaluationTable cycle={cycle} />
+          <LearnedTable cycle={cycle} />
         </>
       )}
     </li>

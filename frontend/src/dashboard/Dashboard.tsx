@@ -77,6 +77,25 @@ export function Dashboard({ projectId }: { projectId: number }) {
         <BarChart bars={throughputBars(data)} width={WIDTH} height={HEIGHT} yLabel="episodes" integer />
       </Panel>
       <Panel
+        title="Corrections learned"
+        note="Per person: the share of their corrections that the promoted checkpoints learned (asked the same step again, they gave the person's action)."
+        testId="dash-learned"
+      >
+        <BarChart
+          bars={(data.corrections_learned ?? []).map((row) => ({
+            label: row.username,
+            value: row.share,
+            title: `${row.username}: ${row.learned} of ${row.corrections} corrections learned`,
+          }))}
+          width={WIDTH}
+          height={HEIGHT}
+          yLabel="learned"
+          yMin={0}
+          yMax={1}
+          formatY={(v) => `${Math.round(v * 100)} %`}
+        />
+      </Panel>
+      <Panel
         title="Reviewer agreement"
         testId="dash-agreement"
         note={
