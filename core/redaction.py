@@ -216,9 +216,10 @@ KINDS = ("secret", *DETECTORS, "name")
 
 # Element text is cut short with '...' before its closing quote in prompts (agent/envs/base.py Element.to_text, the
 # named style): the cut word may be the start of an address, a number or a key that no longer parses as one, so the
-# cut word is always replaced, and the start of a listed name before it too. A quote just before '...' is no cut word
-# (a system prompt's type(text="...")).
-_CUT = re.compile(r'([^\s"]+)\.\.\."')
+# cut word is always replaced, and the start of a listed name before it too. Only in an element's line (its closing
+# quote followed by its centre, agent/prompt.py's styles): a thought's "Loading..." or a system prompt's
+# type(text="...") is no cut.
+_CUT = re.compile(r'([^\s"]+)\.\.\."(?= at \(| x=)')
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,9 @@ def test_each_kind_said_aloud_is_found_in_the_transcripts_words_and_silenced(kin
         assert (not heard.any()) if position in {p for p, _ in spans} else heard.all(), words[position]
 
 
-def test_a_placeholder_in_quotes_is_no_cut_word():
-    line = 'Actions: click(x=, y=), type(text="..."), hotkey(keys="ctrl+a"), call_user(question="...")'
+@pytest.mark.parametrize("line", [
+    'Actions: click(x=, y=), type(text="..."), hotkey(keys="ctrl+a"), call_user(question="...")',
+    'Thought: it still says "Loading..." so I wait\nAction: type(text="Please hold...")',
+])
+def test_three_dots_outside_an_elements_line_are_no_cut_word(line):
     assert redaction.text_redact(line, POLICY) == line
