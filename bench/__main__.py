@@ -14,7 +14,8 @@ HERE = Path(__file__).resolve().parent
 
 # Benches of their own hour: run only when named (`python -m bench flywheel`), never by a plain `make bench`.
 ONLY_WHEN_NAMED = {"flywheel",  # from the cold start through three cycles: about 40 minutes on 2 cores
-                   "osworld"}  # OSWorld's own task files, which it needs a folder of (--dir)
+                   "osworld",  # OSWorld's own task files, which it needs a folder of (--dir)
+                   "ask"}  # trains its checkpoint, then five configurations of episodes: about 10 minutes on 2 cores
 
 
 # A name that brings others along: the env figures include the webapp env's (bench_webapp.py, its own process).
