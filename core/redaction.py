@@ -87,11 +87,12 @@ class Iban(RegexDetector):
 
 
 class Card(RegexDetector):
-    """13 to 19 digits, spaced or dashed in any groups, whose Luhn check holds: an order number of 16 digits
-    whose check fails is left alone."""
+    """13 to 19 digits, spaced or dashed in any groups, starting as the card networks' numbers do (2-6: Mastercard,
+    Amex, Diners, JCB, Visa, Discover, UnionPay, Maestro), whose Luhn check holds: an order number whose check fails,
+    and a book's ISBN (978..., a tenth of which pass Luhn), are left alone."""
 
     kind = "card"
-    pattern = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d])")
+    pattern = re.compile(r"(?<![\d-])[2-6](?:[ -]?\d){12,18}(?![\d])")
 
     def valid(self, value):
         from stdnum import luhn
