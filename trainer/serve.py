@@ -34,13 +34,14 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from agent.policies.base import PolicyOutput
-from agent.policies.local import action_complete
+from agent.policies.local import DRAFT_TOKENS, RECENT_ANSWERS, action_complete, draft
 from agent.prompt import DEFAULT_STYLE, restyle_messages
 from trainer.adapters import adapter_mismatch
 from trainer.configs import ServeConfig
@@ -424,6 +425,7 @@ class Batcher:
         self.limit = getattr(self.model.config, "max_position_embeddings", None)
         self._cache_arg = _cache_arg_of(self.model)
         self.passes = self.largest_batch = 0  # decoding passes made, and the most requests one of them decoded
+        self._recent: deque[list[int]] = deque(maxlen=RECENT_ANSWERS)  # the latest answers, searched for drafts
         self._closed = False
         self._waiting: list[_Request] = []
         self._active: list[_Request] = []
@@ -519,12 +521,15 @@ class Batcher:
         active = self._active
         self.passes += 1
         self.largest_batch = max(self.largest_batch, len(active))
-        feed = torch.tensor([[r.ids[-1]] for r in active], dtype=torch.long)
-        positions = torch.tensor([[len(r.prompt) + len(r.ids) - 1] for r in active], dtype=torch.long)
-        self._mask = torch.cat([self._mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
-        logits, self._cache = self._forward(input_ids=feed, attention_mask=self._mask, position_ids=positions,
-                                            **{self._cache_arg: self._cache})
-        finished = [self._take(request, logits[row, -1]) for row, request in enumerate(active)]
+        if len(active) == 1 and active[0].temperature == 0:
+            finished = [self._step_drafted(active[0])]
+        else:
+            feed = torch.tensor([[r.ids[-1]] for r in active], dtype=torch.long)
+            positions = torch.tensor([[len(r.prompt) + len(r.ids) - 1] for r in active], dtype=torch.long)
+            self._mask = torch.cat([self._mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
+            logits, self._cache = self._forward(input_ids=feed, attention_mask=self._mask, position_ids=positions,
+                                                **{self._cache_arg: self._cache})
+            finished = [self._take(request, logits[row, -1]) for row, request in enumerate(active)]
         if any(finished):
             keep = [row for row, gone in enumerate(finished) if not gone]
             self._active = [active[row] for row in keep]
@@ -537,6 +542,33 @@ class Batcher:
             self._mask = self._mask[:, first:]
             for layer in self._cache.layers:
                 layer.keys, layer.values = layer.keys[index, :, first:], layer.values[index, :, first:]
+
+    def _step_drafted(self, request: _Request) -> bool:
+        """A lone greedy request's pass, as LocalPolicy makes it: the tokens prompt lookup drafts are checked in the
+        same pass and every one the model would have chosen is taken (the same answer, in fewer passes); the cache
+        forgets the draft's tokens past the first it got wrong. True when the request is finished."""
+        import torch
+
+        guess = draft(request.prompt + request.ids, len(request.prompt),
+                      min(DRAFT_TOKENS, request.max_tokens - len(request.ids) - 1), recent=self._recent)
+        feed = [request.ids[-1], *guess]
+        start, length = len(request.prompt) + len(request.ids) - 1, self._mask.shape[1]
+        self._mask = torch.cat([self._mask, torch.ones((1, len(feed)), dtype=torch.long)], dim=1)
+        logits, self._cache = self._forward(input_ids=torch.tensor([feed], dtype=torch.long),
+                                            attention_mask=self._mask,
+                                            position_ids=torch.arange(start, start + len(feed)).unsqueeze(0),
+                                            **{self._cache_arg: self._cache})
+        taken, done = 0, False
+        for position in range(len(feed)):
+            done = self._take(request, logits[0, position])
+            taken += 1
+            if done or position == len(guess) or guess[position] != request.ids[-1]:
+                break
+        if taken < len(feed):  # the cache holds the fed tokens whose next one was taken
+            self._mask = self._mask[:, :length + taken]
+            for layer in self._cache.layers:
+                layer.keys, layer.values = layer.keys[:, :, :length + taken], layer.values[:, :, :length + taken]
+        return done
 
     def _take(self, request: _Request, logits) -> bool:
         """Choose the request's next token from its logits; True when the request is finished (and answered)."""
@@ -556,6 +588,7 @@ class Batcher:
         request.text = self.tokenizer.decode(request.ids, skip_special_tokens=True)
         if (token in self.eos or len(request.ids) >= request.max_tokens or any(s in request.text for s in request.stop)
                 or (self.policy.stop_at_action and action_complete(request.text))):
+            self._recent.append(request.ids)
             request.done.set()
             return True
         if time.monotonic() > request.deadline:

@@ -128,3 +128,21 @@ def test_loading_past_the_limit_lets_the_least_recently_asked_for_model_go(check
         assert refused.value.kind == "model_not_found"
     finally:
         registry.close()
+
+
+def test_a_lone_greedy_request_checks_drafted_tokens_and_answers_as_local_policy(checkpoints):
+    from trainer.serve import Batcher
+
+    torch.set_num_threads(1)
+    policy = LocalPolicy(checkpoints[0], max_new_tokens=24)
+    batcher = Batcher(policy)
+    try:
+        for i in range(2):
+            solo = policy.act(_messages(i))
+            before = batcher.passes
+            request = batcher.generate(policy.prompt_ids(_messages(i)), max_tokens=24, temperature=0.0, top_k=2)
+            assert request.ids == solo.token_ids and request.text == solo.text
+            assert request.logprobs == pytest.approx(solo.token_logprobs, abs=1e-4)
+            assert batcher.passes - before < len(request.ids) - 1  # prompt lookup took several tokens a pass
+    finally:
+        batcher.close()
