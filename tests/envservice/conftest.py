@@ -30,3 +30,18 @@ def manager_token():
     user = make_user()
     make_member(project, user, Role.MANAGER)
     return project, token_create(user=user)[1]
+
+
+class TakenOverService:
+    """The service's answers when a person took over the episode and acted twice before handing back."""
+
+    OBS = {"instruction": "Enter \"a\".", "url": "", "width": 160, "height": 210, "elements": [], "screen_text": "",
+           "image_format": "jpeg", "screenshot": ""}
+
+    def lease(self, **kwargs):
+        return {"lease": "L", "episode": 1, "observation": self.OBS}
+
+    def step(self, lease, action):
+        return {"done": False, "reward": 0.0, "observation": self.OBS, "taken_over": True,
+                "steps": [{"actor": "human", "action_text": "click(x=1, y=2)"},
+                          {"actor": "human", "action_text": "type(text=\"a\")"}]}

@@ -12,7 +12,7 @@ import torch
 from agent.solvers import solve_step
 from envservice.client import EnvServiceClient, observation_of
 from flywheel.models import Episode, EpisodeStatus, Step
-from tests.envservice.conftest import TASK
+from tests.envservice.conftest import TASK, TakenOverService
 from trainer.configs import EnvRLConfig
 from trainer.env_grpo import ServiceEnv, env_class, rows_of, tool_ready, train_env_grpo
 from trainer.model import Loaded, build_tiny, save_checkpoint
@@ -147,3 +147,13 @@ def test_a_task_the_project_lacks_stops_the_run_with_the_services_words(service,
         train_env_grpo(config)
     with pytest.raises(TrainerError, match="401"):
         train_env_grpo(EnvRLConfig(**{**config.__dict__, "token": "not-a-token"}))
+
+
+def test_the_tool_answer_tells_the_model_what_a_person_did_when_they_took_over():
+    stats = {"leases": [], "episodes": [], "rewards": [], "env_steps": 0, "void_turns": 0, "person_steps": 0}
+    env = env_class(["click"])(TakenOverService(), project=1, task=TASK, run="r", style="named", images=False,
+                               void_reward=-0.1, stats=stats)
+    env.reset(seed=0)
+    answer = env.click(x=3, y=3)
+    assert answer.startswith('A person took over and acted: click(x=1, y=2); type(text="a").')
+    assert (stats["person_steps"], stats["env_steps"]) == (2, 2)

@@ -15,7 +15,7 @@ from agent.formats import render
 from agent.solvers import solve_step
 from envservice.client import EnvServiceClient, observation_of
 from flywheel.models import DatasetSnapshot, Episode, EpisodeStatus, Split
-from tests.envservice.conftest import TASK
+from tests.envservice.conftest import TASK, TakenOverService
 from tests.factories import make_project, make_task
 from trainer.launch.verl import agent_loop
 from trainer.launch.verl.episode import LoupeEpisode
@@ -92,3 +92,10 @@ def test_the_loop_module_imports_without_verl_and_names_it_when_asked():
             agent_loop.LoupeAgentLoop  # noqa: B018
     else:
         assert agent_loop.LoupeAgentLoop.__name__ == "LoupeAgentLoop"
+
+
+def test_the_loops_episode_tells_the_model_what_a_person_did_when_they_took_over():
+    episode = LoupeEpisode(TakenOverService(), project=1, task=TASK, seed=0, run="r")
+    episode.start()
+    told = episode.act("Action: click(x=3, y=3)")
+    assert told.startswith('A person took over and acted: click(x=1, y=2); type(text="a").') and episode.steps == 2
