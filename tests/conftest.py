@@ -28,6 +28,7 @@ SLOW_MODULES_FIRST = (  # by their time in a quiet three-worker run (.data/logs/
     "tests/e2e/test_desktop_session.py",
     "tests/flywheel/test_rollouts.py",
     "tests/envservice/test_service.py",
+    "tests/envservice/test_env_grpo.py",
     "tests/trainer/test_distributed.py",
     "tests/e2e/test_voice_commands.py",
 )
