@@ -95,6 +95,7 @@ class Lease:
     ended: str = ""  # why the lease ended, once it has (a call that waited on its lock then gets 410)
     supervisor: Any = None  # the live episode's (people's commands decide its steps); None once it ends
     quiet_until: float = 0.0  # till then, no command announced means the step needs no review
+    rejected: dict[int, int] = field(default_factory=dict)  # step index -> the caller's actions people rejected there
     last_seen: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -216,6 +217,7 @@ class EnvService:
                 if decision.kind == "approve" and taken:
                     break  # the person handed back: the caller's action was for a screen that is gone
                 if decision.kind == "reject":
+                    self._reject(lease, turn, fmt, reason=decision.reason)
                     raise ApplicationError(f"A person rejected this action: {decision.reason or 'no reason given'}. "
                                            "The screen is unchanged; send another.", status=409,
                                            errors={"action": ["rejected"]})
@@ -233,6 +235,19 @@ class EnvService:
             last = taken[-1]
             return {"reward": last["reward"], "done": last["done"], "info": last["info"], "index": last["index"],
                     "timings": last["timings"], "steps": taken, "taken_over": any(s["actor"] != "model" for s in taken)}
+
+    def _reject(self, lease: Lease, turn: Turn, fmt: str, *, reason: str) -> None:
+        """Store the caller's action a person rejected, as the rollout worker stores a rejected proposal (the
+        session page shows it, and it pairs with what was done instead)."""
+        attempt = lease.rejected[lease.index] = lease.rejected.get(lease.index, 0) + 1
+        lease.writer.submit(
+            episodes.rejection_record, episode=lease.episode, index=lease.index, attempt=attempt, prompt=[],
+            raw_output=turn.raw, token_ids=[], token_logprobs=[], thought=turn.thought,
+            action=turn.action.to_dict() if turn.action else None,
+            action_text=turn.action.to_text() if turn.action else "", void_reason=turn.void_reason, reason=reason,
+            repeated=False, rejected_by=lease.supervisor.actor_for(lease.index) if lease.supervisor else None,
+            action_format=fmt)
+        lease.writer.flush()
 
     def _review(self, lease: Lease, turn: Turn) -> Decision:
         supervisor = lease.supervisor
@@ -362,6 +377,7 @@ class EnvService:
         episode = Episode.objects.select_related("task", "checkpoint", "created_by", "controller").get(pk=episode.pk)
         event_append(episode_id=episode.pk, type="episode.state", payload=episodes.episode_payload(episode))
         lease.episode, lease.episode_id, lease.index, lease.done, lease.observation = episode, episode.pk, 0, False, obs
+        lease.rejected = {}
         if self.supervisor_factory is not None:
             lease.supervisor = self.supervisor_factory(episode)
             lease.supervisor.watch_env(ActorScreen(lease.actor))

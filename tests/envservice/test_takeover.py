@@ -8,8 +8,8 @@ import pytest
 
 from agent.solvers import solve_step
 from annotation.models import Command, Intervention
-from envservice.client import EnvServiceClient, observation_of
-from flywheel.models import Episode, EpisodeStatus, Role, Step
+from envservice.client import EnvServiceClient, ServiceError, observation_of
+from flywheel.models import Episode, EpisodeStatus, Rejection, Role, Step
 from tests.annotation.test_live_session import Session
 from tests.e2e.conftest import browser, login, page, screenshot  # noqa: F401 (the browser fixtures)
 from tests.envservice.conftest import TASK
@@ -117,3 +117,36 @@ def test_a_person_takes_over_an_rl_episode_on_the_session_page_and_the_rl_job_re
     (step,) = Step.objects.filter(episode_id=lease["episode"])
     assert (step.actor, step.intervened_by_id, step.action["name"]) == ("human", person.pk, "click")
     assert page.errors == []
+
+
+def test_a_person_pauses_the_rl_episode_rejects_the_jobs_action_and_approves_its_next(daphne_server, service,
+                                                                                      rl_project):
+    url, _ = service
+    project, token, person = rl_project
+    client = EnvServiceClient(url, token)
+    lease = client.lease(project=project.pk, task=TASK, seed=3, run="rl-reject")
+    s = Session(daphne_server, lease["episode"], "ann")
+    s.wait_type("hello")
+    assert s.ack(s.send("pause"))["type"] == "ack"
+
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(client.step, lease["lease"], MODEL_ACTION)  # paused: the job's step waits
+        assert s.wait_type("step.proposed", index=0)["data"]["action_text"] == "click(x=3, y=3)"
+        assert s.ack(s.send("reject", index=0, reason="not the corner"))["type"] == "ack"
+        with pytest.raises(ServiceError) as rejected:
+            waiting.result(timeout=120)
+    assert rejected.value.status == 409 and "not the corner" in rejected.value.detail
+    stored = Rejection.objects.get(episode_id=lease["episode"], step_index=0)
+    assert (stored.action_text, stored.reason, stored.rejected_by_id) == ("click(x=3, y=3)", "not the corner",
+                                                                         person.pk)
+
+    turn = solve_step(TASK, observation_of(client.get(lease["lease"])["observation"]), [])
+    with ThreadPoolExecutor(1) as pool:  # still paused: the next action waits for the person's approval
+        waiting = pool.submit(client.step, lease["lease"], f"Action: {turn.action.to_text()}")
+        s.wait(lambda m: m["type"] == "step.proposed" and m["data"]["attempt"] == 2, "the second proposal")
+        assert s.ack(s.send("approve", index=0))["type"] == "ack"
+        answer = waiting.result(timeout=120)
+    assert answer["steps"][0]["actor"] == "model" and answer["index"] == 0
+    assert answer["steps"][0]["action_text"] == turn.action.to_text()
+    s.ws.close()
+    client.release(lease["lease"])
