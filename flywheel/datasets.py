@@ -17,8 +17,8 @@ from django.db.models.base import ModelState
 from agent import formats
 from agent.prompt import DEFAULT_STYLE
 from agent.rows import RenderedFor
-from flywheel.models import (Deployment, Episode, EpisodeStatus, Mode, Project, Rejection, SnapshotEpisode, SnapshotStatus,
-                             Split, Step)
+from flywheel.models import (CorrectionReplay, Deployment, Episode, EpisodeStatus, Mode, Project, Rejection,
+                             SnapshotEpisode, SnapshotStatus, Split, Step)
 from flywheel.routing import RULES, routing_of, routing_set  # noqa: F401 (named as datasets.* by callers)
 from flywheel.snapshot_kinds import KINDS, kind_of
 from core.errors import ApplicationError
@@ -223,8 +223,11 @@ def _steps_of(episode_ids: list[int], unread: Sequence[str]) -> list[Step]:
         step._state = ModelState()
         step._state.adding, step._state.db = False, db
         step.rejections_in_order = []
+        step.replays_in_order = []  # flywheel.learned.step_learned reads them
         steps.append(step)
         by_id[step.pk] = step
     for rejection in Rejection.objects.filter(step__episode_id__in=episode_ids).order_by("step_id", "attempt"):
         by_id[rejection.step_id].rejections_in_order.append(rejection)
+    for replay in CorrectionReplay.objects.filter(step__episode_id__in=episode_ids).order_by("step_id", "cycle_id"):
+        by_id[replay.step_id].replays_in_order.append(replay)
     return steps

@@ -169,8 +169,10 @@ def learned_summary(cycle: Cycle) -> dict:
 def step_learned(step: Step) -> list[dict]:
     """Per cycle that replayed this corrected step: whether its candidate learned it (the API's and export's
     ``learned``)."""
-    return [{"cycle": r.cycle_id, "learned": r.learned, "held_out": r.held_out}
-            for r in step.correction_replays.all()]
+    replays = getattr(step, "replays_in_order", None)  # fetched with the steps of a snapshot (datasets._steps_of)
+    if replays is None:
+        replays = step.correction_replays.all()
+    return [{"cycle": r.cycle_id, "learned": r.learned, "held_out": r.held_out} for r in replays]
 
 
 def annotator_learned(*, project) -> list[dict]:
