@@ -7,6 +7,7 @@ snapshot.json, and is part of what makes two freezes the same one."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import json
 import mmap
@@ -269,12 +270,13 @@ def _parts_run(jobs: list[_PartJob], on_progress: Callable[[int], None]) -> list
     if len(jobs) == 1:
         return [_part_write(jobs[0], on_progress)]
     counts = mmap.mmap(-1, 8 * len(jobs))  # anonymous and shared with the children
+    builder = os.getpid()
     children: dict[int, int] = {}
     try:
         for slot, job in enumerate(jobs):
             pid = os.fork()
             if pid == 0:
-                _part_child(job, slot, counts)  # never returns
+                _part_child(job, slot, counts, builder)  # never returns
             children[pid] = slot
         failed = None
         while children and failed is None:
@@ -306,9 +308,16 @@ def _parts_run(jobs: list[_PartJob], on_progress: Callable[[int], None]) -> list
 _INHERITED: list = []  # the parent's database connections, kept from the garbage collector in a child
 
 
-def _part_child(job: _PartJob, slot: int, counts: mmap.mmap) -> None:
+_PR_SET_PDEATHSIG = 1
+
+
+def _part_child(job: _PartJob, slot: int, counts: mmap.mmap, parent: int) -> None:
     code = 1
     try:
+        with contextlib.suppress(OSError, AttributeError):  # Linux: die with the builder (a killed worker)
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(1)  # the builder died before the line above took effect
         for conn in connections.all(initialized_only=True):
             # The socket is the parent's: closing it here (or letting psycopg close it when collected) would end
             # the parent's session and its build lock. The child opens its own.
