@@ -9,7 +9,8 @@ proposal's confidence is agent/confidence.py's, as the live supervisor reads it.
 
 Person-seconds: a person's time, modelled as ``--approve-s`` a glance that approves and ``--edit-s`` one that
 corrects (the README's figures state which). Per configuration: the share of steps asked, the success rate and the
-person-seconds, and whether some floor comes within 5 points of full supervision's success with at most half of its
+person-seconds (and ``unasked_wrong``: steps the model was sure of that the person would have corrected), and whether
+some floor comes within 5 points of full supervision's success with at most half of its
 person-seconds.
 
 The checkpoint: ``--checkpoint DIR`` (a deployed checkpoint's directory), else one trained here: the tiny model,
@@ -62,7 +63,7 @@ class SimulatedPerson:
     def __init__(self, task: str, floor: float, approve_s: float, edit_s: float):
         self.task, self.floor, self.approve_s, self.edit_s = task, floor, approve_s, edit_s
         self.history: list = []
-        self.steps = self.asked = self.approved = self.edited = 0
+        self.steps = self.asked = self.approved = self.edited = self.missed = 0
         self.seconds = 0.0
 
     def as_supervisor(self):
@@ -78,15 +79,18 @@ class SimulatedPerson:
                 score = confidence.score if confidence is not None else 0.0  # no logprobs: unsure
                 if proposal.is_void:
                     score = 0.0  # a void turn cannot run: a person is asked whatever the floor, but "none"
-                if not score < person.floor:
-                    return Decision("approve")
-                person.asked += 1
                 try:
                     solver = solve_step(person.task, observation, person.history)
                 except SolverError:
                     solver = None
                 payload = {"action": proposal.action.to_dict() if proposal.action else None}
-                if solver is not None and solver.action is not None and same_step(payload, solver.action, observation):
+                right = solver is not None and solver.action is not None and same_step(payload, solver.action,
+                                                                                         observation)
+                if not score < person.floor:
+                    person.missed += not right  # sure, and wrong: it runs, unasked
+                    return Decision("approve")
+                person.asked += 1
+                if right:
                     person.approved += 1
                     person.seconds += person.approve_s
                     return Decision("approve")
@@ -106,7 +110,8 @@ def run_config(policy, env, tasks: list[str], seeds: list[int], floor: float, ar
     from agent.envs import tasks_for
     from agent.rollout import run_episode
 
-    totals = {"episodes": 0, "successes": 0, "steps": 0, "asked": 0, "approved": 0, "edited": 0, "seconds": 0.0}
+    totals = {"episodes": 0, "successes": 0, "steps": 0, "asked": 0, "approved": 0, "edited": 0, "missed": 0,
+              "seconds": 0.0}
     limits = tasks_for(args.env)
     started = time.monotonic()
     for task in tasks:
@@ -116,13 +121,14 @@ def run_config(policy, env, tasks: list[str], seeds: list[int], floor: float, ar
                                  supervisor=person.as_supervisor(), on_step=person.on_step)
             totals["episodes"] += 1
             totals["successes"] += int(result.reward >= 0.5)
-            for key in ("steps", "asked", "approved", "edited"):
+            for key in ("steps", "asked", "approved", "edited", "missed"):
                 totals[key] += getattr(person, key)
             totals["seconds"] += person.seconds
     return {"success_rate": round(totals["successes"] / totals["episodes"], 4),
             "asked_share": round(totals["asked"] / totals["steps"], 4) if totals["steps"] else 0.0,
             "person_seconds": round(totals["seconds"], 1), "asked": totals["asked"], "steps": totals["steps"],
             "approved": totals["approved"], "edited": totals["edited"], "episodes": totals["episodes"],
+            "unasked_wrong": totals["missed"],
             "wall_seconds": round(time.monotonic() - started, 1)}
 
 

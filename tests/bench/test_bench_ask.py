@@ -21,7 +21,7 @@ def test_the_person_answers_every_ask_as_the_simulated_annotators_do_and_counts_
     assert asked["success_rate"] == never["success_rate"] == 1.0
     assert asked["asked_share"] == 1.0 and asked["approved"] == asked["steps"] and asked["edited"] == 0
     assert asked["person_seconds"] == 3.0 * asked["steps"]
-    assert never["asked"] == 0 and never["person_seconds"] == 0.0
+    assert never["asked"] == 0 and never["person_seconds"] == 0.0 and never["unasked_wrong"] == 0  # the solver is right
 
 
 def test_a_floor_meets_the_target_within_5_points_and_half_the_person_seconds():
