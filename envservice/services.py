@@ -230,8 +230,8 @@ class EnvService:
                 taken.append(self._execute(lease, decision.turn, "loupe", proposal=turn,
                                            actor="edited" if decision.kind == "edit" else "human"))
                 lease.writer.flush()  # watchers see the person's step before the next proposal
-                if lease.done:
-                    break
+                if lease.done or decision.kind == "edit":
+                    break  # an edit decides the caller's step; a takeover goes on until the person hands back
             last = taken[-1]
             return {"reward": last["reward"], "done": last["done"], "info": last["info"], "index": last["index"],
                     "timings": last["timings"], "steps": taken, "taken_over": any(s["actor"] != "model" for s in taken)}
@@ -260,7 +260,9 @@ class EnvService:
             return Decision("approve")
         try:
             decision = supervisor.review(lease.index, lease.observation, turn)
-            lease.quiet_until = time.monotonic() + QUIET_S if decision.kind == "approve" else 0.0
+            # approved by nobody: the episode runs untaken (a person's approval of a paused one keeps it paused)
+            unattended = decision.kind == "approve" and supervisor.actor_for(lease.index) is None
+            lease.quiet_until = time.monotonic() + QUIET_S if unattended else 0.0
             return decision
         except EpisodeStop as exc:  # nobody acted on a paused or taken-over episode for too long
             self._end_episode(lease, status=exc.status, reason=str(exc))

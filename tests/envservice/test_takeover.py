@@ -148,5 +148,13 @@ def test_a_person_pauses_the_rl_episode_rejects_the_jobs_action_and_approves_its
         answer = waiting.result(timeout=120)
     assert answer["steps"][0]["actor"] == "model" and answer["index"] == 0
     assert answer["steps"][0]["action_text"] == turn.action.to_text()
+
+    with ThreadPoolExecutor(1) as pool:  # an edit decides the job's step, and the step answers with it
+        waiting = pool.submit(client.step, lease["lease"], MODEL_ACTION)
+        s.wait_type("step.proposed", index=1)
+        typed = 'type(text="edited by a person")'
+        assert s.ack(s.send("edit", index=1, action=typed, thought="I type it."))["type"] == "ack"
+        edited = waiting.result(timeout=120)
+    assert [(st["actor"], st["action_text"]) for st in edited["steps"]] == [("edited", typed)]
     s.ws.close()
     client.release(lease["lease"])
