@@ -12,6 +12,7 @@ from tests.stack import *  # noqa: E402,F401,F403
 # first, put the one-test training modules last and left a worker alone with them for minutes.)
 SLOW_MODULES_FIRST = (  # by their time in a quiet three-worker run (.data/logs/pytest-junit.xml)
     "tests/flywheel/test_cycles.py",
+    "tests/flywheel/test_learned.py",
     "tests/flywheel/test_vlm_grpo_run.py",
     "tests/flywheel/test_vlm_flywheel.py",
     "tests/flywheel/test_cycles_faults.py",
@@ -31,6 +32,9 @@ SLOW_MODULES_FIRST = (  # by their time in a quiet three-worker run (.data/logs/
     "tests/envservice/test_env_grpo.py",
     "tests/trainer/test_distributed.py",
     "tests/e2e/test_voice_commands.py",
+    "tests/envservice/test_takeover.py",
+    "tests/e2e/test_asking.py",
+    "tests/annotation/test_asking_live.py",
 )
 
 
