@@ -13,12 +13,13 @@ from core.errors import ApplicationError
 from flywheel import replay
 from flywheel.models import Project, SnapshotKind, Split
 from flywheel.project_settings import Section, section_of, section_set
-from flywheel.training import DEFAULT_MAX_EPOCHS
+from flywheel.training import DEFAULT_MAX_EPOCHS, online_stage_check
 
 
 BUCKET_FOR_ALGORITHM = {"sft": SnapshotKind.SFT, "dpo": SnapshotKind.DPO, "rl": SnapshotKind.RL}
 STAGE_KEYS = {"algorithm", "max_steps", "max_seconds", "max_epochs", "lr", "lora", "group_size", "max_new_tokens",
-              "batch_tokens", "min_rows"}
+              "batch_tokens", "min_rows", "online", "task", "seeds", "max_turns"}
+ONLINE_KEYS = ("task", "seeds", "max_turns")  # an online rl stage's (training.online_stage_check)
 # A stage the gate finds fewer new rows for than this is dropped (and the cycle skipped when no stage is left):
 # an SFT stage holds some out for validation and needs some to train on; one DPO pair whose actions differ
 # already teaches something.
@@ -94,7 +95,7 @@ def _int(field: str, value, lo: int, hi: int) -> int:
     return value
 
 
-def _recipe_clean(recipe) -> list[dict]:
+def _recipe_clean(recipe, project: Project) -> list[dict]:
     if not isinstance(recipe, list) or not 1 <= len(recipe) <= 3:
         _bad("recipe", "give 1 to 3 stages, e.g. [{\"algorithm\": \"sft\", \"max_steps\": 200}].")
     out, seen = [], set()
@@ -126,6 +127,8 @@ def _recipe_clean(recipe) -> list[dict]:
                     _bad("recipe", f"stage {i + 1}: {key} is an rl stage's setting (answers sampled per prompt, "
                                    "their length).")
                 clean[key] = _int("recipe", stage[key], low, high)
+        if stage.get("online") or any(stage.get(key) is not None for key in ONLINE_KEYS):
+            _online_clean(project, stage, i, clean)
         if stage.get("batch_tokens") is not None:
             if algorithm == "rl":
                 _bad("recipe", f"stage {i + 1}: batch_tokens is an sft or dpo stage's setting.")
@@ -140,12 +143,27 @@ def _recipe_clean(recipe) -> list[dict]:
     return out
 
 
+def _online_clean(project: Project, stage: dict, i: int, clean: dict) -> None:
+    """An online rl stage: whole episodes of one task played through the environment service (training.py)."""
+    if stage["algorithm"] != "rl":
+        _bad("recipe", f"stage {i + 1}: online, task, seeds and max_turns are an rl stage's settings (whole episodes "
+                       "played through the environment service).")
+    if stage.get("online") is not True:
+        _bad("recipe", f"stage {i + 1}: task, seeds and max_turns belong to an online rl stage: set online to true.")
+    try:
+        clean.update(online_stage_check(project, stage, field="recipe"))
+    except ApplicationError as exc:
+        _bad("recipe", f"stage {i + 1}: {exc.message}")
+    if stage.get("max_turns") is not None:
+        clean["max_turns"] = _int("recipe", stage["max_turns"], 1, 200)
+
+
 def _clean(project: Project, current: dict, changes: dict) -> dict:
     """The project's cycle settings (``current``) with ``changes`` applied, validated; raises naming the bad field."""
     merged = {**current, **changes}
     clean = {
         "min_new_rows": _int("min_new_rows", merged["min_new_rows"], 0, 10_000_000),
-        "recipe": _recipe_clean(merged["recipe"]),
+        "recipe": _recipe_clean(merged["recipe"], project),
         "eval_seeds": _int("eval_seeds", merged["eval_seeds"], 1, 1000),
         "eval_max_steps": _int("eval_max_steps", merged["eval_max_steps"], 0, 200),
     }

@@ -118,11 +118,12 @@ def shown(argv: list[str]) -> str:
     return " ".join(["python", *argv[1:]])
 
 
-def stream(argv: list[str], on_progress) -> tuple[dict, str, int]:
+def stream(argv: list[str], on_progress, env: dict[str, str] | None = None) -> tuple[dict, str, int]:
     """Run one trainer command, calling ``on_progress(item)`` for each JSON progress line (those with
-    "step"). Returns (the final {"done": true} line, stderr, exit status)."""
+    "step"). ``env`` adds to its environment (secrets such as a token, kept off the command line the log shows).
+    Returns (the final {"done": true} line, stderr, exit status)."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
-                            cwd=settings.BASE_DIR, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            cwd=settings.BASE_DIR, env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"})
     final: dict = {}
     stderr_chunks: list[str] = []
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -14,12 +15,13 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from core.audit import audit_record
 from core.errors import ApplicationError
 from flywheel import deployments, trainer_process
 from flywheel.heartbeats import Heartbeat
-from flywheel.models import Cycle, DatasetSnapshot, Project, RunStatus, SnapshotStatus, TrainingRun
+from flywheel.models import Cycle, DatasetSnapshot, Membership, Project, Role, RunStatus, SnapshotStatus, TrainingRun
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,16 @@ COLDSTART = "coldstart"
 # Stage options passed to the trainer as --max-steps ...; a cold-start stage passes every option it has.
 STAGE_OPTIONS = ("max_steps", "max_seconds", "max_epochs", "lr", "lora", "batch_tokens")
 GRPO_GROUP_SIZE = 4
+# An online rl stage (``"online": true``) plays whole episodes of one task through the environment service
+# (``python -m trainer rl-online``) instead of GRPO on a snapshot's stored steps; these of its keys reach the trainer.
+ONLINE_OPTIONS = ("max_steps", "max_seconds", "lr", "lora", "group_size", "max_new_tokens", "max_turns")
+ONLINE_SEEDS = "0-31"
+SEEDS_PATTERN = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+# The stage's token outlives the stage only when its worker died before revoking it: then it expires.
+ONLINE_TOKEN_HOURS = 24
+NO_ENV_SERVICE = ("An online rl stage plays its episodes through the environment service, and none is set up here: "
+                  "set LOUPE_ENV_SERVICE_URL (on the web and train workers) to the URL of one started with "
+                  "python manage.py envservice, or train rl on a snapshot's steps.")
 # The cold start's recipe lives with the trainer (trainer/coldstart.py); its stage records only what the
 # environment changes of it (the tests shrink it and train the tiny random Llama), and the trainer fills in the rest.
 COLDSTART_ENV = {"seeds": "LOUPE_COLDSTART_SEEDS", "max_steps": "LOUPE_COLDSTART_STEPS",
@@ -56,6 +68,53 @@ def is_coldstart(run: TrainingRun) -> bool:
 
 
 # --- creating runs ---------------------------------------------------------------------------------
+def online_stage_check(project: Project, stage: dict, *, field: str = "stage") -> dict:
+    """An online rl stage's own keys, checked where it is asked for (a run, a cycle's recipe): the service's URL is
+    set, the task is the project's, the seeds read. Returns {"online", "task", "seeds"}."""
+    if not settings.LOUPE_ENV_SERVICE_URL:
+        raise ApplicationError(NO_ENV_SERVICE, status=409, errors={field: ["No environment service is set up."]})
+    task = stage.get("task")
+    if not isinstance(task, str) or not task.strip():
+        raise ApplicationError("An online rl stage plays one task: name it (task).", errors={field: ["Name a task."]})
+    if not project.tasks.filter(task_name=task.strip()).exists():
+        names = ", ".join(sorted(set(project.tasks.values_list("task_name", flat=True)))) or "none yet"
+        raise ApplicationError(f"No task '{task}' in this project; its tasks: {names}.",
+                               errors={field: ["Unknown task."]})
+    seeds = str(stage.get("seeds") or ONLINE_SEEDS).replace(" ", "")
+    if not SEEDS_PATTERN.match(seeds):
+        raise ApplicationError(f"Seeds {seeds!r} do not read as a range or a list, e.g. 0-31 or 1,5,9.",
+                               errors={field: ["Seeds look like 0-31 or 1,5,9."]})
+    return {"online": True, "task": task.strip(), "seeds": seeds}
+
+
+@transaction.atomic
+def online_run_create(*, project: Project, task: str, actor, seeds: str = ONLINE_SEEDS, init_checkpoint=None,
+                      max_steps: int | None = None, group_size: int | None = None, max_turns: int | None = None,
+                      max_new_tokens: int | None = None) -> TrainingRun:
+    """A run of one online rl stage: whole-episode GRPO on ``task``'s seeds through the environment service, from the
+    given checkpoint or else the deployed one, its episodes marked with the run (``run-<id>``), queued on the `train`
+    worker. ``actor`` (a manager of the project) is the one its token acts for."""
+    from flywheel import tasks
+
+    stage = {"algorithm": "rl", **online_stage_check(project, {"task": task, "seeds": seeds})}
+    stage.update({key: value for key, value in (("max_steps", max_steps), ("group_size", group_size),
+                                                 ("max_turns", max_turns), ("max_new_tokens", max_new_tokens))
+                  if value})
+    if init_checkpoint is None:
+        deployment = project.deployments.filter(active=True).select_related("checkpoint").first()
+        init_checkpoint = deployment.checkpoint if deployment and deployment.checkpoint.uri and \
+            Path(deployment.checkpoint.uri).is_dir() else None
+    elif init_checkpoint.project_id != project.pk:
+        raise ApplicationError("That checkpoint belongs to another project.", status=404)
+    if init_checkpoint is None:
+        raise ApplicationError(NO_INIT, status=409, errors={"init_checkpoint": ["No trained checkpoint is deployed."]})
+    run = TrainingRun.objects.create(project=project, algorithm="rl", init_checkpoint=init_checkpoint,
+                                     config={"stages": [stage], "requested_by": actor.pk if actor else None})
+    audit_record(actor=actor, action="run.create", target=run, data={"algorithm": "rl", "online": True, "task": task})
+    transaction.on_commit(lambda: tasks.training_run_execute.delay(run.pk))
+    return run
+
+
 @transaction.atomic
 def coldstart_run_create(*, project: Project) -> TrainingRun:
     """Checkpoint v0: a LoRA of the pretrained base (SmolLM2-135M-Instruct) trained on scripted demonstrations,
@@ -128,7 +187,7 @@ def _warnings_add(run: TrainingRun, final: dict, *, phase: str = "") -> None:
 
 
 def _stream(run: TrainingRun, argv: list[str], *, phase: str, weight: tuple[float, float],
-            phases: dict[str, tuple[float, float]] | None = None) -> dict:
+            phases: dict[str, tuple[float, float]] | None = None, env: dict[str, str] | None = None) -> dict:
     """Run one trainer command; progress lines update the run. Returns the final {"done": true} line. A command
     of several parts names each line's ``phase``; ``phases`` gives each its share of this command's progress."""
     last_save = 0.0
@@ -151,7 +210,7 @@ def _stream(run: TrainingRun, argv: list[str], *, phase: str, weight: tuple[floa
             TrainingRun.objects.filter(pk=run.pk).update(progress=run.progress, metrics=run.metrics)
             last_save = time.monotonic()
 
-    final, stderr, returncode = trainer_process.stream(argv, on_progress)
+    final, stderr, returncode = trainer_process.stream(argv, on_progress, env=env)
     run.log = (run.log + f"\n$ {trainer_process.shown(argv)}\n" + stderr)[-LOG_TAIL_CHARS:]
     TrainingRun.objects.filter(pk=run.pk).update(progress=run.progress, metrics=run.metrics, log=run.log)
     if returncode != 0:
@@ -167,6 +226,8 @@ def _stage_execute(run: TrainingRun, stage: dict, init: str, ckpt: Path, weight:
         argv = trainer_process.command(COLDSTART, "--out", str(ckpt.parent), **options,
                                        base_cache=str(settings.LOUPE_CHECKPOINT_DIR / "bases"))
         return _stream(run, argv, phase="sft", weight=weight, phases=COLDSTART_PHASES)
+    if stage["algorithm"] == "rl" and stage.get("online"):
+        return _online_execute(run, stage, init, ckpt, weight)
     snapshot = DatasetSnapshot.objects.filter(pk=stage.get("snapshot")).first()
     if snapshot is None or not snapshot.file:
         raise ApplicationError("This run has no dataset snapshot to train on.")
@@ -185,6 +246,32 @@ def _stage_execute(run: TrainingRun, stage: dict, init: str, ckpt: Path, weight:
         argv = trainer_process.command(stage["algorithm"], "--data", str(data), "--init", init, "--out", str(ckpt),
                                        action_format=action_format, **options)
         return _stream(run, argv, phase=stage["algorithm"], weight=weight)
+
+
+def _online_execute(run: TrainingRun, stage: dict, init: str, ckpt: Path, weight: tuple[float, float]) -> dict:
+    """An online rl stage: ``python -m trainer rl-online`` against LOUPE_ENV_SERVICE_URL with a token of its own
+    (in the trainer's environment, not on its command line, which the run's log shows), revoked when it ends."""
+    checked = online_stage_check(run.project, stage)  # the URL may have been unset since the run was asked for
+    manager = _run_manager(run)
+    options = {key: stage.get(key) for key in ONLINE_OPTIONS}
+    argv = trainer_process.command("rl-online", "--init", init, "--out", str(ckpt),
+                                   env_service=settings.LOUPE_ENV_SERVICE_URL, project=run.project_id,
+                                   task=checked["task"], seeds=checked["seeds"], run=f"run-{run.pk}", **options)
+    with import_string(settings.LOUPE_RUN_TOKEN)(user=manager, name=f"training run {run.pk}: online rl",
+                                                 hours=ONLINE_TOKEN_HOURS) as token:
+        return _stream(run, argv, phase="rl", weight=weight, env={"LOUPE_ENV_TOKEN": token})
+
+
+def _run_manager(run: TrainingRun):
+    """Whom an online stage's token acts for: the manager who asked for the run, else (a cycle's run) the project's
+    first manager. The service lets only managers play a project's tasks for RL."""
+    managers = Membership.objects.filter(project=run.project, role=Role.MANAGER, user__is_active=True) \
+        .select_related("user").order_by("id")
+    chosen = managers.filter(user_id=run.config.get("requested_by")).first() or managers.first()
+    if chosen is None:
+        raise ApplicationError("An online rl stage plays as a manager of the project, and it has none (active). "
+                               "Make someone its manager and run it again.")
+    return chosen.user
 
 
 def _grpo_options(snapshot: DatasetSnapshot, stage: dict, reads_images: bool, action_format: str) -> dict:

@@ -321,6 +321,10 @@ LOUPE_REVIEW_HOLD_SECONDS = int(os.environ.get("LOUPE_REVIEW_HOLD_SECONDS", "900
 # desktop episode does not wait for a display and a session; 0 starts each episode's session when it begins.
 LOUPE_DESKTOP_POOL = int(os.environ.get("LOUPE_DESKTOP_POOL", "1"))
 LOUPE_SUPERVISOR_FACTORY = "annotation.supervision.supervisor_for"
+# The environment service (python manage.py envservice) an online rl stage plays its episodes through; empty: such
+# stages are refused. The stage's API token comes from LOUPE_RUN_TOKEN (minted for the run, revoked when it ends).
+LOUPE_ENV_SERVICE_URL = os.environ.get("LOUPE_ENV_SERVICE_URL", "")
+LOUPE_RUN_TOKEN = "webapp.run_tokens.run_token"
 LOUPE_WS_MAX_FRAME_BYTES = int(os.environ.get("LOUPE_WS_MAX_FRAME_BYTES", "65536"))
 # Per socket: a token bucket of LOUPE_WS_FRAME_BURST frames refilled at this rate; beyond it the socket closes 4029.
 # The burst covers a browser re-sending its unacknowledged commands after a reconnect.
