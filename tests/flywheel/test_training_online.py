@@ -12,7 +12,7 @@ from tests.envservice.conftest import TASK, service  # noqa: F401  (the fixture)
 from tests.factories import make_member, make_project, make_task, make_user
 from webapp.models import ApiToken
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 
 
 @pytest.fixture
@@ -27,6 +27,7 @@ def managed(monkeypatch):
     return project, manager
 
 
+@pytest.mark.browser  # the service's MiniWoB envs
 def test_an_online_rl_run_plays_whole_episodes_through_the_service_marked_with_the_run_and_revokes_its_token(
         service, managed, tmp_path, settings, monkeypatch):  # noqa: F811
     from trainer.model import save_tiny_untrained
@@ -78,3 +79,19 @@ def test_an_online_stage_is_refused_without_a_service_url_or_with_a_task_the_pro
     stage = cycle_settings.settings_clean(project, {"recipe": [{"algorithm": "rl", "online": True, "task": TASK,
                                                                 "seeds": "0-7", "max_turns": 6}]})["recipe"][0]
     assert stage == {"algorithm": "rl", "max_steps": 100, "online": True, "task": TASK, "seeds": "0-7", "max_turns": 6}
+
+
+def test_an_online_run_whose_service_is_unreachable_fails_with_the_trainers_words_and_revokes_its_token(
+        managed, tmp_path, settings, monkeypatch):
+    from flywheel.models import Checkpoint
+
+    project, manager = managed
+    settings.LOUPE_ENV_SERVICE_URL, settings.LOUPE_CHECKPOINT_DIR = "http://127.0.0.1:9", tmp_path / "checkpoints"
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    (tmp_path / "v0").mkdir()
+    v0 = Checkpoint.objects.create(project=project, name="v0", uri=str(tmp_path / "v0"))
+    run = training.online_run_create(project=project, task=TASK, actor=manager, init_checkpoint=v0)
+    assert training.run_execute(run_id=run.pk) == RunStatus.FAILED
+    run.refresh_from_db()
+    assert "cannot use the environment service at http://127.0.0.1:9" in run.error, run.error
+    assert ApiToken.objects.get(user=manager).revoked_at is not None
