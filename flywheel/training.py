@@ -267,7 +267,11 @@ def _run_manager(run: TrainingRun):
     first manager. The service lets only managers play a project's tasks for RL."""
     managers = Membership.objects.filter(project=run.project, role=Role.MANAGER, user__is_active=True) \
         .select_related("user").order_by("id")
-    chosen = managers.filter(user_id=run.config.get("requested_by")).first() or managers.first()
+    requester = run.config.get("requested_by")
+    chosen = managers.filter(user_id=requester).first() if requester else managers.first()
+    if chosen is None and requester:
+        raise ApplicationError("The person who asked for this run is no longer a manager of the project, and its "
+                               "online rl stage plays as them: a manager can ask for it again.")
     if chosen is None:
         raise ApplicationError("An online rl stage plays as a manager of the project, and it has none (active). "
                                "Make someone its manager and run it again.")

@@ -7,7 +7,7 @@ import pytest
 
 from core.errors import ApplicationError
 from flywheel import cycle_settings, deployments, training
-from flywheel.models import Episode, EpisodeStatus, Role, RunStatus, TrainingRun
+from flywheel.models import Episode, EpisodeStatus, Membership, Role, RunStatus, TrainingRun
 from tests.envservice.conftest import TASK, service  # noqa: F401  (the fixture)
 from tests.factories import make_member, make_project, make_task, make_user
 from webapp.models import ApiToken
@@ -81,7 +81,7 @@ def test_an_online_stage_is_refused_without_a_service_url_or_with_a_task_the_pro
     assert stage == {"algorithm": "rl", "max_steps": 100, "online": True, "task": TASK, "seeds": "0-7", "max_turns": 6}
 
 
-def test_an_online_run_whose_service_is_unreachable_fails_with_the_trainers_words_and_revokes_its_token(
+def test_an_online_run_whose_service_is_unreachable_fails_saying_so_and_revokes_its_token_and_one_asked_by_an_ex_manager_mints_none(
         managed, tmp_path, settings, monkeypatch):
     from flywheel.models import Checkpoint
 
@@ -90,8 +90,17 @@ def test_an_online_run_whose_service_is_unreachable_fails_with_the_trainers_word
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     (tmp_path / "v0").mkdir()
     v0 = Checkpoint.objects.create(project=project, name="v0", uri=str(tmp_path / "v0"))
-    run = training.online_run_create(project=project, task=TASK, actor=manager, init_checkpoint=v0)
+    # a cycle's run (no requester): its token acts for the project's manager
+    run = training.recipe_run_create(project=project, init_checkpoint=v0, checkpoint_name="c1", stages=[
+        {"algorithm": "rl", "online": True, "task": TASK, "seeds": "0-3", "snapshot": None}])
     assert training.run_execute(run_id=run.pk) == RunStatus.FAILED
     run.refresh_from_db()
     assert "cannot use the environment service at http://127.0.0.1:9" in run.error, run.error
     assert ApiToken.objects.get(user=manager).revoked_at is not None
+
+    Membership.objects.filter(user=manager).update(role=Role.ANNOTATOR)  # who asked is no longer a manager
+    make_member(project, make_user(), Role.MANAGER)
+    run = training.online_run_create(project=project, task=TASK, actor=manager, init_checkpoint=v0)
+    assert training.run_execute(run_id=run.pk) == RunStatus.FAILED
+    assert "no longer a manager" in TrainingRun.objects.get(pk=run.pk).error
+    assert ApiToken.objects.count() == 1  # no token minted for anyone else
