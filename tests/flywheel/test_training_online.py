@@ -81,7 +81,7 @@ def test_an_online_stage_is_refused_without_a_service_url_or_with_a_task_the_pro
     assert stage == {"algorithm": "rl", "max_steps": 100, "online": True, "task": TASK, "seeds": "0-7", "max_turns": 6}
 
 
-def test_an_online_run_whose_service_is_unreachable_fails_saying_so_and_revokes_its_token_and_one_asked_by_an_ex_manager_mints_none(
+def test_an_unreachable_service_fails_the_run_saying_so_and_revokes_its_token_an_ex_managers_run_mints_none(
         managed, tmp_path, settings, monkeypatch):
     from flywheel.models import Checkpoint
 
