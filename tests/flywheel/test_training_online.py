@@ -56,7 +56,8 @@ def test_an_online_rl_run_plays_whole_episodes_through_the_service_marked_with_t
     assert sorted(played.values_list("pk", flat=True)) == sorted(metrics["episode_ids"])
     assert all(e.status == EpisodeStatus.FINISHED for e in played)
     token = ApiToken.objects.get(user=manager, name=f"training run {run.pk}: online rl")
-    assert token.last_used_at is not None and token.revoked_at is not None  # the trainer used it; it died with the stage
+    assert token.last_used_at is not None  # the trainer played with it ...
+    assert token.revoked_at is not None  # ... and it died with the stage
     assert svc.status()["pools"][0]["leased"] == 0
 
 
