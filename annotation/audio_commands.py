@@ -34,9 +34,11 @@ _STARTERS = frozenset({w[0] for w in _EXACT} | _REJECT | _FINISH)
 
 # Whisper's prompt while voice commands are on: the grammar's words, and a reason as one is said, so that "Approve."
 # said alone is read as that (tiny.en, unprompted, reads espeak's "Approve." as "a prove" or "That's rude.", and
-# without "failure" in the prompt it read "Finish as failure." at 140 words a minute as "Finish after earlier.").
-PROMPT = ("Approve. Reject, it typed in the wrong field. Take over. Hand back. Pause. Resume. Finish with success. "
-          "Finish as failure.")
+# without "failure" in the prompt it read "Finish as failure." at 140 words a minute as "Finish after earlier."). A
+# reason names a screen's parts: without "button" here, a loaded machine's chunking once made "the wrong button"
+# "the wrong purpose".
+PROMPT = ("Approve. Reject, it typed in the wrong field. Reject, wrong button. Take over. Hand back. Pause. Resume. "
+          "Finish with success. Finish as failure.")
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,9 @@ def _step(texts: list[str]) -> tuple[dict, list]:
 
 
 def main() -> int:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-    import django
+    from bench.django_setup import setup_django
 
-    django.setup()
+    setup_django(channel_prefix="bench-redaction")  # the project's settings; migrated as every bench's database is
     from flywheel import privacy
     from tests.core.pii_set import VALUES, screen_with
 

@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from flywheel import cycle_settings
 from flywheel.learned import correction_kind, same_action
-from flywheel.models import CorrectionReplay, Rejection, Step
+from flywheel.models import CorrectionReplay, Rejection, Step, TrainingRun
 from tests.flywheel.test_cycles import (cycle_worker, flywheel_project, scripted_demonstrations,  # noqa: F401
                                         wait_cycle)
 from tests.factories import make_task
@@ -83,7 +83,13 @@ def test_a_cycle_says_which_corrections_its_candidate_learned_in_training_and_he
     replays = {r.step_id: r for r in CorrectionReplay.objects.filter(cycle=cycle)}
     corrected = [*edits, takeover, rejected, poison]
     assert set(replays) == {s.pk for s in corrected}  # every corrected step, trained on or held out
-    assert sum(r.held_out for r in replays.values()) == 2  # 30 % of the 9 corrected rows, as the split says
+    # held out: the corrected steps whose rows the split put in the validation file (which rows it takes depends on
+    # the project's id, its seed: read from the file, not assumed)
+    val_files = [stage["val_file"] for stage in TrainingRun.objects.get(pk=cycle.run_id).config["stages"]
+                 if stage.get("val_file")]
+    in_val = {json.loads(line)["meta"]["step_id"] for path in val_files for line in open(path) if line.strip()}
+    held_out = {s.pk for s in corrected} & in_val
+    assert held_out and {pk for pk, r in replays.items() if r.held_out} == held_out
     assert {replays[s.pk].kind for s in edits} == {"edit"} and replays[takeover.pk].kind == "takeover"
     assert replays[rejected.pk].kind == "rejection" and replays[poison.pk].kind == "takeover"
     # learned is what the candidate's answer says: the person's action, parsed in the candidate's format
@@ -104,7 +110,7 @@ def test_a_cycle_says_which_corrections_its_candidate_learned_in_training_and_he
     body = manager.get(f"/api/v1/cycles/{cycle.pk}/").json()
     summary = body["decision_data"]["learned"]
     total = {held: [r for r in replays.values() if r.held_out == held] for held in (False, True)}
-    assert summary["trained"]["corrections"] == len(total[False]) == 7
+    assert summary["trained"]["corrections"] == len(total[False]) == len(corrected) - len(held_out)
     assert summary["trained"]["learned"] + summary["held_out"]["learned"] == len(learnt)
     assert [t["task"] for t in summary["by_task"]] == ["terminal-count"]
     kinds = {k["kind"]: k for k in summary["by_kind"]}

@@ -78,6 +78,8 @@ TABLE: dict[str, Call] = {
     # --- accounts and the service ---
     "GET /api/v1/openapi.json": Call(public(200)),
     "GET /api/v1/health": Call(public(503)),  # no Celery worker runs in this test: degraded, for everyone alike
+    # the site's staff only (tests/envservice/test_status.py): a project admin is not staff
+    "GET /api/v1/envservice/hosts": Call(_row(401, 403, 403, 403, 403)),
     "GET /api/v1/auth/session": Call(signed_in(200)),
     "POST /api/v1/auth/session": SESSION_LOGIN,
     "DELETE /api/v1/auth/session": Call(public(204)),
