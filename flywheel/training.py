@@ -100,6 +100,17 @@ def online_run_create(*, project: Project, task: str, actor, seeds: str = ONLINE
     stage.update({key: value for key, value in (("max_steps", max_steps), ("group_size", group_size),
                                                  ("max_turns", max_turns), ("max_new_tokens", max_new_tokens))
                   if value})
+    init_checkpoint = _start_checkpoint(project, init_checkpoint)
+    run = TrainingRun.objects.create(project=project, algorithm="rl", init_checkpoint=init_checkpoint,
+                                     config={"stages": [stage], "requested_by": actor.pk if actor else None})
+    audit_record(actor=actor, action="run.create", target=run, data={"algorithm": "rl", "online": True, "task": task})
+    transaction.on_commit(lambda: tasks.training_run_execute.delay(run.pk))
+    return run
+
+
+def _start_checkpoint(project: Project, init_checkpoint):
+    """What a run trains from: the checkpoint given (the project's own), else the deployed one with weights on disk;
+    refused (409) when there is neither, rather than training an untrained model."""
     if init_checkpoint is None:
         deployment = project.deployments.filter(active=True).select_related("checkpoint").first()
         init_checkpoint = deployment.checkpoint if deployment and deployment.checkpoint.uri and \
@@ -108,11 +119,7 @@ def online_run_create(*, project: Project, task: str, actor, seeds: str = ONLINE
         raise ApplicationError("That checkpoint belongs to another project.", status=404)
     if init_checkpoint is None:
         raise ApplicationError(NO_INIT, status=409, errors={"init_checkpoint": ["No trained checkpoint is deployed."]})
-    run = TrainingRun.objects.create(project=project, algorithm="rl", init_checkpoint=init_checkpoint,
-                                     config={"stages": [stage], "requested_by": actor.pk if actor else None})
-    audit_record(actor=actor, action="run.create", target=run, data={"algorithm": "rl", "online": True, "task": task})
-    transaction.on_commit(lambda: tasks.training_run_execute.delay(run.pk))
-    return run
+    return init_checkpoint
 
 
 @transaction.atomic
@@ -148,14 +155,7 @@ def run_create(*, project: Project, snapshot, algorithm: str | None = None, init
     if algorithm != ALGORITHM_FOR_KIND[snapshot.kind]:
         raise ApplicationError(f"A {snapshot.kind} snapshot trains with {ALGORITHM_FOR_KIND[snapshot.kind]}, not {algorithm}.",
                                errors={"algorithm": ["Does not fit the snapshot's rows."]})
-    if init_checkpoint is None:
-        deployment = project.deployments.filter(active=True).select_related("checkpoint").first()
-        init_checkpoint = deployment.checkpoint if deployment and deployment.checkpoint.uri and \
-            Path(deployment.checkpoint.uri).is_dir() else None
-    elif init_checkpoint.project_id != project.pk:
-        raise ApplicationError("That checkpoint belongs to another project.", status=404)
-    if init_checkpoint is None:
-        raise ApplicationError(NO_INIT, status=409, errors={"init_checkpoint": ["No trained checkpoint is deployed."]})
+    init_checkpoint = _start_checkpoint(project, init_checkpoint)
     stage = {"algorithm": algorithm, "snapshot": snapshot.pk, **({"max_steps": max_steps} if max_steps else {}),
              **({"max_epochs": max_epochs} if max_epochs and algorithm != "rl" else {})}
     run = TrainingRun.objects.create(project=project, algorithm=algorithm, snapshot=snapshot,

@@ -1,6 +1,7 @@
 """Real processes for tests: daphne and Celery workers on the test database and the test Redis prefix."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -169,6 +170,31 @@ def start_worker(stack: ProcessStack, tmp_path: Path, env: dict, queues: str = "
 
     wait_for(ready, 60, what=f"celery worker\n{stack.tail()}")
     return proc
+
+
+@contextlib.contextmanager
+def served_episode_stack(tmp_path: Path, model, *, idle_seconds: float, max_steps: int, checkpoint: str):
+    """daphne and a live+rollouts worker whose policy is ``model`` (a ChatModel handler the test writes, served on a
+    free port), a project with an annotator ("asked") and a click-button task whose deployed checkpoint the model
+    "serves". Yields (base URL, project, task, annotator)."""
+    from tests.factories import make_member, make_project, make_task, make_user
+
+    server = start_policy_server(model)
+    stack = ProcessStack([], [])
+    env = stack_env(LOUPE_SUPERVISED_IDLE_SECONDS=idle_seconds,
+                    LOUPE_OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        base = start_daphne(stack, tmp_path, env)
+        start_worker(stack, tmp_path, env, queues="live,rollouts")
+        project = make_project()
+        annotator = make_user("asked")
+        make_member(project, annotator)
+        task = make_task(project, "click-button", max_steps=max_steps)
+        deploy_served_checkpoint(project, tmp_path, checkpoint)
+        yield base, project, task, annotator
+    finally:
+        stack.stop()
+        server.shutdown()
 
 
 @pytest.fixture

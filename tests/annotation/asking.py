@@ -2,9 +2,7 @@
 first turn of an episode and clicks an empty spot afterwards. The worker has a short idle timeout."""
 import pytest
 
-from tests.factories import make_member, make_project, make_task, make_user
-from tests.stack import (ChatModel, ProcessStack, deploy_served_checkpoint, stack_env, start_daphne, start_policy_server,
-                         start_worker)
+from tests.stack import ChatModel, served_episode_stack
 
 EMPTY_SPOT = "click(x=3, y=207)"  # a corner of the task area with nothing on it
 IDLE_SECONDS = 6
@@ -26,21 +24,6 @@ class AskingModel(ChatModel):
 @pytest.fixture
 def asking_stack(tmp_path):
     AskingModel.prompts = []
-    server = start_policy_server(AskingModel)
-    stack = ProcessStack([], [])
-    env = stack_env(LOUPE_SUPERVISED_IDLE_SECONDS=IDLE_SECONDS,
-                    LOUPE_OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_address[1]}")
-    try:
-        base = start_daphne(stack, tmp_path, env)
-        start_worker(stack, tmp_path, env, queues="live,rollouts")
-        project = make_project()
-        annotator = make_user("asked")
-        make_member(project, annotator)
-        task = make_task(project, "click-button", max_steps=6)
-        deploy_served_checkpoint(project, tmp_path, "asker")  # what the policy server "serves"
-        yield base, project, task, annotator
-    finally:
-        stack.stop()
-        server.shutdown()
-
-
+    with served_episode_stack(tmp_path, AskingModel, idle_seconds=IDLE_SECONDS, max_steps=6,
+                              checkpoint="asker") as made:  # the checkpoint the policy server "serves"
+        yield made

@@ -7,9 +7,7 @@ import math
 import pytest
 
 from flywheel import asking, project_settings
-from tests.factories import make_member, make_project, make_task, make_user
-from tests.stack import (ChatModel, ProcessStack, deploy_served_checkpoint, stack_env, start_daphne, start_policy_server,
-                         start_worker)
+from tests.stack import ChatModel, served_episode_stack
 
 EMPTY_SPOT = "click(x=3, y=207)"  # a corner of the task area with nothing on it
 UNSURE, SURE = 0.31, 0.95
@@ -36,21 +34,8 @@ class UnsureModel(ChatModel):
 
 @pytest.fixture
 def unsure_stack(tmp_path):
-    server = start_policy_server(UnsureModel)
-    stack = ProcessStack([], [])
-    env = stack_env(LOUPE_SUPERVISED_IDLE_SECONDS=120,
-                    LOUPE_OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_address[1]}")
-    try:
-        base = start_daphne(stack, tmp_path, env)
-        start_worker(stack, tmp_path, env, queues="live,rollouts")
-        project = make_project()
-        annotator = make_user("asked")
-        make_member(project, annotator)
-        task = make_task(project, "click-button", max_steps=3)
-        deploy_served_checkpoint(project, tmp_path, "unsure")
+    with served_episode_stack(tmp_path, UnsureModel, idle_seconds=120, max_steps=3, checkpoint="unsure") as made:
+        project = made[1]
         project_settings.section_set(section=asking.ASK_SECTION, project=project, actor=None,
                                      changes={"ask_below": FLOOR})
-        yield base, project, task, annotator
-    finally:
-        stack.stop()
-        server.shutdown()
+        yield made
