@@ -275,7 +275,7 @@ def map_image_urls(messages: list[dict], change: Callable[[str], str]) -> list[d
     """``messages`` with the URL of every image part replaced by ``change(url)``; the rest as it was.
 
     The flywheel stores a prompt with each screenshot's base64 replaced by a reference to its stored file,
-    and puts the base64 back when it needs the prompt as it was sent (see flywheel/episodes.py)."""
+    and puts the base64 back when it needs the prompt as it was sent (see rollouts/episodes.py)."""
     out = []
     for message in messages:
         content = message.get("content")

@@ -11,10 +11,13 @@ from rest_framework.views import APIView
 
 from annotation import audio, queues, reviews
 from annotation.models import AudioClip, ItemState, QueueState, TranscriptWord, Verdict
-from flywheel import dashboards, selectors
-from flywheel.models import ReviewStatus, Role
+from cycles import dashboards
+from projects import selectors
+from rollouts import selectors as rollout_selectors
+from rollouts.models import ReviewStatus
+from projects.models import Role
 from core.api import LimitedCharField, StrictSerializer, UserRef, results_of
-from flywheel.api import ReviewSummaryOutput
+from rollouts.api_episodes import ReviewSummaryOutput
 from core.errors import ApplicationError
 
 
@@ -72,7 +75,7 @@ def _clip_for(request, clip_id: int, *, own: bool = False) -> AudioClip:
     clip = AudioClip.objects.select_related("episode").filter(pk=clip_id).first()
     if clip is None:
         raise ApplicationError("No such audio clip, or you are not a member of its project.", status=404)
-    selectors.episode_for_user(user=request.user, episode_id=clip.episode_id)
+    rollout_selectors.episode_for_user(user=request.user, episode_id=clip.episode_id)
     if own and clip.user_id != request.user.pk:
         raise ApplicationError("Only the person who recorded a clip may upload to it.", status=403)
     return clip
@@ -81,7 +84,7 @@ def _clip_for(request, clip_id: int, *, own: bool = False) -> AudioClip:
 class ClipCreateApi(APIView):
     @extend_schema(request=ClipCreateInput, responses={201: ClipOutput, 200: ClipOutput})
     def post(self, request, episode_id: int):
-        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id)
+        episode, _ = rollout_selectors.episode_for_user(user=request.user, episode_id=episode_id)
         data = ClipCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
         clip, created = audio.clip_create(episode=episode, user=request.user, **data.validated_data)
@@ -200,7 +203,7 @@ class TranscriptApi(APIView):
     @extend_schema(responses={200: inline_serializer("TranscriptOutput", {
         "words": TranscriptWordOutput(many=True), "clips": ClipOutput(many=True)})})
     def get(self, request, episode_id: int):
-        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id)
+        episode, _ = rollout_selectors.episode_for_user(user=request.user, episode_id=episode_id)
         words = TranscriptWord.objects.filter(clip__episode=episode).select_related("step", "clip__user") \
             .order_by("start", "clip_id", "position")
         return Response({"words": [{"word": w.word, "start": w.start, "end": w.end, "probability": w.probability,
@@ -242,7 +245,7 @@ class ReviewSubmittedOutput(ReviewOutput):
 class ReviewListApi(APIView):
     @extend_schema(responses={200: results_of(ReviewOutput, "ReviewList")})
     def get(self, request, episode_id: int):
-        episode, _ = selectors.episode_for_user(user=request.user, episode_id=episode_id, minimum=Role.MANAGER)
+        episode, _ = rollout_selectors.episode_for_user(user=request.user, episode_id=episode_id, minimum=Role.MANAGER)
         return Response({"results": [reviews.review_payload(r) for r in episode.reviews.select_related("reviewer")]})
 
 
@@ -252,7 +255,7 @@ class ReviewSubmitApi(APIView):
 
     @extend_schema(request=ReviewInput, responses={200: ReviewSubmittedOutput})
     def put(self, request, episode_id: int):
-        episode, role = selectors.episode_for_user(user=request.user, episode_id=episode_id)
+        episode, role = rollout_selectors.episode_for_user(user=request.user, episode_id=episode_id)
         if not selectors.role_at_least(role, Role.MANAGER) and not queues.may_review(episode=episode,
                                                                                     reviewer=request.user):
             raise ApplicationError("This needs the manager role, or a hold on the episode from a review queue that "
@@ -300,7 +303,7 @@ class DashboardOutput(serializers.Serializer):
         "username": serializers.CharField(), "corrections": serializers.IntegerField(),
         "learned": serializers.IntegerField(), "share": serializers.FloatField(allow_null=True)}, many=True,
         required=False, help_text="Per annotator: of their corrections that promoted checkpoints trained on or held "
-                                  "out, how many those checkpoints learned (flywheel/learned.py).")
+                                  "out, how many those checkpoints learned (cycles/learned.py).")
     agreement = ReviewAgreementOutput()
 
 

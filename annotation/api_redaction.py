@@ -9,8 +9,8 @@ from rest_framework.views import APIView
 
 from annotation import redaction
 from core.api import StrictSerializer
-from flywheel import selectors
-from flywheel.models import Role
+from projects import selectors
+from projects.models import Role
 
 
 class RedactionPolicyField(serializers.Serializer):

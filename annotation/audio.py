@@ -24,9 +24,10 @@ from django.utils import timezone
 from annotation import audio_commands, speech
 from annotation.alignment import StepWindow, align_words
 from annotation.models import AudioChunk, AudioClip, TranscriptWord
-from flywheel import episodes
-from flywheel.events import episode_group, event_append, group_send
-from flywheel.models import Event, Step
+from annotation.polish import step_human_thought_set
+from rollouts.steps import step_words_wanted
+from rollouts.events import episode_group, event_append, group_send
+from rollouts.models import Event, Step
 from core import redaction
 from core.errors import ApplicationError
 
@@ -306,8 +307,8 @@ def words_align(*, episode_id: int) -> dict[int, int | None]:
     for index, texts in by_step.items():
         step = steps[index]
         text = " ".join(t.strip() for t in texts).strip()
-        if episodes.step_words_wanted(step) and step.human_thought != text:  # then polished: flywheel/polish.py
-            episodes.step_human_thought_set(step=step, text=text)
+        if step_words_wanted(step) and step.human_thought != text:  # then polished: annotation/polish.py
+            step_human_thought_set(step=step, text=text)
     return result
 
 

@@ -22,9 +22,11 @@ from agent.rollout import Decision, human_turn
 from annotation.models import Command, CommandStatus, Intervention
 from core.audit import audit_record
 from core.limits import LABELS, too_long
-from flywheel import episodes, privacy
-from flywheel.events import event_append
-from flywheel.models import Episode, EpisodeStatus
+from rollouts import steps
+from rollouts import episodes
+from rollouts import privacy
+from rollouts.events import event_append
+from rollouts.models import Episode, EpisodeStatus
 
 OUTCOMES = ("success", "failure", "infeasible")
 
@@ -56,7 +58,7 @@ class StepPoint:
 
     @property
     def proposal_dict(self) -> dict | None:
-        return episodes.turn_payload(self.proposal)
+        return steps.turn_payload(self.proposal)
 
 
 # --- what applying or refusing a stored command records ------------------------------------------
@@ -219,7 +221,7 @@ class Act(LiveCommand):
         cls._check_control(at.episode)
         turn = _payload_turn(command.payload)
         command_apply(command=command, step_index=at.index, proposal=at.proposal_dict,
-                      correction=episodes.turn_payload(turn))
+                      correction=steps.turn_payload(turn))
         at.deciders[at.index] = command.user
         if at.episode.status == EpisodeStatus.PAUSED:
             episodes.episode_live_state_set(episode_id=at.episode.pk, status=EpisodeStatus.RUNNING)
@@ -330,7 +332,7 @@ class Edit(ProposalAnswer):
             # person's turn keeps no thought.
             turn = _payload_turn({"action": command.payload["action"], "thought": ""})
         command_apply(command=command, step_index=at.index, proposal=at.proposal_dict,
-                      correction=episodes.turn_payload(turn))
+                      correction=steps.turn_payload(turn))
         return Decision(kind="edit", turn=turn)
 
 

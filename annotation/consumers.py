@@ -28,9 +28,9 @@ from redis import exceptions as redis_exceptions
 from annotation.live_db import live_db
 from annotation.live_view import presence_key
 from annotation.services import command_submit
-from flywheel.events import episode_group, events_after
-from flywheel.models import Episode
-from flywheel.selectors import project_role
+from rollouts.events import episode_group, events_after
+from rollouts.models import Episode
+from projects.selectors import project_role
 
 log = logging.getLogger(__name__)
 

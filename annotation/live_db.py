@@ -27,7 +27,7 @@ from typing import Callable, TypeVar
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from flywheel.events import publish_collected, publishes_collected
+from rollouts.events import publish_collected, publishes_collected
 
 T = TypeVar("T")
 

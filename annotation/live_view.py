@@ -111,7 +111,7 @@ class FrameGate:
 
 
 def _publish(episode_id: int, message: dict) -> None:
-    from flywheel.events import episode_group, group_send
+    from rollouts.events import episode_group, group_send
 
     group_send(episode_group(episode_id), message, timeout=PUBLISH_TIMEOUT_S)
 

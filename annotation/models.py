@@ -4,7 +4,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from flywheel.models import Episode, Project, Step
+from rollouts.models import Episode, Step
+from projects.models import Project
 
 
 class CommandType(models.TextChoices):
@@ -145,7 +146,7 @@ class ReviewQueue(models.Model):
     """A manager's batch of episodes (a review-list filter frozen into items) that ``overlap`` assignees each
     review independently; disagreements go to a manager's adjudication."""
 
-    project = models.ForeignKey("flywheel.Project", on_delete=models.CASCADE, related_name="review_queues")
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="review_queues")
     name = models.CharField(max_length=200)
     filter = models.JSONField(default=dict, blank=True, help_text="The review list's query parameters it was made from.")
     overlap = models.PositiveSmallIntegerField(help_text="Reviewers per episode, 1 to 5.")

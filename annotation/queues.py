@@ -27,8 +27,11 @@ from core.audit import audit_record
 from core.errors import ApplicationError
 from core.limits import check_length
 from core.stats import cohen_kappa
-from flywheel import privacy, selectors
-from flywheel.models import Episode, EpisodeStatus, Membership, Project, Role
+from rollouts import privacy
+from projects import selectors
+from rollouts import selectors as rollout_selectors
+from rollouts.models import Episode, EpisodeStatus
+from projects.models import Membership, Project, Role
 
 FILTER_KEYS = ("task", "checkpoint", "annotator", "split", "mode", "status", "outcome", "review_status", "reward_min",
                "reward_max", "has_interventions", "has_void", "created_after", "created_before")
@@ -73,7 +76,7 @@ def queue_create(*, project: Project, actor, name: str, filter: dict, overlap: i
     if overlap > len(ids):
         raise _bad("overlap", f"{overlap} reviewers per episode needs at least {overlap} assignees; "
                               f"{len(ids)} are assigned.")
-    episodes = selectors.episodes_filter(Episode.objects.filter(project=project, status__in=REVIEWABLE), params)
+    episodes = rollout_selectors.episodes_filter(Episode.objects.filter(project=project, status__in=REVIEWABLE), params)
     episode_ids = list(episodes.order_by("id").values_list("id", flat=True))
     if not episode_ids:
         raise _bad("filter", "No finished episode matches this filter; widen it before making a queue.")

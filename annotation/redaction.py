@@ -15,7 +15,8 @@ from annotation.models import RedactionMark, RedactionVerdict
 from core import redaction
 from core.audit import audit_record
 from core.errors import ApplicationError
-from flywheel.models import Episode, Project, Role, Step
+from rollouts.models import Episode, Step
+from projects.models import Project, Role
 
 RECENT_EPISODES = 50
 EXAMPLES_PER_KIND = 3

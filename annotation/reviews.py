@@ -9,8 +9,9 @@ from django.db import transaction
 
 from annotation import queues
 from annotation.models import Review, Verdict
-from flywheel import episodes, privacy
-from flywheel.models import Episode, EpisodeStatus
+from rollouts import episodes
+from rollouts import privacy
+from rollouts.models import Episode, EpisodeStatus
 from core.audit import audit_record
 from core.errors import ApplicationError
 from core.limits import check_length

@@ -14,9 +14,10 @@ from django.utils import timezone
 
 from annotation.commands import COMMANDS, CommandRefused
 from annotation.models import Command, CommandStatus, Intervention
-from flywheel import episodes
-from flywheel.models import Episode, EpisodeStatus, Membership, Role
-from flywheel.selectors import role_at_least
+from rollouts import episodes
+from rollouts.models import Episode, EpisodeStatus
+from projects.models import Membership, Role
+from projects.selectors import role_at_least
 from core.audit import audit_record
 
 CONTROL_COMMANDS = ("claim", "release")  # who steers: handled here, never sent to the rollout worker
@@ -62,7 +63,7 @@ def _episode_locked(*, episode_id: int, user, command_id: str) -> Episode:
     """The episode, locked for this transaction, in one query with what a command needs to know besides:
     `existing_command`, the id of a command already stored under this client id (or None), and `member_role`, the
     user's role in the project by membership (or None; staff are admins everywhere, as in
-    flywheel.selectors.project_role). One round trip instead of three: the command path runs for every approve of
+    projects.selectors.project_role). One round trip instead of three: the command path runs for every approve of
     every annotator.
 
     The statement is written once (_locked_sql), not built by the ORM on each call: building and compiling the

@@ -6,7 +6,7 @@ on that notification, reads the stored commands in order and applies them at thi
 step, each by its kind's class in annotation/commands.py: approve / edit / reject the proposal,
 pause / resume, take over and act, hand back, finish.
 In autonomous mode the proposal runs at once unless someone paused or took over, or the policy is unsure: a
-proposal whose confidence is under the project's floor (flywheel/asking.py) pauses the episode in the person
+proposal whose confidence is under the project's floor (rollouts/asking.py) pauses the episode in the person
 queue until a person decides it; then the episode runs on alone.
 While it waits for a person, the env's screen streams to the episode's watchers (annotation/live_view.py)."""
 from __future__ import annotations
@@ -24,10 +24,13 @@ from annotation.audio import words_align
 from annotation.commands import COMMANDS, CommandRefused, StepPoint, command_refuse
 from annotation.live_view import LiveView
 from annotation.models import Command, TranscriptWord
-from flywheel import asking, episodes, privacy
-from flywheel.models import Episode, EpisodeStatus, Mode
-from flywheel.episodes import EpisodeStop
-from flywheel.rollout_worker import LiveSupervisor
+from rollouts import asking
+from rollouts import steps
+from rollouts import episodes
+from rollouts import privacy
+from rollouts.models import Episode, EpisodeStatus, Mode
+from rollouts.episodes import EpisodeStop
+from rollouts.worker import LiveSupervisor
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +122,7 @@ class EpisodeSupervisor(LiveSupervisor):
                 confidence: float | None = None):
         """``ask``: why the model asks a person about this proposal ("" when it does not)."""
         opened_as = None  # a proposal is shown again when control changes hands (model <-> person)
-        # the episode keeps its instruction redacted (flywheel/privacy.py): compared as it would be stored
+        # the episode keeps its instruction redacted (rollouts/privacy.py): compared as it would be stored
         instruction = privacy.text_redact(text=observation.instruction, settings=Episode.objects.filter(
             pk=self.episode_id).values_list("project__settings", flat=True).first())
         while True:
@@ -137,7 +140,7 @@ class EpisodeSupervisor(LiveSupervisor):
                 self._last_activity, applied = time.monotonic(), True
                 decision = self._apply(command, index, proposal)
                 if decision is not None:
-                    episodes.proposal_close(episode=episode)
+                    steps.proposal_close(episode=episode)
                     return decision
             if applied:  # a pause, resume, takeover or handback changed it: read it again; else once a tick
                 episode.refresh_from_db()
@@ -156,8 +159,8 @@ class EpisodeSupervisor(LiveSupervisor):
                 # under a takeover this still shows the current screen (and what the model would do)
                 reason = "takeover" if episode.human_control else (
                     "call_user" if asks_user else ("unsure" if ask else ""))
-                episodes.proposal_open(
-                    episode=episode, index=index, turn=episodes.turn_payload(proposal),
+                steps.proposal_open(
+                    episode=episode, index=index, turn=steps.turn_payload(proposal),
                     screenshot=observation.screenshot, width=observation.width, height=observation.height,
                     url=observation.url, reason=reason, repeated=repeated, confidence=confidence)
                 opened_as = mode

@@ -1,4 +1,5 @@
 from celery import shared_task
+from django.db import InterfaceError, OperationalError
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, autoretry_for=(OSError,), retry_backoff=True, max_retries=5)
@@ -21,3 +22,26 @@ def clips_sweep_stalled() -> list[int]:
     for clip_id, finished in stalled:
         clip_transcribe.delay(clip_id, finished)
     return [clip_id for clip_id, _ in stalled]
+
+
+@shared_task(name="flywheel.tasks.episode_judge", acks_late=True, reject_on_worker_lost=True)
+def episode_judge(episode_id: int, user_id: int | None = None) -> str:
+    """Judge one finished episode on the `default` queue (annotation/judge.py). Safe to run twice: a second run
+    adds a newer judgement, the one routing reads."""
+    from django.contrib.auth import get_user_model
+
+    from annotation import judge
+
+    actor = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    return judge.judge_episode(episode_id=episode_id, actor=actor).verdict or "no verdict"
+
+
+@shared_task(name="flywheel.tasks.step_polish", acks_late=True, reject_on_worker_lost=True,
+             autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=3)
+def step_polish(step_id: int) -> str:
+    """Polish one step's think-aloud words into a thought on the `default` queue (annotation/polish.py). Safe to
+    run twice: a step already polished from the same words, or edited by a person, is left as it is. A lost
+    database connection is retried; a polisher that fails is stored on the step as why."""
+    from annotation import polish
+
+    return polish.step_polish(step_id=step_id)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation import api, api_redaction
+from annotation import api, api_judge, api_polish, api_redaction
 
 urlpatterns = [
     path("episodes/<int:episode_id>/audio/", api.ClipCreateApi.as_view(), name="clip-create"),
@@ -21,4 +21,14 @@ urlpatterns = [
     path("projects/<int:project_id>/dashboard", api.DashboardApi.as_view(), name="dashboard"),
     path("projects/<int:project_id>/redaction", api_redaction.RedactionApi.as_view(), name="redaction"),
     path("projects/<int:project_id>/redaction/marks", api_redaction.RedactionMarkApi.as_view(), name="redaction-marks"),
+]
+
+urlpatterns += [
+    path("projects/<int:project_id>/judge", api_judge.JudgeSettingsApi.as_view(), name="judge-settings"),
+    path("projects/<int:project_id>/judge/calibration", api_judge.JudgeCalibrationApi.as_view(), name="judge-calibration"),
+    path("projects/<int:project_id>/judgements/", api_judge.JudgeRequestApi.as_view(), name="judge-request"),
+    path("episodes/<int:episode_id>/judgements/", api_judge.EpisodeJudgementsApi.as_view(), name="episode-judgements"),
+    path("projects/<int:project_id>/polish", api_polish.PolishSettingsApi.as_view(), name="polish-settings"),
+    path("episodes/<int:episode_id>/polish", api_polish.EpisodePolishApi.as_view(), name="episode-polish"),
+    path("episodes/<int:episode_id>/steps/<int:index>/polish", api_polish.StepPolishApi.as_view(), name="step-polish"),
 ]

@@ -2,7 +2,7 @@
 
 Autonomous episodes of a checkpoint on held-out seeds, a simulated annotator answering every ask, at three floors,
 against full supervision (every step asked) and none (never asked). The annotator is the simulated annotators'
-person (flywheel/simulated_annotators.py): it approves a proposal that does what the task's scripted solver would
+person (demo/simulated_annotators.py): it approves a proposal that does what the task's scripted solver would
 (a click inside the same element, the same action otherwise) and edits any other to the solver's step. The policy
 and the rollout loop are the rollout worker's (agent.policies.local, agent.rollout.run_episode), in this process; a
 proposal's confidence is agent/confidence.py's, as the live supervisor reads it.
@@ -69,7 +69,7 @@ class SimulatedPerson:
     def as_supervisor(self):
         from agent.rollout import Decision, Supervisor
         from agent.solvers import SolverError, solve_step
-        from flywheel.simulated_annotators import same_step
+        from demo.simulated_annotators import same_step
 
         person = self
 

@@ -201,8 +201,10 @@ def upload_to_socket_latency(repeat: int, timeslice: float = 1.0, talkers: int =
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from flywheel import deployments, episodes
-    from flywheel.models import Checkpoint, Deployment, Episode, Membership, Project, Step, TaskSpec
+    from training import deployments
+    from rollouts import episodes
+    from rollouts.models import Checkpoint, Deployment, Episode, Step
+    from projects.models import Membership, Project, TaskSpec
     from tests.stack import ProcessStack, stack_env, start_daphne, start_worker, wait_for
     from trainer.model import save_tiny_untrained
     from webapp.auth import token_create

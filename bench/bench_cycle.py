@@ -53,8 +53,9 @@ def wait(predicate, timeout: float, what: str, interval: float = 0.2):
 
 def promotion_latency(project, task, checkpoints, user) -> list[float]:
     """Promote, then start an episode as a person would; seconds until its first step ran on the new checkpoint."""
-    from flywheel import deployments, episodes
-    from flywheel.models import Step
+    from training import deployments
+    from rollouts import episodes
+    from rollouts.models import Step
 
     out = []
     for i in range(PROMOTIONS):
@@ -72,8 +73,15 @@ def promotion_latency(project, task, checkpoints, user) -> list[float]:
 def main() -> None:
     from django.contrib.auth import get_user_model
 
-    from flywheel import cycle_settings, cycles, datasets, deployments, episodes, projects
-    from flywheel.models import CYCLE_TERMINAL, Checkpoint, Cycle, Episode, TaskSpec
+    from cycles import cycle_settings
+    from cycles import cycles
+    from snapshots import buckets as datasets
+    from training import deployments
+    from rollouts import episodes
+    from projects import services as projects
+    from cycles.models import CYCLE_TERMINAL, Cycle
+    from rollouts.models import Checkpoint, Episode
+    from projects.models import TaskSpec
     from tests.stack import ProcessStack, stack_env, start_worker
     from trainer.model import save_tiny_untrained
 

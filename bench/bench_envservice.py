@@ -135,8 +135,8 @@ def _wait_ready(url: str, proc: subprocess.Popen, client: EnvServiceClient) -> N
 
 
 def main() -> None:
-    from flywheel import projects
-    from flywheel.models import Role
+    from projects import services as projects
+    from projects.models import Role
     from tests.factories import make_member, make_user
     from webapp.auth import token_create
 

@@ -91,8 +91,9 @@ def bare_layer_fanout() -> dict:
 
 
 def main() -> None:
-    from flywheel.events import event_append
-    from flywheel.models import Episode, Membership, Project, TaskSpec
+    from rollouts.events import event_append
+    from rollouts.models import Episode
+    from projects.models import Membership, Project, TaskSpec
     from webapp.auth import token_create
 
     User = get_user_model()

@@ -62,8 +62,9 @@ def main() -> None:
     from django.contrib.auth import get_user_model
 
     from bench.chart import line_chart_svg
-    from flywheel.events import event_append
-    from flywheel.models import Episode, Membership, Project, TaskSpec
+    from rollouts.events import event_append
+    from rollouts.models import Episode
+    from projects.models import Membership, Project, TaskSpec
     from webapp.auth import token_create
 
     User = get_user_model()

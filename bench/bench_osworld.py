@@ -33,8 +33,9 @@ from agent.envs.desktop.osworld import load_task, missing_programs  # noqa: E402
 from agent.policies.base import Policy, PolicyOutput  # noqa: E402
 from agent.rollout import run_episode  # noqa: E402
 from core.errors import ApplicationError  # noqa: E402
-from flywheel import task_authoring, task_files  # noqa: E402
-from flywheel.models import Project, TaskSpec  # noqa: E402
+from projects import taskspec_authoring as task_authoring
+from projects import taskspec_files as task_files  # noqa: E402
+from projects.models import Project, TaskSpec  # noqa: E402
 
 
 class DoNothing(Policy):

@@ -1,4 +1,4 @@
-"""Redaction where a step is first stored (flywheel/privacy.py, issue 40): milliseconds ``record_redact`` adds to
+"""Redaction where a step is first stored (rollouts/privacy.py, issue 40): milliseconds ``record_redact`` adds to
 storing a step, for a screen of 20 and of 200 elements with nothing to hide (each element's text, the prompt's
 element lines and the step's texts through the detectors) and for 20 elements of which one holds an email address
 (its box filled: the JPEG decoded and written again).
@@ -36,7 +36,7 @@ def main() -> int:
     from bench.django_setup import setup_django
 
     setup_django(channel_prefix="bench-redaction")  # the project's settings; migrated as every bench's database is
-    from flywheel import privacy
+    from rollouts import privacy
     from tests.core.pii_set import VALUES, screen_with
 
     screenshot = screen_with(["Settings"] * 5)[0]

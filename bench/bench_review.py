@@ -2,7 +2,7 @@
 (`loupe_bench_review`, kept between runs so the data is made once). Measures the filtered review
 list API p95, the replay page's data API p95 for a 50-step episode, and snapshot build and export
 throughput in rows per second with the export's peak memory. The snapshot is built in one process and in two
-(flywheel/snapshots.py splits a build by episode ranges; the hashes must be equal), and a smaller one in two, whose
+(snapshots/build.py splits a build by episode ranges; the hashes must be equal), and a smaller one in two, whose
 cost against the larger's projects a million-episode project's freeze. Prints JSON.
 
 `LOUPE_BENCH_EPISODES` / `LOUPE_BENCH_STEPS_PER_EPISODE` scale it down for a quick look."""
@@ -45,7 +45,7 @@ def use_bench_database() -> None:
 
 def generate(project, tasks, checkpoint, annotator) -> float:
     """Episodes and steps straight in SQL (the ORM would take an hour); returns seconds taken."""
-    from flywheel.models import Episode
+    from rollouts.models import Episode
 
     if Episode.objects.filter(project=project).count() >= EPISODES:
         return 0.0  # made by an earlier run (in one transaction, so it is whole)
@@ -103,9 +103,13 @@ def main() -> None:
     from rest_framework.test import APIClient
 
     from core import redaction
-    from flywheel import episodes, snapshots
-    from flywheel.datasets import bucket_episodes
-    from flywheel.models import Checkpoint, Episode, Membership, Project, TaskSpec
+    from rollouts import episodes
+    from rollouts import steps
+    from snapshots import build as snapshots
+    from snapshots import export
+    from snapshots.buckets import bucket_episodes
+    from rollouts.models import Checkpoint, Episode
+    from projects.models import Membership, Project, TaskSpec
 
     use_bench_database()
     project, _ = Project.objects.get_or_create(slug="bench-review", defaults={"name": "Bench review"})
@@ -136,7 +140,7 @@ def main() -> None:
     if replay_episode is None:
         replay_episode = Episode.objects.create(project=project, task=tasks[0], seed=1, status="running")
         for index in range(50):
-            episodes.step_record(
+            steps.step_record(
                 episode=replay_episode, index=index, screenshot=b"", width=160, height=210, url="/x", instruction="Click",
                 elements=[], prompt=[], raw_output="", token_ids=[], token_logprobs=[], thought="t",
                 action={"name": "click", "args": {"x": 1, "y": 2}}, action_text="click(x=1, y=2)", actor="model",
@@ -147,7 +151,7 @@ def main() -> None:
 
     # Snapshots of one task's accepted-by-reward episodes, then the export of one streamed to nowhere. An earlier
     # snapshot of the same rows would be returned as it is (freezing the same data twice makes one): drop it first.
-    from flywheel.models import DatasetSnapshot
+    from snapshots.models import DatasetSnapshot
 
     def build(filter_: dict, processes: int) -> tuple[object, float]:
         DatasetSnapshot.objects.filter(project=project).delete()
@@ -171,7 +175,7 @@ def main() -> None:
     million_rows = round(snapshot.rows / snapshot.episodes * 1_000_000 * sft_share)
     tracemalloc.start()
     started = time.monotonic()
-    exported = sum(len(piece) for piece in snapshots.export_stream(snapshot))
+    exported = sum(len(piece) for piece in export.export_stream(snapshot))
     export_s = time.monotonic() - started
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()

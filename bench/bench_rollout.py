@@ -1,7 +1,7 @@
 """Recording cost of rollouts: persisted steps per second of one rollout worker, and what storing a step
 (PostgreSQL rows, the screenshot file, the event and its publish) costs as a share of the whole step.
 
-Episodes run through the worker's own code (`flywheel.rollout_worker.run`: claim, the MiniWoB page in
+Episodes run through the worker's own code (`rollouts.worker.run`: claim, the MiniWoB page in
 Chromium, the policy, the supervisor-free rollout loop, `episodes.step_record`), in this process, on a
 database of its own (`loupe_bench_rollout`). Two policies: the scripted solvers (no model time, so the
 figure is the env + recording ceiling) and the untrained tiny local model (a real forward pass a step).
@@ -43,8 +43,9 @@ def _summary(values: list[float]) -> dict:
 
 
 def run_policy(project, task, checkpoint, backend: str) -> dict:
-    from flywheel import deployments, rollout_worker
-    from flywheel.models import Episode, Step
+    from training import deployments
+    from rollouts import worker as rollout_worker
+    from rollouts.models import Episode, Step
 
     deployments.deployment_promote(project=project, checkpoint=checkpoint, backend=backend, reason="bench")
     record_ms: list[float] = []
@@ -87,9 +88,9 @@ def run_policy(project, task, checkpoint, backend: str) -> dict:
 
 
 def main() -> None:
-    from flywheel import projects
-    from flywheel.models import Checkpoint
-    from flywheel.rollout_worker import _envs
+    from projects import services as projects
+    from rollouts.models import Checkpoint
+    from rollouts.worker import _envs
     from trainer.model import save_tiny_untrained
 
     settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = "loupe_bench_rollout"

@@ -111,7 +111,7 @@ def _ack_round_trip(repeat: int = 20) -> dict | None:
         settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = "loupe_bench_voice"
         connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=True, serialize=False)
         from annotation.services import command_submit
-        from flywheel.models import Episode, EpisodeStatus
+        from rollouts.models import Episode, EpisodeStatus
         from tests.factories import make_member, make_project, make_task, make_user
     except Exception as exc:  # noqa: BLE001 - no database: the figure is left out, and the report says why
         return {"error": str(exc)[:200]}

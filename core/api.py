@@ -53,7 +53,7 @@ def _page_link() -> serializers.CharField:
 
 
 def keyset_page(item: type[serializers.Serializer], name: str) -> serializers.Serializer:
-    """A keyset page (flywheel.api.paginate): ``results`` and the links to the pages after and before it."""
+    """A keyset page (projects.api.paginate): ``results`` and the links to the pages after and before it."""
     return inline_serializer(name, {"results": item(many=True), "next": _page_link(),
                                     "previous": serializers.CharField(allow_null=True)})
 

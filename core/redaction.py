@@ -225,7 +225,7 @@ _CUT = re.compile(r'([^\s"]+)\.\.\."(?= at \(| x=)')
 
 @dataclass(frozen=True)
 class Policy:
-    """What a project redacts. Steps, rejections and review comments are stored redacted (flywheel/privacy.py), so
+    """What a project redacts. Steps, rejections and review comments are stored redacted (rollouts/privacy.py), so
     what reviewers, replays and exports read is; ``keep_originals`` keeps what redaction changed apart, readable
     by the project's admins only, each read audited."""
 

@@ -34,11 +34,13 @@ from agent.formats import FORMATS, parse
 from core.errors import ApplicationError
 from envservice import status as host_status
 from envservice.pool import EnvActor, EnvCrashed, Pool, PoolFull
-from flywheel import episodes
-from flywheel.episodes import EpisodeStop
-from flywheel.events import event_append
-from flywheel.models import Episode, EpisodeStatus, Mode, Role, TaskSpec
-from flywheel.selectors import project_role, role_at_least
+from rollouts import episodes
+from rollouts import steps
+from rollouts.episodes import EpisodeStop
+from rollouts.events import event_append
+from rollouts.models import Episode, EpisodeStatus, Mode
+from projects.models import Role, TaskSpec
+from projects.selectors import project_role, role_at_least
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +243,7 @@ class EnvService:
         session page shows it, and it pairs with what was done instead)."""
         attempt = lease.rejected[lease.index] = lease.rejected.get(lease.index, 0) + 1
         lease.writer.submit(
-            episodes.rejection_record, episode=lease.episode, index=lease.index, attempt=attempt, prompt=[],
+            steps.rejection_record, episode=lease.episode, index=lease.index, attempt=attempt, prompt=[],
             raw_output=turn.raw, token_ids=[], token_logprobs=[], thought=turn.thought,
             action=turn.action.to_dict() if turn.action else None,
             action_text=turn.action.to_text() if turn.action else "", void_reason=turn.void_reason, reason=reason,
@@ -300,7 +302,7 @@ class EnvService:
             self._finish(lease, reward=float(result.reward))
         return {"index": lease.index - 1, "actor": actor, "action_text": turn.action.to_text(),
                 "thought": turn.thought, "reward": result.reward, "done": result.done,
-                "info": episodes.json_safe(result.info),
+                "info": steps.json_safe(result.info),
                 "timings": {"env_s": round(env_s, 4), "record_s": round(record_s, 4)}}
 
     def _person_finish(self, lease: Lease, outcome: str | None) -> dict:
@@ -389,13 +391,13 @@ class EnvService:
                 intervened_by=None) -> None:
         supervisor = lease.supervisor
         lease.writer.submit(
-            episodes.step_record, episode=lease.episode, index=lease.index, screenshot=obs.screenshot,
+            steps.step_record, episode=lease.episode, index=lease.index, screenshot=obs.screenshot,
             width=obs.width, height=obs.height, url=obs.url, instruction=obs.instruction,
             elements=[e.to_dict() for e in obs.elements],
             screen_text=obs.screen_text or "", prompt=[], raw_output=turn.raw, token_ids=[], token_logprobs=[],
             thought=turn.thought, action=turn.action.to_dict() if turn.action else None,
             action_text=turn.action.to_text() if turn.action else "", actor=actor,
-            proposal=episodes.turn_payload(proposal), intervened_by=intervened_by,
+            proposal=steps.turn_payload(proposal), intervened_by=intervened_by,
             reward=float(reward), done=bool(done), void_reason=turn.void_reason, info=info,
             timings={"step_s": round(time.monotonic() - started, 4)}, started_at=started_at, action_format=fmt,
             linked=supervisor.step_stored if supervisor is not None else None)

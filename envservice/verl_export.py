@@ -20,7 +20,8 @@ from django.core.files.storage import default_storage
 
 from agent.prompt import system_prompt
 from core.errors import ApplicationError
-from flywheel.models import DatasetSnapshot, SnapshotKind, SnapshotStatus, Split, TaskSpec
+from snapshots.models import DatasetSnapshot, SnapshotKind, SnapshotStatus
+from projects.models import Split, TaskSpec
 
 AGENT = "loupe_agent"
 ASK = "Do the task on the screen ({task}). Answer with one action a turn."  # the loop adds the first screen

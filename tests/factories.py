@@ -6,7 +6,7 @@ import itertools
 import pytest
 from django.contrib.auth import get_user_model
 
-from flywheel.models import Membership, Project, Role, TaskSpec
+from projects.models import Membership, Project, Role, TaskSpec
 
 PASSWORD = "correct-horse-battery"
 _counter = itertools.count(1)
@@ -59,7 +59,7 @@ def demo(db):
 
 def make_tiny_checkpoint(project: Project, path, name: str = "untrained"):
     """An untrained tiny checkpoint on disk, registered and deployed for `project`."""
-    from flywheel import deployments
+    from training import deployments
     from trainer.model import save_tiny_untrained
 
     save_tiny_untrained(path)
@@ -108,8 +108,9 @@ def make_finished_episode(project: Project, task: TaskSpec, *, steps: list[dict]
     ``proposal`` (the model's overridden turn: {"thought", "action", "raw"}), ``reward``, ``human_thought`` and
     ``rejections`` (proposals a person rejected before the step ran: {"action", "thought", "raw", "reason"}).
     """
-    from flywheel import episodes
-    from flywheel.models import Episode
+    from rollouts import episodes
+    from rollouts import steps
+    from rollouts.models import Episode
 
     episode = Episode.objects.create(project=project, task=task, seed=next(_counter), mode=mode, status="running",
                                      created_by=created_by, checkpoint=checkpoint)
@@ -121,14 +122,14 @@ def make_finished_episode(project: Project, task: TaskSpec, *, steps: list[dict]
                   {"role": "user", "content": [{"type": "text", "text": f"Instruction: do {index}"},
                                                {"type": "image_url", "image_url": {"url": "screenshot"}}]}]
         for attempt, rejected in enumerate(spec.get("rejections", []), 1):
-            episodes.rejection_record(
+            steps.rejection_record(
                 episode=episode, index=index, attempt=attempt,
                 prompt=[*prompt[:1], {"role": "user", "content": f"Instruction: do {index} (attempt {attempt})"}],
                 raw_output=rejected.get("raw", ""), token_ids=[4, 5], token_logprobs=[-1.0, -2.0],
                 thought=rejected.get("thought", ""), action=rejected.get("action"), action_text="",
                 void_reason=None if rejected.get("action") else "no action", reason=rejected.get("reason", ""),
                 repeated=False)
-        step = episodes.step_record(
+        step = steps.step_record(
             episode=episode, index=index, screenshot=jpeg(episode.pk * 100 + index), width=16, height=16,
             url="/task.html", instruction="Click it", elements=[], prompt=prompt, raw_output=raw,
             token_ids=[1, 2, 3], token_logprobs=[-0.1, -0.2, -0.3], thought=thought, action=action,

@@ -148,8 +148,8 @@ def start_policy_server(handler) -> ThreadingHTTPServer:
 def deploy_served_checkpoint(project, folder: Path, name: str):
     """A tiny checkpoint (its files whole, as a deployment needs) deployed on the `openai` backend under
     `name`: the rollouts of `project` then ask the policy server for that model."""
-    from flywheel import deployments
-    from flywheel.models import Checkpoint
+    from training import deployments
+    from rollouts.models import Checkpoint
     from trainer.model import save_tiny_untrained
 
     checkpoint = Checkpoint.objects.create(project=project, name=name, uri=str(save_tiny_untrained(folder / name)))

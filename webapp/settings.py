@@ -58,7 +58,12 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "core",
     "webapp",
-    "flywheel",
+    "flywheel",  # its migrations only: the history of the tables the lifecycle apps below took over
+    "projects",
+    "rollouts",
+    "snapshots",
+    "training",
+    "cycles",
     "annotation",
     "envservice",
 ]
@@ -238,16 +243,16 @@ SPECTACULAR_SETTINGS = {
     # the split as a model field (labelled) and as a task input (bare values): one name each; and a name for each
     # set of choices that several fields of one name hold (status, state, backend, verdict, role)
     "ENUM_NAME_OVERRIDES": {
-        "SplitEnum": "flywheel.models.Split", "TaskSplitEnum": [("train", "train"), ("eval", "eval")],
-        "EpisodeStatusEnum": "flywheel.models.EpisodeStatus.values",
-        "RunStatusEnum": "flywheel.models.RunStatus.values",
-        "SnapshotStatusEnum": "flywheel.models.SnapshotStatus.values", "HealthStatusEnum": ["ok", "degraded"],
-        "CycleStateEnum": "flywheel.models.CycleState.values", "QueueStateEnum": "annotation.models.QueueState.values",
+        "SplitEnum": "projects.models.Split", "TaskSplitEnum": [("train", "train"), ("eval", "eval")],
+        "EpisodeStatusEnum": "rollouts.models.EpisodeStatus.values",
+        "RunStatusEnum": "training.models.RunStatus.values",
+        "SnapshotStatusEnum": "snapshots.models.SnapshotStatus.values", "HealthStatusEnum": ["ok", "degraded"],
+        "CycleStateEnum": "cycles.models.CycleState.values", "QueueStateEnum": "annotation.models.QueueState.values",
         "QueueItemStateEnum": "annotation.models.ItemState.values",
-        "CycleBackendEnum": ["local", "openai"], "DeploymentBackendEnum": "flywheel.models.Backend.values",
-        "JudgeBackendEnum": "flywheel.judge.BACKENDS", "PolishBackendEnum": "flywheel.polish.BACKENDS",
-        "VerdictEnum": "annotation.models.Verdict.values", "JudgeVerdictEnum": "flywheel.models.JudgeVerdict.values",
-        "RoleEnum": "flywheel.models.Role", "EvaluationRoleEnum": ["candidate", "deployed"],
+        "CycleBackendEnum": ["local", "openai"], "DeploymentBackendEnum": "rollouts.models.Backend.values",
+        "JudgeBackendEnum": "annotation.judge.BACKENDS", "PolishBackendEnum": "annotation.polish.BACKENDS",
+        "VerdictEnum": "annotation.models.Verdict.values", "JudgeVerdictEnum": "rollouts.models.JudgeVerdict.values",
+        "RoleEnum": "projects.models.Role", "EvaluationRoleEnum": ["candidate", "deployed"],
     },
 }
 
@@ -286,7 +291,7 @@ LOUPE_TRAIN_STALLED_SECONDS = float(os.environ.get("LOUPE_TRAIN_STALLED_SECONDS"
 # Training a vision-language checkpoint (sft, dpo, rl) runs in this many processes on the train worker's machine, one
 # a GPU, under torchrun or accelerate launch (with an accelerate config: trainer/launch/ddp.yaml, fsdp.yaml, zero3.yaml)
 LOUPE_TRAIN_PROCESSES = int(os.environ.get("LOUPE_TRAIN_PROCESSES", "1"))
-LOUPE_SNAPSHOT_PROCESSES = int(os.environ.get("LOUPE_SNAPSHOT_PROCESSES", "2"))  # a snapshot build split over processes (flywheel/snapshots.py)
+LOUPE_SNAPSHOT_PROCESSES = int(os.environ.get("LOUPE_SNAPSHOT_PROCESSES", "2"))  # a snapshot build split over processes (snapshots/build.py)
 LOUPE_TRAIN_LAUNCHER = os.environ.get("LOUPE_TRAIN_LAUNCHER", "torchrun")  # torchrun | accelerate
 LOUPE_TRAIN_LAUNCH_CONFIG = os.environ.get("LOUPE_TRAIN_LAUNCH_CONFIG", "")  # relative to the repo root, or absolute
 

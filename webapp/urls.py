@@ -29,7 +29,11 @@ api_v1 = [
     path("auth/session", api.SessionApi.as_view(), name="auth-session"),
     path("auth/token", api.TokenApi.as_view(), name="auth-token"),
     path("auth/me", api.MeApi.as_view(), name="auth-me"),
-    path("", include("flywheel.urls")),
+    path("", include("projects.urls")),
+    path("", include("rollouts.urls")),
+    path("", include("snapshots.urls")),
+    path("", include("training.urls")),
+    path("", include("cycles.urls")),
     path("", include("annotation.urls")),
     path("", include("envservice.web_urls")),
     re_path(r"^(?P<rest>(?s:.*))$", api_not_found),  # (?s): a path with an encoded newline is still the API's 404

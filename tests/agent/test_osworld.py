@@ -237,7 +237,7 @@ class _Says:
 
 def test_the_rollout_reports_what_the_check_paid_and_no_reward_where_it_never_ran():
     from agent.rollout import run_episode
-    from flywheel.rollout_worker import finish_reward
+    from rollouts.worker import finish_reward
 
     waits = _Says("Thought: wait.\nAction: wait()")
     screen = _Screen(1.0)  # out of steps: the check scores the screen, as OSWorld does at every episode's end

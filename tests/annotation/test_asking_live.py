@@ -4,8 +4,8 @@ person's approval, and its steps keep the confidence the policy server's logprob
 import pytest
 from rest_framework.test import APIClient
 
-from flywheel import episodes
-from flywheel.models import Episode, EpisodeStatus, Step
+from rollouts import episodes
+from rollouts.models import Episode, EpisodeStatus, Step
 from tests.annotation.test_live_session import Session
 from tests.annotation.unsure import EMPTY_SPOT, SURE, UNSURE, unsure_stack  # noqa: F401
 from tests.factories import PASSWORD

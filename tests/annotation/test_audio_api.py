@@ -8,8 +8,8 @@ from rest_framework.test import APIClient
 
 from annotation.models import AudioChunk, AudioClip, TranscriptWord
 from annotation.speech import word_error_rate
-from flywheel.events import event_append
-from flywheel.models import Episode, Event, Step
+from rollouts.events import event_append
+from rollouts.models import Episode, Event, Step
 from tests.annotation.audio_fixtures import (encode_webm_opus, missing_tools, split_inside_blocks, split_like_media_recorder,
                                             synthesize_wav)
 from tests.factories import make_member, make_project, make_task, make_user
@@ -129,7 +129,7 @@ def test_uploaded_speech_is_transcribed_and_lands_on_the_steps_it_was_spoken_in(
 
 @pytest.mark.django_db
 def test_speech_still_going_on_reaches_watchers_as_interim_words_that_are_not_stored(celery_worker, speech_chunks):
-    from flywheel.events import episode_group
+    from rollouts.events import episode_group
 
     episode, user, client = setup_episode()
     listener = GroupListener(episode_group(episode.pk))
@@ -173,7 +173,7 @@ def test_interim_words_are_sent_from_a_worker_thread_that_keeps_an_event_loop(sp
     import numpy as np
 
     from annotation import audio, speech
-    from flywheel.events import episode_group
+    from rollouts.events import episode_group
 
     episode, user, client = setup_episode()
     clip = AudioClip.objects.select_related("user").get(pk=clip_for(client, episode, 1000.0))

@@ -6,7 +6,7 @@ from agent.actions import Action, Turn
 from annotation.commands import COMMANDS, CommandRefused, StepPoint
 from annotation.models import Command, CommandType
 from annotation.services import CONTROL_COMMANDS, command_submit
-from flywheel.models import Episode, EpisodeStatus
+from rollouts.models import Episode, EpisodeStatus
 from tests.factories import make_member, make_project, make_task, make_user
 
 pytestmark = pytest.mark.django_db
@@ -199,7 +199,7 @@ def test_the_worker_is_woken_once_the_command_is_committed():
 
 def test_the_locked_read_gives_the_members_role_staff_an_admins_and_another_projects_member_none():
     from annotation.services import _episode_locked
-    from flywheel.models import Role
+    from projects.models import Role
 
     episode = _episode()
     manager, staff, elsewhere = make_user(), make_user(staff=True), make_user()
@@ -211,7 +211,7 @@ def test_the_locked_read_gives_the_members_role_staff_an_admins_and_another_proj
         episode.pk, Role.MANAGER, Command.objects.get(episode=episode, client_id="p1").pk)
     assert _episode_locked(episode_id=episode.pk, user=manager, command_id="p2").existing_command is None
     assert _episode_locked(episode_id=episode.pk, user=elsewhere, command_id="p1").member_role is None
-    # staff act without a membership (an admin's role, as flywheel.selectors.project_role says); an outsider not
+    # staff act without a membership (an admin's role, as projects.selectors.project_role says); an outsider not
     other = _episode()
     assert command_submit(episode_id=other.pk, user=staff, frame={"type": "pause", "id": "s1"}).ok
     refused = command_submit(episode_id=other.pk, user=elsewhere, frame={"type": "resume", "id": "e1"})
@@ -221,7 +221,7 @@ def test_the_locked_read_gives_the_members_role_staff_an_admins_and_another_proj
 
 
 def test_the_first_command_makes_its_sender_controller_with_two_events_in_order():
-    from flywheel.models import Event
+    from rollouts.models import Event
 
     episode = _episode()
     user = make_user()

@@ -10,7 +10,7 @@ from django.db import DatabaseError, connection
 
 from annotation import live_db as live_db_module
 from annotation.live_db import live_db
-from flywheel.models import Project
+from projects.models import Project
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the pool's threads use connections of their own
 
@@ -97,7 +97,8 @@ def test_a_pool_of_no_threads_is_refused_in_words(settings):
 
 
 def _episode():
-    from flywheel.models import Episode, TaskSpec
+    from rollouts.models import Episode
+    from projects.models import TaskSpec
 
     project = Project.objects.create(name="Live", slug=f"live-{time.monotonic_ns()}")
     task = TaskSpec.objects.create(project=project, task_name="click-button", split="train")
@@ -106,7 +107,7 @@ def _episode():
 
 def _published_through(monkeypatch) -> list:
     """Where publishes go from a thread: recorded, so a test can tell that none went that way."""
-    from flywheel import events
+    from rollouts import events
 
     sent = []
     monkeypatch.setattr(events._publisher, "send", lambda group, message, timeout: sent.append(message))
@@ -117,7 +118,7 @@ def test_events_a_call_stored_are_broadcast_from_the_sockets_loop_after_the_call
     """The call's thread does not wait on Redis: the broadcast is sent from the loop the socket runs on."""
     from channels.layers import get_channel_layer
 
-    from flywheel.events import episode_group, event_append
+    from rollouts.events import episode_group, event_append
 
     episode = _episode()
     from_threads = _published_through(monkeypatch)
@@ -138,7 +139,7 @@ def test_events_a_call_stored_are_broadcast_from_the_sockets_loop_after_the_call
 def test_a_call_that_fails_after_committing_an_event_still_broadcasts_it(monkeypatch):
     from channels.layers import get_channel_layer
 
-    from flywheel.events import episode_group, event_append
+    from rollouts.events import episode_group, event_append
 
     episode = _episode()
     _published_through(monkeypatch)
@@ -161,8 +162,8 @@ def test_a_call_that_fails_after_committing_an_event_still_broadcasts_it(monkeyp
 def test_an_event_of_a_rolled_back_call_is_neither_stored_nor_broadcast(monkeypatch):
     from django.db import transaction
 
-    from flywheel.events import event_append
-    from flywheel.models import Event
+    from rollouts.events import event_append
+    from rollouts.models import Event
 
     episode = _episode()
     from_threads = _published_through(monkeypatch)

@@ -7,7 +7,7 @@ import websocket
 from rest_framework.test import APIClient
 
 from annotation.models import Command, Intervention
-from flywheel.models import Episode, EpisodeStatus, Rejection, Step
+from rollouts.models import Episode, EpisodeStatus, Rejection, Step
 from tests.factories import PASSWORD, make_member, make_project, make_task, make_tiny_checkpoint, make_user
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
@@ -166,7 +166,7 @@ def test_reconnecting_client_sees_every_event_once(supervised):
 
 
 def test_manager_takes_control_from_the_annotator(supervised):
-    from flywheel.models import Role
+    from projects.models import Role
 
     base, episode_id = supervised
     manager = make_user("boss")

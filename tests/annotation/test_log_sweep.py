@@ -9,7 +9,7 @@ import pytest
 
 from annotation import consumers
 from annotation.consumers import EpisodeConsumer, LogSweep
-from flywheel.events import event_append
+from rollouts.events import event_append
 from tests.annotation.test_live_db import _episode, own_pool  # noqa: F401 - the fixture is used by name
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,8 +8,9 @@ import shutil
 import pytest
 from rest_framework.test import APIClient
 
-from flywheel import datasets, projects
-from flywheel.models import Episode, EpisodeStatus, Step
+from snapshots import buckets as datasets
+from projects import services as projects
+from rollouts.models import Episode, EpisodeStatus, Step
 from tests.annotation.test_live_session import Session
 from tests.factories import PASSWORD, make_member, make_project, make_tiny_checkpoint, make_user
 

@@ -14,7 +14,8 @@ from core.audit import AuditEntry
 from core.errors import ApplicationError
 from core.limits import LIMITS
 from core.stats import cohen_kappa
-from flywheel.models import Episode, Role
+from rollouts.models import Episode
+from projects.models import Role
 from tests.factories import make_finished_episode, make_member, make_project, make_task, make_user
 
 

@@ -5,7 +5,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from core.models import AuditEntry
-from flywheel.models import Project, Step
+from projects.models import Project
+from rollouts.models import Step
 from tests.core.pii_set import VALUES
 from tests.factories import make_finished_episode
 

@@ -6,7 +6,8 @@ from annotation.reviews import review_submit
 from core.errors import ApplicationError
 from core.limits import LIMITS
 from core.stats import cohen_kappa
-from flywheel.models import Episode, Role
+from rollouts.models import Episode
+from projects.models import Role
 from tests.factories import make_finished_episode, make_member, make_task, make_user
 
 pytestmark = pytest.mark.django_db

@@ -1,5 +1,5 @@
 """What a supervisor recorded for a step while it was decided (a person's interventions) joins the step in the
-transaction that stores it (flywheel.episodes.step_record's ``linked``, annotation.supervision's step_stored)."""
+transaction that stores it (rollouts.steps.step_record's ``linked``, annotation.supervision's step_stored)."""
 import pytest
 
 from agent.actions import Action, Turn
@@ -7,8 +7,8 @@ from agent.envs.base import Observation
 from agent.rollout import StepRecord
 from annotation import services
 from annotation.models import Command, Intervention
-from flywheel.models import Episode, Step
-from flywheel.rollout_worker import record_step
+from rollouts.models import Episode, Step
+from rollouts.worker import record_step
 from tests.factories import make_project, make_task, make_user
 
 pytestmark = pytest.mark.django_db

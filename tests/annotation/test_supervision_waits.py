@@ -9,8 +9,8 @@ import time
 import pytest
 
 from annotation.models import Command, Intervention
-from flywheel import episodes
-from flywheel.models import Episode, EpisodeStatus, Step
+from rollouts import episodes
+from rollouts.models import Episode, EpisodeStatus, Step
 from tests.annotation.asking import IDLE_SECONDS, AskingModel, asking_stack  # noqa: F401
 from tests.annotation.test_live_session import EMPTY_SPOT, Session
 from tests.stack import wait_for

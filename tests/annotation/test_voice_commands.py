@@ -11,7 +11,7 @@ import pytest
 
 from annotation import audio
 from annotation.audio_commands import VoiceCommand, command_of, commands_in
-from flywheel.models import Episode, Event
+from rollouts.models import Episode, Event
 from tests.annotation.audio_fixtures import encode_webm_opus, missing_tools, split_like_media_recorder, synthesize_wav
 from tests.factories import make_member, make_project, make_task, make_user
 

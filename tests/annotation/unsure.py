@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from flywheel import asking, project_settings
+from rollouts import asking
+from projects import project_settings
 from tests.stack import ChatModel, served_episode_stack
 
 EMPTY_SPOT = "click(x=3, y=207)"  # a corner of the task area with nothing on it

@@ -14,8 +14,11 @@ from PIL import Image
 from rest_framework.test import APIClient
 
 from core import redaction
-from flywheel import episodes, snapshots
-from flywheel.models import Project, SnapshotStatus, Step
+from rollouts import steps as episodes
+from snapshots import build as snapshots
+from projects.models import Project
+from snapshots.models import SnapshotStatus
+from rollouts.models import Step
 from tests.core.pii_set import SETTINGS, VALUES, screen_with
 from tests.factories import make_finished_episode
 
@@ -82,7 +85,7 @@ def test_an_export_holds_none_of_the_test_sets_values_and_its_screens_are_black_
     assert card["lineage"]["redaction"]["words"] == 1  # how many, never which: the list is itself personal
 
     step = Step.objects.get(episode=first)
-    from flywheel.dataset_rows import image_path
+    from snapshots.rows import image_path
 
     image = np.asarray(Image.open(io.BytesIO(bundle.read(image_path(step.screenshot)))).convert("L")).astype(int)
     assert image[10:41, 10:391].max() < 24  # the email's element

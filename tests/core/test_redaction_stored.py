@@ -1,4 +1,4 @@
-"""Redaction where the data is first stored (issue 40, flywheel/privacy.py): a step recorded through step_record with
+"""Redaction where the data is first stored (issue 40, rollouts/privacy.py): a step recorded through step_record with
 every kind of the test set on its screen, in its URL, typed text, thoughts and prompt is stored with none of
 them, its screenshot black inside the matching elements' boxes; rejected proposals, review comments and outcome
 comments likewise. Originals are kept only where the project says so, read by its admins only, each read
@@ -20,8 +20,13 @@ from agent.prompt import image_url
 from agent.screen_match import screen_difference
 from core.errors import ApplicationError
 from core.models import AuditEntry
-from flywheel import episodes, privacy, snapshots
-from flywheel.models import Episode, Event, Project, Rejection, SnapshotStatus, Step
+from rollouts import steps
+from rollouts import episodes
+from rollouts import privacy
+from snapshots import build as snapshots
+from rollouts.models import Episode, Event, Rejection, Step
+from projects.models import Project
+from snapshots.models import SnapshotStatus
 from tests.core.pii_set import NEAR_MISSES, SETTINGS, VALUES, screen_with
 
 pytestmark = pytest.mark.django_db
@@ -66,7 +71,7 @@ def _record(project, task, *, index: int = 0, episode=None, prompt_images=(), **
         done=False, void_reason=None, info={"note": VALUES["customer_id"][1]}, timings={},
         screen_text=VALUES["national_id_it"][1], feedback=VALUES["secret_entropy"][1])
     fields.update(changes)
-    return episodes.step_record(**fields), data
+    return steps.step_record(**fields), data
 
 
 def _stored_text(step: Step) -> str:
@@ -97,7 +102,7 @@ def test_a_step_is_stored_with_none_of_the_test_sets_values_and_black_inside_the
     assert pixels[170:201, 10:391].mean() > 150  # the element with nothing private keeps its grey
     assert pixels[210:, :].min() > 230  # and the page around is as it was
     image = step.prompt[0]["content"][-1]["image_url"]["url"]
-    assert image == episodes.IMAGE_REF + step.screenshot  # the prompt shows the redacted screen too
+    assert image == steps.IMAGE_REF + step.screenshot  # the prompt shows the redacted screen too
     assert not default_storage.exists(f"{privacy.ORIGINALS}/{step.episode_id}/0/step.json")  # nothing kept
     digest = hashlib.sha256(original).hexdigest()
     assert not default_storage.exists(f"screenshots/{digest[:2]}/{digest}.jpg")  # the original screen is nowhere
@@ -108,7 +113,7 @@ def test_a_later_prompt_shows_an_earlier_screen_redacted(demo):
     first, original = _record(project, demo["task"])
     second, _ = _record(project, demo["task"], index=1, episode=first.episode, prompt_images=[original])
     history = second.prompt[0]["content"][1]["image_url"]["url"]
-    assert history == episodes.IMAGE_REF + first.screenshot
+    assert history == steps.IMAGE_REF + first.screenshot
 
 
 def test_a_step_without_personal_data_is_stored_as_it_was(demo):
@@ -118,20 +123,20 @@ def test_a_step_without_personal_data_is_stored_as_it_was(demo):
                       instruction="Click it", thought="click the button", raw_output="Action: click(x=1, y=2)",
                       action={"name": "click", "args": {"x": 1, "y": 2}}, action_text="click(x=1, y=2)",
                       proposal=None, info={}, screen_text="", feedback="", prompt=[])
-    assert step.screenshot == episodes.screenshot_store(data) and step.token_ids == [1, 2, 3]
+    assert step.screenshot == steps.screenshot_store(data) and step.token_ids == [1, 2, 3]
     assert step.thought == "click the button" and step.elements == elements
 
 
 def test_a_policy_switched_off_stores_the_step_as_it_came(demo):
     project = _project(demo, enabled=False)
     step, original = _record(project, demo["task"])
-    assert VALUES["phone"][0] in step.action_text and step.screenshot == episodes.screenshot_store(original)
+    assert VALUES["phone"][0] in step.action_text and step.screenshot == steps.screenshot_store(original)
 
 
 def test_a_rejected_proposal_is_stored_redacted(demo):
     project = _project(demo)
     episode = Episode.objects.create(project=project, task=demo["task"], seed=1, mode="supervised", status="running")
-    rejection = episodes.rejection_record(
+    rejection = steps.rejection_record(
         episode=episode, index=0, attempt=1, prompt=[{"role": "user", "content": VALUES["email"][1]}],
         raw_output=f'Action: type(text="{VALUES["card"][0]}")', token_ids=[4, 5], token_logprobs=[-1.0, -2.0],
         thought=VALUES["ip"][1], action={"name": "type", "args": {"text": VALUES["card"][0]}},
@@ -273,7 +278,7 @@ def test_a_proposal_shown_live_as_it_came_is_kept_redacted_once_its_step_is_stor
     data, elements = screen_with([VALUES[kind][1] for kind in ELEMENT_KINDS])
     episode = Episode.objects.create(project=project, task=demo["task"], seed=5, mode="supervised", status="running")
     typed = {"name": "type", "args": {"text": VALUES["phone"][0]}}
-    episodes.proposal_open(episode=episode, index=0, screenshot=data, width=400, height=240,
+    steps.proposal_open(episode=episode, index=0, screenshot=data, width=400, height=240,
                            url=f"https://crm.example.com/?owner={VALUES['email'][0]}",
                            turn={"thought": VALUES["secret"][1], "action": typed, "raw": "", "void_reason": None,
                                  "action_text": f'type(text="{VALUES["phone"][0]}")'})
@@ -289,7 +294,7 @@ def test_a_proposal_shown_live_as_it_came_is_kept_redacted_once_its_step_is_stor
 
 
 def test_a_polished_thought_a_person_edits_is_stored_redacted(demo):
-    from flywheel.polish import step_polish_edit
+    from annotation.polish import step_polish_edit
 
     project = _project(demo)
     step, _ = _record(project, demo["task"])
@@ -323,7 +328,7 @@ def test_a_persons_command_is_kept_redacted_once_applied_or_refused(demo):
 
 
 def test_a_branch_types_the_kept_original_and_finds_its_parents_redacted_screen_the_same(demo):
-    from flywheel.rollout_worker import BranchReplay
+    from rollouts.worker import BranchReplay
 
     project = _project(demo, keep_originals=True)
     first, original = _record(project, demo["task"])

@@ -3,8 +3,8 @@ Live sessions page with its reason; the annotator opens it, sees the model's con
 runs on alone to its end. The manager sets the floor and reads the calibration card on the project's settings."""
 import pytest
 
-from flywheel import episodes
-from flywheel.models import Episode, EpisodeStatus, Step
+from rollouts import episodes
+from rollouts.models import Episode, EpisodeStatus, Step
 from tests.annotation.unsure import unsure_stack  # noqa: F401
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD, make_member, make_user
@@ -53,7 +53,7 @@ def test_manager_sets_the_floor_and_reads_the_calibration_card(unsure_stack, pag
     page.get_by_test_id("ask-save").click()
     page.get_by_test_id("ask-saved").wait_for()
     screenshot(page, "ask-settings")
-    from flywheel import asking
+    from rollouts import asking
 
     assert asking.ask_floor(project.pk) == 0.4
     assert not page.errors

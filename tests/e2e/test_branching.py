@@ -2,7 +2,8 @@
 the branch's replay says where it came from and the parent's lists it."""
 import pytest
 
-from flywheel.models import Checkpoint, Deployment, Episode, Role, Step
+from rollouts.models import Checkpoint, Deployment, Episode, Step
+from projects.models import Role
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD, make_finished_episode, make_member, make_project, make_task, make_user
 

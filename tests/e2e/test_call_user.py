@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from flywheel import episodes
+from rollouts import episodes
 from tests.annotation.asking import QUESTION, AskingModel, asking_stack  # noqa: F401
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD

@@ -4,8 +4,9 @@ candidate by hand, and rolling back to the earlier deployment. Annotators see th
 import pytest
 from playwright.sync_api import expect
 
-from flywheel import datasets
-from flywheel.models import Deployment, Role
+from snapshots import buckets as datasets
+from rollouts.models import Deployment
+from projects.models import Role
 from tests.e2e.conftest import login, screenshot
 from tests.factories import (PASSWORD, make_finished_episode, make_member, make_project, make_task, make_tiny_checkpoint,
                              make_user)

@@ -11,8 +11,8 @@ from django.core.files.storage import default_storage
 from PIL import Image
 
 from annotation.models import Intervention
-from flywheel import deployments
-from flywheel.models import Checkpoint, Episode, Step
+from training import deployments
+from rollouts.models import Checkpoint, Episode, Step
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD, make_member, make_project, make_task, make_user
 from tests.stack import wait_for

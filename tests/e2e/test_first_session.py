@@ -6,8 +6,8 @@ scored by the page's own check, which disagrees (the page was not solved): both 
 shows the instruction, the comment and why the episode waits for a review."""
 import pytest
 
-from flywheel import deployments
-from flywheel.models import Checkpoint, Episode, Step
+from training import deployments
+from rollouts.models import Checkpoint, Episode, Step
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD, make_member, make_project, make_task, make_user
 from tests.stack import wait_for

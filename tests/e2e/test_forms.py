@@ -4,8 +4,10 @@ control that caused it (Try it at the bottom of the page included) and once, lab
 the review table, the Tasks table and a long unbroken reason or thought fit the window at 1280 and 1440 px."""
 import pytest
 
-from flywheel import deployments
-from flywheel.models import Checkpoint, DatasetSnapshot, Episode, Role, TaskSpec
+from training import deployments
+from rollouts.models import Checkpoint, Episode
+from snapshots.models import DatasetSnapshot
+from projects.models import Role, TaskSpec
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD, make_finished_episode, make_member, make_project, make_task, make_user
 

@@ -4,8 +4,9 @@ numbers worked out here by hand."""
 import pytest
 
 from annotation.reviews import review_submit
-from flywheel import judge
-from flywheel.models import Judgement, Role
+from annotation import judge
+from rollouts.models import Judgement
+from projects.models import Role
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD, make_finished_episode, make_member, make_project, make_task, make_user
 

@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from PIL import Image
 
-from flywheel import episodes
-from flywheel.models import Step
+from rollouts import episodes
+from rollouts.models import Step
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD, make_member, make_project, make_task, make_user
 from tests.stack import (ChatModel, ProcessStack, deploy_served_checkpoint, free_port, stack_env, start_daphne,

@@ -42,7 +42,7 @@ def test_logout_returns_to_the_login_page(daphne_server, page):
 
 
 def test_a_project_you_are_not_in_says_so_and_leads_back_without_retry(daphne_server, page):
-    from flywheel.models import Project
+    from projects.models import Project
 
     seed_demo(PASSWORD)
     private = Project.objects.get(name="Private project")

@@ -3,8 +3,11 @@ polished from it, edits the thought, and the next snapshot's row carries the edi
 import pytest
 
 from annotation.models import AudioClip, TranscriptWord
-from flywheel import episodes, snapshots
-from flywheel.models import PolishState, Role, Step
+from annotation import polish
+from snapshots import build as snapshots
+from snapshots import export
+from rollouts.models import PolishState, Step
+from projects.models import Role
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD, make_finished_episode, make_member, make_project, make_task, make_user
 from tests.stack import wait_for
@@ -28,7 +31,7 @@ def spoken_episode(celery_worker):
     TranscriptWord.objects.bulk_create([TranscriptWord(clip=clip, position=i, word=w, start=1000 + i / 3,
                                                        end=1000.2 + i / 3, step=step)
                                         for i, w in enumerate(SPOKEN.split())])
-    episodes.step_human_thought_set(step=step, text=SPOKEN)  # what annotation/audio.py calls: the worker polishes
+    polish.step_human_thought_set(step=step, text=SPOKEN)  # what annotation/audio.py calls: the worker polishes
     return {"project": project, "episode": episode, "step": step}
 
 
@@ -66,7 +69,7 @@ def test_manager_sees_the_spoken_words_polished_edits_the_thought_and_the_snapsh
     assert (stored.polish_state, stored.polished_thought, stored.human_thought) == (
         PolishState.EDITED, "The login link is at the top, so I click it.", SPOKEN)
     snapshot = snapshots.snapshot_create(project=project, kind="sft", build=False)
-    rows = snapshots.snapshot_preview(snapshots.snapshot_build(snapshot_id=snapshot.pk), 10)
+    rows = export.snapshot_preview(snapshots.snapshot_build(snapshot_id=snapshot.pk), 10)
     first = next(r for r in rows if r["meta"]["step_index"] == 0)
     assert first["messages"][-1]["content"].startswith(
         "Thought: The login link is at the top, so I click it.\nAction: ")

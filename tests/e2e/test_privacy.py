@@ -5,7 +5,8 @@ with a reason)."""
 import pytest
 
 from core.models import AuditEntry
-from flywheel.models import Project, Role, Step
+from projects.models import Project, Role
+from rollouts.models import Step
 from tests.core.pii_set import VALUES
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD, make_finished_episode, make_member, make_project, make_task, make_user

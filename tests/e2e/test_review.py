@@ -11,7 +11,9 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
 from annotation.models import AudioChunk, AudioClip, Review, TranscriptWord
-from flywheel.models import DatasetSnapshot, Role, Step
+from snapshots.models import DatasetSnapshot
+from projects.models import Role
+from rollouts.models import Step
 from tests.annotation.audio_fixtures import encode_webm_opus, missing_tools, synthesize_wav
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD, make_finished_episode, make_member, make_project, make_task, make_user

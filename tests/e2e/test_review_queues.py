@@ -5,7 +5,8 @@ import pytest
 
 from annotation import queues, reviews
 from annotation.models import QueueItem, ReviewQueue
-from flywheel.models import Episode, Role
+from rollouts.models import Episode
+from projects.models import Role
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD, make_finished_episode, make_member, make_project, make_task, make_user
 

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from flywheel import deployments
-from flywheel.models import Checkpoint, Episode, TaskSpec
+from training import deployments
+from rollouts.models import Checkpoint, Episode
+from projects.models import TaskSpec
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD, make_member, make_project, make_tiny_checkpoint, make_user
 

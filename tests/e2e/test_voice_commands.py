@@ -11,8 +11,9 @@ import pytest
 
 from annotation.models import Command, TranscriptWord
 from annotation.services import command_submit
-from flywheel import deployments, episodes
-from flywheel.models import Checkpoint, Episode
+from training import deployments
+from rollouts import episodes
+from rollouts.models import Checkpoint, Episode
 from tests.annotation.audio_fixtures import missing_tools, synthesize_wav
 from tests.e2e.conftest import chromium_with_microphone, login, microphone_wav, screenshot
 from tests.factories import PASSWORD, make_member, make_project, make_task, make_user

@@ -9,7 +9,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
 from annotation.models import AudioChunk, AudioClip, TranscriptWord
-from flywheel.models import Role
+from projects.models import Role
 from tests.annotation.audio_fixtures import encode_webm_opus, missing_tools, synthesize_wav
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD, make_finished_episode, make_member, make_project, make_task, make_user

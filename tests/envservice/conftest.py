@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from envservice.server import start, stop
-from flywheel.models import Role
+from projects.models import Role
 from tests.factories import make_member, make_project, make_task, make_user
 from webapp.auth import token_create
 

@@ -11,7 +11,7 @@ import torch
 
 from agent.solvers import solve_step
 from envservice.client import EnvServiceClient, observation_of
-from flywheel.models import Episode, EpisodeStatus, Step
+from rollouts.models import Episode, EpisodeStatus, Step
 from tests.envservice.conftest import TASK, TakenOverService
 from trainer.configs import EnvRLConfig
 from trainer.env_grpo import ServiceEnv, env_class, rows_of, tool_ready, train_env_grpo

@@ -15,7 +15,8 @@ from rest_framework.test import APIClient
 from agent.formats import render
 from agent.solvers import solve_step
 from envservice.client import EnvServiceClient, ServiceError, observation_of
-from flywheel.models import Episode, EpisodeStatus, Role, Step
+from rollouts.models import Episode, EpisodeStatus, Step
+from projects.models import Role
 from tests.envservice.conftest import TASK
 from tests.factories import make_member, make_project, make_task, make_user
 from webapp.auth import token_create

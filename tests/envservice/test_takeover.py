@@ -9,7 +9,8 @@ import pytest
 from agent.solvers import solve_step
 from annotation.models import Command, Intervention
 from envservice.client import EnvServiceClient, ServiceError, observation_of
-from flywheel.models import Episode, EpisodeStatus, Rejection, Role, Step
+from rollouts.models import Episode, EpisodeStatus, Rejection, Step
+from projects.models import Role
 from tests.annotation.test_live_session import Session
 from tests.e2e.conftest import browser, login, page, screenshot  # noqa: F401 (the browser fixtures)
 from tests.envservice.conftest import TASK

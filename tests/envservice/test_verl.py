@@ -14,7 +14,9 @@ from django.core.management import CommandError, call_command
 from agent.formats import render
 from agent.solvers import solve_step
 from envservice.client import EnvServiceClient, observation_of
-from flywheel.models import DatasetSnapshot, Episode, EpisodeStatus, Split
+from snapshots.models import DatasetSnapshot
+from rollouts.models import Episode, EpisodeStatus
+from projects.models import Split
 from tests.envservice.conftest import TASK, TakenOverService
 from tests.factories import make_project, make_task
 from trainer.launch.verl import agent_loop

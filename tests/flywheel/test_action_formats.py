@@ -14,9 +14,11 @@ from safetensors.numpy import save_file
 from agent.policies import PolicyError
 from agent.prompt import image_bytes, image_url, render_messages
 from core.errors import ApplicationError
-from flywheel import cycle_settings, deployments, episodes
-from flywheel.models import Episode, Rejection
-from flywheel.rollout_worker import policy_for, prompting_for
+from cycles import cycle_settings
+from training import deployments
+from rollouts import steps as episodes
+from rollouts.models import Episode, Rejection
+from rollouts.worker import policy_for, prompting_for
 from tests.factories import jpeg, make_member, make_project, make_task, make_user
 
 pytestmark = pytest.mark.django_db
@@ -181,7 +183,7 @@ def test_the_workers_local_policy_answers_with_the_configured_torch_threads(proj
     policies of a thread a core on 2 cores answered 40 times slower than with one each)."""
     import torch
 
-    from flywheel import rollout_worker
+    from rollouts import worker as rollout_worker
     from tests.factories import make_tiny_checkpoint
 
     checkpoint = make_tiny_checkpoint(project, tmp_path / "tiny")

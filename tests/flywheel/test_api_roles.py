@@ -4,8 +4,8 @@ from rest_framework.test import APIClient
 
 from core.errors import ApplicationError
 from core.limits import LIMITS
-from flywheel import projects
-from flywheel.models import Membership, Project, Role
+from projects import services as projects
+from projects.models import Membership, Project, Role
 
 pytestmark = pytest.mark.django_db
 

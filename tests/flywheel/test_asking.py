@@ -5,8 +5,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from flywheel import asking
-from flywheel.models import Episode, EpisodeStatus, Step
+from rollouts import asking
+from rollouts.models import Episode, EpisodeStatus, Step
 from tests.factories import make_finished_episode, make_member, make_project, make_task, make_user
 
 pytestmark = pytest.mark.django_db

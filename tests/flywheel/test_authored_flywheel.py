@@ -12,8 +12,13 @@ from rest_framework.test import APIClient
 from agent.actions import Action
 from agent.rows import GRPORow, RenderedFor
 from core.errors import ApplicationError
-from flywheel import datasets, deployments, episodes, evaluation, projects
-from flywheel.models import Checkpoint, Cycle, Episode, Evaluation, Step
+from snapshots import buckets as datasets
+from training import deployments
+from rollouts import episodes
+from cycles import evaluation
+from projects import services as projects
+from rollouts.models import Checkpoint, Episode, Step
+from cycles.models import Cycle, Evaluation
 from tests.agent.test_webapp_env import team_app  # noqa: F401 - the team's own app, served for any-URL tasks
 from tests.factories import make_finished_episode, make_tiny_checkpoint
 from tests.flywheel.test_task_authoring import ANY_URL
@@ -85,7 +90,7 @@ def test_the_scripted_baseline_refuses_to_start_an_authored_task_saying_why(demo
 
 @pytest.mark.django_db(transaction=True)
 def test_an_authored_episode_queued_before_the_scripted_baseline_came_back_fails_with_the_reason(demo):
-    from flywheel import rollout_worker
+    from rollouts import worker as rollout_worker
 
     project, manager = demo["project"], demo["manager"]
     task = projects.task_create(project=project, actor=manager, env_kind="webapp", definition=ANY_URL, max_steps=3)

@@ -1,7 +1,8 @@
 import pytest
 
-from flywheel.bootstrap import ensure_default_deployment
-from flywheel.models import Deployment, TrainingRun
+from training.bootstrap import ensure_default_deployment
+from rollouts.models import Deployment
+from training.models import TrainingRun
 from tests.factories import make_project, make_task
 
 
@@ -30,8 +31,8 @@ def test_the_cold_start_run_makes_demos_trains_and_deploys_v0_on_a_real_worker(c
     import json
     from pathlib import Path
 
-    from flywheel import training
-    from flywheel.models import RunStatus
+    from training import runs as training
+    from training.models import RunStatus
     from trainer import coldstart as recipe
     from tests.stack import wait_for
 

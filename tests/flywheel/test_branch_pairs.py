@@ -1,11 +1,14 @@
-"""A branch and its parent as a DPO pair on the identical state (flywheel.branch_pairs.branch_pair): hand-made parent and
+"""A branch and its parent as a DPO pair on the identical state (snapshots.branch_pairs.branch_pair): hand-made parent and
 branch, the better episode's step chosen, and the cases that make no pair."""
 import pytest
 
 from annotation.reviews import review_submit
-from flywheel import branch_pairs, datasets, snapshots
-from flywheel.snapshot_kinds import DPO_KIND
-from flywheel.models import Episode, Judgement, Step
+from snapshots import branch_pairs
+from snapshots import buckets as datasets
+from snapshots import build as snapshots
+from snapshots import export
+from snapshots.snapshot_kinds import DPO_KIND
+from rollouts.models import Episode, Judgement, Step
 from tests.factories import make_finished_episode
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +31,7 @@ def branch_of(parent, *, at, steps, reward, project, task):
 
 def dpo_rows(project):
     snapshot = snapshots.snapshot_create(project=project, kind="dpo", build=False)
-    return snapshots.snapshot_preview(snapshots.snapshot_build(snapshot_id=snapshot.pk), 20)
+    return export.snapshot_preview(snapshots.snapshot_build(snapshot_id=snapshot.pk), 20)
 
 
 def test_a_branch_that_acted_otherwise_at_its_step_and_succeeded_is_chosen_over_its_parents_step(demo):

@@ -7,7 +7,8 @@ from django.core.files.storage import default_storage
 from rest_framework.test import APIClient
 
 from agent.screen_match import screenshot_difference
-from flywheel.models import Checkpoint, Deployment, Episode, EpisodeStatus, Step, TaskSpec
+from rollouts.models import Checkpoint, Deployment, Episode, EpisodeStatus, Step
+from projects.models import TaskSpec
 from tests.factories import make_finished_episode, make_member, make_project, make_task, make_user
 from tests.stack import wait_for
 

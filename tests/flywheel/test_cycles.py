@@ -1,4 +1,4 @@
-"""Flywheel cycles (flywheel/cycles.py): settings, the one-at-a-time lock, the gate, the decision, deployment
+"""Flywheel cycles (cycles/cycles.py): settings, the one-at-a-time lock, the gate, the decision, deployment
 refusals and rollback, the schedule, and whole cycles on a real Celery worker with the real trainer."""
 import json
 import threading
@@ -6,8 +6,15 @@ import threading
 import pytest
 from rest_framework.test import APIClient
 
-from flywheel import cycle_settings, cycles, datasets, deployments, episodes
-from flywheel.models import Cycle, CycleState, Deployment, Evaluation, TrainingRun
+from cycles import cycle_settings
+from cycles import cycles
+from cycles import decide
+from snapshots import buckets as datasets
+from training import deployments
+from rollouts import episodes
+from cycles.models import Cycle, CycleState, Evaluation
+from rollouts.models import Deployment
+from training.models import TrainingRun
 from tests.factories import make_finished_episode, make_member, make_project, make_task, make_tiny_checkpoint, make_user
 from tests.stack import stack_env, start_worker, wait_for, worker_quiet
 from core.errors import ApplicationError
@@ -152,12 +159,12 @@ def test_only_managers_run_approve_configure_and_roll_back(flywheel_project, dja
 def test_two_triggers_at_once_make_one_cycle(flywheel_project, monkeypatch):
     from django.db import connection
 
-    from flywheel import tasks
+    from cycles import tasks as cycle_tasks
 
     fp = flywheel_project
     sft_episode(fp)
     sent = []
-    monkeypatch.setattr(tasks.cycle_gate, "delay", lambda pk: sent.append(pk))  # no worker in this test
+    monkeypatch.setattr(cycle_tasks.cycle_gate, "delay", lambda pk: sent.append(pk))  # no worker in this test
     barrier, outcomes = threading.Barrier(4), []
 
     def trigger():
@@ -195,8 +202,8 @@ def test_a_cycle_needs_eval_tasks_whose_seeds_no_training_uses(flywheel_project)
 def test_a_cycle_is_refused_while_no_trained_checkpoint_is_deployed_saying_why(flywheel_project):
     """Issue 34: with the scripted baseline serving (the cold start still training) a cycle would train an untrained
     model on a few rows and lose to the baseline with no word of why: it is refused, naming the cold start."""
-    from flywheel import training
-    from flywheel.models import Checkpoint
+    from training import runs as training
+    from rollouts.models import Checkpoint
 
     fp = flywheel_project
     sft_episode(fp)
@@ -278,14 +285,14 @@ def _decided_cycle(fp, tmp_path, candidate_rate: float, deployed_rate: float, **
 def test_a_better_candidate_is_deployed_and_a_worse_one_rejected_with_the_numbers(flywheel_project, tmp_path):
     fp = flywheel_project
     cycle = _decided_cycle(fp, tmp_path, candidate_rate=0.25, deployed_rate=0.2)  # +5 points, the margin exactly
-    assert cycles.cycle_decide(cycle_id=cycle.pk) == CycleState.DEPLOYED
+    assert decide.cycle_decide(cycle_id=cycle.pk) == CycleState.DEPLOYED
     cycle.refresh_from_db()
     active = Deployment.objects.get(project=fp["project"], active=True)
     assert active.checkpoint == cycle.candidate and cycle.deployment == active
     assert cycle.decision.startswith("promote: c1 25.0% vs deployed untrained 20.0% on the same 20 eval episodes")
 
     worse = _decided_cycle(make_project_like(fp), tmp_path / "b", candidate_rate=0.3, deployed_rate=0.3)
-    assert cycles.cycle_decide(cycle_id=worse.pk) == CycleState.REJECTED
+    assert decide.cycle_decide(cycle_id=worse.pk) == CycleState.REJECTED
     worse.refresh_from_db()
     assert worse.decision == ("rejected: c1 30.0% vs deployed untrained 30.0% on the same 20 eval episodes; "
                               "gain +0.0 points, the margin is 5.0")
@@ -297,7 +304,8 @@ def test_an_earlier_cycles_measurement_on_the_same_plan_is_reused_and_another_pl
     """The deployed checkpoint was measured as the candidate in the cycle before, on the same seeds, step limits and
     prompting: greedy decoding gives the same episodes, so the cycle stores that measurement (saying where it came
     from) instead of rolling them out again; with other seeds it is measured anew."""
-    from flywheel import evaluation, trainer_process
+    from cycles import evaluation
+    from training import trainer_process
 
     fp = flywheel_project
     project, checkpoint = fp["project"], fp["untrained"]
@@ -338,7 +346,8 @@ def test_an_earlier_cycles_measurement_on_the_same_plan_is_reused_and_another_pl
 def test_a_cycles_evaluation_answers_with_the_policy_threads(flywheel_project, tmp_path, monkeypatch, settings):
     """The eval subprocess answers as a worker's policy does, with LOUPE_POLICY_THREADS torch threads (a thread a core
     beside another busy process made an evaluation ten times slower)."""
-    from flywheel import evaluation, trainer_process
+    from cycles import evaluation
+    from training import trainer_process
 
     fp = flywheel_project
     config = cycle_settings.settings_clean(fp["project"], {})
@@ -373,7 +382,7 @@ def make_project_like(fp):
 
 
 def test_the_first_trained_candidate_replaces_the_scripted_baseline(flywheel_project, tmp_path):
-    from flywheel.models import Checkpoint
+    from rollouts.models import Checkpoint
 
     fp = flywheel_project
     oracle = Checkpoint.objects.create(project=fp["project"], name="scripted-baseline", uri="scripted:")
@@ -381,7 +390,7 @@ def test_the_first_trained_candidate_replaces_the_scripted_baseline(flywheel_pro
     cycle = _decided_cycle(fp, tmp_path, candidate_rate=0.1, deployed_rate=0.0)
     Evaluation.objects.filter(cycle=cycle, role="deployed").delete()  # the baseline has no weights to evaluate
     Cycle.objects.filter(pk=cycle.pk).update(baseline=oracle)
-    assert cycles.cycle_decide(cycle_id=cycle.pk) == CycleState.DEPLOYED
+    assert decide.cycle_decide(cycle_id=cycle.pk) == CycleState.DEPLOYED
     cycle.refresh_from_db()
     assert cycle.decision.startswith("promote: c1 reaches 10.0%; the project serves the scripted baseline")
     assert cycle.decision_data["decision"]["deployed"] is None
@@ -390,7 +399,7 @@ def test_the_first_trained_candidate_replaces_the_scripted_baseline(flywheel_pro
 def test_awaiting_approval_then_a_manager_approves_by_hand(flywheel_project, tmp_path):
     fp = flywheel_project
     cycle = _decided_cycle(fp, tmp_path, candidate_rate=0.5, deployed_rate=0.1, auto_deploy=False)
-    assert cycles.cycle_decide(cycle_id=cycle.pk) == "awaiting approval"
+    assert decide.cycle_decide(cycle_id=cycle.pk) == "awaiting approval"
     assert Deployment.objects.get(project=fp["project"], active=True).checkpoint == fp["untrained"]
     response = client_for(fp["manager"]).post(f"/api/v1/cycles/{cycle.pk}/approve")
     assert response.status_code == 200, response.content
@@ -403,7 +412,7 @@ def test_awaiting_approval_then_a_manager_approves_by_hand(flywheel_project, tmp
 def test_a_manager_approves_a_rejected_candidate_over_the_gate(flywheel_project, tmp_path):
     fp = flywheel_project
     cycle = _decided_cycle(fp, tmp_path, candidate_rate=0.1, deployed_rate=0.2)
-    assert cycles.cycle_decide(cycle_id=cycle.pk) == CycleState.REJECTED
+    assert decide.cycle_decide(cycle_id=cycle.pk) == CycleState.REJECTED
     body = client_for(fp["manager"]).post(f"/api/v1/cycles/{cycle.pk}/approve").json()
     assert body["state"] == "deployed" and "rejected: c1 10.0%" in body["decision"]
     again = client_for(fp["manager"]).post(f"/api/v1/cycles/{cycle.pk}/approve")
@@ -415,7 +424,7 @@ def test_a_corrupt_candidate_is_refused_and_the_deployment_stays(flywheel_projec
     cycle = _decided_cycle(fp, tmp_path, candidate_rate=0.9, deployed_rate=0.0)
     weights = tmp_path / "c1" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])  # truncated on disk after it was evaluated
-    assert cycles.cycle_decide(cycle_id=cycle.pk) == CycleState.FAILED
+    assert decide.cycle_decide(cycle_id=cycle.pk) == CycleState.FAILED
     cycle.refresh_from_db()
     assert cycle.error.startswith("The deployment was refused: The weights in") and "corrupt" in cycle.error
     assert Deployment.objects.get(project=fp["project"], active=True).checkpoint == fp["untrained"]
@@ -496,7 +505,7 @@ def wait_cycle(cycle_id: int, timeout: float = 300) -> Cycle:
 def scripted_demonstrations(fp, seeds, task=None) -> None:
     """Real episodes on the train task, acted by the scripted solvers through the rollout worker (then the untrained
     checkpoint is deployed again): SFT rows with the prompts a policy really saw."""
-    from flywheel.models import Checkpoint, Episode
+    from rollouts.models import Checkpoint, Episode
 
     project = fp["project"]
     oracle = Checkpoint.objects.create(project=project, name="scripted-baseline", uri="scripted:")
@@ -523,7 +532,7 @@ def scripted_demonstrations(fp, seeds, task=None) -> None:
 @pytest.mark.browser
 @pytest.mark.timeout(1500)  # about 2 minutes on an idle 2-core machine; far more when it is shared
 def test_a_cycle_deploys_a_better_candidate_then_rejects_a_worse_one(flywheel_project, cycle_worker):
-    from flywheel.models import Episode
+    from rollouts.models import Episode
 
     fp = flywheel_project
     project, manager = fp["project"], client_for(fp["manager"])
@@ -636,8 +645,8 @@ def test_openai_deploy_loads_the_adapter_by_a_new_name_and_rollouts_ask_for_it(f
     import sys
 
     from agent.prompt import render_messages
-    from flywheel.models import Episode
-    from flywheel.rollout_worker import policy_for
+    from rollouts.models import Episode
+    from rollouts.worker import policy_for
 
     fp = flywheel_project
     project, base = fp["project"], fp["untrained"]

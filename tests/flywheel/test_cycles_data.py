@@ -7,8 +7,15 @@ import json
 import pytest
 
 from core.errors import ApplicationError
-from flywheel import cycle_settings, cycles, dataset_rows, datasets, deployments, replay, training
-from flywheel.models import CycleState, TrainingRun
+from cycles import cycle_settings
+from cycles import cycles
+from snapshots import rows as dataset_rows
+from snapshots import buckets as datasets
+from training import deployments
+from cycles import replay
+from training import runs as training
+from cycles.models import CycleState
+from training.models import TrainingRun
 from tests.factories import make_finished_episode, make_member, make_project, make_task, make_user
 
 pytestmark = pytest.mark.django_db
@@ -255,7 +262,7 @@ def test_replay_and_validation_settings_are_validated(fp):
 def test_a_simulated_correction_quotes_the_right_line_when_the_model_quoted_one():
     from agent.actions import Action, Turn
     from agent.envs.base import Element, Observation
-    from flywheel.simulated_annotators import corrected_thought
+    from demo.simulated_annotators import corrected_thought
 
     button = Element(role="button", text="cancel", x=29, y=106, width=40, height=20)
     observation = Observation(instruction='Click on the "cancel" button.', url="/x.html", screenshot=b"",
@@ -309,11 +316,12 @@ def test_a_reading_checkpoints_cycle_mixes_and_holds_out_rows_with_their_screens
     snapshot = cycle.snapshots.get()
     other = make_project()
     make_finished_episode(other, make_task(other, "click-test"), steps=[{}], mode="supervised")
-    from flywheel import snapshots as snapshot_service
+    from snapshots import build as snapshot_service
+    from snapshots import export
 
     earlier = snapshot_service.snapshot_build(snapshot_id=snapshot_service.snapshot_create(
         project=other, kind="sft", build=False).pk)
-    [earlier_name] = list(snapshot_service.screenshot_names(earlier))
+    [earlier_name] = list(export.screenshot_names(earlier))
     out = tmp_path / "mix"
     out.mkdir()
     (out / "rows.jsonl").write_text(json.dumps({"images": [dataset_rows.image_path(earlier_name)]}) + "\n")

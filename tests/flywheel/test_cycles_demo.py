@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from flywheel.simulated_annotators import Api, annotate, cycle_figures, cycle_run
+from demo.simulated_annotators import Api, annotate, cycle_figures, cycle_run
 from tests.factories import PASSWORD, make_member, make_project, make_user
 from tests.stack import start_worker, stack_env, worker_quiet
 
@@ -69,8 +69,8 @@ def workers(module_stack, tmp_path_factory):
 def cold_start_v0(project, checkpoints: Path):
     """v0 as the bootstrap makes it: a cold-start TrainingRun whose directory holds demos.jsonl and checkpoint/,
     deployed. Trained here by the real trainer command unless LOUPE_DEMO_V0 names one already trained."""
-    from flywheel import deployments
-    from flywheel.models import TrainingRun
+    from training import deployments
+    from training.models import TrainingRun
 
     run = TrainingRun.objects.create(project=project, algorithm="sft", status="succeeded",
                                      config={"stages": [{"algorithm": "coldstart"}], "deploy_as": "v0"})

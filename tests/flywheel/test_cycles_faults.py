@@ -10,9 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from flywheel import cycle_settings, cycles, datasets
-from flywheel.models import Cycle, Evaluation, TrainingRun
-from flywheel.tasks import cycles_resume
+from cycles import cycle_settings
+from cycles import cycles
+from snapshots import buckets as datasets
+from cycles.models import Cycle, Evaluation
+from training.models import TrainingRun
+from cycles.tasks import cycles_resume
 from tests.factories import (PASSWORD, make_finished_episode, make_member, make_project, make_task, make_tiny_checkpoint,
                              make_user)
 from tests.stack import ProcessStack, free_port, stack_env, start_daphne, start_worker, wait_for
@@ -102,7 +105,7 @@ def test_a_worker_killed_mid_state_resumes_to_the_same_result(project, tmp_path,
 
 
 def test_a_cycle_carries_on_when_redis_restarts_empty(project, tmp_path):
-    from flywheel.simulated_annotators import Api
+    from demo.simulated_annotators import Api
 
     port = free_port()
     redis_argv = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"]

@@ -11,8 +11,12 @@ from django.db import IntegrityError, transaction
 from rest_framework.test import APIClient
 
 from annotation.reviews import review_submit
-from flywheel import dataset_rows, datasets, snapshots
-from flywheel.models import DatasetSnapshot, SnapshotStatus, Step
+from snapshots import rows as dataset_rows
+from snapshots import buckets as datasets
+from snapshots import build as snapshots
+from snapshots import export
+from snapshots.models import DatasetSnapshot, SnapshotStatus
+from rollouts.models import Step
 from core.errors import ApplicationError
 from core.limits import LIMITS
 from tests.factories import make_finished_episode, make_task
@@ -104,7 +108,7 @@ def test_every_edited_step_yields_a_dpo_pair_of_correction_over_proposal(demo):
     episode = make_finished_episode(project, task, steps=[{}, EDITED], mode="supervised", reward=0.0)
     snapshot = build(project, "dpo")
     assert snapshot.status == SnapshotStatus.READY and snapshot.rows == 1
-    (row,) = snapshots.snapshot_preview(snapshot, 10)
+    (row,) = export.snapshot_preview(snapshot, 10)
     assert row["chosen"] == [{"role": "assistant", "content": "Thought: the OK button is lower\nAction: click(x=80, y=120)"}]
     assert row["rejected"] == [{"role": "assistant", "content": "Thought: click cancel\nAction: click(x=5, y=5)"}]
     # the prompt rendered from the step's structure (the factory's stored prompt is a placeholder), text only
@@ -133,7 +137,7 @@ def test_dpo_pairs_only_where_a_person_changed_the_action_or_rewrote_the_thought
     assert [steps[i].correction for i in range(4)] == ["same", "same", "thought", "action"]
     assert episode.n_interventions == 2
     assert datasets.buckets(project)["dpo"]["rows"] == 2
-    rows = snapshots.snapshot_preview(build(project, "dpo"), 10)
+    rows = export.snapshot_preview(build(project, "dpo"), 10)
     assert [(r["meta"]["step_index"], r["meta"]["differs"]) for r in rows] == [(2, "thought"), (3, "action")]
     assert rows[0]["chosen"][0]["content"] == "Thought: the OK button is the first one\nAction: click(x=10, y=20)"
 
@@ -157,12 +161,12 @@ def test_a_rejected_proposal_is_a_dpo_pair_under_the_prompt_it_answered(demo):
     assert [(r.attempt, r.step_id) for r in step.rejections.order_by("attempt")] == [(1, step.pk), (2, step.pk)]
     assert episode.n_interventions == 1  # the model's step ran, after a person's rejects
     assert datasets.buckets(project)["dpo"]["rows"] == 1
-    (row,) = snapshots.snapshot_preview(build(project, "dpo"), 10)
+    (row,) = export.snapshot_preview(build(project, "dpo"), 10)
     assert row["rejected"] == [{"role": "assistant", "content": "Thought: top left?\nAction: click(x=1, y=1)"}]
     assert row["chosen"] == [{"role": "assistant", "content": "Thought: step 1\nAction: click(x=11, y=20)"}]
     assert row["prompt"][-1] == {"role": "user", "content": "URL: /task.html\n(no elements)"}  # attempt 1: no feedback
     assert row["meta"]["pair"] == "rejection" and row["meta"]["reason"] == "that is the logo"
-    sft = snapshots.snapshot_preview(build(project, "sft"), 10)
+    sft = export.snapshot_preview(build(project, "sft"), 10)
     assert sft[1]["meta"]["rejected"] == [
         {"attempt": 1, "action": "click(x=1, y=1)", "reason": "that is the logo"},
         {"attempt": 2, "action": "click(x=11, y=20)", "reason": "not sure yet"}]
@@ -199,7 +203,7 @@ def test_rl_rows_for_a_text_target_are_steps_in_words_with_void_turns_flagged(de
     auto = make_finished_episode(project, task, steps=[{"action": None}, {"reward": 1.0}], reward=1.0)
     make_finished_episode(project, task, steps=[EDITED], mode="supervised", reward=1.0)
     snapshot = build(project, "rl")
-    rows = snapshots.snapshot_preview(snapshot, 10)
+    rows = export.snapshot_preview(snapshot, 10)
     assert [(row["meta"]["episode_id"], row["meta"]["step_index"], row["meta"]["void"]) for row in rows] == [
         (auto.pk, 0, True), (auto.pk, 1, False)]
     assert all(row["images"] == [] and not row["rendered_for"]["reads_images"] for row in rows)  # the screen in words
@@ -226,12 +230,12 @@ def test_a_person_who_only_spoke_contributes_their_spoken_thought(demo):
     project, task = demo["project"], demo["task"]
     make_finished_episode(project, task, reward=1.0, mode="supervised",
                           steps=[{"actor": "human", "thought": "", "human_thought": "the submit button is green"}])
-    (row,) = snapshots.snapshot_preview(build(project, "sft"), 1)
+    (row,) = export.snapshot_preview(build(project, "sft"), 1)
     assert row["messages"][-1]["content"].startswith("Thought: the submit button is green\nAction: click(")
 
 
 def test_rows_use_a_polished_thought_where_present_and_the_raw_words_otherwise(demo):
-    from flywheel.models import PolishState
+    from rollouts.models import PolishState
 
     project, task = demo["project"], demo["task"]
     spoken = {"actor": "human", "thought": "", "human_thought": "um the the submit button"}
@@ -241,15 +245,15 @@ def test_rows_use_a_polished_thought_where_present_and_the_raw_words_otherwise(d
     for index, (text, state) in polished.items():
         Step.objects.filter(episode=episode, index=index).update(polished_thought=text, polish_state=state)
     thoughts = [row["messages"][-1]["content"].split("\nAction:")[0] for row in
-                snapshots.snapshot_preview(build(project, "sft"), 10)]
+                export.snapshot_preview(build(project, "sft"), 10)]
     assert thoughts == ["Thought: The submit button.", "Thought: I press submit.", "Thought: um the the submit button",
                         "Thought: The OK button is the lower one."]
-    (pair,) = snapshots.snapshot_preview(build(project, "dpo"), 10)
+    (pair,) = export.snapshot_preview(build(project, "dpo"), 10)
     assert pair["chosen"][0]["content"].startswith("Thought: The OK button is the lower one.\nAction: click(")
 
 
 def test_an_approved_model_step_keeps_the_models_thought_unless_a_person_edited_the_polished_one(demo):
-    from flywheel.models import PolishState
+    from rollouts.models import PolishState
 
     project, task = demo["project"], demo["task"]
     approved = {"actor": "model", "thought": "the submit button is at the bottom", "human_thought": "yes that one"}
@@ -258,7 +262,7 @@ def test_an_approved_model_step_keeps_the_models_thought_unless_a_person_edited_
     Step.objects.filter(episode=episode, index=1).update(polished_thought="Submit is the last button.",
                                                           polish_state=PolishState.EDITED)
     thoughts = [row["messages"][-1]["content"].split("\nAction:")[0] for row in
-                snapshots.snapshot_preview(build(project, "sft"), 10)]
+                export.snapshot_preview(build(project, "sft"), 10)]
     assert thoughts == ["Thought: the submit button is at the bottom", "Thought: Submit is the last button."]
 
 
@@ -319,7 +323,7 @@ def test_new_rows_count_what_no_snapshot_of_that_kind_holds_yet(demo):
     assert datasets.buckets(project)["sft"]["new_rows"] == 1
     second = build(project, "sft", only_new=True)
     assert second.rows == 1 and second.lineage["episodes"] == 1
-    assert {row["meta"]["episode_id"] for row in snapshots.snapshot_preview(second, 10)} == {later.pk}
+    assert {row["meta"]["episode_id"] for row in export.snapshot_preview(second, 10)} == {later.pk}
 
 
 def test_snapshot_filter_by_task_and_split(demo):
@@ -330,7 +334,7 @@ def test_snapshot_filter_by_task_and_split(demo):
     snapshot = build(project, "sft", split="eval")
     assert snapshot.rows == 2 and snapshot.lineage["tasks"] == {"click-link": 2}
     assert build(project, "sft", tasks=[held_out.pk]).lineage["episodes"] == 1
-    assert {r["meta"]["episode_id"] for r in snapshots.snapshot_preview(snapshot, 10)} == {kept.pk}
+    assert {r["meta"]["episode_id"] for r in export.snapshot_preview(snapshot, 10)} == {kept.pk}
 
 
 def test_empty_and_invalid_snapshots_are_refused_with_a_message(demo):
@@ -497,7 +501,7 @@ def test_a_manager_trains_on_a_ready_snapshot_and_gets_a_checkpoint(celery_worke
     refused = client.post(url, {"snapshot": snapshot.pk}, format="json")  # nothing deployed: nothing to train on
     assert refused.status_code == 409 and refused.json()["detail"].startswith(
         "No trained checkpoint to start from: nothing with weights is deployed in this project"), refused.json()
-    from flywheel import deployments
+    from training import deployments
     from trainer.model import save_tiny_untrained
 
     v0 = deployments.checkpoint_register(project=demo["project"], name="v0",
@@ -542,9 +546,9 @@ def _supervised_rollout(project, task):
     from agent.envs.base import Element, Env, Observation, StepResult
     from agent.policies.base import PolicyOutput
     from agent.rollout import Decision, Supervisor, run_episode
-    from flywheel import episodes
-    from flywheel.models import Episode
-    from flywheel.rollout_worker import record_rejection, record_step
+    from rollouts import episodes
+    from rollouts.models import Episode
+    from rollouts.worker import record_rejection, record_step
     from tests.factories import jpeg
 
     class Screens(Env):
@@ -592,7 +596,7 @@ def _supervised_rollout(project, task):
 
 def _deploy(project, tmp_path, name, *, style, action_format="loupe", reads_images=False):
     """A checkpoint of that style and format deployed for ``project`` (records only: the export reads no weights)."""
-    from flywheel.models import Checkpoint, Deployment
+    from rollouts.models import Checkpoint, Deployment
 
     path = tmp_path / name
     path.mkdir()
@@ -608,7 +612,7 @@ def _deploy(project, tmp_path, name, *, style, action_format="loupe", reads_imag
 def test_rows_for_a_uitars_reading_checkpoint_carry_screenshots_and_uitars_answers(demo, tmp_path):
     from agent import formats
     from agent.prompt import FORMAT_SYSTEM_PROMPTS
-    from flywheel import cycle_settings
+    from cycles import cycle_settings
     from trainer.vlm import read_dpo_rows, read_sft_rows
 
     project = demo["project"]
@@ -626,14 +630,14 @@ def test_rows_for_a_uitars_reading_checkpoint_carry_screenshots_and_uitars_answe
 
     sft = build(project, "sft")
     assert sft.lineage["rendered_for"] == target
-    rows = snapshots.snapshot_preview(sft, 10)
+    rows = export.snapshot_preview(sft, 10)
     assert [row["images"] for row in rows] == [shots[:1], shots[:2], shots[1:3]]  # current + 1 earlier, per user turn
     for row in rows:
         assert row["rendered_for"] == target and row["messages"][0]["content"] == FORMAT_SYSTEM_PROMPTS["uitars"]
         answers = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
         assert [action_of(a) for a in answers] == [(s.action["name"], s.action["args"]["x"], s.action["args"]["y"])
                                                    for s in steps[:len(answers)]]  # map back to what ran
-    dpo = snapshots.snapshot_preview(build(project, "dpo"), 10)
+    dpo = export.snapshot_preview(build(project, "dpo"), 10)
     assert [(r["meta"]["pair"], r["meta"]["step_index"]) for r in dpo] == [("correction", 1), ("rejection", 2)]
     # the edit over the model's proposal, and the approved turn over the rejected one: all in UI-TARS' words
     assert [(action_of(r["chosen"][0]["content"]), action_of(r["rejected"][0]["content"])) for r in dpo] == [
@@ -659,12 +663,12 @@ def test_rows_for_the_tiny_named_text_checkpoint_are_what_the_stored_prompts_wer
     episode = _supervised_rollout(project, demo["task"])
     _deploy(project, tmp_path, "tiny", style="named")
     steps = list(Step.objects.filter(episode=episode).order_by("index").prefetch_related("rejections"))
-    sft = snapshots.snapshot_preview(build(project, "sft"), 10)
+    sft = export.snapshot_preview(build(project, "sft"), 10)
     assert [row["messages"] for row in sft] == [
         [*step.prompt, {"role": "assistant", "content": format_turn(step.thought, Action.from_dict(step.action))}]
         for step in steps]
     assert all(row["images"] == [] for row in sft) and "Feedback: A person rejected" in sft[2]["messages"][-2]["content"]
-    correction, rejection = snapshots.snapshot_preview(build(project, "dpo"), 10)
+    correction, rejection = export.snapshot_preview(build(project, "dpo"), 10)
     assert correction["prompt"] == steps[1].prompt and correction["rejected"][0]["content"] == steps[1].proposal["raw"]
     (stored,) = steps[2].rejections.all()
     assert rejection["prompt"] == stored.prompt and rejection["rejected"][0]["content"] == stored.raw_output
@@ -699,9 +703,9 @@ def test_rows_keep_a_terminals_text_and_a_persons_answer_to_call_user(demo, tmp_
     from agent.envs.base import Env, Observation, StepResult
     from agent.policies.base import PolicyOutput
     from agent.rollout import Decision, Supervisor, run_episode
-    from flywheel import episodes
-    from flywheel.models import Episode
-    from flywheel.rollout_worker import record_step
+    from rollouts import episodes
+    from rollouts.models import Episode
+    from rollouts.worker import record_step
     from tests.factories import jpeg
 
     class Terminal(Env):
@@ -745,7 +749,7 @@ def test_rows_keep_a_terminals_text_and_a_persons_answer_to_call_user(demo, tmp_
     assert [s.feedback for s in steps] == ["", "The user answered: the notes one"]
     assert steps[1].screen_text == "$ ls\nnotes.txt todo.txt\n(turn 1)"
     _deploy(project, tmp_path, "tiny", style="named")
-    sft = [row for row in snapshots.snapshot_preview(build(project, "sft"), 10) if row["meta"]["episode_id"] == episode.pk]
+    sft = [row for row in export.snapshot_preview(build(project, "sft"), 10) if row["meta"]["episode_id"] == episode.pk]
     assert [row["messages"] for row in sft] == [
         [*step.prompt, {"role": "assistant", "content": format_turn(step.thought, Action.from_dict(step.action))}]
         for step in steps]
@@ -755,7 +759,7 @@ def test_rows_keep_a_terminals_text_and_a_persons_answer_to_call_user(demo, tmp_
 def test_rl_rows_for_a_reading_checkpoint_are_grpo_steps_whose_env_reward_replays_the_actions_before(demo, tmp_path):
     from agent.actions import Action
     from agent.rows import GRPORow
-    from flywheel import trainer_process
+    from training import trainer_process
     from trainer.grpo import EnvReward, read_rows
 
     project, task = demo["project"], demo["task"]
@@ -768,7 +772,7 @@ def test_rl_rows_for_a_reading_checkpoint_are_grpo_steps_whose_env_reward_replay
 
     snapshot = build(project, "rl")
     assert snapshot.status == SnapshotStatus.READY and snapshot.rows == 4, snapshot.error
-    rows = [GRPORow.from_dict(row, f"row {i}") for i, row in enumerate(snapshots.snapshot_preview(snapshot, 10))]
+    rows = [GRPORow.from_dict(row, f"row {i}") for i, row in enumerate(export.snapshot_preview(snapshot, 10))]
     steps = list(Step.objects.filter(episode=episode).order_by("index"))
     assert [row.meta["step_index"] for row in rows] == [0, 1, 2, 3] and [r.meta["void"] for r in rows] == [
         False, True, False, False]
@@ -792,9 +796,9 @@ def test_rl_rows_for_a_reading_checkpoint_are_grpo_steps_whose_env_reward_replay
 
 
 def test_a_branchs_copies_of_its_parents_steps_make_no_rows_of_their_own(demo):
-    """A branch stores its replayed prefix as copies of the parent's steps (info.replayed_from, flywheel/episodes.py);
+    """A branch stores its replayed prefix as copies of the parent's steps (info.replayed_from, rollouts/episodes.py);
     they are the parent's rows already. Counts and rows leave them out; the branch's own steps still make rows."""
-    from flywheel.models import Episode
+    from rollouts.models import Episode
 
     project, task = demo["project"], demo["task"]
     parent = make_finished_episode(project, task, steps=[EDITED, {}], mode="supervised", reward=1.0)
@@ -803,8 +807,8 @@ def test_a_branchs_copies_of_its_parents_steps_make_no_rows_of_their_own(demo):
     Step.objects.filter(episode=branch, index=0).update(info={"replayed_from": {"episode": parent.pk, "step": 0}})
     counts = datasets.buckets(project)
     assert counts["sft"]["rows"] == 2 + 2 and counts["dpo"]["rows"] == 1  # the branch's copied edit is no pair
-    sft = snapshots.snapshot_preview(build(project, "sft"), 10)
+    sft = export.snapshot_preview(build(project, "sft"), 10)
     assert sorted((row["meta"]["episode_id"], row["meta"]["step_index"]) for row in sft) == [
         (parent.pk, 0), (parent.pk, 1), (branch.pk, 1), (branch.pk, 2)]
-    dpo = snapshots.snapshot_preview(build(project, "dpo"), 10)
+    dpo = export.snapshot_preview(build(project, "dpo"), 10)
     assert [(row["meta"]["episode_id"], row["meta"]["step_index"]) for row in dpo] == [(parent.pk, 0)]

@@ -9,9 +9,9 @@ import pytest
 
 from agent import formats
 from agent.actions import Action
-from flywheel import deployments
-from flywheel.models import Episode
-from flywheel.rollout_worker import prompting_for
+from training import deployments
+from rollouts.models import Episode
+from rollouts.worker import prompting_for
 from tests.factories import make_project, make_task
 from tests.flywheel.test_action_formats import checkpoint_dir
 
@@ -37,7 +37,7 @@ def test_rows_are_written_on_the_grid_the_deployed_checkpoints_processor_shows(t
     """Training rows teach the grid the rollout reads: a person's click at the screen's (80, 105) is written as the
     UI-TARS point (84, 112) for a checkpoint whose processor has Qwen's minimum, recorded in the row's rendered_for."""
     from agent.rows import RenderedFor, render_turn
-    from flywheel.datasets import export_target
+    from snapshots.buckets import export_target
 
     project = make_project()
     folder = tmp_path / "ui-tars"

@@ -10,8 +10,8 @@ from django.core.files.storage import default_storage
 from PIL import Image
 from rest_framework.test import APIClient
 
-from flywheel import deployments
-from flywheel.models import Checkpoint, Episode, EpisodeStatus, Step
+from training import deployments
+from rollouts.models import Checkpoint, Episode, EpisodeStatus, Step
 from tests.factories import make_member, make_project, make_user
 from tests.stack import start_worker, stack_env, wait_for
 
@@ -120,7 +120,7 @@ def start(client, project, task_id: int) -> int:
 
 
 def test_demo_project_gets_desktop_tasks_where_the_desktop_is_installed(monkeypatch, caplog):
-    from flywheel.models import TaskSpec
+    from projects.models import TaskSpec
     from webapp import demo
 
     demo.seed_demo("a-demo-password")

@@ -4,8 +4,11 @@ for admins only."""
 import pytest
 from rest_framework.test import APIClient
 
-from flywheel import deployments, episodes
-from flywheel.models import Checkpoint, Cycle, Episode, TrainingRun
+from training import deployments
+from rollouts import episodes
+from rollouts.models import Checkpoint, Episode
+from cycles.models import Cycle
+from training.models import TrainingRun
 from tests.factories import make_finished_episode, make_task
 
 pytestmark = pytest.mark.django_db

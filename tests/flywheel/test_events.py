@@ -1,11 +1,11 @@
-"""Publishing on the channel layer (flywheel/events.py): from any thread, in order, and from a forked worker process
+"""Publishing on the channel layer (rollouts/events.py): from any thread, in order, and from a forked worker process
 whose parent published before the fork (Celery's prefork pool), through the real Redis channel layer."""
 import asyncio
 import multiprocessing
 import threading
 import uuid
 
-from flywheel.events import group_send
+from rollouts.events import group_send
 from tests.layer_listener import GroupListener
 
 

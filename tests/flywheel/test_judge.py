@@ -1,4 +1,4 @@
-"""The judge (flywheel/judge.py, agent/judge.py): the rule judge, k-sample voting, a VLM judge over HTTP that answers
+"""The judge (annotation/judge.py, agent/judge.py): the rule judge, k-sample voting, a VLM judge over HTTP that answers
 garbage or times out, routing by the judge, calibration against reviewers, and the judge's API."""
 import json
 import threading
@@ -11,8 +11,10 @@ from rest_framework.test import APIClient
 from agent.judge import EpisodeForJudge, ScriptedJudgePolicy, judge_votes, parse_verdict
 from annotation.reviews import review_submit
 from core.errors import ApplicationError
-from flywheel import datasets, judge, tasks
-from flywheel.models import Judgement
+from snapshots import buckets as datasets
+from annotation import judge
+from annotation import tasks as annotation_tasks
+from rollouts.models import Judgement
 from tests.factories import make_finished_episode, make_task
 
 pytestmark = pytest.mark.django_db
@@ -254,7 +256,7 @@ def test_bad_judge_settings_are_refused_naming_the_setting(demo, body, field):
 def test_a_project_that_judges_every_episode_queues_a_judgement_when_one_finishes(demo, monkeypatch,
                                                                                  django_capture_on_commit_callbacks):
     ran = []
-    monkeypatch.setattr(tasks.episode_judge, "delay", lambda *args: ran.append(tasks.episode_judge.apply(args=args)))
+    monkeypatch.setattr(annotation_tasks.episode_judge, "delay", lambda *args: ran.append(annotation_tasks.episode_judge.apply(args=args)))
     client = client_for(demo["manager"])
     set_ = client.patch(f"/api/v1/projects/{demo['project'].pk}/judge",
                         {"enabled": True, "backend": "scripted", "answers": [SUCCESS_ANSWER, SUCCESS_ANSWER,
@@ -275,7 +277,7 @@ def test_a_project_that_judges_every_episode_queues_a_judgement_when_one_finishe
 def test_a_manager_judges_a_filtered_set_on_demand_and_bad_requests_are_refused(demo, monkeypatch,
                                                                               django_capture_on_commit_callbacks):
     queued = []
-    monkeypatch.setattr(tasks.episode_judge, "delay", lambda *args: queued.append(args))
+    monkeypatch.setattr(annotation_tasks.episode_judge, "delay", lambda *args: queued.append(args))
     project, client = demo["project"], client_for(demo["manager"])
     other_task = make_task(project, "click-link")
     mine = [make_finished_episode(project, demo["task"], steps=[{}]) for _ in range(2)]

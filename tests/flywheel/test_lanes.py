@@ -3,8 +3,8 @@ of autonomous episodes filling the rollout workers does not hold one back; a que
 import pytest
 from rest_framework.test import APIClient
 
-from flywheel import selectors
-from flywheel.models import Episode, EpisodeStatus
+from rollouts import selectors
+from rollouts.models import Episode, EpisodeStatus
 from tests.factories import make_member, make_project, make_task, make_tiny_checkpoint, make_user
 from tests.stack import stack_env, start_worker, wait_for
 

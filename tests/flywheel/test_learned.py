@@ -6,9 +6,11 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from flywheel import cycle_settings
-from flywheel.learned import correction_kind, same_action
-from flywheel.models import CorrectionReplay, Rejection, Step, TrainingRun
+from cycles import cycle_settings
+from cycles.learned import correction_kind, same_action
+from rollouts.models import CorrectionReplay
+from rollouts.models import Rejection, Step
+from training.models import TrainingRun
 from tests.flywheel.test_cycles import (cycle_worker, flywheel_project, scripted_demonstrations,  # noqa: F401
                                         wait_cycle)
 from tests.factories import make_task
@@ -141,7 +143,7 @@ def episodes_rows(project, task_id: int):
     lines."""
     from django.core.files.storage import default_storage
 
-    from flywheel import snapshots
+    from snapshots import build as snapshots
 
     snapshot = snapshots.snapshot_create(project=project, kind="sft", filter={"split": "train", "tasks": [task_id]}, build=False,
                                          name="after the cycle")

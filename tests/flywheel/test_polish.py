@@ -1,4 +1,4 @@
-"""Think-aloud polished into thoughts (flywheel/polish.py): the cleanup polisher, the openai one against a stub
+"""Think-aloud polished into thoughts (annotation/polish.py): the cleanup polisher, the openai one against a stub
 server that answers garbage, nothing or too late, the hook where aligned words land, the real worker, and the REST
 API with its permissions and bad requests."""
 import json
@@ -12,9 +12,9 @@ from rest_framework.test import APIClient
 from annotation import audio
 from annotation.models import AudioClip, TranscriptWord
 from core.models import AuditEntry
-from flywheel import episodes, polish
-from flywheel.events import event_append
-from flywheel.models import Episode, Event, PolishState, Step
+from annotation import polish
+from rollouts.events import event_append
+from rollouts.models import Episode, Event, PolishState, Step
 from tests.factories import make_finished_episode, make_member, make_project, make_task, make_user
 from tests.stack import wait_for
 
@@ -175,7 +175,7 @@ def test_polishing_twice_changes_nothing_and_an_edit_or_newer_words_are_never_ov
     edited = polish.step_polish_edit(step=step, user=demo["manager"], role="manager", text="  I press  submit. ")
     assert (edited.polish_state, edited.polished_thought) == (PolishState.EDITED, "I press submit.")
     assert polish.step_polish(step_id=step.pk) == "edited: kept"
-    episodes.step_human_thought_set(step=edited, text="new words said later")  # the audio hook: the edit stands
+    polish.step_human_thought_set(step=edited, text="new words said later")  # the audio hook: the edit stands
     edited.refresh_from_db()
     assert (edited.polish_state, edited.polished_thought) == (PolishState.EDITED, "I press submit.")
     assert polish.step_polish_payload(edited, can_edit=True)["stale"] is True

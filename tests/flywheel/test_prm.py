@@ -10,8 +10,10 @@ from rest_framework.test import APIClient
 from agent.rows import PRMRow, prompt_text, row_from_dict
 from annotation.reviews import review_submit
 from core.errors import ApplicationError
-from flywheel import datasets, snapshots
-from flywheel.models import Episode, Judgement, SnapshotStatus, Step
+from snapshots import buckets as datasets
+from snapshots import build as snapshots
+from rollouts.models import Episode, Judgement, Step
+from snapshots.models import SnapshotStatus
 from tests.factories import make_finished_episode
 
 pytestmark = pytest.mark.django_db

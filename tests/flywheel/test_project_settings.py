@@ -1,10 +1,10 @@
-"""Project settings by section (flywheel/project_settings.py) through their one view: a bad change is refused naming its
+"""Project settings by section (projects/project_settings.py) through their one view: a bad change is refused naming its
 field and changes nothing, a good one keeps the other sections, and each is the managers'."""
 import pytest
 from rest_framework.test import APIClient
 
 from core.models import AuditEntry
-from flywheel.models import Project, Role
+from projects.models import Project, Role
 from tests.factories import make_member, make_project, make_user
 
 pytestmark = pytest.mark.django_db

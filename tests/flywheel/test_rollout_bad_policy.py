@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from flywheel import episodes
-from flywheel.models import Episode, EpisodeStatus, Step
+from rollouts import episodes
+from rollouts.models import Episode, EpisodeStatus, Step
 from tests.factories import make_member, make_project, make_task, make_user
 from tests.stack import ProcessStack, deploy_served_checkpoint, stack_env, start_policy_server, start_worker, wait_for
 

@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from flywheel import episodes
-from flywheel.models import Episode, EpisodeStatus, Step
-from flywheel.tasks import episodes_sweep_interrupted
+from rollouts import episodes
+from rollouts.models import Episode, EpisodeStatus, Step
+from rollouts.tasks import episodes_sweep_interrupted
 from tests.factories import make_member, make_user
 from tests.stack import ProcessStack, stack_env, start_worker, wait_for
 

@@ -4,7 +4,7 @@ from django.core.files.storage import default_storage
 from rest_framework.test import APIClient
 
 from agent.prompt import system_prompt
-from flywheel.models import Episode, EpisodeStatus, Event, Step
+from rollouts.models import Episode, EpisodeStatus, Event, Step
 from tests.factories import make_user
 from tests.stack import wait_for
 

@@ -7,8 +7,8 @@ import sys
 import pytest
 from rest_framework.test import APIClient
 
-from flywheel import training
-from flywheel.models import TrainingRun
+from training import runs as training
+from training.models import TrainingRun
 from tests.factories import make_member, make_project, make_user
 
 pytestmark = pytest.mark.django_db

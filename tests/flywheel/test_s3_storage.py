@@ -9,8 +9,9 @@ import pytest
 from django.core.files.storage import default_storage
 from django.test import override_settings
 
-from flywheel import snapshots, training
-from flywheel.models import RunStatus
+from snapshots import build as snapshots
+from training import runs as training
+from training.models import RunStatus
 from tests.factories import make_finished_episode, make_project, make_task
 from tests.stack import free_port, wait_for
 
@@ -60,7 +61,7 @@ def s3_storage(s3_endpoint, monkeypatch):
 
 def untrained(project, tmp_path):
     """The tests' tiny random Llama as the checkpoint a run starts from (a run needs one: nothing is deployed here)."""
-    from flywheel import deployments
+    from training import deployments
     from trainer.model import save_tiny_untrained
 
     return deployments.checkpoint_register(project=project, name="untrained",

@@ -10,7 +10,7 @@ import pytest
 
 from agent.policies.local import LocalPolicy
 from agent.policies.served import ServedPolicy
-from flywheel.models import Episode
+from rollouts.models import Episode
 from tests.factories import make_tiny_checkpoint
 from webapp.management.commands.loupe_run import process_commands
 
@@ -33,7 +33,7 @@ def host_server():
 
 @pytest.mark.django_db
 def test_an_episodes_policy_is_the_hosts_server_when_one_is_set(demo, host_server, settings, tmp_path):
-    from flywheel.rollout_worker import _policies, policy_for
+    from rollouts.worker import _policies, policy_for
 
     checkpoint = make_tiny_checkpoint(demo["project"], tmp_path / "v0")
     episode = Episode.objects.create(project=demo["project"], task=demo["task"], seed=1, checkpoint=checkpoint)

@@ -5,7 +5,7 @@ import pytest
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from flywheel.models import Project, Role
+from projects.models import Project, Role
 from tests.factories import make_member, make_project, make_user
 
 pytestmark = pytest.mark.django_db

@@ -1,6 +1,6 @@
-"""The flywheel demonstration's figures (flywheel/simulated_annotators.py): success on the old tasks apart from the new
+"""The flywheel demonstration's figures (demo/simulated_annotators.py): success on the old tasks apart from the new
 ones, weighted by episodes (the demonstration itself is tests/flywheel/test_cycles_demo.py, `make flywheel`)."""
-from flywheel.simulated_annotators import cycle_figures, group_success
+from demo.simulated_annotators import cycle_figures, group_success
 
 
 def _evaluation(rates: dict[str, tuple[int, float]]) -> dict:
@@ -36,7 +36,7 @@ def test_a_takeover_quotes_the_clicked_line_once_the_checkpoint_is_known_to_quot
     the same way (its rows would teach another convention otherwise), and one who has not keeps the solver's."""
     from agent.actions import Action, Turn
     from agent.envs.base import Element, Observation
-    from flywheel.simulated_annotators import corrected_thought
+    from demo.simulated_annotators import corrected_thought
 
     close = Element(role="button", text="x", x=120, y=102, width=12, height=12)
     observation = Observation(instruction="Close the dialog box by clicking the \"x\".", url="/x.html", screenshot=b"",
@@ -53,7 +53,7 @@ def test_an_address_where_nothing_answers_is_said_plainly():
 
     import pytest
 
-    from flywheel.simulated_annotators import Api, ApiFailure
+    from demo.simulated_annotators import Api, ApiFailure
 
     with socket.socket() as free:  # a port nothing listens on
         free.bind(("127.0.0.1", 0))

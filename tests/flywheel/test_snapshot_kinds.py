@@ -1,11 +1,12 @@
-"""The snapshot kinds' registry (flywheel/snapshot_kinds.py): every stored kind has its class, and a kind not in it is
+"""The snapshot kinds' registry (snapshots/snapshot_kinds.py): every stored kind has its class, and a kind not in it is
 refused naming the ones there are, before anything is read or stored."""
 import pytest
 
 from core.errors import ApplicationError
-from flywheel import datasets, snapshots
-from flywheel.models import DatasetSnapshot, SnapshotKind
-from flywheel.snapshot_kinds import KINDS, kind_of
+from snapshots import buckets as datasets
+from snapshots import build as snapshots
+from snapshots.models import DatasetSnapshot, SnapshotKind
+from snapshots.snapshot_kinds import KINDS, kind_of
 from tests.factories import make_project, make_user
 
 pytestmark = pytest.mark.django_db

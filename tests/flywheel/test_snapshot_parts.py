@@ -1,4 +1,4 @@
-"""A snapshot build split over processes (flywheel/snapshots.py, issue 38): the same files and sha256 as the build in
+"""A snapshot build split over processes (snapshots/build.py, issue 38): the same files and sha256 as the build in
 one process, and a part that fails fails the build with its reason, leaving the builder's own session working."""
 import io
 
@@ -7,8 +7,9 @@ import pytest
 from django.core.files.storage import default_storage
 from django.db import connection
 
-from flywheel import snapshots
-from flywheel.models import DatasetSnapshot, Project, SnapshotStatus
+from snapshots import build as snapshots
+from snapshots.models import DatasetSnapshot, SnapshotStatus
+from projects.models import Project
 from tests.factories import make_finished_episode
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the build's other processes read what the test committed

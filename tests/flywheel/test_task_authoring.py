@@ -19,8 +19,10 @@ from rest_framework.test import APIClient
 from agent.envs.desktop import DESKTOP_TASKS
 from core.limits import LIMITS
 from core.models import AuditEntry
-from flywheel import projects, task_authoring
-from flywheel.models import Checkpoint, Deployment, Episode, Step, TaskSpec
+from projects import services as projects
+from projects import taskspec_authoring as task_authoring
+from rollouts.models import Checkpoint, Deployment, Episode, Step
+from projects.models import TaskSpec
 from tests.factories import make_member, make_project, make_user
 from tests.stack import ChatModel, start_policy_server
 
@@ -328,7 +330,7 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 @pytest.mark.django_db(transaction=True)
 def test_the_rollout_worker_hands_an_authored_task_to_the_env_and_its_check_scores_the_episode(tmp_path, settings):
     """The worker's env knows only shipped tasks; the episode of an authored one runs from the JSON stored with it."""
-    from flywheel import rollout_worker
+    from rollouts import worker as rollout_worker
 
     (tmp_path / "index.html").write_text("<html><body><h1>Team app</h1></body></html>")
     site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(tmp_path)))
@@ -371,7 +373,7 @@ DOWNLOADS = {"id": "notes-check", "instruction": "Say what the notes say.",
 
 @pytest.mark.django_db(transaction=True)
 def test_a_task_missing_a_file_imports_is_refused_at_start_naming_it_and_runs_once_it_is_uploaded(tmp_path, settings):
-    from flywheel import rollout_worker
+    from rollouts import worker as rollout_worker
 
     policy = start_policy_server(_Finisher)
     settings.LOUPE_OPENAI_BASE_URL = f"http://127.0.0.1:{policy.server_address[1]}"

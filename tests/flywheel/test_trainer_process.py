@@ -1,4 +1,4 @@
-"""The trainer as a program (flywheel/trainer_process.py): a vision-language checkpoint's training commands go under
+"""The trainer as a program (training/trainer_process.py): a vision-language checkpoint's training commands go under
 torchrun or accelerate launch when LOUPE_TRAIN_PROCESSES asks for more than one process, and a run trained so
 shows rank 0's progress lines as a one-process run does."""
 from __future__ import annotations
@@ -18,8 +18,11 @@ from django.core.files.storage import default_storage
 from PIL import Image, ImageDraw
 
 from core.errors import ApplicationError
-from flywheel import trainer_process, training
-from flywheel.models import Checkpoint, DatasetSnapshot, RunStatus, SnapshotStatus, TrainingRun
+from training import trainer_process
+from training import runs as training
+from rollouts.models import Checkpoint
+from snapshots.models import DatasetSnapshot, SnapshotStatus
+from training.models import RunStatus, TrainingRun
 from tests.factories import make_project
 
 ROOT = Path(__file__).resolve().parents[2]

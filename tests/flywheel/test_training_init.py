@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from core.errors import ApplicationError
-from flywheel import snapshots, training
-from flywheel.models import RunStatus, TrainingRun
+from snapshots import build as snapshots
+from training import runs as training
+from training.models import RunStatus, TrainingRun
 from tests.factories import make_finished_episode
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,12 @@ from __future__ import annotations
 import pytest
 
 from core.errors import ApplicationError
-from flywheel import cycle_settings, deployments, training
-from flywheel.models import Episode, EpisodeStatus, Membership, Role, RunStatus, TrainingRun
+from cycles import cycle_settings
+from training import deployments
+from training import runs as training
+from rollouts.models import Episode, EpisodeStatus
+from projects.models import Membership, Role
+from training.models import RunStatus, TrainingRun
 from tests.envservice.conftest import TASK, service  # noqa: F401  (the fixture)
 from tests.factories import make_member, make_project, make_task, make_user
 from webapp.models import ApiToken
@@ -17,9 +21,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 
 @pytest.fixture
 def managed(monkeypatch):
-    from flywheel import tasks
+    from training import tasks as training_tasks
 
-    monkeypatch.setattr(tasks.training_run_execute, "delay", lambda *args, **kwargs: None)  # the test executes it
+    monkeypatch.setattr(training_tasks.training_run_execute, "delay", lambda *args, **kwargs: None)  # the test executes it
     project = make_project()
     make_task(project, TASK)
     manager = make_user()
@@ -84,7 +88,7 @@ def test_an_online_stage_is_refused_without_a_service_url_or_with_a_task_the_pro
 
 def test_an_unreachable_service_fails_the_run_saying_so_and_revokes_its_token_an_ex_managers_run_mints_none(
         managed, tmp_path, settings, monkeypatch):
-    from flywheel.models import Checkpoint
+    from rollouts.models import Checkpoint
 
     project, manager = managed
     settings.LOUPE_ENV_SERVICE_URL, settings.LOUPE_CHECKPOINT_DIR = "http://127.0.0.1:9", tmp_path / "checkpoints"

@@ -8,8 +8,11 @@ import json
 
 import pytest
 
-from flywheel import deployments, snapshots, training
-from flywheel.models import Checkpoint, Deployment, RunStatus, TrainingRun
+from training import deployments
+from snapshots import build as snapshots
+from training import runs as training
+from rollouts.models import Checkpoint, Deployment
+from training.models import RunStatus, TrainingRun
 from tests.factories import make_finished_episode
 
 pytestmark = [pytest.mark.django_db, pytest.mark.browser, pytest.mark.timeout(600)]

@@ -1,13 +1,14 @@
 """A cycle's evaluation of a screen-reading checkpoint prompts it as its deployment would be: in its record's action
-format, with its screenshot and the cycle's history_images earlier ones (flywheel/evaluation.py)."""
+format, with its screenshot and the cycle's history_images earlier ones (cycles/evaluation.py)."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from flywheel import deployments, evaluation
-from flywheel.models import Cycle, Evaluation
+from training import deployments
+from cycles import evaluation
+from cycles.models import Cycle, Evaluation
 from tests.factories import make_project
 from trainer.tiny_vlm import save_tiny_vlm
 

@@ -22,9 +22,10 @@ import pytest
 
 from agent.actions import Action, Turn
 from agent.formats import parse
-from flywheel import deployments
-from flywheel.models import Checkpoint, Episode, EpisodeStatus, TrainingRun
-from flywheel.simulated_annotators import Api, Socket
+from training import deployments
+from rollouts.models import Checkpoint, Episode, EpisodeStatus
+from training.models import TrainingRun
+from demo.simulated_annotators import Api, Socket
 from tests.factories import PASSWORD, make_member, make_project, make_user
 from tests.stack import (ROOT, ProcessStack, stack_env, start_daphne, start_policy_server, start_worker, wait_for,
                          worker_quiet)

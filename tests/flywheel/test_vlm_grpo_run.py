@@ -1,6 +1,6 @@
 """An rl stage of a training run from a screen-reading checkpoint (issue 19): the RL snapshot of real MiniWoB episodes,
 rendered for a tiny Qwen2.5-VL in UI-TARS's format, holds GRPO step rows; the run trains SFT then GRPO through
-``python -m trainer`` (flywheel.training), the flywheel passing what GRPO of a VLM needs, and every readable answer is
+``python -m trainer`` (training.runs), the flywheel passing what GRPO of a VLM needs, and every readable answer is
 scored in the real env, replayed to its step."""
 from __future__ import annotations
 
@@ -11,8 +11,13 @@ import pytest
 from agent import formats
 from agent.envs import make_env
 from agent.solvers import solve_step
-from flywheel import deployments, episodes, snapshots, training
-from flywheel.models import Checkpoint, Episode, RunStatus, TrainingRun
+from training import deployments
+from rollouts import episodes
+from rollouts import steps
+from snapshots import build as snapshots
+from training import runs as training
+from rollouts.models import Checkpoint, Episode
+from training.models import RunStatus, TrainingRun
 from tests.factories import make_task
 
 pytestmark = [pytest.mark.django_db, pytest.mark.browser, pytest.mark.timeout(900)]  # 100 s quiet; 300 s at load 10 (CI)
@@ -44,7 +49,7 @@ def record(project, task, seed: int, played: list[tuple], *, void_after: int | N
         spec = [("click on it", None, "no action")] if number == void_after else []
         for raw, action, void in [*spec, (answer, turn.action.to_dict(), None)]:
             last = action is not None and result.done
-            episodes.step_record(
+            steps.step_record(
                 episode=episode, index=index, screenshot=observation.screenshot, width=observation.width,
                 height=observation.height, url=observation.url, instruction=observation.instruction,
                 elements=[e.__dict__ for e in observation.elements], prompt=[], raw_output=raw, token_ids=[1],

@@ -8,8 +8,8 @@ from django.core.files.storage import default_storage
 from PIL import Image
 from rest_framework.test import APIClient
 
-from flywheel import deployments
-from flywheel.models import Checkpoint, Episode, EpisodeStatus, Step
+from training import deployments
+from rollouts.models import Checkpoint, Episode, EpisodeStatus, Step
 from tests.factories import make_member, make_project, make_user
 from tests.stack import start_worker, stack_env, wait_for
 
@@ -86,7 +86,7 @@ def test_an_episode_whose_check_is_the_judges_or_a_persons_stores_no_reward_inst
     from agent.actions import Action, Turn
     from agent.envs.base import Observation
     from agent.rollout import EpisodeResult, StepRecord
-    from flywheel.rollout_worker import finish_reward
+    from rollouts.worker import finish_reward
 
     def result(info: dict, reward: float = 0.0) -> EpisodeResult:
         turn = Turn(thought="done", action=Action("finished", {"answer": "ok"}), void_reason=None, raw="")

@@ -4,8 +4,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from flywheel.models import Episode, EpisodeStatus
-from flywheel.tasks import episodes_sweep_interrupted
+from rollouts.models import Episode, EpisodeStatus
+from rollouts.tasks import episodes_sweep_interrupted
 from tests.factories import make_project, make_task
 from tests.stack import wait_for
 

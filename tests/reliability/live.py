@@ -10,7 +10,8 @@ import time
 
 import websocket  # websocket-client
 
-from flywheel.models import Checkpoint, Episode, Event, Membership
+from rollouts.models import Checkpoint, Episode, Event
+from projects.models import Membership
 from tests.factories import make_project, make_task, make_user
 
 __all__ = ["scripted_project", "Watcher", "assert_saw_the_whole_log", "assert_acked_commands_stored_once",
@@ -175,7 +176,7 @@ class PrivatePostgres:
 
 def scripted_project(task_name: str = "login-user", *, max_steps: int = 8, annotators: int = 2):
     """A project whose rollouts use the scripted solvers (backend `scripted`), and annotators with tokens."""
-    from flywheel import deployments
+    from training import deployments
     from webapp.auth import token_create
 
     project = make_project()

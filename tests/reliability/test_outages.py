@@ -10,7 +10,7 @@ import time
 import pytest
 import websocket
 
-from flywheel.models import Episode
+from rollouts.models import Episode
 from tests.reliability.live import (PrivatePostgres, PrivateRedis, Watcher, api, assert_acked_commands_stored_once,
                                     assert_saw_the_whole_log, scripted_project, wait_episodes_end)
 from tests.stack import ROOT, ProcessStack, stack_env, start_daphne, start_worker, wait_for
@@ -19,7 +19,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 SETUP = """
 from django.contrib.auth import get_user_model
-from flywheel.models import Episode, Membership, Project, TaskSpec
+from rollouts.models import Episode
+from projects.models import Membership, Project, TaskSpec
 from webapp.auth import token_create
 user = get_user_model().objects.create_user(username="outage", password="correct-horse-battery")
 project = Project.objects.create(name="Outage", slug="outage")

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from flywheel import episodes
-from flywheel.models import Episode, Step
+from rollouts import episodes
+from rollouts.models import Episode, Step
 from tests.reliability.live import (Watcher, assert_acked_commands_stored_once, assert_saw_the_whole_log,
                                     scripted_project, start_daphne_on, wait_episodes_end)
 from tests.stack import ProcessStack, free_port, stack_env, start_worker, wait_for
@@ -124,8 +124,9 @@ def test_audio_worker_killed_mid_transcription_the_sweep_finishes_the_transcript
 def test_train_worker_killed_mid_run_the_run_is_rerun_or_failed_never_stuck_running(tmp_path):
     from django.utils import timezone
 
-    from flywheel import snapshots, training
-    from flywheel.models import TrainingRun
+    from snapshots import build as snapshots
+    from training import runs as training
+    from training.models import TrainingRun
     from tests.factories import make_finished_episode, make_member, make_project, make_task, make_user
 
     project, manager = make_project(), make_user()
@@ -138,7 +139,7 @@ def test_train_worker_killed_mid_run_the_run_is_rerun_or_failed_never_stuck_runn
     stack = ProcessStack([], [])
     try:
         victim = start_worker(stack, tmp_path, stack_env(), queues="train", name="train-victim")
-        from flywheel import deployments
+        from training import deployments
         from trainer.model import save_tiny_untrained
 
         untrained = deployments.checkpoint_register(project=project, name="untrained",

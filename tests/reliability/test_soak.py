@@ -22,8 +22,8 @@ import time
 
 import pytest
 
-from flywheel import episodes
-from flywheel.models import Episode, Event
+from rollouts import episodes
+from rollouts.models import Episode, Event
 from tests.reliability.live import Watcher, assert_acked_commands_stored_once, scripted_project, wait_episodes_end
 from tests.stack import ROOT, ProcessStack, stack_env, start_daphne, start_worker
 

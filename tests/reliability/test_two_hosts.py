@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from flywheel import episodes
-from flywheel.models import Episode
+from rollouts import episodes
+from rollouts.models import Episode
 from tests.reliability.live import (Watcher, assert_acked_commands_stored_once, assert_saw_the_whole_log,
                                     scripted_project, wait_episodes_end)
 from tests.stack import ProcessStack, stack_env, start_daphne, start_worker, wait_for

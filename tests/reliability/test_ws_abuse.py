@@ -12,8 +12,8 @@ import time
 import pytest
 import websocket  # websocket-client
 
-from flywheel.events import event_append
-from flywheel.models import Episode
+from rollouts.events import event_append
+from rollouts.models import Episode
 from tests.factories import make_member, make_project, make_task, make_user
 from tests.stack import ProcessStack, stack_env, start_daphne
 from webapp.auth import token_create

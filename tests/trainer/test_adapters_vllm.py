@@ -1,7 +1,7 @@
 """An adapter is checked before vLLM loads it (issue 36, vllm#48022): vLLM renames an adapter's module names with the
 served model class's prefix rules and applies it where a renamed module exists, so a mis-prefixed adapter loads and
 does nothing. trainer.adapters.served_adapter_mismatch checks names (renamed as vLLM does) and shapes against the
-served base's checkpoint dir; flywheel.policy_server refuses such an adapter before asking vLLM."""
+served base's checkpoint dir; training.policy_server refuses such an adapter before asking vLLM."""
 
 import json
 import shutil
@@ -102,7 +102,7 @@ def test_the_program_prints_the_problem_and_exits_2(dirs):
 def test_the_flywheel_refuses_a_misprefixed_adapter_before_asking_vllm(dirs, tmp_path, settings):
     """A Loupe LoRA checkpoint: merged weights at the top, the adapter in adapter/. Nothing listens at the URL: a
     check that let the adapter through would end in 'cannot be reached' instead."""
-    from flywheel import policy_server
+    from training import policy_server
 
     root, base = dirs
     checkpoint = tmp_path / "c1"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from flywheel.cycle_settings import MAX_HISTORY_IMAGES
+from cycles.cycle_settings import MAX_HISTORY_IMAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())

@@ -4,8 +4,9 @@ import pytest
 
 from annotation import commands, reviews, services as annotation_services
 from annotation.models import Command
-from flywheel import deployments, snapshots
-from flywheel.models import Checkpoint
+from training import deployments
+from snapshots import build as snapshots
+from rollouts.models import Checkpoint
 from tests.factories import make_finished_episode
 from core.models import AuditEntry
 

@@ -8,7 +8,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _webapp_tasks() -> dict[str, int]:
-    from flywheel.models import TaskSpec
+    from projects.models import TaskSpec
 
     return dict(TaskSpec.objects.filter(project__slug="demo", env_kind="webapp", split="train")
                 .values_list("task_name", "max_steps"))
@@ -26,7 +26,7 @@ def test_demo_project_gets_the_shop_tasks_and_the_wiki_ones_only_where_mediawiki
     demo.seed_demo("a-demo-password")  # a second start adds nothing
     assert len(_webapp_tasks()) == len(demo.DEMO_WEBAPP_TASKS)
 
-    from flywheel.models import TaskSpec
+    from projects.models import TaskSpec
 
     TaskSpec.objects.filter(env_kind="webapp").delete()
     monkeypatch.setattr(demo, "wiki_missing", lambda: ["mediawiki", "php-cli"])
@@ -38,7 +38,7 @@ def test_demo_project_gets_the_shop_tasks_and_the_wiki_ones_only_where_mediawiki
 def test_demo_project_holds_out_tasks_v0_was_not_trained_on_with_an_authored_shop_task_and_its_teacher():
     """Issue 34: the cycles' evaluation has something left to learn: MiniWoB tasks outside the cold start's and an
     authored web-app task on the shop (its JSON stored, as the Tasks page stores one), whose train task is seeded."""
-    from flywheel.models import TaskSpec
+    from projects.models import TaskSpec
     from trainer.coldstart import TASKS
 
     demo.seed_demo("a-demo-password")

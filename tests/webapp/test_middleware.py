@@ -52,7 +52,7 @@ def test_an_audio_chunk_body_is_read_only_up_to_the_limit(settings):
     settings.LOUPE_AUDIO_MAX_BYTES = 1024
     project, user = make_project(), make_user()
     make_member(project, user)
-    from flywheel.models import Episode
+    from rollouts.models import Episode
 
     episode = Episode.objects.create(project=project, task=make_task(project), seed=1, mode="supervised")
     client = APIClient()

@@ -73,12 +73,16 @@ class Answers:
 
 def _a_trained_cycle(world: World) -> int:
     """A cycle as the cycle's own code records one: gate, timings, a run, both evaluations and the decision."""
-    from flywheel import cycle_settings, cycles, deployments
-    from flywheel.models import Cycle, CycleState, Evaluation, TrainingRun
+    from cycles import cycle_settings
+    from cycles import decide
+    from cycles import stages
+    from training import deployments
+    from cycles.models import Cycle, CycleState, Evaluation
+    from training.models import TrainingRun
 
     project = world.project
     config = cycle_settings.settings_clean(project, {"min_new_rows": 1})
-    rows = cycles.bucket_rows(project, config)
+    rows = stages.bucket_rows(project, config)
     candidate = deployments.checkpoint_register(project=project, name="trained", uri=str(world.checkpoint_dir))
     run = TrainingRun.objects.create(
         project=project, algorithm="sft", status="succeeded", progress=1.0, checkpoint=candidate, log="trained",
@@ -96,14 +100,14 @@ def _a_trained_cycle(world: World) -> int:
             mean_reward=rate, seeds={"click-link": "100000-100009"},
             details={"per_task": {"click-link": {"episodes": 10, "success_rate": rate, "mean_reward": rate,
                                                  "mean_steps": 3.0, "void_rate": 0.0}}, "eval_seconds": 12.5})
-    cycle.decision_data = {**cycle.decision_data, "decision": cycles.decision_of(cycle), "awaiting_approval": True}
+    cycle.decision_data = {**cycle.decision_data, "decision": decide.decision_of(cycle), "awaiting_approval": True}
     cycle.save(update_fields=["decision_data"])
     return cycle.pk
 
 
 @pytest.mark.django_db(transaction=True)
 def test_every_typed_answer_is_what_its_schema_says(checkpoint_dir, webm_chunk):
-    from flywheel.models import Episode
+    from rollouts.models import Episode
 
     world = World(checkpoint_dir, webm_chunk)
     answers = Answers()

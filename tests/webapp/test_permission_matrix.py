@@ -325,7 +325,7 @@ def test_each_role_gets_what_the_socket_table_gives(daphne_server, checkpoint_di
     import websocket
 
     from annotation.services import command_submit
-    from flywheel.models import Episode
+    from rollouts.models import Episode
     from webapp.auth import token_create
 
     world = World(checkpoint_dir, webm_chunk)

@@ -4,8 +4,8 @@ import json
 import pytest
 import websocket  # websocket-client
 
-from flywheel.events import event_append
-from flywheel.models import Episode
+from rollouts.events import event_append
+from rollouts.models import Episode
 from tests.factories import PASSWORD, make_member, make_project, make_task, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -132,7 +132,7 @@ def test_an_event_whose_broadcast_never_came_is_sent_from_the_log_once(daphne_se
     """The pub/sub layer keeps nothing for a subscriber that is away (a Redis restart), and the last event before a
     pause (a proposal waiting for its approval) has no later one to show the gap: the sockets' sweep sends it from
     the stored log, and the broadcasts after it carry on without a repeat."""
-    from flywheel.events import publishes_collected
+    from rollouts.events import publishes_collected
 
     cookie = login_cookie(daphne_server, "member")
     ws = connect(daphne_server, episode_setup.pk, cookie=cookie, origin=daphne_server, after=3)

@@ -41,8 +41,9 @@ class World:
 
     def __init__(self, checkpoint_dir, webm: bytes):
         from annotation import audio
-        from flywheel import cycle_settings, deployments
-        from flywheel.events import event_append
+        from cycles import cycle_settings
+        from training import deployments
+        from rollouts.events import event_append
 
         self.checkpoint_dir, self.webm = checkpoint_dir, webm
         self.project = make_project(MARKER)
@@ -79,21 +80,21 @@ class World:
 
     @cached_property
     def file_id(self) -> int:
-        from flywheel.models import ProjectFile
+        from projects.models import ProjectFile
 
         return ProjectFile.objects.create(project=self.project, url="https://example.com/a.xlsx", name="a.xlsx",
                                           stored="task-files/00/none", sha256="0" * 64, size=1).pk
 
     @cached_property
     def interrupted_episode_id(self) -> int:
-        from flywheel.models import Episode
+        from rollouts.models import Episode
 
         return Episode.objects.create(project=self.project, task=self.train_task, seed=9, mode="supervised",
                                       status="interrupted", created_by=self.users["annotator"]).pk
 
     @cached_property
     def earlier_deployment_id(self) -> int:
-        from flywheel import deployments
+        from training import deployments
 
         newer = deployments.checkpoint_register(project=self.project, name="second", uri=str(self.checkpoint_dir))
         deployments.deployment_promote(project=self.project, checkpoint=newer)
@@ -101,15 +102,16 @@ class World:
 
     @cached_property
     def snapshot_id(self) -> int:
-        from flywheel import snapshots
+        from snapshots import build as snapshots
 
         snapshot = snapshots.snapshot_create(project=self.project, kind="sft", actor=self.users["manager"])
         return snapshots.snapshot_build(snapshot_id=snapshot.pk).pk
 
     @cached_property
     def cycle_id(self) -> int:
-        from flywheel import cycle_settings, deployments
-        from flywheel.models import Cycle, CycleState
+        from cycles import cycle_settings
+        from training import deployments
+        from cycles.models import Cycle, CycleState
 
         candidate = deployments.checkpoint_register(project=self.project, name="candidate", uri=str(self.checkpoint_dir))
         return Cycle.objects.create(
@@ -133,7 +135,7 @@ class World:
     @cached_property
     def branch_episode_id(self) -> int:
         """A finished branch of the episode at its step 1 (its step 0 a replayed copy), acting otherwise there."""
-        from flywheel.models import Episode
+        from rollouts.models import Episode
 
         branch = make_finished_episode(self.project, self.train_task, mode="supervised",
                                        steps=[{}, {"action": {"name": "click", "args": {"x": 3, "y": 4}}}],

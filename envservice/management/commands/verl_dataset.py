@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ApplicationError
 from envservice.verl_export import snapshot_rows, task_rows, write_parquet
-from flywheel.models import DatasetSnapshot
+from snapshots.models import DatasetSnapshot
 
 
 class Command(BaseCommand):

@@ -12,7 +12,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from flywheel.simulated_annotators import Api, ApiFailure, annotate, cycle_figures, cycle_run
+from demo.simulated_annotators import Api, ApiFailure, annotate, cycle_figures, cycle_run
 from webapp.demo import DEMO_AUTHORED_EVAL, DEMO_AUTHORED_TEACHER, demo_password
 
 OLD_TASKS = ("click-button", "click-link", "focus-text")  # v0's (trainer/coldstart.py TASKS)

@@ -115,7 +115,7 @@ class Command(BaseCommand):
         call_command("collectstatic", interactive=False, verbosity=0)  # the admin's styles and scripts
         password, generated = demo_password()
         seed_demo(password)
-        from flywheel.bootstrap import ensure_default_deployment  # trains/registers the tiny v0 when missing
+        from training.bootstrap import ensure_default_deployment  # trains/registers the tiny v0 when missing
 
         ensure_default_deployment(log=self.stdout.write)
 

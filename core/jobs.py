@@ -1,0 +1,12 @@
+"""Queue a Celery task by its registered name. A service queues work this way instead of importing its app's
+``tasks`` module, which imports the services back; the task object is the registered one, so a test that
+patches ``tasks.<name>.delay`` sees the call."""
+from __future__ import annotations
+
+from celery import current_app
+
+
+def job(name: str):
+    """The registered task ``name`` (e.g. ``"flywheel.tasks.episode_run"``): ``.delay(...)``, ``.apply_async(...)``,
+    ``.s(...)``. Autodiscovery registers every app's tasks on first use."""
+    return current_app.tasks[name]

@@ -1,0 +1,161 @@
+"""Measuring checkpoints for a cycle: which eval episodes (the same seeds for the candidate and the deployed
+checkpoint, in every cycle), and ``python -m trainer eval`` on them, stored as one Evaluation row each. An authored
+eval task's JSON travels in the plan and reaches the trainer as a ``--task-defs`` file in the cycle's dir."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from core.errors import ApplicationError
+from cycles import cycle_settings
+from training import deployments
+from training import trainer_process
+from rollouts.models import Checkpoint
+from cycles.models import Cycle, Evaluation
+from projects.models import Project, Split, TaskSpec
+
+
+class EvaluationFailed(ApplicationError):
+    """An evaluation could not finish; ``log_tail`` is what the trainer said."""
+
+    def __init__(self, message: str, log_tail: str = ""):
+        super().__init__(message, status=409)
+        self.log_tail = log_tail
+
+
+def eval_plan(project: Project, config: dict) -> list[dict]:
+    """The eval episodes, the same for the candidate and the deployed checkpoint (and in every cycle): the first
+    ``eval_seeds`` seeds of each eval task, grouped into one trainer call per (seeds, step limit)."""
+    tasks = TaskSpec.objects.filter(project=project, split=Split.EVAL)
+    if config["eval_tasks"]:
+        tasks = tasks.filter(pk__in=config["eval_tasks"])
+    tasks = list(tasks.order_by("task_name", "pk"))
+    if not tasks:
+        raise ApplicationError("This project has no eval-split task, so a candidate cannot be measured. Add a task "
+                               "with split 'eval' and seeds no training episode uses.", status=409)
+    groups: dict[tuple, dict] = {}
+    for task in tasks:
+        last = min(task.seed_end, task.seed_start + config["eval_seeds"] - 1)
+        overlap = TaskSpec.objects.filter(project=project, split=Split.TRAIN, env_kind=task.env_kind,
+                                          task_name=task.task_name, seed_start__lte=last, seed_end__gte=task.seed_start)
+        if overlap.exists():
+            train = overlap.first()
+            raise ApplicationError(
+                f"The eval seeds {task.seed_start}-{last} of {task.task_name} overlap the seeds {train.seed_start}-"
+                f"{train.seed_end} its train task uses; move one range so that no snapshot holds an eval seed.",
+                status=409)
+        steps = config["eval_max_steps"] or task.max_steps
+        key = (task.env_kind, task.seed_start, last, steps)
+        group = groups.setdefault(key, {"env": task.env_kind, "seeds": f"{task.seed_start}-{last}",
+                                        "max_steps": steps, "tasks": []})
+        group["tasks"].append(task.task_name)
+        if task.definition is not None:  # an authored task: the eval's env learns its JSON (--task-defs)
+            group.setdefault("definitions", {})[task.task_name] = task.definition
+    return list(groups.values())
+
+
+def seed_count(spec: str) -> int:
+    lo, _, hi = spec.partition("-")
+    return int(hi or lo) - int(lo) + 1
+
+
+def eval_prompting(cycle: Cycle, checkpoint: Checkpoint) -> dict:
+    """The eval's options for prompting ``checkpoint`` as the rollout worker prompts a deployment of it
+    (rollouts.worker.prompting_for): its record's action format and, when it reads screenshots, the
+    project's ``history_images`` as the cycle froze them, so the candidate and the deployed checkpoint see the same."""
+    options = {"action_format": checkpoint.action_format}
+    if checkpoint.reads_images:
+        history = cycle.config.get("history_images")
+        options["history_images"] = history if history is not None else \
+            cycle_settings.settings_of(cycle.project)["history_images"]
+    return options
+
+
+def evaluate_checkpoint(cycle: Cycle, checkpoint: Checkpoint, role: str, plan: list[dict], progress: tuple[int, int],
+                        folder: Path) -> None:
+    """Roll ``checkpoint`` out on the plan with `python -m trainer eval`; store one Evaluation row. The eval answers
+    as a worker's policy does, with LOUPE_POLICY_THREADS torch threads: beside other busy processes, a thread a core
+    made a cycle's evaluation ten times slower (README, Sizing)."""
+    if Evaluation.objects.filter(cycle=cycle, checkpoint=checkpoint).exists():
+        return  # measured before the worker was killed: greedy decoding on fixed seeds gives the same numbers
+    deployments.checkpoint_check_files(checkpoint.uri)
+    offset, total = progress
+    prompting = eval_prompting(cycle, checkpoint)
+    if _reuse_earlier(cycle, checkpoint, role, plan, prompting, offset, total):
+        return
+    episodes, per_task, seeds, seconds, log_text = 0, {}, {}, 0.0, ""
+    for g, group in enumerate(plan):
+        out = folder / f"eval-{role}-{checkpoint.pk}-{g}"
+        argv = trainer_process.command("eval", init=checkpoint.uri, out=str(out), tasks=",".join(group["tasks"]),
+                                       seeds=group["seeds"], env=group["env"], max_episode_steps=group["max_steps"],
+                                       task_defs=_task_defs(group, folder / f"{out.name}-tasks.json"),
+                                       threads=settings.LOUPE_POLICY_THREADS or None, **prompting)
+        base = offset + episodes
+
+        def on_progress(item, base=base):
+            Cycle.objects.filter(pk=cycle.pk).update(progress={
+                "done": base + item["step"], "total": total, "label": f"evaluating {role} {checkpoint.name}"})
+
+        final, stderr, returncode = trainer_process.stream(argv, on_progress)
+        log_text += f"$ {trainer_process.shown(argv)}\n{stderr}"
+        if returncode != 0:
+            raise EvaluationFailed(trainer_process.failure(f"eval of {checkpoint.name}", returncode, stderr), log_text)
+        metrics = json.loads((out / "metrics.json").read_text())
+        for task in group["tasks"]:
+            per_task[task] = metrics["per_task"][task]
+            seeds[task] = group["seeds"]
+        episodes += metrics["overall"]["episodes"]
+        seconds += metrics.get("eval_seconds", 0.0)
+    successes = sum(t["success_rate"] * t["episodes"] for t in per_task.values())
+    rewards = sum(t["mean_reward"] * t["episodes"] for t in per_task.values())
+    try:
+        with transaction.atomic():
+            Evaluation.objects.create(
+                checkpoint=checkpoint, cycle=cycle, role=role, split=Split.EVAL, seeds=seeds, episodes=episodes,
+                success_rate=successes / episodes if episodes else 0.0, mean_reward=rewards / episodes if episodes else 0.0,
+                details={"per_task": per_task, "eval_seconds": round(seconds, 2), "plan": plan,
+                         "prompting": prompting})
+    except IntegrityError:
+        pass  # a duplicate task measured it at the same moment; the numbers are the same
+
+
+def _task_defs(group: dict, path: Path) -> str:
+    """The ``--task-defs`` file of a plan group's authored tasks (task name -> env kind and JSON), written to ``path``;
+    "" (no option) when all its tasks are shipped ones."""
+    if not group.get("definitions"):
+        return ""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({name: {"env_kind": group["env"], "definition": definition}
+                                for name, definition in group["definitions"].items()}))
+    return str(path)
+
+
+def _reuse_earlier(cycle: Cycle, checkpoint: Checkpoint, role: str, plan: list[dict], prompting: dict, offset: int,
+                   total: int) -> bool:
+    """Store an earlier cycle's measurement of ``checkpoint`` as this cycle's when it ran exactly this plan (tasks,
+    seeds, step limits) prompted the same way: greedy decoding on fixed seeds gives the same episodes, so the
+    deployed checkpoint, measured as the candidate (or as deployed) in the cycle before, is not rolled out again.
+    The row says which cycle measured it (``details.reused_from``)."""
+    for earlier in Evaluation.objects.filter(checkpoint=checkpoint, cycle__project=cycle.project,
+                                             split=Split.EVAL).exclude(cycle=cycle).select_related("cycle"):
+        details = earlier.details or {}
+        if details.get("plan") != plan or details.get("prompting") != prompting:
+            continue
+        try:
+            with transaction.atomic():
+                Evaluation.objects.create(
+                    checkpoint=checkpoint, cycle=cycle, role=role, split=Split.EVAL, seeds=earlier.seeds,
+                    episodes=earlier.episodes, success_rate=earlier.success_rate, mean_reward=earlier.mean_reward,
+                    details={**details, "eval_seconds": 0.0, "reused_from": {
+                        "cycle": earlier.cycle.iteration, "evaluation": earlier.pk,
+                        "eval_seconds": details.get("eval_seconds")}})
+        except IntegrityError:
+            pass
+        Cycle.objects.filter(pk=cycle.pk).update(progress={
+            "done": offset + earlier.episodes, "total": total,
+            "label": f"{role} {checkpoint.name}: measured on these seeds in cycle {earlier.cycle.iteration}"})
+        return True
+    return False

@@ -1,0 +1,210 @@
+import django.db.models.deletion
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+
+    initial = True
+
+    dependencies = [
+        ('flywheel', '0023_action_format_names'),
+    ]
+
+    # State only: the tables are flywheel's (made by its migrations 0001-0023) and keep their names and rows;
+    # only Django's idea of which app owns each model moves.
+    state_operations = [
+        migrations.CreateModel(
+            name='CorrectionReplay',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('kind', models.CharField(choices=[('edit', 'Edit'), ('takeover', 'Takeover'), ('rejection', 'answered rejection')], max_length=10)),
+                ('held_out', models.BooleanField(default=False)),
+                ('learned', models.BooleanField()),
+                ('answer', models.TextField(blank=True, help_text="The candidate's greedy answer to the step's stored prompt.")),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+            ],
+            options={
+                'db_table': 'flywheel_correctionreplay',
+            },
+        ),
+        migrations.CreateModel(
+            name='Deployment',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('backend', models.CharField(choices=[('local', 'Local'), ('openai', 'Openai'), ('scripted', 'Scripted')], default='local', max_length=16)),
+                ('served_name', models.CharField(blank=True, help_text='Model/adapter name on the openai server.', max_length=200)),
+                ('active', models.BooleanField(default=False)),
+                ('activated_at', models.DateTimeField(blank=True, null=True)),
+                ('deactivated_at', models.DateTimeField(blank=True, null=True)),
+                ('reason', models.CharField(blank=True, max_length=300)),
+            ],
+            options={
+                'db_table': 'flywheel_deployment',
+                'ordering': ['-activated_at', '-id'],
+            },
+        ),
+        migrations.CreateModel(
+            name='Episode',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('seed', models.PositiveIntegerField()),
+                ('mode', models.CharField(choices=[('autonomous', 'Autonomous'), ('supervised', 'Supervised')], default='autonomous', max_length=16)),
+                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('paused', 'Paused'), ('finished', 'Finished'), ('failed', 'Failed'), ('interrupted', 'Interrupted')], default='queued', max_length=16)),
+                ('outcome', models.CharField(blank=True, choices=[('', 'None'), ('success', 'Success'), ('failure', 'Failure'), ('infeasible', 'Infeasible')], default='', max_length=16)),
+                ('end_reason', models.CharField(blank=True, max_length=300)),
+                ('comment', models.TextField(blank=True, help_text='What the person wrote when they finished the episode.')),
+                ('env_reward', models.FloatField(blank=True, null=True)),
+                ('instruction', models.TextField(blank=True, db_default='', default='', help_text="The task's instruction as the environment gave it for this seed.")),
+                ('review_reason', models.TextField(blank=True, db_default='', default='', help_text="Why a person should review the episode before it is routed: the person's outcome and the task's check disagree. Routing by reward waits for that review.")),
+                ('review_summary', models.JSONField(blank=True, default=dict, help_text='reviews, accepts, rejects, grade_mean.')),
+                ('review_status', models.CharField(choices=[('unreviewed', 'Unreviewed'), ('accepted', 'Accepted'), ('rejected', 'Rejected'), ('disputed', 'Disputed')], default='unreviewed', max_length=12)),
+                ('pending_index', models.IntegerField(blank=True, help_text='Index of the proposal awaiting a person.', null=True)),
+                ('human_control', models.BooleanField(default=False, help_text='A person has taken over acting.')),
+                ('screen_width', models.PositiveIntegerField(default=0)),
+                ('screen_height', models.PositiveIntegerField(default=0)),
+                ('n_steps', models.PositiveIntegerField(default=0)),
+                ('n_interventions', models.PositiveIntegerField(default=0)),
+                ('n_void', models.PositiveIntegerField(default=0)),
+                ('last_seq', models.PositiveBigIntegerField(default=0, help_text='Seq of the newest event.')),
+                ('worker', models.CharField(blank=True, max_length=200)),
+                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
+                ('ask_reason', models.CharField(blank=True, db_default='', default='', help_text="Why the model asks a person now (its confidence under the project's floor); empty when it does not.", max_length=200)),
+                ('asked_at', models.DateTimeField(blank=True, help_text='Since when it has waited for a person.', null=True)),
+                ('attempt', models.PositiveIntegerField(default=0)),
+                ('branched_at', models.PositiveIntegerField(blank=True, help_text="The parent's step this branch acts on anew: its steps before it are the parent's, replayed and checked.", null=True)),
+                ('rl_run', models.CharField(blank=True, db_default='', default='', help_text='The RL run that played the episode through the environment service, as the run names itself; empty for every other episode.', max_length=200)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('started_at', models.DateTimeField(blank=True, null=True)),
+                ('finished_at', models.DateTimeField(blank=True, null=True)),
+            ],
+            options={
+                'db_table': 'flywheel_episode',
+                'ordering': ['-created_at', '-id'],
+            },
+        ),
+        migrations.CreateModel(
+            name='Event',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('seq', models.PositiveBigIntegerField()),
+                ('type', models.CharField(max_length=32)),
+                ('payload', models.JSONField(default=dict)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+            ],
+            options={
+                'db_table': 'flywheel_event',
+                'ordering': ['episode_id', 'seq'],
+            },
+        ),
+        migrations.CreateModel(
+            name='Judgement',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('verdict', models.CharField(blank=True, choices=[('success', 'Success'), ('failure', 'Failure'), ('', 'no verdict')], max_length=8)),
+                ('reason', models.TextField(blank=True)),
+                ('confidence', models.FloatField(blank=True, help_text='Share of the samples that voted the verdict.', null=True)),
+                ('votes', models.JSONField(blank=True, default=list, help_text='Each sample: verdict, reason, raw answer.')),
+                ('judge', models.CharField(help_text='The backend: rule, openai or scripted.', max_length=16)),
+                ('model', models.CharField(blank=True, help_text='The model that answered (openai).', max_length=200)),
+                ('config', models.JSONField(blank=True, default=dict, help_text='The judge settings it ran with.')),
+                ('latest', models.BooleanField(default=True)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+            ],
+            options={
+                'db_table': 'flywheel_judgement',
+                'ordering': ['-created_at', '-id'],
+            },
+        ),
+        migrations.CreateModel(
+            name='Rejection',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('step_index', models.PositiveIntegerField()),
+                ('attempt', models.PositiveIntegerField(help_text="1 for the step's first proposal, 2 for the next...")),
+                ('prompt', models.JSONField(blank=True, default=list, help_text='The exact chat messages the policy saw; each screenshot it was sent is a reference to the stored file (loupe-storage:<name>, see rollouts.steps.prompt_as_sent).')),
+                ('raw_output', models.TextField(blank=True)),
+                ('action_format', models.CharField(choices=[('loupe', 'loupe'), ('uitars', 'uitars'), ('qwen3-relative', 'qwen3-relative'), ('qwen25-absolute', 'qwen25-absolute'), ('pyautogui', 'pyautogui'), ('qwen-relative', 'qwen-relative')], db_default='loupe', default='loupe', help_text='The format raw_output was written and read in.', max_length=16)),
+                ('token_ids', models.JSONField(blank=True, default=list)),
+                ('token_logprobs', models.JSONField(blank=True, default=list)),
+                ('thought', models.TextField(blank=True)),
+                ('action', models.JSONField(blank=True, null=True)),
+                ('action_text', models.TextField(blank=True)),
+                ('void_reason', models.CharField(blank=True, max_length=300)),
+                ('reason', models.TextField(blank=True, help_text='Why the person rejected it, in their words.')),
+                ('repeated', models.BooleanField(default=False, help_text='Its action had already been rejected at this step.')),
+                ('confidence', models.FloatField(blank=True, help_text="How sure the policy was of its action: exp of the mean logprob of the answer's action tokens (agent/confidence.py); empty without logprobs.", null=True)),
+                ('confidence_margin', models.FloatField(blank=True, help_text="Mean logprob of the action tokens over their runner-up's, where the backend returned top-k.", null=True)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+            ],
+            options={
+                'db_table': 'flywheel_rejection',
+                'ordering': ['episode_id', 'step_index', 'attempt'],
+            },
+        ),
+        migrations.CreateModel(
+            name='Step',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('index', models.PositiveIntegerField()),
+                ('screenshot', models.CharField(blank=True, help_text='Storage name, addressed by sha256.', max_length=200)),
+                ('width', models.PositiveIntegerField(default=0)),
+                ('height', models.PositiveIntegerField(default=0)),
+                ('url', models.CharField(blank=True, max_length=500)),
+                ('instruction', models.TextField(blank=True)),
+                ('elements', models.JSONField(blank=True, default=list)),
+                ('screen_text', models.TextField(blank=True, db_default='', default='', help_text="Text the screen showed besides its elements (a terminal's output).")),
+                ('feedback', models.TextField(blank=True, db_default='', default='', help_text="What the model was told at this step besides rejections: a person's answer to its call_user, or that no one answered.")),
+                ('prompt', models.JSONField(blank=True, default=list, help_text='The exact chat messages the policy saw; each screenshot it was sent is a reference to the stored file (loupe-storage:<name>, see rollouts.steps.prompt_as_sent).')),
+                ('raw_output', models.TextField(blank=True)),
+                ('action_format', models.CharField(choices=[('loupe', 'loupe'), ('uitars', 'uitars'), ('qwen3-relative', 'qwen3-relative'), ('qwen25-absolute', 'qwen25-absolute'), ('pyautogui', 'pyautogui'), ('qwen-relative', 'qwen-relative')], db_default='loupe', default='loupe', help_text='The format raw_output was written and read in.', max_length=16)),
+                ('token_ids', models.JSONField(blank=True, default=list)),
+                ('token_logprobs', models.JSONField(blank=True, default=list)),
+                ('thought', models.TextField(blank=True)),
+                ('action', models.JSONField(blank=True, help_text='{"name": ..., "args": {...}}; null for a void turn.', null=True)),
+                ('action_text', models.TextField(blank=True)),
+                ('actor', models.CharField(choices=[('model', 'Model'), ('human', 'Human'), ('edited', 'Edited')], default='model', max_length=8)),
+                ('proposal', models.JSONField(blank=True, help_text="The model's turn when a person overrode it.", null=True)),
+                ('correction', models.CharField(blank=True, choices=[('', 'None'), ('action', 'Action'), ('thought', 'Thought'), ('same', 'Same')], default='', help_text="What the person's turn changed of the proposal (see Correction).", max_length=8)),
+                ('reward', models.FloatField(default=0.0)),
+                ('done', models.BooleanField(default=False)),
+                ('void', models.BooleanField(default=False)),
+                ('void_reason', models.CharField(blank=True, max_length=300)),
+                ('human_thought', models.TextField(blank=True, help_text='What a person who acted on or approved the step said aloud during it: the aligned think-aloud words, raw.')),
+                ('polished_thought', models.TextField(blank=True, db_default='', default='', help_text="human_thought rewritten as a thought in the model's style (annotation/polish.py), or as a person edited it; rows use it.")),
+                ('polish_state', models.CharField(blank=True, choices=[('', 'no words'), ('queued', 'Queued'), ('done', 'Done'), ('failed', 'Failed'), ('edited', 'Edited')], db_default='', default='', max_length=8)),
+                ('polish_error', models.CharField(blank=True, db_default='', default='', help_text='Why the last polish gave no thought, in plain words.', max_length=500)),
+                ('polish_source', models.TextField(blank=True, db_default='', default='', help_text='The words the polished thought was made from (stale when human_thought has changed since).')),
+                ('polished_at', models.DateTimeField(blank=True, help_text='When polish_state last changed.', null=True)),
+                ('info', models.JSONField(blank=True, default=dict)),
+                ('timings', models.JSONField(blank=True, default=dict)),
+                ('confidence', models.FloatField(blank=True, help_text="How sure the policy was of its action: exp of the mean logprob of the answer's action tokens (agent/confidence.py); empty without logprobs.", null=True)),
+                ('confidence_margin', models.FloatField(blank=True, help_text="Mean logprob of the action tokens over their runner-up's, where the backend returned top-k.", null=True)),
+                ('started_at', models.DateTimeField(blank=True, help_text='When it was proposed or the person began acting.', null=True)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+            ],
+            options={
+                'db_table': 'flywheel_step',
+                'ordering': ['episode_id', 'index'],
+            },
+        ),
+        migrations.CreateModel(
+            name='Checkpoint',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('name', models.CharField(max_length=100)),
+                ('uri', models.CharField(help_text='Checkpoint directory (HF format) or object-store URI.', max_length=500)),
+                ('base_model', models.CharField(default='tiny', max_length=200)),
+                ('metrics', models.JSONField(blank=True, default=dict)),
+                ('action_format', models.CharField(choices=[('loupe', 'loupe'), ('uitars', 'uitars'), ('qwen3-relative', 'qwen3-relative'), ('qwen25-absolute', 'qwen25-absolute'), ('pyautogui', 'pyautogui'), ('qwen-relative', 'qwen-relative')], db_default='loupe', default='loupe', help_text='The format its answers are written in (agent/formats).', max_length=16)),
+                ('reads_images', models.BooleanField(db_default=False, default=False, help_text="Its prompts carry the screenshots (a vision-language model); otherwise only the screen's text.")),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('parent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='children', to='rollouts.checkpoint')),
+            ],
+            options={
+                'db_table': 'flywheel_checkpoint',
+                'ordering': ['-created_at', '-id'],
+            },
+        ),
+    ]
+
+    operations = [migrations.SeparateDatabaseAndState(state_operations=state_operations)]

@@ -1,0 +1,238 @@
+"""The trainer as a program (``python -m trainer``): the one place that builds its command lines, runs them,
+reads their JSON progress lines and hands them files. Django reaches the trainer only through here.
+
+A snapshot is handed over as a local file: where the storage has no local path (S3 and other object stores)
+it is downloaded to a temporary file first, so a `train` worker on another host trains on what the
+`default` worker froze. Rows rendered for a checkpoint that reads screenshots name them ``images/<name>``,
+relative to the JSONL (as in the export bundle): such a snapshot is laid out as data.jsonl beside images/.
+
+Training through TRL (sft and dpo of any checkpoint, rl of one whose config.json has a ``vision_config``) runs in
+``LOUPE_TRAIN_PROCESSES`` processes on the worker's machine, one a GPU, under
+``LOUPE_TRAIN_LAUNCHER`` (``torchrun``, or ``accelerate`` with ``LOUPE_TRAIN_LAUNCH_CONFIG``: trainer/launch/*.yaml
+for DDP, FSDP, DeepSpeed ZeRO-3). Only rank 0 writes stdout, so the progress lines read here are the same as
+from one process. Multi-node runs are started by hand (trainer/README.md): a worker launches on its own machine.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import yaml
+from django.conf import settings
+from django.core.files.storage import default_storage
+
+from core.errors import ApplicationError
+
+# Commands that train through TRL, for every model (a launcher may run them in several processes)
+TRAINING_COMMANDS = ("sft", "dpo", "rl")
+LAUNCHERS = ("torchrun", "accelerate")
+
+
+def command(name: str, *args: str, **options) -> list[str]:
+    """``python -m trainer NAME ARGS --option value ...``; options that are None or "" are left out, True is a
+    bare flag and False its --no- form; underscores become dashes. A training command through TRL (sft, dpo and rl of
+    any checkpoint) goes under the configured launcher when more than one process is
+    asked for (:func:`launcher`)."""
+    argv = ["-m", "trainer", name, *args]
+    for key, value in options.items():
+        if value is None or value == "":
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif value is False:
+            argv.append("--no-" + key.replace("_", "-"))
+        else:
+            argv += [flag, str(value)]
+    prefix = launcher() if name in TRAINING_COMMANDS else []
+    return [sys.executable, *prefix, *argv]
+
+
+def reads_images(init: str) -> bool:
+    """Whether ``init`` is a vision-language checkpoint dir (its config.json has a ``vision_config``): its rows
+    carry screenshots."""
+    file = Path(init) / "config.json" if init else None
+    if file is None or not file.is_file():
+        return False
+    try:
+        return "vision_config" in json.loads(file.read_text())
+    except (OSError, ValueError):
+        return False  # the trainer itself says what is wrong with the dir
+
+
+def launcher() -> list[str]:
+    """The launcher's part of a command line (after the interpreter) for ``LOUPE_TRAIN_PROCESSES`` processes on
+    this machine; empty for one. A setting that cannot work is refused here, in words, before anything starts."""
+    processes, name = settings.LOUPE_TRAIN_PROCESSES, settings.LOUPE_TRAIN_LAUNCHER
+    config = str(settings.LOUPE_TRAIN_LAUNCH_CONFIG or "")
+    if not isinstance(processes, int) or processes < 1:
+        raise ApplicationError(f"LOUPE_TRAIN_PROCESSES must be a whole number of processes, 1 or more "
+                               f"(one a GPU); it is {processes!r}.")
+    if name not in LAUNCHERS:
+        raise ApplicationError(f"LOUPE_TRAIN_LAUNCHER must be one of {', '.join(LAUNCHERS)}; it is {name!r}.")
+    if config and name != "accelerate":
+        raise ApplicationError("LOUPE_TRAIN_LAUNCH_CONFIG is an accelerate config: set LOUPE_TRAIN_LAUNCHER=accelerate "
+                               "to use it.")
+    if processes == 1:
+        return []
+    if name == "torchrun":  # --standalone: a free port of its own, so two runs on one machine do not meet
+        return ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes)]
+    # without a config accelerate starts ONE process on a machine without GPUs: DDP's config is the default
+    path = Path(config or "trainer/launch/ddp.yaml")
+    path = path if path.is_absolute() else Path(settings.BASE_DIR) / path
+    _check_launch_config(path)
+    return ["-m", "accelerate.commands.launch", "--config_file", str(path), "--num_processes", str(processes),
+            "--main_process_port", "0"]  # a free port, as torchrun's --standalone
+
+
+def _check_launch_config(path: Path) -> None:
+    """An accelerate config the worker can launch: readable, one machine, and DeepSpeed installed if it asks
+    for it (accelerate would only say so in a traceback)."""
+    try:
+        config = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ApplicationError(f"LOUPE_TRAIN_LAUNCH_CONFIG {path} cannot be read as an accelerate config "
+                               f"({type(exc).__name__}: {exc}).") from exc
+    if not isinstance(config, dict):
+        raise ApplicationError(f"LOUPE_TRAIN_LAUNCH_CONFIG {path} is not an accelerate config (a YAML mapping).")
+    if str(config.get("num_machines") or 1) != "1":
+        raise ApplicationError(f"LOUPE_TRAIN_LAUNCH_CONFIG {path} spans {config['num_machines']} machines; a train "
+                               "worker launches on its own machine only. Start multi-node runs by hand "
+                               "(trainer/README.md), or use a one-machine config.")
+    if config.get("distributed_type") == "DEEPSPEED" and importlib.util.find_spec("deepspeed") is None:
+        raise ApplicationError(f"LOUPE_TRAIN_LAUNCH_CONFIG {path} uses DeepSpeed, which is not installed on this "
+                               "train worker: pip install deepspeed in its image (trainer/README.md), or use "
+                               "trainer/launch/fsdp.yaml.")
+
+
+def shown(argv: list[str]) -> str:
+    """A command line as a run's log shows it (the interpreter as ``python``)."""
+    return " ".join(["python", *argv[1:]])
+
+
+def stream(argv: list[str], on_progress, env: dict[str, str] | None = None) -> tuple[dict, str, int]:
+    """Run one trainer command, calling ``on_progress(item)`` for each JSON progress line (those with
+    "step"). ``env`` adds to its environment (secrets such as a token, kept off the command line the log shows).
+    Returns (the final {"done": true} line, stderr, exit status)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+                            cwd=settings.BASE_DIR, env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"})
+    final: dict = {}
+    stderr_chunks: list[str] = []
+
+    def drain():
+        for line in proc.stderr:
+            stderr_chunks.append(line)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    for line in proc.stdout:
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if item.get("done"):
+            final = item
+        elif "step" in item:
+            on_progress(item)
+    proc.wait()
+    reader.join(timeout=5)
+    return final, "".join(stderr_chunks), proc.returncode
+
+
+def adapter_check(adapter: str, base: str) -> str:
+    """'' when vLLM serving the checkpoint dir ``base`` would apply every tensor of the LoRA adapter dir ``adapter``
+    (trainer/adapters.py: names renamed as vLLM renames them, shapes from the safetensors headers); otherwise what
+    does not fit, in one line."""
+    proc = subprocess.run([sys.executable, "-m", "trainer.adapters", adapter, base], capture_output=True, text=True,
+                          cwd=settings.BASE_DIR, timeout=300)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode not in (0, 2) or not lines:
+        return f"the adapter check failed ({failure('adapter check', proc.returncode, proc.stderr)})"
+    return json.loads(lines[-1])["problem"]
+
+
+def failure(phase: str, returncode: int, stderr: str) -> str:
+    """One line for a person: which trainer command failed, and its ``error:`` line (a launcher's report of the
+    failed processes comes after it) or else the last thing it said."""
+    lines = stderr.strip().splitlines()
+    said = [line for line in lines if line.startswith("error: ")][-1:] or lines[-1:] or ["no output"]
+    return f"trainer {phase} exited with {returncode}: {said[0]}"
+
+
+@contextlib.contextmanager
+def snapshot_local(snapshot):
+    """The snapshot's JSONL as a local path for the trainer. When its rows carry screenshots (rendered for a
+    checkpoint that reads them), a temporary folder laid out as the export bundle: data.jsonl and images/<name>
+    (links to the stored files where the storage has local paths, else downloads), removed afterwards."""
+    from snapshots.rows import image_path
+    from snapshots.export import screenshot_names
+
+    if not ((snapshot.lineage or {}).get("rendered_for") or {}).get("reads_images"):
+        with local_file(snapshot.file) as path:
+            yield path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="loupe-snapshot-"))
+    try:
+        _place(snapshot.file, folder / "data.jsonl", link=False)  # the trainer finds images/ beside its real path
+        (folder / "images").mkdir()
+        for name in screenshot_names(snapshot):
+            _place(name, folder / image_path(name))
+        yield folder / "data.jsonl"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _place(name: str, target: Path, link: bool = True) -> None:
+    """A stored file at ``target``: a link to it where the storage has local paths (a copy unless ``link``), else a
+    download."""
+    try:
+        path = Path(default_storage.path(name))
+    except NotImplementedError:  # object storage: no local path
+        path = None
+    if path is not None and not path.is_file():
+        raise ApplicationError(f"The file {name} the snapshot's rows need is missing from storage.", status=409)
+    if path is not None and link:
+        target.symlink_to(path)
+        return
+    try:
+        with default_storage.open(name, "rb") as source, open(target, "wb") as out:
+            shutil.copyfileobj(source, out, length=1 << 20)
+    except Exception as exc:  # the storage's own errors (botocore's, ...): say which file, in one line
+        raise ApplicationError(f"The file {name} the snapshot's rows need could not be read from storage "
+                               f"({type(exc).__name__}: {exc}).", status=409) from exc
+
+
+@contextlib.contextmanager
+def local_file(name: str):
+    """A stored file (a snapshot's JSONL) as a local path for the trainer: the file itself where the storage has
+    local paths, else a temporary copy downloaded from the storage, removed afterwards."""
+    try:
+        path = Path(default_storage.path(name))
+    except NotImplementedError:  # object storage: no local path
+        path = None
+    if path is not None:
+        yield path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="loupe-snapshot-"))
+    try:
+        target = folder / Path(name).name
+        try:
+            with default_storage.open(name, "rb") as source, open(target, "wb") as out:
+                shutil.copyfileobj(source, out, length=1 << 20)
+        except Exception as exc:  # the storage's own errors (botocore's, ...): say which file, in one line
+            raise ApplicationError(f"The snapshot file {name} could not be read from storage "
+                                   f"({type(exc).__name__}: {exc}).", status=409) from exc
+        yield target
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
