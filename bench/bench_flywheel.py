@@ -1,4 +1,4 @@
-"""Flywheel benchmark: the demonstration of tests/flywheel/test_cycles_demo.py (`make flywheel`) end to end, as
+"""Flywheel benchmark: the demonstration of tests/cycles/test_cycles_demo.py (`make flywheel`) end to end, as
 numbers. From the real cold-start v0 (SmolLM2-135M-Instruct + a LoRA), cycles of simulated annotators' corrections
 (through the REST and WebSocket API) on v0's three tasks and on tasks it was not trained on (two MiniWoB tasks, the
 shop), each trained with the demo's recipe, evaluated on the same held-out seeds and deployed when it beats the
@@ -32,7 +32,7 @@ def main() -> None:
     started = time.monotonic()
     env = {**os.environ, "LOUPE_TEST_DB_NAME": os.environ.get("LOUPE_TEST_DB_NAME", "test_bench_flywheel")}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "flywheel", "-s", "-q",
-                           "tests/flywheel/test_cycles_demo.py"], capture_output=True, text=True, cwd=ROOT, env=env)
+                           "tests/cycles/test_cycles_demo.py"], capture_output=True, text=True, cwd=ROOT, env=env)
     cycles = [json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("FLYWHEEL {")]
     summary = next((json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines()
                     if line.startswith("FLYWHEEL-SUMMARY ")), None)

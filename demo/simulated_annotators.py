@@ -1,5 +1,5 @@
 """Simulated annotators: scripted people who use Loupe only through its REST and WebSocket API, as the
-browser does (never the database), for the flywheel demonstration (tests/flywheel/test_cycles_demo.py,
+browser does (never the database), for the flywheel demonstration (tests/cycles/test_cycles_demo.py,
 ``python manage.py flywheel_demo``).
 
 Each one logs in for a token, starts a supervised episode, and watches the live socket. Like a person

@@ -1,5 +1,5 @@
 """kill -9 of Loupe's own processes while people work: daphne with annotators connected, the audio worker in
-the middle of a transcription. (The rollout worker's: tests/flywheel/test_rollout_faults.py.) Each test ends
+the middle of a transcription. (The rollout worker's: tests/rollouts/test_rollout_faults.py.) Each test ends
 by checking that what was acknowledged is stored exactly once."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What `make run` seeds in the demo project beyond MiniWoB: web-app tasks (the desktop ones are in
-tests/flywheel/test_desktop_rollouts.py, beside the worker that runs them)."""
+tests/rollouts/test_desktop_rollouts.py, beside the worker that runs them)."""
 import pytest
 
 from webapp import demo

@@ -54,7 +54,7 @@ export interface AnyUrlForm {
 
 /**
  * A task id is a slug: lowercase ASCII letters, digits, '-' and '_', starting with a letter or a digit (the server's
- * flywheel/task_authoring.py TASK_ID; tests/flywheel/test_task_authoring.py keeps the two equal). Other scripts and
+ * flywheel/task_authoring.py TASK_ID; tests/projects/test_task_authoring.py keeps the two equal). Other scripts and
  * markup are refused, never rewritten.
  */
 export const TASK_ID = /^[a-z0-9][a-z0-9_-]*$/;

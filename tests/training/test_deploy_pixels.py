@@ -13,7 +13,7 @@ from training import deployments
 from rollouts.models import Episode
 from rollouts.worker import prompting_for
 from tests.factories import make_project, make_task
-from tests.flywheel.test_action_formats import checkpoint_dir
+from tests.rollouts.test_action_formats import checkpoint_dir
 
 pytestmark = pytest.mark.django_db
 

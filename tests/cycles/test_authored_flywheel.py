@@ -21,7 +21,7 @@ from rollouts.models import Checkpoint, Episode, Step
 from cycles.models import Cycle, Evaluation
 from tests.agent.test_webapp_env import team_app  # noqa: F401 - the team's own app, served for any-URL tasks
 from tests.factories import make_finished_episode, make_tiny_checkpoint
-from tests.flywheel.test_task_authoring import ANY_URL
+from tests.projects.test_task_authoring import ANY_URL
 
 SCRIPTED = "The deployed policy is the scripted baseline, which can only play the solutions written for the shipped tasks"
 

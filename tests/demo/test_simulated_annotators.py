@@ -1,5 +1,5 @@
 """The flywheel demonstration's figures (demo/simulated_annotators.py): success on the old tasks apart from the new
-ones, weighted by episodes (the demonstration itself is tests/flywheel/test_cycles_demo.py, `make flywheel`)."""
+ones, weighted by episodes (the demonstration itself is tests/cycles/test_cycles_demo.py, `make flywheel`)."""
 from demo.simulated_annotators import cycle_figures, group_success
 
 

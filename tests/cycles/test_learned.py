@@ -11,7 +11,7 @@ from cycles.learned import correction_kind, same_action
 from rollouts.models import CorrectionReplay
 from rollouts.models import Rejection, Step
 from training.models import TrainingRun
-from tests.flywheel.test_cycles import (cycle_worker, flywheel_project, scripted_demonstrations,  # noqa: F401
+from tests.cycles.test_cycles import (cycle_worker, flywheel_project, scripted_demonstrations,  # noqa: F401
                                         wait_cycle)
 from tests.factories import make_task
 

@@ -245,7 +245,7 @@ def test_snapshot_and_train_skip_a_recipe_bucket_whose_episodes_make_no_rows(fly
     cycle_settings.settings_set(project=fp["project"], actor=fp["manager"],
                         recipe=[{"algorithm": "sft", "max_steps": 5}, {"algorithm": "dpo", "max_steps": 5}])
     # a successful episode of void turns only is in the SFT bucket but makes no SFT row; a real correction makes a
-    # DPO pair (a correction equal to the proposal is in no bucket at all: tests/flywheel/test_datasets.py)
+    # DPO pair (a correction equal to the proposal is in no bucket at all: tests/snapshots/test_datasets.py)
     make_finished_episode(fp["project"], fp["train"], mode="supervised", reward=1.0, steps=[{"action": None}])
     make_finished_episode(fp["project"], fp["train"], mode="supervised", reward=0.0, steps=[{
         "actor": "edited", "thought": "t", "action": {"name": "click", "args": {"x": 1, "y": 2}},
