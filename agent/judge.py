@@ -19,8 +19,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from agent.images import image_url
 from agent.policies.base import Policy, PolicyOutput
-from agent.prompt import image_url
 
 __all__ = ["SUCCESS", "FAILURE", "NO_VERDICT", "EpisodeForJudge", "Vote", "Judgement", "ScriptedJudgePolicy",
            "judge_messages", "parse_verdict", "judge_votes", "tally"]

@@ -275,6 +275,8 @@ SOLVERS.update({
 def solve_step(task: str, observation: Observation, history: list[Turn]) -> Turn:
     """The scripted next turn for ``task``. Raises ``SolverError`` if the screen lacks its target."""
     solver = SOLVERS.get(task)
+    # the web app's and the desktop's solutions load with their env packages (the desktop's: python-xlib), which
+    # a miniwob or terminal solver must not pay for
     if solver is None and task.startswith(("shop-", "wiki-")):
         from agent.envs.webapp.solutions import SOLUTIONS as WEBAPP_SOLUTIONS, solve_step as webapp_step
 

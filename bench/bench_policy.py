@@ -1,11 +1,13 @@
 """Policy answers on a host: one batching policy server (trainer/serve.py, what make run starts) against one policy a
 process (LocalPolicy in every worker, as before). For 1, 4 and 8 concurrent episodes, each asking for a few answers
-one after another: answers per second, latency p50 / p95, and memory (the server's resident set against the sum of
-the processes'). Prints JSON.
+one after another (its steps' prompts, each the last one with a turn more): answers per second, latency p50 / p95,
+the server's CPU seconds an answer (steadier than wall time on a busy machine), and memory (the server's resident
+set against the sum of the processes'). Prints JSON.
 
 The model is SmolLM2-135M-Instruct when its wheel is installed (requirements-models.txt; converted once into
 .data/bench/), else the tiny untrained model. The server and each process get one torch thread (LOUPE_POLICY_THREADS'
-default, which make run gives the server; ``--server-threads`` changes the server's). ``python -m bench policy`` runs it."""
+default, which make run gives the server; ``--server-threads`` changes the server's). ``--server-only`` skips the
+processes. ``python -m bench policy`` runs it."""
 from __future__ import annotations
 
 import argparse
@@ -26,12 +28,20 @@ from bench.stats import percentile  # noqa: E402
 CACHE = ROOT / ".data" / "bench"
 
 
+def _screen(episode: int, answer: int) -> str:
+    return "\n".join(f"[button] \"Item {episode}-{answer}-{k}\" at ({10 + 7 * k}, {40 + 3 * k})" for k in range(12))
+
+
 def messages(episode: int, answer: int) -> list[dict]:
-    """A Loupe-like prompt, different for every episode and answer (no two requests share a prefix past the
-    system prompt)."""
-    lines = "\n".join(f"[{k}] button \"Item {episode}-{answer}-{k}\" at ({10 + 7 * k}, {40 + 3 * k})" for k in range(12))
-    return [{"role": "system", "content": "Act on the screen. Reply with Thought: then Action: click(x=, y=)."},
-            {"role": "user", "content": f"Task: click the button named Item {episode}-{answer}-5.\n{lines}"}]
+    """The prompt of an episode's ``answer``-th step as a rollout renders it (agent.prompt.render_messages): the
+    earlier steps' screens and actions, then the new screen. Every episode's screens differ, so episodes share only
+    the system prompt; an episode's next prompt is its last one with a turn more."""
+    from agent.prompt import render_messages
+
+    history = [(_screen(episode, k), f"Thought: the item is at its place.\nAction: click(x={10 + 7 * k}, y=55)")
+               for k in range(answer)]
+    return render_messages(instruction=f"click the button named Item {episode}-0-5.",
+                           observation_text=_screen(episode, answer), history=history)
 
 
 def checkpoint(choice: str) -> tuple[str, Path]:
@@ -63,6 +73,12 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float:
     return 0.0
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds a process has used (user and system): what its answers cost, however busy the machine is."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def figures(latencies: list[float], wall: float) -> dict:
     return {"answers": len(latencies), "answers_per_s": round(len(latencies) / wall, 2),
             "p50_ms": round(percentile(latencies, .5)), "p95_ms": round(percentile(latencies, .95))}
@@ -92,13 +108,14 @@ def run_server(path: Path, concurrency: list[int], answers: int, max_tokens: int
                     if answer.error:
                         errors.append(answer.error)
 
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), cpu_s(proc.pid)
             workers = [threading.Thread(target=episode, args=(e,)) for e in range(n)]
             for worker in workers:
                 worker.start()
             for worker in workers:
                 worker.join()
-            out[str(n)] = {**figures(latencies, time.perf_counter() - started), "errors": len(errors)}
+            out[str(n)] = {**figures(latencies, time.perf_counter() - started), "errors": len(errors),
+                           "cpu_s_per_answer": round((cpu_s(proc.pid) - cpu) / len(latencies), 2)}
         out["memory_mb"] = round(rss_mb(proc.pid, "VmHWM"))
         return out
     finally:
@@ -151,11 +168,12 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--answers", type=int, default=3, help="answers each episode asks for, one after another")
     parser.add_argument("--max-tokens", type=int, default=24)
     parser.add_argument("--server-threads", type=int, default=1, help="make run gives it LOUPE_POLICY_THREADS (1)")
+    parser.add_argument("--server-only", action="store_true", help="skip the one-policy-a-process side")
     args = parser.parse_args(argv)
     concurrency = [int(n) for n in args.concurrency.split(",")]
     name, path = checkpoint(args.model)
     server = run_server(path, concurrency, args.answers, args.max_tokens, args.server_threads)
-    processes = run_processes(path, concurrency, args.answers, args.max_tokens)
+    processes = None if args.server_only else run_processes(path, concurrency, args.answers, args.max_tokens)
     one = server[str(concurrency[0])]["p95_ms"]
     print(json.dumps({
         "model": name, "cpus": os.cpu_count(), "load_average_1m": round(os.getloadavg()[0], 2),

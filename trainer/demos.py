@@ -29,10 +29,15 @@ import random
 import re
 from pathlib import Path
 
-from agent.prompt import QUOTED_TEXT
+from agent.actions import Turn, format_turn
+from agent.envs import make_env
+from agent.prompt import QUOTED_TEXT, render_element
+from agent.rows import RenderedFor, SFTRow, StepView, render_prompt, render_turn
+from agent.solvers import SolverError, solve_step
 from trainer.configs import DemosConfig, parse_seeds, parse_tasks
 from trainer.model import TINY_PROMPT_STYLE, TrainerError
 from trainer.optim import Timer, emit
+from trainer.tokenizer import read_merges
 
 log = logging.getLogger("trainer")
 
@@ -46,9 +51,6 @@ def quoting_target(turn, observation, style: str):
     (matching a prefix, then taking what follows it), where picking the coordinates of the right
     element straight from the screen was a lookup it did not learn in ten minutes.
     """
-    from agent.actions import Turn, format_turn
-    from agent.prompt import render_element
-
     action = turn.action
     if action is None or "x" not in action.args or "y" not in action.args:
         return turn
@@ -61,8 +63,6 @@ def quoting_target(turn, observation, style: str):
 
 def _view(observation, turn=None):
     """``observation`` (and the turn that ran on it) as agent.rows renders a step."""
-    from agent.rows import StepView
-
     return StepView(instruction=observation.instruction, url=observation.url, elements=observation.elements,
                     width=observation.width, height=observation.height, screen_text=observation.screen_text,
                     thought=turn.thought if turn else "", action=turn.action if turn else None,
@@ -74,9 +74,6 @@ def demo_row(task: str, observation, history: list, turns: list, meta: dict,
     """(SFT row, solver turn, step view) for one step: the prompt the policy would see after ``history`` (the
     earlier steps' views), then the turn; an agent.rows SFT row rendered for a text model of ``style`` answering in
     Loupe's grammar."""
-    from agent.rows import RenderedFor, SFTRow, render_prompt, render_turn
-    from agent.solvers import solve_step
-
     turn = solve_step(task, observation, turns)
     if quote_target:
         turn = quoting_target(turn, observation, style)
@@ -136,8 +133,6 @@ def demo_episode(env, task: str, seed: int, max_steps: int, style: str = TINY_PR
 def relabel_words() -> tuple[str, ...]:
     """The words a relabelled variant draws from: the tiny tokenizer's merged tokens made of letters only
     and ASCII (so each is one token, as a real short label is)."""
-    from trainer.tokenizer import read_merges
-
     words = {left + right for left, right in read_merges()}
     return tuple(sorted(word for word in words if len(word) >= 2 and word.isascii() and word.isalpha()))
 
@@ -161,8 +156,6 @@ def relabel_observation(observation, rng: random.Random, words: tuple[str, ...])
 def augmented_rows(task: str, seed: int, observation, count: int, style: str = TINY_PROMPT_STYLE,
                    quote_target: bool = False, relabel: float = 0.0) -> list[dict]:
     """``count`` synthetic variants of a solved one-step episode (see the module docstring)."""
-    from agent.solvers import SolverError
-
     rng = random.Random(f"{task}:{seed}")
     rows = []
     for index in range(count):
@@ -182,9 +175,6 @@ def augmented_rows(task: str, seed: int, observation, count: int, style: str = T
 
 def write_demos(config: DemosConfig) -> dict:
     """Run every (task, seed), write the rows of rewarded episodes to ``config.out``."""
-    from agent.envs import make_env
-    from agent.solvers import SolverError
-
     tasks, seeds = parse_tasks(config.tasks), parse_seeds(config.seeds)
     if not tasks or not seeds:
         raise TrainerError("demos needs --tasks and --seeds")

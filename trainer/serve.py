@@ -18,32 +18,35 @@ trainer/tiny_vlm.py) is served by trainer/vlm_serve.py: its messages may hold im
 URLs only; a bad or oversized image is a 400 saying which), and it answers through the checkpoint's
 own processor and chat template. Text checkpoints take string contents only, as before.
 
-Text models are served by continuous batching on the CPU (:class:`Batcher`): concurrent requests are decoded
-together, one token of each a pass, each with its own KV cache, so the rollout and live workers of a host share one
-copy of a model (``make run`` starts one such server a host: LOUPE_POLICY_SERVER_URL). ``logprobs`` and
-``top_logprobs`` (up to 20 alternatives a token) are answered as OpenAI does. A vision-language model serves one
+Text models are served by continuous batching on the CPU (trainer/batching.py): concurrent requests are decoded
+together, one token of each a pass, each with its own KV cache, and a prompt that starts with an earlier request's
+tokens (an episode's next step) reads only what is new, so the rollout and live workers of a host share one copy of
+a model (``make run`` starts one such server a host: LOUPE_POLICY_SERVER_URL). ``logprobs`` and ``top_logprobs`` (up
+to 20 alternatives a token) are answered as OpenAI does. A prompt longer than the model's context is a 400; a client
+that goes away mid-answer leaves the batch at the next pass, the others go on. A vision-language model serves one
 request at a time (a lock per model). vLLM is the production path.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
+import select
+import socket
 import tempfile
 import threading
 import time
 import uuid
-from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from agent.policies.base import PolicyOutput
-from agent.policies.local import DRAFT_TOKENS, RECENT_ANSWERS, action_complete, draft
 from agent.prompt import DEFAULT_STYLE, restyle_messages
 from trainer.adapters import adapter_mismatch
+from trainer.batching import MAX_TOP_LOGPROBS, Batcher, PromptTooLong
 from trainer.configs import ServeConfig
 from trainer.model import LOUPE_FILE, TrainerError, chat_ids, checkpoint_prompt_style
 from trainer.optim import emit, set_threads
@@ -211,8 +214,9 @@ def _text_messages(messages) -> list[dict]:
     return messages
 
 
-def chat_completion(registry: ModelRegistry, body: dict) -> dict:
-    """Answer one /v1/chat/completions request body."""
+def chat_completion(registry: ModelRegistry, body: dict, client_gone: Callable[[], bool] | None = None) -> dict:
+    """Answer one /v1/chat/completions request body. ``client_gone`` says whether the asker went away (its request
+    is then dropped from the batch)."""
     temperature = body.get("temperature", 0.0)
     max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or registry.max_new_tokens
     if not isinstance(temperature, (int, float)) or temperature < 0:
@@ -248,8 +252,17 @@ def chat_completion(registry: ModelRegistry, body: dict) -> dict:
         # a client renders in the full style unless told otherwise; the model answers what it was trained on
         messages = restyle_messages(_text_messages(messages), getattr(served.policy, "prompt_style", DEFAULT_STYLE))
         prompt = served.policy.prompt_ids(messages)
-        request = served.batcher.generate(prompt, max_tokens=int(max_tokens), temperature=float(temperature),
-                                          top_k=top_k if body.get("logprobs") else 0, stop=stop)
+        try:
+            request = served.batcher.submit(prompt, max_tokens=int(max_tokens), temperature=float(temperature),
+                                            top_k=top_k if body.get("logprobs") else 0, stop=stop)
+        except PromptTooLong as exc:
+            raise APIError(HTTPStatus.BAD_REQUEST, str(exc)) from None
+        while not request.done.wait(0.25):
+            if client_gone is not None and client_gone():
+                request.cancelled = True
+        if request.error == "the model was unloaded":
+            raise APIError(HTTPStatus.NOT_FOUND, f"The model '{served.name}' was unloaded while answering; load it "
+                                                 "again", "model_not_found")
         text = request.text
         for s in stop:
             if s in text:
@@ -257,6 +270,8 @@ def chat_completion(registry: ModelRegistry, body: dict) -> dict:
         output = PolicyOutput(text=text, token_ids=request.ids, token_logprobs=request.logprobs, error=request.error)
         tops = request.tops
         prompt_tokens = len(request.prompt)
+    if output.error:  # a partial answer is not an answer
+        raise APIError(HTTPStatus.INTERNAL_SERVER_ERROR, f"generation failed: {output.error}", "server_error")
     token_ids = list(output.token_ids or [])
     choice: dict = {
         "index": 0,
@@ -322,6 +337,15 @@ def make_handler(registry: ModelRegistry) -> type[BaseHTTPRequestHandler]:
                 raise APIError(HTTPStatus.BAD_REQUEST, "request body must be a JSON object")
             return body
 
+        def _client_gone(self) -> bool:
+            """True once the client closed its connection (readable with nothing to read: it sent no second
+            request while waiting for this answer)."""
+            try:
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                return bool(readable) and not self.connection.recv(1, socket.MSG_PEEK)
+            except OSError:
+                return True
+
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             try:
                 if self.path.rstrip("/") == "/v1/models":
@@ -342,7 +366,7 @@ def make_handler(registry: ModelRegistry) -> type[BaseHTTPRequestHandler]:
                 if route == "/v1/chat/completions":
                     if body.get("stream"):
                         raise APIError(HTTPStatus.BAD_REQUEST, "stream=true is not supported by this server")
-                    self._send(HTTPStatus.OK, chat_completion(registry, body))
+                    self._send(HTTPStatus.OK, chat_completion(registry, body, self._client_gone))
                 elif route == "/v1/load_lora_adapter":
                     name, path = body.get("lora_name"), body.get("lora_path")
                     if not isinstance(name, str) or not name or not isinstance(path, str) or not path:
@@ -385,230 +409,3 @@ def serve(config: ServeConfig) -> None:
     finally:
         server.server_close()
         registry.close()
-
-
-# --- continuous batching -----------------------------------------------------------------------------
-MAX_BATCH = 16  # requests decoded together; more wait for a place
-MAX_TOP_LOGPROBS = 20  # OpenAI's limit
-
-
-@dataclass
-class _Request:
-    prompt: list[int]
-    max_tokens: int
-    temperature: float
-    top_k: int  # alternatives to report at each token (0: none)
-    stop: tuple[str, ...]
-    deadline: float
-    ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    tops: list[list[tuple[int, float]]] = field(default_factory=list)
-    text: str = ""
-    error: str | None = None
-    done: threading.Event = field(default_factory=threading.Event)
-
-
-class Batcher:
-    """Continuous batching of one text model on the CPU: a request's prompt is read alone into its own KV cache,
-    which then joins the batch's (left-padded to the longest, an attention mask hiding the padding); each pass
-    decodes one token of every request in the batch, and a finished request leaves it at once, so a new one never
-    waits for the slowest to end. Greedy answers are the tokens LocalPolicy picks (raw logits' argmax); every token's
-    logprob is the log-softmax of the raw logits (temperature 1), as the trainer recomputes it."""
-
-    def __init__(self, policy, timeout_s: float = 120.0) -> None:
-        import torch
-
-        self.policy, self.timeout_s = policy, timeout_s
-        self.model, self.tokenizer = policy.model, policy.tokenizer
-        eos = self.tokenizer.eos_token_id
-        self.eos = set(eos if isinstance(eos, list) else [eos]) - {None}
-        self.limit = getattr(self.model.config, "max_position_embeddings", None)
-        self._cache_arg = _cache_arg_of(self.model)
-        self.passes = self.largest_batch = 0  # decoding passes made, and the most requests one of them decoded
-        self._recent: deque[list[int]] = deque(maxlen=RECENT_ANSWERS)  # the latest answers, searched for drafts
-        self._closed = False
-        self._waiting: list[_Request] = []
-        self._active: list[_Request] = []
-        self._cache = None
-        self._mask = torch.zeros((0, 0), dtype=torch.long)
-        self._wake = threading.Condition()
-        self._thread = threading.Thread(target=self._loop, name="loupe-batcher", daemon=True)
-        self._thread.start()
-
-    def generate(self, prompt: list[int], *, max_tokens: int, temperature: float, top_k: int = 0,
-                 stop: tuple[str, ...] = ()) -> _Request:
-        """The answer to one prompt (its ``error`` set when generation failed), decoded beside the others."""
-        request = self.submit(prompt, max_tokens=max_tokens, temperature=temperature, top_k=top_k, stop=stop)
-        request.done.wait()
-        return request
-
-    def submit(self, prompt: list[int], *, max_tokens: int, temperature: float, top_k: int = 0,
-               stop: tuple[str, ...] = ()) -> _Request:
-        """Queue one prompt; its ``done`` is set once answered."""
-        if self.limit and len(prompt) + max_tokens > self.limit:
-            prompt = prompt[-(self.limit - max_tokens):]  # keep the latest context, as LocalPolicy does
-        request = _Request(prompt=prompt, max_tokens=max_tokens, temperature=temperature, top_k=top_k, stop=stop,
-                           deadline=time.monotonic() + self.timeout_s)
-        with self._wake:
-            self._waiting.append(request)
-            self._wake.notify()
-        return request
-
-    def close(self) -> None:
-        """Stop the loop (an unloaded model): requests it holds are answered first."""
-        with self._wake:
-            self._closed = True
-            self._wake.notify()
-
-    def _loop(self) -> None:
-        import torch
-
-        while True:
-            with self._wake:
-                while not self._waiting and not self._active and not self._closed:
-                    self._wake.wait()
-                if self._closed and not self._active:
-                    for request in self._waiting:
-                        request.error = "the model was unloaded"
-                        request.done.set()
-                    return
-                room = MAX_BATCH - len(self._active)
-                joining, self._waiting = self._waiting[:room], self._waiting[room:]
-            try:
-                with torch.inference_mode():
-                    for request in joining:
-                        self._join(request)
-                    if self._active:
-                        self._step()
-            except Exception as exc:  # noqa: BLE001 - every waiting client hears of it; the server goes on
-                log.exception("batched generation failed")
-                for request in [*self._active, *joining]:
-                    if not request.done.is_set():
-                        request.error = f"{type(exc).__name__}: {exc}"
-                        request.done.set()
-                self._active, self._cache = [], None
-                self._mask = torch.zeros((0, 0), dtype=torch.long)
-
-    def _forward(self, **inputs):
-        # transformers renamed past_key_values to cache (5.x); speak whichever this model takes.
-        out = self.model(use_cache=True, **inputs)
-        return out.logits, getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-
-    def _join(self, request: _Request) -> None:
-        """Read the prompt alone, take its first token, and put its KV cache into the batch's."""
-        import torch
-
-        logits, cache = self._forward(input_ids=torch.tensor([request.prompt], dtype=torch.long))
-        if self._take(request, logits[0, -1]):
-            return
-        length, joined = self._mask.shape[1], len(request.prompt)
-        width = max(length, joined)
-        mask = torch.ones((1, joined), dtype=torch.long)
-        if self._cache is None:
-            self._cache, self._mask = cache, mask
-        else:
-            for ours, theirs in zip(self._cache.layers, cache.layers):
-                ours.keys = torch.cat([_pad_left(ours.keys, width - length), _pad_left(theirs.keys, width - joined)])
-                ours.values = torch.cat([_pad_left(ours.values, width - length),
-                                         _pad_left(theirs.values, width - joined)])
-            self._mask = torch.cat([_pad_left(self._mask, width - length), _pad_left(mask, width - joined)])
-        self._active.append(request)
-
-    def _step(self) -> None:
-        """One token of every request in the batch."""
-        import torch
-
-        active = self._active
-        self.passes += 1
-        self.largest_batch = max(self.largest_batch, len(active))
-        if len(active) == 1 and active[0].temperature == 0:
-            finished = [self._step_drafted(active[0])]
-        else:
-            feed = torch.tensor([[r.ids[-1]] for r in active], dtype=torch.long)
-            positions = torch.tensor([[len(r.prompt) + len(r.ids) - 1] for r in active], dtype=torch.long)
-            self._mask = torch.cat([self._mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
-            logits, self._cache = self._forward(input_ids=feed, attention_mask=self._mask, position_ids=positions,
-                                                **{self._cache_arg: self._cache})
-            finished = [self._take(request, logits[row, -1]) for row, request in enumerate(active)]
-        if any(finished):
-            keep = [row for row, gone in enumerate(finished) if not gone]
-            self._active = [active[row] for row in keep]
-            if not keep:
-                self._cache, self._mask = None, torch.zeros((0, 0), dtype=torch.long)
-                return
-            index = torch.tensor(keep, dtype=torch.long)
-            self._mask = self._mask[index]
-            first = int((self._mask.sum(dim=0) > 0).nonzero()[0])  # columns every remaining request pads
-            self._mask = self._mask[:, first:]
-            for layer in self._cache.layers:
-                layer.keys, layer.values = layer.keys[index, :, first:], layer.values[index, :, first:]
-
-    def _step_drafted(self, request: _Request) -> bool:
-        """A lone greedy request's pass, as LocalPolicy makes it: the tokens prompt lookup drafts are checked in the
-        same pass and every one the model would have chosen is taken (the same answer, in fewer passes); the cache
-        forgets the draft's tokens past the first it got wrong. True when the request is finished."""
-        import torch
-
-        guess = draft(request.prompt + request.ids, len(request.prompt),
-                      min(DRAFT_TOKENS, request.max_tokens - len(request.ids) - 1), recent=self._recent)
-        feed = [request.ids[-1], *guess]
-        start, length = len(request.prompt) + len(request.ids) - 1, self._mask.shape[1]
-        self._mask = torch.cat([self._mask, torch.ones((1, len(feed)), dtype=torch.long)], dim=1)
-        logits, self._cache = self._forward(input_ids=torch.tensor([feed], dtype=torch.long),
-                                            attention_mask=self._mask,
-                                            position_ids=torch.arange(start, start + len(feed)).unsqueeze(0),
-                                            **{self._cache_arg: self._cache})
-        taken, done = 0, False
-        for position in range(len(feed)):
-            done = self._take(request, logits[0, position])
-            taken += 1
-            if done or position == len(guess) or guess[position] != request.ids[-1]:
-                break
-        if taken < len(feed):  # the cache holds the fed tokens whose next one was taken
-            self._mask = self._mask[:, :length + taken]
-            for layer in self._cache.layers:
-                layer.keys, layer.values = layer.keys[:, :, :length + taken], layer.values[:, :, :length + taken]
-        return done
-
-    def _take(self, request: _Request, logits) -> bool:
-        """Choose the request's next token from its logits; True when the request is finished (and answered)."""
-        import torch
-
-        logits = logits.float()
-        log_probs = torch.log_softmax(logits, dim=-1)
-        if request.temperature > 0:
-            token = int(torch.multinomial(torch.softmax(logits / request.temperature, dim=-1), 1).item())
-        else:
-            token = int(torch.argmax(logits).item())
-        request.ids.append(token)
-        request.logprobs.append(float(log_probs[token]))
-        if request.top_k:
-            best = torch.topk(log_probs, request.top_k)
-            request.tops.append(list(zip(best.indices.tolist(), best.values.tolist())))
-        request.text = self.tokenizer.decode(request.ids, skip_special_tokens=True)
-        if (token in self.eos or len(request.ids) >= request.max_tokens or any(s in request.text for s in request.stop)
-                or (self.policy.stop_at_action and action_complete(request.text))):
-            self._recent.append(request.ids)
-            request.done.set()
-            return True
-        if time.monotonic() > request.deadline:
-            request.error = f"generation took over {self.timeout_s} s"
-            request.done.set()
-            return True
-        return False
-
-
-def _pad_left(tensor, n: int):
-    """``tensor`` ([batch, ..., length] for a mask, [batch, heads, length, dim] for keys) with ``n`` zero positions
-    before its first."""
-    import torch
-
-    if n == 0:
-        return tensor
-    if tensor.dim() == 2:
-        return torch.cat([tensor.new_zeros((tensor.shape[0], n)), tensor], dim=1)
-    return torch.cat([tensor.new_zeros((*tensor.shape[:2], n, tensor.shape[3])), tensor], dim=2)
-
-
-def _cache_arg_of(model) -> str:
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"

@@ -2,56 +2,57 @@
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from agent.envs.base import Element, Env, EnvError, Observation, StepResult, TaskInfo
 
-__all__ = ["Element", "Env", "EnvError", "Observation", "StepResult", "TaskInfo", "add_authored_task", "make_env",
-           "tasks_for"]
+__all__ = ["ENVS", "ENV_KINDS", "Element", "Env", "EnvError", "EnvKind", "Observation", "StepResult", "TaskInfo",
+           "add_authored_task", "env_kind", "make_env", "tasks_for"]
 
-ENV_KINDS = ("miniwob", "terminal", "desktop", "webapp")
+@dataclass(frozen=True)
+class EnvKind:
+    """Where an env kind lives. Its module is imported at first use: Playwright, python-xlib and mss, the shop's
+    server are not paid for by a light caller (the trainer's CLI, Django's startup, the env service's checks)."""
+
+    module: str
+    env: str  # the Env class in it
+    tasks: str = "TASKS"  # its task registry: task name -> TaskInfo
+
+    def load(self) -> ModuleType:
+        return importlib.import_module(self.module)
+
+
+# the one table of env kinds: adding a kind is a line here and a module behind Env
+ENVS: dict[str, EnvKind] = {
+    "miniwob": EnvKind("agent.envs.miniwob", "MiniWoBEnv"),
+    "terminal": EnvKind("agent.envs.terminal", "TerminalEnv"),
+    "desktop": EnvKind("agent.envs.desktop", "DesktopEnv"),
+    "webapp": EnvKind("agent.envs.webapp", "WebAppEnv"),
+}
+ENV_KINDS = tuple(ENVS)
+
+
+def env_kind(kind: str) -> EnvKind:
+    """The table's entry of ``kind``; ValueError naming the kinds there are."""
+    try:
+        return ENVS[kind]
+    except KeyError:
+        raise ValueError(f"unknown env kind {kind!r}; expected one of: {', '.join(ENV_KINDS)}") from None
 
 
 def make_env(kind: str, **kw: Any) -> Env:
     """Build an environment; keyword arguments go to its constructor."""
-    if kind == "miniwob":
-        from agent.envs.miniwob import MiniWoBEnv  # Playwright is imported only when needed
-
-        return MiniWoBEnv(**kw)
-    if kind == "terminal":
-        from agent.envs.terminal import TerminalEnv
-
-        return TerminalEnv(**kw)
-    if kind == "desktop":
-        from agent.envs.desktop import DesktopEnv  # python-xlib and mss are imported only when needed
-
-        return DesktopEnv(**kw)
-    if kind == "webapp":
-        from agent.envs.webapp import WebAppEnv  # Playwright and the shop's server only when needed
-
-        return WebAppEnv(**kw)
-    raise ValueError(f"unknown env kind {kind!r}; expected one of: {', '.join(ENV_KINDS)}")
+    entry = env_kind(kind)
+    return getattr(entry.load(), entry.env)(**kw)
 
 
 def tasks_for(kind: str) -> dict[str, TaskInfo]:
     """The task registry of an env kind: task name -> TaskInfo (max_steps, description)."""
-    if kind == "miniwob":
-        from agent.envs.miniwob import TASKS
-
-        return TASKS
-    if kind == "terminal":
-        from agent.envs.terminal import TASKS as TERMINAL_TASKS
-
-        return TERMINAL_TASKS
-    if kind == "desktop":
-        from agent.envs.desktop import TASKS as DESKTOP_TASKS
-
-        return DESKTOP_TASKS
-    if kind == "webapp":
-        from agent.envs.webapp import TASKS as WEBAPP_TASKS
-
-        return WEBAPP_TASKS
-    raise ValueError(f"unknown env kind {kind!r}; expected one of: {', '.join(ENV_KINDS)}")
+    entry = env_kind(kind)
+    return getattr(entry.load(), entry.tasks)
 
 
 def add_authored_task(env: Env, definition: dict | None, *, files: dict | None = None) -> str | None:

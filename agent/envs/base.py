@@ -103,6 +103,11 @@ class EnvError(RuntimeError):
     """The environment itself failed (browser crashed, page never ready); the message says how."""
 
 
+class SandboxUnavailable(EnvError):
+    """No sandbox can be made on this machine; the message says why and what would allow one (agent/envs/sandbox.py:
+    an env that must run confined refuses to start)."""
+
+
 class Env(ABC):
     """An environment runs one episode at a time; ``reset`` starts a new seeded episode."""
 

@@ -1,7 +1,7 @@
 """MiniWoB++ tasks in the system Chromium, driven by Playwright's sync API.
 
-- The task pages come from the ``miniwob`` PyPI package; one threaded ``http.server`` per process
-  serves them on loopback (``file://`` pages cannot use the shared jQuery UI files reliably).
+- The task pages come from the ``miniwob`` PyPI package, served over HTTP (miniwob_pages.py); the browser, its
+  Playwright driver and the script that reads a page's elements are shared with the webapp env (browser.py).
 - The browser runs in a sandbox of its own (sandbox.py): a network namespace where only the env's own pages
   are served (a thread of the worker answers on a socket made inside it), Loupe's files hidden, its own uid
   under root, CPU, memory and process limits. Playwright launches it through a small script that enters the
@@ -24,45 +24,31 @@
   ``episode_max_ms`` before the episode starts: a model on a CPU, or a person supervising it, is
   much slower than the timer assumes. The default disables it; ``max_steps`` bounds episodes.
 - Playwright's sync API is bound to the thread that started it: use an env from one thread.
-
-Over 400 lines: one environment (server, browser lifecycle, observation, actions) kept whole like the
-other envs.
 """
 
 from __future__ import annotations
 
 import base64
-import functools
-import http.server
-import importlib.util
 import logging
 import os
 import shlex
 import shutil
-import socket
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from agent.actions import Action
 from agent.envs.base import Element, Env, EnvError, LiveFrame, Observation, StepResult, TaskInfo
+from agent.envs.browser import CHROMIUM_ARGS, CHROMIUM_PATH, ELEMENTS_JS, Driver, playwright_key, say_unconfined
+from agent.envs.miniwob_pages import PageServer, miniwob_html_dir, serve_miniwob
 from agent.envs.sandbox import Limits, Sandbox, allocate_uid, support
 
-__all__ = ["CHROMIUM_ARGS", "TASKS", "MiniWoBEnv", "miniwob_html_dir", "serve_miniwob"]
+__all__ = ["TASKS", "MiniWoBEnv"]
 
 log = logging.getLogger(__name__)
 
 WIDTH, HEIGHT = 160, 210
-CHROMIUM_PATH = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--hide-scrollbars", "--mute-audio",
-    # Frames on demand rather than at 60 Hz: a screenshot waits for a frame, so this halves it.
-    "--disable-frame-rate-limit", "--disable-gpu-vsync",
-]
 _HIDE_HARNESS_CSS = "#reward-display, #click-canvas, #attention-canvas { display: none !important; }"
 _NO_TIMEOUT_MS = 2**31 - 1  # the largest delay setTimeout accepts; larger ones fire at once
 LIVE_JPEG_QUALITY = 60  # the live view's screencast frames (people watching; the model's screenshots keep theirs)
@@ -87,90 +73,6 @@ TASKS: dict[str, TaskInfo] = {
     ]
 }
 
-# Reads the visible elements of the task area, in document order, as plain dicts.
-_ELEMENTS_JS = r"""
-([W, H, MAX]) => {
-  const out = [];
-  const skipIds = new Set(['query', 'reward-display', 'sync-task-cover', 'click-canvas']);
-  const clean = (s) => (s || '').replace(/\s+/g, ' ').trim();
-  const visible = (el) => {
-    const st = window.getComputedStyle(el);
-    return st.visibility !== 'hidden' && st.display !== 'none' && parseFloat(st.opacity || '1') > 0;
-  };
-  const box = (node) => {
-    const rects = node.getClientRects();
-    const r = rects.length > 1 ? rects[0] : node.getBoundingClientRect();
-    return r;
-  };
-  const push = (role, text, r, extra) => {
-    if (out.length >= MAX || r.width < 1 || r.height < 1) return;
-    const x = Math.round(r.left + r.width / 2), y = Math.round(r.top + r.height / 2);
-    if (x < 0 || y < 0 || x >= W || y >= H) return;
-    out.push(Object.assign({role, text, x, y, width: Math.round(r.width), height: Math.round(r.height)}, extra || {}));
-  };
-  const labelText = (input) => {
-    const label = input.closest('label');
-    if (label) return clean(label.textContent);
-    if (input.id) {
-      const l = document.querySelector('label[for="' + input.id + '"]');
-      if (l) return clean(l.textContent);
-    }
-    return '';
-  };
-  const walk = (el) => {
-    if (skipIds.has(el.id) || !visible(el)) return;
-    const tag = el.tagName;
-    const roleAttr = el.getAttribute('role');
-    const focused = document.activeElement === el;
-    if (tag === 'INPUT') {
-      const t = (el.type || 'text').toLowerCase();
-      if (t === 'checkbox' || t === 'radio') {
-        push(t, labelText(el), el.getBoundingClientRect(), {checked: el.checked, focused});
-      } else if (t === 'button' || t === 'submit' || t === 'reset') {
-        push('button', el.value, el.getBoundingClientRect(), {focused});
-      } else if (t !== 'hidden') {
-        // A password shows as one mask character a typed character, as on the screen.
-        push(t === 'password' ? 'password' : 'textbox', t === 'password' ? '*'.repeat(el.value.length) : el.value,
-             el.getBoundingClientRect(), {focused});
-      }
-      return;
-    }
-    if (tag === 'TEXTAREA') { push('textbox', el.value, el.getBoundingClientRect(), {focused}); return; }
-    if (tag === 'SELECT') {
-      const opt = el.options[el.selectedIndex];
-      push('select', opt ? clean(opt.textContent) : '', el.getBoundingClientRect(), {focused});
-      return;
-    }
-    if (tag === 'BUTTON' || roleAttr === 'button') {
-      push('button', clean(el.textContent) || el.getAttribute('title') || '', el.getBoundingClientRect(), {focused});
-      return;
-    }
-    if (roleAttr === 'tab') { push('tab', clean(el.textContent), el.getBoundingClientRect(), {focused}); return; }
-    if (tag === 'A' || el.classList.contains('alink')) {
-      push('link', clean(el.textContent), box(el), {focused});
-      return;
-    }
-    if (tag === 'LABEL' && el.querySelector('input[type=checkbox], input[type=radio]')) {
-      el.querySelectorAll('input').forEach(walk);  // the label's text is the input's text
-      return;
-    }
-    for (const child of el.childNodes) {
-      if (child.nodeType === Node.TEXT_NODE) {
-        const text = clean(child.data);
-        if (!text) continue;
-        const range = document.createRange();
-        range.selectNodeContents(child);
-        push('text', text, box(range));
-      } else if (child.nodeType === Node.ELEMENT_NODE) {
-        walk(child);
-      }
-    }
-  };
-  // The body, not #wrap: jQuery UI appends dialogs to the body. Off-area elements are dropped.
-  walk(document.body);
-  return out;
-}
-"""
 
 _STATE_JS = """() => ({
   done: WOB_DONE_GLOBAL, reward: WOB_REWARD_GLOBAL, raw_reward: WOB_RAW_REWARD_GLOBAL,
@@ -180,134 +82,9 @@ _STATE_JS = """() => ({
 })"""
 
 # One round trip a step: the page state and the elements together.
-_OBSERVE_JS = "(args) => ({state: (" + _STATE_JS + ")(), elements: (" + _ELEMENTS_JS + ")(args)})"
+_OBSERVE_JS = "(args) => ({state: (" + _STATE_JS + ")(), elements: (" + ELEMENTS_JS + ")(args)})"
 
-_KEY_NAMES = {
-    "ctrl": "Control", "control": "Control", "alt": "Alt", "option": "Alt", "shift": "Shift",
-    "meta": "Meta", "cmd": "Meta", "command": "Meta", "win": "Meta", "super": "Meta",
-    "enter": "Enter", "return": "Enter", "tab": "Tab", "esc": "Escape", "escape": "Escape",
-    "backspace": "Backspace", "delete": "Delete", "del": "Delete", "space": "Space",
-    "up": "ArrowUp", "down": "ArrowDown", "left": "ArrowLeft", "right": "ArrowRight",
-    "home": "Home", "end": "End", "pageup": "PageUp", "pagedown": "PageDown", "insert": "Insert",
-}
 _SCROLL_PX = 100
-
-
-def playwright_key(keys: str) -> str:
-    """Translate ``ctrl+a`` style keys to Playwright's ``Control+a``; raise ValueError if unknown."""
-    parts = []
-    for raw in keys.split("+"):
-        name = raw.strip()
-        low = name.lower()
-        if low in _KEY_NAMES:
-            parts.append(_KEY_NAMES[low])
-        elif len(name) == 1:
-            parts.append(name)
-        elif low.startswith("f") and low[1:].isdigit() and 1 <= int(low[1:]) <= 12:
-            parts.append(low.upper())
-        else:
-            raise ValueError(f"unknown key {name!r} in hotkey; use names like ctrl, shift, enter, tab, a")
-    return "+".join(parts)
-
-
-def miniwob_html_dir() -> Path:
-    """The task pages of the ``miniwob`` package, found without importing it (it pulls in
-    gymnasium and selenium code we do not use)."""
-    spec = importlib.util.find_spec("miniwob")
-    if spec is None or spec.origin is None:
-        raise EnvError("the 'miniwob' package is not installed; it provides the MiniWoB++ task pages")
-    path = Path(spec.origin).parent / "html"
-    if not (path / "miniwob").is_dir():
-        raise EnvError(f"MiniWoB++ task pages not found under {path}; is the 'miniwob' package installed?")
-    return path
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass
-
-
-_server_lock = threading.Lock()
-_server_url: str | None = None
-
-
-def serve_miniwob() -> str:
-    """Start (once per process) a loopback HTTP server for the task pages; return its base URL."""
-    global _server_url
-    with _server_lock:
-        if _server_url is None:
-            handler = functools.partial(_QuietHandler, directory=str(miniwob_html_dir()))
-            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-            server.daemon_threads = True
-            thread = threading.Thread(target=server.serve_forever, name="miniwob-http", daemon=True)
-            thread.start()
-            _server_url = f"http://127.0.0.1:{server.server_address[1]}/"
-        return _server_url
-
-
-class _PageServer(http.server.ThreadingHTTPServer):
-    """The task pages served on ``listener``, a socket listening inside an env's sandbox: only its browser reaches
-    them. Answered by a thread of the worker, as the shared server above."""
-
-    daemon_threads = True
-
-    def __init__(self, listener: socket.socket) -> None:
-        handler = functools.partial(_QuietHandler, directory=str(miniwob_html_dir()))
-        super().__init__(listener.getsockname()[:2], handler, bind_and_activate=False)
-        self.socket.close()
-        self.socket = listener
-        self.server_name, self.server_port = "127.0.0.1", listener.getsockname()[1]
-        self._thread = threading.Thread(target=self.serve_forever, name="miniwob-pages", daemon=True)
-        self._thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_port}/"
-
-    def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
-
-
-_said_unconfined = False
-
-
-def _say_unconfined(reason: str) -> None:
-    global _said_unconfined
-    if not _said_unconfined:
-        _said_unconfined = True
-        log.warning("Browsers run without a sandbox here (%s): as Loupe's own user, on its network; the webapp env's "
-                    "any-URL pages are kept to their hosts by Chromium's proxy settings only", reason)
-
-
-class _Driver:
-    """One Playwright driver per thread, shared by the envs of that thread (a second sync
-    Playwright in the same thread is refused by Playwright)."""
-
-    _local = threading.local()
-
-    @classmethod
-    def acquire(cls) -> Any:
-        state = getattr(cls._local, "state", None)
-        if state is None:
-            from playwright.sync_api import sync_playwright
-
-            state = cls._local.state = [sync_playwright().start(), 0]
-        state[1] += 1
-        return state[0]
-
-    @classmethod
-    def release(cls) -> None:
-        state = getattr(cls._local, "state", None)
-        if state is None:
-            return
-        state[1] -= 1
-        if state[1] <= 0:
-            cls._local.state = None
-            try:
-                state[0].stop()
-            except Exception:  # noqa: BLE001 - stopping a dead driver must not mask the caller's error
-                pass
 
 
 class MiniWoBEnv(Env):
@@ -347,7 +124,7 @@ class MiniWoBEnv(Env):
         self._uid: Any = None  # a uid lease, under root
         self._launcher: Path | None = None  # the script Playwright starts: Chromium in the sandbox
         self._browser_env: dict[str, str] = {}
-        self._pages: _PageServer | None = None
+        self._pages: PageServer | None = None
         self._unconfined = False  # no sandbox can be made here: the browser runs as the worker's user
         self._playwright: Any = None
         self._browser: Any = None
@@ -372,7 +149,7 @@ class MiniWoBEnv(Env):
         self._drop_browser()
         self._ensure_sandbox()
         if self._playwright is None:
-            self._playwright = _Driver.acquire()
+            self._playwright = Driver.acquire()
         try:
             self._browser = self._playwright.chromium.launch(
                 executable_path=str(self._launcher or self.executable_path), args=CHROMIUM_ARGS, headless=True,
@@ -387,7 +164,7 @@ class MiniWoBEnv(Env):
         self._close_sandbox()
         found = support()
         if not found.namespaces:
-            _say_unconfined(found.reason)
+            say_unconfined(found.reason)
             self._unconfined = True
             if self.serves_task_pages:
                 self.base_url = serve_miniwob()
@@ -403,7 +180,7 @@ class MiniWoBEnv(Env):
         sandbox.start()
         self.sandbox = sandbox
         if self.serves_task_pages:
-            self._pages = _PageServer(sandbox.listen())
+            self._pages = PageServer(sandbox.listen())
             self.base_url = self._pages.url
         # Playwright starts this script with the browser's arguments and its CDP pipe (fds 3, 4), which pass
         # through nsenter and setpriv. Playwright's profile folder is its own user's; the browser uses one in its home.
@@ -464,7 +241,7 @@ exec {command} "$@"
         self._drop_browser()
         if self._playwright is not None:
             self._playwright = None
-            _Driver.release()
+            Driver.release()
         self._close_sandbox()
         self._done = True
 

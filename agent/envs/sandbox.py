@@ -22,8 +22,7 @@ process of the env enters (``command(argv)``: the argv prefixed with what joins 
 Where namespaces cannot be made (a container without CAP_SYS_ADMIN, a kernel without user namespaces) ``support()``
 says why, once; the desktop and terminal envs then refuse to start with that reason, never running unconfined.
 
-Over 400 lines: a sandbox's namespaces, uid, home disk and what enters it are one lifecycle, kept whole; its cgroup
-is cgroups.py.
+Its cgroup is cgroups.py; its home's disk, sandbox_disks.py.
 """
 
 from __future__ import annotations
@@ -43,8 +42,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.envs.base import EnvError
+from agent.envs.base import EnvError, SandboxUnavailable
 from agent.envs.cgroups import Cgroup, CgroupUnavailable
+from agent.envs.sandbox_disks import mount_disk, unmount_disk
 
 __all__ = ["Limits", "Sandbox", "SandboxUnavailable", "Support", "allocate_uid", "hidden_paths", "kill_group",
            "support"]
@@ -53,10 +53,6 @@ log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
 HELPER = Path(__file__).with_name("sandbox_helper.py")
 MB = 2**20
-
-
-class SandboxUnavailable(EnvError):
-    """No sandbox can be made on this machine; the message says why and what would allow one."""
 
 
 @dataclass(frozen=True)
@@ -439,51 +435,6 @@ class Sandbox:
         if not fds:
             raise OSError(message.decode(errors="replace").removeprefix("error "))
         return socket.socket(fileno=fds[0])
-
-
-_DISK_SOURCE = "loupe-sandbox"
-_disks_swept = False
-
-
-def mount_disk(path: Path, *, uid: int | None, size_mb: int) -> None:
-    """Make the folder ``path`` a tmpfs of ``size_mb`` owned by ``uid`` (root only): a sandbox's home then holds at
-    most that. Mounted in the worker's own view, so the env reads and writes the home as before; the mount's source
-    names this process, so a later one unmounts it if this one died first."""
-    global _disks_swept
-    if not _disks_swept:
-        _disks_swept = True
-        _sweep_disks()
-    owner = uid if uid is not None else os.getuid()
-    options = f"size={size_mb}m,mode=0700,uid={owner},gid={owner},nosuid,nodev"
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, f"{_DISK_SOURCE}-{os.getpid()}", str(path)],
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        raise SandboxUnavailable(f"the sandbox's home could not be made ({result.stderr.strip() or result.returncode})")
-
-
-def unmount_disk(path: Path) -> None:
-    subprocess.run(["umount", "--lazy", str(path)], capture_output=True)
-
-
-def _sweep_disks() -> None:
-    """Unmount the homes of sandboxes whose worker process died without unmounting them."""
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        fields = right.split()
-        if len(fields) < 2 or fields[0] != "tmpfs" or not fields[1].startswith(f"{_DISK_SOURCE}-"):
-            continue
-        try:
-            pid = int(fields[1].rsplit("-", 1)[1])
-        except ValueError:
-            continue
-        if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
-            point = left.split()[4].encode().decode("unicode_escape")  # mountinfo escapes spaces as \040
-            unmount_disk(Path(point))
-            shutil.rmtree(point, ignore_errors=True)
 
 
 def kill_group(process: subprocess.Popen, timeout_s: float = 5.0) -> None:

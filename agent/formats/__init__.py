@@ -25,7 +25,7 @@ Formats (the modules beside this one say how each maps to Loupe's actions):
 - ``pyautogui``: OpenCUA's ``## Thought`` / ``## Action`` / ``## Code`` with pyautogui code,
   screenshot pixels or 0-1 fractions (``pyautogui.py``).
 
-Each format's system prompt is ``agent.prompt.FORMAT_SYSTEM_PROMPTS[format]``.
+Each format's system prompt is ``agent.system_prompts.FORMAT_SYSTEM_PROMPTS[format]``.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from agent.actions import parse_turn
 from agent.envs.base import Element, Observation
 from agent.policies.base import Policy, PolicyOutput
 from agent.policies.local import messages_as_text
+from agent.solvers import solve_step
 
 __all__ = ["ScriptedPolicy", "observation_from_prompt"]
 
@@ -61,8 +62,6 @@ class ScriptedPolicy(Policy):
         self.task = task
 
     def act(self, messages: list[dict], *, temperature: float | None = None) -> PolicyOutput:
-        from agent.solvers import solve_step
-
         started = time.perf_counter()
         try:
             observation, history = observation_from_prompt(messages)

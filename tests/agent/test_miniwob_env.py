@@ -12,7 +12,7 @@ from PIL import Image
 
 from agent.actions import Action, parse_action
 from agent.envs import EnvError, make_env
-from agent.envs.miniwob import TASKS, playwright_key
+from agent.envs.miniwob import TASKS
 from agent.solvers import solve_step
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -144,14 +144,6 @@ def test_wait_call_user_and_finished(env):
 def test_unknown_task_raises_env_error(env):
     with pytest.raises(EnvError, match="unknown MiniWoB"):
         env.reset("no-such-task", 0)
-
-
-def test_playwright_key_names():
-    assert playwright_key("ctrl+a") == "Control+a"
-    assert playwright_key("Enter") == "Enter" and playwright_key("shift+tab") == "Shift+Tab"
-    assert playwright_key("f5") == "F5"
-    with pytest.raises(ValueError):
-        playwright_key("hyper+q")
 
 
 def test_crashed_browser_fails_the_episode_and_is_replaced_on_reset(env):

@@ -132,7 +132,7 @@ def test_a_desktop_tasks_setup_checker_terminal_and_shell_reach_none_of_loupe(ta
 def test_an_x_display_refuses_a_client_without_its_cookie(other_display, tmp_path):
     from Xlib.error import DisplayConnectionError
 
-    from agent.envs.desktop.session import open_display, write_xauthority
+    from agent.envs.desktop.x11 import open_display, write_xauthority
 
     (tmp_path / "none").write_bytes(b"")
     with pytest.raises(DisplayConnectionError, match="Authorization required"):

@@ -40,7 +40,7 @@ def checkpoints(tmp_path_factory):
 
 
 def test_four_requests_queued_at_once_are_decoded_together_each_as_the_model_alone_answers(checkpoints):
-    from trainer.serve import Batcher
+    from trainer.batching import Batcher
 
     torch.set_num_threads(1)
     policy = LocalPolicy(checkpoints[0], max_new_tokens=20)
@@ -131,7 +131,7 @@ def test_loading_past_the_limit_lets_the_least_recently_asked_for_model_go(check
 
 
 def test_a_lone_greedy_request_checks_drafted_tokens_and_answers_as_local_policy(checkpoints):
-    from trainer.serve import Batcher
+    from trainer.batching import Batcher
 
     torch.set_num_threads(1)
     policy = LocalPolicy(checkpoints[0], max_new_tokens=24)
@@ -146,3 +146,125 @@ def test_a_lone_greedy_request_checks_drafted_tokens_and_answers_as_local_policy
             assert batcher.passes - before < len(request.ids) - 1  # prompt lookup took several tokens a pass
     finally:
         batcher.close()
+
+
+def _step_messages(i: int, steps: int) -> list[dict]:
+    """An episode's prompt at its ``steps``-th step: the earlier screens and actions, then the new screen."""
+    messages = [{"role": "system", "content": "sys"}]
+    for k in range(steps + 1):
+        messages.append({"role": "user", "content": f'Screen {k} of episode {i}: [button] "OK {k}" at ({k}, 5)'
+                                                    + " [text] more" * (4 + i)})
+        if k < steps:
+            messages.append({"role": "assistant", "content": f"Thought: go.\nAction: click(x={k}, y=5)"})
+    return messages
+
+
+def test_an_episodes_next_prompts_read_only_their_new_tokens_and_answer_as_the_model_alone(checkpoints):
+    """The KV cache of each answered request is kept: a step whose prompt extends the last one's reads only the new
+    turn, batched or alone, and answers the tokens and logprobs LocalPolicy gives the whole prompt."""
+    from trainer.batching import Batcher
+
+    torch.set_num_threads(1)
+    policy = LocalPolicy(checkpoints[0], max_new_tokens=12)
+    batcher = Batcher(policy)
+    try:
+        for steps in range(3):
+            with batcher._wake:  # four episodes' steps decoded together
+                requests = [batcher.submit(policy.prompt_ids(_step_messages(i, steps)), max_tokens=12,
+                                           temperature=0.0, top_k=2) for i in range(4)]
+            for i, request in enumerate(requests):
+                assert request.done.wait(120) and request.error is None
+                solo = policy.act(_step_messages(i, steps))
+                assert request.ids == solo.token_ids and request.text == solo.text
+                assert request.logprobs == pytest.approx(solo.token_logprobs, abs=1e-4)
+                assert [lp for top in request.tops for _, lp in top] == pytest.approx(
+                    [lp for top in solo.top_logprobs for lp in top], abs=1e-4)
+                if steps:  # everything up to the last step's new turn came from the cache
+                    last = len(policy.prompt_ids(_step_messages(i, steps - 1)))
+                    assert last <= request.reused < len(request.prompt)
+        assert batcher.prefixes.hits >= 8
+    finally:
+        batcher.close()
+
+
+def test_the_prefix_cache_keeps_the_latest_entries_within_its_budget():
+    from trainer.batching import PrefixCache
+
+    def layers(n: int) -> list[tuple]:  # two layers of 1 x 2 heads x n tokens x 4 float32: 128 bytes a token
+        return [(torch.full((1, 2, n, 4), float(n)), torch.zeros(1, 2, n, 4)) for _ in range(2)]
+
+    cache = PrefixCache(budget_mb=1)
+    cache.budget = 128 * 100  # room for 100 tokens
+    cache.put(list(range(40)), layers(40))
+    cache.put(list(range(100, 150)), layers(50))
+    cache.put(list(range(200, 240)), layers(40))  # over the budget: the oldest leaves
+    assert len(cache) == 2 and cache.size_bytes == 128 * 90
+    assert cache.take(list(range(45))) == (0, None)
+    n, shared = cache.take([*range(100, 120), 7, 8])  # a shared part is copied, the entry stays
+    assert n == 20 and shared[0][0].shape == (1, 2, 20, 4) and len(cache) == 2
+    n, whole = cache.take([*range(200, 240), 1])  # a prompt extending an entry whole takes it over
+    assert n == 40 and whole[1][0].shape == (1, 2, 40, 4) and len(cache) == 1
+    assert cache.take(list(range(200, 240)))[0] == 0  # never the whole prompt: its last token is read
+    assert cache.take([*range(100, 110)])[0] == 0  # under MIN_REUSE tokens: not worth a copy
+
+
+def test_a_prompt_longer_than_the_context_and_malformed_json_are_refused_plainly(host_server, checkpoints):
+    from agent.policies.served import served_name
+
+    root = host_server.removesuffix("/v1")
+    request = urllib.request.Request(f"{host_server}/chat/completions", data=b'{"messages": [', method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 400 and "not valid JSON" in json.loads(refused.value.read())["error"]["message"]
+    status, body = _post(f"{root}/v1/unload_lora_adapter", {"lora_name": "never-loaded"})
+    assert status == 404 and "cannot be found" in body["error"]["message"]
+    name = served_name(checkpoints[0])
+    _post(f"{root}/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(checkpoints[0])})
+    long = [{"role": "user", "content": "word " * 5000}]  # the tiny model reads 4096 tokens
+    status, body = _post(f"{host_server}/chat/completions", {"model": name, "messages": long})
+    assert status == 400 and "this model reads at most 4096" in body["error"]["message"], body
+    status, body = _post(f"{host_server}/chat/completions", {"model": name, "messages": _messages(0), "max_tokens": 4})
+    assert status == 200 and body["choices"][0]["message"]["content"] is not None  # the server goes on
+
+
+def test_a_client_that_goes_away_mid_answer_leaves_the_batch_and_the_others_are_answered(checkpoints):
+    import socket
+    import threading
+    import time
+    from http.server import ThreadingHTTPServer
+
+    from trainer.serve import ModelRegistry, make_handler
+
+    torch.set_num_threads(1)
+    registry = ModelRegistry(str(checkpoints[0]), "m", 16)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(registry))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1/chat/completions"
+    batcher = registry.get("m").batcher
+    try:
+        body = json.dumps({"model": "m", "messages": _messages(0), "max_tokens": 3000}).encode()
+        leaving = socket.create_connection(server.server_address[:2])
+        leaving.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        deadline = time.monotonic() + 60
+        while not batcher._active and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert batcher._active, "the long request never started"
+        answers: list = []
+        staying = threading.Thread(target=lambda: answers.append(
+            _post(url, {"model": "m", "messages": _messages(1), "max_tokens": 16, "logprobs": True})))
+        staying.start()
+        leaving.close()
+        staying.join(120)
+        status, reply = answers[0]
+        alone = LocalPolicy(checkpoints[0], max_new_tokens=16).act(_messages(1))
+        assert status == 200 and reply["choices"][0]["message"]["content"] == alone.text
+        assert [e["logprob"] for e in reply["choices"][0]["logprobs"]["content"]] == pytest.approx(
+            alone.token_logprobs, abs=1e-4)
+        while batcher._active and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not batcher._active and batcher.passes < 3000  # dropped long before its 3000 tokens
+    finally:
+        server.shutdown()
+        registry.close()

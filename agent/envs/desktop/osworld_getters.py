@@ -14,6 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from agent.envs.base import EnvError
+from agent.envs.desktop import chrome
+from agent.envs.desktop.osworld_task import TaskFile
+from agent.envs.desktop.osworld_time import relative_rules
+from agent.envs.desktop.osworld_vm import CACHE_DIR, as_argv, check_home_path, episode_cache, find_file, local_path, \
+    map_home
 
 __all__ = ["GETTERS", "REFUSED_GETTERS", "get_state", "accessibility_xml", "terminal_text"]
 
@@ -28,8 +33,6 @@ class GetterKind:
 def get_state(spec: dict | None, desktop: Any, *, files: dict | None = None) -> Any:
     if not spec:
         return None
-    from agent.envs.desktop.osworld import map_home
-
     spec = map_home(spec, desktop.home) if spec["type"] not in ("cloud_file", "cache_file", "rule") else spec
     return GETTERS[spec["type"]].get(spec, desktop, files or {})
 
@@ -50,15 +53,11 @@ def _gives(spec: dict, values: list) -> Any:
 
 # -- files --------------------------------------------------------------------------------------
 def _check_home_paths(spec: dict, where: str, problems: Any, context: dict) -> None:
-    from agent.envs.desktop.osworld import check_home_path
-
     for path in _paths(spec)[0]:
         check_home_path(path, where, problems)
 
 
 def _vm_file(spec: dict, desktop: Any, files: dict) -> Any:
-    from agent.envs.desktop.osworld import local_path
-
     paths, many = _paths(spec)
     found = []
     for path in paths:
@@ -68,8 +67,6 @@ def _vm_file(spec: dict, desktop: Any, files: dict) -> Any:
 
 
 def _check_cloud(spec: dict, where: str, problems: Any, context: dict) -> None:
-    from agent.envs.desktop.osworld import TaskFile
-
     urls, many = _paths(spec)
     dests = spec.get("dest") if isinstance(spec.get("dest"), list) else [spec.get("dest")] * len(urls)
     if len(dests) != len(urls) or not all(isinstance(url, str) and url for url in urls):
@@ -82,8 +79,6 @@ def _check_cloud(spec: dict, where: str, problems: Any, context: dict) -> None:
 def _cloud_file(spec: dict, desktop: Any, files: dict) -> Any:
     """A file the task compares with, downloaded by OSWorld, here from the project's file store (refused at start
     when missing: this raises only for an env driven by hand)."""
-    from agent.envs.desktop.osworld import find_file
-
     urls, many = _paths(spec)
     dests = spec.get("dest") if isinstance(spec.get("dest"), list) else [spec.get("dest")] * len(urls)
     found = []
@@ -111,8 +106,6 @@ def _check_cache(spec: dict, where: str, problems: Any, context: dict) -> None:
 
 def _cache_file(spec: dict, desktop: Any, files: dict) -> str | None:
     """A file a setup step wrote (``stdout``: the episode's cache), or one of the local cache (CACHE_DIR)."""
-    from agent.envs.desktop.osworld import CACHE_DIR, episode_cache
-
     written = episode_cache(desktop) / spec["path"]
     if written.is_file():
         return str(written)
@@ -132,16 +125,12 @@ def _tree(path: Path) -> dict:
 
 
 def _list_directory(spec: dict, desktop: Any, files: dict) -> dict | None:
-    from agent.envs.desktop.osworld import local_path
-
     path = local_path(spec["path"], desktop.home)
     return _tree(path) if path.is_dir() else None
 
 
 # -- commands --------------------------------------------------------------------------------
 def _command(spec: dict, desktop: Any, stream: str) -> str:
-    from agent.envs.desktop.osworld import as_argv
-
     result = desktop.run(as_argv(spec["command"], bool(spec.get("shell", False))), timeout_s=30)
     return result.stdout if stream == "stdout" else result.stderr
 
@@ -195,8 +184,6 @@ def _vlc_config(spec: dict, desktop: Any, files: dict) -> str | None:
 def _vlc_playing_info(spec: dict, desktop: Any, files: dict) -> str | None:
     """VLC's status.xml from its HTTP interface (the session's ``vlc`` starts it on 127.0.0.1:8080, password
     "password", as OSWorld's VM does), fetched inside the sandbox; None when VLC does not answer."""
-    from agent.envs.desktop.osworld import episode_cache
-
     script = ("import base64,sys,urllib.request as u\n"
               "r=u.Request('http://127.0.0.1:8080/requests/status.xml',headers={'Authorization':'Basic '+"
               "base64.b64encode(b':password').decode()})\n"
@@ -221,8 +208,6 @@ def _vscode_config(spec: dict, desktop: Any, files: dict) -> Any:
 
 def _chrome(name: str) -> Callable[[dict, Any, dict], Any]:
     def get(spec: dict, desktop: Any, files: dict) -> Any:
-        from agent.envs.desktop import chrome
-
         return getattr(chrome, name)(desktop, spec)
     return get
 
@@ -232,8 +217,6 @@ def _rule(spec: dict, desktop: Any, files: dict) -> Any:
 
 
 def _rule_relative_time(spec: dict, desktop: Any, files: dict) -> Any:
-    from agent.envs.desktop.osworld_time import relative_rules
-
     return relative_rules(spec["rules"])
 
 

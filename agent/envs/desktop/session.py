@@ -18,48 +18,39 @@
 - openbox runs with Loupe's configuration (openbox/): its right-click menu opens the apps, and offers no
   way to end the session; the empty desktop says that a right-click opens the menu.
 
-Over 400 lines: the display, its cookie and its session's lifecycle kept whole, like the other envs.
+The X protocol work (the cookie, connections, windows, the background) is in x11.py.
 """
 
 from __future__ import annotations
 
 import io
 import os
-import re
 import secrets
 import select
 import shlex
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-from Xlib import X, Xatom
-from Xlib import error as xerror
+from Xlib import X
 from Xlib.display import Display
-from Xlib.protocol import event as xevent
 
 from agent.envs.base import EnvError
 from agent.envs.cgroups import Cgroup
-from agent.envs.desktop.programs import program_available, session_programs
+from agent.envs.desktop import x11
+from agent.envs.desktop.programs import program_available
+from agent.envs.desktop.session_files import ATSPI_HELPER, write_session_files
+from agent.envs.desktop.x11 import Window, open_display, write_xauthority
 from agent.envs.sandbox import Limits, Sandbox, SandboxUnavailable, kill_group, support
 
-__all__ = ["Desktop", "Window", "ATSPI_HELPER", "NSS_WRAPPER", "open_display", "program_available", "write_xauthority"]
+__all__ = ["Desktop", "Window", "ATSPI_HELPER", "NSS_WRAPPER", "program_available"]
 
-ATSPI_HELPER = Path(__file__).with_name("atspi_helper.py")
-CHROME_HELPER = Path(__file__).with_name("chrome_helper.py")
-OPENBOX_MENU = Path(__file__).with_name("openbox") / "menu.xml"
-OPENBOX_RC = Path("/etc/xdg/openbox/rc.xml")
 NSS_WRAPPER = "libnss_wrapper.so"
 SYSTEM_PYTHON = "/usr/bin/python3"
 
@@ -68,60 +59,6 @@ _TAG = "LOUPE_DESKTOP_SESSION"
 HOME_FOLDERS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Public", "Templates", "Videos")
 BACKGROUND = (46, 74, 98)  # a slate blue: the empty desktop is not a black screen
 HINT = "Right-click the desktop to open the applications menu"
-
-# -- access cookies --------------------------------------------------------------------------------------------------
-_FAMILY_LOCAL, _FAMILY_WILD = 256, 65535
-_COOKIE = b"MIT-MAGIC-COOKIE-1"
-_XAUTH_LOCK = threading.Lock()  # XAUTHORITY is the process's: one connection opened at a time
-
-
-def write_xauthority(path: Path, cookie: bytes, number: int | None = None, uid: int | None = None) -> None:
-    """An Xauthority file (0600, owned by ``uid`` when given) holding ``cookie`` for display ``number`` on this host
-    (python-xlib's match) and for any display (libX11's); the X server's -auth file takes the wildcard alone."""
-    def entry(family: int, address: bytes, display: bytes) -> bytes:
-        fields = (address, display, _COOKIE, cookie)
-        return struct.pack(">H", family) + b"".join(struct.pack(">H", len(f)) + f for f in fields)
-
-    data = b""
-    if number is not None:
-        data += entry(_FAMILY_LOCAL, socket.gethostname().encode(), str(number).encode())
-    data += entry(_FAMILY_WILD, b"", b"")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    if uid is not None:
-        os.chown(path, uid, uid)
-
-
-@contextmanager
-def _xauthority(path: Path | None) -> Iterator[None]:
-    """XAUTHORITY set to ``path`` while a connection opens (python-xlib and libX11 read it then, and only then)."""
-    with _XAUTH_LOCK:
-        saved = os.environ.get("XAUTHORITY")
-        if path is not None:
-            os.environ["XAUTHORITY"] = str(path)
-        try:
-            yield
-        finally:
-            if saved is None:
-                os.environ.pop("XAUTHORITY", None)
-            else:
-                os.environ["XAUTHORITY"] = saved
-
-
-def open_display(name: str, xauthority: Path | None) -> Display:
-    """A python-xlib connection to display ``name`` with the cookie in ``xauthority``."""
-    with _xauthority(xauthority):
-        return Display(name)
-
-
-@dataclass(frozen=True)
-class Window:
-    """A top-level client window as the window manager lists it."""
-
-    id: int
-    title: str
-    wm_class: str
 
 
 class Desktop:
@@ -248,7 +185,7 @@ class Desktop:
                 os.chown(folder, uid, uid)
         user = f"loupe{self.number}"
         write_xauthority(runtime / "Xauthority", self._cookie, self.number, uid)
-        self._write_session_files(runtime, user, uid)
+        write_session_files(runtime, user=user, uid=self.uid if self.per_uid else None, home=self.home)
         self._env = {
             "PATH": f"{runtime / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.home), "USER": user, "LOGNAME": user,
             "SHELL": "/bin/bash", "DISPLAY": self.name, "LANG": "C.UTF-8", "TERM": "xterm",
@@ -294,53 +231,11 @@ class Desktop:
             time.sleep(0.02)
         return self.home
 
-    def _write_session_files(self, runtime: Path, user: str, uid: int | None) -> None:
-        """What the session reads from its runtime folder: its passwd entry, openbox's configuration (the menu of
-        the apps, without Exit, Restart or Reconfigure) and the AT-SPI helper (Loupe's own folder may not be
-        readable by the session's uid)."""
-        files = {"atspi_helper.py": ATSPI_HELPER.read_text(), "openbox-menu.xml": OPENBOX_MENU.read_text(),
-                 "openbox-rc.xml": _openbox_rc(runtime / "openbox-menu.xml"),
-                 "chrome_helper.py": CHROME_HELPER.read_text()}
-        if self.per_uid:
-            files["passwd"] = f"{user}:x:{self.uid}:{self.uid}:Loupe desktop:{self.home}:/bin/bash\n"
-            files["group"] = f"{user}:x:{self.uid}:\n"
-        for name, text in files.items():
-            (runtime / name).write_text(text)
-            (runtime / name).chmod(0o644)
-        bin_dir = runtime / "bin"
-        bin_dir.mkdir(mode=0o755)
-        for name, text in session_programs().items():
-            (bin_dir / name).write_text(text)
-            (bin_dir / name).chmod(0o755)
-
     def _paint_background(self) -> None:
         """A slate-blue desktop with the hint that a right-click opens the apps (drawn into the root window's
         background, so it shows wherever no window is)."""
-        from PIL import Image, ImageDraw, ImageFont
-
         assert self.display is not None
-        screen = self.display.screen()
-        root = screen.root
-        if screen.root_depth != 24:
-            return
-        pixmap = root.create_pixmap(self.width, self.height, screen.root_depth)
-        gc = pixmap.create_gc(foreground=(BACKGROUND[0] << 16) | (BACKGROUND[1] << 8) | BACKGROUND[2])
-        pixmap.fill_rectangle(gc, 0, 0, self.width, self.height)
-        try:
-            font = ImageFont.load_default(size=20)
-        except TypeError:  # Pillow < 10.1: the bitmap font
-            font = ImageFont.load_default()
-        left, top, right, bottom = ImageDraw.Draw(Image.new("RGB", (1, 1))).textbbox((0, 0), HINT, font=font)
-        hint = Image.new("RGB", (right - left + 24, bottom - top + 16), BACKGROUND)
-        ImageDraw.Draw(hint).text((12 - left, 8 - top), HINT, fill=(235, 240, 245), font=font)
-        data = hint.convert("RGBX").tobytes("raw", "BGRX")  # a 24-bit TrueColor screen's ZPixmap, 32 bits a pixel
-        x, y = (self.width - hint.width) // 2, self.height - hint.height - 24
-        pixmap.put_image(gc, x, y, hint.width, hint.height, X.ZPixmap, screen.root_depth, 0, data)
-        root.change_attributes(background_pixmap=pixmap)
-        root.clear_area(0, 0, self.width, self.height)
-        gc.free()
-        pixmap.free()
-
+        x11.paint_background(self.display, self.width, self.height, BACKGROUND, HINT)
     def check_alive_display(self) -> None:
         if self._xvfb is None or self.display is None:
             raise EnvError("the desktop is not started")
@@ -469,39 +364,17 @@ class Desktop:
     def windows(self) -> list[Window]:
         """Top-level client windows, in the window manager's order (oldest first)."""
         assert self.display is not None
-        root = self.display.screen().root
-        listed = root.get_full_property(self.display.intern_atom("_NET_CLIENT_LIST"), Xatom.WINDOW)
-        found = []
-        for wid in (listed.value if listed else []):
-            window = self.display.create_resource_object("window", wid)
-            try:
-                title = window.get_full_property(self.display.intern_atom("_NET_WM_NAME"),
-                                                 self.display.intern_atom("UTF8_STRING"))
-                name = title.value.decode("utf-8", "replace") if title else (window.get_wm_name() or "")
-                wm_class = window.get_wm_class() or ("", "")
-            except xerror.XError:
-                continue  # closed while we looked
-            found.append(Window(int(wid), name if isinstance(name, str) else name.decode(), wm_class[1]))
-        return found
+        return x11.windows(self.display)
 
     def activate(self, window: Window) -> None:
         """Raise and focus a window through the window manager (_NET_ACTIVE_WINDOW)."""
         assert self.display is not None
-        root = self.display.screen().root
-        message = xevent.ClientMessage(
-            window=self.display.create_resource_object("window", window.id),
-            client_type=self.display.intern_atom("_NET_ACTIVE_WINDOW"), data=(32, [2, X.CurrentTime, 0, 0, 0]))
-        root.send_event(message, event_mask=X.SubstructureRedirectMask | X.SubstructureNotifyMask)
-        self.display.sync()
+        x11.activate(self.display, window)
 
     def close_window(self, window: Window) -> None:
         """Ask a window to close through the window manager (_NET_CLOSE_WINDOW), as a click on its close button."""
         assert self.display is not None
-        message = xevent.ClientMessage(
-            window=self.display.create_resource_object("window", window.id),
-            client_type=self.display.intern_atom("_NET_CLOSE_WINDOW"), data=(32, [X.CurrentTime, 2, 0, 0, 0]))
-        self.display.screen().root.send_event(message, event_mask=X.SubstructureRedirectMask | X.SubstructureNotifyMask)
-        self.display.sync()
+        x11.close_window(self.display, window)
 
     def type_keys(self, keys: list[tuple[str, str]]) -> None:
         """Press ``("hotkey", "ctrl+shift+p")`` and type ``("type", "text")`` in order, on the focused window, from
@@ -515,18 +388,7 @@ class Desktop:
     def has_focus(self, window: Window) -> bool:
         """Whether the keyboard focus is on ``window`` or inside it (xterm focuses a child window)."""
         assert self.display is not None
-        current = self.display.get_input_focus().focus
-        try:
-            while not isinstance(current, int):  # X.NONE and X.PointerRoot come back as ints
-                if current.id == window.id:
-                    return True
-                tree = current.query_tree()
-                if not tree.parent or tree.parent.id == tree.root.id:
-                    return False
-                current = tree.parent
-        except xerror.XError:  # the window closed while we looked
-            return False
-        return False
+        return x11.has_focus(self.display, window)
 
     # -- what is on the screen -------------------------------------------------------------
     def screenshot(self, quality: int = 80) -> bytes:
@@ -538,7 +400,7 @@ class Desktop:
         import mss
 
         if self._mss is None:
-            with _xauthority(self.xauthority):
+            with x11.xauthority(self.xauthority):
                 self._mss = mss.mss(display=self.name)
         shot = self._mss.grab(self._mss.monitors[0])
         return shot.rgb, shot.size
@@ -634,22 +496,3 @@ class _Pump:
         return b"".join(list(self._chunks)).decode("utf-8", "replace")
 
 
-_rc_template: str | None = None
-
-
-def _openbox_rc(menu: Path) -> str:
-    """Debian's openbox rc.xml with Loupe's menu file (``menu``) as its only one, instead of Debian's menus (whose
-    root menu offers Exit, Restart and Reconfigure)."""
-    global _rc_template
-    if _rc_template is None:
-        try:
-            _rc_template = OPENBOX_RC.read_text()
-        except OSError:  # openbox without its default configuration: its built-in one, with our menu
-            _rc_template = '<?xml version="1.0"?>\n<openbox_config xmlns="http://openbox.org/3.4/rc">\n' \
-                           "<menu><file>MENU</file></menu>\n</openbox_config>\n"
-    menus = re.sub(r"<file>.*?</file>\s*", "", _rc_template, flags=re.S)
-    # ctrl+alt+t opens a terminal, as on OSWorld's Ubuntu (its tasks press it)
-    menus = re.sub(r"<keyboard>", '<keyboard>\n  <keybind key="C-A-t"><action name="Execute"><command>'
-                   'x-terminal-emulator</command></action></keybind>', menus, count=1)
-    # the <menu> section starts a line; <menu>root-menu</menu> inside actions names a menu
-    return re.sub(r"<menu>(?=\s)", f"<menu>\n  <file>{menu}</file>", menus, count=1)

@@ -34,12 +34,20 @@ from urllib.parse import urlsplit
 
 from agent.actions import Action
 from agent.envs.base import Element, EnvError, Observation, StepResult, TaskInfo
+from agent.envs.browser import CHROMIUM_PATH, ELEMENTS_JS
 from agent.envs.egress import EgressProxy, EgressRules
-from agent.envs.miniwob import _ELEMENTS_JS, CHROMIUM_PATH, MiniWoBEnv
+from agent.envs.miniwob import MiniWoBEnv
 from agent.envs.sandbox import Limits
 from agent.envs.webapp import sites as site_build
-from agent.envs.webapp.tasks import (TaskFormatError, WebTask, allowed_hosts, evaluate, load_task, load_tasks_dir,
-                                     resolve_url)
+from agent.envs.webapp.tasks import (
+    TaskFormatError,
+    WebTask,
+    allowed_hosts,
+    evaluate,
+    load_task,
+    load_tasks_dir,
+    resolve_url,
+)
 
 __all__ = ["TASKS", "TASKS_DIR", "WEBAPP_TASKS", "WebAppEnv"]
 
@@ -344,7 +352,7 @@ class WebAppEnv(MiniWoBEnv):
         page = self._page
         for attempt in range(4):
             try:
-                raw = page.evaluate(_ELEMENTS_JS, [self.width, self.height, self.max_elements])
+                raw = page.evaluate(ELEMENTS_JS, [self.width, self.height, self.max_elements])
                 break
             except Exception as exc:  # noqa: BLE001 - a navigation replaced the document under us
                 if attempt == 3 or "context was destroyed" not in str(exc) and "navigat" not in str(exc):
