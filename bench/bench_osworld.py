@@ -33,7 +33,7 @@ from agent.envs.desktop.osworld import load_task, missing_programs  # noqa: E402
 from agent.policies.base import Policy, PolicyOutput  # noqa: E402
 from agent.rollout import run_episode  # noqa: E402
 from core.errors import ApplicationError  # noqa: E402
-from projects import taskspec_authoring as task_authoring
+from projects import taskspec_exchange
 from projects import taskspec_files as task_files  # noqa: E402
 from projects.models import Project, TaskSpec  # noqa: E402
 
@@ -105,7 +105,7 @@ def main(argv: list[str]) -> dict:
             domain = path.parent.name
             rows[domain]["files"] += 1
             try:
-                [task] = task_authoring.task_import(project=project_for(domain), actor=None, format="osworld",
+                [task] = taskspec_exchange.task_import(project=project_for(domain), actor=None, format="osworld",
                                                     files=[(str(path), path.read_bytes())])
             except ApplicationError as exc:
                 details.append({"file": str(path), "imported": False, "problems": exc.errors.get("tasks")})

@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from training.signals import run_stalled
+
 
 class CyclesConfig(AppConfig):
     name = "cycles"
@@ -7,7 +9,6 @@ class CyclesConfig(AppConfig):
     def ready(self):
         # a cycle's training run is resumed by the cycle (under its lease), not by training's stalled-run sweep
         from cycles.models import Cycle
-        from training.signals import run_stalled
 
         def cycle_resumes(sender, *, run, **_) -> bool:
             return Cycle.objects.filter(run=run).exists()

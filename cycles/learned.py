@@ -18,6 +18,8 @@ from pathlib import Path
 
 from django.db.models import Exists, OuterRef
 
+from agent import formats
+from agent.policies.local import LocalPolicy
 from rollouts.models import Actor, Correction, Rejection, Step
 from cycles.models import Cycle, CycleState
 from rollouts.models import CorrectionKind, CorrectionReplay
@@ -104,8 +106,6 @@ def training_steps(cycle: Cycle) -> tuple[dict[int, list[dict]], dict[int, list[
 
 
 def _policy_for(checkpoint):
-    from agent.policies.local import LocalPolicy
-
     max_tokens = 96 if checkpoint.action_format == "loupe" else 384
     return LocalPolicy(checkpoint.uri, max_new_tokens=max_tokens)
 
@@ -114,8 +114,6 @@ def corrections_replay(cycle: Cycle, *, on_progress: Callable[[int, int], None] 
     """Ask the cycle's candidate every corrected step of its training rows and validation split; store whether it
     learned each (CorrectionReplay) and return :func:`learned_summary`. A candidate that reads screenshots is not
     asked (the local policy runs text models): the summary says so."""
-    from agent import formats
-
     candidate = cycle.candidate
     if candidate is None:
         return learned_summary(cycle)

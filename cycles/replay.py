@@ -26,14 +26,16 @@ from django.core.files.storage import default_storage
 from rollouts.models import Checkpoint
 from snapshots.models import DatasetSnapshot, SnapshotStatus
 from training.models import TrainingRun
+from snapshots.export import screenshot_names
+from snapshots.rows import image_path
+from training.runs import COLDSTART, run_dir
+from training.trainer_process import _place
 
 MAX_LINEAGE_DEPTH = 50  # checkpoints walked back; a loop in the records cannot hang a cycle
 MIN_ROWS_TO_HOLD_OUT = 8  # fewer new rows are all trained on: a validation loss of one or two rows says little
 
 
 def _run_dir(run: TrainingRun) -> Path:
-    from training.runs import run_dir  # training imports this module
-
     return run_dir(run)
 
 
@@ -41,8 +43,6 @@ def lineage_sources(checkpoint: Checkpoint | None) -> list[dict]:
     """What ``checkpoint`` was trained on, nearest first: ``{"snapshot": id}`` for each SFT/CT snapshot of each
     training run on the way back, ``{"demos": path}`` for a cold start's demonstrations. Each source names the
     ``run`` and ``checkpoint`` it comes from."""
-    from training.runs import COLDSTART
-
     sources, seen = [], set()
     while checkpoint is not None and checkpoint.pk not in seen and len(seen) < MAX_LINEAGE_DEPTH:
         seen.add(checkpoint.pk)
@@ -188,10 +188,6 @@ def place_images(*, files: list[str], snapshots: list[DatasetSnapshot], out_dir:
     checkpoint that reads screenshots, new and replayed, read their images there. ``snapshots``: the ones the rows
     come from, whose stored screenshots they name. Returns how many were placed; a name no snapshot holds is the
     cycle's error."""
-    from snapshots.rows import image_path
-    from snapshots.export import screenshot_names
-    from training.trainer_process import _place
-
     wanted = set()
     for file in files:
         with open(file, encoding="utf-8") as fh:

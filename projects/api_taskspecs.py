@@ -18,6 +18,7 @@ from core.errors import ApplicationError
 from projects import services as projects
 from projects import selectors
 from projects import taskspec_authoring as task_authoring
+from projects import taskspec_exchange
 from projects import taskspec_files as task_files
 from projects.api import paginate
 from projects.models import Role, TaskSpec
@@ -146,7 +147,7 @@ class TaskImportApi(APIView):
             data.is_valid(raise_exception=True)
             options = dict(data.validated_data)
             files = [(f"tasks[{index}]", task) for index, task in enumerate(options.pop("tasks"))]
-        created = task_authoring.task_import(project=project, actor=request.user, files=files, **options)
+        created = taskspec_exchange.task_import(project=project, actor=request.user, files=files, **options)
         return Response({"results": TaskOutput(created, many=True).data}, status=status.HTTP_201_CREATED)
 
     @staticmethod
@@ -184,7 +185,7 @@ class TaskExportApi(APIView):
         if not name:
             choices = " or ".join(f"?format={name}" for name in task_authoring.FORMATS)
             raise ApplicationError(f"Say which format to export: {choices}.", errors={"format": ["This field is required."]})
-        tasks = task_authoring.task_export(project=project, format=name)
+        tasks = taskspec_exchange.task_export(project=project, format=name)
         response = HttpResponse(json.dumps(tasks, indent=2, ensure_ascii=False), content_type="application/json")
         response["Content-Disposition"] = f'attachment; filename="{project.slug}-{name}-tasks.json"'
         return response

@@ -6,6 +6,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
+from agent.envs import tasks_for
 from core.audit import audit_record
 from core.errors import ApplicationError
 from core.limits import check_length, too_long
@@ -77,8 +78,6 @@ def _task_problems(*, env_kind: str, task_name: str, seed_start: int, seed_end: 
         errors["max_steps"] = ["Use between 1 and 200 steps."]
     if too_long("task_instruction", instruction_template):
         errors["instruction_template"] = [too_long("task_instruction", instruction_template)]
-    from agent.envs import tasks_for
-
     try:
         known = tasks_for(env_kind)
     except ValueError:

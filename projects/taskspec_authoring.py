@@ -12,12 +12,17 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
 
-from core.audit import audit_record
+from agent.envs import ENV_KINDS, tasks_for
+from agent.envs.desktop import DESKTOP_TASKS, osworld
+from agent.envs.desktop.env import MAX_STEPS as DESKTOP_MAX_STEPS
+from agent.envs.desktop.osworld import TaskFormatError, missing_files, missing_programs
+from agent.envs.webapp import WEBAPP_TASKS
+from agent.envs.webapp import tasks as webapp_tasks
 from core.errors import ApplicationError
 from core.limits import LIMITS, too_long
-from projects.models import Project, Split, TaskSpec
+from projects.taskspec_files import files_for_env
+from projects.models import Project
 
 MAX_IMPORT = 500
 # A task id is a slug: lowercase ASCII letters, digits, '-' and '_'. It names the task in lists, exports, file
@@ -58,15 +63,10 @@ class DesktopKind(AuthoredKind):
     id_key, instruction_keys = "id", ("instruction",)
 
     def load(self, data: Any, origin: str) -> Definition:
-        from agent.envs.desktop.env import MAX_STEPS  # OSWorld tasks carry no step limit: the env's default
-        from agent.envs.desktop.osworld import load_task
-
-        task = load_task(data, origin=origin)
-        return Definition(task.id, task.instruction, MAX_STEPS)
+        task = osworld.load_task(data, origin=origin)
+        return Definition(task.id, task.instruction, DESKTOP_MAX_STEPS)  # OSWorld tasks carry no step limit
 
     def shipped(self) -> dict[str, dict]:
-        from agent.envs.desktop import DESKTOP_TASKS
-
         return {task_id: task.raw for task_id, task in DESKTOP_TASKS.items()}
 
 
@@ -75,14 +75,10 @@ class WebAppKind(AuthoredKind):
     id_key, instruction_keys = "task_id", ("intent", "instruction")
 
     def load(self, data: Any, origin: str) -> Definition:
-        from agent.envs.webapp.tasks import load_task
-
-        task = load_task(data, origin=origin)
+        task = webapp_tasks.load_task(data, origin=origin)
         return Definition(task.task_id, task.intent, task.max_steps)
 
     def shipped(self) -> dict[str, dict]:
-        from agent.envs.webapp import WEBAPP_TASKS
-
         return {task_id: task.raw for task_id, task in WEBAPP_TASKS.items()}
 
 
@@ -91,8 +87,6 @@ FORMATS: dict[str, AuthoredKind] = {k.format: k for k in AUTHORED.values()}
 
 
 def authored_kind(env_kind: str) -> AuthoredKind:
-    from agent.envs import ENV_KINDS
-
     if env_kind not in ENV_KINDS:
         message = f"Unknown environment kind '{env_kind}'; use one of {', '.join(ENV_KINDS)}."
         raise ApplicationError(message, errors={"env_kind": [message]})
@@ -180,8 +174,6 @@ def definition_check(*, env_kind: str, definition: Any, origin: str = "") -> tup
 
 def catalogue() -> list[dict]:
     """Each env kind with its shipped tasks (name, description, step limit), and whether and how it is authored."""
-    from agent.envs import ENV_KINDS, tasks_for
-
     kinds = []
     for kind in ENV_KINDS:
         try:
@@ -198,91 +190,6 @@ def catalogue() -> list[dict]:
             "error": error,
         })
     return kinds
-
-
-# -- import and export -----------------------------------------------------------------------------
-def _items(files: list[tuple[str, Any]]) -> tuple[list[tuple[str, Any]], list[str]]:
-    """Flatten (name, content) pairs into (origin, task object) pairs. ``content`` is a file's bytes (parsed here) or
-    JSON already parsed; a file may hold one task or a list. Returns the items and the files' errors."""
-    items, errors = [], []
-    for name, content in files:
-        if isinstance(content, bytes):
-            try:
-                content = json.loads(content)
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                errors.append(f"{name}: not a readable JSON file ({exc}).")
-                continue
-        tasks = content if isinstance(content, list) else [content]
-        if not tasks:
-            errors.append(f"{name}: holds an empty list, no task.")
-        items += [(f"{name}[{index}]" if isinstance(content, list) else name, task) for index, task in enumerate(tasks)]
-    return items, errors
-
-
-@transaction.atomic
-def task_import(*, project: Project, actor, format: str, files: list[tuple[str, Any]], split: str = Split.TRAIN,
-                seed_start: int = 0, seed_end: int = 999) -> list[TaskSpec]:
-    """Add every task of ``files`` (``(file name, content)``: see _items) to the project, or none: one transaction,
-    and every refusal reported (ApplicationError, its ``errors["tasks"]`` a message an item, each naming the file,
-    the task's id and what is wrong or unsupported)."""
-    from projects.services import task_create
-
-    authored = format_kind(format)
-    if split not in Split.values:
-        raise ApplicationError(f"Unknown split '{split}'; use {' or '.join(Split.values)}.",
-                               errors={"split": ["Invalid choice."]})
-    items, errors = _items(files)
-    if not items and not errors:
-        raise ApplicationError("There is nothing to import: give at least one task file.",
-                               errors={"tasks": ["No task given."]})
-    if len(items) > MAX_IMPORT:
-        raise ApplicationError(f"At most {MAX_IMPORT} tasks an import; split the files.",
-                               errors={"tasks": ["Too many."]})
-    checked: list[tuple[Definition, dict | None]] = []
-    seen: dict[str, str] = {}
-    existing = set(project.tasks.filter(env_kind=authored.kind, split=split).values_list("task_name", flat=True))
-    for origin, data in items:
-        try:
-            loaded, stored = definition_check(env_kind=authored.kind, definition=data, origin=origin)
-        except ApplicationError as exc:
-            errors += exc.errors.get("definition") or [exc.message]
-            continue
-        if loaded.task_id in seen:
-            errors.append(f"{origin}: the task id '{loaded.task_id}' is also in {seen[loaded.task_id]}; "
-                          "ids must differ.")
-        elif loaded.task_id in existing:
-            errors.append(f"{origin}: '{loaded.task_id}' ({split}) is already a task of this project; edit it on the "
-                          "Tasks page or remove it first.")
-        seen.setdefault(loaded.task_id, origin)
-        checked.append((loaded, stored))
-    if errors:
-        raise ApplicationError(f"Nothing was imported: {len(errors)} problem{'s' if len(errors) > 1 else ''} "
-                               f"found. {errors[0]}", errors={"tasks": errors})
-    created = [
-        task_create(project=project, actor=actor, env_kind=authored.kind, task_name=loaded.task_id,
-                    definition=stored, split=split, seed_start=seed_start, seed_end=seed_end,
-                    max_steps=loaded.max_steps)
-        for loaded, stored in checked
-    ]
-    audit_record(actor=actor, action="task.import", target=f"project:{project.pk}", project_id=project.pk,
-                 data={"format": format, "tasks": [task.pk for task in created]})
-    return created
-
-
-def task_export(*, project: Project, format: str) -> list[dict]:
-    """The project's tasks of the format's env kind as that format's JSON (a list): an authored task's definition,
-    a shipped task's shipped JSON. A task in both splits is listed once."""
-    authored = format_kind(format)
-    shipped = authored.shipped()
-    out, seen = [], set()
-    for task in project.tasks.filter(env_kind=authored.kind).order_by("task_name", "split", "pk"):
-        if task.task_name in seen:
-            continue
-        data = task.definition if task.definition is not None else shipped.get(task.task_name)
-        if data is not None:
-            seen.add(task.task_name)
-            out.append(data)
-    return out
 
 
 # -- coverage: what of a folder of OSWorld files would import and run here ---------------------------------------------
@@ -305,8 +212,6 @@ def osworld_coverage(paths: list, *, project: Project | None = None) -> tuple[li
     import collections
     from pathlib import Path
 
-    from agent.envs.desktop.osworld import TaskFormatError, load_task, missing_files, missing_programs
-
     stored = project_files(project) if project is not None else {}
     rows: dict[str, CoverageRow] = {}
     refused: list[tuple[str, list]] = []
@@ -316,7 +221,7 @@ def osworld_coverage(paths: list, *, project: Project | None = None) -> tuple[li
         row = rows.setdefault(path.parent.name, CoverageRow(path.parent.name, programs={}, problems={}))
         row.files += 1
         try:
-            task = load_task(json.loads(path.read_text()), origin=str(path))
+            task = osworld.load_task(json.loads(path.read_text()), origin=str(path))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             refused.append((str(path), [f"not a readable JSON file ({exc})"]))
             continue
@@ -356,6 +261,4 @@ def osworld_coverage(paths: list, *, project: Project | None = None) -> tuple[li
 
 def project_files(project: Project) -> dict:
     """The project's file store as the env takes it: ``{(url, path): local file}`` (path "" for any target)."""
-    from projects.taskspec_files import files_for_env
-
     return files_for_env(project=project)

@@ -16,6 +16,7 @@ from django.core.files.base import ContentFile, File
 from django.core.files.storage import default_storage
 from django.db import transaction
 
+from agent.envs.desktop.osworld import TaskFormatError, load_task
 from core.audit import audit_record
 from core.errors import ApplicationError
 from projects.models import Project, ProjectFile, TaskSpec
@@ -28,8 +29,6 @@ def task_needs(task: TaskSpec) -> list:
     """The files an authored desktop task downloads (osworld.TaskFile), [] for any other task."""
     if task.env_kind != "desktop" or task.definition is None:
         return []
-    from agent.envs.desktop.osworld import TaskFormatError, load_task
-
     try:
         return list(load_task(task.definition, origin=task.task_name).files)
     except (TaskFormatError, TypeError, AttributeError, KeyError, IndexError):

@@ -15,6 +15,7 @@ from core.errors import ApplicationError
 from rollouts.models import Actor, Episode, EpisodeStatus, Mode, Rejection, Step
 from projects.models import Project
 from projects.project_settings import Section, section_of
+from rollouts.episodes import _episode_state_event
 
 FLOORS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the calibration card's floors
 BUCKETS = 10  # confidence buckets of 0.1
@@ -56,8 +57,6 @@ def should_ask(*, mode: str, confidence: float | None, floor: float | None) -> b
 
 
 def _announce(episode_id: int) -> Episode:
-    from rollouts.episodes import _episode_state_event
-
     episode = Episode.objects.select_related("task", "checkpoint", "created_by", "controller").get(pk=episode_id)
     _episode_state_event(episode, fresh=True)
     return episode

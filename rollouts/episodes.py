@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from agent.envs import tasks_for
 from core.audit import audit_record
 from core.errors import ApplicationError
 from core.jobs import job
@@ -18,6 +19,7 @@ from rollouts import selectors
 from rollouts.routing import routing_of
 from rollouts.events import event_append
 from rollouts.models import (Deployment, Episode, EpisodeStatus, Mode, Outcome, ReviewStatus)
+from projects.taskspec_files import start_refusal
 
 class EpisodeStop(Exception):
     """Raised by a supervisor to end an episode early with `status` (e.g. interrupted when nobody is there)."""
@@ -105,8 +107,6 @@ def episodes_start(*, project, task, seeds: list[int], mode: str, actor) -> list
     refusal = scripted_refusal(task, deployment.backend)
     if refusal:
         raise ApplicationError(refusal, status=409)
-    from projects.taskspec_files import start_refusal
-
     refusal = start_refusal(task)  # an OSWorld task whose downloaded files the project's store lacks
     if refusal:
         raise ApplicationError(refusal, status=409)
@@ -133,8 +133,6 @@ def episode_branch(*, parent: Episode, step: int, mode: str, actor) -> Episode:
     rollout_worker.run) and then acts anew at ``step``, under a person (supervised) or the model. The parent is
     not changed. Refused: an unknown mode (400), a step outside the parent's steps (400, naming the range), a
     parent still queued or running (409), a task that can no longer be run (410), no deployed policy (409)."""
-    from agent.envs import tasks_for
-
     parent = Episode.objects.select_for_update().select_related("task", "project").get(pk=parent.pk)
     if mode not in Mode.values:
         raise ApplicationError(f"Unknown mode '{mode}'; use autonomous or supervised.", errors={"mode": ["Invalid choice."]})

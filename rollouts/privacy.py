@@ -25,6 +25,9 @@ from agent.prompt import image_bytes, image_url, map_image_urls
 from core import redaction
 from core.audit import audit_record
 from core.errors import ApplicationError
+from projects.models import Role
+from rollouts.models import Event
+from rollouts.screenshots import screenshot_store
 
 ORIGINALS = "originals/episodes"
 
@@ -108,9 +111,6 @@ def _proposals_redact(*, episode, index: int, original: bytes | None, redacted: 
     deciding sees what the model would type, on the real screen), kept redacted like the step (a watcher who
     connects later, and the episode's history, read these). A proposal's screen that was not the step's and
     that nothing redacted before is dropped from its event: no elements are known to redact it by."""
-    from rollouts.steps import screenshot_store
-    from rollouts.models import Event
-
     policy = redaction.policy_of(episode.project.settings)
     if not policy.enabled:
         return
@@ -163,8 +163,6 @@ def originals_of(episode_id: int, index: int) -> dict | None:
 def original_read(*, step, project_id: int, actor, role: str, reason: str) -> dict:
     """What redaction changed of ``step`` as it was (``fields``, and the screenshot as a data URL or None): the
     project's admins only, with a reason, every read audited. 404 where the project kept nothing of it."""
-    from projects.models import Role
-
     if role != Role.ADMIN:
         raise ApplicationError("Only an admin of this project can read what redaction hid; the stored step is "
                                "what managers and reviewers see.", status=403)

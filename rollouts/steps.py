@@ -1,10 +1,8 @@
 """TODO docstring"""
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 
-from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import F, Prefetch
@@ -15,6 +13,7 @@ from agent.prompt import image_bytes, image_url, map_image_urls
 from core.errors import ApplicationError
 from rollouts import privacy
 from rollouts.events import event_append
+from rollouts.screenshots import screenshot_store
 from rollouts.models import Actor, Correction, CorrectionReplay, Episode, Rejection, Step
 
 
@@ -35,15 +34,6 @@ def step_copy(*, branch: Episode, source: Step, screenshot: bytes, width: int, h
     if step.checkpoint_id != source.checkpoint_id:
         Step.objects.filter(pk=step.pk).update(checkpoint_id=source.checkpoint_id)
     return step
-
-
-def screenshot_store(data: bytes) -> str:
-    """Store a screenshot by its content hash; the same image is stored once."""
-    digest = hashlib.sha256(data).hexdigest()
-    name = f"screenshots/{digest[:2]}/{digest}.jpg"
-    if not default_storage.exists(name):
-        default_storage.save(name, ContentFile(data))
-    return name
 
 
 IMAGE_REF = "loupe-storage:"  # an image part's URL in a stored prompt: this, then the screenshot's storage name

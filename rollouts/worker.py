@@ -15,6 +15,9 @@ from django.conf import settings
 from agent import formats
 from agent.actions import Action
 from agent.rollout import Supervisor, human_turn, run_episode
+from agent.envs import EnvError, add_authored_task, make_env
+from agent.policies import PolicyError, make_policy
+from agent.screen_match import screen_difference
 from core.errors import ApplicationError
 from rollouts import steps
 from rollouts import episodes
@@ -23,6 +26,7 @@ from rollouts.episodes import EpisodeStop
 from rollouts.heartbeats import Heartbeat, worker_name
 from rollouts.history import history_images_of
 from rollouts.models import Deployment, Episode, EpisodeStatus, Step
+from projects.taskspec_files import files_for_task
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +40,6 @@ MAX_TOKENS_OTHER_FORMATS = 384
 
 def env_for(kind: str):
     """One environment (one browser process) per worker process and env kind, reused across episodes."""
-    from agent.envs import make_env
-
     env = _envs.get(kind)
     if env is None:
         options = {"pool": settings.LOUPE_DESKTOP_POOL} if kind == "desktop" else {}
@@ -87,8 +89,6 @@ def prompting_for(episode: Episode) -> dict:
 
 def policy_for(episode: Episode):
     """The policy that acts for this episode: its checkpoint, served as its deployment says."""
-    from agent.policies import PolicyError, make_policy
-
     deployment, backend = _backend(episode)
     checkpoint = episode.checkpoint
     if backend == "openai":
@@ -221,8 +221,6 @@ class BranchReplay:
 
     def check(self, position: int, observation) -> str | None:
         """What differs between the screen before replayed action ``position`` (or at step k) and the parent's."""
-        from agent.screen_match import screen_difference
-
         expected = self._expected(position)
         if expected is None:
             return None
@@ -264,9 +262,6 @@ def _stored_bytes(name: str) -> bytes | None:
 
 def run(episode_id: int, *, supervisor_factory=None) -> str:
     """Run (or resume) one episode to its end. Returns the end reason."""
-    from agent.envs import EnvError, add_authored_task
-    from agent.policies import PolicyError
-
     worker = worker_name()
     episode = episodes.episode_claim(episode_id=episode_id, worker=worker)
     if episode is None:
@@ -292,8 +287,6 @@ def run(episode_id: int, *, supervisor_factory=None) -> str:
         supervisor = LiveSupervisor()  # until the factory's is made; closed either way
         try:
             env = env_for(episode.task.env_kind)
-            from projects.taskspec_files import files_for_task
-
             # an authored task: the env learns its JSON (and gets the files it downloads, from the project's store)
             add_authored_task(env, episode.task.definition, files=files_for_task(episode.task))
             policy = policy_for(episode)

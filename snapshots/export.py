@@ -144,8 +144,6 @@ def snapshot_originals(snapshot):
     """What the project kept of its snapshot's steps as they were, for an admin's unredacted export: (name in the
     bundle, bytes) pairs, ``originals/steps.jsonl`` (one line a step: episode, step, its original fields) and
     ``originals/<episode>-<step>.jpg`` (its original screenshot). Nothing where the project keeps no originals."""
-    from snapshots.models import SnapshotEpisode
-
     lines = []
     members = SnapshotEpisode.objects.filter(snapshot=snapshot).order_by("episode_id")
     for episode_id in members.values_list("episode_id", flat=True).iterator(chunk_size=5000):

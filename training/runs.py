@@ -27,6 +27,7 @@ from snapshots.models import DatasetSnapshot, SnapshotStatus
 from projects.models import Membership, Project, Role
 from training import signals
 from training.models import RunStatus, TrainingRun
+from rollouts.worker import MAX_TOKENS, MAX_TOKENS_OTHER_FORMATS
 
 log = logging.getLogger(__name__)
 
@@ -283,8 +284,6 @@ def _grpo_options(snapshot: DatasetSnapshot, stage: dict, reads_images: bool, ac
     UI-TARS plan and action needs 384 tokens where Loupe's grammar needs 96: shorter, every sampled answer is cut into
     a void turn). The snapshot's step rows must be rendered for what the init reads: screenshots for a checkpoint that
     reads them, the screen in words for a text one."""
-    from rollouts.worker import MAX_TOKENS, MAX_TOKENS_OTHER_FORMATS  # the worker's imports reach back here
-
     with_images = bool(((snapshot.lineage or {}).get("rendered_for") or {}).get("reads_images"))
     if reads_images and not with_images:
         raise ApplicationError(f"Snapshot {snapshot.pk} holds RL rows for a model that reads no screenshots; an rl "

@@ -30,6 +30,8 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 
 from core.errors import ApplicationError
+from snapshots.export import screenshot_names
+from snapshots.rows import image_path
 
 # Commands that train through TRL, for every model (a launcher may run them in several processes)
 TRAINING_COMMANDS = ("sft", "dpo", "rl")
@@ -175,9 +177,6 @@ def snapshot_local(snapshot):
     """The snapshot's JSONL as a local path for the trainer. When its rows carry screenshots (rendered for a
     checkpoint that reads them), a temporary folder laid out as the export bundle: data.jsonl and images/<name>
     (links to the stored files where the storage has local paths, else downloads), removed afterwards."""
-    from snapshots.rows import image_path
-    from snapshots.export import screenshot_names
-
     if not ((snapshot.lineage or {}).get("rendered_for") or {}).get("reads_images"):
         with local_file(snapshot.file) as path:
             yield path

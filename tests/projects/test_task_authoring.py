@@ -21,6 +21,7 @@ from core.limits import LIMITS
 from core.models import AuditEntry
 from projects import services as projects
 from projects import taskspec_authoring as task_authoring
+from projects import taskspec_exchange
 from rollouts.models import Checkpoint, Deployment, Episode, Step
 from projects.models import TaskSpec
 from tests.factories import make_member, make_project, make_user
@@ -259,7 +260,7 @@ def test_an_export_gives_authored_json_and_shipped_json_that_import_back_unchang
     exported = json.loads(response.content)
     assert exported == [DESKTOP_TASKS["desktop-mousepad-write"].raw, OSWORLD]
     other = make_project("Gamma")
-    created = task_authoring.task_import(project=other, actor=demo["manager"], format="osworld",
+    created = taskspec_exchange.task_import(project=other, actor=demo["manager"], format="osworld",
                                          files=[("export.json", response.content)])
     assert {(t.task_name, t.definition is None) for t in created} == {("desktop-mousepad-write", True),
                                                                         ("my-notes", False)}

@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ApplicationError
 from projects import taskspec_authoring as task_authoring
+from projects import taskspec_exchange
 from projects.models import Project
 
 
@@ -45,7 +46,7 @@ class Command(BaseCommand):
             raise CommandError(f"--seeds {seeds!r}: write the range as FIRST-LAST, e.g. 0-999.")
         files = _files(paths, recursive=False)
         try:
-            created = task_authoring.task_import(
+            created = taskspec_exchange.task_import(
                 project=found, actor=None, format=format, split=split, seed_start=int(first), seed_end=int(last),
                 files=[(str(path), path.read_bytes()) for path in files])
         except ApplicationError as exc:
