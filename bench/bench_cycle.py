@@ -75,10 +75,10 @@ def main() -> None:
 
     from cycles import cycle_settings
     from cycles import cycles
-    from snapshots import buckets as datasets
+    from snapshots import buckets
     from training import deployments
     from rollouts import episodes
-    from projects import services as projects
+    from projects import services
     from cycles.models import CYCLE_TERMINAL, Cycle
     from rollouts.models import Checkpoint, Episode
     from projects.models import TaskSpec
@@ -89,13 +89,13 @@ def main() -> None:
     connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
     work = Path(tempfile.mkdtemp(prefix="loupe-bench-cycle-"))
     user = get_user_model().objects.create_user(username="bench-manager", password="x" * 12)
-    project = projects.project_create(name="Bench cycle", owner=user)
+    project = services.project_create(name="Bench cycle", owner=user)
     train = {name: TaskSpec.objects.create(project=project, task_name=name, seed_start=0, seed_end=99_999, max_steps=3)
              for name in TASKS}
     for name in TASKS:
         TaskSpec.objects.create(project=project, task_name=name, split="eval", seed_start=100_000, seed_end=100_099,
                                 max_steps=2)
-    datasets.routing_set(project=project, actor=user, reward_threshold=0.5)
+    buckets.routing_set(project=project, actor=user, reward_threshold=0.5)
     cycle_settings.settings_set(project=project, actor=user, min_new_rows=1, eval_seeds=EVAL_SEEDS, margin=0.05,
                         recipe=[{"algorithm": "sft", "max_steps": SFT_STEPS, "lr": 0.003},
                                 {"algorithm": "dpo", "max_steps": 10}])

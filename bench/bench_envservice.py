@@ -135,15 +135,15 @@ def _wait_ready(url: str, proc: subprocess.Popen, client: EnvServiceClient) -> N
 
 
 def main() -> None:
-    from projects import services as projects
+    from projects import services
     from projects.models import Role
     from tests.factories import make_member, make_user
     from webapp.auth import token_create
 
     settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = "loupe_bench_envservice"
     name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
-    project = projects.project_create(name="Bench envservice")
-    projects.task_create(project=project, actor=None, task_name=TASK, max_steps=8)
+    project = services.project_create(name="Bench envservice")
+    services.task_create(project=project, actor=None, task_name=TASK, max_steps=8)
     user = make_user("bench-rl")
     make_member(project, user, Role.MANAGER)
     token = token_create(user=user)[1]

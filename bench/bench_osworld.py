@@ -34,7 +34,7 @@ from agent.policies.base import Policy, PolicyOutput  # noqa: E402
 from agent.rollout import run_episode  # noqa: E402
 from core.errors import ApplicationError  # noqa: E402
 from projects import taskspec_exchange
-from projects import taskspec_files as task_files  # noqa: E402
+from projects import taskspec_files  # noqa: E402
 from projects.models import Project, TaskSpec  # noqa: E402
 
 
@@ -65,10 +65,10 @@ def _upload_dir(project: Project, folder: Path) -> int:
     by_name = {path.name: path for path in folder.rglob("*") if path.is_file()}
     stored = 0
     for task in project.tasks.all():
-        for item in task_files.task_needs(task):
+        for item in taskspec_files.task_needs(task):
             path = by_name.get(item.name)
             if path is not None:
-                task_files.project_file_upload(project=project, actor=None, url=item.url, path=item.path,
+                taskspec_files.project_file_upload(project=project, actor=None, url=item.url, path=item.path,
                                                upload=SimpleUploadedFile(path.name, path.read_bytes()))
                 stored += 1
     return stored
@@ -123,7 +123,7 @@ def main(argv: list[str]) -> dict:
                 row = rows[domain]
                 if loaded.files:
                     row["need files"] += 1
-                refusal = task_files.start_refusal(task)
+                refusal = taskspec_files.start_refusal(task)
                 lacking = missing_programs(loaded)
                 detail = {"domain": domain, "task": task.task_name, "infeasible": loaded.infeasible,
                           "person": loaded.person}
@@ -135,7 +135,7 @@ def main(argv: list[str]) -> dict:
                     continue
                 ran += 1
                 row["runnable"] += 1
-                env.add_task(task.definition, files=task_files.files_for_task(task))
+                env.add_task(task.definition, files=taskspec_files.files_for_task(task))
                 env.setup_s = None
                 result = run_episode(env, DoNothing(), task=task.task_name, seed=0, max_steps=1)
                 past_setup = bool(result.steps)

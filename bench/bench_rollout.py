@@ -88,15 +88,15 @@ def run_policy(project, task, checkpoint, backend: str) -> dict:
 
 
 def main() -> None:
-    from projects import services as projects
+    from projects import services
     from rollouts.models import Checkpoint
     from rollouts.worker import _envs
     from trainer.model import save_tiny_untrained
 
     settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = "loupe_bench_rollout"
     connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
-    project = projects.project_create(name="Bench rollouts")
-    task = projects.task_create(project=project, actor=None, task_name=TASK, max_steps=8)
+    project = services.project_create(name="Bench rollouts")
+    task = services.task_create(project=project, actor=None, task_name=TASK, max_steps=8)
     scripted = Checkpoint.objects.create(project=project, name="scripted", uri="scripted:", base_model="scripted")
     tiny_dir = save_tiny_untrained(Path(tempfile.mkdtemp(prefix="loupe-bench-tiny-")) / "tiny")
     tiny = Checkpoint.objects.create(project=project, name="tiny-untrained", uri=str(tiny_dir))

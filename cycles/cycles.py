@@ -40,8 +40,8 @@ from core.errors import ApplicationError
 from core.jobs import job
 from cycles import cycle_settings
 from cycles import evaluation
-from snapshots import build as snapshots
-from training import runs as training
+from snapshots import build
+from training import runs
 from rollouts.heartbeats import Heartbeat, worker_name
 from cycles import learned
 from cycles.stages import (bucket_rows, candidate_init, cycle_dir, deployed_checkpoint, has_weights, run_stages, stage_ok,
@@ -175,7 +175,7 @@ def _check_something_to_improve(project: Project, config: dict) -> None:
     if has_weights(deployed):
         return
     serving = f"the project serves {deployed.name}" if deployed else "nothing is deployed"
-    coldstart = TrainingRun.objects.filter(project=project, config__stages__0__algorithm=training.COLDSTART,
+    coldstart = TrainingRun.objects.filter(project=project, config__stages__0__algorithm=runs.COLDSTART,
                                            status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).first()
     waiting = (f" The cold start's v0 (training run #{coldstart.pk}, {coldstart.status}; its progress is on the Runs "
                "page) deploys itself when it finishes: start the cycle then." if coldstart else
@@ -248,14 +248,14 @@ def cycle_snapshot(*, cycle_id: int) -> str:
                 if snapshot is None:
                     with transaction.atomic():
                         try:
-                            snapshot = snapshots.snapshot_create(
+                            snapshot = build.snapshot_create(
                                 project=cycle.project, kind=kind, filter={"split": Split.TRAIN}, build=False,
                                 name=f"cycle {cycle.iteration} {kind}")
                         except ApplicationError:
                             continue  # this bucket has no rows: its stage is skipped
                         cycle.snapshots.add(snapshot)
                 if snapshot.status == SnapshotStatus.BUILDING:
-                    snapshot = snapshots.snapshot_build(snapshot_id=snapshot.pk)
+                    snapshot = build.snapshot_build(snapshot_id=snapshot.pk)
                 if snapshot.status == SnapshotStatus.FAILED and snapshot.rows == 0 and "nothing to snapshot" in snapshot.error:
                     continue  # its episodes made no rows (e.g. corrections identical to the proposals): stage skipped
                 if snapshot.status == SnapshotStatus.FAILED:
@@ -289,7 +289,7 @@ def cycle_train(*, cycle_id: int) -> str:
                 error = getattr(exc, "message", None) or f"The cycle's training data could not be written: {exc}"
                 log_tail = ""
             else:
-                run = training.recipe_run_create(project=cycle.project, stages=stages,
+                run = runs.recipe_run_create(project=cycle.project, stages=stages,
                                                  init_checkpoint=candidate_init(cycle),
                                                  checkpoint_name=f"c{cycle.iteration}", extra={"cycle": cycle.pk})
                 cycle.run, cycle.progress = run, {"label": f"training run #{run.pk} queued", "sent_at": _now_iso()}
@@ -342,7 +342,7 @@ def cycle_run(*, cycle_id: int, run_id: int) -> str:
         status = TrainingRun.objects.values_list("status", flat=True).get(pk=run_id)
         if status not in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED):  # not a duplicate message
             Cycle.objects.filter(pk=cycle_id).update(progress={"label": f"training run #{run_id}"})
-            status = training.run_execute(run_id=run_id)
+            status = runs.run_execute(run_id=run_id)
     return status
 
 

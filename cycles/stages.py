@@ -8,7 +8,7 @@ from django.conf import settings
 
 from core.errors import ApplicationError
 from cycles import cycle_settings
-from snapshots import buckets as datasets
+from snapshots import buckets
 from cycles import replay
 from snapshots.snapshot_kinds import DPO_KIND
 from cycles.models import Cycle
@@ -27,13 +27,13 @@ def _trained_on(project: Project, kind: str):
 def bucket_rows(project: Project, config: dict) -> dict:
     """Per recipe bucket: train-split rows in all, and rows no cycle has trained on yet (for DPO also the new
     pairs whose actions differ, ``new_differing``)."""
-    out, target = {}, datasets.export_target(project)  # RL rows are steps for a checkpoint that reads screenshots
+    out, target = {}, buckets.export_target(project)  # RL rows are steps for a checkpoint that reads screenshots
     for stage in config["recipe"]:
         kind = cycle_settings.BUCKET_FOR_ALGORITHM[stage["algorithm"]]
-        episodes = datasets.filter_apply(datasets.bucket_episodes(project, kind), project, kind, {"split": Split.TRAIN})
+        episodes = buckets.filter_apply(buckets.bucket_episodes(project, kind), project, kind, {"split": Split.TRAIN})
         new = episodes.exclude(pk__in=_trained_on(project, kind))
-        out[kind] = {"rows": datasets.row_count(kind, episodes, target),
-                     "new_rows": datasets.row_count(kind, new, target)}
+        out[kind] = {"rows": buckets.row_count(kind, episodes, target),
+                     "new_rows": buckets.row_count(kind, new, target)}
         if kind == DPO_KIND.name:
             out[kind]["new_differing"] = DPO_KIND.differing_count(new)
     return out

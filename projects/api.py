@@ -10,7 +10,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from projects import services as projects
+from projects import services
 from projects import selectors
 from projects.models import Membership, Role
 from core.api import LimitedCharField, StrictSerializer, UserRef, keyset_page
@@ -81,7 +81,7 @@ class ProjectDetailApi(APIView):
         project, role = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         data = ProjectUpdateInput(data=request.data)
         data.is_valid(raise_exception=True)
-        project = projects.project_update(project=project, actor=request.user, **data.validated_data)
+        project = services.project_update(project=project, actor=request.user, **data.validated_data)
         return Response(ProjectOutput(project, context={"user": request.user, "roles": {project.pk: role}}).data)
 
 
@@ -116,7 +116,7 @@ class MemberListApi(APIView):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.ADMIN)
         data = MemberCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
-        membership = projects.membership_set(project=project, actor=request.user, **data.validated_data)
+        membership = services.membership_set(project=project, actor=request.user, **data.validated_data)
         return Response(MemberOutput(membership).data, status=status.HTTP_201_CREATED)
 
 
@@ -133,13 +133,13 @@ class MemberDetailApi(APIView):
         membership = self._membership(request, project_id, member_id)
         data = MemberUpdateInput(data=request.data)
         data.is_valid(raise_exception=True)
-        membership = projects.membership_set(project=membership.project, actor=request.user,
+        membership = services.membership_set(project=membership.project, actor=request.user,
                                              username=membership.user.username, role=data.validated_data["role"])
         return Response(MemberOutput(membership).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, project_id: int, member_id: int):
-        projects.membership_remove(membership=self._membership(request, project_id, member_id), actor=request.user)
+        services.membership_remove(membership=self._membership(request, project_id, member_id), actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -15,11 +15,11 @@ from rest_framework.views import APIView
 
 from core.api import LimitedCharField, StrictSerializer, keyset_page, results_of
 from core.errors import ApplicationError
-from projects import services as projects
+from projects import services
 from projects import selectors
-from projects import taskspec_authoring as task_authoring
+from projects import taskspec_authoring
 from projects import taskspec_exchange
-from projects import taskspec_files as task_files
+from projects import taskspec_files
 from projects.api import paginate
 from projects.models import Role, TaskSpec
 
@@ -78,7 +78,7 @@ class TaskListApi(APIView):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         data = TaskCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
-        task = projects.task_create(project=project, actor=request.user, **data.validated_data)
+        task = services.task_create(project=project, actor=request.user, **data.validated_data)
         return Response(TaskOutput(task).data, status=status.HTTP_201_CREATED)
 
 
@@ -95,18 +95,18 @@ class TaskDetailApi(APIView):
         task = self._task(request, project_id, task_id)
         data = TaskUpdateInput(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(TaskOutput(projects.task_update(task=task, actor=request.user, **data.validated_data)).data)
+        return Response(TaskOutput(services.task_update(task=task, actor=request.user, **data.validated_data)).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, project_id: int, task_id: int):
-        projects.task_delete(task=self._task(request, project_id, task_id), actor=request.user)
+        services.task_delete(task=self._task(request, project_id, task_id), actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class CatalogueKindOutput(serializers.Serializer):
     kind = serializers.CharField()
     format = serializers.ChoiceField(
-        choices=sorted(task_authoring.FORMATS), allow_null=True,
+        choices=sorted(taskspec_authoring.FORMATS), allow_null=True,
         help_text="The JSON format its own tasks are written in; null: only shipped tasks.")
     tasks = inline_serializer("CatalogueTaskOutput", {
         "name": serializers.CharField(), "description": serializers.CharField(),
@@ -120,12 +120,12 @@ class TaskCatalogueApi(APIView):
 
     @extend_schema(responses={200: inline_serializer("TaskCatalogue", {"kinds": CatalogueKindOutput(many=True)})})
     def get(self, request):
-        return Response({"kinds": task_authoring.catalogue()})
+        return Response({"kinds": taskspec_authoring.catalogue()})
 
 
 class TaskImportInput(StrictSerializer):
-    format = serializers.ChoiceField(choices=sorted(task_authoring.FORMATS))
-    tasks = serializers.ListField(child=serializers.JSONField(), min_length=1, max_length=task_authoring.MAX_IMPORT)
+    format = serializers.ChoiceField(choices=sorted(taskspec_authoring.FORMATS))
+    tasks = serializers.ListField(child=serializers.JSONField(), min_length=1, max_length=taskspec_authoring.MAX_IMPORT)
     split = serializers.ChoiceField(choices=["train", "eval"], default="train")
     seed_start = serializers.IntegerField(min_value=0, default=0)
     seed_end = serializers.IntegerField(min_value=0, default=999)
@@ -176,14 +176,14 @@ class TaskExportApi(APIView):
 
     content_negotiation_class = _FormatIsOurs
 
-    @extend_schema(parameters=[OpenApiParameter("format", str, enum=sorted(task_authoring.FORMATS), required=True)],
+    @extend_schema(parameters=[OpenApiParameter("format", str, enum=sorted(taskspec_authoring.FORMATS), required=True)],
                    responses={200: {"type": "array", "items": {"type": "object", "additionalProperties": {}},
                                     "description": "The tasks, each as its format writes one."}})
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         name = request.query_params.get("format", "")
         if not name:
-            choices = " or ".join(f"?format={name}" for name in task_authoring.FORMATS)
+            choices = " or ".join(f"?format={name}" for name in taskspec_authoring.FORMATS)
             raise ApplicationError(f"Say which format to export: {choices}.", errors={"format": ["This field is required."]})
         tasks = taskspec_exchange.task_export(project=project, format=name)
         response = HttpResponse(json.dumps(tasks, indent=2, ensure_ascii=False), content_type="application/json")
@@ -227,16 +227,16 @@ class TaskFilesApi(APIView):
     @extend_schema(responses={200: inline_serializer("TaskFiles", {"results": TaskFilesOutput(many=True)})})
     def get(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
-        return Response({"results": task_files.task_files_listing(project=project)})
+        return Response({"results": taskspec_files.task_files_listing(project=project)})
 
     @extend_schema(request={"multipart/form-data": inline_serializer("TaskFileUpload", {
         "url": serializers.CharField(), "path": serializers.CharField(required=False),
         "file": serializers.FileField()})}, responses={201: StoredFileOutput})
     def post(self, request, project_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
-        entry = task_files.project_file_upload(project=project, actor=request.user, url=request.data.get("url", ""),
+        entry = taskspec_files.project_file_upload(project=project, actor=request.user, url=request.data.get("url", ""),
                                                path=request.data.get("path", ""), upload=request.FILES.get("file"))
-        return Response(task_files._stored(entry), status=status.HTTP_201_CREATED)
+        return Response(taskspec_files._stored(entry), status=status.HTTP_201_CREATED)
 
 
 class TaskFileApi(APIView):
@@ -245,5 +245,5 @@ class TaskFileApi(APIView):
     @extend_schema(responses={204: None})
     def delete(self, request, project_id: int, file_id: int):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
-        task_files.project_file_delete(project=project, actor=request.user, file_id=file_id)
+        taskspec_files.project_file_delete(project=project, actor=request.user, file_id=file_id)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from snapshots import buckets as datasets
 from projects import selectors
-from snapshots import build as snapshots
+from snapshots import build
 from snapshots import export
 from projects.api_settings import SettingsSectionApi
 from snapshots.models import DatasetSnapshot, SnapshotKind, SnapshotStatus
@@ -133,7 +133,7 @@ class SnapshotListApi(APIView):
         project, _ = selectors.project_for_user(user=request.user, project_id=project_id, minimum=Role.MANAGER)
         data = SnapshotCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
-        snapshot = snapshots.snapshot_create(project=project, actor=request.user, **data.validated_data)
+        snapshot = build.snapshot_create(project=project, actor=request.user, **data.validated_data)
         # the same data frozen again (a double click): the snapshot that holds it, not a copy
         return Response(snapshot_output(snapshot),
                         status=status.HTTP_200_OK if snapshot.duplicate else status.HTTP_202_ACCEPTED)

@@ -109,8 +109,8 @@ def make_finished_episode(project: Project, task: TaskSpec, *, steps: list[dict]
     ``rejections`` (proposals a person rejected before the step ran: {"action", "thought", "raw", "reason"}).
     """
     from rollouts import episodes
-    from rollouts import steps
     from rollouts.models import Episode
+    from rollouts.steps import rejection_record, step_record
 
     episode = Episode.objects.create(project=project, task=task, seed=next(_counter), mode=mode, status="running",
                                      created_by=created_by, checkpoint=checkpoint)
@@ -122,14 +122,14 @@ def make_finished_episode(project: Project, task: TaskSpec, *, steps: list[dict]
                   {"role": "user", "content": [{"type": "text", "text": f"Instruction: do {index}"},
                                                {"type": "image_url", "image_url": {"url": "screenshot"}}]}]
         for attempt, rejected in enumerate(spec.get("rejections", []), 1):
-            steps.rejection_record(
+            rejection_record(
                 episode=episode, index=index, attempt=attempt,
                 prompt=[*prompt[:1], {"role": "user", "content": f"Instruction: do {index} (attempt {attempt})"}],
                 raw_output=rejected.get("raw", ""), token_ids=[4, 5], token_logprobs=[-1.0, -2.0],
                 thought=rejected.get("thought", ""), action=rejected.get("action"), action_text="",
                 void_reason=None if rejected.get("action") else "no action", reason=rejected.get("reason", ""),
                 repeated=False)
-        step = steps.step_record(
+        step = step_record(
             episode=episode, index=index, screenshot=jpeg(episode.pk * 100 + index), width=16, height=16,
             url="/task.html", instruction="Click it", elements=[], prompt=prompt, raw_output=raw,
             token_ids=[1, 2, 3], token_logprobs=[-0.1, -0.2, -0.3], thought=thought, action=action,

@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 from agent.formats import FORMATS
 from training import deployments
 from projects import selectors
-from training import runs as training
+from training import runs
 from rollouts.api_episodes import CheckpointRef
 from projects.api import for_role, paginate
 from rollouts.models import Backend, Checkpoint
@@ -169,7 +169,7 @@ class RunOutput(serializers.Serializer):
 
 def _metrics_shown(metrics: list[dict]) -> tuple[list[dict], int, int]:
     """At most RUN_METRIC_LINES of a run's progress lines, spread over the whole run (its start included, its last
-    line kept), with how many lines the trainer reported and the widest gap between kept ones (training.py thins a
+    line kept), with how many lines the trainer reported and the widest gap between kept ones (runs.py thins a
     long run's stored lines; each carries its ``line`` number, runs from before that do not)."""
     step = -(-len(metrics) // RUN_METRIC_LINES)
     shown = metrics[::step] if step > 1 else list(metrics)
@@ -222,8 +222,8 @@ class RunListApi(APIView):
             if init is None:
                 raise ApplicationError("No such checkpoint in this project.", status=404,
                                        errors={"init_checkpoint": ["Unknown."]})
-        run = training.run_create(project=project, snapshot=snapshot, algorithm=data.validated_data.get("algorithm"),
+        run = runs.run_create(project=project, snapshot=snapshot, algorithm=data.validated_data.get("algorithm"),
                                   init_checkpoint=init, max_steps=data.validated_data.get("max_steps"),
-                                  max_epochs=data.validated_data.get("max_epochs", training.DEFAULT_MAX_EPOCHS),
+                                  max_epochs=data.validated_data.get("max_epochs", runs.DEFAULT_MAX_EPOCHS),
                                   actor=request.user)
         return Response(for_role(run_output(run), role), status=status.HTTP_202_ACCEPTED)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from core.jobs import job
 from training import deployments
-from training import runs as training
+from training import runs
 from rollouts.models import Checkpoint, Deployment
 from projects.models import Project
 from training.models import RunStatus, TrainingRun
@@ -28,7 +28,7 @@ def ensure_default_deployment(*, log=print) -> None:
             deployments.deployment_promote(project=project, checkpoint=baseline, backend="scripted",
                                            reason="baseline until the cold-start checkpoint v0 is trained")
             log(f"{project.name}: rollouts use the scripted-solver baseline until v0 is trained.")
-        pending = TrainingRun.objects.filter(project=project, config__stages__0__algorithm=training.COLDSTART,
+        pending = TrainingRun.objects.filter(project=project, config__stages__0__algorithm=runs.COLDSTART,
                                              status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).first()
         if pending:
             # called before any worker starts, so a "running" run was cut off by the last stop: run it again
@@ -37,6 +37,6 @@ def ensure_default_deployment(*, log=print) -> None:
                 job("flywheel.tasks.training_run_execute").delay(pending.pk)
             log(f"{project.name}: cold-start training run {pending.pk} continues (it was {pending.status}).")
             continue
-        run = training.coldstart_run_create(project=project)
+        run = runs.coldstart_run_create(project=project)
         log(f"{project.name}: no deployed policy yet; queued cold-start training run {run.pk} "
             f"(progress on the project's Runs page).")

@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 from agent.judge import EpisodeForJudge, ScriptedJudgePolicy, judge_votes, parse_verdict
 from annotation.reviews import review_submit
 from core.errors import ApplicationError
-from snapshots import buckets as datasets
+from snapshots import buckets
 from annotation import judge
 from annotation import tasks as annotation_tasks
 from rollouts.models import Judgement
@@ -186,9 +186,9 @@ def test_routing_by_the_judge_and_by_reward_or_judge_picks_the_episodes_computed
         return {ep[n].pk for n in names}
 
     def routed(rule):
-        datasets.routing_set(project=project, actor=manager, rule=rule)
-        return ({e.pk for e in datasets.bucket_episodes(project, "sft")},
-                {e.pk for e in datasets.bucket_episodes(project, "ct")})
+        buckets.routing_set(project=project, actor=manager, rule=rule)
+        return ({e.pk for e in buckets.bucket_episodes(project, "sft")},
+                {e.pk for e in buckets.bucket_episodes(project, "ct")})
 
     judge_ok = ids("paid_judged_ok", "unpaid_judged_ok", "rejudged_ok")
     judge_bad = ids("unpaid_judged_bad", "no_reward_judged_bad", "paid_judged_bad")
@@ -212,7 +212,7 @@ def test_the_routing_api_offers_the_judge_rules_and_refuses_an_unknown_one(demo)
     refused = client.patch(url, {"rule": "vibes"}, format="json")
     assert refused.status_code == 400 and "rule" in refused.json()["errors"]
     with pytest.raises(ApplicationError, match="judge_and_review"):
-        datasets.routing_set(project=demo["project"], actor=demo["manager"], rule="vibes")
+        buckets.routing_set(project=demo["project"], actor=demo["manager"], rule="vibes")
 
 
 # --- calibration ---------------------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ import shutil
 import pytest
 from rest_framework.test import APIClient
 
-from snapshots import buckets as datasets
-from projects import services as projects
+from snapshots import buckets
+from projects import services
 from rollouts.models import Episode, EpisodeStatus, Step
 from tests.annotation.test_live_session import Session
 from tests.factories import PASSWORD, make_member, make_project, make_tiny_checkpoint, make_user
@@ -32,7 +32,7 @@ def reports_task(daphne_server, celery_worker, tmp_path_factory):
     manager = make_user("boss")
     make_member(project, manager, "manager")
     make_member(project, make_user("ann"))
-    task = projects.task_create(project=project, actor=manager, env_kind="desktop", definition=REPORTS, max_steps=6)
+    task = services.task_create(project=project, actor=manager, env_kind="desktop", definition=REPORTS, max_steps=6)
     make_tiny_checkpoint(project, tmp_path_factory.mktemp("ckpt") / "untrained")
     client = APIClient()
     client.login(username="ann", password=PASSWORD)
@@ -82,5 +82,5 @@ def test_a_persons_success_is_scored_by_the_tasks_check_and_a_contradicted_one_w
     assert (episode.outcome, episode.env_reward) == ("success", 0.0)  # both kept
     assert episode.review_reason.startswith("A person finished with success (the task was done), but the task's own "
                                             "check paid 0")
-    routed = {kind: set(datasets.bucket_episodes(project, kind).values_list("pk", flat=True)) for kind in ("sft", "ct")}
+    routed = {kind: set(buckets.bucket_episodes(project, kind).values_list("pk", flat=True)) for kind in ("sft", "ct")}
     assert routed == {"sft": {done}, "ct": set()}  # not a failure on the reward alone: it waits for a review

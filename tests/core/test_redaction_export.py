@@ -14,8 +14,8 @@ from PIL import Image
 from rest_framework.test import APIClient
 
 from core import redaction
-from rollouts import steps as episodes
-from snapshots import build as snapshots
+from rollouts import steps
+from snapshots import build
 from projects.models import Project
 from snapshots.models import SnapshotStatus
 from rollouts.models import Step
@@ -32,15 +32,15 @@ def _private_episode(project, task, texts: list[str], *, typed: str, thought: st
     data, elements = screen_with(texts)
     action = {"name": "type", "args": {"text": typed}}
     Step.objects.filter(episode=episode).update(
-        screenshot=episodes.screenshot_store(data), width=400, height=240, elements=elements, url=url,
+        screenshot=steps.screenshot_store(data), width=400, height=240, elements=elements, url=url,
         thought=thought, action=action, action_text=f'type(text="{typed}")', human_thought=spoken,
         raw_output=f'Thought: {thought}\nAction: type(text="{typed}")')
     return episode
 
 
 def _export(project, manager) -> zipfile.ZipFile:
-    snapshot = snapshots.snapshot_create(project=project, kind="sft", build=False)
-    snapshot = snapshots.snapshot_build(snapshot_id=snapshot.pk)
+    snapshot = build.snapshot_create(project=project, kind="sft", build=False)
+    snapshot = build.snapshot_build(snapshot_id=snapshot.pk)
     assert snapshot.status == SnapshotStatus.READY, snapshot.error
     client = APIClient()
     client.force_authenticate(manager)
@@ -99,22 +99,22 @@ def test_an_export_holds_none_of_the_test_sets_values_and_its_screens_are_black_
 
 def test_a_policy_change_makes_a_new_snapshot_and_the_same_policy_the_same_one(demo):
     project, _, _ = _set_up(demo)
-    first = snapshots.snapshot_create(project=project, kind="sft", build=False)
-    again = snapshots.snapshot_create(project=project, kind="sft", build=False)
+    first = build.snapshot_create(project=project, kind="sft", build=False)
+    again = build.snapshot_create(project=project, kind="sft", build=False)
     assert again.pk == first.pk and again.duplicate
     settings = {**project.settings, "redaction": {**SETTINGS["redaction"], "words": ["Margaret Hamilton", "Ada"]}}
     Project.objects.filter(pk=project.pk).update(settings=settings)
     project.refresh_from_db()
-    changed = snapshots.snapshot_create(project=project, kind="sft", build=False)
+    changed = build.snapshot_create(project=project, kind="sft", build=False)
     assert changed.pk != first.pk
     assert changed.lineage["redaction"]["digest"] != first.lineage["redaction"]["digest"]
 
 
 def test_a_snapshot_built_after_its_projects_policy_changed_fails_saying_so(demo):
     project, _, _ = _set_up(demo)
-    snapshot = snapshots.snapshot_create(project=project, kind="sft", build=False)
+    snapshot = build.snapshot_create(project=project, kind="sft", build=False)
     Project.objects.filter(pk=project.pk).update(settings={**project.settings, "redaction": {"enabled": False}})
-    built = snapshots.snapshot_build(snapshot_id=snapshot.pk)
+    built = build.snapshot_build(snapshot_id=snapshot.pk)
     assert built.status == SnapshotStatus.FAILED
     assert "redaction policy changed" in built.error
 

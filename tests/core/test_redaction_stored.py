@@ -23,7 +23,7 @@ from core.models import AuditEntry
 from rollouts import steps
 from rollouts import episodes
 from rollouts import privacy
-from snapshots import build as snapshots
+from snapshots import build
 from rollouts.models import Episode, Event, Rejection, Step
 from projects.models import Project
 from snapshots.models import SnapshotStatus
@@ -213,8 +213,8 @@ def test_a_branch_check_finds_the_live_screen_the_same_as_its_redacted_stored_st
 
 
 def _snapshot(project):
-    snapshot = snapshots.snapshot_create(project=project, kind="sft", build=False)
-    snapshot = snapshots.snapshot_build(snapshot_id=snapshot.pk)
+    snapshot = build.snapshot_create(project=project, kind="sft", build=False)
+    snapshot = build.snapshot_build(snapshot_id=snapshot.pk)
     assert snapshot.status == SnapshotStatus.READY, snapshot.error
     return snapshot
 

@@ -12,11 +12,11 @@ from rest_framework.test import APIClient
 from agent.actions import Action
 from agent.rows import GRPORow, RenderedFor
 from core.errors import ApplicationError
-from snapshots import buckets as datasets
+from snapshots import buckets
 from training import deployments
 from rollouts import episodes
 from cycles import evaluation
-from projects import services as projects
+from projects import services
 from rollouts.models import Checkpoint, Episode, Step
 from cycles.models import Cycle, Evaluation
 from tests.agent.test_webapp_env import team_app  # noqa: F401 - the team's own app, served for any-URL tasks
@@ -27,7 +27,7 @@ SCRIPTED = "The deployed policy is the scripted baseline, which can only play th
 
 
 def settings_task(project, actor, start_url: str, **kw):
-    return projects.task_create(project=project, actor=actor, env_kind="webapp", definition={
+    return services.task_create(project=project, actor=actor, env_kind="webapp", definition={
         "task_id": "team-settings", "start_url": start_url, "instruction": "Open the settings.",
         "check": {"type": "url_match", "url": start_url.replace("index", "settings")}}, **kw)
 
@@ -62,13 +62,13 @@ def test_a_grpo_row_of_an_authored_task_carries_its_json_in_the_env_reward(demo)
     episode = make_finished_episode(project, task, steps=[click, {"action": {"name": "click", "args": {"x": 5, "y": 6}}}])
     steps = list(Step.objects.filter(episode=episode).order_by("index"))
     target = RenderedFor(style="full", action_format="uitars", reads_images=True)
-    rows = [GRPORow.from_dict(row, "row") for row in datasets.episode_rows("rl", episode, steps, target)]
+    rows = [GRPORow.from_dict(row, "row") for row in buckets.episode_rows("rl", episode, steps, target)]
     assert [row.reward for row in rows] == [
         GRPORow.env_reward("webapp", "team-settings", episode.seed, prefix, task.definition)
         for prefix in ([], [Action.from_dict(click["action"])])]
     assert rows[1].reward["definition"] == task.definition and rows[1].reward["prefix"] == ["click(x=3, y=4)"]
     shipped = make_finished_episode(project, demo["task"], steps=[click])  # a shipped task's reward has no JSON
-    assert "definition" not in datasets.episode_rows("rl", shipped, list(shipped.steps.all()), target)[0]["reward"]
+    assert "definition" not in buckets.episode_rows("rl", shipped, list(shipped.steps.all()), target)[0]["reward"]
 
 
 def test_the_scripted_baseline_refuses_to_start_an_authored_task_saying_why(demo):
@@ -93,7 +93,7 @@ def test_an_authored_episode_queued_before_the_scripted_baseline_came_back_fails
     from rollouts import worker as rollout_worker
 
     project, manager = demo["project"], demo["manager"]
-    task = projects.task_create(project=project, actor=manager, env_kind="webapp", definition=ANY_URL, max_steps=3)
+    task = services.task_create(project=project, actor=manager, env_kind="webapp", definition=ANY_URL, max_steps=3)
     episode = Episode.objects.create(project=project, task=task, seed=0, mode="autonomous", created_by=manager)
     baseline = Checkpoint.objects.create(project=project, name="scripted-baseline", uri="scripted:")
     deployments.deployment_promote(project=project, checkpoint=baseline, backend="scripted")  # a rollback since

@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 from cycles import cycle_settings
 from cycles import cycles
 from cycles import decide
-from snapshots import buckets as datasets
+from snapshots import buckets
 from training import deployments
 from rollouts import episodes
 from cycles.models import Cycle, CycleState, Evaluation
@@ -42,7 +42,7 @@ def flywheel_project(tmp_path):
     train = make_task(project, "click-test", seed_start=0, seed_end=999, max_steps=3)
     make_task(project, "click-test", split="eval", seed_start=100_000, seed_end=100_099, max_steps=2)
     untrained = make_tiny_checkpoint(project, tmp_path / "untrained")
-    datasets.routing_set(project=project, actor=users["manager"], reward_threshold=0.5)
+    buckets.routing_set(project=project, actor=users["manager"], reward_threshold=0.5)
     cycle_settings.settings_set(project=project, actor=users["manager"], min_new_rows=1, recipe=FAST_RECIPE, eval_seeds=4,
                         margin=0.05)
     return {"project": project, "train": train, "untrained": untrained, **users}
@@ -202,7 +202,7 @@ def test_a_cycle_needs_eval_tasks_whose_seeds_no_training_uses(flywheel_project)
 def test_a_cycle_is_refused_while_no_trained_checkpoint_is_deployed_saying_why(flywheel_project):
     """Issue 34: with the scripted baseline serving (the cold start still training) a cycle would train an untrained
     model on a few rows and lose to the baseline with no word of why: it is refused, naming the cold start."""
-    from training import runs as training
+    from training import runs
     from rollouts.models import Checkpoint
 
     fp = flywheel_project
@@ -210,7 +210,7 @@ def test_a_cycle_is_refused_while_no_trained_checkpoint_is_deployed_saying_why(f
     baseline = Checkpoint.objects.create(project=fp["project"], name="scripted-baseline", uri="scripted:")
     deployments.deployment_promote(project=fp["project"], checkpoint=baseline, backend="scripted")
     run = TrainingRun.objects.create(project=fp["project"], algorithm="sft",
-                                     config={"stages": [{"algorithm": training.COLDSTART}], "deploy_as": "v0"})
+                                     config={"stages": [{"algorithm": runs.COLDSTART}], "deploy_as": "v0"})
     response = client_for(fp["manager"]).post(f"/api/v1/projects/{fp['project'].pk}/cycles/")
     assert response.status_code == 409
     assert response.json()["detail"] == (

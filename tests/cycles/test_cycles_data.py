@@ -10,10 +10,10 @@ from core.errors import ApplicationError
 from cycles import cycle_settings
 from cycles import cycles
 from snapshots import rows as dataset_rows
-from snapshots import buckets as datasets
+from snapshots import buckets
 from training import deployments
 from cycles import replay
-from training import runs as training
+from training import runs
 from cycles.models import CycleState
 from training.models import TrainingRun
 from tests.factories import make_finished_episode, make_member, make_project, make_task, make_user
@@ -35,17 +35,17 @@ def fp(tmp_path, settings):
     make_task(project, "click-test", split="eval", seed_start=100_000, seed_end=100_099, max_steps=2)
     coldstart = TrainingRun.objects.create(project=project, algorithm="sft", status="succeeded",
                                            config={"stages": [{"algorithm": "coldstart"}], "deploy_as": "v0"})
-    out = training.run_dir(coldstart)
+    out = runs.run_dir(coldstart)
     save_tiny_untrained(out / "checkpoint")
     v0 = deployments.checkpoint_register(project=project, name="v0", uri=str(out / "checkpoint"), produced_by=coldstart)
     deployments.deployment_promote(project=project, checkpoint=v0, reason="cold start v0")
-    target = datasets.export_target(project).to_dict()
+    target = buckets.export_target(project).to_dict()
     demos = [{"messages": [{"role": "user", "content": f"Task: click {i}"},
                            {"role": "assistant", "content": f"Thought: {i}\nAction: click(x={i}, y=5)"}],
               "images": [], "meta": {"source": "solver"}, "rendered_for": target} for i in range(40)]
     demos += [{**row, "rendered_for": {**target, "style": "other"}} for row in demos[:5]]  # another model's rows
     (out / "demos.jsonl").write_text("".join(json.dumps(row) + "\n" for row in demos))
-    datasets.routing_set(project=project, actor=manager, reward_threshold=0.5)
+    buckets.routing_set(project=project, actor=manager, reward_threshold=0.5)
     cycle_settings.settings_set(project=project, actor=manager, min_new_rows=1, eval_seeds=2,
                                 recipe=[{"algorithm": "sft", "max_steps": 4, "lr": 0.001, "batch_tokens": 4096}])
     return {"project": project, "manager": manager, "train": train, "v0": v0, "coldstart": coldstart}
@@ -94,7 +94,7 @@ def test_the_gate_skips_too_few_rows_for_the_recipe_saying_how_many_it_needs(fp,
 
 def test_the_gate_skips_dpo_pairs_whose_actions_are_the_same(fp, django_capture_on_commit_callbacks):
     thought_edit(fp)
-    assert datasets.buckets(fp["project"])["dpo"]["rows"] == 1  # the pair is written (it differs in the thought)
+    assert buckets.buckets(fp["project"])["dpo"]["rows"] == 1  # the pair is written (it differs in the thought)
     state, cycle = gate(fp, django_capture_on_commit_callbacks, recipe=[{"algorithm": "dpo", "max_steps": 5}])
     assert state == CycleState.SKIPPED
     assert cycle.decision == ("skipped: no stage's new rows can help: dpo: none of its 1 new pairs changes the action "
@@ -153,7 +153,7 @@ def test_sft_trains_on_new_rows_with_replay_of_the_cold_start_and_a_validation_s
         "replay_other_rendering": 5}
     # the rows a person corrected count three times: they are where v0 was wrong
     assert 2 <= mix["corrected_rows"] <= 4 and mix["train_rows"] == 8 + 2 * mix["corrected_rows"] + 16
-    assert mix["sources"] == [{"demos": str(training.run_dir(fp["coldstart"]) / "demos.jsonl"),
+    assert mix["sources"] == [{"demos": str(runs.run_dir(fp["coldstart"]) / "demos.jsonl"),
                                "run": fp["coldstart"].pk, "checkpoint": "v0", "rows": 45}]
     [stage] = TrainingRun.objects.get(config__cycle=cycle.pk).config["stages"]
     train_rows = [json.loads(line) for line in open(stage["data_file"])]
@@ -168,7 +168,7 @@ def test_sft_trains_on_new_rows_with_replay_of_the_cold_start_and_a_validation_s
     assert open(again["data_file"]).read() == open(stage["data_file"]).read()
 
     # the real trainer: val_loss on its progress lines, and the best step's weights kept
-    assert training.run_execute(run_id=stage_run(cycle).pk) == "succeeded", stage_run(cycle).error
+    assert runs.run_execute(run_id=stage_run(cycle).pk) == "succeeded", stage_run(cycle).error
     run = stage_run(cycle)
     assert all("val_loss" in line for line in run.metrics)
     assert run.checkpoint.metrics["val_loss_best"] <= run.checkpoint.metrics["val_loss_first"]
@@ -290,7 +290,7 @@ def test_a_reading_checkpoints_cycle_mixes_and_holds_out_rows_with_their_screens
     vlm = deployments.checkpoint_register(project=project, name="vlm", uri=str(save_tiny_vlm(tmp_path / "vlm")),
                                           reads_images=True)  # Loupe's answers: the factory's clicks fall off 16x16
     deployments.deployment_promote(project=project, checkpoint=vlm, reason="test")
-    datasets.routing_set(project=project, actor=manager, reward_threshold=0.5)
+    buckets.routing_set(project=project, actor=manager, reward_threshold=0.5)
     fp = {"project": project, "manager": manager, "train": train}
     sft_episodes(fp, 10, edited=4)
     state, cycle = gate(fp, django_capture_on_commit_callbacks, min_new_rows=1, val_fraction=0.2, val_min_rows=2,

@@ -12,7 +12,7 @@ import pytest
 
 from cycles import cycle_settings
 from cycles import cycles
-from snapshots import buckets as datasets
+from snapshots import buckets
 from cycles.models import Cycle, Evaluation
 from training.models import TrainingRun
 from cycles.tasks import cycles_resume
@@ -33,7 +33,7 @@ def project(tmp_path):
     train = make_task(project, "click-test", seed_start=0, seed_end=999, max_steps=2)
     make_task(project, "click-test", split="eval", seed_start=100_000, seed_end=100_099, max_steps=1)
     make_tiny_checkpoint(project, tmp_path / "untrained")
-    datasets.routing_set(project=project, actor=manager, reward_threshold=0.5)
+    buckets.routing_set(project=project, actor=manager, reward_threshold=0.5)
     for _ in range(3):
         make_finished_episode(project, train, steps=[{}], mode="supervised", reward=1.0)
     cycle_settings.settings_set(project=project, actor=manager, min_new_rows=1, eval_seeds=3, margin=0.05,

@@ -143,10 +143,10 @@ def episodes_rows(project, task_id: int):
     lines."""
     from django.core.files.storage import default_storage
 
-    from snapshots import build as snapshots
+    from snapshots import build
 
-    snapshot = snapshots.snapshot_create(project=project, kind="sft", filter={"split": "train", "tasks": [task_id]}, build=False,
+    snapshot = build.snapshot_create(project=project, kind="sft", filter={"split": "train", "tasks": [task_id]}, build=False,
                                          name="after the cycle")
-    snapshot = snapshots.snapshot_build(snapshot_id=snapshot.pk)
+    snapshot = build.snapshot_build(snapshot_id=snapshot.pk)
     with default_storage.open(snapshot.file, "rb") as fh:
         return fh.read().decode().splitlines()

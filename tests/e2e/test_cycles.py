@@ -4,7 +4,7 @@ candidate by hand, and rolling back to the earlier deployment. Annotators see th
 import pytest
 from playwright.sync_api import expect
 
-from snapshots import buckets as datasets
+from snapshots import buckets
 from rollouts.models import Deployment
 from projects.models import Role
 from tests.e2e.conftest import login, screenshot
@@ -31,7 +31,7 @@ def cycle_project(tmp_path):
     train = make_task(project, "click-test", seed_start=0, seed_end=999, max_steps=2)
     make_task(project, "click-test", split="eval", seed_start=100_000, seed_end=100_099, max_steps=1)
     make_tiny_checkpoint(project, tmp_path / "untrained")
-    datasets.routing_set(project=project, actor=manager, reward_threshold=0.5)
+    buckets.routing_set(project=project, actor=manager, reward_threshold=0.5)
     for _ in range(3):  # rows that teach a fixed corner click: the candidate cannot beat the untrained policy
         make_finished_episode(project, train, steps=[{}], mode="supervised", reward=1.0)
     return {"project": project, "manager": manager, "annotator": annotator}

@@ -4,7 +4,7 @@ import pytest
 
 from annotation.models import AudioClip, TranscriptWord
 from annotation import polish
-from snapshots import build as snapshots
+from snapshots import build
 from snapshots import export
 from rollouts.models import PolishState, Step
 from projects.models import Role
@@ -68,8 +68,8 @@ def test_manager_sees_the_spoken_words_polished_edits_the_thought_and_the_snapsh
     stored = Step.objects.get(pk=step.pk)
     assert (stored.polish_state, stored.polished_thought, stored.human_thought) == (
         PolishState.EDITED, "The login link is at the top, so I click it.", SPOKEN)
-    snapshot = snapshots.snapshot_create(project=project, kind="sft", build=False)
-    rows = export.snapshot_preview(snapshots.snapshot_build(snapshot_id=snapshot.pk), 10)
+    snapshot = build.snapshot_create(project=project, kind="sft", build=False)
+    rows = export.snapshot_preview(build.snapshot_build(snapshot_id=snapshot.pk), 10)
     first = next(r for r in rows if r["meta"]["step_index"] == 0)
     assert first["messages"][-1]["content"].startswith(
         "Thought: The login link is at the top, so I click it.\nAction: ")

@@ -4,7 +4,7 @@ from rest_framework.test import APIClient
 
 from core.errors import ApplicationError
 from core.limits import LIMITS
-from projects import services as projects
+from projects import services
 from projects.models import Membership, Project, Role
 
 pytestmark = pytest.mark.django_db
@@ -70,9 +70,9 @@ def test_a_project_name_is_kept_whole_up_to_its_limit_and_refused_past_it(demo):
     assert f"The project name is {len(name) + 1:,} characters long" in over.json()["errors"]["name"][0]
     assert Project.objects.get(pk=pid).name == "Alpha"
     with pytest.raises(ApplicationError):  # the services refuse too: no path cuts
-        projects.project_update(project=demo["project"], actor=demo["manager"], name=name + "!")
+        services.project_update(project=demo["project"], actor=demo["manager"], name=name + "!")
     with pytest.raises(ApplicationError):
-        projects.project_create(name=name + "!")
+        services.project_create(name=name + "!")
     assert manager.patch(f"/api/v1/projects/{pid}/", {"name": name}, format="json").json()["name"] == name
 
 

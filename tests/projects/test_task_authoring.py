@@ -19,8 +19,8 @@ from rest_framework.test import APIClient
 from agent.envs.desktop import DESKTOP_TASKS
 from core.limits import LIMITS
 from core.models import AuditEntry
-from projects import services as projects
-from projects import taskspec_authoring as task_authoring
+from projects import services
+from projects import taskspec_authoring
 from projects import taskspec_exchange
 from rollouts.models import Checkpoint, Deployment, Episode, Step
 from projects.models import TaskSpec
@@ -96,8 +96,8 @@ def test_a_task_id_that_is_not_a_slug_is_refused_saying_what_an_id_may_hold(mana
 
 def test_the_page_checks_task_ids_with_the_servers_rule():
     page = (Path(__file__).resolve().parents[2] / "frontend" / "src" / "tasks" / "definitions.ts").read_text()
-    assert re.search(r"export const TASK_ID = /\^(.*?)\$/;", page).group(1) == task_authoring.TASK_ID.pattern
-    assert task_authoring.TASK_ID_RULE in page
+    assert re.search(r"export const TASK_ID = /\^(.*?)\$/;", page).group(1) == taskspec_authoring.TASK_ID.pattern
+    assert taskspec_authoring.TASK_ID_RULE in page
 
 
 def test_slug_ids_are_taken_osworld_uuids_and_webarena_numbers_included(manager):
@@ -120,8 +120,8 @@ def test_an_over_long_instruction_is_refused_naming_the_limit_and_nothing_is_cut
     label = client.post(tasks_url(project), {"task_name": "click-link", "instruction_template": "x" * (limit + 1)},
                         format="json")
     assert label.status_code == 400 and "the limit is" in label.json()["errors"]["instruction_template"][0]
-    with pytest.raises(task_authoring.ApplicationError):  # the service refuses a label past the limit too
-        projects.task_create(project=project, actor=None, task_name="click-link",
+    with pytest.raises(taskspec_authoring.ApplicationError):  # the service refuses a label past the limit too
+        services.task_create(project=project, actor=None, task_name="click-link",
                              instruction_template="x" * (limit + 1))
     whole = {**ANY_URL, "instruction": "y" * limit}
     kept = client.post(tasks_url(project), {"env_kind": "webapp", "definition": whole}, format="json")
@@ -345,7 +345,7 @@ def test_the_rollout_worker_hands_an_authored_task_to_the_env_and_its_check_scor
     Deployment.objects.create(project=project, checkpoint=checkpoint, backend="openai", served_name="finisher-authored",
                               active=True, activated_at=timezone.now())
     url = f"http://127.0.0.1:{site.server_address[1]}/index.html"
-    task = projects.task_create(project=project, actor=manager, env_kind="webapp", max_steps=3, definition={
+    task = services.task_create(project=project, actor=manager, env_kind="webapp", max_steps=3, definition={
         "task_id": "team-home", "start_url": url, "instruction": "Open the team app.",
         "check": {"type": "url_match", "url": url}})
     episode = Episode.objects.create(project=project, task=task, seed=0, mode="autonomous", created_by=manager)

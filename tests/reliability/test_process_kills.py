@@ -124,8 +124,8 @@ def test_audio_worker_killed_mid_transcription_the_sweep_finishes_the_transcript
 def test_train_worker_killed_mid_run_the_run_is_rerun_or_failed_never_stuck_running(tmp_path):
     from django.utils import timezone
 
-    from snapshots import build as snapshots
-    from training import runs as training
+    from snapshots import build
+    from training import runs
     from training.models import TrainingRun
     from tests.factories import make_finished_episode, make_member, make_project, make_task, make_user
 
@@ -134,7 +134,7 @@ def test_train_worker_killed_mid_run_the_run_is_rerun_or_failed_never_stuck_runn
     task = make_task(project, "click-test")
     for seed in range(3):
         make_finished_episode(project, task, steps=[{}, {}], reward=1.0)
-    snapshot = snapshots.snapshot_build(snapshot_id=snapshots.snapshot_create(project=project, kind="sft",
+    snapshot = build.snapshot_build(snapshot_id=build.snapshot_create(project=project, kind="sft",
                                                                              actor=manager).pk)
     stack = ProcessStack([], [])
     try:
@@ -144,7 +144,7 @@ def test_train_worker_killed_mid_run_the_run_is_rerun_or_failed_never_stuck_runn
 
         untrained = deployments.checkpoint_register(project=project, name="untrained",
                                                     uri=str(save_tiny_untrained(tmp_path / "untrained")))
-        run = training.run_create(project=project, snapshot=snapshot, max_steps=100_000, actor=manager,
+        run = runs.run_create(project=project, snapshot=snapshot, max_steps=100_000, actor=manager,
                                   init_checkpoint=untrained)
         wait_for(lambda: TrainingRun.objects.get(pk=run.pk).progress > 0, 300, interval=0.5, what="training")
         os.killpg(victim.pid, signal.SIGKILL)
@@ -153,7 +153,7 @@ def test_train_worker_killed_mid_run_the_run_is_rerun_or_failed_never_stuck_runn
         start_worker(stack, tmp_path, stack_env(), queues="train", name="train-rescuer")
 
         def settled():
-            training.runs_restart_stalled(older_than_seconds=5)  # the beat sweep, with the tests' short heartbeat
+            runs.runs_restart_stalled(older_than_seconds=5)  # the beat sweep, with the tests' short heartbeat
             run_now = TrainingRun.objects.get(pk=run.pk)
             return run_now.status == "failed" and run_now.error or run_now.started_at > killed_at
 

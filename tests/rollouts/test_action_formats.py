@@ -16,7 +16,7 @@ from agent.prompt import image_bytes, image_url, render_messages
 from core.errors import ApplicationError
 from cycles import cycle_settings
 from training import deployments
-from rollouts import steps as episodes
+from rollouts import steps
 from rollouts.models import Episode, Rejection
 from rollouts.worker import policy_for, prompting_for
 from tests.factories import jpeg, make_member, make_project, make_task, make_user
@@ -154,28 +154,28 @@ def test_a_stored_prompt_holds_references_to_the_step_screenshots_and_turns_back
     common = dict(episode=episode, width=16, height=16, url="", instruction="Do X.", elements=[], raw_output="garbage",
                   token_ids=[], token_logprobs=[], thought="", action=None, action_text="", actor="model",
                   proposal=None, reward=0.0, done=False, void_reason="no 'Action:' line found", info={}, timings={})
-    first = episodes.step_record(index=0, screenshot=before, prompt=[], action_format="uitars", **common)
-    step = episodes.step_record(index=1, screenshot=now, prompt=sent, action_format="uitars", **common)
+    first = steps.step_record(index=0, screenshot=before, prompt=[], action_format="uitars", **common)
+    step = steps.step_record(index=1, screenshot=now, prompt=sent, action_format="uitars", **common)
 
     urls = [part["image_url"]["url"] for m in step.prompt if isinstance(m["content"], list) for part in m["content"]
             if part["type"] == "image_url"]
     assert urls == [f"loupe-storage:{first.screenshot}", f"loupe-storage:{step.screenshot}"]  # the steps' own files
     assert len(json.dumps(step.prompt)) < len(json.dumps(sent))
-    assert episodes.prompt_as_sent(step.prompt) == sent
+    assert steps.prompt_as_sent(step.prompt) == sent
     with default_storage.open(step.screenshot) as handle:
         assert handle.read() == now == image_bytes(image_url(now))
-    assert step.action_format == "uitars" and episodes.step_payload(step)["action_format"] == "uitars"
+    assert step.action_format == "uitars" and steps.step_payload(step)["action_format"] == "uitars"
 
-    rejection = episodes.rejection_record(episode=episode, index=2, attempt=1, prompt=sent, raw_output="x",
+    rejection = steps.rejection_record(episode=episode, index=2, attempt=1, prompt=sent, raw_output="x",
                                           token_ids=[], token_logprobs=[], thought="", action=None, action_text="",
                                           void_reason="v", reason="no", repeated=False, action_format="uitars")
     stored = Rejection.objects.get(pk=rejection.pk)
-    assert stored.action_format == "uitars" and episodes.prompt_as_sent(stored.prompt) == sent
+    assert stored.action_format == "uitars" and steps.prompt_as_sent(stored.prompt) == sent
     with pytest.raises(ApplicationError, match="Unknown action format 'tars'"):
-        episodes.step_record(index=3, screenshot=now, prompt=[], action_format="tars", **common)
+        steps.step_record(index=3, screenshot=now, prompt=[], action_format="tars", **common)
     default_storage.delete(first.screenshot)
     with pytest.raises(ApplicationError, match=f"The screenshot {first.screenshot} of a stored prompt is missing"):
-        episodes.prompt_as_sent(step.prompt)
+        steps.prompt_as_sent(step.prompt)
 
 
 def test_the_workers_local_policy_answers_with_the_configured_torch_threads(project, tmp_path, settings):

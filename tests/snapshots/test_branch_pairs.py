@@ -4,8 +4,8 @@ import pytest
 
 from annotation.reviews import review_submit
 from snapshots import branch_pairs
-from snapshots import buckets as datasets
-from snapshots import build as snapshots
+from snapshots import buckets
+from snapshots import build
 from snapshots import export
 from snapshots.snapshot_kinds import DPO_KIND
 from rollouts.models import Episode, Judgement, Step
@@ -30,8 +30,8 @@ def branch_of(parent, *, at, steps, reward, project, task):
 
 
 def dpo_rows(project):
-    snapshot = snapshots.snapshot_create(project=project, kind="dpo", build=False)
-    return export.snapshot_preview(snapshots.snapshot_build(snapshot_id=snapshot.pk), 20)
+    snapshot = build.snapshot_create(project=project, kind="dpo", build=False)
+    return export.snapshot_preview(build.snapshot_build(snapshot_id=snapshot.pk), 20)
 
 
 def test_a_branch_that_acted_otherwise_at_its_step_and_succeeded_is_chosen_over_its_parents_step(demo):
@@ -41,8 +41,8 @@ def test_a_branch_that_acted_otherwise_at_its_step_and_succeeded_is_chosen_over_
                        project=project, task=task)
     pair = branch_pairs.branch_pair(branch)
     assert (pair["index"], pair["chosen"], pair["by"]) == (1, "branch", "reward")
-    assert datasets.buckets(project)["dpo"]["rows"] == 1
-    assert set(datasets.bucket_episodes(project, "dpo").values_list("pk", flat=True)) == {branch.pk}
+    assert buckets.buckets(project)["dpo"]["rows"] == 1
+    assert set(buckets.bucket_episodes(project, "dpo").values_list("pk", flat=True)) == {branch.pk}
     # the cycle gate counts it among the pairs whose actions differ (a DPO stage can learn from it)
     assert DPO_KIND.differing_count(Episode.objects.filter(project=project)) == 1
 
@@ -53,8 +53,8 @@ def test_a_branch_that_acted_otherwise_at_its_step_and_succeeded_is_chosen_over_
     assert (row["meta"]["chosen_episode"], row["meta"]["rejected_episode"], row["meta"]["decided_by"]) == (
         branch.pk, parent.pk, "reward")
     # One prompt for both: the parent's at step 1 (its SFT row's prompt, the step before replayed as history).
-    parent_sft = datasets.episode_rows("sft", parent, list(parent.steps.order_by("index")),
-                                       datasets.export_target(project))
+    parent_sft = buckets.episode_rows("sft", parent, list(parent.steps.order_by("index")),
+                                       buckets.export_target(project))
     assert row["prompt"] == parent_sft[1]["messages"][:-1]
 
 
@@ -110,7 +110,7 @@ def test_no_pair_for_equal_actions_equal_outcomes_a_gone_parent_or_a_shorter_one
     gone.delete()
     orphan.refresh_from_db()
     assert orphan.parent_id is None and branch_pairs.branch_pair(orphan) is None
-    assert datasets.buckets(project)["dpo"]["rows"] == 0
+    assert buckets.buckets(project)["dpo"]["rows"] == 0
 
 
 def test_the_comparison_shows_both_continuations_from_the_branch_point_and_the_pair(demo):

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from annotation.reviews import review_submit
 from snapshots import rows as dataset_rows
-from snapshots import buckets as datasets
+from snapshots import buckets
 from snapshots import build as snapshots
 from snapshots import export
 from snapshots.models import DatasetSnapshot, SnapshotStatus
@@ -40,7 +40,7 @@ def build(project, kind, **filter_):
 
 
 def episode_ids(project, kind) -> set[int]:
-    return set(datasets.bucket_episodes(project, kind).values_list("pk", flat=True))
+    return set(buckets.bucket_episodes(project, kind).values_list("pk", flat=True))
 
 
 def test_reward_rule_sends_successes_to_sft_and_failures_to_ct(demo):
@@ -49,7 +49,7 @@ def test_reward_rule_sends_successes_to_sft_and_failures_to_ct(demo):
     bad = make_finished_episode(project, task, steps=[{}], reward=0.0)
     assert episode_ids(project, "sft") == {good.pk}
     assert episode_ids(project, "ct") == {bad.pk}
-    counts = datasets.buckets(project)
+    counts = buckets.buckets(project)
     assert (counts["sft"]["rows"], counts["ct"]["rows"]) == (2, 1)
 
 
@@ -80,7 +80,7 @@ def test_where_no_check_scored_an_episode_a_persons_success_counts_as_done(demo)
 
 def test_review_rule_routes_by_verdict_and_leaves_unreviewed_episodes_out(demo):
     project, task = demo["project"], demo["task"]
-    datasets.routing_set(project=project, actor=demo["manager"], rule="review")
+    buckets.routing_set(project=project, actor=demo["manager"], rule="review")
     accepted = make_finished_episode(project, task, steps=[{}], reward=0.0)
     rejected = make_finished_episode(project, task, steps=[{}], reward=1.0)
     make_finished_episode(project, task, steps=[{}], reward=1.0)  # unreviewed: in neither bucket
@@ -92,7 +92,7 @@ def test_review_rule_routes_by_verdict_and_leaves_unreviewed_episodes_out(demo):
 
 def test_both_rule_needs_the_reward_and_the_accepting_review(demo):
     project, task = demo["project"], demo["task"]
-    datasets.routing_set(project=project, actor=demo["manager"], rule="both", reward_threshold=0.5)
+    buckets.routing_set(project=project, actor=demo["manager"], rule="both", reward_threshold=0.5)
     both = make_finished_episode(project, task, steps=[{}], reward=0.9)
     reward_only = make_finished_episode(project, task, steps=[{}], reward=0.9)
     review_only = make_finished_episode(project, task, steps=[{}], reward=0.1)
@@ -136,7 +136,7 @@ def test_dpo_pairs_only_where_a_person_changed_the_action_or_rewrote_the_thought
     steps = {s.index: s for s in Step.objects.filter(episode=episode)}
     assert [steps[i].correction for i in range(4)] == ["same", "same", "thought", "action"]
     assert episode.n_interventions == 2
-    assert datasets.buckets(project)["dpo"]["rows"] == 2
+    assert buckets.buckets(project)["dpo"]["rows"] == 2
     rows = export.snapshot_preview(build(project, "dpo"), 10)
     assert [(r["meta"]["step_index"], r["meta"]["differs"]) for r in rows] == [(2, "thought"), (3, "action")]
     assert rows[0]["chosen"][0]["content"] == "Thought: the OK button is the first one\nAction: click(x=10, y=20)"
@@ -160,7 +160,7 @@ def test_a_rejected_proposal_is_a_dpo_pair_under_the_prompt_it_answered(demo):
     step = Step.objects.get(episode=episode, index=1)
     assert [(r.attempt, r.step_id) for r in step.rejections.order_by("attempt")] == [(1, step.pk), (2, step.pk)]
     assert episode.n_interventions == 1  # the model's step ran, after a person's rejects
-    assert datasets.buckets(project)["dpo"]["rows"] == 1
+    assert buckets.buckets(project)["dpo"]["rows"] == 1
     (row,) = export.snapshot_preview(build(project, "dpo"), 10)
     assert row["rejected"] == [{"role": "assistant", "content": "Thought: top left?\nAction: click(x=1, y=1)"}]
     assert row["chosen"] == [{"role": "assistant", "content": "Thought: step 1\nAction: click(x=11, y=20)"}]
@@ -188,9 +188,9 @@ def test_a_builds_queries_do_not_grow_with_its_episodes_and_steps(demo, kind):
         for _ in range(episodes):
             make_finished_episode(project, task, mode="autonomous" if kind == "rl" else "supervised", reward=1.0,
                                   steps=steps)
-        ids = list(datasets.bucket_episodes(project, kind).order_by("pk").values_list("pk", flat=True))
+        ids = list(buckets.bucket_episodes(project, kind).order_by("pk").values_list("pk", flat=True))
         with CaptureQueriesContext(connection) as captured:
-            rows = [row for _, rows in datasets.rows_iter(kind, ids, target=datasets.export_target(project))
+            rows = [row for _, rows in buckets.rows_iter(kind, ids, target=buckets.export_target(project))
                     for row in rows]
         assert rows, kind
         return len(captured)
@@ -316,11 +316,11 @@ def test_a_ready_snapshot_never_changes(demo):
 def test_new_rows_count_what_no_snapshot_of_that_kind_holds_yet(demo):
     project, task = demo["project"], demo["task"]
     make_finished_episode(project, task, steps=[{}, {}], reward=1.0)
-    assert datasets.buckets(project)["sft"]["new_rows"] == 2
+    assert buckets.buckets(project)["sft"]["new_rows"] == 2
     build(project, "sft")
-    assert datasets.buckets(project)["sft"] == {"rows": 2, "episodes": 1, "new_rows": 0}
+    assert buckets.buckets(project)["sft"] == {"rows": 2, "episodes": 1, "new_rows": 0}
     later = make_finished_episode(project, task, steps=[{}], reward=1.0)
-    assert datasets.buckets(project)["sft"]["new_rows"] == 1
+    assert buckets.buckets(project)["sft"]["new_rows"] == 1
     second = build(project, "sft", only_new=True)
     assert second.rows == 1 and second.lineage["episodes"] == 1
     assert {row["meta"]["episode_id"] for row in export.snapshot_preview(second, 10)} == {later.pk}
@@ -406,8 +406,8 @@ def test_a_reward_threshold_outside_0_to_1_is_refused_with_a_reason(demo, thresh
     assert response.status_code == 400 and "reward_threshold" in response.json()["errors"], response.json()
     if not isinstance(threshold, str):
         with pytest.raises(ApplicationError, match="from 0 to 1"):
-            datasets.routing_set(project=demo["project"], actor=demo["manager"], reward_threshold=threshold)
-    assert datasets.routing_of(demo["project"])["reward_threshold"] == 0.5
+            buckets.routing_set(project=demo["project"], actor=demo["manager"], reward_threshold=threshold)
+    assert buckets.routing_of(demo["project"])["reward_threshold"] == 0.5
 
 
 def test_freezing_the_same_data_twice_makes_one_snapshot_and_new_data_a_new_one(demo):
@@ -531,10 +531,10 @@ def test_rft_counts_the_autonomous_successes_among_the_sft_rows(demo):
     project, task = demo["project"], demo["task"]
     make_finished_episode(project, task, steps=[{}, {}], reward=1.0)
     make_finished_episode(project, task, steps=[{}, EDITED], mode="supervised", reward=1.0)
-    counts = datasets.buckets(project)
+    counts = buckets.buckets(project)
     assert counts["sft"]["rows"] == 4 and counts["rft"] == {"rows": 2, "episodes": 1, "new_rows": 2}
     build(project, "sft")
-    assert datasets.buckets(project)["rft"]["new_rows"] == 0
+    assert buckets.buckets(project)["rft"]["new_rows"] == 0
 
 
 # --- rows rendered for the deployed checkpoint (agent/rows.py) ----------------------------------------------------
@@ -766,9 +766,9 @@ def test_rl_rows_for_a_reading_checkpoint_are_grpo_steps_whose_env_reward_replay
     clicks = [{"action": {"name": "click", "args": {"x": 3 + i, "y": 4}}} for i in range(3)]
     episode = make_finished_episode(project, task, steps=[clicks[0], {"action": None}, clicks[1], clicks[2]])
     make_finished_episode(project, task, steps=[EDITED], mode="supervised")  # a person acted: no RL rows
-    assert datasets.buckets(project)["rl"]["rows"] == 4  # one row a step, for a text target too
+    assert buckets.buckets(project)["rl"]["rows"] == 4  # one row a step, for a text target too
     _deploy(project, tmp_path, "uitars-7b", style="full", action_format="uitars", reads_images=True)
-    assert datasets.buckets(project)["rl"] == {"rows": 4, "episodes": 1, "new_rows": 4}  # one row a step
+    assert buckets.buckets(project)["rl"] == {"rows": 4, "episodes": 1, "new_rows": 4}  # one row a step
 
     snapshot = build(project, "rl")
     assert snapshot.status == SnapshotStatus.READY and snapshot.rows == 4, snapshot.error
@@ -805,7 +805,7 @@ def test_a_branchs_copies_of_its_parents_steps_make_no_rows_of_their_own(demo):
     branch = make_finished_episode(project, task, steps=[EDITED, {}, {}], mode="supervised", reward=1.0)
     Episode.objects.filter(pk=branch.pk).update(parent=parent, branched_at=1)
     Step.objects.filter(episode=branch, index=0).update(info={"replayed_from": {"episode": parent.pk, "step": 0}})
-    counts = datasets.buckets(project)
+    counts = buckets.buckets(project)
     assert counts["sft"]["rows"] == 2 + 2 and counts["dpo"]["rows"] == 1  # the branch's copied edit is no pair
     sft = export.snapshot_preview(build(project, "sft"), 10)
     assert sorted((row["meta"]["episode_id"], row["meta"]["step_index"]) for row in sft) == [

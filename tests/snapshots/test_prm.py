@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from agent.rows import PRMRow, prompt_text, row_from_dict
 from annotation.reviews import review_submit
 from core.errors import ApplicationError
-from snapshots import buckets as datasets
+from snapshots import buckets
 from snapshots import build as snapshots
 from rollouts.models import Episode, Judgement, Step
 from snapshots.models import SnapshotStatus
@@ -45,8 +45,8 @@ def labelled_episode(demo):
 def test_prm_rows_label_each_step_by_the_reviewers_majority_up_to_the_first_error(demo):
     episode = labelled_episode(demo)
     Judgement.objects.create(episode=episode, verdict="failure", reason="never clicked", confidence=1.0, judge="rule")
-    steps, target = list(episode.steps.order_by("index")), datasets.export_target(demo["project"])
-    rows = datasets.episode_rows("prm", episode, steps, target)
+    steps, target = list(episode.steps.order_by("index")), buckets.export_target(demo["project"])
+    rows = buckets.episode_rows("prm", episode, steps, target)
     assert [(row["meta"]["step_index"], row["labels"]) for row in rows] == [(0, [True]), (1, [True]), (2, [False])]
     assert [row["meta"]["first_error"] for row in rows] == [False, False, True]
     assert rows[1]["meta"]["step_labels"] == {"man": "good", "adm": "good", "root": "critical"}
@@ -56,7 +56,7 @@ def test_prm_rows_label_each_step_by_the_reviewers_majority_up_to_the_first_erro
 
     # The prompt is the one an SFT row of the same step carries (the model's prompt there), as text; the completion
     # is the step's executed turn as the target writes it.
-    sft = datasets.episode_rows("sft", episode, steps, target)
+    sft = buckets.episode_rows("sft", episode, steps, target)
     for row, sft_row in zip(rows, sft):
         assert row["prompt_messages"] == sft_row["messages"][:-1]
         assert row["completions"] == [sft_row["messages"][-1]["content"]]
@@ -64,7 +64,7 @@ def test_prm_rows_label_each_step_by_the_reviewers_majority_up_to_the_first_erro
         assert row["prompt"].startswith("<|system|>\n") and row["prompt"].endswith("<|assistant|>\n")
         assert isinstance(row_from_dict("prm", row, "row"), PRMRow)
     assert rows[1]["completions"] == ["Thought: step 1\nAction: click(x=11, y=20)"]
-    assert datasets.buckets(demo["project"])["prm"] == {"rows": 3, "episodes": 1, "new_rows": 3}
+    assert buckets.buckets(demo["project"])["prm"] == {"rows": 3, "episodes": 1, "new_rows": 3}
 
 
 def test_a_prm_snapshot_exports_and_loads_with_datasets_its_labels_on_the_stored_steps(demo, tmp_path, monkeypatch):
@@ -129,7 +129,7 @@ def test_a_prm_snapshot_of_episodes_without_step_labels_is_refused_with_what_to_
     response = client_for(demo["manager"]).post(f"/api/v1/projects/{demo['project'].pk}/snapshots/",
                                                 {"kind": "prm"}, format="json")
     assert response.status_code == 400 and "step labels" in response.json()["detail"]
-    assert datasets.buckets(demo["project"])["prm"]["rows"] == 0
+    assert buckets.buckets(demo["project"])["prm"]["rows"] == 0
 
 
 def test_a_branchs_labelled_copies_make_no_prm_rows_and_a_bad_copy_ends_its_rows(demo):
@@ -140,9 +140,9 @@ def test_a_branchs_labelled_copies_make_no_prm_rows_and_a_bad_copy_ends_its_rows
     Step.objects.filter(episode=branch, index=0).update(info={"replayed_from": {"episode": parent.pk, "step": 0}})
     review_submit(episode=branch, reviewer=demo["manager"], verdict="accept",
                   step_labels={"0": "good", "1": "good", "2": "good"})
-    assert datasets.buckets(project)["prm"]["rows"] == 2  # steps 1 and 2; the copy 0 is the parent's
+    assert buckets.buckets(project)["prm"]["rows"] == 2  # steps 1 and 2; the copy 0 is the parent's
     review_submit(episode=branch, reviewer=demo["manager"], verdict="accept", step_labels={"0": "wrong", "1": "good"})
-    assert datasets.buckets(project)["prm"]["rows"] == 0
+    assert buckets.buckets(project)["prm"]["rows"] == 0
 
 
 @pytest.mark.parametrize("row, message", [

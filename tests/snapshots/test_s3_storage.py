@@ -9,8 +9,8 @@ import pytest
 from django.core.files.storage import default_storage
 from django.test import override_settings
 
-from snapshots import build as snapshots
-from training import runs as training
+from snapshots import build
+from training import runs
 from training.models import RunStatus
 from tests.factories import make_finished_episode, make_project, make_task
 from tests.stack import free_port, wait_for
@@ -76,15 +76,15 @@ def test_a_snapshot_in_an_s3_bucket_trains_a_checkpoint(s3_storage, tmp_path, se
     task = make_task(project)
     for _ in range(2):
         make_finished_episode(project, task, steps=[{}, {}], reward=1.0)
-    snapshot = snapshots.snapshot_build(snapshot_id=snapshots.snapshot_create(project=project, kind="sft",
+    snapshot = build.snapshot_build(snapshot_id=build.snapshot_create(project=project, kind="sft",
                                                                             build=False).pk)
     assert snapshot.status == "ready" and snapshot.rows == 4
     keys = {item["Key"] for item in s3_storage.list_objects_v2(Bucket=BUCKET)["Contents"]}
     assert snapshot.file in keys
 
-    run = training.run_create(project=project, snapshot=snapshot, max_steps=2,
+    run = runs.run_create(project=project, snapshot=snapshot, max_steps=2,
                               init_checkpoint=untrained(project, tmp_path))
-    assert training.run_execute(run_id=run.pk) == RunStatus.SUCCEEDED
+    assert runs.run_execute(run_id=run.pk) == RunStatus.SUCCEEDED
     run.refresh_from_db()
     assert run.checkpoint is not None and (Path(run.checkpoint.uri) / "config.json").exists()
     assert run.metrics and run.metrics[-1]["phase"] == "sft"
@@ -98,11 +98,11 @@ def test_a_snapshot_missing_from_the_bucket_fails_the_run_with_its_reason(s3_sto
     project = make_project()
     task = make_task(project)
     make_finished_episode(project, task, steps=[{}], reward=1.0)
-    snapshot = snapshots.snapshot_build(snapshot_id=snapshots.snapshot_create(project=project, kind="sft",
+    snapshot = build.snapshot_build(snapshot_id=build.snapshot_create(project=project, kind="sft",
                                                                             build=False).pk)
     s3_storage.delete_object(Bucket=BUCKET, Key=snapshot.file)
-    run = training.run_create(project=project, snapshot=snapshot, max_steps=2,
+    run = runs.run_create(project=project, snapshot=snapshot, max_steps=2,
                               init_checkpoint=untrained(project, tmp_path))
-    assert training.run_execute(run_id=run.pk) == RunStatus.FAILED
+    assert runs.run_execute(run_id=run.pk) == RunStatus.FAILED
     run.refresh_from_db()
     assert run.error.startswith(f"The snapshot file {snapshot.file} could not be read from storage"), run.error

@@ -3,8 +3,8 @@ refused naming the ones there are, before anything is read or stored."""
 import pytest
 
 from core.errors import ApplicationError
-from snapshots import buckets as datasets
-from snapshots import build as snapshots
+from snapshots import buckets
+from snapshots import build
 from snapshots.models import DatasetSnapshot, SnapshotKind
 from snapshots.snapshot_kinds import KINDS, kind_of
 from tests.factories import make_project, make_user
@@ -21,10 +21,10 @@ def test_every_kind_a_snapshot_may_have_is_in_the_registry():
 def test_an_unknown_kind_is_refused_naming_the_known_ones(kind):
     project = make_project()
     with pytest.raises(ApplicationError) as refused:
-        datasets.bucket_episodes(project, kind)
+        buckets.bucket_episodes(project, kind)
     assert "sft, dpo, rl, ct, prm" in refused.value.message and refused.value.errors == {"kind": ["Invalid choice."]}
     with pytest.raises(ApplicationError):
-        snapshots.snapshot_create(project=project, kind=kind, actor=make_user())
+        build.snapshot_create(project=project, kind=kind, actor=make_user())
     assert not DatasetSnapshot.objects.filter(project=project).exists()
 
 
@@ -32,6 +32,6 @@ def test_an_empty_bucket_says_what_makes_its_rows():
     project = make_project()
     for kind in SnapshotKind.values:
         with pytest.raises(ApplicationError) as empty:
-            snapshots.snapshot_create(project=project, kind=kind, actor=make_user())
+            build.snapshot_create(project=project, kind=kind, actor=make_user())
         assert f"No {kind} rows match this filter" in empty.value.message
     assert "label steps good" in kind_of("prm").empty_message()

@@ -7,7 +7,7 @@ import pytest
 from django.core.files.storage import default_storage
 from django.db import connection
 
-from snapshots import build as snapshots
+from snapshots import build
 from snapshots.models import DatasetSnapshot, SnapshotStatus
 from projects.models import Project
 from tests.factories import make_finished_episode
@@ -20,8 +20,8 @@ EDITED = {"actor": "edited", "thought": "the OK button is lower", "action": {"na
 
 
 def _build(project, processes: int):
-    snapshot = snapshots.snapshot_create(project=project, kind="sft", build=False)
-    built = snapshots.snapshot_build(snapshot_id=snapshot.pk, processes=processes)
+    snapshot = build.snapshot_create(project=project, kind="sft", build=False)
+    built = build.snapshot_build(snapshot_id=snapshot.pk, processes=processes)
     assert built.status == SnapshotStatus.READY, built.error
     with default_storage.open(built.file, "rb") as fh:
         jsonl = fh.read()
@@ -56,10 +56,10 @@ def test_a_part_that_fails_fails_the_build_with_its_reason_and_the_builders_sess
     project, task = demo["project"], demo["task"]
     for _ in range(4):
         make_finished_episode(project, task, steps=[{}], reward=1.0)
-    snapshot = snapshots.snapshot_create(project=project, kind="sft", build=False)
+    snapshot = build.snapshot_create(project=project, kind="sft", build=False)
     # Every part refuses its rows: the policy changed after the freeze was asked for.
     Project.objects.filter(pk=project.pk).update(settings={**project.settings, "redaction": {"enabled": False}})
-    built = snapshots.snapshot_build(snapshot_id=snapshot.pk, processes=3)
+    built = build.snapshot_build(snapshot_id=snapshot.pk, processes=3)
     assert built.status == SnapshotStatus.FAILED
     assert "redaction policy changed" in built.error
     with connection.cursor() as cursor:  # the children left the parent's connection (and its lock) alone

@@ -19,7 +19,7 @@ from PIL import Image, ImageDraw
 
 from core.errors import ApplicationError
 from training import trainer_process
-from training import runs as training
+from training import runs
 from rollouts.models import Checkpoint
 from snapshots.models import DatasetSnapshot, SnapshotStatus
 from training.models import RunStatus, TrainingRun
@@ -123,7 +123,7 @@ def test_a_two_process_run_under_accelerate_shows_rank_0s_progress_as_one_proces
                                      config={"stages": [{"algorithm": "sft", "snapshot": snapshot.pk,
                                                          "max_steps": 2}]})
 
-    assert training.run_execute(run_id=run.pk) == RunStatus.SUCCEEDED
+    assert runs.run_execute(run_id=run.pk) == RunStatus.SUCCEEDED
     run.refresh_from_db()
     assert "python -m accelerate.commands.launch --config_file" in run.log and "--num_processes 2" in run.log
     assert "rank 1 of 2 done" in run.log  # both ranks ran; only rank 0's lines reached stdout

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from core.errors import ApplicationError
-from snapshots import build as snapshots
-from training import runs as training
+from snapshots import build
+from training import runs
 from training.models import RunStatus, TrainingRun
 from tests.factories import make_finished_episode
 
@@ -17,15 +17,15 @@ pytestmark = pytest.mark.django_db
 def test_a_run_with_nothing_trained_to_start_from_is_refused_and_a_run_that_lost_it_fails_saying_why(demo):
     project = demo["project"]
     make_finished_episode(project, demo["task"], steps=[{}], reward=1.0)
-    snapshot = snapshots.snapshot_build(snapshot_id=snapshots.snapshot_create(project=project, kind="sft",
+    snapshot = build.snapshot_build(snapshot_id=build.snapshot_create(project=project, kind="sft",
                                                                             build=False).pk)
     with pytest.raises(ApplicationError) as refused:
-        training.run_create(project=project, snapshot=snapshot)
-    assert refused.value.status == 409 and refused.value.message == training.NO_INIT
+        runs.run_create(project=project, snapshot=snapshot)
+    assert refused.value.status == 409 and refused.value.message == runs.NO_INIT
     assert not TrainingRun.objects.filter(project=project).exists()
 
-    run = training.recipe_run_create(project=project, init_checkpoint=None, checkpoint_name="c1",
+    run = runs.recipe_run_create(project=project, init_checkpoint=None, checkpoint_name="c1",
                                      stages=[{"algorithm": "sft", "snapshot": snapshot.pk, "max_steps": 1}])
-    assert training.run_execute(run_id=run.pk) == RunStatus.FAILED
+    assert runs.run_execute(run_id=run.pk) == RunStatus.FAILED
     run.refresh_from_db()
-    assert run.error == training.NO_INIT and "$ python -m trainer" not in run.log and run.checkpoint is None
+    assert run.error == runs.NO_INIT and "$ python -m trainer" not in run.log and run.checkpoint is None

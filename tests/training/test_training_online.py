@@ -8,7 +8,7 @@ import pytest
 from core.errors import ApplicationError
 from cycles import cycle_settings
 from training import deployments
-from training import runs as training
+from training import runs
 from rollouts.models import Episode, EpisodeStatus
 from projects.models import Membership, Role
 from training.models import RunStatus, TrainingRun
@@ -43,10 +43,10 @@ def test_an_online_rl_run_plays_whole_episodes_through_the_service_marked_with_t
     v0 = deployments.checkpoint_register(project=project, name="v0", uri=str(save_tiny_untrained(tmp_path / "v0")))
     deployments.deployment_promote(project=project, checkpoint=v0, reason="test")
 
-    run = training.online_run_create(project=project, task=TASK, seeds="3", actor=manager, max_steps=1, group_size=2,
+    run = runs.online_run_create(project=project, task=TASK, seeds="3", actor=manager, max_steps=1, group_size=2,
                                      max_turns=2, max_new_tokens=24)
     assert run.init_checkpoint == v0 and run.config["stages"][0]["online"]
-    assert training.run_execute(run_id=run.pk) == RunStatus.SUCCEEDED, TrainingRun.objects.get(pk=run.pk).error
+    assert runs.run_execute(run_id=run.pk) == RunStatus.SUCCEEDED, TrainingRun.objects.get(pk=run.pk).error
 
     run.refresh_from_db()
     command = next(line for line in run.log.splitlines() if line.startswith("$ python -m trainer rl-online ")).split()
@@ -69,15 +69,15 @@ def test_an_online_stage_is_refused_without_a_service_url_or_with_a_task_the_pro
     project, manager = managed
     settings.LOUPE_ENV_SERVICE_URL = ""
     with pytest.raises(ApplicationError, match="LOUPE_ENV_SERVICE_URL") as refused:
-        training.online_run_create(project=project, task=TASK, actor=manager)
+        runs.online_run_create(project=project, task=TASK, actor=manager)
     assert refused.value.status == 409
     with pytest.raises(ApplicationError, match="LOUPE_ENV_SERVICE_URL"):
         cycle_settings.settings_clean(project, {"recipe": [{"algorithm": "rl", "online": True, "task": TASK}]})
     settings.LOUPE_ENV_SERVICE_URL = "http://127.0.0.1:9"
     with pytest.raises(ApplicationError, match="No task 'nope' in this project; its tasks: enter-text"):
-        training.online_run_create(project=project, task="nope", actor=manager)
+        runs.online_run_create(project=project, task="nope", actor=manager)
     with pytest.raises(ApplicationError, match="do not read as a range"):
-        training.online_run_create(project=project, task=TASK, seeds="a-b", actor=manager)
+        runs.online_run_create(project=project, task=TASK, seeds="a-b", actor=manager)
     with pytest.raises(ApplicationError, match="an rl stage's setting"):
         cycle_settings.settings_clean(project, {"recipe": [{"algorithm": "sft", "online": True, "task": TASK}]})
     assert not TrainingRun.objects.filter(project=project).exists()  # nothing half-made
@@ -96,16 +96,16 @@ def test_an_unreachable_service_fails_the_run_saying_so_and_revokes_its_token_an
     (tmp_path / "v0").mkdir()
     v0 = Checkpoint.objects.create(project=project, name="v0", uri=str(tmp_path / "v0"))
     # a cycle's run (no requester): its token acts for the project's manager
-    run = training.recipe_run_create(project=project, init_checkpoint=v0, checkpoint_name="c1", stages=[
+    run = runs.recipe_run_create(project=project, init_checkpoint=v0, checkpoint_name="c1", stages=[
         {"algorithm": "rl", "online": True, "task": TASK, "seeds": "0-3", "snapshot": None}])
-    assert training.run_execute(run_id=run.pk) == RunStatus.FAILED
+    assert runs.run_execute(run_id=run.pk) == RunStatus.FAILED
     run.refresh_from_db()
     assert "cannot use the environment service at http://127.0.0.1:9" in run.error, run.error
     assert ApiToken.objects.get(user=manager).revoked_at is not None
 
     Membership.objects.filter(user=manager).update(role=Role.ANNOTATOR)  # who asked is no longer a manager
     make_member(project, make_user(), Role.MANAGER)
-    run = training.online_run_create(project=project, task=TASK, actor=manager, init_checkpoint=v0)
-    assert training.run_execute(run_id=run.pk) == RunStatus.FAILED
+    run = runs.online_run_create(project=project, task=TASK, actor=manager, init_checkpoint=v0)
+    assert runs.run_execute(run_id=run.pk) == RunStatus.FAILED
     assert "no longer a manager" in TrainingRun.objects.get(pk=run.pk).error
     assert ApiToken.objects.count() == 1  # no token minted for anyone else

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from training import deployments
-from snapshots import build as snapshots
-from training import runs as training
+from snapshots import build
+from training import runs
 from rollouts.models import Checkpoint, Deployment
 from training.models import RunStatus, TrainingRun
 from tests.factories import make_finished_episode
@@ -19,8 +19,8 @@ pytestmark = [pytest.mark.django_db, pytest.mark.browser, pytest.mark.timeout(60
 
 
 def freeze(project, kind):
-    snapshot = snapshots.snapshot_create(project=project, kind=kind, build=False)
-    snapshot = snapshots.snapshot_build(snapshot_id=snapshot.pk)
+    snapshot = build.snapshot_create(project=project, kind=kind, build=False)
+    snapshot = build.snapshot_build(snapshot_id=snapshot.pk)
     assert snapshot.status == "ready", snapshot.error
     return snapshot
 
@@ -37,9 +37,9 @@ def test_an_rl_stage_from_a_text_checkpoint_trains_grpo_through_trl(demo, tmp_pa
     rl = freeze(project, "rl")
     assert rl.rows == 2 and not rl.lineage["rendered_for"]["reads_images"]  # a row a step, the void one too
 
-    run = training.recipe_run_create(project=project, init_checkpoint=v0, checkpoint_name="c1", stages=[
+    run = runs.recipe_run_create(project=project, init_checkpoint=v0, checkpoint_name="c1", stages=[
         {"algorithm": "rl", "snapshot": rl.pk, "max_steps": 1, "group_size": 2}])
-    assert training.run_execute(run_id=run.pk) == RunStatus.SUCCEEDED, TrainingRun.objects.get(pk=run.pk).error
+    assert runs.run_execute(run_id=run.pk) == RunStatus.SUCCEEDED, TrainingRun.objects.get(pk=run.pk).error
     run.refresh_from_db()
     command = next(line for line in run.log.splitlines() if line.startswith("$ python -m trainer rl ")).split()
     options = dict(zip(command, command[1:]))
@@ -65,9 +65,9 @@ def test_an_rl_stage_from_a_text_checkpoint_on_rows_with_screenshots_fails_sayin
     text.mkdir()
     (text / "config.json").write_text(json.dumps({"model_type": "llama"}))
     init = Checkpoint.objects.create(project=project, name="text", uri=str(text))
-    run = training.recipe_run_create(project=project, init_checkpoint=init, checkpoint_name="c1",
+    run = runs.recipe_run_create(project=project, init_checkpoint=init, checkpoint_name="c1",
                                      stages=[{"algorithm": "rl", "snapshot": rl.pk, "max_steps": 1}])
-    assert training.run_execute(run_id=run.pk) == RunStatus.FAILED
+    assert runs.run_execute(run_id=run.pk) == RunStatus.FAILED
     run.refresh_from_db()
     assert run.error.startswith(f"Snapshot {rl.pk} holds RL rows with screenshots, for a model that reads them; this "
                                 "stage trains a text model"), run.error

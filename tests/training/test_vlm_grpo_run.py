@@ -14,8 +14,8 @@ from agent.solvers import solve_step
 from training import deployments
 from rollouts import episodes
 from rollouts import steps
-from snapshots import build as snapshots
-from training import runs as training
+from snapshots import build
+from training import runs
 from rollouts.models import Checkpoint, Episode
 from training.models import RunStatus, TrainingRun
 from tests.factories import make_task
@@ -62,8 +62,8 @@ def record(project, task, seed: int, played: list[tuple], *, void_after: int | N
 
 
 def freeze(project, kind: str):
-    snapshot = snapshots.snapshot_create(project=project, kind=kind, build=False)
-    snapshot = snapshots.snapshot_build(snapshot_id=snapshot.pk)
+    snapshot = build.snapshot_create(project=project, kind=kind, build=False)
+    snapshot = build.snapshot_build(snapshot_id=snapshot.pk)
     assert snapshot.status == "ready", snapshot.error
     return snapshot
 
@@ -90,10 +90,10 @@ def test_an_rl_stage_from_a_reading_checkpoint_trains_grpo_scored_in_the_real_en
     assert rl.rows == 5 and rl.lineage["rendered_for"]["reads_images"]  # 2 + 2 steps and the void turn
 
     # SFT first, so that the tiny model writes readable UI-TARS clicks and the env gets to score them
-    run = training.recipe_run_create(project=project, init_checkpoint=base, checkpoint_name="c1", stages=[
+    run = runs.recipe_run_create(project=project, init_checkpoint=base, checkpoint_name="c1", stages=[
         {"algorithm": "sft", "snapshot": sft.pk, "max_steps": 50, "lr": 0.01},
         {"algorithm": "rl", "snapshot": rl.pk, "max_steps": 1, "group_size": 4, "max_new_tokens": 24}])
-    assert training.run_execute(run_id=run.pk) == RunStatus.SUCCEEDED, TrainingRun.objects.get(pk=run.pk).error
+    assert runs.run_execute(run_id=run.pk) == RunStatus.SUCCEEDED, TrainingRun.objects.get(pk=run.pk).error
     run.refresh_from_db()
     command = next(line for line in run.log.splitlines() if line.startswith("$ python -m trainer rl ")).split()
     options = dict(zip(command, command[1:]))
@@ -125,8 +125,8 @@ def test_an_rl_stage_from_a_vision_checkpoint_on_episode_rows_fails_saying_why(d
     (vlm / "config.json").write_text(json.dumps({"vision_config": {}}))
     init = Checkpoint.objects.create(project=project, name="vlm", uri=str(vlm), action_format="uitars",
                                      reads_images=False)
-    run = training.recipe_run_create(project=project, init_checkpoint=init, checkpoint_name="c1",
+    run = runs.recipe_run_create(project=project, init_checkpoint=init, checkpoint_name="c1",
                                      stages=[{"algorithm": "rl", "snapshot": rl.pk, "max_steps": 1}])
-    assert training.run_execute(run_id=run.pk) == RunStatus.FAILED
+    assert runs.run_execute(run_id=run.pk) == RunStatus.FAILED
     run.refresh_from_db()
     assert run.error.startswith(f"Snapshot {rl.pk} holds RL rows for a model that reads no screenshots"), run.error

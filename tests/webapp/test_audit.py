@@ -5,7 +5,7 @@ import pytest
 from annotation import commands, reviews, services as annotation_services
 from annotation.models import Command
 from training import deployments
-from snapshots import build as snapshots
+from snapshots import build
 from rollouts.models import Checkpoint
 from tests.factories import make_finished_episode
 from core.models import AuditEntry
@@ -27,7 +27,7 @@ def test_each_kind_of_change_is_logged_with_who_what_and_where(demo):
     review = entry("review.create")
     assert (review.actor, review.target, review.project_id) == (manager, f"episode:{episode.pk}", project.pk)
 
-    snapshot = snapshots.snapshot_create(project=project, kind="sft", actor=manager)
+    snapshot = build.snapshot_create(project=project, kind="sft", actor=manager)
     logged = entry("snapshot.create")
     assert (logged.actor, logged.target, logged.project_id) == (manager, f"snapshot:{snapshot.pk}", project.pk)
 

@@ -102,10 +102,10 @@ class World:
 
     @cached_property
     def snapshot_id(self) -> int:
-        from snapshots import build as snapshots
+        from snapshots import build
 
-        snapshot = snapshots.snapshot_create(project=self.project, kind="sft", actor=self.users["manager"])
-        return snapshots.snapshot_build(snapshot_id=snapshot.pk).pk
+        snapshot = build.snapshot_create(project=self.project, kind="sft", actor=self.users["manager"])
+        return build.snapshot_build(snapshot_id=snapshot.pk).pk
 
     @cached_property
     def cycle_id(self) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ApplicationError
-from projects import taskspec_authoring as task_authoring
+from projects import taskspec_authoring
 from projects import taskspec_exchange
 from projects.models import Project
 
@@ -23,7 +23,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("paths", nargs="+", metavar="PATH", help="A task file (JSON) or a folder of them.")
-        parser.add_argument("--format", required=True, choices=sorted(task_authoring.FORMATS),
+        parser.add_argument("--format", required=True, choices=sorted(taskspec_authoring.FORMATS),
                             help="osworld: desktop tasks; webarena: webapp tasks (WebArena-format or any-URL).")
         parser.add_argument("--project", help="Project id or slug (required but with --check, where it names the "
                                               "file store to look in).")
@@ -66,7 +66,7 @@ class Command(BaseCommand):
         return found
 
     def _check(self, paths, project, show_problems: bool) -> None:
-        rows, refused = task_authoring.osworld_coverage(_files(paths, recursive=True), project=project)
+        rows, refused = taskspec_authoring.osworld_coverage(_files(paths, recursive=True), project=project)
         store = f"the file store of {project.name}" if project else "no file store (--project names one)"
         self.stdout.write(f"OSWorld coverage ({store}; runnable: imports, its programs are installed here and no "
                           "file it downloads is missing)\n")

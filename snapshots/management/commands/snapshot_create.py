@@ -3,7 +3,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from snapshots import build as snapshots
+from snapshots import build
 from projects.models import Project
 from snapshots.models import SnapshotKind
 from core.errors import ApplicationError
@@ -24,9 +24,9 @@ class Command(BaseCommand):
         if found is None:
             raise CommandError(f"No project '{project}'.")
         try:
-            snapshot = snapshots.snapshot_create(project=found, kind=kind, name=name, filter=json.loads(filter),
+            snapshot = build.snapshot_create(project=found, kind=kind, name=name, filter=json.loads(filter),
                                                 build=False)
-            snapshot = snapshots.snapshot_build(snapshot_id=snapshot.pk)
+            snapshot = build.snapshot_build(snapshot_id=snapshot.pk)
         except json.JSONDecodeError as exc:
             raise CommandError(f"--filter is not JSON: {exc}") from None
         except ApplicationError as exc:
