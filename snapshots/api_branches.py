@@ -12,6 +12,7 @@ from rollouts import episodes
 from rollouts import selectors
 from rollouts.api_episodes import EpisodeOutput, StepOutput
 from rollouts.models import Episode, Judgement, Rejection, Step
+from rollouts.steps import step_payload
 from projects.models import Role
 from core.errors import ApplicationError
 
@@ -23,7 +24,7 @@ def _side(episode: Episode, start: int, judgements: dict[int, Judgement]) -> dic
     return {"episode": episodes.episode_payload(episode),
             "judge": {"verdict": judgement.verdict or None, "reason": judgement.reason,
                       "confidence": judgement.confidence} if judgement else None,
-            "steps": [steps.step_payload(step) for step in steps]}
+            "steps": [step_payload(step) for step in steps]}
 
 
 def branch_comparison(*, branch: Episode) -> dict:

@@ -24,6 +24,7 @@ from cycles import cycle_settings
 from training import deployments
 from rollouts import episodes
 from rollouts.models import Episode, EpisodeStatus
+from rollouts.steps import prompt_as_sent
 from tests.factories import make_member, make_project, make_task, make_user
 from tests.stack import ROOT, ProcessStack, stack_env, start_policy_server, start_worker, wait_for
 
@@ -175,7 +176,7 @@ def test_a_reading_checkpoint_is_sent_its_screenshots_and_its_steps_are_read_in_
         assert all(logprob <= 0 for logprob in step.token_logprobs)
         assert body["model"] == SERVED and body["max_tokens"] == 384
         assert body["messages"][0]["content"] == FORMAT_SYSTEM_PROMPTS["uitars"]
-        assert steps.prompt_as_sent(step.prompt) == body["messages"]  # stored: what was sent, base64 aside
+        assert prompt_as_sent(step.prompt) == body["messages"]  # stored: what was sent, base64 aside
     # the current screenshot and up to 2 earlier ones, each the bytes of the step it shows, as annotators see it
     assert [len(_images(body["messages"])) for body in Proxy.bodies] == [1, 2, 3]
     for index, body in enumerate(Proxy.bodies):

@@ -1586,7 +1586,7 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
-        /** @description The gate's verdict with its numbers (cycles.decision_of). */
+        /** @description The gate's verdict with its numbers (decide.decision_of). */
         CycleDecisionOutput: {
             text: string;
             promote: boolean;
@@ -1730,7 +1730,7 @@ export interface components {
             void_rate: components["schemas"]["VoidRateByDay"][];
             annotator_throughput: components["schemas"]["AnnotatorThroughput"][];
             dataset_growth: components["schemas"]["DatasetGrowth"][];
-            /** @description Per annotator: of their corrections that promoted checkpoints trained on or held out, how many those checkpoints learned (flywheel/learned.py). */
+            /** @description Per annotator: of their corrections that promoted checkpoints trained on or held out, how many those checkpoints learned (cycles/learned.py). */
             corrections_learned?: components["schemas"]["CorrectionsLearned"][];
             agreement: components["schemas"]["ReviewAgreementOutput"];
         };
@@ -2252,7 +2252,7 @@ export interface components {
             trained: components["schemas"]["LearnedShareOutput"];
             held_out: components["schemas"]["LearnedShareOutput"];
         };
-        /** @description Whether the candidate learned the corrections it trained on, and those held out (flywheel/learned.py). */
+        /** @description Whether the candidate learned the corrections it trained on, and those held out (cycles/learned.py). */
         LearnedOutput: {
             trained: components["schemas"]["LearnedShareOutput"];
             /** @description The validation split's corrections: the honest figure. */
@@ -3241,7 +3241,7 @@ export interface components {
             readonly seed_end: number;
             readonly split: components["schemas"]["SplitEnum"];
             readonly max_steps: number;
-            /** @description An authored task's own JSON (OSWorld for desktop, WebArena or any-URL for webapp), handed to the env before each episode; null for a shipped task, found by its name (flywheel/task_authoring.py). */
+            /** @description An authored task's own JSON (OSWorld for desktop, WebArena or any-URL for webapp), handed to the env before each episode; null for a shipped task, found by its name (projects/taskspec_authoring.py). */
             readonly definition: unknown;
             readonly source: components["schemas"]["SourceEnum"];
         };
@@ -3288,7 +3288,7 @@ export interface components {
             clip: number;
             username: string;
         };
-        /** @description The model's turn that a person overrode, as stored (episodes.turn_payload). */
+        /** @description The model's turn that a person overrode, as stored (steps.turn_payload). */
         TurnOutput: {
             thought?: string;
             action?: components["schemas"]["ActionOutput"] | null;
