@@ -8,5 +8,11 @@ from celery import current_app
 
 def job(name: str):
     """The registered task ``name`` (e.g. ``"flywheel.tasks.episode_run"``): ``.delay(...)``, ``.apply_async(...)``,
-    ``.s(...)``. Autodiscovery registers every app's tasks on first use."""
-    return current_app.tasks[name]
+    ``.s(...)``."""
+    try:
+        return current_app.tasks[name]
+    except KeyError:
+        # A worker imports every app's tasks module at start; another process (web, a command, a test) the first
+        # time it queues something: the app's autodiscovery, run once.
+        current_app.loader.import_default_modules()
+        return current_app.tasks[name]
