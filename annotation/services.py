@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from annotation.commands import COMMANDS, CommandRefused
+from annotation.live_db import after_reply
 from annotation.models import Command, CommandStatus, Intervention
 from flywheel import episodes
 from flywheel.models import Episode, EpisodeStatus, Membership, Role
@@ -123,8 +124,9 @@ def command_submit(*, episode_id: int, user, frame: dict) -> CommandResult:
             return _error(exc.message, command_id)
         command = Command.objects.create(episode=episode, client_id=command_id, user=user, type=kind, payload=payload,
                                          step_index=payload.get("index"))
-        transaction.on_commit(functools.partial(_worker_wake, episode_id=episode.pk, command_id=command.pk),
-                              robust=True)
+        # after the ack on a live socket (annotation/live_db.after_reply): the ack waits for the stored command only
+        transaction.on_commit(functools.partial(after_reply, functools.partial(
+            _worker_wake, episode_id=episode.pk, command_id=command.pk)), robust=True)
         return _ack(command)
 
 
