@@ -33,11 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from annotation.audio_stream import SAMPLE_RATE, check_chunk, decode_pcm  # noqa: E402
 from annotation.speech import (  # noqa: E402
     CONTEXT_WORDS,
-    SAMPLE_RATE,
-    check_chunk,
-    decode_pcm,
     default_model_path,
     load_model,
     transcribe_increment,
