@@ -10,7 +10,7 @@ import pytest
 from agent.actions import Action
 from trainer import cli
 from trainer.model import TrainerError, save_tiny_untrained
-from trainer.grpo import EnvReward, Envs
+from trainer.rewards import EnvReward, Envs
 from tests.agent.test_webapp_env import team_app  # noqa: F401 - the team's own app, served for any-URL tasks
 
 SETTINGS_CHECK = {"type": "dom_content", "selector": "#status", "must_include": ["notifications are on"]}
