@@ -12,6 +12,7 @@ import io
 import json
 import logging
 import re
+import time
 import wave
 from dataclasses import dataclass
 from datetime import timedelta
@@ -206,17 +207,25 @@ def clip_transcribe(*, clip_id: int, final: bool = False) -> int:
         new_audio = Exists(AudioChunk.objects.filter(clip=OuterRef("pk"), index__gte=OuterRef("transcribed_chunks")))
         others = list(AudioClip.objects.select_for_update(skip_locked=True)
                       .filter(new_audio, finished=False).exclude(pk=clip_id).order_by("pk")[:BATCH_CLIPS - 1])
+        began = time.perf_counter()
         turns = [turn for turn in (_turn(c, final=(final and c.pk == clip_id) or c.finished, named=c.pk == clip_id)
                                    for c in [clip, *others]) if turn is not None]
         if not turns:
             return 0
+        decoded = time.perf_counter()
         readings = speech.transcribe_pending(speech.load_model(settings.LOUPE_WHISPER_MODEL or None),
                                              [turn.pending for turn in turns])
+        read = time.perf_counter()
         stored_for = {}
         for turn, reading in zip(turns, readings):
             stored_for[turn.clip.pk], interim = _reading_store(turn, reading)
             if not turn.pending.final:
                 published.append((turn, interim))
+        whisper = {part: round(seconds, 3) for part, seconds in speech.PASS_SECONDS.items()}
+        speech.PASS_SECONDS.update(dict.fromkeys(speech.PASS_SECONDS, 0.0))
+        log.info("transcription pass: %s", json.dumps({
+            "clips": len(turns), "decode_s": round(decoded - began, 3), "whisper_s": round(read - decoded, 3),
+            **whisper, "store_s": round(time.perf_counter() - read, 3)}))
     for turn, interim in published:  # the newest audio, still being spoken: a provisional reading
         _interim_publish(turn.clip, interim, origin=turn.origin, committed_until=turn.committed_after)
     return stored_for.get(clip_id, 0)
