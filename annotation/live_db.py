@@ -2,8 +2,8 @@
 
 Channels' database_sync_to_async is thread-sensitive: every ORM call of a daphne process runs on one thread, so
 with 100 sockets open a command waits behind every other socket's commands and catch-ups, and with
-LOUPE_DB_CONN_MAX_AGE=0 each call also opened a new PostgreSQL connection (`python -m bench load`: command ack p50
-220 ms, nearly all of it queueing and connecting). `live_db(fn, **kwargs)` runs a call on a pool of
+LOUPE_DB_CONN_MAX_AGE=0 each call also opened a new PostgreSQL connection (README, Sizing: the live sockets).
+`live_db(fn, **kwargs)` runs a call on a pool of
 LOUPE_LIVE_DB_THREADS threads, each keeping its connection between calls: one daphne holds at most that many
 connections for its sockets, however many sockets it carries, and calls of different sockets run side by side.
 
@@ -120,10 +120,10 @@ async def live_db(fn: Callable[..., T], /, **kwargs) -> T:
     """Run `fn(**kwargs)` (ORM code) on the live pool and return what it returns, or raise what it raised.
 
     The events the call stored are published afterwards, from this loop, in a task of their own: the call's
-    thread does not wait on Redis, and the socket answers (an ack) without waiting for the broadcast. Waiting
-    there cost a command that changes who steers 20-40 ms under load (bench load: every publish of the process
-    queued behind one publisher thread). A broadcast that comes late or never is what the consumers already
-    handle: a gap is filled from the stored log, a repeat is dropped by its seq."""
+    thread does not wait on Redis, and the socket answers (an ack) without waiting for the broadcast (waiting
+    there, every publish of the process queued behind one publisher thread). Work the call deferred with
+    `after_reply` is handed to the pool once the answer is sent. A broadcast that comes late or never is what the
+    consumers already handle: a gap is filled from the stored log, a repeat is dropped by its seq."""
     loop = asyncio.get_running_loop()
     collected: list = []  # also what a call that failed had already committed
     deferred: list = []  # after_reply calls: submitted once the caller has sent its answer (call_soon runs after it)

@@ -68,7 +68,7 @@ def _episode_locked(*, episode_id: int, user, command_id: str) -> Episode:
 
     The statement is written once (_locked_sql), not built by the ORM on each call: building and compiling the
     query was half of a command's CPU time, and a daphne serves a burst of commands one after another on its one
-    interpreter (bench load: 20 commands at once, acknowledged one command's CPU apart). The controller is read
+    interpreter (README, Sizing: the live sockets). The controller is read
     only to name them in a refusal (a query then)."""
     found = list(Episode.objects.raw(_locked_sql(), [command_id, user.pk, episode_id]))
     if not found:
@@ -134,10 +134,11 @@ def _worker_wake(*, episode_id: int, command_id: int) -> None:
     """NOTIFY the episode's rollout worker of a committed command, in a transaction of its own.
 
     Not inside the command's transaction: PostgreSQL commits notifying transactions one at a time, each holding a
-    cluster-wide lock through its WAL flush, so 20 commands sent at once acknowledged one flush apart (bench load:
-    ack p95 170-250 ms). The wake-up needs no durability of its own (synchronous_commit off for it): the command
-    is already stored, and the worker reads the stored commands at least every second, so a lost wake-up (this
-    process dying between the two commits) costs that second, never the command."""
+    cluster-wide lock through its WAL flush, so commands sent at once were acknowledged one flush apart. On a live
+    socket it runs after the ack (live_db.after_reply). The wake-up needs no durability of its own
+    (synchronous_commit off for it): the command is already stored, and the worker reads the stored commands at
+    least every second, so a lost wake-up (this process dying between the two commits, or after the ack) costs
+    that second, never the command."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT set_config('synchronous_commit', 'off', true), pg_notify(%s, %s)",
                        [notify_channel(episode_id), str(command_id)])
