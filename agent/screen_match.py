@@ -1,12 +1,9 @@
 """Whether a screen is the one a stored step saw: how a branch checks, step by step, that replaying its parent's
 actions on the same seed restored the very state the parent was in.
 
-Measured on MiniWoB (click-button, click-checkboxes, enter-text, click-tab-2; 3 steps each, two runs of the same
-seed and actions in one browser): the elements and the JPEG bytes were identical at every step. The smallest real
-change measured, ticking one checkbox, changed 1.1 % of the pixels by more than 32 grey levels (mean 1.6); another
-seed changed 6-11 %. So elements must match (positions within ``POSITION_TOLERANCE`` px), and a screenshot whose
-bytes differ still matches while at most ``PIXEL_SHARE`` of its pixels differ by more than ``PIXEL_DELTA`` grey
-levels: JPEG and font-rendering noise is low-amplitude, a changed widget is not."""
+Elements must match (positions within ``POSITION_TOLERANCE`` px), and a screenshot whose bytes differ still matches
+while at most ``PIXEL_SHARE`` of its pixels differ by more than ``PIXEL_DELTA`` grey levels: JPEG and font-rendering
+noise is low-amplitude, a changed widget is not (the thresholds' measurements: agent/README.md, "Measured")."""
 from __future__ import annotations
 
 import io

@@ -10,7 +10,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import audio, queues, reviews
+from annotation import tasks as celery_tasks  # the Celery tasks (a TaskSpec is an env task)
 from annotation.models import AudioClip, ItemState, QueueState, TranscriptWord, Verdict
+from annotation.review_summary import review_payload
 from cycles import dashboards
 from projects import selectors
 from rollouts import selectors as rollout_selectors
@@ -124,11 +126,9 @@ class ChunkUploadApi(APIView):
 class ClipFinishApi(APIView):
     @extend_schema(request=None, responses={202: ClipOutput})
     def post(self, request, clip_id: int):
-        from annotation import tasks
-
         clip = _clip_for(request, clip_id, own=True)
         AudioClip.objects.filter(pk=clip.pk).update(finished=True)
-        tasks.clip_transcribe.delay(clip.pk, True)
+        celery_tasks.clip_transcribe.delay(clip.pk, True)
         clip.refresh_from_db()
         return Response(clip_output(clip), status=status.HTTP_202_ACCEPTED)
 
@@ -222,7 +222,7 @@ class ReviewInput(StrictSerializer):
 
 
 class ReviewOutput(serializers.Serializer):
-    """What reviews.review_payload builds."""
+    """What review_summary.review_payload builds."""
 
     id = serializers.IntegerField()
     episode = serializers.IntegerField()
@@ -246,7 +246,7 @@ class ReviewListApi(APIView):
     @extend_schema(responses={200: results_of(ReviewOutput, "ReviewList")})
     def get(self, request, episode_id: int):
         episode, _ = rollout_selectors.episode_for_user(user=request.user, episode_id=episode_id, minimum=Role.MANAGER)
-        return Response({"results": [reviews.review_payload(r) for r in episode.reviews.select_related("reviewer")]})
+        return Response({"results": [review_payload(r) for r in episode.reviews.select_related("reviewer")]})
 
 
 class ReviewSubmitApi(APIView):
@@ -264,7 +264,7 @@ class ReviewSubmitApi(APIView):
         data.is_valid(raise_exception=True)
         review = reviews.review_submit(episode=episode, reviewer=request.user, **data.validated_data)
         episode.refresh_from_db(fields=["review_status", "review_summary"])
-        return Response({**reviews.review_payload(review), "review_status": episode.review_status,
+        return Response({**review_payload(review), "review_status": episode.review_status,
                          "review_summary": episode.review_summary})
 
 

@@ -1,9 +1,10 @@
 """Think-aloud audio: clips, idempotent chunk uploads, incremental transcription, alignment to steps.
 
 Chunks are files in storage addressed by content hash; a chunk is unique on (clip, index), so a
-retried upload changes nothing. The `audio` worker transcribes each clip incrementally (words are
-committed only up to a settled pause, see annotation/speech.py) and attaches every word to the
-step during which it was spoken; the words of a human or edited step become its human thought."""
+retried upload changes nothing. The `audio` worker transcribes clips incrementally (words are
+committed only up to a settled pause, see annotation/speech.py), the new audio of every talker
+waiting in one batched Whisper pass, and attaches every word to the step during which it was
+spoken; the words of a human or edited step become its human thought."""
 from __future__ import annotations
 
 import hashlib
@@ -11,17 +12,20 @@ import io
 import json
 import logging
 import re
+import time
 import wave
+from dataclasses import dataclass
 from datetime import timedelta
 
+from celery import current_app
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Max
+from django.db.models import Count, Exists, Max, OuterRef
 from django.utils import timezone
 
-from annotation import audio_commands, speech
+from annotation import audio_commands, audio_stream, speech
 from annotation.alignment import StepWindow, align_words
 from annotation.models import AudioChunk, AudioClip, TranscriptWord
 from annotation.polish import step_human_thought_set
@@ -37,8 +41,8 @@ log = logging.getLogger(__name__)
 @transaction.atomic
 def clip_create(*, episode, user, client_id: str, content_type: str, started_at: float,
                 voice_commands: bool = False) -> tuple[AudioClip, bool]:
-    kind = speech.normalise_content_type(content_type)
-    if kind not in speech.ACCEPTED_CONTENT_TYPES:
+    kind = audio_stream.normalise_content_type(content_type)
+    if kind not in audio_stream.ACCEPTED_CONTENT_TYPES:
         raise ApplicationError(f"Audio of type '{content_type}' is not accepted; record WebM/Opus or Ogg/Opus.",
                                status=415)
     clip, created = AudioClip.objects.get_or_create(
@@ -65,9 +69,9 @@ def chunk_store(*, clip: AudioClip, index: int, data: bytes, content_type: str, 
         with default_storage.open(first.file, "rb") as handle:
             header = handle.read()
     try:
-        speech.check_chunk(data=data, content_type=content_type, max_bytes=settings.LOUPE_AUDIO_MAX_BYTES,
+        audio_stream.check_chunk(data=data, content_type=content_type, max_bytes=settings.LOUPE_AUDIO_MAX_BYTES,
                            header=header)
-    except speech.AudioError as exc:
+    except audio_stream.AudioError as exc:
         raise ApplicationError(str(exc), status=exc.status)
     name = f"audio/{digest[:2]}/{digest}.bin"
     if not default_storage.exists(name):
@@ -78,10 +82,12 @@ def chunk_store(*, clip: AudioClip, index: int, data: bytes, content_type: str, 
                                               size=len(data), sha256=digest)
     except IntegrityError:  # the same chunk raced in from a retry
         return AudioChunk.objects.get(clip=clip, index=index), False
-    from annotation import tasks
-
-    transaction.on_commit(lambda: tasks.clip_transcribe.delay(clip.pk))
+    # By name: annotation.tasks imports this module (its tasks are thin), so this module does not import it.
+    transaction.on_commit(lambda: current_app.send_task(TRANSCRIBE_TASK, args=(clip.pk,)))
     return chunk, True
+
+
+TRANSCRIBE_TASK = "annotation.tasks.clip_transcribe"
 
 
 def _contiguous_chunks(clip: AudioClip) -> list[AudioChunk]:
@@ -107,19 +113,20 @@ def _read(chunk: AudioChunk) -> bytes:
 def pcm_after(chunks: list[AudioChunk], committed_until: float):
     """The clip's audio (float32, 16 kHz, on the clip's clock) that holds everything after ``committed_until``:
     decoded from chunk 0's header and the chunks from the latest one at least DECODE_BEFORE_S before the mark that
-    holds a place to decode from (a WebM Cluster, an Ogg page: ``speech.stream_header``, ``speech.resume_point``;
-    they decode at their own time on the clip's clock, silence before), so that a long continuous recording costs
+    holds a place to decode from (a WebM Cluster, an Ogg page: ``audio_stream.stream_header``,
+    ``audio_stream.resume_point``; they decode at their own time on the clip's clock, silence before), so that a long
+    continuous recording costs
     each increment the same instead of decoding the whole clip again. The chunks are picked by the stamps the
     browser sent; when the audio they hold begins after the mark all the same (stamps that lie), and for WAV or
     when no chunk has such a place, every chunk is decoded: no audio is skipped."""
     tail = _tail_stream(chunks, committed_until)
     if tail is not None:
-        pcm, begins = speech.decode_pcm_from(tail)
+        pcm, begins = audio_stream.decode_pcm_from(tail)
         if begins <= committed_until:
             return pcm
         log.warning("clip %s: the chunks picked by their stamps begin at %.1f s, after the mark at %.1f s; "
                     "decoding the whole clip", chunks[0].clip_id, begins, committed_until)
-    return speech.decode_pcm(b"".join(_read(c) for c in chunks))
+    return audio_stream.decode_pcm(b"".join(_read(c) for c in chunks))
 
 
 def _tail_stream(chunks: list[AudioChunk], committed_until: float) -> bytes | None:
@@ -128,16 +135,16 @@ def _tail_stream(chunks: list[AudioChunk], committed_until: float) -> bytes | No
     if not latest:
         return None
     first = _read(chunks[0])
-    kind = speech.container_of(first)
+    kind = audio_stream.container_of(first)
     if kind not in ("webm", "ogg"):
         return None
     for start in range(latest, max(0, latest - _RESUME_SEARCH_CHUNKS), -1):
         data = _read(chunks[start])
-        at = speech.resume_point(data, kind)
+        at = audio_stream.resume_point(data, kind)
         if at is not None:
             try:
-                header = speech.stream_header(first)
-            except speech.AudioError:
+                header = audio_stream.stream_header(first)
+            except audio_stream.AudioError:
                 return None
             return header + data[at:] + b"".join(_read(c) for c in chunks[start + 1:])
     return None
@@ -159,10 +166,10 @@ def clip_playback(clip: AudioClip) -> tuple[bytes, str]:
     key = hashlib.sha256(body + json.dumps(spans).encode()).hexdigest()
     name = f"audio/redacted/{key[:2]}/{key}.wav"
     if not default_storage.exists(name):
-        pcm = redaction.pcm_silence(speech.decode_pcm(body), speech.SAMPLE_RATE, spans)
+        pcm = redaction.pcm_silence(audio_stream.decode_pcm(body), audio_stream.SAMPLE_RATE, spans)
         out = io.BytesIO()
         with wave.open(out, "wb") as handle:
-            handle.setnchannels(1), handle.setsampwidth(2), handle.setframerate(speech.SAMPLE_RATE)
+            handle.setnchannels(1), handle.setsampwidth(2), handle.setframerate(audio_stream.SAMPLE_RATE)
             handle.writeframes((pcm.clip(-1, 1) * 32767).astype("<i2").tobytes())
         default_storage.save(name, ContentFile(out.getvalue()))
     with default_storage.open(name, "rb") as handle:
@@ -184,47 +191,107 @@ def step_windows(episode_id: int) -> list[StepWindow]:
     return windows
 
 
+# At most this many clips share a Whisper pass: a pass's time grows with its clips, and the words of all of them wait
+# for it.
+BATCH_CLIPS = 8
+
+
 def clip_transcribe(*, clip_id: int, final: bool = False) -> int:
-    """Transcribe what is new in a clip; returns the number of words committed. Safe to retry."""
+    """Transcribe what is new in a clip, in one Whisper pass with what is new in every other clip that has audio
+    waiting (up to BATCH_CLIPS; their own jobs then find nothing new). Returns the number of words committed for
+    ``clip_id``. Safe to retry: a clip's words depend on its own audio and committed words only."""
+    published = []
     with transaction.atomic():
         clip = AudioClip.objects.select_for_update(skip_locked=True).filter(pk=clip_id).first()
         if clip is None:
             return 0  # another worker holds it; it will pick up this chunk too
-        chunks = _contiguous_chunks(clip)
-        if not chunks:
+        new_audio = Exists(AudioChunk.objects.filter(clip=OuterRef("pk"), index__gte=OuterRef("transcribed_chunks")))
+        others = list(AudioClip.objects.select_for_update(skip_locked=True)
+                      .filter(new_audio, finished=False).exclude(pk=clip_id).order_by("pk")[:BATCH_CLIPS - 1])
+        began = time.perf_counter()
+        turns = [turn for turn in (_turn(c, final=(final and c.pk == clip_id) or c.finished, named=c.pk == clip_id)
+                                   for c in [clip, *others]) if turn is not None]
+        if not turns:
             return 0
+        decoded = time.perf_counter()
+        readings = speech.transcribe_pending(speech.load_model(settings.LOUPE_WHISPER_MODEL or None),
+                                             [turn.pending for turn in turns])
+        read = time.perf_counter()
+        stored_for = {}
+        for turn, reading in zip(turns, readings):
+            stored_for[turn.clip.pk], interim = _reading_store(turn, reading)
+            if not turn.pending.final:
+                published.append((turn, interim))
+        whisper = {part: round(seconds, 3) for part, seconds in speech.PASS_SECONDS.items()}
+        speech.PASS_SECONDS.update(dict.fromkeys(speech.PASS_SECONDS, 0.0))
+        log.info("transcription pass: %s", json.dumps({
+            "clips": len(turns), "decode_s": round(decoded - began, 3), "whisper_s": round(read - decoded, 3),
+            **whisper, "store_s": round(time.perf_counter() - read, 3)}))
+    for turn, interim in published:  # the newest audio, still being spoken: a provisional reading
+        _interim_publish(turn.clip, interim, origin=turn.origin, committed_until=turn.committed_after)
+    return stored_for.get(clip_id, 0)
+
+
+@dataclass
+class _Turn:
+    """A clip's part in a pass: its contiguous chunks and its audio waiting (speech.Pending)."""
+
+    clip: AudioClip
+    chunks: list[AudioChunk]
+    pending: speech.Pending
+    origin: float  # session-clock time of the clip's first sample
+    committed_after: float = 0.0
+
+
+def _turn(clip: AudioClip, *, final: bool, named: bool) -> _Turn | None:
+    """The clip's turn in the pass, or None: no chunk yet; nothing new since its last pass (unless this is its
+    final one); audio that no longer decodes (another clip's, skipped so that one clip's damage costs only its own
+    words: its own job reports it)."""
+    chunks = _contiguous_chunks(clip)
+    final = final or clip.finished
+    if not chunks or (clip.transcribed_chunks >= len(chunks) and not final):
+        return None
+    try:
         pcm = pcm_after(chunks, clip.committed_until)
-        final = final or clip.finished
-        context = _context(clip)
-        if clip.voice_commands:
-            context = f"{audio_commands.PROMPT} {context}".strip()
-        words, committed_until = speech.transcribe_increment(
-            speech.load_model(settings.LOUPE_WHISPER_MODEL or None), pcm,
-            committed_until=clip.committed_until, final=final, context=context)
-        if clip.voice_commands and not final:
-            words, committed_until = _command_held(words, committed_until, clip.committed_until)
-        origin = chunks[0].start_time  # session-clock time of the clip's first sample
-        words = _commands_sent(clip, words, origin) if clip.voice_commands else words
-        texts = _words_redacted(clip, words)
-        position = clip.words.count()
-        stored = [TranscriptWord(clip=clip, position=position + i, word=text, start=origin + w.start,
-                                 end=origin + w.end, probability=w.probability)
-                  for i, (w, text) in enumerate(zip(words, texts))]
-        TranscriptWord.objects.bulk_create(stored)
-        clip.committed_until = committed_until
-        clip.transcribed_chunks = len(chunks)
-        clip.save(update_fields=["committed_until", "transcribed_chunks"])
-        changed = words_align(episode_id=clip.episode_id)
-        if stored:
-            event_append(episode_id=clip.episode_id, type="transcript.words", payload={
-                "clip": clip.pk, "username": clip.user.username,
-                "words": [{"word": w.word, "start": w.start, "end": w.end, "step": changed.get(w.position)}
-                          for w in stored]})
-    if not final and not clip.chunks.filter(index__gte=len(chunks)).exists():
-        # the newest audio, still being spoken: show a provisional reading now (a later chunk's job
-        # would only replace it, so it is skipped when one is already waiting)
-        _interim_publish(clip, pcm, origin=origin, committed_until=committed_until)
-    return len(stored)
+    except audio_stream.AudioError:
+        if named:
+            raise
+        log.warning("clip %s: its audio does not decode; left to its own job", clip.pk, exc_info=True)
+        return None
+    context = _context(clip)
+    if clip.voice_commands:
+        context = f"{audio_commands.PROMPT} {context}".strip()
+    return _Turn(clip=clip, chunks=chunks, origin=chunks[0].start_time,
+                 pending=speech.Pending(pcm, clip.committed_until, final, context, interim=not final))
+
+
+def _reading_store(turn: _Turn, reading: speech.Reading) -> tuple[int, list]:
+    """Store a clip's newly committed words (commands sent, personal data redacted), move its mark, align its
+    episode's words to steps and tell the episode's watchers. Returns (words stored, the provisional words)."""
+    clip, origin = turn.clip, turn.origin
+    words, committed_until, interim = reading.words, reading.committed_until, reading.interim
+    if clip.voice_commands and not turn.pending.final:
+        kept, committed_until = _command_held(words, committed_until, clip.committed_until)
+        interim = words[len(kept):] + interim  # a command still being spoken is shown, not yet sent
+        words = kept
+    words = _commands_sent(clip, words, origin) if clip.voice_commands else words
+    texts = _words_redacted(clip, words)
+    position = clip.words.count()
+    stored = [TranscriptWord(clip=clip, position=position + i, word=text, start=origin + w.start,
+                             end=origin + w.end, probability=w.probability)
+              for i, (w, text) in enumerate(zip(words, texts))]
+    TranscriptWord.objects.bulk_create(stored)
+    clip.committed_until = committed_until
+    clip.transcribed_chunks = len(turn.chunks)
+    clip.save(update_fields=["committed_until", "transcribed_chunks"])
+    turn.committed_after = committed_until
+    changed = words_align(episode_id=clip.episode_id)
+    if stored:
+        event_append(episode_id=clip.episode_id, type="transcript.words", payload={
+            "clip": clip.pk, "username": clip.user.username,
+            "words": [{"word": w.word, "start": w.start, "end": w.end, "step": changed.get(w.position)}
+                      for w in stored]})
+    return len(stored), interim
 
 
 def _command_held(words: list, committed_until: float, before: float) -> tuple[list, float]:
@@ -271,13 +338,10 @@ def _context(clip: AudioClip) -> str:
     return " ".join(reversed(list(last)))
 
 
-def _interim_publish(clip: AudioClip, pcm, *, origin: float, committed_until: float) -> None:
+def _interim_publish(clip: AudioClip, words: list, *, origin: float, committed_until: float) -> None:
     """Send the uncommitted audio's provisional words to the episode's watchers. They are a view, not a
-    record: not stored, carrying no seq, replaced by the next interim or by the committed words. Read without the
-    committed words as Whisper's prompt: a prompt slows the reading, and these are for speed."""
+    record: not stored, carrying no seq, replaced by the next interim or by the committed words."""
     try:
-        words = speech.transcribe_interim(speech.load_model(settings.LOUPE_WHISPER_MODEL or None), pcm,
-                                          committed_until=committed_until)
         group_send(episode_group(clip.episode_id), {
             "type": "transcript.interim", "clip": clip.pk, "username": clip.user.username,
             "committed_until": origin + committed_until,

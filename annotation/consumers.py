@@ -66,8 +66,8 @@ _presence_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def _presence_client() -> aioredis.Redis:
     """The running loop's Redis client for presence, kept: a client made per join and leave cost a new connection
-    (and redis-py's reading of its own package metadata) each time, the most of a disconnect's CPU in a profile of
-    600 sockets closing."""
+    (and redis-py's reading of its own package metadata) each time, most of a disconnect's CPU (README, Sizing: the
+    live sockets)."""
     loop = asyncio.get_running_loop()
     client = _presence_clients.get(loop)
     if client is None:

@@ -2,8 +2,8 @@
 
 Channels' database_sync_to_async is thread-sensitive: every ORM call of a daphne process runs on one thread, so
 with 100 sockets open a command waits behind every other socket's commands and catch-ups, and with
-LOUPE_DB_CONN_MAX_AGE=0 each call also opened a new PostgreSQL connection (`python -m bench load`: command ack p50
-220 ms, nearly all of it queueing and connecting). `live_db(fn, **kwargs)` runs a call on a pool of
+LOUPE_DB_CONN_MAX_AGE=0 each call also opened a new PostgreSQL connection (README, Sizing: the live sockets).
+`live_db(fn, **kwargs)` runs a call on a pool of
 LOUPE_LIVE_DB_THREADS threads, each keeping its connection between calls: one daphne holds at most that many
 connections for its sockets, however many sockets it carries, and calls of different sockets run side by side.
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import threading
 import time
@@ -30,11 +31,13 @@ from django.db import DatabaseError, connection
 from rollouts.events import publish_collected, publishes_collected
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 LIVE_CONNECTION_MAX_AGE = 300.0  # seconds: a connection is renewed now and then (server-side settings, memory)
 LIVE_IDLE_CHECK_SECONDS = 1.0  # a connection idle longer is checked (one round trip) before a call uses it
 
 _opened = threading.local()  # this thread's connection object, when it was first seen open, when last used
+_deferring = threading.local()  # `into`: where this thread's after_reply calls go while a live call runs
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -77,12 +80,33 @@ def _connection_refresh() -> None:
             connection.close()
 
 
-def _call(fn: Callable[..., T], kwargs: dict, collected: list) -> T:
+def after_reply(fn: Callable[[], object]) -> None:
+    """Run `fn()` once the live socket whose call asked for it has its answer (on the live pool, errors logged); at
+    once outside a live call. For work the answer does not depend on: the rollout worker's wake-up after a command
+    is committed costs a round trip to PostgreSQL that the ack need not wait for."""
+    into = getattr(_deferring, "into", None)
+    if into is None:
+        fn()
+    else:
+        into.append(fn)
+
+
+def _run_deferred(*, calls: list[Callable[[], object]]) -> None:
+    for fn in calls:
+        try:
+            fn()
+        except Exception:  # the answer is sent; what was deferred is best effort by its nature (after_reply)
+            log.exception("a call deferred until after a live socket's answer failed")
+
+
+def _call(fn: Callable[..., T], kwargs: dict, collected: list | None, deferred: list | None = None) -> T:
     _connection_refresh()
+    outer, _deferring.into = getattr(_deferring, "into", None), deferred
     try:
         with publishes_collected(collected):
             return fn(**kwargs)
     finally:
+        _deferring.into = outer
         now = time.monotonic()
         if connection.connection is not None and connection.connection is not getattr(_opened, "connection", None):
             _opened.connection, _opened.at = connection.connection, now
@@ -96,16 +120,19 @@ async def live_db(fn: Callable[..., T], /, **kwargs) -> T:
     """Run `fn(**kwargs)` (ORM code) on the live pool and return what it returns, or raise what it raised.
 
     The events the call stored are published afterwards, from this loop, in a task of their own: the call's
-    thread does not wait on Redis, and the socket answers (an ack) without waiting for the broadcast. Waiting
-    there cost a command that changes who steers 20-40 ms under load (bench load: every publish of the process
-    queued behind one publisher thread). A broadcast that comes late or never is what the consumers already
-    handle: a gap is filled from the stored log, a repeat is dropped by its seq."""
+    thread does not wait on Redis, and the socket answers (an ack) without waiting for the broadcast (waiting
+    there, every publish of the process queued behind one publisher thread). Work the call deferred with
+    `after_reply` is handed to the pool once the answer is sent. A broadcast that comes late or never is what the
+    consumers already handle: a gap is filled from the stored log, a repeat is dropped by its seq."""
     loop = asyncio.get_running_loop()
     collected: list = []  # also what a call that failed had already committed
+    deferred: list = []  # after_reply calls: submitted once the caller has sent its answer (call_soon runs after it)
     try:
-        return await loop.run_in_executor(_executor(), functools.partial(_call, fn, kwargs, collected))
+        return await loop.run_in_executor(_executor(), functools.partial(_call, fn, kwargs, collected, deferred))
     finally:
         if collected:
             task = loop.create_task(publish_collected(collected))
             _sending.add(task)
             task.add_done_callback(_sending.discard)
+        if deferred:
+            loop.call_soon(_executor().submit, _call, _run_deferred, {"calls": deferred}, None)

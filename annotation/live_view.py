@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from rollouts.events import episode_group, group_send
+
 log = logging.getLogger(__name__)
 
 KEEPALIVE_S = 1.0  # an unchanged screen: a message without the picture this often keeps the page's "Live" badge on
@@ -111,8 +113,6 @@ class FrameGate:
 
 
 def _publish(episode_id: int, message: dict) -> None:
-    from rollouts.events import episode_group, group_send
-
     group_send(episode_group(episode_id), message, timeout=PUBLISH_TIMEOUT_S)
 
 

@@ -23,6 +23,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation.models import ClaimState, ItemState, QueueClaim, QueueItem, QueueState, Review, ReviewQueue, Verdict
+from annotation.review_summary import episode_summary_refresh, review_payload
 from core.audit import audit_record
 from core.errors import ApplicationError
 from core.limits import check_length
@@ -196,12 +197,6 @@ def may_review(*, episode: Episode, reviewer) -> bool:
                                      state=ClaimState.HELD, held_until__gt=timezone.now()).exists()
 
 
-def final_verdict(*, episode_id: int) -> str:
-    """The newest adjudicated verdict on the episode, from any queue ('' when none)."""
-    return (QueueItem.objects.filter(episode_id=episode_id, state=ItemState.ADJUDICATED)
-            .order_by("-adjudicated_at").values_list("final_verdict", flat=True).first() or "")
-
-
 def _settle(item: QueueItem) -> None:
     """Recount the item's reviews and move it to done or adjudication once it has ``overlap`` of them."""
     reviewers = list(item.claims.filter(state=ClaimState.REVIEWED).values_list("reviewer_id", flat=True))
@@ -237,8 +232,6 @@ def queue_review_recorded(*, episode: Episode, reviewer) -> None:
 @transaction.atomic
 def item_adjudicate(*, item: QueueItem, actor, verdict: str, comment: str = "") -> QueueItem:
     """A manager's final verdict on an item whose reviews disagree (or a change of an earlier one)."""
-    from annotation import reviews
-
     item = QueueItem.objects.select_for_update().select_related("queue").get(pk=item.pk)
     if item.state not in (ItemState.ADJUDICATION, ItemState.ADJUDICATED):
         raise ApplicationError(f"This item is {item.state}: only items whose reviews disagree go to adjudication.",
@@ -250,7 +243,7 @@ def item_adjudicate(*, item: QueueItem, actor, verdict: str, comment: str = "") 
     QueueItem.objects.filter(pk=item.pk).update(state=ItemState.ADJUDICATED, final_verdict=verdict,
                                                 adjudicated_by=actor, adjudicated_at=timezone.now(),
                                                 adjudication_comment=comment)
-    reviews.episode_summary_refresh(episode_id=item.episode_id)
+    episode_summary_refresh(episode_id=item.episode_id)
     audit_record(actor=actor, action="queue.adjudicate", target=item.episode,
                  data={"queue": item.queue_id, "item": item.pk, "verdict": verdict})
     item.refresh_from_db()
@@ -352,8 +345,6 @@ def item_payload(item: QueueItem, *, with_reviews: bool = True) -> dict:
            "adjudicated_by": item.adjudicated_by.username if item.adjudicated_by_id else None,
            "adjudication_comment": item.adjudication_comment}
     if with_reviews:
-        from annotation.reviews import review_payload
-
         reviewers = item.claims.filter(state=ClaimState.REVIEWED).values("reviewer_id")
         out["reviews"] = [review_payload(r) for r in Review.objects.filter(
             episode_id=item.episode_id, reviewer_id__in=reviewers).select_related("reviewer").order_by("reviewer__username")]

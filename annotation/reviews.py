@@ -9,7 +9,7 @@ from django.db import transaction
 
 from annotation import queues
 from annotation.models import Review, Verdict
-from rollouts import episodes
+from annotation.review_summary import episode_summary_refresh
 from rollouts import privacy
 from rollouts.models import Episode, EpisodeStatus
 from core.audit import audit_record
@@ -65,33 +65,6 @@ def review_submit(*, episode: Episode, reviewer, verdict: str, grade: int | None
     audit_record(actor=reviewer, action="review.create" if created else "review.update", target=episode,
                  data={"verdict": verdict, "grade": grade})
     return review
-
-
-def episode_summary_refresh(*, episode_id: int) -> None:
-    """Write the episode's review counts and status from its reviews, and a queue's adjudicated verdict
-    when a manager recorded one (it decides the status)."""
-    rows = list(Review.objects.filter(episode_id=episode_id).order_by("reviewer_id")
-                .values_list("verdict", "grade", "step_labels", "reviewer__username"))
-    episodes.episode_review_summary_set(episode_id=episode_id, verdicts=[v for v, *_ in rows],
-                                        grades=[g for _, g, *_ in rows if g is not None],
-                                        final_verdict=queues.final_verdict(episode_id=episode_id),
-                                        step_labels=step_labels_summary(rows))
-
-
-def step_labels_summary(rows) -> list[dict]:
-    """The step labels of an episode's reviews as the episode keeps them (flywheel's PRM export reads them there,
-    never this app): one entry a review that labelled a step, by reviewer id. ``rows``: (verdict, grade,
-    step_labels, reviewer's username)."""
-    return [{"reviewer": username, "verdict": verdict, "labels": labels}
-            for verdict, _, labels, username in rows if labels]
-
-
-def review_payload(review: Review) -> dict:
-    return {"id": review.pk, "episode": review.episode_id,
-            "reviewer": {"id": review.reviewer_id, "username": review.reviewer.username},
-            "verdict": review.verdict, "grade": review.grade, "step_labels": review.step_labels,
-            "comment": review.comment, "created_at": review.created_at.isoformat(),
-            "updated_at": review.updated_at.isoformat()}
 
 
 def agreement(*, project) -> dict:

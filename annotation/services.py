@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from annotation.commands import COMMANDS, CommandRefused
+from annotation.live_db import after_reply
 from annotation.models import Command, CommandStatus, Intervention
 from rollouts import episodes
 from rollouts.models import Episode, EpisodeStatus
@@ -68,7 +69,7 @@ def _episode_locked(*, episode_id: int, user, command_id: str) -> Episode:
 
     The statement is written once (_locked_sql), not built by the ORM on each call: building and compiling the
     query was half of a command's CPU time, and a daphne serves a burst of commands one after another on its one
-    interpreter (bench load: 20 commands at once, acknowledged one command's CPU apart). The controller is read
+    interpreter (README, Sizing: the live sockets). The controller is read
     only to name them in a refusal (a query then)."""
     found = list(Episode.objects.raw(_locked_sql(), [command_id, user.pk, episode_id]))
     if not found:
@@ -124,8 +125,9 @@ def command_submit(*, episode_id: int, user, frame: dict) -> CommandResult:
             return _error(exc.message, command_id)
         command = Command.objects.create(episode=episode, client_id=command_id, user=user, type=kind, payload=payload,
                                          step_index=payload.get("index"))
-        transaction.on_commit(functools.partial(_worker_wake, episode_id=episode.pk, command_id=command.pk),
-                              robust=True)
+        # after the ack on a live socket (annotation/live_db.after_reply): the ack waits for the stored command only
+        transaction.on_commit(functools.partial(after_reply, functools.partial(
+            _worker_wake, episode_id=episode.pk, command_id=command.pk)), robust=True)
         return _ack(command)
 
 
@@ -133,10 +135,11 @@ def _worker_wake(*, episode_id: int, command_id: int) -> None:
     """NOTIFY the episode's rollout worker of a committed command, in a transaction of its own.
 
     Not inside the command's transaction: PostgreSQL commits notifying transactions one at a time, each holding a
-    cluster-wide lock through its WAL flush, so 20 commands sent at once acknowledged one flush apart (bench load:
-    ack p95 170-250 ms). The wake-up needs no durability of its own (synchronous_commit off for it): the command
-    is already stored, and the worker reads the stored commands at least every second, so a lost wake-up (this
-    process dying between the two commits) costs that second, never the command."""
+    cluster-wide lock through its WAL flush, so commands sent at once were acknowledged one flush apart. On a live
+    socket it runs after the ack (live_db.after_reply). The wake-up needs no durability of its own
+    (synchronous_commit off for it): the command is already stored, and the worker reads the stored commands at
+    least every second, so a lost wake-up (this process dying between the two commits, or after the ack) costs
+    that second, never the command."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT set_config('synchronous_commit', 'off', true), pg_notify(%s, %s)",
                        [notify_channel(episode_id), str(command_id)])

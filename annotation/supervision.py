@@ -18,6 +18,7 @@ import psycopg
 from django.conf import settings
 from django.db import close_old_connections
 
+from agent.envs.base import Env
 from agent.rollout import Decision
 from annotation import services
 from annotation.audio import words_align
@@ -68,8 +69,6 @@ class EpisodeSupervisor(LiveSupervisor):
     def watch_env(self, env) -> None:
         """Stream this env's screen to the episode's watchers while waiting for a person (the rollout worker
         calls this with the env the episode runs in). ``LOUPE_LIVE_FPS=0`` turns the live view off."""
-        from agent.envs.base import Env
-
         if settings.LOUPE_LIVE_FPS <= 0 or type(env).live_frame is Env.live_frame:  # off, or a terminal: no screen
             return
         self.live = LiveView(episode_id=self.episode_id, env=env, fps=settings.LOUPE_LIVE_FPS,

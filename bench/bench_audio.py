@@ -33,11 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from annotation.audio_stream import SAMPLE_RATE, check_chunk, decode_pcm  # noqa: E402
 from annotation.speech import (  # noqa: E402
     CONTEXT_WORDS,
-    SAMPLE_RATE,
-    check_chunk,
-    decode_pcm,
     default_model_path,
     load_model,
     transcribe_increment,
@@ -156,6 +154,20 @@ def main() -> int:
         report["upload_to_socket"] = upload_to_socket_latency(args.latency_repeat, args.timeslice, args.talkers)
     print(json.dumps(report, indent=2))
     return 0
+
+
+def _passes(log: Path) -> dict:
+    """A profile of the audio worker's transcription passes, from its log."""
+    marker = "transcription pass: "
+    rows = [json.loads(line.split(marker, 1)[1]) for line in log.read_text(errors="replace").splitlines()
+            if marker in line]
+    if not rows:
+        return {"passes": 0}
+    out = {"passes": len(rows), "clips_mean": round(statistics.fmean(r["clips"] for r in rows), 2),
+           "clips_max": max(r["clips"] for r in rows)}
+    for part in ("decode_s", "whisper_s", "encoder", "decoder", "align", "store_s"):
+        out[part] = _summary([r[part] for r in rows])
+    return out
 
 
 LATENCY_TARGET_P95_S = 3.0
@@ -309,6 +321,8 @@ def upload_to_socket_latency(repeat: int, timeslice: float = 1.0, talkers: int =
         roller.join(timeout=10)
         Episode.objects.filter(pk__in=[*rollouts, listened.pk]).delete()
 
+    passes = _passes(folder / "audio.log")
+
     def holder(moment: float) -> int:
         """The chunk that holds a moment of the clip (session seconds)."""
         return max(i for i, c in enumerate(chunks) if c.start <= max(0.0, moment - origin - 1e-3))
@@ -373,6 +387,9 @@ def upload_to_socket_latency(repeat: int, timeslice: float = 1.0, talkers: int =
         "meets_speech_targets": (shown_spoken["p95_s"] < SHOWN_TARGET_P95_S
                                  and committed_spoken["p95_s"] < COMMITTED_TARGET_P95_S),
         "events": batches,
+        # the audio worker's Whisper passes (annotation/audio.py logs each): how many clips each read, and where its
+        # time went (decoding the chunks, the whole Whisper call and its encoder, decoder and word alignment, storing)
+        "passes": passes,
         "rollout": "autonomous episodes back to back, local tiny policy on the CPU",
         "rollout_steps_during": steps_during,
         "load_average_1m": round(os.getloadavg()[0], 2),

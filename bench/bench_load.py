@@ -12,7 +12,10 @@ Prints JSON; also writes bench/results/load-memory.svg (daphne's memory) and ben
 and command latency p95 per second of the run, the same series in the JSON's `timeline`). Unlike bench_fanout, the
 sockets also write. LOUPE_BENCH_LOAD_EPISODES scales it (5 sockets an episode), LOUPE_BENCH_LOAD_SECONDS its length;
 LOUPE_BENCH_LOAD_DAPHNES=2 serves the sockets from two daphne processes behind the one Redis and PostgreSQL (the shape
-of several hosts), each episode's people spread over them (`daphne_cpu_share` and `daphne_rss_mb` are per daphne)."""
+of several hosts), each episode's people spread over them (`daphne_cpu_share` and `daphne_rss_mb` are per daphne).
+LOUPE_BENCH_LOAD_SERVERS=daphne,uvicorn,daphne,uvicorn measures each ASGI server in turn in one run, in the same
+minutes of the machine (uvicorn with `websockets`, installed apart: it is not a requirement), and prints `runs`, one
+report a server run, and `servers`, each server's figures over its runs."""
 from __future__ import annotations
 
 import json
@@ -40,6 +43,17 @@ CLIENTS = int(os.environ.get("LOUPE_BENCH_LOAD_CLIENTS", "4"))  # client process
 # over them, so that its watchers sit on other daphnes than its controller
 DAPHNES = int(os.environ.get("LOUPE_BENCH_LOAD_DAPHNES", "1"))
 BURST = os.environ.get("LOUPE_BENCH_LOAD_BURST", "") not in ("", "0")
+SERVERS = [name.strip() for name in os.environ.get("LOUPE_BENCH_LOAD_SERVERS", "daphne").split(",") if name.strip()]
+
+
+def server_command(server: str, port: int) -> list[str]:
+    """The command that serves webapp.asgi on `port`: daphne (what `make run` and the tests start) or uvicorn."""
+    if server == "daphne":
+        return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"]
+    if server == "uvicorn":
+        return [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port), "--ws", "websockets",
+                "--log-level", "warning", "webapp.asgi:application"]
+    raise SystemExit(f"LOUPE_BENCH_LOAD_SERVERS: unknown server {server!r}; use daphne or uvicorn.")
 
 
 def per_second(samples: list[tuple[float, float]], started: float) -> list[tuple[float, float]]:
@@ -58,15 +72,13 @@ def phase(index: int, count: int) -> float:
 
 
 def main() -> None:
-    import psutil
     from django.contrib.auth import get_user_model
 
-    from bench.chart import line_chart_svg
-    from rollouts.events import event_append
-    from rollouts.models import Episode
     from projects.models import Membership, Project, TaskSpec
     from webapp.auth import token_create
 
+    for server in SERVERS:
+        server_command(server, 0)  # an unknown name stops the bench before anything starts
     User = get_user_model()
     project, _ = Project.objects.get_or_create(slug="bench-load", defaults={"name": "Bench load"})
     task, _ = TaskSpec.objects.get_or_create(project=project, task_name="click-button", split="train")
@@ -75,14 +87,36 @@ def main() -> None:
         user, _ = User.objects.get_or_create(username=f"bench-load-{n}")
         Membership.objects.get_or_create(project=project, user=user, defaults={"role": "annotator"})
         tokens.append(token_create(user=user, name="bench")[1])
+    if len(SERVERS) == 1:
+        print(json.dumps(measure(SERVERS[0], project, task, tokens)))
+        return
+    runs = []
+    for n, server in enumerate(SERVERS):
+        runs.append(measure(server, project, task, tokens, chart_suffix=f"-{n + 1}-{server}"))
+        print(server, {key: value for key, value in runs[-1].items() if key.endswith("p95_ms")}, file=sys.stderr)
+    summary = {server: {key: [run[key] for run in runs if run["server"] == server] for key in (
+        "ack_p50_ms", "ack_p95_ms", "later_ack_p95_ms", "event_p95_ms", "event_p99_ms", "lost_deliveries",
+        "unanswered_commands", "daphne_cpu_share", "daphne_rss_mb", "machine_busy_percent")}
+        for server in dict.fromkeys(SERVERS)}
+    print(json.dumps({"servers": summary,
+                      "runs": [{key: value for key, value in run.items() if key != "timeline"} for run in runs]}))
+
+
+def measure(server: str, project, task, tokens: list[str], chart_suffix: str = "") -> dict:
+    """One run of the load against `server`: its report (the bench's JSON when one server is measured)."""
+    import psutil
+
+    from bench.chart import line_chart_svg
+    from rollouts.events import event_append
+    from rollouts.models import Episode
+
     episodes = [Episode.objects.create(project=project, task=task, seed=i, mode="supervised", status="running")
                 for i in range(EPISODES)]
 
     ports = [free_port() for _ in range(DAPHNES)]
-    servers = [subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                                 "webapp.asgi:application"], cwd=ROOT, env=dict(os.environ),
+    servers = [subprocess.Popen(server_command(server, port), cwd=ROOT, env=dict(os.environ),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for port in ports]
-    daphnes = [psutil.Process(server.pid) for server in servers]
+    daphnes = [psutil.Process(process.pid) for process in servers]
     append_latency: list[float] = []
     memory: list[list[tuple[float, float]]] = [[] for _ in daphnes]
     machine_busy: list[tuple[float, float]] = []  # (second of the run, % of all cores busy since the last tick)
@@ -122,10 +156,10 @@ def main() -> None:
         later_ack_latency, watcher_latency = measured["later_ack"], measured["watcher"]
         errors, unanswered = measured["errors"], measured["unanswered"]
     finally:
-        for server in servers:
-            server.terminate()
-        for server in servers:
-            server.wait(timeout=10)
+        for process in servers:
+            process.terminate()
+        for process in servers:
+            process.wait(timeout=10)
         Episode.objects.filter(pk__in=[e.pk for e in episodes]).delete()
     expected = steps * EPISODES * PEOPLE
     timeline = {"event_p95_ms": per_second(event_latency, started_wall),
@@ -136,17 +170,17 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     load = f"Load: {EPISODES * PEOPLE} sockets on {DAPHNES} daphne{'s' if DAPHNES > 1 else ''}, " \
            f"{EPISODES / STEP_INTERVAL:.0f} events/s"
-    (out / "load-memory.svg").write_text(line_chart_svg(
+    (out / f"load-memory{chart_suffix}.svg").write_text(line_chart_svg(
         {f"daphne {n + 1}" if DAPHNES > 1 else "daphne": series for n, series in enumerate(memory)},
         title=f"{load} — daphne memory", x_label="seconds", y_label="resident MB"))
-    (out / "load-latency.svg").write_text(line_chart_svg(
+    (out / f"load-latency{chart_suffix}.svg").write_text(line_chart_svg(
         {"event p95": timeline["event_p95_ms"], "command ack p95": timeline["ack_p95_ms"]},
         title=f"{load}, {EPISODES / COMMAND_INTERVAL:.0f} commands/s — latency p95 per second", x_label="seconds",
         y_label="ms", bands={"goal 50 ms": 50.0}))
     event_latency = [latency for _, latency in event_latency]
     ack_latency = [latency for _, latency in ack_latency]
-    print(json.dumps({
-        "sockets": EPISODES * PEOPLE, "daphnes": DAPHNES, "duration_s": SECONDS, "burst": BURST,
+    return {
+        "server": server, "sockets": EPISODES * PEOPLE, "daphnes": DAPHNES, "duration_s": SECONDS, "burst": BURST,
         "client_processes": len(clients.processes),
         "events_per_second": round(EPISODES / STEP_INTERVAL, 1),
         "commands_per_second": round(EPISODES / COMMAND_INTERVAL, 1),
@@ -166,7 +200,7 @@ def main() -> None:
         "machine_busy_percent": round(sum(p for _, p in machine_busy) / len(machine_busy), 1) if machine_busy else None,
         "timeline": timeline,
         "target": "event p95 < 50 ms and p99 < 100 ms, command ack p95 < 50 ms, no lost delivery, no error",
-    }))
+    }
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ from rest_framework.views import APIView
 
 from agent.formats import FORMATS
 from core.errors import ApplicationError
-from envservice.services import Lease, current
+from envservice.leases import Lease
+from envservice.services import current
 
 IMAGE_FORMATS = ("jpeg", "png")
 

@@ -8,6 +8,7 @@ from socketserver import ThreadingMixIn
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.servers.basehttp import WSGIRequestHandler, WSGIServer
 
+from agent.envs import ENV_KINDS
 from envservice.pool import Pool
 from envservice.services import EnvService, install
 
@@ -33,8 +34,6 @@ class ThreadingServer(ThreadingMixIn, WSGIServer):
 
 def parse_pools(spec: str) -> dict[str, dict]:
     """``"miniwob=2:8,terminal=0:4"`` -> {kind: {"warm": 2, "capacity": 8}}: warm envs kept idle, most at once."""
-    from agent.envs import ENV_KINDS
-
     pools = {}
     for part in filter(None, (p.strip() for p in spec.split(","))):
         kind, _, sizes = part.partition("=")

@@ -18,12 +18,9 @@ import secrets
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import close_old_connections
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -33,9 +30,10 @@ from agent.envs import Observation
 from agent.formats import FORMATS, parse
 from core.errors import ApplicationError
 from envservice import status as host_status
-from envservice.pool import EnvActor, EnvCrashed, Pool, PoolFull
-from rollouts import episodes
+from envservice.leases import ActorScreen, Lease, lease_check_live
+from envservice.pool import EnvCrashed, Pool, PoolFull
 from rollouts import steps
+from rollouts import episodes
 from rollouts.episodes import EpisodeStop
 from rollouts.events import event_append
 from rollouts.models import Episode, EpisodeStatus, Mode
@@ -47,59 +45,6 @@ log = logging.getLogger(__name__)
 MIN_ROLE = Role.MANAGER  # an RL job is a run a manager starts, as training runs are
 EXPIRED_KEPT = 10_000  # expired lease ids remembered, to answer 410 rather than 404
 QUIET_S = 1.0  # the longest a step goes without a full look at people's commands (a NOTIFY lost meanwhile waits)
-
-
-class Writer:
-    """A lease's database writes, in order, on a thread of their own: a step's answer goes back while its Step is
-    stored (the env does not wait on PostgreSQL). ``flush`` waits for every write so far; the lease flushes before
-    an episode starts or ends and before it answers an error, so what a caller is told is stored is stored."""
-
-    def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envservice-writer")
-        self._error: BaseException | None = None
-
-    def submit(self, fn, /, **kwargs) -> None:
-        def run():
-            try:
-                fn(**kwargs)
-            except BaseException as exc:  # noqa: BLE001 - kept for flush, which tells the caller
-                log.exception("storing a step of an envservice episode failed")
-                self._error = self._error or exc
-        self._pool.submit(run)
-
-    def flush(self) -> None:
-        self._pool.submit(lambda: None).result()
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise ApplicationError(f"Storing the episode's steps failed: {error}. The lease goes on; its episode "
-                                   "lacks those steps.", status=500)
-
-    def close(self) -> None:
-        self._pool.submit(lambda: connection.close())  # the writer thread's own (connection.close is the caller's)
-        self._pool.shutdown(wait=True)
-
-
-@dataclass
-class Lease:
-    id: str
-    user: Any
-    task: TaskSpec
-    seed: int
-    actor: EnvActor
-    action_format: str
-    run: str = ""  # the RL run playing through this lease: its episodes carry it (Episode.rl_run)
-    episode: Episode | None = None
-    episode_id: int | None = None
-    writer: Writer = field(default_factory=Writer)
-    index: int = 0
-    done: bool = True
-    observation: Observation | None = None
-    ended: str = ""  # why the lease ended, once it has (a call that waited on its lock then gets 410)
-    supervisor: Any = None  # the live episode's (people's commands decide its steps); None once it ends
-    quiet_until: float = 0.0  # till then, no command announced means the step needs no review
-    rejected: dict[int, int] = field(default_factory=dict)  # step index -> the caller's actions people rejected there
-    last_seen: float = field(default_factory=time.monotonic)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class EnvService:
@@ -194,7 +139,7 @@ class EnvService:
             raise ApplicationError(f"Seed {seed} is outside this task's range {lease.task.seed_start}-"
                                    f"{lease.task.seed_end}.", errors={"seed": ["Out of range."]})
         with lease.lock:
-            _check_live(lease)
+            lease_check_live(lease)
             self._end_episode(lease, status=EpisodeStatus.INTERRUPTED, reason="the caller reset the env")
             if seed is not None:
                 lease.seed = seed
@@ -209,7 +154,7 @@ class EnvService:
             raise ApplicationError(f"Unknown action format '{fmt}'; use one of: {', '.join(FORMATS)}.",
                                    errors={"format": ["Invalid choice."]})
         with lease.lock:
-            _check_live(lease)
+            lease_check_live(lease)
             if lease.done:
                 raise ApplicationError("This episode has ended; reset the lease to start another.", status=409)
             turn = _read_turn(action, fmt, lease.observation)
@@ -337,7 +282,7 @@ class EnvService:
         reward. The lease stays, for the next reset."""
         lease = self._lease_of(lease_id=lease_id, user=user)
         with lease.lock:
-            _check_live(lease)
+            lease_check_live(lease)
             if lease.done:
                 lease.writer.flush()
                 reward = Episode.objects.filter(pk=lease.episode_id).values_list("env_reward", flat=True).first()
@@ -356,7 +301,7 @@ class EnvService:
     def lease_release(self, *, lease_id: str, user) -> None:
         lease = self._lease_of(lease_id=lease_id, user=user)
         with lease.lock:
-            _check_live(lease)
+            lease_check_live(lease)
             self._drop(lease, reason="the caller released it")
 
     # -- internals -------------------------------------------------------------------------
@@ -483,35 +428,6 @@ class EnvService:
                 log.exception("ending lease %s failed", lease.id)
         for pool in self.pools.values():
             pool.close()
-
-
-class ActorScreen:
-    """The live view's window on a leased env: its frames are read on the env's own thread (Playwright answers only
-    the thread that made it), while the step waiting for a person runs on the request's."""
-
-    def __init__(self, actor: EnvActor) -> None:
-        self._actor = actor
-        self._streaming = False  # stopping a stream that never started costs every step a trip to the env's thread
-
-    def live_frame(self):
-        self._streaming = True
-        try:
-            return self._actor.call(lambda env: env.live_frame(), timeout=5.0)
-        except EnvCrashed:
-            return None
-
-    def live_stop(self) -> None:
-        if self._streaming and self._actor.healthy:
-            self._streaming = False
-            try:
-                self._actor.call(lambda env: env.live_stop(), timeout=5.0)
-            except EnvCrashed:
-                pass
-
-
-def _check_live(lease: Lease) -> None:
-    if lease.ended:
-        raise ApplicationError(f"This lease ended: {lease.ended}. Lease an env again.", status=410)
 
 
 def _task_of(*, project_id: int, task: str | int) -> TaskSpec:

@@ -29,24 +29,23 @@ log = logging.getLogger("trainer")
 @dataclass(frozen=True)
 class Command:
     """One trainer command: its options (a configs.py dataclass), what it does, and what runs it (``module:function``,
-    called with the config; one function for every model). Whether ``--init`` is a vision-language checkpoint is
-    decided once, in :func:`main` (:func:`init_is_vlm`), and reaches what needs it: the launch check and a function
-    with ``takes_kind`` (its ``vision`` argument), which reads its rows for either."""
+    called with the config; one function for every model, imported when the command runs). Whether ``--init`` reads
+    images (a vision-language checkpoint) is the config's to say, once a run (``CommonConfig.reads_images``): the
+    launch check and the trainer both read it there."""
 
     config: type
     help: str
     target: str
-    takes_kind: bool = False
     checkpoint_in_out: bool = False  # the checkpoint is written to OUT/checkpoint (OUT holds more)
 
 
 COMMANDS: dict[str, Command] = {
     "sft": Command(CONFIGS["sft"], "supervised fine-tuning on messages rows (loss on assistant turns), through TRL",
-                   "trainer.sft:train_sft", takes_kind=True),
+                   "trainer.sft:train_sft"),
     "dpo": Command(CONFIGS["dpo"], "direct preference optimization on prompt/chosen/rejected rows, through TRL",
-                   "trainer.dpo:train_dpo", takes_kind=True),
+                   "trainer.dpo:train_dpo"),
     "rl": Command(CONFIGS["rl"], "RL: GRPO through TRL on step rows, answers scored by the env or a known action",
-                  "trainer.grpo:train_grpo", takes_kind=True),
+                  "trainer.grpo:train_grpo"),
     "rl-online": Command(CONFIGS["rl-online"], "RL: whole-episode GRPO through TRL's environment_factory, each "
                                                "episode played through the environment service (trainer/env_grpo.py)",
                          "trainer.env_grpo:train_env_grpo"),
@@ -67,16 +66,8 @@ COMMANDS: dict[str, Command] = {
 HELP = {name: command.help for name, command in COMMANDS.items()}
 
 
-def init_is_vlm(config) -> bool:
-    """Whether the command's ``--init`` is a vision-language checkpoint: the one place a command asks it."""
-    init = getattr(config, "init", "")
-    if not init:
-        return False
-    from trainer.vlm import is_vlm
-
-    return is_vlm(init)
-
-
+# The two commands cli.py runs itself import their module when they run, as the table's targets do: torch and the
+# HTTP server are not paid for by --help or another command.
 def _base(config) -> dict:
     from trainer.base import convert
 
@@ -117,16 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(command: str, config, vision: bool | None = None) -> tuple[str, dict]:
-    """Run ``command`` (its COMMANDS entry) with ``config``; returns (the checkpoint's or output's path, metrics).
-    ``vision``: whether ``--init`` is a vision-language checkpoint (None: asked here)."""
+def run(command: str, config) -> tuple[str, dict]:
+    """Run ``command`` (its COMMANDS entry) with ``config``; returns (the checkpoint's or output's path, metrics)."""
     if command not in COMMANDS:
         raise TrainerError(f"unknown command {command!r}")
     entry = COMMANDS[command]
-    vision = init_is_vlm(config) if vision is None else vision
     module, _, name = entry.target.partition(":")
-    function = getattr(importlib.import_module(module), name)
-    metrics = function(config, vision=vision) if entry.takes_kind else function(config)
+    metrics = getattr(importlib.import_module(module), name)(config)
     out = getattr(config, "out", "")
     return (str(Path(out) / "checkpoint") if entry.checkpoint_in_out else out), metrics
 
@@ -140,9 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     config = cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
     distributed.quiet_stdout()
     try:
-        vision = init_is_vlm(config)
-        check_launch(args.command, config, vision)
-        out, metrics = run(args.command, config, vision)
+        check_launch(args.command, config)
+        out, metrics = run(args.command, config)
     except TrainerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -156,8 +143,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def check_launch(command: str, config, vision: bool | None = None) -> None:
+def check_launch(command: str, config) -> None:
     """Refuse a multi-process launch this command cannot use (trainer/distributed.py)."""
-    if vision is None:
-        vision = init_is_vlm(config) if command in distributed.DATA_PARALLEL else False
-    distributed.check_launch(command, vision)
+    distributed.check_launch(command, command in distributed.DATA_PARALLEL and config.reads_images)

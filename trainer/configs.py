@@ -7,7 +7,9 @@ these fields, and the checkpoint's ``loupe.json`` records the whole dataclass th
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from agent.formats import FORMATS
 from agent.prompt import PROMPT_STYLES
@@ -16,6 +18,19 @@ from agent.prompt import PROMPT_STYLES
 def _f(default, help: str, **kw):  # noqa: A002 - "help" mirrors argparse
     """A dataclass field with a help text (kept short so the config reads as a table)."""
     return field(default=default, metadata={"help": help, **kw})
+
+
+def reads_images(init: str) -> bool:
+    """Whether ``init`` is a checkpoint dir of a model that reads images (its config.json has a vision part): it is
+    loaded as a vision-language model and its rows are read with their screenshots. The trainer's one test of it,
+    asked through :attr:`CommonConfig.reads_images` (the flywheel's, on the same file, is
+    flywheel/trainer_process.reads_images)."""
+    if not init or init == "tiny":
+        return False
+    file = Path(init) / "config.json"
+    if not file.is_file():
+        return False
+    return "vision_config" in json.loads(file.read_text())
 
 
 @dataclass
@@ -49,6 +64,13 @@ class CommonConfig:
     action_format: str = _f("", "format the init answers in (agent.formats; the flywheel passes its checkpoint "
                             "record's): rows rendered for another are refused, and the checkpoint records it. "
                             "empty: the init's loupe.json's, else loupe", choices=["", *FORMATS])
+
+    @property
+    def reads_images(self) -> bool:
+        """Whether ``--init`` reads images (:func:`reads_images`): decided here, in one place, for the launch check
+        and for the trainer, which reads its rows and loads its model for that kind. Not cached on the config: a
+        config's ``__dict__`` stays its fields (tests build one config from another's)."""
+        return reads_images(self.init)
 
 
 @dataclass

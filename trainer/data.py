@@ -39,6 +39,7 @@ import torch
 
 from agent import formats
 from agent import rows as R
+from agent.prompt import restyle_messages
 from trainer.model import TINY, TrainerError, chat_ids, read_loupe
 
 log = logging.getLogger(__name__)
@@ -135,8 +136,6 @@ def restyle(conversations: list[list[dict]], style: str) -> tuple[list[list[dict
     """Every conversation in prompt ``style`` (agent.prompt); also how many changed. A row that records what it was
     rendered for is used as it is, and refused when rendered for another style (:func:`check_rendered_for`); a
     legacy row is re-rendered line by line."""
-    from agent.prompt import restyle_messages
-
     out = []
     for messages in conversations:
         rendered_for = getattr(messages, "rendered_for", None)

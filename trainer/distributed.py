@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from trainer.model import TrainerError
+from trainer.model import TrainerError, resolve_dtype
 
 TRACE_ENV = "LOUPE_TRAINER_TRACE"
 # Commands whose multi-process run is data-parallel (TRL's trainers), for every model
@@ -132,8 +132,6 @@ def weights_dtype(config, device: torch.device) -> torch.dtype:
     FSDP's mixed precision do: AdamW steps on bfloat16 weights round most small updates away. A LoRA's frozen base
     stays bfloat16 (half the memory; PEFT keeps the adapter in float32). ``--dtype bf16``: bfloat16 weights, as
     asked."""
-    from trainer.model import resolve_dtype
-
     dtype = resolve_dtype(config.dtype, device)
     if dtype == torch.bfloat16 and config.dtype == "auto" and not getattr(config, "lora", ""):
         return torch.float32
@@ -142,8 +140,6 @@ def weights_dtype(config, device: torch.device) -> torch.dtype:
 
 def bf16_compute(config, device: torch.device) -> bool:
     """Whether a TRL run on a GPU computes in bfloat16 (the TrainingArguments' bf16: autocast over the weights)."""
-    from trainer.model import resolve_dtype
-
     return device.type == "cuda" and resolve_dtype(config.dtype, device) == torch.bfloat16
 
 

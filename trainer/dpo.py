@@ -13,7 +13,7 @@ import logging
 from trainer import data as D
 from trainer.configs import DPOConfig
 from trainer.model import TrainerError, chat_ids, load_tokenizer, run_style
-from trainer.vlm import is_vlm, read_dpo_rows
+from trainer.vlm import read_dpo_rows
 
 log = logging.getLogger("trainer")
 
@@ -39,11 +39,11 @@ def text_pairs(config: DPOConfig, tokenizer, style: str) -> tuple[list[dict], li
     return rows, lengths
 
 
-def train_dpo(config: DPOConfig, vision: bool | None = None) -> dict:
+def train_dpo(config: DPOConfig) -> dict:
     """Train ``config.init`` on the pairs in ``config.data``; save to ``config.out``. Returns metrics."""
     if not config.out:
         raise TrainerError("--out is required: the dir to write the checkpoint to")
-    vision = is_vlm(config.init) if vision is None else vision  # the CLI decides it once (cli.COMMANDS)
+    vision = config.reads_images
     style = run_style(config)
     if vision:
         rows = read_dpo_rows(config.data, style, D.init_action_format(config.init, config.action_format))

@@ -255,12 +255,12 @@ def check_options(config: EnvRLConfig) -> str:
 
 def train_env_grpo(config: EnvRLConfig) -> dict:
     """Train ``config.init`` by whole-episode GRPO on the service's episodes; saves to ``config.out``."""
+    # trl, datasets and peft take seconds to import: bad options and an unreachable service are said before
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from trainer.trl_trainers import LoupeSchedule, Progress, load_model, own_stdout, save_run, schedule, \
-        trainer_args
-    from trainer.vlm import is_vlm
+    from trainer.callbacks import Progress
+    from trainer.trl_trainers import LoupeSchedule, load_model, own_stdout, save_run, schedule, trainer_args
 
     token = check_options(config)
     client = EnvServiceClient(config.env_service, token, timeout=900)  # a step waits while a person has taken over
@@ -268,7 +268,7 @@ def train_env_grpo(config: EnvRLConfig) -> dict:
         client.status()
     except (ServiceError, OSError) as exc:
         raise TrainerError(f"cannot use the environment service at {config.env_service}: {exc}") from None
-    vision = is_vlm(config.init) if config.init != "tiny" else False
+    vision = config.reads_images
     run = config.run or Path(config.out).name
     rows = rows_of(config)
     set_threads(config.threads)

@@ -18,11 +18,15 @@ from collections import Counter
 from pathlib import Path
 
 from agent import formats
+from agent.envs import EnvError, add_authored_task, make_env, tasks_for
 from agent.formats import FORMATS
 from agent.policies.base import Policy, PolicyError
-from trainer.configs import EvalConfig, config_dict, parse_seeds, parse_tasks
+from agent.policies.local import LocalPolicy
+from agent.rollout import run_episode
+from trainer.configs import EvalConfig, config_dict, parse_seeds, parse_tasks, reads_images
 from trainer.model import TrainerError, read_loupe, write_metrics
 from trainer.optim import Timer, emit, set_threads
+from trainer.vlm_serve import VisionPolicy
 
 log = logging.getLogger("trainer")
 
@@ -62,7 +66,7 @@ def prompting(config: EvalConfig) -> dict:
         raise TrainerError(f"--init {config.init}: cannot read its config.json / loupe.json ({exc})") from None
     if not isinstance(model_config, dict) or not isinstance(recorded, dict):
         raise TrainerError(f"--init {config.init}: config.json and loupe.json must each hold a JSON object")
-    vision = "vision_config" in model_config
+    vision = reads_images(config.init)  # the architecture; loupe.json may still say it is sent no screenshots
     action_format = config.action_format or recorded.get("action_format") or "loupe"
     if action_format not in FORMATS:
         raise TrainerError(f"--init {config.init}: its loupe.json names the answer format {action_format!r}; "
@@ -89,12 +93,8 @@ def load_policy(config: EvalConfig, vision: bool) -> Policy:
         if vision:
             import torch
 
-            from trainer.vlm_serve import VisionPolicy
-
             torch.manual_seed(config.seed)  # what samples, when temperature > 0
             return VisionPolicy(config.init, temperature=config.temperature, max_new_tokens=config.max_new_tokens)
-        from agent.policies.local import LocalPolicy
-
         return LocalPolicy(config.init, temperature=config.temperature, max_new_tokens=config.max_new_tokens,
                            seed=config.seed)
     except PolicyError as exc:
@@ -105,8 +105,6 @@ def task_definitions(config: EvalConfig, tasks: list[str]) -> dict[str, dict]:
     """The JSON of each of ``tasks`` that is written as JSON (an authored task), from ``--task-defs`` (task name ->
     ``{"env_kind", "definition"}``); the rest must be tasks the env ships. TrainerError, naming the file and the task,
     for a file that cannot be read and a task the env would not know."""
-    from agent.envs import tasks_for
-
     entries: dict = {}
     if config.task_defs:
         try:
@@ -140,8 +138,6 @@ def task_definitions(config: EvalConfig, tasks: list[str]) -> dict[str, dict]:
 
 def add_definitions(env, definitions: dict[str, dict]) -> None:
     """Teach ``env`` each authored task, as the rollout worker does before an episode of one."""
-    from agent.envs import EnvError, add_authored_task
-
     for task, definition in definitions.items():
         try:
             added = add_authored_task(env, definition)
@@ -153,9 +149,6 @@ def add_definitions(env, definitions: dict[str, dict]) -> None:
 
 def evaluate(config: EvalConfig) -> dict:
     """Roll ``config.init`` out on every (task, seed); write and return the metrics."""
-    from agent.envs import make_env
-    from agent.rollout import run_episode
-
     if not config.init or not (Path(config.init) / "config.json").is_file():
         raise TrainerError(f"--init {config.init!r} is not a checkpoint dir (no config.json there)")
     if not config.out:

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from trainer.errors import TrainerError  # noqa: F401 (the trainer's modules import it from here)
 from trainer.tokenizer import CHAT_TEMPLATE, SPECIAL_TOKENS, build_tokenizer  # noqa: F401 (re-exported)
 
 log = logging.getLogger("trainer")
@@ -38,10 +39,6 @@ ADAPTER_DIR = "adapter"
 # its screens, and without the Named: lines it does not learn to find the centre of the element a task names.
 TINY_PROMPT_STYLE = "named"
 DEFAULT_PROMPT_STYLE = "full"  # any other model, and checkpoints that predate prompt styles
-
-
-class TrainerError(Exception):
-    """A problem with the trainer's input that a person can fix; the CLI prints it and exits 2."""
 
 
 def tiny_config():

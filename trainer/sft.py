@@ -14,7 +14,7 @@ import logging
 from trainer import data as D
 from trainer.configs import SFTConfig
 from trainer.model import TrainerError, load_tokenizer, run_style
-from trainer.vlm import is_vlm, read_sft_rows
+from trainer.vlm import read_sft_rows
 
 log = logging.getLogger("trainer")
 
@@ -34,13 +34,13 @@ def text_rows(path: str, tokenizer, style: str, config: SFTConfig) -> list[dict]
     return rows
 
 
-def train_sft(config: SFTConfig, vision: bool | None = None) -> dict:
+def train_sft(config: SFTConfig) -> dict:
     """Train on ``config.data`` from ``config.init`` and save to ``config.out``. Returns the metrics."""
     if not config.out:
         raise TrainerError("--out is required: the dir to write the checkpoint to")
     if config.patience and not config.val_data:
         raise TrainerError("--patience stops on the validation loss: give --val-data too")
-    vision = is_vlm(config.init) if vision is None else vision  # the CLI decides it once (cli.COMMANDS)
+    vision = config.reads_images
     style = run_style(config)
     if vision:
         action_format = D.init_action_format(config.init, config.action_format)

@@ -19,6 +19,8 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from trainer.errors import TrainerError
+
 SPECIAL_TOKENS = ["<pad>", "<unk>", "<s>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]
 # One turn is <|role|>content<|end|>; generation stops at <|end|>, the tokenizer's eos.
 CHAT_TEMPLATE = (
@@ -149,8 +151,6 @@ def texts_of_rows(path: str | Path) -> Iterable[str]:
 
 def learn_tokenizer(config) -> dict:
     """``python -m trainer tokenizer``: learn merges from ``config.data`` and write them to ``config.out``."""
-    from trainer.model import TrainerError
-
     if not config.data or not Path(config.data).is_file():
         raise TrainerError(f"--data {config.data!r} is not a file of messages rows")
     if config.vocab_size <= len(SPECIAL_TOKENS) + 256:

@@ -24,8 +24,8 @@ in every process: accelerate deals each rank its own batches of one seeded order
 make their optimizer and schedule themselves (:class:`LoupeSchedule`) because FSDP and DeepSpeed wrap the model
 first and refuse an optimizer made outside; a sharded model (FSDP, ZeRO-3) is gathered to rank 0 to be saved.
 
-Over 400 lines: one file for everything Loupe puts around TRL's trainers (subclasses, callbacks, the save), which
-GRPO (grpo.py) reuses; the launch-side rules that need no TRL are in distributed.py.
+The callbacks (progress lines, best weights, the row trace) are in callbacks.py; the launch-side rules that need no
+TRL are in distributed.py. GRPO (grpo.py) reuses the rest.
 """
 
 from __future__ import annotations
@@ -41,17 +41,30 @@ from typing import Any
 import torch
 from datasets import Dataset, Features, Image, List, Value
 from peft import get_peft_model
-from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, Trainer, TrainerCallback
+from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, Trainer
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import DPOConfig as TRLDPOConfig
 from trl import DPOTrainer, SFTTrainer
 from trl import SFTConfig as TRLSFTConfig
 
 from trainer import distributed
+from trainer.callbacks import BestWeights, Progress, RowTrace
 from trainer.configs import config_dict
-from trainer.model import (TINY, Loaded, TrainerError, build_tiny, cpu_autocast, load_tokenizer, parse_lora, read_loupe,
-                           resolve_device, resolve_dtype, save_checkpoint, sha256_file)
-from trainer.optim import Timer, emit, log_interval, lr_factor, planned_steps, set_seed, set_threads, stop_report
+from trainer.model import (
+    TINY,
+    Loaded,
+    TrainerError,
+    build_tiny,
+    cpu_autocast,
+    load_tokenizer,
+    parse_lora,
+    read_loupe,
+    resolve_device,
+    resolve_dtype,
+    save_checkpoint,
+    sha256_file,
+)
+from trainer.optim import log_interval, lr_factor, planned_steps, set_seed, set_threads, stop_report
 from trainer.tiny_vlm import forget_processor_class, load_processor
 from trainer.vlm import check_chat_template
 
@@ -118,118 +131,6 @@ def tokenized(rows: list[dict]) -> Dataset:
                                                       "labels": List(Value("int32")), "row": Value("int64")}))
 
 
-class Progress(TrainerCallback):
-    """Progress lines on stdout (trainer.optim.emit) every ``every`` steps, the per-step history, and the time
-    budget (``max_seconds`` stops training after the step that spends it).
-
-    With a validation split (``validating``) the Trainer evaluates after each progress line's step (and the last
-    one); the line waits for that evaluation and carries its ``val_loss``.
-
-    With several processes only rank 0 prints (every rank keeps the history: the logged values are already
-    averaged over ranks), and the budget is spent by rank 0's clock, sent to every rank after each step: each rank
-    must stop at the same step and decay its learning rate alike."""
-
-    def __init__(self, config, planned: int, every: int, keys: dict[str, str], validating: bool = False):
-        self.config, self.planned, self.every, self.keys = config, planned, every, keys
-        self.validating = validating
-        self.history: list[dict] = []
-        self.timer = self.window = Timer()
-        self.tokens = self.window_tokens = 0
-        self.timed_out = False
-        self.shared_elapsed = 0.0
-        self.pending: dict | None = None  # a line waiting for its validation loss
-
-    def elapsed(self) -> float:
-        """Seconds of training by the clock every rank agrees on (rank 0's, as of the last step's end)."""
-        return self.timer.elapsed() if distributed.world_size() == 1 else self.shared_elapsed
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.timer = self.window = Timer()
-        self.shared_elapsed = 0.0
-
-    def on_step_end(self, args, state, control, **kwargs):
-        budget = self.config.max_seconds
-        if budget:
-            self.shared_elapsed = distributed.broadcast(self.timer.elapsed())
-            if self.elapsed() > budget and state.global_step < self.planned:
-                log.info("trl: time budget of %.0f s spent after %d steps", budget, state.global_step)
-                self.timed_out = control.should_training_stop = True
-        step = state.global_step
-        if self.validating and (step % self.every == 0 or step >= self.planned or control.should_training_stop):
-            control.should_log = control.should_evaluate = True
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs and "eval_loss" in logs and self.pending is not None:
-            self.pending["val_loss"] = float(logs["eval_loss"])
-            self._emit(self.pending, state)
-            self.pending = None
-            return
-        if not logs or "loss" not in logs:
-            return  # the end-of-training summary
-        record = {name: float(logs[key]) for name, key in self.keys.items() if key in logs}
-        self.tokens = int(logs.get("num_tokens", self.tokens))
-        self.history.append(record)
-        step = state.global_step
-        last = step >= self.planned or control.should_training_stop
-        if step % self.every and not last:
-            return
-        recent = self.history[-self.every:]
-        line = {"step": step, "total": self.planned,
-                **{k: sum(h.get(k, 0.0) for h in recent) / len(recent) for k in record if k not in ("lr", "grad_norm")},
-                "lr": record.get("lr"), "epoch": math.ceil(state.epoch or 0)}
-        if "grad_norm" in record:
-            line["grad_norm"] = record["grad_norm"]
-        if "num_tokens" in logs:
-            line["tokens_per_s"] = (self.tokens - self.window_tokens) / max(self.window.elapsed(), 1e-9)
-            self.window, self.window_tokens = Timer(), self.tokens
-        if self.validating:
-            self.pending = line
-        else:
-            self._emit(line, state)
-
-    @staticmethod
-    def _emit(line: dict, state) -> None:
-        if state.is_world_process_zero:
-            emit(line)
-
-
-class BestWeights(TrainerCallback):
-    """With a validation split: the trainable weights at the lowest validation loss so far (a copy on the CPU: all
-    of a small model's, or a LoRA's adapter only), put back when training ends; ``patience`` evaluations without a
-    lower loss stop training. A few rows trained too long are memorised, and the validation loss shows it."""
-
-    def __init__(self, model, patience: int) -> None:
-        self.model, self.patience = model, patience
-        self.loss, self.step, self.first, self.waited, self.state = float("inf"), 0, None, 0, None
-        self.early = False
-
-    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
-        loss = float((metrics or {}).get("eval_loss", float("nan")))
-        self.first = loss if self.first is None else self.first
-        if loss < self.loss - 1e-6:
-            self.loss, self.step, self.waited = loss, state.global_step, 0
-            self.state = {n: p.detach().to("cpu", copy=True) for n, p in self.model.named_parameters()
-                          if p.requires_grad}
-        else:
-            self.waited += 1
-            if self.patience and self.waited >= self.patience and not control.should_training_stop:
-                log.info("trl: the validation loss has not improved for %d evaluations: stopping at step %d, keeping "
-                         "the weights of step %d", self.waited, state.global_step, self.step)
-                self.early = control.should_training_stop = True
-
-    def on_train_end(self, args, state, control, **kwargs):
-        if self.state is not None:
-            params = dict(self.model.named_parameters())
-            with torch.no_grad():
-                for name, value in self.state.items():
-                    params[name].copy_(value.to(params[name].device))
-
-    def report(self) -> dict:
-        """The figures a run reports about its validation."""
-        return {"val_loss_first": self.first, "val_loss_best": self.loss if self.state is not None else None,
-                "best_step": self.step}
-
-
 def schedule(config, progress: Progress):
     """optim.py's learning-rate factor of a step (warmup, decay to 10 %, the time budget read off ``progress``'s
     shared clock), for a LambdaLR."""
@@ -277,7 +178,7 @@ class LengthBatches(torch.utils.data.Sampler):
     (data.length_batches' order for the Trainer's DataLoader, which cuts them ``batch`` at a time; under several
     processes accelerate deals the batches round-robin). The Trainer's own ``group_by_length`` orders each
     megabatch longest first: a run of a few dozen steps saw the short rows (one task's) only at its end, or never
-    (30 steps of the cold start: focus-text 0 %)."""
+    (trainer/README.md, "Measured around TRL")."""
 
     def __init__(self, lengths: list[int], batch: int, seed: int) -> None:
         self.lengths, self.batch, self.seed, self.passes = lengths, batch, seed, 0
@@ -302,7 +203,7 @@ class LoupeSFTTrainer(LoupeSchedule, SFTTrainer):
 
     Qwen2.5-VL says its forward takes no loss arguments (``accepts_loss_kwargs = False``), so the Trainer would not
     count the batch's tokens across ranks, and each rank would average over its own tokens (rows of different
-    lengths then weigh differently than in one process: measured 1.2e-3 apart at the first step). TRL's SFT loss is
+    lengths then weigh differently than in one process; trainer/README.md). TRL's SFT loss is
     computed by TRL, not by that forward, and divides by the count it is given."""
 
     def __init__(self, *args, model_loss: bool = False, **kwargs):
@@ -312,8 +213,8 @@ class LoupeSFTTrainer(LoupeSchedule, SFTTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         """With ``model_loss`` (text rows, labelled by sft.py): the model's own causal-LM loss, as the Trainer computes
-        it, over the tokens of every process's rows, instead of TRL's fused head, whose tiles run as Python on a CPU:
-        it made the tiny test model's steps 40 % slower and SmolLM2's no faster (trainer/README.md)."""
+        it, over the tokens of every process's rows, instead of TRL's fused head, whose tiles run as Python on a CPU
+        and made the steps slower (trainer/README.md, "Measured around TRL")."""
         if not self.loupe_model_loss:
             return super().compute_loss(model, inputs, return_outputs=return_outputs,
                                         num_items_in_batch=num_items_in_batch)
@@ -333,37 +234,6 @@ class LoupeSFTTrainer(LoupeSchedule, SFTTrainer):
 
 class LoupeDPOTrainer(LoupeSchedule, DPOTrainer):
     """TRL's DPOTrainer with Loupe's optimizer, schedule and row numbers."""
-
-
-class RowTrace(TrainerCallback):
-    """Wraps a trainer's collator: takes the ``row`` numbers out of each batch before the real collator sees them
-    and, with ``$LOUPE_TRAINER_TRACE`` set, writes the rows of each optimizer step of this rank to its trace.
-
-    Batches are collated ahead of the step that trains them (accelerate's loader reads one ahead), so they queue
-    here and each step end takes the oldest ``gradient_accumulation_steps`` of them. Only batches collated while
-    training count (DPO's evaluation after training uses the same collator)."""
-
-    def __init__(self, collator, trace: distributed.Trace):
-        self.collator, self.trace = collator, trace
-        self.batches: list[list[int]] = []
-        self.training = False
-
-    def __call__(self, examples: list[dict]):
-        if self.training and self.trace:
-            self.batches.append([example.get("row") for example in examples])
-        return self.collator([{k: v for k, v in example.items() if k != "row"} for example in examples])
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.training, self.batches = True, []
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.trace:
-            taken, self.batches = self.batches[:args.gradient_accumulation_steps], \
-                self.batches[args.gradient_accumulation_steps:]
-            self.trace.write({"step": state.global_step, "rows": [row for batch in taken for row in batch]})
-
-    def on_train_end(self, args, state, control, **kwargs):
-        self.training = False
 
 
 def trainer_args(config, device: torch.device, dtype: torch.dtype, planned: int, batch: int, output_dir: str) -> dict:

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import logging
 import os
 from pathlib import Path
 
 from agent import rows as R
 from trainer import data as D
-from trainer.model import TINY, TrainerError, checkpoint_prompt_style
+from trainer.configs import reads_images as is_vlm  # noqa: F401 (trainer/serve.py's name for it)
+from trainer.model import TrainerError, checkpoint_prompt_style
 
 log = logging.getLogger("trainer")
 
@@ -60,16 +60,6 @@ def check_chat_template(processor, init: str | os.PathLike) -> None:
             "(TRL ships marked copies of Qwen2.5-VL's, Qwen3-VL's and other families' templates, matched character "
             "for character). Put {% generation %} ... {% endgeneration %} around the assistant's text in the dir's "
             "chat_template.jinja, or use the model family's template unchanged") from None
-
-
-def is_vlm(init: str | os.PathLike) -> bool:
-    """Whether ``init`` is a checkpoint dir of a vision-language model (its config.json has a vision part)."""
-    if str(init) == TINY:
-        return False
-    file = Path(init) / "config.json"
-    if not file.is_file():
-        return False
-    return "vision_config" in json.loads(file.read_text())
 
 
 def prompt_style(config) -> str:
@@ -188,4 +178,4 @@ def read_dpo_rows(path: str | os.PathLike, style: str, action_format: str | None
     return rows
 
 
-__all__ = ["check_chat_template", "is_vlm", "read_sft_rows", "read_dpo_rows"]
+__all__ = ["check_chat_template", "read_sft_rows", "read_dpo_rows"]

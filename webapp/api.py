@@ -6,6 +6,7 @@ import time
 import uuid
 
 from asgiref.sync import async_to_sync
+from celery import __version__ as celery_version
 from django.conf import settings
 from django.contrib.auth import login, logout
 from django.db import connection
@@ -19,6 +20,7 @@ from rest_framework.views import APIView
 
 from core.api import LimitedCharField, OpenRecord, StrictSerializer
 from webapp import auth
+from webapp.celery import app as celery_app
 
 log = logging.getLogger(__name__)
 
@@ -143,11 +145,7 @@ def _channel_layer():
 
 
 def _celery():
-    from celery import __version__ as celery_version
-
-    from webapp.celery import app
-
-    replies = app.control.ping(timeout=1.0)
+    replies = celery_app.control.ping(timeout=1.0)
     workers = sorted(name for reply in replies for name in reply)
     if not workers:
         raise RuntimeError("no Celery worker answered a ping within 1 s")

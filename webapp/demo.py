@@ -11,7 +11,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from agent.envs import tasks_for
+from agent.envs.webapp import sites
 from projects.models import Membership, Project, Role, Split, TaskSpec
+from projects.taskspec_authoring import definition_check
 
 DEMO_USERS = {"admin": Role.ADMIN, "manager": Role.MANAGER, "annotator": Role.ANNOTATOR}
 DEMO_TRAIN_TASKS = [
@@ -19,9 +22,8 @@ DEMO_TRAIN_TASKS = [
     "click-option", "focus-text", "focus-text-2", "enter-text", "enter-password", "login-user",
 ]
 # Held out for every cycle's evaluation: v0's three cold-start tasks (trainer/coldstart.py TASKS) and tasks it was not
-# trained on, where people's corrections are what teaches it (issue 34): two MiniWoB tasks and an authored shop task.
-# (With the tiny 3-layer model of issue 23 the new tasks only made every candidate look worse; SmolLM2's v0 scores
-# about 100 % on its three, so only the new ones leave a cycle something to learn.)
+# trained on, where people's corrections are what teaches it (issue 34): two MiniWoB tasks and an authored shop task
+# (README, Sizing: the demo's held-out tasks).
 DEMO_EVAL_TASKS = ["click-button", "click-link", "focus-text", "click-dialog", "click-tab"]
 # An authored web-app task (WebArena JSON) held out on the shipped shop: shop-add-to-basket's page and steps (open the
 # product, add it, finish), another product. The train task whose supervised episodes teach it is DEMO_AUTHORED_TEACHER.
@@ -53,9 +55,7 @@ log = logging.getLogger(__name__)
 
 def wiki_missing() -> list[str]:
     """The Debian packages the wiki's tasks need that this machine lacks (empty: they can run here)."""
-    from agent.envs.webapp.sites import wiki_missing as missing
-
-    return missing()
+    return sites.wiki_missing()
 
 
 def desktop_missing(task: str | None = None) -> list[str]:
@@ -101,8 +101,6 @@ def seed_demo(password: str) -> Project:
     for name in DEMO_EVAL_TASKS:
         TaskSpec.objects.get_or_create(project=project, env_kind="miniwob", task_name=name, split=Split.EVAL,
                                        defaults={"seed_start": EVAL_SEEDS[0], "seed_end": EVAL_SEEDS[1], "max_steps": 8})
-    from projects.taskspec_authoring import definition_check
-
     authored, stored = definition_check(env_kind="webapp", definition=DEMO_AUTHORED_EVAL)
     TaskSpec.objects.get_or_create(project=project, env_kind="webapp", task_name=authored.task_id, split=Split.EVAL,
                                    defaults={"seed_start": 0, "seed_end": 0, "max_steps": authored.max_steps,
@@ -116,8 +114,6 @@ def seed_demo(password: str) -> Project:
         TaskSpec.objects.get_or_create(project=project, env_kind="desktop", task_name=name, split=Split.TRAIN,
                                        defaults={"seed_start": 0, "seed_end": 0, "max_steps": 15})
     no_wiki = wiki_missing()
-    from agent.envs import tasks_for
-
     webapp_tasks = tasks_for("webapp")
     for name in DEMO_WEBAPP_TASKS:
         if name.startswith("wiki-") and no_wiki:

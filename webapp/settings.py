@@ -106,7 +106,7 @@ TEMPLATES = [
 def _database_url() -> str:
     if url := os.environ.get("DATABASE_URL"):
         return url
-    from webapp import embedded
+    from webapp import embedded  # only for the embedded setup: it starts a server, which a configured host never needs
 
     url = embedded.postgres_url()
     os.environ["DATABASE_URL"] = url  # child processes (workers, tests' servers) share it
@@ -132,7 +132,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 def _redis_url() -> str:
     if url := os.environ.get("REDIS_URL"):
         return url
-    from webapp import embedded
+    from webapp import embedded  # as in _database_url
 
     url = embedded.redis_url()
     os.environ["REDIS_URL"] = url
@@ -301,9 +301,9 @@ LOUPE_OPENAI_BASE_URL = os.environ.get("LOUPE_OPENAI_BASE_URL", "http://127.0.0.
 # which server answers there: "vllm" loads LoRA adapters at run time only (a cycle's export "full" is refused), "loupe"
 # (python -m trainer serve) loads adapters and whole checkpoints
 LOUPE_OPENAI_SERVER = os.environ.get("LOUPE_OPENAI_SERVER", "vllm")
-# torch threads of a worker process's local policy. Workers run several policies at once in their own processes; with
-# torch's default of a thread a core, two answering at once on 2 cores took 56 s for 20 answers against 1.4 s with one
-# thread each (each OpenMP thread waits on one another process holds). 0 keeps torch's default.
+# torch threads of a worker process's local policy. Workers run several policies at once in their own processes, and
+# with torch's default of a thread a core each OpenMP thread waits on one another process holds (README, Sizing:
+# evaluation threads). 0 keeps torch's default.
 LOUPE_POLICY_THREADS = int(os.environ.get("LOUPE_POLICY_THREADS", "1"))
 # The host's policy server (python -m trainer serve, which make run starts): the local backend's workers ask it instead
 # of each loading the model (agent/policies/served.py). Empty: each worker process loads its own.

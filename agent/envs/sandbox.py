@@ -63,7 +63,7 @@ class Limits:
     without cgroups, of each file it writes (rlimits then, of each process: address space ``memory_mb``, file size
     ``disk_mb``). What it keeps in those tmpfs counts against its memory too."""
 
-    cpus: float = 2.0  # a browser's bursts use more than one core: a 1-core quota made MiniWoB steps 80 % slower
+    cpus: float = 2.0  # a browser's bursts use more than one core (agent/README.md, "Measured")
     memory_mb: int = 2048
     pids: int = 512
     disk_mb: int = 1024

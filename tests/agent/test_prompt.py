@@ -10,9 +10,9 @@ from agent import formats
 from agent.actions import ACTION_NAMES, Action, Turn, format_turn, parse_turn
 from agent.envs.base import Element, Observation
 from agent.formats import uitars
-from agent.prompt import (FORMAT_SYSTEM_PROMPTS, PROMPT_STYLES, SYSTEM_PROMPT, HistoryStep, image_bytes, image_url,
-                          map_image_urls, prompt_style_of, quoted_names, render_messages, render_observation,
-                          restyle_messages, system_prompt)
+from agent.prompt import (FORMAT_SYSTEM_PROMPTS, PROMPT_STYLES, SYSTEM_PROMPT, HistoryStep, image_bytes,
+                          prompt_style_of, quoted_names, render_messages, render_observation, restyle_messages,
+                          system_prompt)
 
 
 def _obs(url="http://127.0.0.1:40123/miniwob/click-button.html"):
@@ -283,20 +283,3 @@ def test_bad_image_and_format_arguments_are_refused_with_their_reason():
     with pytest.raises(ValueError, match="history step 0 has no screenshot size"):
         render_messages(instruction="x", observation_text="s", history=[("screen", "Thought: a\nAction: wait()")],
                         action_format="pyautogui")
-
-
-def test_image_urls_are_data_urls_and_map_image_urls_changes_only_image_parts():
-    png = b"\x89PNG\r\n\x1a\nrest"
-    assert image_url(png).startswith("data:image/png;base64,") and image_bytes(image_url(png)) == png
-    assert image_url(b"\xff\xd8x").startswith("data:image/jpeg;base64,")
-    for bad in ("https://example.org/a.jpg", "data:text/plain;base64,aGk=", "data:image/png;base64,%%%", "x"):
-        with pytest.raises(ValueError):
-            image_bytes(bad)
-    messages = render_messages(instruction="Do X.", observation_text="s", history=_history("wait()"),
-                               images=[b"\xff\xd8a", b"\xff\xd8b"])
-    mapped = map_image_urls(messages, lambda url: "ref:" + image_bytes(url).decode("latin-1"))
-    assert [p["image_url"]["url"] for m in mapped if isinstance(m["content"], list) for p in m["content"]
-            if p["type"] == "image_url"] == ["ref:\xff\xd8a", "ref:\xff\xd8b"]
-    assert [m["content"] if isinstance(m["content"], str) else m["content"][0] for m in mapped] == \
-        [m["content"] if isinstance(m["content"], str) else m["content"][0] for m in messages]
-    assert map_image_urls(mapped, lambda ref: image_url(ref[4:].encode("latin-1"))) == messages

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from annotation.speech import CONTEXT_WORDS, Word, decode_pcm, transcribe_increment
+from annotation.audio_stream import decode_pcm
+from annotation.speech import CONTEXT_WORDS, Word, transcribe_increment
 
 if TYPE_CHECKING:
     from faster_whisper import WhisperModel

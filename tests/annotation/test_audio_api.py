@@ -19,7 +19,7 @@ from tests.stack import wait_for
 pytestmark = pytest.mark.skipif(bool(missing_tools()), reason=f"needs {missing_tools()}")
 
 PHRASE_A = "The button I need is at the bottom of the page."
-PHRASE_B = "Now I type the user name into the first field."
+PHRASE_B = "Now I type the username into the first field."
 
 
 @pytest.fixture(scope="module")
@@ -172,16 +172,17 @@ def test_interim_words_are_sent_from_a_worker_thread_that_keeps_an_event_loop(sp
 
     import numpy as np
 
-    from annotation import audio, speech
+    from annotation import audio, audio_stream, speech
     from rollouts.events import episode_group
 
     episode, user, client = setup_episode()
     clip = AudioClip.objects.select_related("user").get(pk=clip_for(client, episode, 1000.0))
-    pcm = speech.decode_pcm(speech_chunks["a"][0].data)
+    pcm = audio_stream.decode_pcm(speech_chunks["a"][0].data)
     assert len(pcm) > speech.SAMPLE_RATE and np.abs(pcm).max() > 0.01  # speech, not silence
+    (reading,) = speech.transcribe_pending(speech.load_model(), [speech.Pending(pcm, 0.0, False, interim=True)])
     with GroupListener(episode_group(episode.pk)) as listener:
         async def inside_a_running_loop():  # what Playwright's sync API leaves on a rollout worker's thread
-            audio._interim_publish(clip, pcm, origin=1000.0, committed_until=0.0)
+            audio._interim_publish(clip, reading.interim, origin=1000.0, committed_until=0.0)
 
         asyncio.run(inside_a_running_loop())
         message = listener.receive(10)
@@ -206,7 +207,7 @@ def test_a_long_clip_is_decoded_from_shortly_before_its_mark_with_the_same_words
     """Continuous recording makes long clips: each increment decodes chunk 0's header and the chunks from about
     DECODE_BEFORE_S before the committed mark (from where a cluster starts, also inside a chunk as Chrome cuts them),
     not the whole clip again, and commits the words a whole decode would. (Resuming inside an Ogg page: test_speech.)"""
-    from annotation import audio, speech
+    from annotation import audio, audio_stream, speech
     from tests.annotation import audio_fixtures
 
     text = audio_fixtures.THINK_ALOUD_TEXT  # 21 s, in 1 s chunks cut as Chrome cuts them (inside clusters), or
@@ -216,13 +217,13 @@ def test_a_long_clip_is_decoded_from_shortly_before_its_mark_with_the_same_words
         chunks = audio_fixtures.split_like_chrome(stream, timeslice=1.0)
     else:
         stream = audio_fixtures.encode_ogg_opus(wav)
-        chunks = _cut_ogg(stream, len(speech.decode_pcm(stream)) / speech.SAMPLE_RATE)
+        chunks = _cut_ogg(stream, len(audio_stream.decode_pcm(stream)) / speech.SAMPLE_RATE)
     content_type = f"audio/{container};codecs=opus"
     decoded: list[int] = []
-    real_decode = speech.decode_pcm
-    real_from = speech.decode_pcm_from
-    monkeypatch.setattr(speech, "decode_pcm", lambda data: decoded.append(len(data)) or real_decode(data))
-    monkeypatch.setattr(speech, "decode_pcm_from", lambda data: decoded.append(len(data)) or real_from(data))
+    real_decode = audio_stream.decode_pcm
+    real_from = audio_stream.decode_pcm_from
+    monkeypatch.setattr(audio_stream, "decode_pcm", lambda data: decoded.append(len(data)) or real_decode(data))
+    monkeypatch.setattr(audio_stream, "decode_pcm_from", lambda data: decoded.append(len(data)) or real_from(data))
 
     def transcribe(client_id: str) -> list[str]:
         episode, user, _ = setup_episode()
@@ -249,7 +250,7 @@ def test_chunk_stamps_that_lie_cannot_make_a_tail_decode_skip_audio(tmp_path):
     """The chunks to decode from are picked by the stamps the browser sent: stamps that put every chunk at the clip's
     start would pick the last chunk alone, skipping the audio after the mark. The decoded audio says where it begins,
     and the whole clip is decoded instead."""
-    from annotation import audio, speech
+    from annotation import audio, audio_stream, speech
     from tests.annotation import audio_fixtures
 
     stream = encode_webm_opus(synthesize_wav(PHRASE_A + " " + PHRASE_B, tmp_path / "s.wav"), cluster_ms=1000)
@@ -262,7 +263,7 @@ def test_chunk_stamps_that_lie_cannot_make_a_tail_decode_skip_audio(tmp_path):
         for chunk in chunks:
             audio.chunk_store(clip=clips[name], index=chunk.index, data=chunk.data,
                               content_type="audio/webm;codecs=opus", start_time=1000.0 + stamp(chunk))
-    whole, mark = speech.decode_pcm(stream), 4.0
+    whole, mark = audio_stream.decode_pcm(stream), 4.0
     after = int(mark * speech.SAMPLE_RATE)
     for name, clip in clips.items():
         pcm = audio.pcm_after(list(clip.chunks.order_by("index")), mark)

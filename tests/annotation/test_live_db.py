@@ -187,3 +187,47 @@ def test_an_event_of_a_rolled_back_call_is_neither_stored_nor_broadcast(monkeypa
     assert episode.last_seq == 0
     with pytest.raises(ValueError, match="does not exist"):
         event_append(episode_id=episode.pk + 1000, type="note", payload={})
+
+
+def test_work_deferred_after_the_reply_runs_once_the_caller_has_answered_and_at_once_outside_a_live_call():
+    from annotation.live_db import after_reply
+
+    order = []
+
+    def call():
+        after_reply(lambda: order.append(("deferred", threading.current_thread().name)))
+        order.append("call")
+        return "answer"
+
+    async def socket():
+        order.append(await live_db(call))  # the socket's answer: its code right after the await
+        for _ in range(100):
+            if len(order) == 3:
+                break
+            await asyncio.sleep(0.05)
+
+    asyncio.run(socket())
+    assert order[:2] == ["call", "answer"]
+    assert order[2][0] == "deferred" and order[2][1].startswith("loupe-live-db")
+    after_reply(lambda: order.append("now"))
+    assert order[-1] == "now"
+
+
+def test_a_command_stored_through_the_live_pool_still_wakes_the_worker():
+    """The wake-up (NOTIFY) is sent after the ack (annotation/services.py), not dropped."""
+    import psycopg
+
+    from annotation.services import command_submit, notify_channel
+    from annotation.supervision import _conninfo
+    from tests.factories import make_member, make_user
+
+    episode = _episode()
+    user = make_user()
+    make_member(episode.project, user)
+    with psycopg.connect(_conninfo(), autocommit=True) as worker:
+        worker.execute(f'LISTEN "{notify_channel(episode.pk)}"')
+        result = asyncio.run(live_db(command_submit, episode_id=episode.pk, user=user,
+                                     frame={"type": "pause", "id": "p1"}))
+        assert result.ok
+        woken = next(worker.notifies(timeout=10, stop_after=1))
+    assert int(woken.payload) == episode.commands.get(client_id="p1").pk

@@ -14,20 +14,16 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from annotation import speech
-from annotation.speech import (
+from annotation import audio_stream, speech
+from annotation.audio_stream import (
     ACCEPTED_CONTENT_TYPES,
     AudioError,
-    Word,
     check_chunk,
     decode_pcm,
-    default_model_path,
-    load_model,
     normalise_content_type,
     stream_header,
-    transcribe_increment,
-    word_error_rate,
 )
+from annotation.speech import Word, default_model_path, load_model, transcribe_increment, word_error_rate
 
 try:  # a package once tests/annotation/ has an __init__.py, a rootdir module until then
     from tests.annotation import audio_fixtures
@@ -289,18 +285,18 @@ def test_stream_header_lets_later_chunks_decode_alone_at_their_own_time(clip):
 
 
 def test_resume_point_finds_a_cluster_inside_a_chunk_and_nothing_in_audio_bytes(clip):
-    assert all(speech.resume_point(chunk.data, "webm") == 0 for chunk in clip.chunks[1:])
+    assert all(audio_stream.resume_point(chunk.data, "webm") == 0 for chunk in clip.chunks[1:])
     chrome = audio_fixtures.split_like_chrome(clip.webm, timeslice=1.0)
     whole, header = decode_pcm(clip.webm), stream_header(chrome[0].data)
-    inside = [(i, speech.resume_point(c.data, "webm")) for i, c in enumerate(chrome[1:], 1)]
+    inside = [(i, audio_stream.resume_point(c.data, "webm")) for i, c in enumerate(chrome[1:], 1)]
     inside = [(i, at) for i, at in inside if at]
     assert inside  # Chrome's cuts fall between blocks: some chunks start inside a cluster and hold the next one's start
     index, at = inside[len(inside) // 2]
     pcm = decode_pcm(header + chrome[index].data[at:] + b"".join(c.data for c in chrome[index + 1:]))
     assert abs(_misplacement(pcm, whole, at=chrome[index + 1].start + 0.3)) <= 0.01
     fake = random.Random(3).randbytes(300)
-    assert speech.resume_point(fake[:100] + CLUSTER + b"\x81" + fake[100:], "webm") is None  # no timecode after
-    assert speech.resume_point(b"", "webm") is None and speech.resume_point(CLUSTER, "webm") is None
+    assert audio_stream.resume_point(fake[:100] + CLUSTER + b"\x81" + fake[100:], "webm") is None  # no timecode after
+    assert audio_stream.resume_point(b"", "webm") is None and audio_stream.resume_point(CLUSTER, "webm") is None
 
 
 def test_an_ogg_stream_resumes_at_a_page_after_its_header_pages(clip, tmp_path):
@@ -308,13 +304,13 @@ def test_an_ogg_stream_resumes_at_a_page_after_its_header_pages(clip, tmp_path):
     whole, header = decode_pcm(ogg), stream_header(ogg)
     assert header.count(b"OggS") == 2 and ogg.startswith(header)  # Opus's ID and comment headers
     middle = ogg[len(ogg) // 2:]
-    at = speech.resume_point(middle, "ogg")
+    at = audio_stream.resume_point(middle, "ogg")
     assert at is not None and middle[at:].startswith(b"OggS")
     pcm = decode_pcm(header + middle[at:])
     first = int(np.argmax(np.abs(pcm) > 0))
     assert first > 0 and abs(len(pcm) - len(whole)) < 0.05 * speech.SAMPLE_RATE
     assert np.allclose(pcm[first + 8000:first + 24000], whole[first + 8000:first + 24000], atol=1e-3)
-    assert speech.resume_point(b"OggS\x00" + bytes(40), "ogg") is None  # the capture pattern, no page
+    assert audio_stream.resume_point(b"OggS\x00" + bytes(40), "ogg") is None  # the capture pattern, no page
 
 
 def test_stream_header_refuses_a_truncated_header_with_400(clip):
@@ -407,44 +403,74 @@ def test_whisper_reads_each_increment_after_the_words_committed_before_it(model,
     before = [w.text for i in increments if i.committed_after <= later.committed_before for w in i.words]
     assert later.context == " ".join(before[-speech.CONTEXT_WORDS:]) and later.context
     prompts = []
-    real = model.transcribe
-    monkeypatch.setattr(model, "transcribe", lambda audio, **options: (
-        prompts.append(options.get("initial_prompt")) or real(audio, **options)))
+    real = speech._prompt
+    monkeypatch.setattr(speech, "_prompt", lambda model, tokenizer, context: (
+        prompts.append(context) or real(model, tokenizer, context)))
     pcm = decode_pcm(b"".join(chunk.data for chunk in clip.chunks[: later.chunk_index + 1]))
     words, _ = transcribe_increment(model, pcm, committed_until=later.committed_before, final=False,
                                     context=later.context)
     assert words == later.words and prompts and set(prompts) == {later.context}
     transcribe_increment(model, pcm, committed_until=0.0, final=True)  # nothing before: no prompt
-    assert prompts[-1] is None
+    assert prompts[-1] == ""
 
 
-def test_a_prompted_reading_that_runs_away_is_read_again_without_the_prompt():
+def test_a_prompted_reading_that_runs_away_is_read_again_without_the_prompt(model, monkeypatch):
     """Seen on real speech: with the committed words as its prompt, Whisper read 3 s of speech as the right sentence
     and then "see you in the next video" a hundred times."""
-    from types import SimpleNamespace
+    said = "it clicked the wrong button".split()
+    readings = []
 
-    def segment(text: str, seconds: float):
-        words = text.split()
-        step = seconds / len(words)
-        return SimpleNamespace(compression_ratio=1.2 if len(words) < 20 else 9.0, words=[
-            SimpleNamespace(word=f" {w}", start=i * step, end=(i + 1) * step, probability=0.9)
-            for i, w in enumerate(words)])
+    def read_batch(model, pieces, prompts, window, beam_size):
+        readings.append([piece.context for piece in pieces])
+        out = []
+        for piece in pieces:
+            words = said + ["see", "you", "in", "the", "next", "video"] * 10 if piece.context else said
+            step = (piece.limit - piece.offset) / len(words)
+            out.append(([speech.Word(w, piece.offset + i * step, piece.offset + (i + 1) * step, 0.9)
+                         for i, w in enumerate(words)], bool(piece.context)))
+        return out
 
-    class Looping:
-        prompts: list = []
-
-        def transcribe(self, audio, **options):
-            self.prompts.append(options.get("initial_prompt"))
-            if options.get("initial_prompt"):
-                return [segment("it clicked the wrong button" + " see you in the next video" * 30, 3.0)], None
-            return [segment("it clicked the wrong button", 3.0)], None
-
-    model = Looping()
+    monkeypatch.setattr(speech, "_read_batch", read_batch)
     audio = np.zeros(3 * speech.SAMPLE_RATE, dtype=np.float32)
-    words = speech._transcribe(model, audio, offset=10.0, limit=13.0, context="The agent opened the page.")
-    assert [w.text for w in words] == ["it", "clicked", "the", "wrong", "button"]
-    assert model.prompts == ["The agent opened the page.", None]
+    (words,) = speech._read(model, [speech._Piece(audio, offset=10.0, limit=13.0, context="The agent opened it.")])
+    assert [w.text for w in words] == said
+    assert readings == [["The agent opened it."], [""]]
     assert words[0].start == 10.0 and words[-1].end == 13.0
+
+
+def test_a_batch_of_talkers_is_read_in_one_pass_each_clip_getting_its_own_words(model, tmp_path, monkeypatch):
+    """Three people talking at once, each their own clip with its own committed words: one encoder call and one
+    decoder call read them all, and each clip gets the words of its own audio, as it would read alone."""
+    if audio_fixtures.missing_tools():
+        pytest.skip("needs espeak-ng and ffmpeg")
+    said = ["Click the save button.", "Scroll down to the footer.", "The menu is open now."]
+    pcms = [decode_pcm(audio_fixtures.encode_webm_opus(audio_fixtures.synthesize_wav(text, tmp_path / f"{n}.wav")))
+            for n, text in enumerate(said)]
+    clips = [speech.Pending(pcm, 0.0, True, context="I am checking the page.") for pcm in pcms]
+    alone = [speech.transcribe_pending(model, [clip])[0] for clip in clips]
+    calls = {"encode": 0, "generate": 0}
+    real_encode = model.encode
+    monkeypatch.setattr(model, "encode", lambda features: calls.update(encode=calls["encode"] + 1) or
+                        real_encode(features))
+    real_batch = speech._read_batch
+    monkeypatch.setattr(speech, "_read_batch", lambda model, pieces, *rest: calls.update(
+        generate=calls["generate"] + 1) or real_batch(model, pieces, *rest))
+    together = speech.transcribe_pending(model, clips)
+    assert calls == {"encode": 1, "generate": 1}
+    for text, pcm, reading, own in zip(said, pcms, together, alone):
+        assert word_error_rate(text, _text(reading.words)) <= 0.2, (text, _text(reading.words))
+        assert [w.text for w in reading.words] == [w.text for w in own.words]
+        assert reading.committed_until == pytest.approx(len(pcm) / speech.SAMPLE_RATE, abs=1e-3)
+
+
+def test_provisional_words_come_from_the_same_reading_and_start_after_the_mark(model, clip):
+    pcm = decode_pcm(clip.webm)[: int(9.0 * speech.SAMPLE_RATE)]  # stops mid-sentence
+    (reading,) = speech.transcribe_pending(model, [speech.Pending(pcm, 0.0, False, interim=True)])
+    assert reading.words and reading.interim
+    assert all(w.start >= reading.committed_until for w in reading.interim)
+    assert all(w.end <= reading.committed_until for w in reading.words)
+    _, until = transcribe_increment(model, pcm, committed_until=0.0, final=False)
+    assert until == reading.committed_until
 
 
 def test_words_near_the_end_wait_unless_final(model, clip):

@@ -160,30 +160,28 @@ def test_rendered_rows_are_used_as_they_are_or_refused_for_another_style_and_leg
 
 
 def test_the_command_table_decides_the_model_kind_once_and_runs_what_it_names(tmp_path, monkeypatch):
-    """cli.COMMANDS: every command names a function that exists; whether --init is a vision-language checkpoint is
-    asked once a run, and reaches the launch check and the command (sft's rows are read for that kind, rl of a
-    rl of either kind runs trainer/grpo.py, told which)."""
+    """cli.COMMANDS: every command names a function that exists; whether --init reads images is decided in one place
+    (the config's reads_images, through configs.reads_images), and reaches the launch check and the command alike
+    (sft's rows are read for that kind, rl of either kind runs trainer/grpo.py)."""
     import importlib
 
-    from trainer import cli, distributed, vlm
+    from trainer import cli, configs, distributed
 
     for name, command in cli.COMMANDS.items():
         module, _, function = command.target.partition(":")
         assert callable(getattr(importlib.import_module(module), function)), (name, command.target)
     asked, ran, launched = [], [], []
-    monkeypatch.setattr(vlm, "is_vlm", lambda init: asked.append(init) or init == "a-vlm")
+    monkeypatch.setattr(configs, "reads_images", lambda init: asked.append(init) or init == "a-vlm")
     monkeypatch.setattr(distributed, "check_launch", lambda command, vision: launched.append((command, vision)))
     monkeypatch.setitem(sys.modules, "fake_trainers", type(sys)("fake_trainers"))
-    sys.modules["fake_trainers"].sft = lambda config, vision: ran.append(("sft", vision)) or {}
-    sys.modules["fake_trainers"].rl = lambda config, vision: ran.append(("rl", vision)) or {}
-    monkeypatch.setitem(cli.COMMANDS, "sft", cli.Command(cli.CONFIGS["sft"], "sft", "fake_trainers:sft",
-                                                         takes_kind=True))
-    monkeypatch.setitem(cli.COMMANDS, "rl", cli.Command(cli.CONFIGS["rl"], "rl", "fake_trainers:rl",
-                                                        takes_kind=True))
+    sys.modules["fake_trainers"].sft = lambda config: ran.append(("sft", config.reads_images)) or {}
+    sys.modules["fake_trainers"].rl = lambda config: ran.append(("rl", config.reads_images)) or {}
+    monkeypatch.setitem(cli.COMMANDS, "sft", cli.Command(cli.CONFIGS["sft"], "sft", "fake_trainers:sft"))
+    monkeypatch.setitem(cli.COMMANDS, "rl", cli.Command(cli.CONFIGS["rl"], "rl", "fake_trainers:rl"))
     out = str(tmp_path / "out")
     for init in ("a-vlm", "tiny"):
         assert cli.main(["sft", "--init", init, "--data", "rows.jsonl", "--out", out]) == 0
         assert cli.main(["rl", "--init", init, "--data", "rows.jsonl", "--out", out]) == 0
-    assert asked == ["a-vlm", "a-vlm", "tiny", "tiny"]  # once a run
+    assert asked == ["a-vlm"] * 4 + ["tiny"] * 4  # the launch check's and the command's, from the one function
     assert ran == [("sft", True), ("rl", True), ("sft", False), ("rl", False)]
     assert launched == [("sft", True), ("rl", True), ("sft", False), ("rl", False)]

@@ -13,13 +13,13 @@ from PIL import Image, ImageDraw
 from safetensors.torch import load_file
 from transformers import AutoModelForImageTextToText
 
-from trainer.configs import DPOConfig, SFTConfig
+from trainer.configs import DPOConfig, SFTConfig, reads_images
 from trainer.dpo import train_dpo
 from trainer.model import TrainerError, read_loupe
 from trainer.sft import train_sft
 from trainer.tiny_vlm import load_processor, save_tiny_vlm
-from trainer.vlm import is_vlm, read_dpo_rows, read_sft_rows
 from trainer.trl_trainers import prepare_sft
+from trainer.vlm import read_dpo_rows, read_sft_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 # Saved weights carry Qwen's checkpoint names (transformers converts them back on save); adapters the module names
@@ -119,7 +119,7 @@ def test_rows_put_each_image_after_the_text_of_the_last_user_turns(tmp_path, vlm
     same = {**pair, "rejected": [turns[2]]}
     (row,) = read_dpo_rows(write(tmp_path / "pairs.jsonl", [pair, same]), "full")
     assert row["prompt"][1]["content"][1]["type"] == "image" and row["chosen"][0]["content"][0]["text"] == "a1"
-    assert is_vlm(vlm_dir) and not is_vlm("tiny") and not is_vlm(tmp_path)
+    assert reads_images(str(vlm_dir)) and not reads_images("tiny") and not reads_images(str(tmp_path))
 
 
 def test_rows_rendered_for_another_format_or_style_are_refused_naming_the_row(tmp_path):

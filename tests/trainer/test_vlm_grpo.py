@@ -18,7 +18,8 @@ from trainer.configs import RLConfig, SFTConfig
 from trainer.model import read_loupe
 from trainer.sft import train_sft
 from trainer.tiny_vlm import save_tiny_vlm
-from trainer.grpo import AnswerReward, Envs, prepare_grpo, read_rows, train_prepared
+from trainer.grpo import prepare_grpo, read_rows, train_prepared
+from trainer.rewards import AnswerReward, Envs
 
 VISION = "visual.blocks.0.attn.qkv.weight"  # a weight of the vision tower, as the checkpoint names it
 SYSTEM = {"role": "system", "content": "You operate a web page."}

@@ -35,6 +35,7 @@ from agent.envs.base import Element, Env, EnvError, LiveFrame, Observation, Step
 from agent.envs.desktop import osworld
 from agent.envs.desktop.pool import DesktopPool
 from agent.envs.desktop.session import Desktop
+from agent.envs.desktop.xinput import XInput
 from agent.envs.sandbox import Limits
 
 __all__ = ["DESKTOP_TASKS", "TASKS", "TASKS_DIR", "DesktopEnv"]
@@ -134,8 +135,6 @@ class DesktopEnv(Env):
                 return
             except EnvError:
                 self._drop_desktop()
-        from agent.envs.desktop.xinput import XInput
-
         desktop = Desktop(width=self.width, height=self.height, per_uid=self.per_uid, limits=self.limits)
         try:
             desktop.start()
@@ -147,8 +146,6 @@ class DesktopEnv(Env):
     def _take_from_pool(self) -> Desktop | None:
         """Move to the next warm desktop; returns the one the last episode used, for the pool to reset once
         this episode's setup is done."""
-        from agent.envs.desktop.xinput import XInput
-
         assert self.pool is not None
         previous, self.desktop, self._input = self.desktop, None, None
         try:

@@ -400,7 +400,7 @@ class Desktop:
         import mss
 
         if self._mss is None:
-            with x11.xauthority(self.xauthority):
+            with x11.using_xauthority(self.xauthority):
                 self._mss = mss.mss(display=self.name)
         shot = self._mss.grab(self._mss.monitors[0])
         return shot.rgb, shot.size

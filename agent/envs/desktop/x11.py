@@ -19,7 +19,7 @@ from Xlib.display import Display
 from Xlib.protocol import event as xevent
 
 __all__ = ["Window", "activate", "close_window", "has_focus", "open_display", "paint_background", "windows",
-           "write_xauthority", "xauthority"]
+           "using_xauthority", "write_xauthority"]
 
 
 _FAMILY_LOCAL, _FAMILY_WILD = 256, 65535
@@ -50,7 +50,7 @@ def write_xauthority(path: Path, cookie: bytes, number: int | None = None, uid: 
 
 
 @contextmanager
-def xauthority(path: Path | None) -> Iterator[None]:
+def using_xauthority(path: Path | None) -> Iterator[None]:
     """XAUTHORITY set to ``path`` while a connection opens (python-xlib and libX11 read it then, and only then)."""
     with _XAUTH_LOCK:
         saved = os.environ.get("XAUTHORITY")
@@ -67,7 +67,7 @@ def xauthority(path: Path | None) -> Iterator[None]:
 
 def open_display(name: str, xauthority: Path | None) -> Display:
     """A python-xlib connection to display ``name`` with the cookie in ``xauthority``."""
-    with xauthority(xauthority):
+    with using_xauthority(xauthority):
         return Display(name)
 
 

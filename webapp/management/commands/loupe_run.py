@@ -21,6 +21,9 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from agent.envs import sandbox
+from training.bootstrap import ensure_default_deployment
+from webapp import embedded
 from webapp.demo import DEMO_USERS, demo_password, seed_demo
 
 
@@ -60,17 +63,13 @@ def process_commands(*, python: str, host: str, port: int, log_dir: Path, beat_s
 def protect(data_dir: Path) -> None:
     """Files made from now on (media, logs, checkpoints; by this process and every one it starts) are Loupe's user's
     alone, and what an earlier run left in the data folder is closed to others too."""
-    from webapp import embedded
-
     embedded.private_files()
     embedded.protect_data_dir(data_dir)
 
 
 def sandbox_notice() -> str:
     """A line for the terminal when the environments' sandboxes are missing something here ("" when not)."""
-    from agent.envs.sandbox import support
-
-    found = support()
+    found = sandbox.support()
     if not found.namespaces:
         return (f"No sandbox can be made here, so desktop and terminal tasks are refused (their episodes fail with "
                 f"this reason), and browsers run unconfined: {found.reason}.")
@@ -115,9 +114,7 @@ class Command(BaseCommand):
         call_command("collectstatic", interactive=False, verbosity=0)  # the admin's styles and scripts
         password, generated = demo_password()
         seed_demo(password)
-        from training.bootstrap import ensure_default_deployment  # trains/registers the tiny v0 when missing
-
-        ensure_default_deployment(log=self.stdout.write)
+        ensure_default_deployment(log=self.stdout.write)  # trains/registers the tiny v0 when missing
 
         if os.geteuid() == 0:
             self.stdout.write("Running as root: the workers run as root too (each environment's sandbox then runs "
@@ -162,8 +159,6 @@ class Command(BaseCommand):
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
             if not os.environ.get("LOUPE_KEEP_EMBEDDED"):
-                from webapp import embedded
-
                 if embedded.started_here():
                     embedded.redis_stop()
                     embedded.postgres_stop()
