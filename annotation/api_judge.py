@@ -7,14 +7,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import judge
-from rollouts import selectors as rollout_selectors
-from projects import selectors
-from rollouts.api_episodes import EPISODE_LIST_PARAMETERS
-from projects.api_settings import SettingsSectionApi
-from rollouts.models import JudgeVerdict
-from projects.models import Role
 from core.api import StrictSerializer, UserRef, results_of
 from core.errors import ApplicationError
+from projects import selectors
+from projects.api_settings import SettingsSectionApi
+from projects.models import Role
+from rollouts import selectors as rollout_selectors
+from rollouts.api_episodes import EPISODE_LIST_PARAMETERS
+from rollouts.models import JudgeVerdict
 
 
 # --- the judge (managers) ----------------------------------------------------------------------------------

@@ -7,12 +7,12 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import StrictSerializer
 from annotation import polish
-from rollouts import selectors
+from core.api import StrictSerializer
 from projects.api_settings import SettingsSectionApi
-from rollouts.models import PolishState
 from projects.models import Role
+from rollouts import selectors
+from rollouts.models import PolishState
 
 
 class PolishSettingsOutput(serializers.Serializer):

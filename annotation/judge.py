@@ -28,15 +28,15 @@ from django.conf import settings as django_settings
 from django.core.files.storage import default_storage
 from django.db import transaction
 
-from agent.judge import (FAILURE, NO_VERDICT, SUCCESS, EpisodeForJudge, Judgement as Verdict, ScriptedJudgePolicy, Vote,
-                         judge_votes)
+from agent.judge import FAILURE, NO_VERDICT, SUCCESS, EpisodeForJudge, ScriptedJudgePolicy, Vote, judge_votes
+from agent.judge import Judgement as Verdict
 from core.audit import audit_record
 from core.errors import ApplicationError
-from core.stats import cohen_kappa
 from core.jobs import job
-from rollouts.models import Episode, EpisodeStatus, Judgement, ReviewStatus, Step
+from core.stats import cohen_kappa
 from projects.models import Project
 from projects.project_settings import Section, section_of, section_set
+from rollouts.models import Episode, EpisodeStatus, Judgement, ReviewStatus, Step
 from rollouts.routing import routing_of
 
 log = logging.getLogger(__name__)

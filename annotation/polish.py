@@ -29,10 +29,10 @@ from django.utils import timezone
 from core.audit import audit_record
 from core.errors import ApplicationError
 from core.jobs import job
-from rollouts import privacy
-from rollouts.models import Episode, PolishState, Step
 from projects.models import Project
 from projects.project_settings import Section, section_of, section_set
+from rollouts import privacy
+from rollouts.models import Episode, PolishState, Step
 
 log = logging.getLogger(__name__)
 

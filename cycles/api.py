@@ -7,23 +7,19 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from cycles import cycle_settings
-from cycles import decide
-from cycles import cycles
-from cycles import stages
-from training import deployments
-from cycles import evaluation
-from projects import selectors
-from rollouts.api_episodes import CheckpointRef
-from projects.api import for_role, paginate
-from training.api import RunOutput, run_output
-from projects.api_settings import SettingsSectionApi
-from rollouts.models import Backend, Deployment
-from cycles.models import Cycle, CycleState, Evaluation
-from projects.models import Role
-from snapshots.models import SnapshotKind, SnapshotStatus
 from core.api import LimitedCharField, OpenRecord, StrictSerializer, UserRef, keyset_page
 from core.errors import ApplicationError
+from cycles import cycle_settings, cycles, decide, evaluation, stages
+from cycles.models import Cycle, CycleState, Evaluation
+from projects import selectors
+from projects.api import for_role, paginate
+from projects.api_settings import SettingsSectionApi
+from projects.models import Role
+from rollouts.api_episodes import CheckpointRef
+from rollouts.models import Backend, Deployment
+from snapshots.models import SnapshotKind, SnapshotStatus
+from training import deployments
+from training.api import RunOutput, run_output
 
 
 def _ref(checkpoint) -> dict | None:

@@ -12,11 +12,10 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 from core.errors import ApplicationError
 from cycles import replay
 from projects.models import Project, Split
-from snapshots.models import SnapshotKind
-from rollouts.history import CYCLE_SECTION, DEFAULT_HISTORY_IMAGES
 from projects.project_settings import Section, section_of, section_set
+from rollouts.history import CYCLE_SECTION, DEFAULT_HISTORY_IMAGES
+from snapshots.models import SnapshotKind
 from training.runs import DEFAULT_MAX_EPOCHS, online_stage_check
-
 
 BUCKET_FOR_ALGORITHM = {"sft": SnapshotKind.SFT, "dpo": SnapshotKind.DPO, "rl": SnapshotKind.RL}
 STAGE_KEYS = {"algorithm", "max_steps", "max_seconds", "max_epochs", "lr", "lora", "group_size", "max_new_tokens",

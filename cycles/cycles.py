@@ -38,17 +38,23 @@ from django.utils import timezone
 from core.audit import audit_record
 from core.errors import ApplicationError
 from core.jobs import job
-from cycles import cycle_settings
-from cycles import evaluation
-from snapshots import build
-from training import runs
-from rollouts.heartbeats import Heartbeat, worker_name
-from cycles import learned
-from cycles.stages import (bucket_rows, candidate_init, cycle_dir, deployed_checkpoint, has_weights, run_stages, stage_ok,
-                           stage_verdicts)
+from cycles import cycle_settings, evaluation, learned
 from cycles.models import CYCLE_TERMINAL, Cycle, CycleState
-from snapshots.models import SnapshotStatus
+from cycles.stages import (
+    bucket_rows,
+    candidate_init,
+    cycle_dir,
+    deployed_checkpoint,
+    has_weights,
+    run_stages,
+    stage_ok,
+    stage_verdicts,
+)
 from projects.models import Project, Split
+from rollouts.heartbeats import Heartbeat, worker_name
+from snapshots import build
+from snapshots.models import SnapshotStatus
+from training import runs
 from training.models import RunStatus, TrainingRun
 
 log = logging.getLogger(__name__)

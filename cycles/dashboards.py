@@ -5,11 +5,10 @@ from django.db.models import Avg, Count, Q, Sum
 from django.db.models.functions import TruncDate
 
 from cycles import learned
-from rollouts.routing import routing_of
-from rollouts.models import EpisodeStatus, Outcome
 from projects.models import Project
+from rollouts.models import EpisodeStatus, Outcome
+from rollouts.routing import routing_of
 from snapshots.models import SnapshotStatus
-
 
 
 def _finished(project: Project):

@@ -1,20 +1,19 @@
-"""TODO docstring"""
+"""A cycle's decision after its evaluation: the gate's verdict with its numbers, deploying the candidate (or waiting
+for a manager's approval), and a manager's approve or reject."""
 from __future__ import annotations
 
 import logging
-
 from pathlib import Path
 
 from django.db import transaction
 
 from core.audit import audit_record
 from core.errors import ApplicationError
-from training import deployments
-from training import policy_server
 from cycles.cycles import cycle_fail, cycle_locked, cycle_move, state_task
-from cycles.stages import deployed_checkpoint, has_weights
 from cycles.models import Cycle, CycleState, Evaluation
+from cycles.stages import deployed_checkpoint, has_weights
 from rollouts.models import Checkpoint
+from training import deployments, policy_server
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,10 @@ from django.db import IntegrityError, transaction
 
 from core.errors import ApplicationError
 from cycles import cycle_settings
-from training import deployments
-from training import trainer_process
-from rollouts.models import Checkpoint
 from cycles.models import Cycle, Evaluation
 from projects.models import Project, Split, TaskSpec
+from rollouts.models import Checkpoint
+from training import deployments, trainer_process
 
 
 class EvaluationFailed(ApplicationError):

@@ -20,9 +20,8 @@ from django.db.models import Exists, OuterRef
 
 from agent import formats
 from agent.policies.local import LocalPolicy
-from rollouts.models import Actor, Correction, Rejection, Step
 from cycles.models import Cycle, CycleState
-from rollouts.models import CorrectionKind, CorrectionReplay
+from rollouts.models import Actor, Correction, CorrectionKind, CorrectionReplay, Rejection, Step
 from training.models import TrainingRun
 
 log = logging.getLogger(__name__)

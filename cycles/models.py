@@ -5,7 +5,6 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-
 from projects.models import Project, Split
 from rollouts.models import Checkpoint, Deployment
 from snapshots.models import DatasetSnapshot

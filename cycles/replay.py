@@ -24,10 +24,10 @@ from pathlib import Path
 from django.core.files.storage import default_storage
 
 from rollouts.models import Checkpoint
-from snapshots.models import DatasetSnapshot, SnapshotStatus
-from training.models import TrainingRun
 from snapshots.export import screenshot_names
+from snapshots.models import DatasetSnapshot, SnapshotStatus
 from snapshots.rows import image_path
+from training.models import TrainingRun
 from training.runs import COLDSTART, run_dir
 from training.trainer_process import _place
 

@@ -1,20 +1,19 @@
-"""TODO docstring"""
+"""A cycle's recipe as stages: the rows each bucket holds, whether a stage has enough new rows, the data a stage
+trains on (new rows, replayed ones, their images), and the checkpoint it starts from (the deployed one)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from django.conf import settings
 
-
 from core.errors import ApplicationError
-from cycles import cycle_settings
-from snapshots import buckets
-from cycles import replay
-from snapshots.snapshot_kinds import DPO_KIND
+from cycles import cycle_settings, replay
 from cycles.models import Cycle
-from rollouts.models import Checkpoint, Deployment
-from snapshots.models import DatasetSnapshot, SnapshotEpisode, SnapshotStatus
 from projects.models import Project, Split
+from rollouts.models import Checkpoint, Deployment
+from snapshots import buckets
+from snapshots.models import DatasetSnapshot, SnapshotEpisode, SnapshotStatus
+from snapshots.snapshot_kinds import DPO_KIND
 
 
 # --- what a cycle reads --------------------------------------------------------------------------

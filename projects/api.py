@@ -10,12 +10,11 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from projects import services
-from projects import selectors
-from projects.models import Membership, Role
 from core.api import LimitedCharField, StrictSerializer, UserRef, keyset_page
 from core.errors import ApplicationError
 from core.paths import paths_hidden
+from projects import selectors, services
+from projects.models import Membership, Role
 
 
 class Page(CursorPagination):

@@ -15,11 +15,7 @@ from rest_framework.views import APIView
 
 from core.api import LimitedCharField, StrictSerializer, keyset_page, results_of
 from core.errors import ApplicationError
-from projects import services
-from projects import selectors
-from projects import taskspec_authoring
-from projects import taskspec_exchange
-from projects import taskspec_files
+from projects import selectors, services, taskspec_authoring, taskspec_exchange, taskspec_files
 from projects.api import paginate
 from projects.models import Role, TaskSpec
 

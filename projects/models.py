@@ -6,7 +6,6 @@ from django.db import models
 from django.db.models import Q
 
 
-
 class Role(models.TextChoices):
     ANNOTATOR = "annotator"
     MANAGER = "manager"

@@ -1,11 +1,10 @@
 """Reads. Every read a person can trigger is filtered by project membership; staff see everything."""
 from __future__ import annotations
 
-
 from django.db.models import QuerySet
 
-from projects.models import Membership, Project, Role, TaskSpec
 from core.errors import ApplicationError
+from projects.models import Membership, Project, Role, TaskSpec
 
 ROLE_RANK = {Role.ANNOTATOR: 1, Role.MANAGER: 2, Role.ADMIN: 3}
 

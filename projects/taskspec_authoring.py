@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-
 from agent.envs import ENV_KINDS, tasks_for
 from agent.envs.desktop import DESKTOP_TASKS, osworld
 from agent.envs.desktop.env import MAX_STEPS as DESKTOP_MAX_STEPS
@@ -21,8 +20,8 @@ from agent.envs.webapp import WEBAPP_TASKS
 from agent.envs.webapp import tasks as webapp_tasks
 from core.errors import ApplicationError
 from core.limits import LIMITS, too_long
-from projects.taskspec_files import files_for_env
 from projects.models import Project
+from projects.taskspec_files import files_for_env
 
 MAX_IMPORT = 500
 # A task id is a slug: lowercase ASCII letters, digits, '-' and '_'. It names the task in lists, exports, file

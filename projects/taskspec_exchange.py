@@ -9,9 +9,9 @@ from django.db import transaction
 
 from core.audit import audit_record
 from core.errors import ApplicationError
+from projects.models import Project, Split, TaskSpec
 from projects.services import task_create
 from projects.taskspec_authoring import MAX_IMPORT, Definition, definition_check, format_kind
-from projects.models import Project, Split, TaskSpec
 
 
 # -- import and export -----------------------------------------------------------------------------

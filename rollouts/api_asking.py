@@ -7,10 +7,10 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from rollouts import asking
 from projects import selectors
 from projects.api_settings import SettingsSectionApi
 from projects.models import Role
+from rollouts import asking
 
 
 class AskSettingsOutput(serializers.Serializer):

@@ -1,4 +1,5 @@
-"""TODO docstring"""
+"""REST for episodes: listing and filtering, starting, reading one with its steps, resuming, branching, and the
+screenshots of steps and proposals."""
 from __future__ import annotations
 
 from django.core.files.storage import default_storage
@@ -9,15 +10,27 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent.formats import FORMATS
-from rollouts import steps
-from rollouts import episodes
-from rollouts import selectors as rollout_selectors
-from projects import selectors
-from projects.api import paginate
-from rollouts.models import (CONFIDENCE_HELP, MARGIN_HELP, Actor, Correction, Episode, EpisodeStatus, Event, Mode, Outcome, PolishState, ReviewStatus, Step)
-from projects.models import Role, Split
 from core.api import StrictSerializer, UserRef, keyset_page, results_of
 from core.errors import ApplicationError
+from projects import selectors
+from projects.api import paginate
+from projects.models import Role, Split
+from rollouts import episodes, steps
+from rollouts import selectors as rollout_selectors
+from rollouts.models import (
+    CONFIDENCE_HELP,
+    MARGIN_HELP,
+    Actor,
+    Correction,
+    Episode,
+    EpisodeStatus,
+    Event,
+    Mode,
+    Outcome,
+    PolishState,
+    ReviewStatus,
+    Step,
+)
 
 
 # --- episodes ------------------------------------------------------------------------------------

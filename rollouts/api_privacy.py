@@ -9,8 +9,7 @@ from rest_framework.views import APIView
 
 from core.api import StrictSerializer
 from core.errors import ApplicationError
-from rollouts import privacy
-from rollouts import selectors
+from rollouts import privacy, selectors
 from rollouts.models import Step
 
 

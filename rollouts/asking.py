@@ -12,10 +12,10 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from core.errors import ApplicationError
-from rollouts.models import Actor, Episode, EpisodeStatus, Mode, Rejection, Step
 from projects.models import Project
 from projects.project_settings import Section, section_of
 from rollouts.episodes import _episode_state_event
+from rollouts.models import Actor, Episode, EpisodeStatus, Mode, Rejection, Step
 
 FLOORS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the calibration card's floors
 BUCKETS = 10  # confidence buckets of 0.1

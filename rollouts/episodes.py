@@ -1,5 +1,5 @@
-"""Episodes and their steps: starting them in their lane, a worker claiming and finishing them, each executed
-step and rejected proposal stored with its event, and the live state people change (control, pause, outcome)."""
+"""Episodes: starting them in their lane, branching, a worker claiming and finishing them, and the live state people
+change (control, pause, outcome). Their steps are rollouts/steps.py."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -13,13 +13,12 @@ from agent.envs import tasks_for
 from core.audit import audit_record
 from core.errors import ApplicationError
 from core.jobs import job
-from rollouts import signals
-from rollouts import privacy
-from rollouts import selectors
-from rollouts.routing import routing_of
-from rollouts.events import event_append
-from rollouts.models import (Deployment, Episode, EpisodeStatus, Mode, Outcome, ReviewStatus)
 from projects.taskspec_files import start_refusal
+from rollouts import privacy, selectors, signals
+from rollouts.events import event_append
+from rollouts.models import Deployment, Episode, EpisodeStatus, Mode, Outcome, ReviewStatus
+from rollouts.routing import routing_of
+
 
 class EpisodeStop(Exception):
     """Raised by a supervisor to end an episode early with `status` (e.g. interrupted when nobody is there)."""

@@ -5,11 +5,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-
 from agent.formats import FORMATS
-
 from projects.models import Project, TaskSpec
-
 
 # The answer formats of agent/formats: how a checkpoint writes its actions, and how a step's raw output was read.
 # The columns have database defaults too, so rows written in SQL (bench/bench_review.py) need not name them.

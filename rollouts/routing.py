@@ -13,10 +13,10 @@ import math
 
 from django.db.models import Exists, OuterRef, Q
 
-from rollouts.models import Judgement, JudgeVerdict, Outcome, ReviewStatus
+from core.errors import ApplicationError
 from projects.models import Project
 from projects.project_settings import Section, section_of, section_set
-from core.errors import ApplicationError
+from rollouts.models import Judgement, JudgeVerdict, Outcome, ReviewStatus
 
 # MiniWoB++ pays 1 - (time used / time limit) for a success, so a solved task earns 0.9..1.0 and never
 # exactly 1; a failure pays 0 or less. 0.5 splits them.

@@ -1,14 +1,15 @@
-"""TODO docstring"""
+"""Which episodes a person may see, and reading them: filters, orderings, neighbours in a list, the queue position
+of a waiting episode."""
 from __future__ import annotations
 
 import datetime as dt
 
 from django.db.models import Q, QuerySet
 
-from rollouts.models import Episode, EpisodeStatus, Mode, Outcome, ReviewStatus
-from projects.selectors import project_role, role_at_least
-from projects.models import Role, Split
 from core.errors import ApplicationError
+from projects.models import Role, Split
+from projects.selectors import project_role, role_at_least
+from rollouts.models import Episode, EpisodeStatus, Mode, Outcome, ReviewStatus
 
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 

@@ -1,4 +1,6 @@
-"""TODO docstring"""
+"""A step and what happened around it: each executed step stored with its event (``step_record``), the proposals a
+person rejected before it, a proposal waiting for a person, payloads for the API and the live page, and prompts
+stored with their screenshots as references."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -13,8 +15,8 @@ from agent.prompt import image_bytes, image_url, map_image_urls
 from core.errors import ApplicationError
 from rollouts import privacy
 from rollouts.events import event_append
-from rollouts.screenshots import screenshot_store
 from rollouts.models import Actor, Correction, CorrectionReplay, Episode, Rejection, Step
+from rollouts.screenshots import screenshot_store
 
 
 def step_copy(*, branch: Episode, source: Step, screenshot: bytes, width: int, height: int, url: str) -> Step:

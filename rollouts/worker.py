@@ -14,19 +14,17 @@ from django.conf import settings
 
 from agent import formats
 from agent.actions import Action
-from agent.rollout import Supervisor, human_turn, run_episode
 from agent.envs import EnvError, add_authored_task, make_env
 from agent.policies import PolicyError, make_policy
+from agent.rollout import Supervisor, human_turn, run_episode
 from agent.screen_match import screen_difference
 from core.errors import ApplicationError
-from rollouts import steps
-from rollouts import episodes
-from rollouts import privacy
+from projects.taskspec_files import files_for_task
+from rollouts import episodes, privacy, steps
 from rollouts.episodes import EpisodeStop
 from rollouts.heartbeats import Heartbeat, worker_name
 from rollouts.history import history_images_of
 from rollouts.models import Deployment, Episode, EpisodeStatus, Step
-from projects.taskspec_files import files_for_task
 
 log = logging.getLogger(__name__)
 

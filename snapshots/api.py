@@ -10,18 +10,17 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from snapshots import buckets as datasets
-from projects import selectors
-from snapshots import build
-from snapshots import export
-from projects.api_settings import SettingsSectionApi
-from snapshots.models import DatasetSnapshot, SnapshotKind, SnapshotStatus
-from rollouts.models import Mode
-from projects.models import Role, Split
-from rollouts.routing import ROUTING_SETTINGS, RULES, routing_of
-from core.audit import audit_record
 from core.api import LimitedCharField, OpenRecord, StrictSerializer, UserRef, results_of
+from core.audit import audit_record
 from core.errors import ApplicationError
+from projects import selectors
+from projects.api_settings import SettingsSectionApi
+from projects.models import Role, Split
+from rollouts.models import Mode
+from rollouts.routing import ROUTING_SETTINGS, RULES, routing_of
+from snapshots import buckets as datasets
+from snapshots import build, export
+from snapshots.models import DatasetSnapshot, SnapshotKind, SnapshotStatus
 
 
 # --- routing and snapshots (managers) --------------------------------------------------------------

@@ -7,14 +7,13 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from snapshots import branch_pairs
-from rollouts import episodes
-from rollouts import selectors
+from core.errors import ApplicationError
+from projects.models import Role
+from rollouts import episodes, selectors
 from rollouts.api_episodes import EpisodeOutput, StepOutput
 from rollouts.models import Episode, Judgement, Rejection, Step
 from rollouts.steps import step_payload
-from projects.models import Role
-from core.errors import ApplicationError
+from snapshots import branch_pairs
 
 
 def _side(episode: Episode, start: int, judgements: dict[int, Judgement]) -> dict:

@@ -17,13 +17,13 @@ from django.db.models.base import ModelState
 from agent import formats
 from agent.prompt import DEFAULT_STYLE
 from agent.rows import RenderedFor
+from core.errors import ApplicationError
+from projects.models import Project, Split
 from rollouts.history import history_images_of
 from rollouts.models import CorrectionReplay, Deployment, Episode, EpisodeStatus, Mode, Rejection, Step
-from projects.models import Project, Split
-from snapshots.models import SnapshotEpisode, SnapshotStatus
 from rollouts.routing import RULES, routing_of, routing_set  # noqa: F401 named as datasets.* by callers
+from snapshots.models import SnapshotEpisode, SnapshotStatus
 from snapshots.snapshot_kinds import KINDS, kind_of
-from core.errors import ApplicationError
 
 FILTER_KEYS = {"tasks", "split", "checkpoint", "mode", "created_after", "created_before", "only_new"}
 

@@ -15,33 +15,32 @@ import os
 import pickle
 import signal
 import struct
-import time
 import tempfile
+import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings as django_settings
-
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
+from agent.rows import RenderedFor
 from core import redaction
 from core.audit import audit_record
 from core.errors import ApplicationError
-from core.limits import check_length
 from core.jobs import job
-from agent.rows import RenderedFor
-from snapshots.export import ParquetRows
-from snapshots.buckets import bucket_episodes, export_target, filter_apply, filter_clean, rows_iter
-from rollouts.routing import routing_of
-from snapshots.snapshot_kinds import kind_of
-from snapshots.models import DatasetSnapshot, SnapshotEpisode, SnapshotStatus
-from rollouts.models import Episode
+from core.limits import check_length
 from projects.models import Project
+from rollouts.models import Episode
+from rollouts.routing import routing_of
+from snapshots.buckets import bucket_episodes, export_target, filter_apply, filter_clean, rows_iter
+from snapshots.export import ParquetRows
+from snapshots.models import DatasetSnapshot, SnapshotEpisode, SnapshotStatus
+from snapshots.snapshot_kinds import kind_of
 
 
 def _source_key(kind: str, cleaned: dict, routing: dict, episode_ids: list[int], target: dict,

@@ -1,20 +1,20 @@
-"""TODO docstring"""
+"""A built snapshot read back: a preview of its rows, its card, the export bundle (rows, images, card) streamed as a
+zip, and for an admin the originals the project kept of its redacted steps."""
 from __future__ import annotations
 
 import json
 import zipfile
 from collections.abc import Iterator
 
-
 from django.core.files.storage import default_storage
 
 from core import redaction
 from core.errors import ApplicationError
 from rollouts import privacy
-from snapshots.rows import image_path
+from rollouts.models import Episode, Step
 from snapshots.buckets import bucket_steps
 from snapshots.models import DatasetSnapshot, SnapshotEpisode, SnapshotStatus
-from rollouts.models import Episode, Step
+from snapshots.rows import image_path
 
 
 class ParquetRows:

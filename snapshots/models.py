@@ -1,9 +1,8 @@
-"""The records of datasets (docs/architecture.md, Records). Their tables keep the names the flywheel app gave them."""
+"""The records of snapshots (docs/architecture.md, Records). Their tables keep the names the flywheel app gave them."""
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-
 
 from projects.models import Project
 from rollouts.models import Episode

@@ -10,9 +10,9 @@ from agent.actions import Action, Turn
 from agent.envs.base import Element
 from agent.rollout import rejection_feedback
 from agent.rows import DPORow, GRPORow, RenderedFor, StepView, render_prompt, render_turn
-from snapshots.branch_pairs import branch_pair
-from rollouts.steps import step_learned
 from rollouts.models import Actor, Correction, Episode, Judgement, PolishState, Rejection, Step
+from rollouts.steps import step_learned
+from snapshots.branch_pairs import branch_pair
 
 
 def image_path(screenshot: str) -> str:

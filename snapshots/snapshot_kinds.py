@@ -17,13 +17,24 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from agent.actions import Action
 from agent.rows import PRMRow, RenderedFor, SFTRow, StepView, prompt_text, render_prompt, render_turn
-from snapshots.branch_pairs import branch_pair_count, branch_pairs
-from snapshots.rows import (assistant, branch_pair_rows, dpo_rows, grpo_row, judge_meta, row_meta, step_feedback, step_rejections, step_thought, step_view)
+from core.errors import ApplicationError
 from rollouts.models import Actor, Correction, Episode, Mode, Rejection, Step
+from rollouts.routing import valid_q
+from snapshots.branch_pairs import branch_pair_count, branch_pairs
 from snapshots.models import SnapshotKind
 from snapshots.prm_labels import prm_row_steps, prm_step_labels
-from rollouts.routing import valid_q
-from core.errors import ApplicationError
+from snapshots.rows import (
+    assistant,
+    branch_pair_rows,
+    dpo_rows,
+    grpo_row,
+    judge_meta,
+    row_meta,
+    step_feedback,
+    step_rejections,
+    step_thought,
+    step_view,
+)
 
 
 def own_steps(steps: QuerySet[Step]) -> QuerySet[Step]:

@@ -7,16 +7,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent.formats import FORMATS
-from training import deployments
-from projects import selectors
-from training import runs
-from rollouts.api_episodes import CheckpointRef
-from projects.api import for_role, paginate
-from rollouts.models import Backend, Checkpoint
-from projects.models import Role
-from training.models import RunStatus
 from core.api import OpenRecord, StrictSerializer, keyset_page, results_of
 from core.errors import ApplicationError
+from projects import selectors
+from projects.api import for_role, paginate
+from projects.models import Role
+from rollouts.api_episodes import CheckpointRef
+from rollouts.models import Backend, Checkpoint
+from training import deployments, runs
+from training.models import RunStatus
 
 
 # --- checkpoints, deployments, runs --------------------------------------------------------------

@@ -10,10 +10,9 @@ its run succeeds.
 from __future__ import annotations
 
 from core.jobs import job
-from training import deployments
-from training import runs
-from rollouts.models import Checkpoint, Deployment
 from projects.models import Project
+from rollouts.models import Checkpoint, Deployment
+from training import deployments, runs
 from training.models import RunStatus, TrainingRun
 
 

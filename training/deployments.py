@@ -11,9 +11,9 @@ from safetensors import safe_open
 from agent.formats import FORMATS, canonical
 from core.audit import audit_record
 from core.errors import ApplicationError
-from training import policy_server
-from rollouts.models import Checkpoint, Deployment
 from projects.models import Project
+from rollouts.models import Checkpoint, Deployment
+from training import policy_server
 
 
 def checkpoint_check_files(uri: str) -> None:

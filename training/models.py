@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from django.db import models
 
-
 from projects.models import Project
 from rollouts.models import Checkpoint
 from snapshots.models import DatasetSnapshot

@@ -10,8 +10,9 @@ from pathlib import Path
 from django.conf import settings
 
 from core.errors import ApplicationError
-from training import trainer_process
 from rollouts.models import Checkpoint
+from training import trainer_process
+
 
 def served_name_for(checkpoint: Checkpoint) -> str:
     """The model name a checkpoint answers to on the openai (vLLM) server: unique across projects."""

@@ -20,14 +20,12 @@ from django.utils.module_loading import import_string
 from core.audit import audit_record
 from core.errors import ApplicationError
 from core.jobs import job
-from training import deployments
-from training import trainer_process
-from rollouts.heartbeats import Heartbeat
-from snapshots.models import DatasetSnapshot, SnapshotStatus
 from projects.models import Membership, Project, Role
-from training import signals
-from training.models import RunStatus, TrainingRun
+from rollouts.heartbeats import Heartbeat
 from rollouts.worker import MAX_TOKENS, MAX_TOKENS_OTHER_FORMATS
+from snapshots.models import DatasetSnapshot, SnapshotStatus
+from training import deployments, signals, trainer_process
+from training.models import RunStatus, TrainingRun
 
 log = logging.getLogger(__name__)
 

@@ -4,10 +4,10 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.errors import ApplicationError
 from cycles import cycles
 from cycles.models import CYCLE_TERMINAL, Cycle
 from projects.models import Project
-from core.errors import ApplicationError
 
 
 class Command(BaseCommand):

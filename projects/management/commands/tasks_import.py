@@ -12,8 +12,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ApplicationError
-from projects import taskspec_authoring
-from projects import taskspec_exchange
+from projects import taskspec_authoring, taskspec_exchange
 from projects.models import Project
 
 

@@ -3,10 +3,10 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from snapshots import build
-from projects.models import Project
-from snapshots.models import SnapshotKind
 from core.errors import ApplicationError
+from projects.models import Project
+from snapshots import build
+from snapshots.models import SnapshotKind
 
 
 class Command(BaseCommand):
