@@ -2700,7 +2700,7 @@ export interface components {
         ReviewList: {
             results: components["schemas"]["ReviewOutput"][];
         };
-        /** @description What reviews.review_payload builds. */
+        /** @description What review_summary.review_payload builds. */
         ReviewOutput: {
             id: number;
             episode: number;
@@ -2725,7 +2725,7 @@ export interface components {
          * @enum {string}
          */
         ReviewStatusEnum: "unreviewed" | "accepted" | "rejected" | "disputed";
-        /** @description What reviews.review_payload builds. */
+        /** @description What review_summary.review_payload builds. */
         ReviewSubmittedOutput: {
             id: number;
             episode: number;
