@@ -257,11 +257,9 @@ def _turn(clip: AudioClip, *, final: bool, named: bool) -> _Turn | None:
             raise
         log.warning("clip %s: its audio does not decode; left to its own job", clip.pk, exc_info=True)
         return None
-    context = _context(clip)
-    if clip.voice_commands:
-        context = f"{audio_commands.PROMPT} {context}".strip()
+    hint = audio_commands.PROMPT if clip.voice_commands else ""
     return _Turn(clip=clip, chunks=chunks, origin=chunks[0].start_time,
-                 pending=speech.Pending(pcm, clip.committed_until, final, context, interim=not final))
+                 pending=speech.Pending(pcm, clip.committed_until, final, _context(clip), interim=not final, hint=hint))
 
 
 def _reading_store(turn: _Turn, reading: speech.Reading) -> tuple[int, list]:

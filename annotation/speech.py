@@ -15,6 +15,7 @@ Django-free: the audio worker (annotation/audio.py) decodes chunks with annotati
 
 from __future__ import annotations
 
+import bisect
 import importlib.resources
 import logging
 import os
@@ -115,13 +116,15 @@ class Word:
 class Pending:
     """One clip's turn in a pass: all its audio so far (float32 mono 16 kHz on the clip's clock; the samples well
     before the mark may be silence), its committed mark, whether the clip has ended, the committed words before
-    the mark (Whisper's prompt), and whether to read the audio after the new mark provisionally as well."""
+    the mark (Whisper's prompt), whether to read the audio after the new mark provisionally as well, and words to
+    put before the context in the prompt, kept whole (a grammar the speaker uses: annotation/audio_commands.py)."""
 
     pcm: np.ndarray
     committed_until: float
     final: bool
     context: str = ""
     interim: bool = False
+    hint: str = ""
 
 
 @dataclass(frozen=True)
@@ -169,7 +172,7 @@ def transcribe_pending(model: "WhisperModel", clips: Sequence[Pending]) -> list[
     readings = []
     for clip, plan in zip(clips, plans):
         if plan.forced:
-            words, until = _commit_between_words(model, plan, clip.context)
+            words, until = _commit_between_words(model, plan, clip.context, clip.hint)
             readings.append(Reading(words=words, committed_until=until, interim=[]))
             continue
         words = read[id(plan.piece)] if plan.piece is not None else []
@@ -182,9 +185,9 @@ def transcribe_pending(model: "WhisperModel", clips: Sequence[Pending]) -> list[
 
 
 def transcribe_increment(model: "WhisperModel", pcm: np.ndarray, *, committed_until: float,
-                         final: bool, context: str = "") -> tuple[list[Word], float]:
+                         final: bool, context: str = "", hint: str = "") -> tuple[list[Word], float]:
     """`transcribe_pending` for one clip, without provisional words: (newly committed words, new mark)."""
-    reading = transcribe_pending(model, [Pending(pcm, committed_until, final, context)])[0]
+    reading = transcribe_pending(model, [Pending(pcm, committed_until, final, context, hint=hint)])[0]
     return reading.words, reading.committed_until
 
 
@@ -197,6 +200,8 @@ class _Piece:
     limit: float
     context: str = ""
     beam_size: int = 5
+    hint: str = ""
+    speech: tuple[tuple[float, float], ...] = ()  # the VAD's speech spans on the clip's clock
 
 
 @dataclass(frozen=True)
@@ -234,7 +239,10 @@ def _plan(clip: Pending) -> _Plan:
         return _Plan(until=until)
     # Words only shown, never stored, are read greedily (about half the decoder's time of a beam of 5).
     return _Plan(until=until, piece=_Piece(pending[:end], offset=offset, limit=offset + end / SAMPLE_RATE,
-                                           context=clip.context, beam_size=5 if spoken_before else 1))
+                                           context=clip.context, beam_size=5 if spoken_before else 1,
+                                           hint=clip.hint, speech=tuple(
+                                               (offset + span["start"] / SAMPLE_RATE,
+                                                offset + span["end"] / SAMPLE_RATE) for span in speech)))
 
 
 def _speech(audio: np.ndarray) -> list[dict]:
@@ -267,14 +275,15 @@ def _settled_cut(pending: np.ndarray, speech: list[dict]) -> int | None:
     return None
 
 
-def _commit_between_words(model: "WhisperModel", plan: _Plan, context: str) -> tuple[list[Word], float]:
+def _commit_between_words(model: "WhisperModel", plan: _Plan, context: str,
+                          hint: str) -> tuple[list[Word], float]:
     """For speech with no pause long enough to cut at: cut at the quietest boundary between two
     words, away from the end of the audio (where Whisper's word times are least reliable), and
     commit what the audio before the cut says, read on its own as at a pause. Whisper's
     word times are rough, so a word next to a forced cut may be lost; pauses make this rare."""
     pending, offset = plan.pending, plan.offset
     (words,) = _read(model, [_Piece(pending, offset=offset, limit=offset + len(pending) / SAMPLE_RATE,
-                                    context=context)])
+                                    context=context, hint=hint)])
     earliest = offset + _MIN_COMMIT_S / 2
     latest = offset + len(pending) / SAMPLE_RATE - 2 * _HOLDBACK_S
     boundaries = [(before.end + after.start) / 2 for before, after in zip(words, words[1:])]
@@ -287,7 +296,7 @@ def _commit_between_words(model: "WhisperModel", plan: _Plan, context: str) -> t
     if cut <= 0:
         return [], offset
     until = offset + cut / SAMPLE_RATE
-    (words,) = _read(model, [_Piece(pending[:cut], offset=offset, limit=until, context=context)])
+    (words,) = _read(model, [_Piece(pending[:cut], offset=offset, limit=until, context=context, hint=hint)])
     return words, until
 
 
@@ -327,7 +336,7 @@ def _read(model: "WhisperModel", pieces: Sequence[_Piece]) -> list[list[Word]]:
     """Whisper's words for each piece. Pieces of one beam size and padded window are encoded and decoded as one
     batch; a prompted reading that runs away is read again without its prompt."""
     tokenizer = _tokenizer(model)
-    prompts = [_prompt(model, tokenizer, piece.context) for piece in pieces]
+    prompts = [_prompt(model, tokenizer, piece.context, piece.hint) for piece in pieces]
     # CTranslate2 decodes a batch only with the start token at one position: prompts of one length.
     groups: dict[tuple[int, int, int], list[int]] = {}
     for position, piece in enumerate(pieces):
@@ -339,7 +348,7 @@ def _read(model: "WhisperModel", pieces: Sequence[_Piece]) -> list[list[Word]]:
         for position, (found, loop) in zip(members, _read_batch(model, [pieces[p] for p in members],
                                                                    [prompts[p] for p in members], window, beam_size)):
             words[position] = found
-            if loop and pieces[position].context:
+            if loop and (pieces[position].context or pieces[position].hint):
                 ran_away.append(position)
     if ran_away:
         # A prompt can send Whisper into a loop ("see you in the next video" over and over): read the audio again on
@@ -415,11 +424,47 @@ def _read_batch(model: "WhisperModel", pieces: list[_Piece], prompts: list[list[
             end = min(max(piece.offset - _LEAD_S + float(word["end"]), start), piece.limit)
             words.append(Word(text=said, start=round(start, 3), end=round(end, 3),
                               probability=round(float(word["probability"]), 4)))
+        words = _without_echo(_within_speech(words, piece.speech))
         seconds = len(piece.audio) / SAMPLE_RATE
         loop = (len(tokens[p]) >= new_tokens[p] or get_compression_ratio(text) > _LOOP_COMPRESSION_RATIO
                 or len(words) > _MAX_WORDS_PER_SECOND * seconds + 3)
         found[p] = (words, loop)
     return found
+
+
+# A word ends at most this long after the speech the VAD heard it in: Whisper stretches a sentence's last word over
+# the pause after it, which would join the next utterance to it (a command said after a thought went unheard).
+_SPEECH_PAD_S = 0.1
+
+
+def _within_speech(words: list[Word], speech: tuple[tuple[float, float], ...]) -> list[Word]:
+    if not speech:
+        return words
+    ends = [end for _, end in speech]
+    starts = [start for start, _ in speech]
+    out = []
+    for word in words:
+        at = max(0, bisect.bisect_right(starts, word.start) - 1)
+        end = max(word.start, min(word.end, ends[at] + _SPEECH_PAD_S))
+        out.append(word if end == word.end else Word(word.text, word.start, round(end, 3), word.probability))
+    return out
+
+
+def _without_echo(words: list[Word]) -> list[Word]:
+    """The words without a squeezed repeat at their end: in a window mostly silence, tiny.en may read a piece's last
+    words again, crammed into the last instant ("Take over. Take over.", the second in 0.2 s). A repeat that takes
+    at least half its first saying's time is kept: that was said twice."""
+    key = [_normalised_words(w.text) for w in words]
+    changed = True
+    while changed:
+        changed = False
+        for n in range(len(words) // 2, 0, -1):
+            first, second = words[-2 * n:-n], words[-n:]
+            if key[-2 * n:-n] == key[-n:] and (second[-1].end - second[0].start
+                                                 <= 0.5 * (first[-1].end - first[0].start)):
+                words, key, changed = words[:-n], key[:-n], True
+                break
+    return words
 
 
 # Whisper's own signs of a runaway decode: text that compresses this well is a loop (its default threshold), and
@@ -444,10 +489,11 @@ def _tokenizer(model: "WhisperModel"):
     return tokenizer
 
 
-def _prompt(model: "WhisperModel", tokenizer, context: str) -> list[int]:
+def _prompt(model: "WhisperModel", tokenizer, context: str, hint: str = "") -> list[int]:
     """The decoder's start: the committed words before the piece (as Whisper's previous text), then the start of a
     transcript in English without timestamps (word times come from the alignment heads)."""
     previous = tokenizer.encode(" " + context.strip())[-_PROMPT_TOKENS:] if context.strip() else []
+    previous = (tokenizer.encode(" " + hint.strip()) if hint.strip() else []) + previous
     return model.get_prompt(tokenizer, previous_tokens=previous, without_timestamps=True)
 
 

@@ -79,9 +79,8 @@ def _recognised(model, chunks, timeslice: float) -> list[tuple[VoiceCommand, flo
         arrives = chunk.start + timeslice  # the recorder hands a chunk over when its timeslice ends
         began = time.perf_counter()
         final = chunk is chunks[-1]
-        context = f"{audio_commands.PROMPT} {' '.join(said[-CONTEXT_WORDS:])}".strip()
         words, after = transcribe_increment(model, decode_pcm(received), committed_until=committed, final=final,
-                                            context=context)
+                                            context=" ".join(said[-CONTEXT_WORDS:]), hint=audio_commands.PROMPT)
         triples = [(w.text, w.start, w.end) for w in words]
         if not final:
             held = audio_commands.held_from(triples, after)

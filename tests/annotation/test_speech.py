@@ -404,8 +404,8 @@ def test_whisper_reads_each_increment_after_the_words_committed_before_it(model,
     assert later.context == " ".join(before[-speech.CONTEXT_WORDS:]) and later.context
     prompts = []
     real = speech._prompt
-    monkeypatch.setattr(speech, "_prompt", lambda model, tokenizer, context: (
-        prompts.append(context) or real(model, tokenizer, context)))
+    monkeypatch.setattr(speech, "_prompt", lambda model, tokenizer, context, hint="": (
+        prompts.append(context) or real(model, tokenizer, context, hint)))
     pcm = decode_pcm(b"".join(chunk.data for chunk in clip.chunks[: later.chunk_index + 1]))
     words, _ = transcribe_increment(model, pcm, committed_until=later.committed_before, final=False,
                                     context=later.context)
