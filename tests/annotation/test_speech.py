@@ -438,6 +438,22 @@ def test_a_prompted_reading_that_runs_away_is_read_again_without_the_prompt(mode
     assert words[0].start == 10.0 and words[-1].end == 13.0
 
 
+def test_a_squeezed_repeat_of_the_last_words_is_dropped_and_a_said_twice_kept():
+    def words(*timed):
+        return [speech.Word(text, start, end, 0.9) for text, start, end in timed]
+
+    echoed = words(("Take", 18.9, 19.5), ("over.", 19.5, 19.7), ("Take", 19.7, 19.7), ("over.", 19.7, 19.9))
+    assert [w.text for w in speech._without_echo(echoed)] == ["Take", "over."]
+    said_twice = words(("Pause.", 1.0, 1.5), ("Pause.", 2.0, 2.5))
+    assert speech._without_echo(said_twice) == said_twice
+
+
+def test_a_word_ends_with_the_speech_it_was_heard_in():
+    stretched = [speech.Word("it.", 39.8, 41.8, 0.9), speech.Word("Finish", 42.7, 43.1, 0.9)]
+    clipped = speech._within_speech(stretched, ((38.0, 40.0), (42.6, 44.0)))
+    assert [(w.start, w.end) for w in clipped] == [(39.8, 40.1), (42.7, 43.1)]
+
+
 def test_a_batch_of_talkers_is_read_in_one_pass_each_clip_getting_its_own_words(model, tmp_path, monkeypatch):
     """Three people talking at once, each their own clip with its own committed words: one encoder call and one
     decoder call read them all, and each clip gets the words of its own audio, as it would read alone."""
