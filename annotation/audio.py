@@ -25,7 +25,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, Max, OuterRef
 from django.utils import timezone
 
-from annotation import audio_commands, audio_stream, speech
+from annotation import audio_commands, audio_stream, speech, whisper_model
 from annotation.alignment import StepWindow, align_words
 from annotation.models import AudioChunk, AudioClip, TranscriptWord
 from flywheel import episodes
@@ -213,7 +213,7 @@ def clip_transcribe(*, clip_id: int, final: bool = False) -> int:
         if not turns:
             return 0
         decoded = time.perf_counter()
-        readings = speech.transcribe_pending(speech.load_model(settings.LOUPE_WHISPER_MODEL or None),
+        readings = speech.transcribe_pending(whisper_model.load_model(settings.LOUPE_WHISPER_MODEL or None),
                                              [turn.pending for turn in turns])
         read = time.perf_counter()
         stored_for = {}

@@ -27,7 +27,8 @@ import numpy as np
 from annotation import audio_commands
 from annotation.audio_commands import VoiceCommand
 from annotation.audio_stream import decode_pcm
-from annotation.speech import CONTEXT_WORDS, load_model, transcribe_increment, word_error_rate
+from annotation.speech import CONTEXT_WORDS, transcribe_increment, word_error_rate
+from annotation.whisper_model import load_model
 from tests.annotation import audio_fixtures
 
 HOLD_S = 1.0  # the page's pending second (frontend/src/session/VoiceCommandBar.tsx VOICE_HOLD_MS)

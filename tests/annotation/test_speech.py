@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from annotation import audio_stream, speech
+from annotation import audio_stream, speech, whisper_model
 from annotation.audio_stream import (
     ACCEPTED_CONTENT_TYPES,
     AudioError,
@@ -23,7 +23,8 @@ from annotation.audio_stream import (
     normalise_content_type,
     stream_header,
 )
-from annotation.speech import Word, default_model_path, load_model, transcribe_increment, word_error_rate
+from annotation.speech import Word, transcribe_increment, word_error_rate
+from annotation.whisper_model import default_model_path, load_model
 
 try:  # a package once tests/annotation/ has an __init__.py, a rootdir module until then
     from tests.annotation import audio_fixtures
@@ -335,15 +336,15 @@ def test_load_model_is_cached_per_process(model):
 
 
 def test_load_model_names_the_setting_when_the_directory_is_missing(monkeypatch, tmp_path):
-    monkeypatch.setenv(speech.MODEL_ENV_VAR, str(tmp_path / "no-such-model"))
-    with pytest.raises(FileNotFoundError, match=speech.MODEL_ENV_VAR):
+    monkeypatch.setenv(whisper_model.MODEL_ENV_VAR, str(tmp_path / "no-such-model"))
+    with pytest.raises(FileNotFoundError, match=whisper_model.MODEL_ENV_VAR):
         load_model()
 
 
 def test_load_model_refuses_a_thread_count_that_is_not_a_number(monkeypatch):
-    monkeypatch.setenv(speech.THREADS_ENV_VAR, "many")
-    monkeypatch.setattr(speech, "_models", {})  # force a fresh load without touching the cache
-    with pytest.raises(ValueError, match=speech.THREADS_ENV_VAR):
+    monkeypatch.setenv(whisper_model.THREADS_ENV_VAR, "many")
+    monkeypatch.setattr(whisper_model, "_models", {})  # force a fresh load without touching the cache
+    with pytest.raises(ValueError, match=whisper_model.THREADS_ENV_VAR):
         load_model()
 
 
