@@ -25,7 +25,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, Max, OuterRef
 from django.utils import timezone
 
-from annotation import audio_commands, audio_stream, speech
+from annotation import audio_commands, audio_stream, speech, whisper_model
 from annotation.alignment import StepWindow, align_words
 from annotation.models import AudioChunk, AudioClip, TranscriptWord
 from annotation.polish import step_human_thought_set
@@ -214,7 +214,7 @@ def clip_transcribe(*, clip_id: int, final: bool = False) -> int:
         if not turns:
             return 0
         decoded = time.perf_counter()
-        readings = speech.transcribe_pending(speech.load_model(settings.LOUPE_WHISPER_MODEL or None),
+        readings = speech.transcribe_pending(whisper_model.load_model(settings.LOUPE_WHISPER_MODEL or None),
                                              [turn.pending for turn in turns])
         read = time.perf_counter()
         stored_for = {}
@@ -258,11 +258,9 @@ def _turn(clip: AudioClip, *, final: bool, named: bool) -> _Turn | None:
             raise
         log.warning("clip %s: its audio does not decode; left to its own job", clip.pk, exc_info=True)
         return None
-    context = _context(clip)
-    if clip.voice_commands:
-        context = f"{audio_commands.PROMPT} {context}".strip()
+    hint = audio_commands.PROMPT if clip.voice_commands else ""
     return _Turn(clip=clip, chunks=chunks, origin=chunks[0].start_time,
-                 pending=speech.Pending(pcm, clip.committed_until, final, context, interim=not final))
+                 pending=speech.Pending(pcm, clip.committed_until, final, _context(clip), interim=not final, hint=hint))
 
 
 def _reading_store(turn: _Turn, reading: speech.Reading) -> tuple[int, list]:

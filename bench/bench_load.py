@@ -122,7 +122,7 @@ def measure(server: str, project, task, tokens: list[str], chart_suffix: str = "
     machine_busy: list[tuple[float, float]] = []  # (second of the run, % of all cores busy since the last tick)
     try:
         for port in ports:
-            wait_listening(port)
+            wait_listening(port, seconds=120)  # a loaded machine takes a while to import the app
         # The client runs in CLIENTS processes, each with its share of the sockets (bench/ws_clients.py).
         per_daphne = max(1, CLIENTS // DAPHNES)  # client processes, each reading sockets of one daphne
         shares = {(d, c): [] for d in range(DAPHNES) for c in range(per_daphne)}

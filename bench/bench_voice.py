@@ -27,7 +27,8 @@ import numpy as np
 from annotation import audio_commands
 from annotation.audio_commands import VoiceCommand
 from annotation.audio_stream import decode_pcm
-from annotation.speech import CONTEXT_WORDS, load_model, transcribe_increment, word_error_rate
+from annotation.speech import CONTEXT_WORDS, transcribe_increment, word_error_rate
+from annotation.whisper_model import load_model
 from tests.annotation import audio_fixtures
 
 HOLD_S = 1.0  # the page's pending second (frontend/src/session/VoiceCommandBar.tsx VOICE_HOLD_MS)
@@ -79,9 +80,8 @@ def _recognised(model, chunks, timeslice: float) -> list[tuple[VoiceCommand, flo
         arrives = chunk.start + timeslice  # the recorder hands a chunk over when its timeslice ends
         began = time.perf_counter()
         final = chunk is chunks[-1]
-        context = f"{audio_commands.PROMPT} {' '.join(said[-CONTEXT_WORDS:])}".strip()
         words, after = transcribe_increment(model, decode_pcm(received), committed_until=committed, final=final,
-                                            context=context)
+                                            context=" ".join(said[-CONTEXT_WORDS:]), hint=audio_commands.PROMPT)
         triples = [(w.text, w.start, w.end) for w in words]
         if not final:
             held = audio_commands.held_from(triples, after)

@@ -172,14 +172,14 @@ def test_interim_words_are_sent_from_a_worker_thread_that_keeps_an_event_loop(sp
 
     import numpy as np
 
-    from annotation import audio, audio_stream, speech
+    from annotation import audio, audio_stream, speech, whisper_model
     from rollouts.events import episode_group
 
     episode, user, client = setup_episode()
     clip = AudioClip.objects.select_related("user").get(pk=clip_for(client, episode, 1000.0))
     pcm = audio_stream.decode_pcm(speech_chunks["a"][0].data)
     assert len(pcm) > speech.SAMPLE_RATE and np.abs(pcm).max() > 0.01  # speech, not silence
-    (reading,) = speech.transcribe_pending(speech.load_model(), [speech.Pending(pcm, 0.0, False, interim=True)])
+    (reading,) = speech.transcribe_pending(whisper_model.load_model(), [speech.Pending(pcm, 0.0, False, interim=True)])
     with GroupListener(episode_group(episode.pk)) as listener:
         async def inside_a_running_loop():  # what Playwright's sync API leaves on a rollout worker's thread
             audio._interim_publish(clip, reading.interim, origin=1000.0, committed_until=0.0)

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from annotation import audio_stream, speech
+from annotation import audio_stream, speech, whisper_model
 from annotation.audio_stream import (
     ACCEPTED_CONTENT_TYPES,
     AudioError,
@@ -23,7 +23,8 @@ from annotation.audio_stream import (
     normalise_content_type,
     stream_header,
 )
-from annotation.speech import Word, default_model_path, load_model, transcribe_increment, word_error_rate
+from annotation.speech import Word, transcribe_increment, word_error_rate
+from annotation.whisper_model import default_model_path, load_model
 
 try:  # a package once tests/annotation/ has an __init__.py, a rootdir module until then
     from tests.annotation import audio_fixtures
@@ -335,15 +336,15 @@ def test_load_model_is_cached_per_process(model):
 
 
 def test_load_model_names_the_setting_when_the_directory_is_missing(monkeypatch, tmp_path):
-    monkeypatch.setenv(speech.MODEL_ENV_VAR, str(tmp_path / "no-such-model"))
-    with pytest.raises(FileNotFoundError, match=speech.MODEL_ENV_VAR):
+    monkeypatch.setenv(whisper_model.MODEL_ENV_VAR, str(tmp_path / "no-such-model"))
+    with pytest.raises(FileNotFoundError, match=whisper_model.MODEL_ENV_VAR):
         load_model()
 
 
 def test_load_model_refuses_a_thread_count_that_is_not_a_number(monkeypatch):
-    monkeypatch.setenv(speech.THREADS_ENV_VAR, "many")
-    monkeypatch.setattr(speech, "_models", {})  # force a fresh load without touching the cache
-    with pytest.raises(ValueError, match=speech.THREADS_ENV_VAR):
+    monkeypatch.setenv(whisper_model.THREADS_ENV_VAR, "many")
+    monkeypatch.setattr(whisper_model, "_models", {})  # force a fresh load without touching the cache
+    with pytest.raises(ValueError, match=whisper_model.THREADS_ENV_VAR):
         load_model()
 
 
@@ -404,8 +405,8 @@ def test_whisper_reads_each_increment_after_the_words_committed_before_it(model,
     assert later.context == " ".join(before[-speech.CONTEXT_WORDS:]) and later.context
     prompts = []
     real = speech._prompt
-    monkeypatch.setattr(speech, "_prompt", lambda model, tokenizer, context: (
-        prompts.append(context) or real(model, tokenizer, context)))
+    monkeypatch.setattr(speech, "_prompt", lambda model, tokenizer, context, hint="": (
+        prompts.append(context) or real(model, tokenizer, context, hint)))
     pcm = decode_pcm(b"".join(chunk.data for chunk in clip.chunks[: later.chunk_index + 1]))
     words, _ = transcribe_increment(model, pcm, committed_until=later.committed_before, final=False,
                                     context=later.context)
@@ -436,6 +437,22 @@ def test_a_prompted_reading_that_runs_away_is_read_again_without_the_prompt(mode
     assert [w.text for w in words] == said
     assert readings == [["The agent opened it."], [""]]
     assert words[0].start == 10.0 and words[-1].end == 13.0
+
+
+def test_a_squeezed_repeat_of_the_last_words_is_dropped_and_a_said_twice_kept():
+    def words(*timed):
+        return [speech.Word(text, start, end, 0.9) for text, start, end in timed]
+
+    echoed = words(("Take", 18.9, 19.5), ("over.", 19.5, 19.7), ("Take", 19.7, 19.7), ("over.", 19.7, 19.9))
+    assert [w.text for w in speech._without_echo(echoed)] == ["Take", "over."]
+    said_twice = words(("Pause.", 1.0, 1.5), ("Pause.", 2.0, 2.5))
+    assert speech._without_echo(said_twice) == said_twice
+
+
+def test_a_word_ends_with_the_speech_it_was_heard_in():
+    stretched = [speech.Word("it.", 39.8, 41.8, 0.9), speech.Word("Finish", 42.7, 43.1, 0.9)]
+    clipped = speech._within_speech(stretched, ((38.0, 40.0), (42.6, 44.0)))
+    assert [(w.start, w.end) for w in clipped] == [(39.8, 40.1), (42.7, 43.1)]
 
 
 def test_a_batch_of_talkers_is_read_in_one_pass_each_clip_getting_its_own_words(model, tmp_path, monkeypatch):

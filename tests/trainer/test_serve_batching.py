@@ -242,6 +242,9 @@ def test_a_client_that_goes_away_mid_answer_leaves_the_batch_and_the_others_are_
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/v1/chat/completions"
     batcher = registry.get("m").batcher
+    submitted: list = []
+    submit = batcher.submit
+    batcher.submit = lambda *args, **kwargs: submitted.append(submit(*args, **kwargs)) or submitted[-1]
     try:
         body = json.dumps({"model": "m", "messages": _messages(0), "max_tokens": 3000}).encode()
         leaving = socket.create_connection(server.server_address[:2])
@@ -264,7 +267,8 @@ def test_a_client_that_goes_away_mid_answer_leaves_the_batch_and_the_others_are_
             alone.token_logprobs, abs=1e-4)
         while batcher._active and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not batcher._active and batcher.passes < 3000  # dropped long before its 3000 tokens
+        assert not batcher._active
+        assert submitted[0].error == "the client went away" and len(submitted[0].ids) < 3000
     finally:
         server.shutdown()
         registry.close()

@@ -1,5 +1,5 @@
 """What `make run` seeds in the demo project beyond MiniWoB: web-app tasks (the desktop ones are in
-tests/rollouts/test_desktop_rollouts.py, beside the worker that runs them)."""
+tests/flywheel/test_desktop_rollouts.py, beside the worker that runs them)."""
 import pytest
 
 from webapp import demo
@@ -39,8 +39,9 @@ def test_demo_project_holds_out_tasks_v0_was_not_trained_on_with_an_authored_sho
     """Issue 34: the cycles' evaluation has something left to learn: MiniWoB tasks outside the cold start's and an
     authored web-app task on the shop (its JSON stored, as the Tasks page stores one), whose train task is seeded."""
     from projects.models import TaskSpec
-    from trainer.coldstart import TASKS
+    from trainer.configs import ColdstartConfig, parse_tasks
 
+    TASKS = parse_tasks(ColdstartConfig().tasks)  # the cold start's demonstrated tasks
     demo.seed_demo("a-demo-password")
     held = {t.task_name: t for t in TaskSpec.objects.filter(project__slug="demo", split="eval")}
     assert set(TASKS) < set(held) and {"click-dialog", "click-tab"} <= set(held)

@@ -26,7 +26,9 @@ from agent.envs.desktop.osworld_vm import CACHE_DIR, as_argv, check_home_path, e
 
 __all__ = ["REFUSED_STEPS", "SETUP_STEPS", "SETUP_TIMEOUT_S", "SetupRun", "StepKind", "opener", "run_setup"]
 
-SETUP_TIMEOUT_S = 30.0
+# How long a launched app may take to show its window. A GTK app's first window waits on the accessibility bus
+# (AT-SPI), which a loaded 2-core host answers slowly: galculator once took over 30 s beside a full test run.
+SETUP_TIMEOUT_S = 60.0
 
 
 def run_setup(steps: list[dict], desktop: Any, *, window_timeout_s: float = SETUP_TIMEOUT_S,
