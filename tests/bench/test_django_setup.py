@@ -55,7 +55,7 @@ def fresh_database_url():
 def test_setup_django_migrates_a_fresh_database(fresh_database_url):
     script = ("from bench.django_setup import setup_django; setup_django(channel_prefix='benchtest'); "
               "from django.contrib.auth import get_user_model; "
-              "from projects.models import Episode; "
+              "from rollouts.models import Episode; "
               "print(get_user_model().objects.count(), Episode.objects.count())")
     env = {**os.environ, "DATABASE_URL": fresh_database_url}
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,

@@ -112,8 +112,8 @@ def test_the_admin_works_under_the_policy(daphne_server, watched):
     page.click("input[type=submit]")
     page.locator("#site-name").wait_for(timeout=20_000)
     assert page.evaluate("getComputedStyle(document.querySelector('#header')).display") == "flex"  # its CSS loaded
-    for path, name in (("/admin/", "index"), ("/admin/flywheel/episode/", "changelist"),
-                       (f"/admin/flywheel/episode/{episode.pk}/change/", "change")):
+    for path, name in (("/admin/", "index"), ("/admin/rollouts/episode/", "changelist"),
+                       (f"/admin/rollouts/episode/{episode.pk}/change/", "change")):
         page.goto(daphne_server + path)
         page.locator("#content").wait_for(timeout=20_000)
         page.wait_for_load_state("networkidle")

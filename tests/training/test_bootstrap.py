@@ -33,7 +33,7 @@ def test_the_cold_start_run_makes_demos_trains_and_deploys_v0_on_a_real_worker(c
 
     from training import runs as training
     from training.models import RunStatus
-    from trainer import coldstart as recipe
+    from trainer.configs import ColdstartConfig, parse_tasks
     from tests.stack import wait_for
 
     monkeypatch.setenv("LOUPE_COLDSTART_SEEDS", "0-1")
@@ -53,7 +53,8 @@ def test_the_cold_start_run_makes_demos_trains_and_deploys_v0_on_a_real_worker(c
     assert active.checkpoint == run.checkpoint and active.checkpoint.name == "v0" and active.backend == "local"
     demos = Path(run.checkpoint.uri).parent / "demos.jsonl"
     rows = [json.loads(line) for line in demos.read_text().splitlines()]
-    assert {row["meta"]["task"] for row in rows} == set(recipe.TASKS)
+    demonstrated = set(parse_tasks(ColdstartConfig().tasks))  # the cold start's tasks
+    assert {row["meta"]["task"] for row in rows} == demonstrated
     # the thoughts quote the clicked element's line, as the prompt shows it
     for row in rows:
         answer, screen = row["messages"][-1]["content"], row["messages"][-2]["content"]
