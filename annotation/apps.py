@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from rollouts.signals import episode_finished
+
 
 class AnnotationConfig(AppConfig):
     name = "annotation"
@@ -8,7 +10,6 @@ class AnnotationConfig(AppConfig):
     def ready(self):
         # rollouts announces a finished episode; the judge (annotation/judge.py) queues its verdict when the project
         # judges every episode. Connected in every process that finishes episodes: web, rollout workers, envservice.
-        from annotation import judge
-        from rollouts.signals import episode_finished
+        from annotation import judge  # its models: not importable before the app registry is ready
 
         episode_finished.connect(judge.on_episode_finished, dispatch_uid="annotation.judge")

@@ -30,6 +30,7 @@ from django.db import transaction
 
 from agent.judge import FAILURE, NO_VERDICT, SUCCESS, EpisodeForJudge, ScriptedJudgePolicy, Vote, judge_votes
 from agent.judge import Judgement as Verdict
+from agent.policies import make_policy
 from core.audit import audit_record
 from core.errors import ApplicationError
 from core.jobs import job
@@ -171,8 +172,6 @@ def rule_verdict(episode: Episode, steps: list[Step], threshold: float) -> Verdi
 
 
 def _policy(config: dict):
-    from agent.policies import make_policy
-
     if config["backend"] == "scripted":
         return ScriptedJudgePolicy(config["answers"])
     timeout = config["timeout_seconds"] or django_settings.LOUPE_OPENAI_TIMEOUT_SECONDS

@@ -28,9 +28,11 @@ from django.utils import timezone
 
 from core.audit import audit_record
 from core.errors import ApplicationError
+from agent.policies import make_policy
 from core.jobs import job
 from projects.models import Project
 from projects.project_settings import Section, section_of, section_set
+from projects.selectors import role_at_least
 from rollouts import privacy
 from rollouts.models import Episode, PolishState, Step
 
@@ -223,8 +225,6 @@ class ModelPolisher:
 def polisher_for(config: dict):
     if config["backend"] == "cleanup":
         return CleanupPolisher()
-    from agent.policies import make_policy
-
     timeout = config["timeout_seconds"] or django_settings.LOUPE_OPENAI_TIMEOUT_SECONDS
     retries = django_settings.LOUPE_OPENAI_RETRIES if config["retries"] is None else config["retries"]
     return ModelPolisher(make_policy("openai", base_url=config["base_url"] or django_settings.LOUPE_OPENAI_BASE_URL,
@@ -353,8 +353,6 @@ def step_polish(*, step_id: int) -> str:
 def may_edit(*, step: Step, user, role: str | None) -> bool:
     """Managers (and admins) of the project, and the annotator the step belongs to: the person who acted on or
     approved it, or who started the episode."""
-    from projects.selectors import role_at_least
-
     if role_at_least(role, "manager"):
         return True
     return role is not None and user.pk in (step.intervened_by_id, step.episode.created_by_id)
@@ -454,8 +452,6 @@ def episode_polish_progress(episode: Episode) -> dict:
 
 def episode_polish(*, episode: Episode, user, role: str | None) -> dict:
     """``GET episodes/<id>/polish``: the progress and each step's words and polished thought."""
-    from projects.selectors import role_at_least
-
     steps = episode.steps.select_related("episode").exclude(human_thought="", polish_state="").order_by("index")
     return {"episode": episode.pk, "progress": episode_polish_progress(episode),
             "can_request": role_at_least(role, "manager"),
