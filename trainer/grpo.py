@@ -309,5 +309,4 @@ def train_grpo(config: RLConfig) -> dict:
     return train_prepared(prepare_grpo(config), config)
 
 
-# EnvReward: imported from here by tests/flywheel (the rewards themselves are in rewards.py)
-__all__ = ["EnvReward", "check_vllm", "prepare_grpo", "read_rows", "train_grpo", "train_prepared", "vllm_args"]
+__all__ = ["check_vllm", "prepare_grpo", "read_rows", "train_grpo", "train_prepared", "vllm_args"]

@@ -47,10 +47,9 @@ from agent.policies.base import PolicyOutput
 from agent.prompt import DEFAULT_STYLE, restyle_messages
 from trainer.adapters import adapter_mismatch
 from trainer.batching import MAX_TOP_LOGPROBS, Batcher, PromptTooLong
-from trainer.configs import ServeConfig
+from trainer.configs import ServeConfig, reads_images
 from trainer.model import LOUPE_FILE, TrainerError, chat_ids, checkpoint_prompt_style
 from trainer.optim import emit, set_threads
-from trainer.vlm import is_vlm
 
 MAX_BODY_BYTES = 128 * 2**20  # a request of 16 screenshots at vlm_serve's 10 MB cap, base64, fits
 
@@ -114,12 +113,12 @@ class ModelRegistry:
         elif not (source / "config.json").is_file():
             raise APIError(HTTPStatus.BAD_REQUEST,
                            f"{path!r} is neither a checkpoint dir (config.json) nor a PEFT adapter dir (adapter_config.json)")
-        elif parent is not None and is_vlm(source) != is_vlm(self.base_dir):
+        elif parent is not None and reads_images(source) != reads_images(self.base_dir):
             kinds = {True: "a vision-language checkpoint", False: "a text checkpoint"}
             raise APIError(HTTPStatus.BAD_REQUEST,
-                           f"{path!r} is {kinds[is_vlm(source)]} but the served base {self.default!r} is "
-                           f"{kinds[is_vlm(self.base_dir)]}: its clients would be prompted for the wrong model")
-        if is_vlm(source):
+                           f"{path!r} is {kinds[reads_images(source)]} but the served base {self.default!r} is "
+                           f"{kinds[reads_images(self.base_dir)]}: its clients would be prompted for the wrong model")
+        if reads_images(source):
             from trainer.vlm_serve import VisionPolicy  # transformers' vision classes only for vision checkpoints
 
             policy = VisionPolicy(str(source), temperature=0.0, max_new_tokens=self.max_new_tokens)
@@ -135,7 +134,7 @@ class ModelRegistry:
         from peft import PeftModel
         from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
 
-        vision = is_vlm(self.base_dir)
+        vision = reads_images(self.base_dir)
         loader = AutoModelForImageTextToText if vision else AutoModelForCausalLM
         base = loader.from_pretrained(self.base_dir, local_files_only=True)
         problem = adapter_mismatch(adapter, base)  # PEFT would load an adapter of another base into a no-op

@@ -28,7 +28,6 @@ from pathlib import Path
 
 from agent import rows as R
 from trainer import data as D
-from trainer.configs import reads_images as is_vlm  # noqa: F401 (trainer/serve.py's name for it)
 from trainer.model import TrainerError, checkpoint_prompt_style
 
 log = logging.getLogger("trainer")

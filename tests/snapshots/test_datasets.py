@@ -760,7 +760,8 @@ def test_rl_rows_for_a_reading_checkpoint_are_grpo_steps_whose_env_reward_replay
     from agent.actions import Action
     from agent.rows import GRPORow
     from training import trainer_process
-    from trainer.grpo import EnvReward, read_rows
+    from trainer.grpo import read_rows
+    from trainer.rewards import EnvReward
 
     project, task = demo["project"], demo["task"]
     clicks = [{"action": {"name": "click", "args": {"x": 3 + i, "y": 4}}} for i in range(3)]
