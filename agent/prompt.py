@@ -54,7 +54,7 @@ from urllib.parse import urlsplit
 from agent import formats
 from agent.actions import Action, Turn, parse_turn
 from agent.envs.base import Element, Observation
-from agent.images import image_bytes, image_part, image_url, map_image_urls  # image_*: flywheel imports them here
+from agent.images import image_part
 from agent.system_prompts import COMPACT_SYSTEM_PROMPT, FORMAT_SYSTEM_PROMPTS, NAMED_SYSTEM_PROMPT, SYSTEM_PROMPT
 
 __all__ = [
@@ -67,9 +67,6 @@ __all__ = [
     "QUOTED_TEXT",
     "SYSTEM_PROMPT",
     "action_in_format",
-    "image_bytes",
-    "image_url",
-    "map_image_urls",
     "prompt_style_of",
     "quoted_names",
     "render_element",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
-from agent.prompt import image_bytes, image_url, map_image_urls
+from agent.images import image_bytes, image_url, map_image_urls
 from core import redaction
 from core.audit import audit_record
 from core.errors import ApplicationError

@@ -11,7 +11,7 @@ from django.db.models import F, Prefetch
 from django.utils import timezone
 
 from agent.formats import FORMATS
-from agent.prompt import image_bytes, image_url, map_image_urls
+from agent.images import image_bytes, image_url, map_image_urls
 from core.errors import ApplicationError
 from rollouts import privacy
 from rollouts.events import event_append

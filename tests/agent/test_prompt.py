@@ -10,8 +10,9 @@ from agent import formats
 from agent.actions import ACTION_NAMES, Action, Turn, format_turn, parse_turn
 from agent.envs.base import Element, Observation
 from agent.formats import uitars
-from agent.prompt import (FORMAT_SYSTEM_PROMPTS, PROMPT_STYLES, SYSTEM_PROMPT, HistoryStep, image_bytes,
-                          prompt_style_of, quoted_names, render_messages, render_observation, restyle_messages,
+from agent.images import image_bytes
+from agent.prompt import (FORMAT_SYSTEM_PROMPTS, PROMPT_STYLES, SYSTEM_PROMPT, HistoryStep, prompt_style_of,
+                          quoted_names, render_messages, render_observation, restyle_messages,
                           system_prompt)
 
 

@@ -16,7 +16,8 @@ from agent.policies import make_policy
 from agent.formats import uitars
 from agent.policies.base import Policy, PolicyOutput
 from agent.policies.scripted import observation_from_prompt
-from agent.prompt import FORMAT_SYSTEM_PROMPTS, image_bytes
+from agent.images import image_bytes
+from agent.prompt import FORMAT_SYSTEM_PROMPTS
 from agent.rollout import Decision, Supervisor, run_episode
 
 pytestmark = pytest.mark.timeout(300)

@@ -16,7 +16,7 @@ from PIL import Image
 from rest_framework.test import APIClient
 
 from agent.envs.base import Element, Observation
-from agent.prompt import image_url
+from agent.images import image_url
 from agent.screen_match import screen_difference
 from core.errors import ApplicationError
 from core.models import AuditEntry

@@ -12,7 +12,8 @@ from rest_framework.test import APIClient
 from safetensors.numpy import save_file
 
 from agent.policies import PolicyError
-from agent.prompt import image_bytes, image_url, render_messages
+from agent.images import image_bytes, image_url
+from agent.prompt import render_messages
 from core.errors import ApplicationError
 from cycles import cycle_settings
 from training import deployments

@@ -19,7 +19,8 @@ import pytest
 from django.core.files.storage import default_storage
 from PIL import Image
 
-from agent.prompt import FORMAT_SYSTEM_PROMPTS, image_bytes, image_url
+from agent.images import image_bytes, image_url
+from agent.prompt import FORMAT_SYSTEM_PROMPTS
 from cycles import cycle_settings
 from training import deployments
 from rollouts import episodes

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw
 
-from agent.prompt import FORMAT_SYSTEM_PROMPTS, image_url
+from agent.images import image_url
+from agent.prompt import FORMAT_SYSTEM_PROMPTS
 from trainer import cli
 from trainer.tiny_vlm import save_tiny_vlm
 from trainer.vlm_serve import VisionPolicy
