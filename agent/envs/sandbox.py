@@ -98,6 +98,11 @@ class Support:
 
 
 _support: Support | None = None
+
+# bwrap's words when a host mount vanished while it copied the mounts (see Sandbox.start), and how often to try
+_MOUNT_RACE = "Unable to apply mount flags"
+_MOUNT_RACE_TRIES = 5
+
 _support_lock = threading.Lock()
 
 
@@ -129,10 +134,14 @@ def _probe() -> Support:
     if missing:
         return Support(False, False, "", f"{', '.join(missing)} not installed (Debian packages bubblewrap, util-linux; "
                                          "make env-tools installs them)")
-    try:
-        probe = subprocess.run([*_bwrap_base(root), "--", "true"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return Support(False, False, "", f"bubblewrap could not run: {exc}")
+    for attempt in range(1, _MOUNT_RACE_TRIES + 1):
+        try:
+            probe = subprocess.run([*_bwrap_base(root), "--", "true"], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Support(False, False, "", f"bubblewrap could not run: {exc}")
+        if probe.returncode == 0 or _MOUNT_RACE not in probe.stderr:
+            break
+        time.sleep(0.05 * attempt)  # a host mount vanished while bwrap copied them (see Sandbox.start): not a "no"
     if probe.returncode != 0:
         why = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
         hint = ("run the worker as root with CAP_SYS_ADMIN and CAP_NET_ADMIN (docker: cap_add SYS_ADMIN, NET_ADMIN)"
@@ -278,8 +287,27 @@ class Sandbox:
             argv += ["--ro-bind", str(path), str(path)]
         if found.per_uid:
             argv += ["--cap-drop", "ALL"]
+        prefix = self.cgroup.join_prefix() if self.cgroup else []
+        for attempt in range(1, _MOUNT_RACE_TRIES + 1):
+            error = self._launch([*prefix, *argv])
+            if error is None:
+                return
+            if _MOUNT_RACE not in error or attempt == _MOUNT_RACE_TRIES:
+                break
+            # bwrap copies the host's mounts and then remounts each read-only; where the host's mounts propagate
+            # (a shared /), one unmounted meanwhile (another sandbox's home, as it ends) vanishes between the two
+            # and its remount fails. Nothing of this sandbox was the cause: make it again.
+            log.info("Sandbox %s: a host mount changed while bubblewrap copied them (%s); trying again", self.name,
+                     error)
+            time.sleep(0.05 * attempt)
+        self.close()
+        raise SandboxUnavailable(f"bubblewrap did not make the sandbox: {error or 'no word from it'}")
+
+    def _launch(self, argv: list[str]) -> str | None:
+        """Start bubblewrap (``argv`` up to the holder) and wait until the sandbox is made: None, or bwrap's error
+        (its process is then gone; the home's disk and the cgroup stay for another try)."""
         info_read, info_write = os.pipe()
-        argv += ["--info-fd", str(info_write)]
+        argv = [*argv, "--info-fd", str(info_write)]
         if self.broker:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             holder, stdin = [sys.executable, "-I", "-S", str(HELPER)], theirs.fileno()
@@ -287,37 +315,46 @@ class Sandbox:
             ours = theirs = None
             # exits, and takes the sandbox with it, when its stdin closes (the env closed it, or the worker died)
             holder, stdin = ["/bin/sh", "-c", "echo ready && exec cat"], subprocess.PIPE
-        prefix = self.cgroup.join_prefix() if self.cgroup else []
         try:
             # the worker's environment (its URLs and keys) stays out of the sandbox, the holder's included
-            self._bwrap = subprocess.Popen([*prefix, *argv, "--", *holder], stdin=stdin, stdout=subprocess.PIPE,
-                                           stderr=subprocess.PIPE, pass_fds=(info_write,), start_new_session=True,
-                                           env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"})
+            bwrap = subprocess.Popen([*argv, "--", *holder], stdin=stdin, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, pass_fds=(info_write,), start_new_session=True,
+                                     env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"})
         except OSError as exc:
             os.close(info_read)
+            if ours is not None:
+                ours.close()
+            self.close()
             raise SandboxUnavailable(f"bubblewrap could not start: {exc}") from exc
         finally:
             os.close(info_write)
             if theirs is not None:
                 theirs.close()
-        self._control = ours
         with os.fdopen(info_read, "rb") as info:
             raw = info.read()  # bwrap writes it once the namespaces exist, then closes it
         # the holder says "ready" once bwrap has made the sandbox's files (after the info): a process that entered
         # before then would see them half made
-        ready = self._bwrap.stdout.readline() if raw else b""
+        ready = bwrap.stdout.readline() if raw else b""
         try:
-            self.pid = int(json.loads(raw)["child-pid"])
+            pid = int(json.loads(raw)["child-pid"])
             if ready.strip() != b"ready":
                 raise ValueError("not ready")
         except (ValueError, KeyError, TypeError):
             try:
-                self._bwrap.wait(timeout=5)
-                error = self._bwrap.stderr.read().decode(errors="replace").strip()
-            except subprocess.TimeoutExpired:  # up, but never ready: close() ends it
+                bwrap.wait(timeout=5)
+                error = bwrap.stderr.read().decode(errors="replace").strip()
+            except subprocess.TimeoutExpired:  # up, but never ready: ended here
                 error = "it made no sandbox in 5 s"
-            self.close()
-            raise SandboxUnavailable(f"bubblewrap did not make the sandbox: {error or 'no word from it'}") from None
+                bwrap.kill()
+                bwrap.wait()
+            for stream in (bwrap.stdin, bwrap.stdout, bwrap.stderr):
+                if stream is not None:
+                    stream.close()
+            if ours is not None:
+                ours.close()
+            return error
+        self._bwrap, self._control, self.pid = bwrap, ours, pid
+        return None
 
     def alive(self) -> bool:
         return self._bwrap is not None and self._bwrap.poll() is None

@@ -381,3 +381,51 @@ def test_the_miniwob_browser_reaches_its_pages_and_none_of_loupe(targets):
         fetched = env._page.evaluate(_FETCH, [env.base_url + "miniwob/click-test.html", *_loupe_urls(targets)])
         assert fetched.pop(env.base_url + "miniwob/click-test.html") == "reached"
         assert all(value.startswith("refused") for value in fetched.values()), fetched
+
+
+_CHURN = r'''
+import ctypes, shutil, sys, tempfile, threading
+from pathlib import Path
+from agent.envs.base import SandboxUnavailable
+from agent.envs.sandbox import Sandbox
+libc = ctypes.CDLL(None, use_errno=True)
+base, stop, failed = Path(tempfile.mkdtemp(prefix="loupe-churn-")), threading.Event(), []
+for n in range(40):  # a host with mounts to copy, as a busy worker's is (its sandboxes' homes)
+    (base / f"s{n}").mkdir()
+    libc.mount(b"churn", str(base / f"s{n}").encode(), b"tmpfs", 0, b"size=1m")
+def churn(k):  # other sandboxes' homes, mounted and unmounted as their episodes start and end
+    n = 0
+    while not stop.is_set():
+        (base / f"c{k}-{n % 8}").mkdir(exist_ok=True)
+        libc.mount(b"churn", str(base / f"c{k}-{n % 8}").encode(), b"tmpfs", 0, b"size=1m")
+        libc.umount2(str(base / f"c{k}-{n % 8}").encode(), 2)
+        n += 1
+for k in range(2):
+    threading.Thread(target=churn, args=(k,), daemon=True).start()
+for n in range(int(sys.argv[1])):
+    home = Path(tempfile.mkdtemp(prefix="loupe-race-home-"))
+    sandbox = Sandbox(f"loupe-race-{n}", binds=[home])
+    try:
+        sandbox.start()
+    except SandboxUnavailable as exc:
+        failed.append(str(exc))
+    finally:
+        sandbox.close()
+        shutil.rmtree(home, ignore_errors=True)
+stop.set()
+print(len(failed), failed[:1])
+'''
+
+
+@needs_sandbox
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare")
+def test_sandboxes_start_while_other_homes_are_mounted_and_unmounted_on_a_shared_host():
+    import subprocess
+    import sys
+
+    # a mount namespace of its own whose mounts propagate, as a host's shared / does: bwrap then sees mounts vanish
+    # while it copies them (here 3 starts in 40 failed before a start was tried again)
+    result = subprocess.run(["unshare", "-m", "--propagation", "shared", sys.executable, "-c", _CHURN, "120"],
+                            capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[2])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().startswith("0 "), result.stdout
