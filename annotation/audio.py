@@ -196,6 +196,14 @@ def step_windows(episode_id: int) -> list[StepWindow]:
 BATCH_CLIPS = 8
 
 
+def waiting_clips(*, exclude: int):
+    """The clips still recording, other than ``exclude``, with audio not yet transcribed, oldest first, locked for
+    this transaction (those another worker holds are skipped). Found by the partial index on unfinished clips."""
+    new_audio = Exists(AudioChunk.objects.filter(clip=OuterRef("pk"), index__gte=OuterRef("transcribed_chunks")))
+    return (AudioClip.objects.select_for_update(skip_locked=True).filter(new_audio, finished=False)
+            .exclude(pk=exclude).order_by("pk"))
+
+
 def clip_transcribe(*, clip_id: int, final: bool = False) -> int:
     """Transcribe what is new in a clip, in one Whisper pass with what is new in every other clip that has audio
     waiting (up to BATCH_CLIPS; their own jobs then find nothing new). Returns the number of words committed for
@@ -205,9 +213,7 @@ def clip_transcribe(*, clip_id: int, final: bool = False) -> int:
         clip = AudioClip.objects.select_for_update(skip_locked=True).filter(pk=clip_id).first()
         if clip is None:
             return 0  # another worker holds it; it will pick up this chunk too
-        new_audio = Exists(AudioChunk.objects.filter(clip=OuterRef("pk"), index__gte=OuterRef("transcribed_chunks")))
-        others = list(AudioClip.objects.select_for_update(skip_locked=True)
-                      .filter(new_audio, finished=False).exclude(pk=clip_id).order_by("pk")[:BATCH_CLIPS - 1])
+        others = list(waiting_clips(exclude=clip_id)[:BATCH_CLIPS - 1])
         began = time.perf_counter()
         turns = [turn for turn in (_turn(c, final=(final and c.pk == clip_id) or c.finished, named=c.pk == clip_id)
                                    for c in [clip, *others]) if turn is not None]

@@ -82,6 +82,8 @@ class AudioClip(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["episode", "client_id"], name="audioclip_unique_client_id")]
+        # the think-aloud batch (annotation/audio.py) looks among the clips still recording: few, among many finished
+        indexes = [models.Index(fields=["id"], condition=models.Q(finished=False), name="audioclip_unfinished")]
         ordering = ["id"]
 
 
