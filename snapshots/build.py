@@ -41,6 +41,7 @@ from snapshots.buckets import bucket_episodes, export_target, filter_apply, filt
 from snapshots.export import ParquetRows
 from snapshots.models import DatasetSnapshot, SnapshotEpisode, SnapshotStatus
 from snapshots.snapshot_kinds import kind_of
+from snapshots.stored_rows import episodes_rendered
 
 
 def _source_key(kind: str, cleaned: dict, routing: dict, episode_ids: list[int], target: dict,
@@ -125,19 +126,20 @@ def _build_lock(snapshot_id: int):
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_BUILD_LOCK, snapshot_id])
 
 
-def snapshot_build(*, snapshot_id: int, processes: int | None = None) -> DatasetSnapshot:
+def snapshot_build(*, snapshot_id: int, processes: int | None = None, stored: bool = True) -> DatasetSnapshot:
     """Write the rows once (JSONL + Parquet), with their hash and lineage. Safe to run twice, even at once: a
     snapshot that is already ready or failed is left alone. ``processes``: how many to split the build over
     (LOUPE_SNAPSHOT_PROCESSES, a process for each 1,000 episodes at most, when not given); the files and hash
-    are the same whatever the number."""
+    are the same whatever the number. ``stored``: read the episodes' rows rendered before and store those rendered
+    now (snapshots/stored_rows.py; the files are the same); False renders every episode and stores nothing."""
     with _build_lock(snapshot_id):
         snapshot = DatasetSnapshot.objects.select_related("project").get(pk=snapshot_id)
         if snapshot.status != SnapshotStatus.BUILDING:
             return snapshot
-        return _snapshot_write(snapshot, processes)
+        return _snapshot_write(snapshot, processes, stored)
 
 
-def _snapshot_write(snapshot: DatasetSnapshot, processes: int | None = None) -> DatasetSnapshot:
+def _snapshot_write(snapshot: DatasetSnapshot, processes: int | None = None, stored: bool = True) -> DatasetSnapshot:
     snapshot_id = snapshot.pk
     project, kind = snapshot.project, snapshot.kind
     DatasetSnapshot.objects.filter(pk=snapshot_id, status=SnapshotStatus.BUILDING).update(
@@ -157,7 +159,7 @@ def _snapshot_write(snapshot: DatasetSnapshot, processes: int | None = None) -> 
     try:
         with tempfile.TemporaryDirectory(prefix="loupe-snapshot-") as tmp:
             jobs = [_PartJob(snapshot=snapshot, target=target, episode_ids=ids, jsonl=os.path.join(tmp, f"part-{i}.jsonl"),
-                             parquet=os.path.join(tmp, f"part-{i}.parquet")) for i, ids in enumerate(ranges)]
+                             parquet=os.path.join(tmp, f"part-{i}.parquet"), stored=stored) for i, ids in enumerate(ranges)]
             parts = _parts_run(jobs, lambda done: progress(0.9 * done / (len(episode_ids) or 1)))
             n_rows = sum(part.rows for part in parts)
             if n_rows == 0:
@@ -227,6 +229,7 @@ class _PartJob:
     episode_ids: list[int]
     jsonl: str
     parquet: str
+    stored: bool = True  # read and store the episodes' rendered rows (snapshots/stored_rows.py)
 
 
 @dataclass
@@ -241,6 +244,31 @@ class _Part:
 
 
 def _part_write(job: _PartJob, on_episode: Callable[[int], None]) -> _Part:
+    if not job.stored:
+        return _part_render(job, on_episode)
+    snapshot = job.snapshot
+    part = _Part(jsonl=job.jsonl, parquet=job.parquet)
+    parquet = ParquetRows(job.parquet)
+    episodes = episodes_rendered(snapshot.kind, job.episode_ids, job.target, snapshot.lineage,
+                                 snapshot.project.settings)
+    with open(job.jsonl, "wb") as out:
+        for done, episode in enumerate(episodes, 1):
+            if episode.rows:
+                out.write(episode.jsonl)
+                parquet.add_lines(episode.parquet)
+                part.rows += episode.rows
+                part.members.append((episode.episode_id, episode.rows))
+                part.tasks[episode.task] += episode.rows
+                part.checkpoints[episode.checkpoint] += episode.rows
+            on_episode(done)
+    if part.rows:
+        parquet.close()
+    return part
+
+
+def _part_render(job: _PartJob, on_episode: Callable[[int], None]) -> _Part:
+    """A part with every episode's rows rendered now, nothing read or stored: what a build from stored rows must
+    equal byte for byte (tests/snapshots/test_stored_rows.py)."""
     snapshot = job.snapshot
     part = _Part(jsonl=job.jsonl, parquet=job.parquet)
     parquet = ParquetRows(job.parquet)

@@ -24,6 +24,7 @@ class ParquetRows:
     def __init__(self, path: str, batch: int = 5000) -> None:
         self.path, self.batch = path, batch
         self.rows: list[dict] = []
+        self.lines: list[bytes] = []
         self.writer = None
         self.schema = None
 
@@ -32,19 +33,48 @@ class ParquetRows:
         if len(self.rows) >= self.batch:
             self._flush()
 
-    def _flush(self) -> None:
+    def add_lines(self, lines: bytes) -> None:
+        """Rows as JSON lines of what :meth:`add` keeps of each (snapshots.stored_rows.parquet_row, in the rows' key
+        order). Not mixed with :meth:`add` in one file."""
+        self.lines.extend(lines.splitlines(keepends=True))
+        while len(self.lines) >= self.batch:
+            batch, self.lines = self.lines[:self.batch], self.lines[self.batch:]
+            self._write(self._lines_table(batch))
+
+    def _lines_table(self, lines: list[bytes]):
+        """The table of ``lines``: the first group's as :meth:`add`'s rows would make it (its schema is the file's),
+        later ones read by Arrow's JSON reader into that schema (the same values, without a Python object a
+        value)."""
         import pyarrow as pa
+        import pyarrow.json as pj
+
+        if self.schema is None:
+            return pa.Table.from_pylist([json.loads(line) for line in lines])
+        data = b"".join(lines)
+        return pj.read_json(pa.py_buffer(data), read_options=pj.ReadOptions(use_threads=False,
+                                                                          block_size=len(data) + 1),
+                            parse_options=pj.ParseOptions(explicit_schema=self.schema,
+                                                          unexpected_field_behavior="ignore"))
+
+    def _write(self, table) -> None:
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pylist(self.rows, schema=self.schema)
         if self.writer is None:
             self.schema = table.schema
             self.writer = pq.ParquetWriter(self.path, self.schema)
         self.writer.write_table(table)
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        self._write(pa.Table.from_pylist(self.rows, schema=self.schema))
         self.rows = []
 
     def close(self) -> None:
-        if self.rows or self.writer is None:
+        if self.lines:
+            self._write(self._lines_table(self.lines))
+            self.lines = []
+        elif self.rows or self.writer is None:
             self._flush()
         self.writer.close()
 

@@ -66,3 +66,35 @@ class SnapshotEpisode(models.Model):
         db_table = "flywheel_snapshotepisode"  # the table flywheel made: the model moved, its rows stayed
         constraints = [models.UniqueConstraint(fields=["snapshot", "episode"], name="snapshot_episode_unique")]
         indexes = [models.Index(fields=["episode", "snapshot"], name="snapshot_episode_by_episode")]
+
+
+class RowsVersion(models.Model):
+    """How many times what an episode's rows are made of has changed since a build first stored them: database
+    triggers (migration 0002) count every change of the episode, its steps, their rejections and replays, its
+    judgements, and its task's or checkpoint's record. A stored rendering is served only while it was read at the
+    episode's current count (snapshots/stored_rows.py)."""
+
+    episode = models.OneToOneField(Episode, primary_key=True, on_delete=models.CASCADE, related_name="+")
+    version = models.BigIntegerField(default=0)
+
+
+class RenderedRows(models.Model):
+    """One episode's rows of one kind as a snapshot writes them, redacted: made once, then concatenated by every
+    later build (snapshots/stored_rows.py). ``key`` is what decided them besides the episode (the kind, the target
+    they are rendered for, the redaction policy's digest and the rendering code): a changed setting makes another
+    key, so another rendering, never a stale one."""
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="+",
+                                db_index=False)  # the unique constraint's index starts with it
+    kind = models.CharField(max_length=8, choices=SnapshotKind.choices)
+    key = models.CharField(max_length=64)
+    version = models.BigIntegerField(help_text="The episode's RowsVersion when its rows were read.")
+    rows = models.PositiveIntegerField()
+    task = models.TextField(help_text="The episode's task name (the snapshot's lineage counts).")
+    checkpoint = models.TextField(help_text="Its checkpoint's name, '(none)' without one.")
+    jsonl = models.BinaryField(help_text="The rows' lines as data.jsonl holds them.")
+    parquet = models.BinaryField(help_text="The rows as data.parquet takes them: JSON lines in the rows' own key "
+                                           "order, meta as a JSON string.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["episode", "kind", "key"], name="rendered_rows_unique")]
