@@ -48,13 +48,16 @@ class ParquetRows:
         import pyarrow as pa
         import pyarrow.json as pj
 
-        if self.schema is None:
-            return pa.Table.from_pylist([json.loads(line) for line in lines])
-        data = b"".join(lines)
-        return pj.read_json(pa.py_buffer(data), read_options=pj.ReadOptions(use_threads=False,
-                                                                          block_size=len(data) + 1),
-                            parse_options=pj.ParseOptions(explicit_schema=self.schema,
-                                                          unexpected_field_behavior="ignore"))
+        if self.schema is not None:
+            data = b"".join(lines)
+            try:
+                return pj.read_json(pa.py_buffer(data),
+                                    read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1),
+                                    parse_options=pj.ParseOptions(explicit_schema=self.schema,
+                                                                  unexpected_field_behavior="ignore"))
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                pass  # a value the reader refuses where from_pylist converts it (a float in an int column): as add's
+        return pa.Table.from_pylist([json.loads(line) for line in lines], schema=self.schema)
 
     def _write(self, table) -> None:
         import pyarrow.parquet as pq

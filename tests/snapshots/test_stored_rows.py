@@ -142,3 +142,27 @@ def test_an_edit_that_lands_while_a_build_renders_is_not_served_by_the_next_buil
     after = _build(project, "sft", stored=True)
     assert b"changed while rendering" in after[1]
     _same(_build(project, "sft", stored=False), after)
+
+
+def test_parquet_made_of_json_lines_is_the_table_of_the_rows_added_even_where_arrows_reader_refuses(tmp_path):
+    first = {"x": 1, "meta": {"b": 1, "a": [1]}, "messages": [{"role": "user", "content": "\u00e9 \"q\"\n"}],
+             "images": []}
+    rows = [first, first,
+            {**first, "x": 1.5},  # a float in the first group's int column: Arrow's JSON reader refuses it
+            {"messages": [{"content": "z", "role": "assistant"}], "extra": 1},  # keys in another order, one unknown
+            {"x": 2, "meta": {}}, {"x": 3, "images": [], "messages": []}, first]
+    added, lines = ParquetRows(str(tmp_path / "added.parquet"), batch=2), ParquetRows(str(tmp_path / "lines.parquet"),
+                                                                                      batch=2)
+    for row in rows:
+        added.add(row)
+    made = stored_rows.rendered(rows, 1, "task", "(none)")
+    split = made.parquet.splitlines(keepends=True)
+    lines.add_lines(b"".join(split[:3]))  # as two episodes' rows: a batch across both
+    lines.add_lines(b"".join(split[3:]))
+    added.close()
+    lines.close()
+    one, two = pq.ParquetFile(tmp_path / "added.parquet"), pq.ParquetFile(tmp_path / "lines.parquet")
+    assert two.num_row_groups == one.num_row_groups == 4
+    assert two.schema_arrow.equals(one.schema_arrow)
+    assert two.read().to_pylist() == one.read().to_pylist()
+    assert made.rows == 7 and made.jsonl.count(b"\n") == 7
