@@ -1,9 +1,11 @@
 """Review at scale: 100,000 episodes and 2,000,000 steps generated in a database of its own
 (`loupe_bench_review`, kept between runs so the data is made once). Measures the filtered review
 list API p95, the replay page's data API p95 for a 50-step episode, and snapshot build and export
-throughput in rows per second with the export's peak memory. The snapshot is built in one process and in two
-(snapshots/build.py splits a build by episode ranges; the hashes must be equal), and a smaller one in two, whose
-cost against the larger's projects a million-episode project's freeze. Prints JSON.
+throughput in rows per second with the export's peak memory. The snapshot is built with every row rendered (as
+before stored rows: ``snapshot_build(stored=False)``) in one process and in two, then as a first freeze (rendering
+and storing each episode's rows, snapshots/stored_rows.py) in two, then from the stored rows in one process and in
+two (snapshots/build.py splits a build by episode ranges); every hash must be equal. A smaller one built from stored
+rows in two processes, against the larger, projects a million-episode project's freeze. Prints JSON.
 
 `LOUPE_BENCH_EPISODES` / `LOUPE_BENCH_STEPS_PER_EPISODE` scale it down for a quick look."""
 from __future__ import annotations
@@ -151,22 +153,32 @@ def main() -> None:
 
     # Snapshots of one task's accepted-by-reward episodes, then the export of one streamed to nowhere. An earlier
     # snapshot of the same rows would be returned as it is (freezing the same data twice makes one): drop it first.
-    from snapshots.models import DatasetSnapshot
+    from snapshots.models import DatasetSnapshot, RenderedRows
 
-    def build(filter_: dict, processes: int) -> tuple[object, float]:
+    def build(filter_: dict, processes: int, stored: bool = True) -> tuple[object, float]:
         DatasetSnapshot.objects.filter(project=project).delete()
         redaction._text_redact_remembered.cache_clear()  # each build starts as a fresh worker's would
         made = snapshots.snapshot_create(project=project, kind="sft", filter=filter_, build=False)
         started = time.monotonic()
-        made = snapshots.snapshot_build(snapshot_id=made.pk, processes=processes)
+        made = snapshots.snapshot_build(snapshot_id=made.pk, processes=processes, stored=stored)
         assert made.status == "ready", made.error
         return made, time.monotonic() - started
 
     one_task = {"tasks": [tasks[1].pk]}
+    load_before_builds = round(os.getloadavg()[0], 2)
+    RenderedRows.objects.all().delete()  # no episode's rows stored yet: the first freeze renders them all
+    rendered_1, rendered_1_s = build(one_task, 1, stored=False)
+    rendered_2, rendered_2_s = build(one_task, 2, stored=False)
+    first, first_s = build(one_task, 2)
+    with connection.cursor() as cur:
+        # what the stored rows take, compressed (the table's size would count the rows the builds above replaced)
+        cur.execute("SELECT sum(pg_column_size(jsonl) + pg_column_size(parquet)) FROM snapshots_renderedrows")
+        stored_bytes = cur.fetchone()[0]
     small, small_s = build({**one_task, "mode": "supervised"}, 2)
     snapshot_1, build_1_s = build(one_task, 1)
     snapshot, build_s = build(one_task, 2)
-    assert snapshot.sha256 == snapshot_1.sha256, "a build in two processes made other bytes than one"
+    hashes = {built.sha256 for built in (rendered_1, rendered_2, first, snapshot_1, snapshot)}
+    assert len(hashes) == 1, "a build made other bytes than another of the same rows"
     # cost = fixed + per row: from the two sizes built in two processes, for a freeze of every task's episodes of
     # a 1,000,000-episode project of the same shape
     per_row = (build_s - small_s) / (snapshot.rows - small.rows)
@@ -181,16 +193,23 @@ def main() -> None:
     tracemalloc.stop()
 
     print(json.dumps({
-        "load_average_1m": round(os.getloadavg()[0], 2),
+        "load_average_1m": round(os.getloadavg()[0], 2), "load_average_1m_before_builds": load_before_builds,
         "episodes": Episode.objects.filter(project=project).count(), "steps_per_episode": STEPS_PER_EPISODE,
         "generated_s": generated_s,
         "list_api": list_results, "list_p95_ms_worst": max(r["p95_ms"] for r in list_results.values()),
         "list_target_p95_ms": 100,
         "replay_api_50_steps": replay,
         "snapshot": {"rows": snapshot.rows, "episodes": snapshot.episodes, "bytes": snapshot.size_bytes,
+                     "rendered": {"build_1_process_s": round(rendered_1_s, 1),
+                                  "build_1_process_rows_per_s": round(snapshot.rows / rendered_1_s),
+                                  "build_2_processes_s": round(rendered_2_s, 1),
+                                  "build_2_processes_rows_per_s": round(snapshot.rows / rendered_2_s)},
+                     "first_freeze": {"build_2_processes_s": round(first_s, 1),
+                                      "build_2_processes_rows_per_s": round(snapshot.rows / first_s),
+                                      "stored_mb": round(stored_bytes / 2**20, 1)},
                      "build_1_process_s": round(build_1_s, 1), "build_1_process_rows_per_s": round(snapshot.rows / build_1_s),
                      "build_2_processes_s": round(build_s, 1), "build_2_processes_rows_per_s": round(snapshot.rows / build_s),
-                     "same_sha256": snapshot.sha256 == snapshot_1.sha256,
+                     "same_sha256": len(hashes) == 1,
                      "smaller": {"rows": small.rows, "build_2_processes_s": round(small_s, 1)},
                      "projection_1m_episodes": {"rows": million_rows, "minutes_2_processes":
                                                 round((fixed + per_row * million_rows) / 60, 1)},

@@ -10,7 +10,7 @@ from django.core.files.storage import default_storage
 
 from annotation.reviews import review_submit
 from projects.models import Project
-from rollouts.models import Step
+from rollouts.models import Judgement, Step
 from snapshots import build, stored_rows
 from snapshots.export import ParquetRows
 from snapshots.models import DatasetSnapshot, RenderedRows, SnapshotStatus
@@ -89,6 +89,10 @@ def test_a_prm_build_from_stored_rows_is_the_rendered_one_and_a_new_review_rende
     after = _build(project, "prm", stored=True)
     assert after[0].rows == 2 and after[2].column("meta").to_pylist()[1].count("critical") == 1
     _same(_build(project, "prm", stored=False), after)
+    Judgement.objects.create(episode=episode, verdict="failure", reason="clicked the wrong one", judge="rule")
+    judged = _build(project, "prm", stored=True)  # a judge's verdict since: in each row's meta
+    assert b"clicked the wrong one" in judged[1]
+    _same(_build(project, "prm", stored=False), judged)
 
 
 def test_a_persons_edit_after_the_episode_finished_is_in_the_next_build_not_the_stored_rows(demo, monkeypatch):
@@ -102,6 +106,10 @@ def test_a_persons_edit_after_the_episode_finished_is_in_the_next_build_not_the_
     _same(_build(project, "sft", stored=False), after)
     # The other episodes were read back, not rendered: only the edited one was.
     assert RenderedRows.objects.filter(episode_id=step.episode_id).count() == 1
+    Step.objects.filter(pk=step.pk).delete()  # a step deleted (a bulk delete: the statement's trigger)
+    deleted = _build(project, "sft", stored=True)
+    assert b"moved, a person's edit" not in deleted[1] and deleted[0].rows == after[0].rows - 1
+    _same(_build(project, "sft", stored=False), deleted)
 
 
 def test_a_renamed_task_a_changed_target_or_policy_renders_anew(demo, monkeypatch):
