@@ -62,7 +62,8 @@ def test_a_cycle_says_which_corrections_its_candidate_learned_in_training_and_he
     train = make_task(project, "terminal-count", env_kind="terminal", seed_start=0, seed_end=999, max_steps=3)
     held_out = make_task(project, "terminal-count", env_kind="terminal", split="eval", seed_start=100_000,
                          seed_end=100_099, max_steps=2)
-    scripted_demonstrations(fp, range(15), task=train)
+    # 8 episodes, two turns each: every step of the batch holds every row (16 rows a step, not 30, halve the training)
+    scripted_demonstrations(fp, range(8), task=train)
     steps = list(Step.objects.filter(episode__task=train).order_by("episode_id", "index"))
     edits, takeover, rejected, poison = steps[0:6], steps[6], steps[7], steps[8]
     for step in edits:
@@ -72,14 +73,17 @@ def test_a_cycle_says_which_corrections_its_candidate_learned_in_training_and_he
     Rejection.objects.create(episode_id=rejected.episode_id, step_index=rejected.index, attempt=1, step=rejected,
                              prompt=rejected.prompt, raw_output="Action: type(text=\"pwd\\n\")",
                              action={"name": "type", "args": {"text": "pwd\n"}}, reason="not that")
-    # one person typed what no other step does on the same screen: 1 row against 14, which the candidate won't say
+    # one person typed what no other step does on the same screen: 1 row against 7, which the candidate won't say
     _correct(poison, actor="human", person=fp["manager"], action={"name": "type", "args": {"text": "echo xyzzy\n"}})
+    # correction_weight 1: a corrected row is trained on once, not three times (23 rows a step -> 11: the same few
+    # turns; which corrections were learned is what this test reads, not how much they weighed)
     cycle_settings.settings_set(project=project, actor=fp["manager"], eval_seeds=4, eval_tasks=[held_out.pk],
-                                val_fraction=0.3, val_from="corrected", patience=0,
+                                val_fraction=0.3, val_from="corrected", patience=0, correction_weight=1,
                                 recipe=[{"algorithm": "sft", "max_steps": 60, "lr": 0.005, "max_epochs": 0}])
     started = manager.post(f"/api/v1/projects/{project.pk}/cycles/")
     assert started.status_code == 202, started.content
     cycle = wait_cycle(started.json()["id"], timeout=900)
+    print("cycle timings", json.dumps({k: v.get("seconds") for k, v in cycle.timings.items()}))
     assert cycle.state in ("deployed", "rejected"), (cycle.error, cycle.decision)
 
     replays = {r.step_id: r for r in CorrectionReplay.objects.filter(cycle=cycle)}
@@ -106,7 +110,7 @@ def test_a_cycle_says_which_corrections_its_candidate_learned_in_training_and_he
     # the candidate learnt the task's turns (it was measured better than the untrained one on them) ...
     learnt = [s.pk for s in [*edits, takeover, rejected] if replays[s.pk].learned]
     assert learnt, {s.pk: (s.action, replays[s.pk].answer) for s in corrected}
-    # ... but not the one correction that contradicts 14 rows of the same screen
+    # ... but not the one correction that contradicts 7 rows of the same screen
     assert not replays[poison.pk].learned and "xyzzy" not in replays[poison.pk].answer
 
     body = manager.get(f"/api/v1/cycles/{cycle.pk}/").json()
