@@ -7,7 +7,8 @@ The targets (issue 34): v0 at 90 % or more on its tasks' held-out seeds, the col
 (what a first ``make run`` waits for v0, less starting its processes), a proposal in under 2 s.
 Prints one JSON object, with the machine's load; writes the SFT loss curve to bench/results/coldstart_loss.svg.
 
-Usage: ``.venv/bin/python -m bench coldstart [--seeds 1000-1049] [--base smollm2] [--keep DIR]``
+Usage: ``.venv/bin/python -m bench coldstart [--seeds 1000-1049] [--base smollm2] [--keep DIR]`` (``--demo-seeds``,
+``--max-steps``: a smaller recipe, as tests/bench/test_bench_coldstart.py runs it on the tiny model)
 """
 
 from __future__ import annotations
@@ -46,20 +47,23 @@ def main() -> None:
     parser.add_argument("--base", default="", help="the coldstart's --base (default: the recipe's)")
     parser.add_argument("--keep", default="", help="write the run here instead of a temporary dir")
     parser.add_argument("--seed", default="0", help="the coldstart's --seed (the SFT's LoRA init and row order)")
+    parser.add_argument("--demo-seeds", default="", help="the coldstart's --seeds (default: the recipe's)")
+    parser.add_argument("--max-steps", default="", help="the coldstart's --max-steps (default: the recipe's)")
     args = parser.parse_args()
 
     from bench.chart import line_chart_svg
-    from trainer import coldstart as recipe
+    from trainer.configs import ColdstartConfig, parse_tasks
 
     work = Path(args.keep or tempfile.mkdtemp(prefix="bench-coldstart-"))
     load_before = os.getloadavg()
     # a fresh cache: the base is converted as on a first start
-    base = ["--base", args.base] if args.base else []
-    coldstart_s, progress = _trainer("coldstart", "--out", str(work), "--base-cache", str(work / "bases"), *base,
+    recipe = [*(["--base", args.base] if args.base else []), *(["--seeds", args.demo_seeds] if args.demo_seeds else []),
+              *(["--max-steps", args.max_steps] if args.max_steps else [])]
+    coldstart_s, progress = _trainer("coldstart", "--out", str(work), "--base-cache", str(work / "bases"), *recipe,
                                      "--seed", args.seed)
     sft = next(line["metrics"] for line in progress if line.get("done"))
     demos_s = sft["demos"]["seconds"]
-    eval_s, _ = _trainer("eval", "--init", str(work / "checkpoint"), "--tasks", ",".join(recipe.TASKS),
+    eval_s, _ = _trainer("eval", "--init", str(work / "checkpoint"), "--tasks", ",".join(parse_tasks(ColdstartConfig().tasks)),
                          "--seeds", args.seeds, "--max-episode-steps", "3", "--threads", "1",
                          "--out", str(work / "eval"))
     metrics = json.loads((work / "eval" / "metrics.json").read_text())
