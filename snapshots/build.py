@@ -159,7 +159,8 @@ def _snapshot_write(snapshot: DatasetSnapshot, processes: int | None = None, sto
     try:
         with tempfile.TemporaryDirectory(prefix="loupe-snapshot-") as tmp:
             jobs = [_PartJob(snapshot=snapshot, target=target, episode_ids=ids, jsonl=os.path.join(tmp, f"part-{i}.jsonl"),
-                             parquet=os.path.join(tmp, f"part-{i}.parquet"), stored=stored) for i, ids in enumerate(ranges)]
+                             parquet=os.path.join(tmp, f"part-{i}.parquet"), stored=stored)
+                    for i, ids in enumerate(ranges)]
             parts = _parts_run(jobs, lambda done: progress(0.9 * done / (len(episode_ids) or 1)))
             n_rows = sum(part.rows for part in parts)
             if n_rows == 0:
@@ -314,6 +315,14 @@ def _parts_run(jobs: list[_PartJob], on_progress: Callable[[int], None]) -> list
     episodes done are read from shared memory for the progress."""
     if len(jobs) == 1:
         return [_part_write(jobs[0], on_progress)]
+    # Arrow imported once here, not once in each child (most of a second of CPU each; its first conversion imports
+    # pandas).
+    import pyarrow
+    import pyarrow.json  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
+    pyarrow.Table.from_pylist([{"warm": 0}])
+
     counts = mmap.mmap(-1, 8 * len(jobs))  # anonymous and shared with the children
     builder = os.getpid()
     children: dict[int, int] = {}

@@ -70,9 +70,9 @@ class SnapshotEpisode(models.Model):
 
 class RowsVersion(models.Model):
     """How many times what an episode's rows are made of has changed since a build first stored them: database
-    triggers (migration 0002) count every change of the episode, its steps, their rejections and replays, its
-    judgements, and its task's or checkpoint's record. A stored rendering is served only while it was read at the
-    episode's current count (snapshots/stored_rows.py)."""
+    triggers (snapshots migrations 0002 and 0003) count every change of the episode, its steps, their rejections
+    and replays, its judgements, and its task's or checkpoint's record. A stored rendering is served only while it
+    was read at the episode's current count (snapshots/stored_rows.py)."""
 
     episode = models.OneToOneField(Episode, primary_key=True, on_delete=models.CASCADE, related_name="+")
     version = models.BigIntegerField(default=0)

@@ -6,9 +6,9 @@ What decides an episode's rows besides its own records is the rendering's ``key`
 rendered for (agent.rows.RenderedFor), the project's redaction policy (its digest) and the code that renders them
 (a digest of its modules' source, :data:`CODE`): a changed setting or a new release renders anew, never serving
 stale rows. What an episode's rows are made of (the episode, its steps, their rejections and replays, its
-judgements, its task's and checkpoint's records) is watched by database triggers (migration 0002): any change counts
-up the episode's RowsVersion and drops its renderings, and a rendering is served only while it was read at the
-current count, so a change that lands while a build renders is never served either.
+judgements, its task's and checkpoint's records) is watched by database triggers (migrations 0002, 0003): any
+change counts up the episode's RowsVersion and drops its renderings, and a rendering is served only while it was
+read at the current count, so a change that lands while a build renders is never served either.
 
 A DPO branch's rows are its pair with its parent, decided by both episodes' records: they are rendered every time,
 never stored."""
@@ -33,8 +33,9 @@ FORMAT = 1  # of the stored blobs: count it up when what they hold changes outsi
 # The modules whose code decides a row's content: the renderers, the prompt and system prompts, the action formats,
 # redaction and its detectors, and this module (the blobs' format).
 _MODULES = ("agent.rows", "agent.prompt", "agent.system_prompts", "agent.actions", "agent.images", "agent.rollout",
-            "agent.envs.base", "agent.formats", "core.redaction", "core.detectors", "rollouts.steps", "snapshots.rows",
-            "snapshots.snapshot_kinds", "snapshots.branch_pairs", "snapshots.prm_labels", "snapshots.stored_rows")
+            "agent.envs.base", "agent.formats", "core.redaction", "core.detectors", "rollouts.steps", "snapshots.buckets",
+            "snapshots.rows", "snapshots.snapshot_kinds", "snapshots.branch_pairs", "snapshots.prm_labels",
+            "snapshots.stored_rows")
 
 
 def _code_digest() -> str:
