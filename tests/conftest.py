@@ -10,17 +10,20 @@ from tests.stack import *  # noqa: E402,F401,F403
 # test` hands modules to its two workers in collection order (`--no-loadscope-reorder`): run these first, so that no
 # worker is left at the end with one long module while the other has finished. (xdist's default order, most tests
 # first, put the one-test training modules last and left a worker alone with them for minutes.)
-SLOW_MODULES_FIRST = (  # by their time in a quiet three-worker run (.data/logs/pytest-junit.xml)
+# By their times in the last two-worker run (.data/logs/pytest-junit.xml), less the cycle tests' cuts measured since
+# (the better/worse cycle and test_learned train on fewer rows): re-sort after a full run when a module's time moves.
+SLOW_MODULES_FIRST = (
     "tests/cycles/test_cycles.py",
-    "tests/cycles/test_learned.py",
     "tests/training/test_vlm_grpo_run.py",
-    "tests/cycles/test_vlm_flywheel.py",
     "tests/cycles/test_cycles_faults.py",
-    "tests/e2e/test_think_aloud.py",
+    "tests/cycles/test_learned.py",
+    "tests/cycles/test_vlm_flywheel.py",
+    "tests/e2e/test_cycles.py",
     "tests/webapp/test_fuzz.py",
+    "tests/envservice/test_env_grpo.py",
+    "tests/e2e/test_think_aloud.py",
     "tests/agent/test_webapp_env.py",
     "tests/agent/test_desktop_env.py",
-    "tests/e2e/test_cycles.py",
     "tests/annotation/test_live_session.py",
     "tests/agent/test_miniwob_env.py",
     "tests/reliability/test_process_kills.py",
@@ -30,7 +33,6 @@ SLOW_MODULES_FIRST = (  # by their time in a quiet three-worker run (.data/logs/
     "tests/rollouts/test_rollouts.py",
     "tests/test_flywheel_split_migration.py",
     "tests/envservice/test_service.py",
-    "tests/envservice/test_env_grpo.py",
     "tests/trainer/test_distributed.py",
     "tests/e2e/test_voice_commands.py",
     "tests/envservice/test_takeover.py",
@@ -40,6 +42,10 @@ SLOW_MODULES_FIRST = (  # by their time in a quiet three-worker run (.data/logs/
 
 
 def pytest_collection_modifyitems(config, items):
+    # a module moved or renamed would silently lose its place (and be handed out last): say so instead
+    moved = [module for module in SLOW_MODULES_FIRST if not (config.rootpath / module).is_file()]
+    if moved:
+        raise pytest.UsageError(f"tests/conftest.py SLOW_MODULES_FIRST names modules that do not exist: {moved}")
     rank = {module: i for i, module in enumerate(SLOW_MODULES_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest keep their order
 
