@@ -386,8 +386,9 @@ def _within_speech(words: list[Word], speech: tuple[tuple[float, float], ...]) -
 
 def _without_echo(words: list[Word]) -> list[Word]:
     """The words without a squeezed repeat at their end: in a window mostly silence, tiny.en may read a piece's last
-    words again, crammed into the last instant ("Take over. Take over.", the second in 0.2 s). A repeat that takes
-    at least half its first saying's time is kept: that was said twice."""
+    words again, crammed into the last instant ("Take over. Take over.", the second in 0.2 s), or into the pause
+    after them, where a word that starts after the speech the VAD heard is left no time (_within_speech). A repeat
+    that takes at least half its first saying's time, every word of it with some, is kept: that was said twice."""
     key = [_normalised_words(w.text) for w in words]
     changed = True
     while changed:
@@ -395,7 +396,8 @@ def _without_echo(words: list[Word]) -> list[Word]:
         for n in range(len(words) // 2, 0, -1):
             first, second = words[-2 * n:-n], words[-n:]
             if key[-2 * n:-n] == key[-n:] and (second[-1].end - second[0].start
-                                                 <= 0.5 * (first[-1].end - first[0].start)):
+                                                 <= 0.5 * (first[-1].end - first[0].start)
+                                                 or any(word.end <= word.start for word in second)):
                 words, key, changed = words[:-n], key[:-n], True
                 break
     return words

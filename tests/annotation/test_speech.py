@@ -445,6 +445,9 @@ def test_a_squeezed_repeat_of_the_last_words_is_dropped_and_a_said_twice_kept():
 
     echoed = words(("Take", 18.9, 19.5), ("over.", 19.5, 19.7), ("Take", 19.7, 19.7), ("over.", 19.7, 19.9))
     assert [w.text for w in speech._without_echo(echoed)] == ["Take", "over."]
+    # read into the pause: longer than half, but its last word starts after the speech and is left no time
+    into_pause = words(("Take", 0.0, 0.52), ("over", 0.52, 0.86), ("Take", 0.86, 1.06), ("over", 1.34, 1.34))
+    assert [w.text for w in speech._without_echo(into_pause)] == ["Take", "over"]
     said_twice = words(("Pause.", 1.0, 1.5), ("Pause.", 2.0, 2.5))
     assert speech._without_echo(said_twice) == said_twice
 
