@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,13 +32,22 @@ def main() -> None:
 
     started = time.monotonic()
     env = {**os.environ, "LOUPE_TEST_DB_NAME": os.environ.get("LOUPE_TEST_DB_NAME", "test_bench_flywheel")}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "flywheel", "-s", "-q",
-                           "tests/cycles/test_cycles_demo.py"], capture_output=True, text=True, cwd=ROOT, env=env)
-    cycles = [json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("FLYWHEEL {")]
-    summary = next((json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines()
-                    if line.startswith("FLYWHEEL-SUMMARY ")), None)
+    lines: list[str] = []
+    with tempfile.TemporaryFile(mode="w+") as errors:
+        proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "flywheel", "-s",
+                                 "-q", "tests/cycles/test_cycles_demo.py"], stdout=subprocess.PIPE, stderr=errors,
+                                text=True, cwd=ROOT, env=env)
+        for line in proc.stdout:  # each cycle's figures as it ends (the whole run takes an hour or more)
+            lines.append(line.rstrip("\n"))
+            if line.startswith("FLYWHEEL"):
+                print(f"[{time.monotonic() - started:.0f} s] {line.rstrip()}", file=sys.stderr, flush=True)
+        proc.wait()
+        errors.seek(0)
+        stderr = errors.read()
+    cycles = [json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("FLYWHEEL {")]
+    summary = next((json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("FLYWHEEL-SUMMARY ")), None)
     if summary is None:
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-20:]
+        tail = ("\n".join(lines) + stderr).strip().splitlines()[-20:]
         raise SystemExit("the demonstration ended before its summary:\n" + "\n".join(tail))
     deployed = summary["deployed"]  # per cycle (0: v0): {"all", "old", "new"}
     out = ROOT / "bench" / "results"
@@ -50,7 +60,7 @@ def main() -> None:
         series, title="Flywheel: held-out success after each cycle (cycle 0: the cold-start v0)", x_label="cycle",
         y_label="success rate"))
     print(json.dumps({
-        "v0": deployed[0], "deployed_per_cycle": deployed[1:],
+        "v0": deployed[0] if deployed else None, "deployed_per_cycle": deployed[1:],
         "candidate_per_cycle": [c["after"] for c in cycles],
         "per_task": [{"before": c["per_task_before"], "after": c["per_task_after"]} for c in cycles],
         "states": [c["state"] for c in cycles],
