@@ -4,7 +4,7 @@ have none stored yet, storing what it renders. A freeze of episodes frozen befor
 
 What decides an episode's rows besides its own records is the rendering's ``key``: the kind, the target the rows are
 rendered for (agent.rows.RenderedFor), the project's redaction policy (its digest) and the code that renders them
-(a digest of its modules' source, :data:`CODE`): a changed setting or a new release renders anew, never serving
+(a digest of its modules' source, :func:`code_digest`): a changed setting or a new release renders anew, never serving
 stale rows. What an episode's rows are made of (the episode, its steps, their rejections and replays, its
 judgements, its task's and checkpoint's records) is watched by database triggers (migrations 0002, 0003): any
 change counts up the episode's RowsVersion and drops its renderings, and a rendering is served only while it was
@@ -14,11 +14,13 @@ A DPO branch's rows are its pair with its parent, decided by both episodes' reco
 never stored."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import psycopg
 from django.db import connection
@@ -38,9 +40,9 @@ _MODULES = ("agent.rows", "agent.prompt", "agent.system_prompts", "agent.actions
             "snapshots.stored_rows")
 
 
-def _code_digest() -> str:
-    from pathlib import Path
-
+@functools.cache
+def code_digest() -> str:
+    """Computed once a process, at its first rendering key (a build), not at every import of the module."""
     digest = hashlib.sha256(str(FORMAT).encode())
     for name in _MODULES:
         module = importlib.import_module(name)
@@ -57,8 +59,6 @@ def _code_digest() -> str:
     return digest.hexdigest()
 
 
-CODE = _code_digest()
-
 _encode = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode  # data.jsonl's lines
 _encode_ordered = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # keys in the rows' order
 
@@ -66,7 +66,8 @@ _encode_ordered = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).en
 def rendering_key(kind: str, target: RenderedFor, settings: dict | None) -> str:
     """What an episode's stored rows of ``kind`` were rendered under besides its records."""
     policy = redaction.policy_of(settings).digest
-    return hashlib.sha256(json.dumps([kind, target.to_dict(), policy, CODE], sort_keys=True).encode()).hexdigest()
+    key = [kind, target.to_dict(), policy, code_digest()]
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
 def parquet_row(row: dict) -> dict:
