@@ -277,6 +277,27 @@ def annotate(base: str, usernames: list[str], password: str, project_id: int, ta
     return reports
 
 
+NEW_TASK_WEIGHT = 3  # a task the deployed checkpoint was not trained on gets three times the episodes of one it was
+
+
+def episode_shares(total: int, tasks: list[str] | tuple[str, ...], known: set[str] | tuple[str, ...]) -> dict[str, int]:
+    """Episodes a cycle for each task, as a manager would hand them out: ``total`` split by weight (1 for a task the
+    checkpoint was trained on, the ``known`` ones, where people mostly approve; NEW_TASK_WEIGHT for the others, where
+    their corrections teach), at least one each, the remainder to the new tasks first."""
+    if total < len(tasks):
+        raise ValueError(f"{total} episodes are fewer than the {len(tasks)} tasks to annotate: give each at least one")
+    weights = {t: 1 if t in known else NEW_TASK_WEIGHT for t in tasks}
+    unit = total / sum(weights.values())
+    out = {t: max(1, int(unit * w)) for t, w in weights.items()}
+    for t in sorted(tasks, key=lambda t: t in known):  # new tasks first, in their order
+        if sum(out.values()) >= total:
+            break
+        out[t] += 1
+    while sum(out.values()) > total:  # the floors of one a task overshot: take from the largest shares
+        out[max(out, key=out.get)] -= 1
+    return out
+
+
 def cycle_run(manager: Api, project_id: int, timeout: float = 1800) -> dict:
     """Run a cycle now, as the Cycles page's button does, and follow it to its end."""
     cycle = manager.call("POST", f"/api/v1/projects/{project_id}/cycles/")

@@ -6,14 +6,18 @@ deployed weights), evaluated on held-out seeds and deployed when it beats the de
 per cycle the success on the old tasks (v0's three) and on the new ones, rows and seconds.
 
 The project's tasks are v0's three (where it scores about 100 %) and tasks it was never trained on, where people's
-corrections are what teaches it: two MiniWoB tasks (click-dialog, click-tab) and the shop's shop-add-to-basket
-(annotated), held out as an authored web-app task on the same shop (another product, the same page: webapp/demo.py
-DEMO_AUTHORED_EVAL). ``LOUPE_DEMO_NEW_TASKS=0`` keeps v0's three only.
+corrections are what teaches it: four MiniWoB tasks and the shop's shop-add-to-basket (annotated), held out as an
+authored web-app task on the same shop (another product, the same page: webapp/demo.py DEMO_AUTHORED_EVAL). Two of the
+MiniWoB tasks are one click that v0 gets right about half the time (click-dialog, click-tab); two take several steps
+that v0 has never seen (click-option: select, then Submit; enter-text: click, type, Submit), where it scored 0 of 10
+(it clicks the first radio, or into the field, until the step limit): more to learn than one cycle's corrections teach,
+as in a real project. ``LOUPE_DEMO_NEW_TASKS=0`` keeps v0's three only; a comma-separated list names other new
+tasks.
 
 The cold start takes 5-30 minutes on a 2-core machine; ``LOUPE_DEMO_V0=<dir>`` reuses one written by
 ``python -m trainer coldstart --out <dir>`` (its demos.jsonl and checkpoint/). ``LOUPE_DEMO_SEED=<n>`` moves the
 annotated episodes to other seeds (the held-out eval seeds stay); ``LOUPE_DEMO_EPISODES=<n>`` annotates n MiniWoB
-episodes a cycle instead of 6 a task; ``LOUPE_DEMO_CYCLES`` (default 3), ``LOUPE_DEMO_EVAL_SEEDS`` (default 20 a
+episodes a cycle instead of 30 (a new task gets three times a v0 task's share: 6 and 2); ``LOUPE_DEMO_CYCLES`` (default 3), ``LOUPE_DEMO_EVAL_SEEDS`` (default 20 a
 task). ``LOUPE_DEMO_SETTINGS`` (JSON) changes cycle settings, e.g. the tiny model's recipe for a side-by-side:
 ``{"recipe": [{"algorithm": "sft", "max_steps": 1000, "lr": 0.003, "max_epochs": 3, "batch_tokens": 2048,
 "lora": "r=16"}], "replay_ratio": 2}``."""
@@ -27,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.simulated_annotators import Api, annotate, cycle_figures, cycle_run
+from demo.simulated_annotators import Api, annotate, cycle_figures, cycle_run, episode_shares
 from tests.factories import PASSWORD, make_member, make_project, make_user
 from tests.stack import start_worker, stack_env, worker_quiet
 
@@ -37,12 +41,18 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pyte
 # The project's tasks, as a real project's are: v0's three (trainer/coldstart.py TASKS) and tasks it was never trained
 # on (webapp/demo.py holds the same out), where people's corrections are what teaches it.
 V0_TASKS = ("click-button", "click-link", "focus-text")
-NEW_TASKS = ("click-dialog", "click-tab") if os.environ.get("LOUPE_DEMO_NEW_TASKS", "1") == "1" else ()
+_NEW = os.environ.get("LOUPE_DEMO_NEW_TASKS", "1")
+NEW_TASKS = (("click-dialog", "click-tab", "click-option", "enter-text") if _NEW == "1" else
+             () if _NEW == "0" else tuple(t.strip() for t in _NEW.split(",") if t.strip()))
 TASKS = (*V0_TASKS, *NEW_TASKS)
+# a task's step limit (its train and eval tasks): one click is one step; click-option is two, enter-text three, and a
+# step more leaves room for one wrong click
+MAX_STEPS = {"click-option": 4, "enter-text": 4, "click-checkboxes": 6}
 SHOP = bool(NEW_TASKS)  # the shop's train task, and the authored shop task held out
 SHOP_EPISODES = 2  # a shop task has one episode (its seed changes nothing): a correction or two teach what it shows
-# MiniWoB episodes a cycle, split between the tasks and the two annotators
-EPISODES_PER_CYCLE = int(os.environ.get("LOUPE_DEMO_EPISODES") or 6 * len(TASKS))
+# MiniWoB episodes a cycle, split between the tasks (a new task three times a v0 task's share: v0 gets its own right,
+# so people there mostly approve) and the two annotators
+EPISODES_PER_CYCLE = int(os.environ.get("LOUPE_DEMO_EPISODES") or 2 * len(V0_TASKS) + 6 * len(NEW_TASKS))
 CYCLES = int(os.environ.get("LOUPE_DEMO_CYCLES") or 3)
 # a task: 20 held-out episodes a checkpoint, seeds 1000-1019 (the cold start's held-out range); the same seeds for
 # every checkpoint, never annotated (train seeds are 10000 on); the shop task's one episode
@@ -98,10 +108,11 @@ def test_three_cycles_of_simulated_corrections_raise_the_cold_start_v0(daphne_se
     manager, pid = Api(daphne_server, "lead", PASSWORD), project.pk
     tasks, new = {}, list(NEW_TASKS)
     for name in TASKS:
+        steps = MAX_STEPS.get(name, 3)
         tasks[name] = manager.call("POST", f"/api/v1/projects/{pid}/tasks/", {
-            "task_name": name, "split": "train", "seed_start": 10_000, "seed_end": 99_999, "max_steps": 3})
+            "task_name": name, "split": "train", "seed_start": 10_000, "seed_end": 99_999, "max_steps": steps})
         manager.call("POST", f"/api/v1/projects/{pid}/tasks/", {
-            "task_name": name, "split": "eval", "seed_start": 1000, "seed_end": 1999, "max_steps": 3})
+            "task_name": name, "split": "eval", "seed_start": 1000, "seed_end": 1999, "max_steps": steps})
     if SHOP:
         shop = manager.call("POST", f"/api/v1/projects/{pid}/tasks/", {
             "env_kind": "webapp", "task_name": DEMO_AUTHORED_TEACHER, "split": "train", "seed_start": 0,
@@ -119,8 +130,7 @@ def test_three_cycles_of_simulated_corrections_raise_the_cold_start_v0(daphne_se
     report, deployed = [], []
     for n in range(CYCLES):
         started, sessions = time.monotonic(), []
-        for name in TASKS:
-            share = EPISODES_PER_CYCLE // len(TASKS)
+        for name, share in episode_shares(EPISODES_PER_CYCLE, TASKS, V0_TASKS).items():
             seeds = list(range(first_seed + n * 1000, first_seed + n * 1000 + share))
             sessions += annotate(daphne_server, ["ann1", "ann2"], PASSWORD, pid, tasks[name], seeds)
         if SHOP:

@@ -1,6 +1,8 @@
 """The flywheel demonstration's figures (demo/simulated_annotators.py): success on the old tasks apart from the new
 ones, weighted by episodes (the demonstration itself is tests/cycles/test_cycles_demo.py, `make flywheel`)."""
-from demo.simulated_annotators import cycle_figures, group_success
+import pytest
+
+from demo.simulated_annotators import cycle_figures, episode_shares, group_success
 
 
 def _evaluation(rates: dict[str, tuple[int, float]]) -> dict:
@@ -60,3 +62,22 @@ def test_an_address_where_nothing_answers_is_said_plainly():
         port = free.getsockname()[1]
     with pytest.raises(ApiFailure, match=rf"cannot reach Loupe at http://127.0.0.1:{port} .*is it running"):
         Api(f"http://127.0.0.1:{port}", "manager", "secret")
+
+
+OLD = ("click-button", "click-link", "focus-text")
+NEW = ("click-dialog", "click-tab", "click-option", "enter-text")
+
+
+@pytest.mark.parametrize("total", [7, 8, 13, 24, 30, 31])
+def test_episode_shares_give_new_tasks_three_times_the_known_ones_and_sum_to_the_total(total):
+    shares = episode_shares(total, (*OLD, *NEW), OLD)
+    assert sum(shares.values()) == total and list(shares) == [*OLD, *NEW]
+    assert min(shares.values()) >= 1
+    assert min(shares[t] for t in NEW) >= max(shares[t] for t in OLD)
+    if total == 30:
+        assert shares == {**dict.fromkeys(OLD, 2), **dict.fromkeys(NEW, 6)}
+
+
+def test_fewer_episodes_than_tasks_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="fewer than the 7 tasks"):
+        episode_shares(6, (*OLD, *NEW), OLD)

@@ -12,7 +12,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from demo.simulated_annotators import Api, ApiFailure, annotate, cycle_figures, cycle_run
+from demo.simulated_annotators import Api, ApiFailure, annotate, cycle_figures, cycle_run, episode_shares
 from webapp.demo import DEMO_AUTHORED_EVAL, DEMO_AUTHORED_TEACHER, demo_password
 
 OLD_TASKS = ("click-button", "click-link", "focus-text")  # v0's (trainer/coldstart.py TASKS)
@@ -57,13 +57,13 @@ class Command(BaseCommand):
             if episodes < len(wanted):
                 raise CommandError(f"--episodes {episodes} is fewer than the {len(wanted)} tasks to annotate "
                                    f"({', '.join(wanted)}): give each at least one.")
+            split = episode_shares(episodes, wanted, OLD_TASKS)  # a new task three times an old one's share
             groups = {"old": [t for t in held if t in OLD_TASKS], "new": [t for t in held if t not in OLD_TASKS]}
             people = [a.strip() for a in annotators.split(",") if a.strip()]
             rng = random.Random()
             for n in range(cycles):
                 started, reports = time.monotonic(), []
-                for i, name in enumerate(wanted):
-                    share = episodes // len(wanted) + (1 if i < episodes % len(wanted) else 0)
+                for name, share in split.items():
                     task = train[name]
                     span = range(task["seed_start"], task["seed_end"] + 1)
                     # a task of one seed (a web app's: the seed changes nothing) is annotated at most twice a cycle
