@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from cycles.cycle_settings import PRETRAINED_LORA
 from demo.simulated_annotators import Api, annotate, cycle_figures, cycle_run, episode_shares
 from tests.factories import PASSWORD, make_member, make_project, make_user
 from tests.stack import start_worker, stack_env, worker_quiet
@@ -58,12 +59,8 @@ CYCLES = int(os.environ.get("LOUPE_DEMO_CYCLES") or 3)
 # every checkpoint, never annotated (train seeds are 10000 on); the shop task's one episode
 EVAL_SEEDS = int(os.environ.get("LOUPE_DEMO_EVAL_SEEDS") or 20)
 MARGIN = 0.05
-# The cycle recipe for SmolLM2's LoRA v0: a fresh LoRA from the deployed weights at v0's learning rate, the steps sized
-# to the rows (two passes, at most 40 steps of about 4 rows), a replay of v0's demonstrations as large as the new rows,
-# early stopping on held-out corrections.
-SETTINGS = {"recipe": [{"algorithm": "sft", "max_steps": 40, "lr": 0.001, "max_epochs": 2, "batch_tokens": 1024,
-                        "lora": "r=16"}],
-            "replay_ratio": 1.0, "patience": 2}
+# The cycle recipe for SmolLM2's LoRA v0, as the demo project of `make run` starts with (cycles/cycle_settings.py)
+SETTINGS = PRETRAINED_LORA
 
 @pytest.fixture(scope="module")
 def workers(module_stack, tmp_path_factory):

@@ -53,3 +53,15 @@ def test_demo_project_holds_out_tasks_v0_was_not_trained_on_with_an_authored_sho
                                        task_name=demo.DEMO_AUTHORED_EVAL["task_id"]).exists()
     demo.seed_demo("a-demo-password")  # a second start adds nothing
     assert TaskSpec.objects.filter(project__slug="demo", split="eval").count() == len(held)
+
+
+@pytest.mark.django_db
+def test_the_demo_project_starts_with_the_cycle_recipe_for_its_pretrained_v0_and_keeps_a_managers_change():
+    from cycles import cycle_settings
+
+    project = demo.seed_demo("a-demo-password")
+    assert cycle_settings.settings_of(project)["recipe"] == cycle_settings.PRETRAINED_LORA["recipe"]
+    assert cycle_settings.settings_of(project)["replay_ratio"] == 1.0
+    cycle_settings.settings_set(project=project, actor=None, replay_ratio=2.0)
+    project = demo.seed_demo("a-demo-password")  # a later start changes nothing a manager set
+    assert cycle_settings.settings_of(project)["replay_ratio"] == 2.0
