@@ -19,7 +19,7 @@ from urllib.parse import quote
 import pytest
 
 __all__ = ["ChatModel", "ProcessStack", "process_stack", "stack_env", "daphne_server", "celery_worker", "free_port", "wait_for",
-           "start_daphne", "start_worker", "module_stack", "module_celery_worker",
+           "start_daphne", "start_worker", "module_stack", "session_stack", "module_celery_worker",
            "worker_quiet"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,9 +159,16 @@ def deploy_served_checkpoint(project, folder: Path, name: str):
 
 def start_worker(stack: ProcessStack, tmp_path: Path, env: dict, queues: str = "live,rollouts,audio,default,train",
                  name: str = "worker", concurrency: int = 1) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", queues, "-n", f"{name}{os.getpid()}@%h",
+    from celery.utils.nodenames import host_format
+    from django.conf import settings
+
+    node = host_format(f"{name}{os.getpid()}@%h")
+    argv = [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", queues, "-n", node,
             "-c", str(concurrency), "--pool", "prefork", "--without-gossip", "--without-mingle", "--loglevel", "INFO"]
     proc = stack.start(name, argv, env, tmp_path)
+    if (env.get("REDIS_URL"), env.get("LOUPE_CHANNEL_PREFIX")) == (
+            settings.REDIS_URL, settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"]):
+        _WORKERS[node] = proc  # on this process's broker: worker_quiet asks it
 
     def ready():
         if proc.poll() is not None:
@@ -215,10 +222,22 @@ def module_stack(django_db_setup, django_db_blocker, tmp_path_factory):
     stack.stop()
 
 
-@pytest.fixture(scope="module")
-def daphne_server(module_stack):
-    """A real daphne process serving the app on a free loopback port; yields its base URL."""
-    stack, path = module_stack
+@pytest.fixture(scope="session")
+def session_stack(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Servers shared by every module of a pytest process (an xdist worker): ones no test kills or needs fresh."""
+    stack = ProcessStack([], [])
+    with django_db_blocker.unblock():
+        yield stack, tmp_path_factory.mktemp("session-stack")
+    stack.stop()
+
+
+@pytest.fixture(scope="session")
+def daphne_server(session_stack):
+    """A real daphne process serving the app on a free loopback port; yields its base URL. One a pytest process:
+    it keeps no state of its own between requests (sessions, caches and the channel layer are in PostgreSQL and
+    Redis), all start it with the same environment, and a start and stop took some 3-5 s a module. Tests that kill
+    a daphne or need one configured otherwise start their own (``start_daphne``)."""
+    stack, path = session_stack
     return start_daphne(stack, path, stack_env())
 
 
@@ -228,12 +247,20 @@ def module_celery_worker(module_stack):
     return start_worker(stack, path, stack_env())
 
 
+# The workers start_worker started on this process's broker, by node name.
+_WORKERS: dict[str, subprocess.Popen] = {}
+
+
 def worker_quiet(timeout: float = 60) -> None:
-    """Wait until no worker is running or holding a task, so a test's database flush cannot collide with one."""
+    """Wait until no worker is running or holding a task, so a test's database flush cannot collide with one.
+    The workers this process started and that still run are asked by name, and the answer is in as soon as each
+    has replied (some 30 ms); a broadcast to whoever listens waits out its whole second for stragglers, twice (active
+    and reserved) at every test's end. With none of its own running, every worker on the broker is asked."""
     from webapp.celery import app
 
     def quiet():
-        inspector = app.control.inspect(timeout=1.0)
+        names = [node for node, proc in _WORKERS.items() if proc.poll() is None]
+        inspector = app.control.inspect(timeout=1.0, destination=names or None, limit=len(names) or None)
         busy = [inspector.active() or {}, inspector.reserved() or {}]
         return not any(tasks for replies in busy for tasks in replies.values())
 

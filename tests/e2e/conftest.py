@@ -62,7 +62,7 @@ def pytest_runtest_makereport(item, call):
                 screenshot(page, f"failed-{item.name}"[:120])
             except Exception:  # the browser may be what failed
                 pass
-        for name in ("module_stack", "process_stack"):
+        for name in ("session_stack", "module_stack", "process_stack"):
             stack = item.funcargs.get(name)
             stack = stack[0] if isinstance(stack, tuple) else stack
             if stack is not None and getattr(stack, "logs", None):
