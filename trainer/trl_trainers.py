@@ -31,6 +31,7 @@ TRL are in distributed.py. GRPO (grpo.py) reuses the rest.
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
 import math
 import tempfile
@@ -197,6 +198,36 @@ class LengthBatches(torch.utils.data.Sampler):
         return iter([index for batch in batches for index in batch])
 
 
+def keeps_logits(model) -> bool:
+    """Whether the causal LM under ``model`` (a PEFT wrapper or not) computes its output layer only at the positions
+    ``logits_to_keep`` names (transformers' text models do)."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "logits_to_keep" in inspect.signature(inner.forward).parameters
+
+
+def answer_positions(labels: torch.Tensor) -> torch.Tensor:
+    """The positions whose next token is learnt (its label is not -100), as a (rows, length) boolean mask: where a
+    causal LM's logits are needed for the loss. A prompt is most of a row (a cycle's rows: about 1,000 tokens of
+    screens and history before an answer of 40), and SmolLM2's output layer (49,152 words) at every position was
+    about a third of a LoRA step's arithmetic and most of its memory."""
+    keep = torch.zeros_like(labels, dtype=torch.bool)
+    keep[:, :-1] = labels[:, 1:] != -100
+    return keep
+
+
+def answer_loss(outputs, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
+    """The causal-LM loss of transformers' ForCausalLMLoss (float32 cross-entropy, summed over the learnt tokens and
+    divided by their count in the whole batch) from logits computed only at :func:`answer_positions`: ``outputs``'
+    logits are (positions kept, vocabulary), in the mask's order."""
+    targets = labels[:, 1:][answer_positions(labels)[:, :-1]]
+    logits = outputs["logits"].float().reshape(-1, outputs["logits"].shape[-1])
+    loss = torch.nn.functional.cross_entropy(logits, targets.to(logits.device), ignore_index=-100, reduction="sum")
+    count = num_items_in_batch if num_items_in_batch is not None else (targets != -100).sum()
+    if torch.is_tensor(count):
+        count = count.to(loss.device)
+    return loss / count
+
+
 class LoupeSFTTrainer(LoupeSchedule, SFTTrainer):
     """TRL's SFTTrainer with Loupe's optimizer, schedule and row numbers, and its loss a mean over the answer
     tokens of every process's rows: a step of N processes is the step of one process with all their rows.
@@ -210,11 +241,16 @@ class LoupeSFTTrainer(LoupeSchedule, SFTTrainer):
         super().__init__(*args, **kwargs)
         self.model_accepts_loss_kwargs = True
         self.loupe_model_loss = model_loss
+        # the output layer only where a token is learnt (answer_loss), if the model can be asked to
+        self.loupe_answer_logits = model_loss and keeps_logits(self.model)
+        if self.loupe_answer_logits:
+            self.compute_loss_func = answer_loss
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        """With ``model_loss`` (text rows, labelled by sft.py): the model's own causal-LM loss, as the Trainer computes
-        it, over the tokens of every process's rows, instead of TRL's fused head, whose tiles run as Python on a CPU
-        and made the steps slower (trainer/README.md, "Measured around TRL")."""
+        """With ``model_loss`` (text rows, labelled by sft.py): the causal-LM loss over the answer tokens of every
+        process's rows, as the Trainer computes it, instead of TRL's fused head, whose tiles run as Python on a CPU
+        and made the steps slower (trainer/README.md, "Measured around TRL"). The output layer runs only at the
+        positions whose next token is learnt (:func:`answer_loss`)."""
         if not self.loupe_model_loss:
             return super().compute_loss(model, inputs, return_outputs=return_outputs,
                                         num_items_in_batch=num_items_in_batch)
@@ -222,6 +258,8 @@ class LoupeSFTTrainer(LoupeSchedule, SFTTrainer):
         if mode == "train":  # the count TRL keeps for its num_tokens metric (tokens_per_s on the progress lines)
             self._total_train_tokens += self.accelerator.gather_for_metrics(inputs["attention_mask"].sum()).sum().item()
         self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
+        if self.loupe_answer_logits:
+            inputs = {**inputs, "logits_to_keep": answer_positions(inputs["labels"])}
         return Trainer.compute_loss(self, model, inputs, return_outputs=return_outputs,
                                     num_items_in_batch=num_items_in_batch)
 
