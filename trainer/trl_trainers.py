@@ -223,9 +223,7 @@ def answer_loss(outputs, labels: torch.Tensor, num_items_in_batch=None) -> torch
     logits = outputs["logits"].float().reshape(-1, outputs["logits"].shape[-1])
     loss = torch.nn.functional.cross_entropy(logits, targets.to(logits.device), ignore_index=-100, reduction="sum")
     count = num_items_in_batch if num_items_in_batch is not None else (targets != -100).sum()
-    if torch.is_tensor(count):
-        count = count.to(loss.device)
-    return loss / count
+    return loss / torch.as_tensor(count, device=loss.device).clamp(min=1)  # a batch without an answer: 0, not NaN
 
 
 class LoupeSFTTrainer(LoupeSchedule, SFTTrainer):

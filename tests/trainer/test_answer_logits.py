@@ -48,3 +48,13 @@ def test_without_a_count_the_loss_is_the_mean_over_the_learnt_tokens():
         whole = model(input_ids=ids, attention_mask=mask, labels=labels)
         kept = model(input_ids=ids, attention_mask=mask, logits_to_keep=answer_positions(labels))
     torch.testing.assert_close(answer_loss(kept, labels), whole.loss, rtol=1e-5, atol=1e-6)
+
+
+def test_a_batch_without_a_learnt_token_has_a_zero_loss_not_nan():
+    model = build_tiny(seed=3)[0]
+    ids, mask, labels = _batch(model.config.vocab_size)
+    labels[:] = -100
+    kept = model(input_ids=ids, attention_mask=mask, logits_to_keep=answer_positions(labels))
+    assert kept.logits.shape[0] == 0
+    assert answer_loss(kept, labels).item() == 0.0
+    assert answer_loss(kept, labels, num_items_in_batch=torch.tensor(0)).item() == 0.0
