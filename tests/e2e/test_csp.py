@@ -10,6 +10,7 @@ from projects.models import Role
 from tests.annotation.audio_fixtures import encode_webm_opus, missing_tools, synthesize_wav
 from tests.e2e.conftest import login, screenshot
 from tests.factories import (PASSWORD, make_finished_episode, make_member, make_project, make_task, make_user)
+from tests.stack import stack_env, start_daphne
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
@@ -26,6 +27,14 @@ def admin_static_files():
     """The admin's CSS and JS where WhiteNoise serves them, as `make run` collects them, before a daphne starts
     (WhiteNoise lists STATIC_ROOT once): the admin is checked with its scripts and styles really loading."""
     call_command("collectstatic", interactive=False, verbosity=0)
+
+
+@pytest.fixture(scope="module")
+def daphne_server(admin_static_files, module_stack):
+    """This module's own daphne, started once the admin's files are collected: the one the other modules share
+    may have started before, and its WhiteNoise would not serve them."""
+    stack, path = module_stack
+    return start_daphne(stack, path, stack_env())
 
 
 @pytest.fixture
