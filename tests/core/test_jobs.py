@@ -13,3 +13,19 @@ def test_every_routed_and_scheduled_task_name_resolves_to_its_task():
     queued = {"flywheel.tasks.cycle_scheduled", "flywheel.tasks.episode_judge", "flywheel.tasks.step_polish"}
     for name in sorted(routed | scheduled | queued):
         assert job(name).name == name
+
+
+def test_concurrent_first_lookups_in_a_fresh_process_all_find_their_task():
+    """daphne serves requests in threads: two that queue their first job at once ran the discovery side by side and
+    one got a tasks module half imported ('never registered', a 500); before the lock 2-6 of 8 lookups failed."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for _ in range(3):
+        proc = subprocess.run([sys.executable, str(root / "tests" / "core" / "jobs_race.py")], capture_output=True,
+                              text=True, cwd=root, env={**__import__("os").environ, "PYTHONPATH": str(root)},
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stdout.strip().splitlines()[-1] == "0 []", proc.stdout
