@@ -219,10 +219,11 @@ def answer_loss(outputs, labels: torch.Tensor, num_items_in_batch=None) -> torch
     """The causal-LM loss of transformers' ForCausalLMLoss (float32 cross-entropy, summed over the learnt tokens and
     divided by their count in the whole batch) from logits computed only at :func:`answer_positions`: ``outputs``'
     logits are (positions kept, vocabulary), in the mask's order."""
-    targets = labels[:, 1:][answer_positions(labels)[:, :-1]]
+    following = labels[:, 1:]
+    targets = following[following != -100]  # in the mask's order: each kept position's next token
     logits = outputs["logits"].float().reshape(-1, outputs["logits"].shape[-1])
-    loss = torch.nn.functional.cross_entropy(logits, targets.to(logits.device), ignore_index=-100, reduction="sum")
-    count = num_items_in_batch if num_items_in_batch is not None else (targets != -100).sum()
+    loss = torch.nn.functional.cross_entropy(logits, targets.to(logits.device), reduction="sum")
+    count = num_items_in_batch if num_items_in_batch is not None else targets.numel()
     return loss / torch.as_tensor(count, device=loss.device).clamp(min=1)  # a batch without an answer: 0, not NaN
 
 

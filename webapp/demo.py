@@ -15,7 +15,6 @@ from agent.envs import tasks_for
 from agent.envs.webapp import sites
 from cycles import cycle_settings
 from projects.models import Membership, Project, Role, Split, TaskSpec
-from rollouts.history import CYCLE_SECTION
 from projects.taskspec_authoring import definition_check
 
 DEMO_USERS = {"admin": Role.ADMIN, "manager": Role.MANAGER, "annotator": Role.ANNOTATOR}
@@ -98,7 +97,7 @@ def seed_demo(password: str) -> Project:
         Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
     Membership.objects.update_or_create(project=private, user=User.objects.get(username="admin"),
                                         defaults={"role": Role.ADMIN})
-    if CYCLE_SECTION not in (project.settings or {}):  # a first start: the recipe for v0's pretrained base, once
+    if cycle_settings.CYCLE_SETTINGS.key not in (project.settings or {}):  # a first start: the recipe for v0's pretrained base, once
         cycle_settings.settings_set(project=project, actor=None, **cycle_settings.PRETRAINED_LORA)
     for name in DEMO_TRAIN_TASKS:
         TaskSpec.objects.get_or_create(project=project, env_kind="miniwob", task_name=name, split=Split.TRAIN,

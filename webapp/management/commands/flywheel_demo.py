@@ -54,10 +54,10 @@ class Command(BaseCommand):
             missing = [t for t in wanted if t not in train]
             if not wanted or missing:
                 raise CommandError(f"No train task {', '.join(missing) or '(none given)'} in {project}; pass --tasks.")
-            if episodes < len(wanted):
-                raise CommandError(f"--episodes {episodes} is fewer than the {len(wanted)} tasks to annotate "
-                                   f"({', '.join(wanted)}): give each at least one.")
-            split = episode_shares(episodes, wanted, OLD_TASKS)  # a new task three times an old one's share
+            try:
+                split = episode_shares(episodes, wanted, OLD_TASKS)  # a new task three times an old one's share
+            except ValueError as exc:
+                raise CommandError(f"--episodes: {exc} ({', '.join(wanted)}).") from None
             groups = {"old": [t for t in held if t in OLD_TASKS], "new": [t for t in held if t not in OLD_TASKS]}
             people = [a.strip() for a in annotators.split(",") if a.strip()]
             rng = random.Random()
