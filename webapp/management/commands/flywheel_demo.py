@@ -36,8 +36,11 @@ class Command(BaseCommand):
                                                                      "shop task's share is at most 2: it has one "
                                                                      "episode, whatever the seed).")
         parser.add_argument("--cycles", type=int, default=3)
+        parser.add_argument("--wait", type=float, default=3600, help="Seconds to wait for the project's cold start "
+                                                                      "(v0) when no trained policy is deployed yet, "
+                                                                      "as on make run's first start (0: do not wait).")
 
-    def handle(self, *args, url, project, manager, annotators, password, tasks, episodes, cycles, **options):
+    def handle(self, *args, url, project, manager, annotators, password, tasks, episodes, cycles, wait, **options):
         if not password:
             password = demo_password()[0]
         try:
@@ -60,6 +63,10 @@ class Command(BaseCommand):
                 raise CommandError(f"--episodes: {exc} ({', '.join(wanted)}).") from None
             groups = {"old": [t for t in held if t in OLD_TASKS], "new": [t for t in held if t not in OLD_TASKS]}
             people = [a.strip() for a in annotators.split(",") if a.strip()]
+            # people correct the deployed policy's own steps: until a trained one is deployed there is nothing of
+            # the model's to correct (and a cycle is refused)
+            deployed = self._wait_for_a_trained_policy(lead, pid, project, wait)
+            self.stdout.write(f"the deployed policy is {deployed['checkpoint']['name']}.")
             rng = random.Random()
             for n in range(cycles):
                 started, reports = time.monotonic(), []
@@ -84,6 +91,42 @@ class Command(BaseCommand):
                                   + (f" ({cycle['decision']})" if cycle["decision"] else ""))
         except ApiFailure as exc:
             raise CommandError(str(exc)) from None
+
+
+    def _wait_for_a_trained_policy(self, lead: Api, pid: int, project: str, wait: float) -> dict:
+        """The project's active deployment of a trained policy, waiting up to `wait` seconds for its cold start (the
+        run that deploys v0) while only the scripted baseline is deployed; progress every 30 s."""
+        deadline, shown = time.monotonic() + wait, 0.0
+        while True:
+            active = [d for d in lead.call("GET", f"/api/v1/projects/{pid}/deployments/")["results"] if d["active"]]
+            if active and active[0]["backend"] != "scripted":
+                return active[0]
+            runs = lead.call("GET", f"/api/v1/projects/{pid}/runs/")["results"]
+            cold = next((r for r in runs if _is_coldstart(r)), None)  # the newest
+            if cold is None:
+                raise CommandError(f"No trained policy is deployed in {project} and no cold start is queued: deploy "
+                                   "a checkpoint on the project's Runs page (make run queues the demo project's "
+                                   "cold start on its first start).")
+            if cold["status"] in ("failed", "cancelled"):
+                raise CommandError(f"No trained policy is deployed in {project}: its cold start (run {cold['id']}) "
+                                   f"{cold['status']}" + (f": {cold['error']}" if cold.get("error") else "") +
+                                   ". Starting Loupe again (make run) queues a new one; see the project's Runs page.")
+            now = time.monotonic()
+            if now >= deadline:
+                raise CommandError(f"No trained policy is deployed in {project} after {wait:.0f} s: its cold start "
+                                   f"(run {cold['id']}) is {cold['status']} at {(cold.get('progress') or 0) * 100:.0f} %. Run "
+                                   "this again when it is deployed, or pass a longer --wait.")
+            if now >= shown:
+                self.stdout.write(f"waiting for v0, the cold start (run {cold['id']}): {cold['status']}, "
+                                  f"{(cold.get('progress') or 0) * 100:.0f} % ({cold.get('queued_seconds') or 0:.0f} s in the "
+                                  f"queue, {cold.get('training_seconds') or 0:.0f} s training)…")
+                shown = now + 30
+            time.sleep(min(5.0, max(0.1, deadline - now)))
+
+
+def _is_coldstart(run: dict) -> bool:
+    stages = (run.get("config") or {}).get("stages") or [{}]
+    return stages[0].get("algorithm") == "coldstart"  # training.runs.COLDSTART
 
 
 def _percent(rate) -> str:
