@@ -66,7 +66,7 @@ class Command(BaseCommand):
             # people correct the deployed policy's own steps: until a trained one is deployed there is nothing of
             # the model's to correct (and a cycle is refused)
             deployed = self._wait_for_a_trained_policy(lead, pid, project, wait)
-            self.stdout.write(f"the deployed policy is {deployed['checkpoint']['name']}.")
+            self._say(f"the deployed policy is {deployed['checkpoint']['name']}.")
             rng = random.Random()
             for n in range(cycles):
                 started, reports = time.monotonic(), []
@@ -75,16 +75,16 @@ class Command(BaseCommand):
                     span = range(task["seed_start"], task["seed_end"] + 1)
                     # a task of one seed (a web app's: the seed changes nothing) is annotated at most twice a cycle
                     seeds = rng.sample(span, share) if len(span) >= share else [span[0]] * min(share, 2)
-                    self.stdout.write(f"cycle {n + 1}: {len(people)} annotator(s) supervise {share} {name} episodes…")
+                    self._say(f"cycle {n + 1}: {len(people)} annotator(s) supervise {share} {name} episodes…")
                     reports += annotate(url, people, password, pid, task, seeds)
                 spent = time.monotonic() - started
-                self.stdout.write(f"cycle {n + 1}: running a flywheel cycle (see the Cycles page)…")
+                self._say(f"cycle {n + 1}: running a flywheel cycle (see the Cycles page)…")
                 cycle = cycle_run(lead, pid)
                 figures = cycle_figures(cycle, reports, spent, groups)
-                self.stdout.write(json.dumps(figures))
+                self._say(json.dumps(figures))
                 after = figures["after"] if cycle["state"] == "deployed" else figures["before"]
                 deployed = lead.call("GET", f"/api/v1/projects/{pid}/deployments/")["results"][0]["checkpoint"]["name"]
-                self.stdout.write(f"cycle {n + 1}: {cycle['state']}; the deployed {deployed} scores "
+                self._say(f"cycle {n + 1}: {cycle['state']}; the deployed {deployed} scores "
                                   f"{_percent(after['all'])} on the held-out seeds (old tasks {_percent(after['old'])}, "
                                   f"new {_percent(after['new'])}); rows {figures['rows']}; annotation {spent:.0f} s, "
                                   f"cycle {figures['cycle_seconds']:.0f} s"
@@ -92,6 +92,11 @@ class Command(BaseCommand):
         except ApiFailure as exc:
             raise CommandError(str(exc)) from None
 
+
+    def _say(self, line: str) -> None:
+        """A line now, also into a file or a pipe (where stdout waits for a full buffer): each takes minutes."""
+        self.stdout.write(line)
+        self.stdout.flush()
 
     def _wait_for_a_trained_policy(self, lead: Api, pid: int, project: str, wait: float) -> dict:
         """The project's active deployment of a trained policy, waiting up to `wait` seconds for its cold start (the
@@ -117,7 +122,7 @@ class Command(BaseCommand):
                                    f"(run {cold['id']}) is {cold['status']} at {(cold.get('progress') or 0) * 100:.0f} %. Run "
                                    "this again when it is deployed, or pass a longer --wait.")
             if now >= shown:
-                self.stdout.write(f"waiting for v0, the cold start (run {cold['id']}): {cold['status']}, "
+                self._say(f"waiting for v0, the cold start (run {cold['id']}): {cold['status']}, "
                                   f"{(cold.get('progress') or 0) * 100:.0f} % ({cold.get('queued_seconds') or 0:.0f} s in the "
                                   f"queue, {cold.get('training_seconds') or 0:.0f} s training)…")
                 shown = now + 30
