@@ -19,7 +19,7 @@ from urllib.parse import quote
 import pytest
 
 __all__ = ["ChatModel", "ProcessStack", "process_stack", "stack_env", "daphne_server", "celery_worker", "free_port", "wait_for",
-           "start_daphne", "start_worker", "module_stack", "session_stack", "module_celery_worker",
+           "start_daphne", "start_worker", "start_together", "module_stack", "session_stack", "module_celery_worker",
            "worker_quiet"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,6 +179,19 @@ def start_worker(stack: ProcessStack, tmp_path: Path, env: dict, queues: str = "
     return proc
 
 
+def start_together(*starts):
+    """Call ``starts`` (each starts a server and waits until it is up: ``lambda: start_worker(...)``) side by side and
+    return what each returned, in order. A start is mostly a process importing Django, Celery or torch and then
+    waiting to be ready: one after another, a fixture's daphne and two workers took the sum of their starts; side by
+    side, about the longest (the cores the first leaves idle while it waits are the second's). The first failure is
+    raised once every start has ended."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(starts)) as pool:
+        futures = [pool.submit(start) for start in starts]
+        return [future.result() for future in futures]
+
+
 @contextlib.contextmanager
 def served_episode_stack(tmp_path: Path, model, *, idle_seconds: float, max_steps: int, checkpoint: str):
     """daphne and a live+rollouts worker whose policy is ``model`` (a ChatModel handler the test writes, served on a
@@ -191,8 +204,8 @@ def served_episode_stack(tmp_path: Path, model, *, idle_seconds: float, max_step
     env = stack_env(LOUPE_SUPERVISED_IDLE_SECONDS=idle_seconds,
                     LOUPE_OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_address[1]}")
     try:
-        base = start_daphne(stack, tmp_path, env)
-        start_worker(stack, tmp_path, env, queues="live,rollouts")
+        base, _ = start_together(lambda: start_daphne(stack, tmp_path, env),
+                                 lambda: start_worker(stack, tmp_path, env, queues="live,rollouts"))
         project = make_project()
         annotator = make_user("asked")
         make_member(project, annotator)

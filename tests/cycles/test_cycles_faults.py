@@ -18,7 +18,7 @@ from training.models import TrainingRun
 from cycles.tasks import cycles_resume
 from tests.factories import (PASSWORD, make_finished_episode, make_member, make_project, make_task, make_tiny_checkpoint,
                              make_user)
-from tests.stack import ProcessStack, free_port, stack_env, start_daphne, start_worker, wait_for
+from tests.stack import ProcessStack, free_port, stack_env, start_daphne, start_together, start_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
@@ -115,8 +115,8 @@ def test_a_cycle_carries_on_when_redis_restarts_empty(project, tmp_path):
     try:
         wait_for(lambda: subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True).stdout.strip()
                  == b"PONG", 10, what="redis")
-        base = start_daphne(stack, tmp_path, env)
-        start_worker(stack, tmp_path, env, queues="default,train", name="worker")
+        base, _ = start_together(lambda: start_daphne(stack, tmp_path, env),
+                                 lambda: start_worker(stack, tmp_path, env, queues="default,train", name="worker"))
         stack.start("beat", [sys.executable, "-m", "celery", "-A", "webapp", "beat", "--loglevel", "INFO",
                              "-s", str(tmp_path / "beat-schedule")], env, tmp_path)
         manager = Api(base, "cyclemanager", PASSWORD)

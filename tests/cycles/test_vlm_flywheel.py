@@ -27,8 +27,8 @@ from rollouts.models import Checkpoint, Episode, EpisodeStatus
 from training.models import TrainingRun
 from demo.simulated_annotators import Api, Socket
 from tests.factories import PASSWORD, make_member, make_project, make_user
-from tests.stack import (ROOT, ProcessStack, stack_env, start_daphne, start_policy_server, start_worker, wait_for,
-                         worker_quiet)
+from tests.stack import (ROOT, ProcessStack, stack_env, start_daphne, start_policy_server, start_together, start_worker,
+                         wait_for, worker_quiet)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.slow,
               pytest.mark.timeout(900)]
@@ -68,34 +68,42 @@ class Proxy(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def vlm_stack(module_stack, tmp_path_factory):
     """(daphne base URL, base VLM dir, serve log) with trainer serve behind the recording proxy, daphne and the
-    workers all pointed at the proxy."""
+    workers all pointed at the proxy. The tiny VLM is built and served (two torch processes, one after the other)
+    while daphne and the workers start: the proxy is up first, and learns the server's address once it serves."""
     stack, path = module_stack
     folder = tmp_path_factory.mktemp("vlm")
-    build = "from trainer.tiny_vlm import save_tiny_vlm; import sys; save_tiny_vlm(sys.argv[1])"
-    subprocess.run([sys.executable, "-c", build, str(folder / "base")], cwd=ROOT, check=True, capture_output=True)
     serve_log = folder / "serve.log"
-    serve = subprocess.Popen([sys.executable, "-m", "trainer", "serve", "--init", str(folder / "base"), "--port", "0",
-                              "--name", SERVED, "--max-new-tokens", str(ANSWER_TOKENS), "--threads", "1"],
-                             cwd=ROOT, stdout=subprocess.PIPE, stderr=open(serve_log, "wb"), text=True)
-    proxy = None
-    try:
+    Proxy.target = ""
+    serving: dict = {}
+
+    def serve_up():
+        build = "from trainer.tiny_vlm import save_tiny_vlm; import sys; save_tiny_vlm(sys.argv[1])"
+        subprocess.run([sys.executable, "-c", build, str(folder / "base")], cwd=ROOT, check=True, capture_output=True)
+        serving["process"] = serve = subprocess.Popen(
+            [sys.executable, "-m", "trainer", "serve", "--init", str(folder / "base"), "--port", "0", "--name", SERVED,
+             "--max-new-tokens", str(ANSWER_TOKENS), "--threads", "1"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=open(serve_log, "wb"), text=True)
         line = serve.stdout.readline()
         assert line.startswith("{"), serve_log.read_text()[-2000:]
         Proxy.target = json.loads(line)["serving"].removesuffix("/v1")
-        proxy = start_policy_server(Proxy)
+
+    proxy = start_policy_server(Proxy)
+    try:
         env = stack_env(LOUPE_OPENAI_BASE_URL=f"http://127.0.0.1:{proxy.server_address[1]}/v1",
                         LOUPE_OPENAI_SERVER="loupe",  # trainer serve loads the full cycle's whole checkpoint
                         LOUPE_OPENAI_RETRIES=0, LOUPE_OPENAI_TIMEOUT_SECONDS=300,
                         LOUPE_CHECKPOINT_DIR=tmp_path_factory.mktemp("checkpoints"))
-        base = start_daphne(stack, path, env)  # a manager's approval deploys from the web process
-        start_worker(stack, path, env, queues="live,rollouts", name="live")
-        start_worker(stack, path, env, queues="default,train", name="train")
+        _, base, _, _ = start_together(
+            serve_up,
+            lambda: start_daphne(stack, path, env),  # a manager's approval deploys from the web process
+            lambda: start_worker(stack, path, env, queues="live,rollouts", name="live"),
+            lambda: start_worker(stack, path, env, queues="default,train", name="train"))
         yield base, folder / "base", serve_log, stack
     finally:
-        if proxy is not None:
-            proxy.shutdown()
-        serve.terminate()
-        serve.wait(timeout=30)
+        proxy.shutdown()
+        if "process" in serving:
+            serving["process"].terminate()
+            serving["process"].wait(timeout=30)
 
 
 def steer(base: str, api: Api, project_id: int, task: dict, seed: int) -> dict:

@@ -16,7 +16,7 @@ from rollouts.models import Step
 from tests.e2e.conftest import login, screenshot
 from tests.factories import PASSWORD, make_member, make_project, make_task, make_user
 from tests.stack import (ChatModel, ProcessStack, deploy_served_checkpoint, free_port, stack_env, start_daphne,
-                         start_policy_server, start_worker, wait_for)
+                         start_policy_server, start_together, start_worker, wait_for)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
@@ -80,8 +80,8 @@ def live_stack(tmp_path):
     stack = ProcessStack([], [])
     env = stack_env(LOUPE_WEBAPP_TASKS_DIR=tasks, LOUPE_OPENAI_BASE_URL=f"http://127.0.0.1:{policy.server_address[1]}")
     try:
-        base = start_daphne(stack, tmp_path, env)
-        start_worker(stack, tmp_path, env, queues="live,rollouts")
+        base, _ = start_together(lambda: start_daphne(stack, tmp_path, env),
+                                 lambda: start_worker(stack, tmp_path, env, queues="live,rollouts"))
         project = make_project("Live view")
         manager = make_user("liveboss")
         make_member(project, manager, "manager")

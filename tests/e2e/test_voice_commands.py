@@ -17,7 +17,7 @@ from rollouts.models import Checkpoint, Episode
 from tests.annotation.audio_fixtures import missing_tools, synthesize_wav
 from tests.e2e.conftest import chromium_with_microphone, login, microphone_wav, screenshot
 from tests.factories import PASSWORD, make_member, make_project, make_task, make_user
-from tests.stack import stack_env, start_worker, wait_for, worker_quiet
+from tests.stack import stack_env, start_together, start_worker, wait_for, worker_quiet
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser,
               pytest.mark.skipif(bool(missing_tools()), reason=f"needs {missing_tools()}")]
@@ -53,8 +53,8 @@ def browser(commands_wav):
 def module_workers(module_stack):
     stack, path = module_stack
     env = stack_env()
-    start_worker(stack, path, env, queues="live,rollouts,default", name="rollouts")
-    start_worker(stack, path, env, queues="audio", name="audio")
+    start_together(lambda: start_worker(stack, path, env, queues="live,rollouts,default", name="rollouts"),
+                   lambda: start_worker(stack, path, env, queues="audio", name="audio"))
 
 
 @pytest.fixture

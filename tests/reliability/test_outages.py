@@ -13,7 +13,7 @@ import websocket
 from rollouts.models import Episode
 from tests.reliability.live import (PrivatePostgres, PrivateRedis, Watcher, api, assert_acked_commands_stored_once,
                                     assert_saw_the_whole_log, scripted_project, wait_episodes_end)
-from tests.stack import ROOT, ProcessStack, stack_env, start_daphne, start_worker, wait_for
+from tests.stack import ROOT, ProcessStack, stack_env, start_daphne, start_together, start_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -82,8 +82,9 @@ def test_redis_restarted_during_a_live_session_loses_and_doubles_nothing(tmp_pat
     try:
         redis = PrivateRedis(stack, tmp_path)
         env = stack_env(REDIS_URL=redis.url)
-        base = start_daphne(stack, tmp_path, env, name="daphne-redis")
-        start_worker(stack, tmp_path, env, queues="live,rollouts", name="rollouts-redis")
+        base, _ = start_together(
+            lambda: start_daphne(stack, tmp_path, env, name="daphne-redis"),
+            lambda: start_worker(stack, tmp_path, env, queues="live,rollouts", name="rollouts-redis"))
 
         def start_episode(seed: int) -> int:  # through the API: the test process itself talks to another Redis
             status, _, body = api(base, "POST", f"/api/v1/projects/{project.pk}/episodes/", tokens[0],

@@ -9,7 +9,7 @@ from rollouts import episodes
 from rollouts.models import Episode
 from tests.reliability.live import (Watcher, assert_acked_commands_stored_once, assert_saw_the_whole_log,
                                     scripted_project, wait_episodes_end)
-from tests.stack import ProcessStack, stack_env, start_daphne, start_worker, wait_for
+from tests.stack import ProcessStack, stack_env, start_daphne, start_together, start_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.slow]
 
@@ -19,8 +19,9 @@ def test_watchers_on_either_daphne_see_every_event_of_episodes_on_either_worker(
     stack = ProcessStack([], [])
     watchers: list[Watcher] = []
     try:
-        daphnes = [start_daphne(stack, tmp_path, stack_env(), name=f"daphne-{n}") for n in "ab"]
-        start_worker(stack, tmp_path, stack_env(), queues="live,rollouts", name="host1")
+        *daphnes, _ = start_together(
+            *(lambda n=n: start_daphne(stack, tmp_path, stack_env(), name=f"daphne-{n}") for n in "ab"),
+            lambda: start_worker(stack, tmp_path, stack_env(), queues="live,rollouts", name="host1"))
         # supervised: the first episode waits for a person at each step, so host1 is still busy with it
         # when the second is queued, and host2 must take that one
         first = episodes.episodes_start(project=project, task=task, seeds=[3], mode="supervised",

@@ -6,7 +6,7 @@ from rest_framework.test import APIClient
 from rollouts import selectors
 from rollouts.models import Episode, EpisodeStatus
 from tests.factories import make_member, make_project, make_task, make_tiny_checkpoint, make_user
-from tests.stack import stack_env, start_worker, wait_for
+from tests.stack import stack_env, start_together, start_worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
@@ -28,8 +28,9 @@ def test_a_supervised_episode_starts_while_a_batch_of_autonomous_ones_waits(proc
     client = APIClient()
     client.force_authenticate(annotator)
     # as `make run` lays them out: one worker for the machines' episodes, one kept for people's
-    start_worker(process_stack, tmp_path, stack_env(), queues="rollouts", name="machines", concurrency=1)
-    start_worker(process_stack, tmp_path, stack_env(), queues="live", name="people", concurrency=1)
+    start_together(
+        lambda: start_worker(process_stack, tmp_path, stack_env(), queues="rollouts", name="machines", concurrency=1),
+        lambda: start_worker(process_stack, tmp_path, stack_env(), queues="live", name="people", concurrency=1))
 
     batch = start(client, project, task, list(range(100, 112)))
     wait_for(lambda: Episode.objects.filter(pk__in=batch, status=EpisodeStatus.RUNNING).exists(), 120,

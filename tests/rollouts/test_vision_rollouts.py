@@ -36,9 +36,10 @@ ANSWER_TOKENS = 8  # the proxy asks for this many tokens at most: garbage is gar
 @pytest.fixture(scope="module")
 def vlm_server(tmp_path_factory):
     """(base URL ending in /v1, checkpoint dir) of `python -m trainer serve` over an untrained tiny VLM."""
+    from trainer.tiny_vlm import save_tiny_vlm
+
     folder = tmp_path_factory.mktemp("vlm")
-    build = "from trainer.tiny_vlm import save_tiny_vlm; import sys; save_tiny_vlm(sys.argv[1])"
-    subprocess.run([sys.executable, "-c", build, str(folder / "vlm")], cwd=ROOT, check=True, capture_output=True)
+    save_tiny_vlm(folder / "vlm")  # here: a process of its own started Python and imported torch again (some 9 s)
     log = open(folder / "serve.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "trainer", "serve", "--init", str(folder / "vlm"), "--port", "0",
                              "--name", SERVED, "--max-new-tokens", str(ANSWER_TOKENS)], cwd=ROOT,
