@@ -9,38 +9,49 @@ from django.db.backends.postgresql.operations import DatabaseOperations
 from tests.factories import *  # noqa: E402,F401,F403
 from tests.stack import *  # noqa: E402,F401,F403
 
-# Modules that hold a test of a minute or more on a quiet 2-core machine (or many slow ones), longest first. `make
-# test` hands modules to its two workers in collection order (`--no-loadscope-reorder`): run these first, so that no
-# worker is left at the end with one long module while the other has finished. (xdist's default order, most tests
-# first, put the one-test training modules last and left a worker alone with them for minutes.)
-# By their times in the last two-worker run (.data/logs/pytest-junit.xml), less the cycle tests' cuts measured since
-# (the better/worse cycle and test_learned train on fewer rows): re-sort after a full run when a module's time moves.
+# Modules that take half a minute or more, longest first. `make test` hands modules to its two workers in collection
+# order (`--no-loadscope-reorder`): run these first, so that no worker is left at the end with one long module while
+# the other has finished; the many short ones that follow even the two out. (xdist's default order, most tests first,
+# put the one-test training modules last and left a worker alone with them for minutes.)
+# By their summed times (setup included) in a two-worker run of 1,516 tests (junit XML, December 2026, at load 5-7 on
+# 2 cores: 188 s for test_cycles down to 30 s for test_review; test_cycles and test_vlm_grpo_run each held a worker's
+# 25 s test database setup). Re-sort after a full run when a module's time moves (.data/logs/pytest-junit.xml).
 SLOW_MODULES_FIRST = (
     "tests/cycles/test_cycles.py",
+    "tests/cycles/test_vlm_flywheel.py",
     "tests/training/test_vlm_grpo_run.py",
     "tests/cycles/test_cycles_faults.py",
-    "tests/cycles/test_learned.py",
-    "tests/cycles/test_vlm_flywheel.py",
-    "tests/e2e/test_cycles.py",
-    "tests/webapp/test_fuzz.py",
-    "tests/envservice/test_env_grpo.py",
+    "tests/trainer/test_distributed.py",
     "tests/e2e/test_think_aloud.py",
-    "tests/agent/test_webapp_env.py",
+    "tests/webapp/test_fuzz.py",
     "tests/agent/test_desktop_env.py",
-    "tests/annotation/test_live_session.py",
-    "tests/agent/test_miniwob_env.py",
+    "tests/cycles/test_learned.py",
+    "tests/agent/test_webapp_env.py",
+    "tests/e2e/test_cycles.py",
+    "tests/envservice/test_env_grpo.py",
     "tests/reliability/test_process_kills.py",
     "tests/reliability/test_outages.py",
-    "tests/rollouts/test_rollout_faults.py",
-    "tests/e2e/test_desktop_session.py",
-    "tests/rollouts/test_rollouts.py",
+    "tests/bench/test_bench_coldstart.py",
+    "tests/annotation/test_audio_api.py",
+    "tests/agent/test_sandbox.py",
+    "tests/agent/test_miniwob_env.py",
+    "tests/rollouts/test_vision_rollouts.py",
+    "tests/trainer/test_data_and_cli.py",
     "tests/test_flywheel_split_migration.py",
-    "tests/envservice/test_service.py",
-    "tests/trainer/test_distributed.py",
-    "tests/e2e/test_voice_commands.py",
-    "tests/envservice/test_takeover.py",
+    "tests/bench/test_django_setup.py",
+    "tests/rollouts/test_rollouts.py",
     "tests/e2e/test_asking.py",
-    "tests/annotation/test_asking_live.py",
+    "tests/e2e/test_desktop_session.py",
+    "tests/training/test_training_online.py",
+    "tests/e2e/test_csp.py",
+    "tests/rollouts/test_rollout_faults.py",
+    "tests/annotation/test_supervision_waits.py",
+    "tests/e2e/test_voice_commands.py",
+    "tests/snapshots/test_datasets.py",
+    "tests/trainer/test_vlm.py",
+    "tests/e2e/test_webapp_session.py",
+    "tests/reliability/test_two_hosts.py",
+    "tests/e2e/test_review.py",
 )
 
 
