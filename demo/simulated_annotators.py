@@ -298,6 +298,12 @@ def episode_shares(total: int, tasks: list[str] | tuple[str, ...], known: set[st
     return out
 
 
+def in_turn(items, cycle: int, count: int) -> list:
+    """``count`` of ``items`` for cycle ``cycle`` (0 on), going round them from where the last cycle stopped: tasks
+    that show the same steps on different things (the shop's products) are annotated each in turn."""
+    return [items[(cycle * count + i) % len(items)] for i in range(count)]
+
+
 def cycle_run(manager: Api, project_id: int, timeout: float = 1800) -> dict:
     """Run a cycle now, as the Cycles page's button does, and follow it to its end."""
     cycle = manager.call("POST", f"/api/v1/projects/{project_id}/cycles/")

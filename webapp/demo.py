@@ -28,7 +28,10 @@ DEMO_TRAIN_TASKS = [
 # the demo's held-out tasks).
 DEMO_EVAL_TASKS = ["click-button", "click-link", "focus-text", "click-dialog", "click-tab", "click-option", "enter-text"]
 # An authored web-app task (WebArena JSON) held out on the shipped shop: shop-add-to-basket's page and steps (open the
-# product, add it, finish), another product. The train task whose supervised episodes teach it is DEMO_AUTHORED_TEACHER.
+# product, add it, finish), another product. The train tasks whose supervised episodes teach it are
+# DEMO_AUTHORED_TEACHERS: the same steps for four other products of the page, annotated in turn. Shown one product
+# only, the model learnt to add that product (the held-out one stayed at 0 % in every evaluation); shown several, what
+# carries over is the step itself: open the product the request names, add it.
 DEMO_AUTHORED_EVAL = {
     "sites": ["shopping"], "task_id": "shop-add-earbuds", "require_login": False,
     "start_url": "__SHOP__/catalogue/category/electronics/audio_6/", "intent": 'Add the "Studio Earbuds" to the basket.',
@@ -36,7 +39,8 @@ DEMO_AUTHORED_EVAL = {
     "eval": {"eval_types": ["site_state"],
              "site_state": [{"check": "basket_line", "product": "Studio Earbuds", "quantity": 1}]},
 }
-DEMO_AUTHORED_TEACHER = "shop-add-to-basket"
+DEMO_AUTHORED_TEACHERS = ("shop-add-to-basket", "shop-add-headphones", "shop-add-radio", "shop-add-turntable")
+DEMO_AUTHORED_TEACHER = DEMO_AUTHORED_TEACHERS[0]  # the one that stands for them in a cycle's share of episodes
 EVAL_SEEDS = (100_000, 100_099)  # never used for training rollouts
 # Desktop tasks (agent/envs/desktop; one hybrid) for supervised sessions on a Linux desktop; train split only, so the
 # cycles' evaluations stay on MiniWoB. Each is seeded only where its programs are installed (`make env-tools`).
@@ -49,7 +53,7 @@ DEMO_DESKTOP_TASKS = {
 
 # Web-app tasks (agent/envs/webapp): the shop's (django-oscar, built by `make sites`, or on the first episode) always,
 # the wiki's where MediaWiki is installed; train split, for supervised sessions on a real multi-page site.
-DEMO_WEBAPP_TASKS = ("shop-add-to-basket", "shop-price-answer", "shop-guest-checkout", "shop-admin-rename",
+DEMO_WEBAPP_TASKS = (*DEMO_AUTHORED_TEACHERS, "shop-price-answer", "shop-guest-checkout", "shop-admin-rename",
                      "wiki-standup-answer", "wiki-edit-page")
 
 log = logging.getLogger(__name__)

@@ -6,8 +6,9 @@ deployed weights), evaluated on held-out seeds and deployed when it beats the de
 per cycle the success on the old tasks (v0's three) and on the new ones, rows and seconds.
 
 The project's tasks are v0's three (where it scores about 100 %) and tasks it was never trained on, where people's
-corrections are what teaches it: four MiniWoB tasks and the shop's shop-add-to-basket (annotated), held out as an
-authored web-app task on the same shop (another product, the same page: webapp/demo.py DEMO_AUTHORED_EVAL). Two of the
+corrections are what teaches it: four MiniWoB tasks and the shop's add-to-basket tasks (four products, annotated in
+turn), held out as an authored web-app task on the same shop (a fifth product, the same page: webapp/demo.py
+DEMO_AUTHORED_EVAL). Two of the
 MiniWoB tasks are one click that v0 gets right about half the time (click-dialog, click-tab); two take several steps
 that v0 has never seen (click-option: select, then Submit; enter-text: click, type, Submit), where it scored 0 of 10
 (it clicks the first radio, or into the field, until the step limit): more to learn than one cycle's corrections teach,
@@ -32,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from cycles.cycle_settings import PRETRAINED_LORA
-from demo.simulated_annotators import Api, annotate, cycle_figures, cycle_run, episode_shares
+from demo.simulated_annotators import Api, annotate, cycle_figures, cycle_run, episode_shares, in_turn
 from tests.factories import PASSWORD, make_member, make_project, make_user
 from tests.stack import start_worker, stack_env, worker_quiet
 
@@ -50,7 +51,7 @@ TASKS = (*V0_TASKS, *NEW_TASKS)
 # step more leaves room for one wrong click
 MAX_STEPS = {"click-option": 4, "enter-text": 4, "click-checkboxes": 6}
 SHOP = bool(NEW_TASKS)  # the shop's train task, and the authored shop task held out
-SHOP_EPISODES = 2  # a shop task has one episode (its seed changes nothing): a correction or two teach what it shows
+SHOP_EPISODES = 2  # a cycle's shop episodes, each another product's task (its seed changes nothing)
 # MiniWoB episodes a cycle, split between the tasks (a new task three times a v0 task's share: v0 gets its own right,
 # so people there mostly approve) and the two annotators
 EPISODES_PER_CYCLE = int(os.environ.get("LOUPE_DEMO_EPISODES") or 2 * len(V0_TASKS) + 6 * len(NEW_TASKS))
@@ -94,7 +95,7 @@ def cold_start_v0(project, checkpoints: Path):
 
 
 def test_three_cycles_of_simulated_corrections_raise_the_cold_start_v0(daphne_server, workers):
-    from webapp.demo import DEMO_AUTHORED_EVAL, DEMO_AUTHORED_TEACHER
+    from webapp.demo import DEMO_AUTHORED_EVAL, DEMO_AUTHORED_TEACHERS
 
     project = make_project("Flywheel demo")
     make_member(project, make_user("lead"), "manager")
@@ -111,9 +112,9 @@ def test_three_cycles_of_simulated_corrections_raise_the_cold_start_v0(daphne_se
         manager.call("POST", f"/api/v1/projects/{pid}/tasks/", {
             "task_name": name, "split": "eval", "seed_start": 1000, "seed_end": 1999, "max_steps": steps})
     if SHOP:
-        shop = manager.call("POST", f"/api/v1/projects/{pid}/tasks/", {
-            "env_kind": "webapp", "task_name": DEMO_AUTHORED_TEACHER, "split": "train", "seed_start": 0,
-            "seed_end": 0, "max_steps": 6})
+        shop = [manager.call("POST", f"/api/v1/projects/{pid}/tasks/", {
+            "env_kind": "webapp", "task_name": name, "split": "train", "seed_start": 0, "seed_end": 0,
+            "max_steps": 6}) for name in DEMO_AUTHORED_TEACHERS]
         held = manager.call("POST", f"/api/v1/projects/{pid}/tasks/", {
             "env_kind": "webapp", "definition": DEMO_AUTHORED_EVAL, "split": "eval", "seed_start": 0, "seed_end": 0,
             "max_steps": 6})
@@ -131,7 +132,8 @@ def test_three_cycles_of_simulated_corrections_raise_the_cold_start_v0(daphne_se
             seeds = list(range(first_seed + n * 1000, first_seed + n * 1000 + share))
             sessions += annotate(daphne_server, ["ann1", "ann2"], PASSWORD, pid, tasks[name], seeds)
         if SHOP:
-            sessions += annotate(daphne_server, ["ann1", "ann2"], PASSWORD, pid, shop, [0] * SHOP_EPISODES)
+            for task in in_turn(shop, n, SHOP_EPISODES):  # the shop's products in turn, one an episode
+                sessions += annotate(daphne_server, ["ann1", "ann2"], PASSWORD, pid, task, [0])
         spent = time.monotonic() - started
         cycle = cycle_run(manager, pid, timeout=5400)
         assert cycle["state"] in ("deployed", "rejected"), (cycle["state"], cycle["decision"], cycle["error"],

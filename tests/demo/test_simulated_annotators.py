@@ -81,3 +81,13 @@ def test_episode_shares_give_new_tasks_three_times_the_known_ones_and_sum_to_the
 def test_fewer_episodes_than_tasks_is_refused_with_the_reason():
     with pytest.raises(ValueError, match="fewer than the 7 tasks"):
         episode_shares(6, (*OLD, *NEW), OLD)
+
+
+def test_in_turn_goes_round_the_tasks_from_where_the_last_cycle_stopped():
+    from demo.simulated_annotators import in_turn
+
+    products = ["speaker", "headphones", "radio", "turntable"]
+    cycles = [in_turn(products, n, 2) for n in range(3)]
+    assert cycles == [["speaker", "headphones"], ["radio", "turntable"], ["speaker", "headphones"]]
+    assert in_turn(products, 1, 3) == ["turntable", "speaker", "headphones"]
+    assert in_turn(["one"], 5, 2) == ["one", "one"]

@@ -1,5 +1,7 @@
 """What `make run` seeds in the demo project beyond MiniWoB: web-app tasks (the desktop ones are in
 tests/flywheel/test_desktop_rollouts.py, beside the worker that runs them)."""
+from pathlib import Path
+
 import pytest
 
 from webapp import demo
@@ -47,8 +49,17 @@ def test_demo_project_holds_out_tasks_v0_was_not_trained_on_with_an_authored_sho
     assert set(TASKS) < set(held) and {"click-dialog", "click-tab"} <= set(held)
     shop = held[demo.DEMO_AUTHORED_EVAL["task_id"]]
     assert (shop.env_kind, shop.definition, shop.seed_start, shop.seed_end) == ("webapp", demo.DEMO_AUTHORED_EVAL, 0, 0)
-    assert TaskSpec.objects.filter(project__slug="demo", split="train", env_kind="webapp",
-                                   task_name=demo.DEMO_AUTHORED_TEACHER).exists()
+    # its teachers: the same page and steps on four other products, so that what carries over is the step
+    from agent.envs.webapp.tasks import load_task_file
+
+    shipped = {task.task_id: task for task in load_task_file(Path(demo.__file__).resolve().parent.parent / "agent" /
+                                                             "envs" / "webapp" / "tasks" / "shop.json")}
+    teachers = set(TaskSpec.objects.filter(project__slug="demo", split="train", env_kind="webapp",
+                                           task_name__in=demo.DEMO_AUTHORED_TEACHERS).values_list("task_name", flat=True))
+    assert teachers == set(demo.DEMO_AUTHORED_TEACHERS) and len(teachers) == 4
+    products = {shipped[name].eval["site_state"][0]["product"] for name in teachers}
+    assert len(products) == 4 and "Studio Earbuds" not in products
+    assert all(shipped[name].start_url == demo.DEMO_AUTHORED_EVAL["start_url"] for name in teachers)
     assert not TaskSpec.objects.filter(project__slug="demo", split="train",
                                        task_name=demo.DEMO_AUTHORED_EVAL["task_id"]).exists()
     demo.seed_demo("a-demo-password")  # a second start adds nothing

@@ -158,6 +158,9 @@ def _price_after(title: str) -> Callable[[Observation], str]:
 
 SOLUTIONS: dict[str, list] = {
     "shop-add-to-basket": [Click("Bluetooth Speaker", "link"), Click("Add to basket"), Finish()],
+    "shop-add-headphones": [Click("Wireless Headphones", "link"), Click("Add to basket"), Finish()],
+    "shop-add-radio": [Click("Portable Radio", "link"), Click("Add to basket"), Finish()],
+    "shop-add-turntable": [Click("Turntable Classic", "link"), Click("Add to basket"), Finish()],
     "shop-basket-two": [Fill(None, "herb seed"), Key("enter"), Click("Herb Seed Kit", "link"), Click("Add to basket"),
                         Click("Add to basket"), Finish()],
     "shop-price-answer": [Fill(None, "power bank"), Key("enter"), Click("Power Bank 20000", "link"),

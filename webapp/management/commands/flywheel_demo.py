@@ -12,8 +12,8 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from demo.simulated_annotators import Api, ApiFailure, annotate, cycle_figures, cycle_run, episode_shares
-from webapp.demo import DEMO_AUTHORED_EVAL, DEMO_AUTHORED_TEACHER, demo_password
+from demo.simulated_annotators import Api, ApiFailure, annotate, cycle_figures, cycle_run, episode_shares, in_turn
+from webapp.demo import DEMO_AUTHORED_EVAL, DEMO_AUTHORED_TEACHER, DEMO_AUTHORED_TEACHERS, demo_password
 
 OLD_TASKS = ("click-button", "click-link", "focus-text")  # v0's (trainer/coldstart.py TASKS)
 
@@ -68,6 +68,7 @@ class Command(BaseCommand):
             deployed = self._wait_for_a_trained_policy(lead, pid, project, wait)
             self._say(f"the deployed policy is {deployed['checkpoint']['name']}.")
             rng = random.Random()
+            teachers = [t for t in DEMO_AUTHORED_TEACHERS if t in train]
             for n in range(cycles):
                 started, reports = time.monotonic(), []
                 for name, share in split.items():
@@ -75,7 +76,16 @@ class Command(BaseCommand):
                     span = range(task["seed_start"], task["seed_end"] + 1)
                     # a task of one seed (a web app's: the seed changes nothing) is annotated at most twice a cycle
                     seeds = rng.sample(span, share) if len(span) >= share else [span[0]] * min(share, 2)
-                    self._say(f"cycle {n + 1}: {len(people)} annotator(s) supervise {share} {name} episodes…")
+                    if name == DEMO_AUTHORED_TEACHER and len(teachers) > 1:
+                        # the shop's products in turn, one an episode: what carries to the held-out product is the
+                        # step itself, not one product's name
+                        picks = in_turn(teachers, n, len(seeds))
+                        self._say(f"cycle {n + 1}: {len(people)} annotator(s) supervise {len(picks)} shop episodes "
+                                  f"({', '.join(picks)})…")
+                        for pick in picks:
+                            reports += annotate(url, people, password, pid, train[pick], [train[pick]["seed_start"]])
+                        continue
+                    self._say(f"cycle {n + 1}: {len(people)} annotator(s) supervise {len(seeds)} {name} episodes…")
                     reports += annotate(url, people, password, pid, task, seeds)
                 spent = time.monotonic() - started
                 self._say(f"cycle {n + 1}: running a flywheel cycle (see the Cycles page)…")
