@@ -304,16 +304,22 @@ def in_turn(items, cycle: int, count: int) -> list:
     return [items[(cycle * count + i) % len(items)] for i in range(count)]
 
 
-def cycle_run(manager: Api, project_id: int, timeout: float = 1800) -> dict:
-    """Run a cycle now, as the Cycles page's button does, and follow it to its end."""
+def cycle_run(manager: Api, project_id: int, timeout: float = 1800, on_progress=None, every: float = 60) -> dict:
+    """Run a cycle now, as the Cycles page's button does, and follow it to its end; ``on_progress(cycle)`` every
+    ``every`` seconds while it runs."""
     cycle = manager.call("POST", f"/api/v1/projects/{project_id}/cycles/")
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline, shown = started + timeout, started + every
     while time.monotonic() < deadline:
         cycle = manager.call("GET", f"/api/v1/cycles/{cycle['id']}/")
         if cycle["state"] in ("deployed", "rejected", "skipped", "failed"):
             return cycle
+        if on_progress and time.monotonic() >= shown:
+            on_progress(cycle)
+            shown = time.monotonic() + every
         time.sleep(2)
-    raise ApiFailure(f"cycle {cycle['iteration']} is still {cycle['state']} after {timeout:.0f} s")
+    raise ApiFailure(f"cycle {cycle['iteration']} is still {cycle['state']} after {timeout:.0f} s; it goes on (the "
+                     "project's Cycles page follows it)")
 
 
 def group_success(evaluation: dict, groups: dict[str, tuple | list]) -> dict:

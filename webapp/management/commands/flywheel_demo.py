@@ -36,11 +36,15 @@ class Command(BaseCommand):
                                                                      "shop task's share is at most 2: it has one "
                                                                      "episode, whatever the seed).")
         parser.add_argument("--cycles", type=int, default=3)
+        parser.add_argument("--cycle-timeout", type=float, default=4 * 3600,
+                            help="Seconds to follow a cycle before giving up on it (it goes on in Loupe): on a busy "
+                                 "2-core machine a cycle's training and evaluation took 50 minutes.")
         parser.add_argument("--wait", type=float, default=3600, help="Seconds to wait for the project's cold start "
                                                                       "(v0) when no trained policy is deployed yet, "
                                                                       "as on make run's first start (0: do not wait).")
 
-    def handle(self, *args, url, project, manager, annotators, password, tasks, episodes, cycles, wait, **options):
+    def handle(self, *args, url, project, manager, annotators, password, tasks, episodes, cycles, wait, cycle_timeout,
+               **options):
         if not password:
             password = demo_password()[0]
         try:
@@ -89,7 +93,8 @@ class Command(BaseCommand):
                     reports += annotate(url, people, password, pid, task, seeds)
                 spent = time.monotonic() - started
                 self._say(f"cycle {n + 1}: running a flywheel cycle (see the Cycles page)…")
-                cycle = cycle_run(lead, pid)
+                cycle = cycle_run(lead, pid, timeout=cycle_timeout,
+                                  on_progress=lambda c, n=n: self._say(f"cycle {n + 1}: {_stage(c)}…"))
                 figures = cycle_figures(cycle, reports, spent, groups)
                 self._say(json.dumps(figures))
                 after = figures["after"] if cycle["state"] == "deployed" else figures["before"]
@@ -137,6 +142,16 @@ class Command(BaseCommand):
                                   f"queue, {cold.get('training_seconds') or 0:.0f} s training)…")
                 shown = now + 30
             time.sleep(min(5.0, max(0.1, deadline - now)))
+
+
+def _stage(cycle: dict) -> str:
+    """Where a running cycle is, in words: its state and, where it reports one, its progress."""
+    progress = cycle.get("progress") or {}
+    done, total = progress.get("done"), progress.get("total")
+    where = progress.get("label") or ""
+    if done is not None and total:
+        where += f" ({done} of {total})"
+    return f"{cycle['state']}" + (f", {where}" if where else "")
 
 
 def _is_coldstart(run: dict) -> bool:
