@@ -101,7 +101,8 @@ def seed_demo(password: str) -> Project:
         Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
     Membership.objects.update_or_create(project=private, user=User.objects.get(username="admin"),
                                         defaults={"role": Role.ADMIN})
-    if cycle_settings.CYCLE_SETTINGS.key not in (project.settings or {}):  # a first start: the recipe for v0's pretrained base, once
+    # a first start: the recipe for v0's pretrained base, once
+    if cycle_settings.CYCLE_SETTINGS.key not in (project.settings or {}):
         cycle_settings.settings_set(project=project, actor=None, **cycle_settings.PRETRAINED_LORA)
     for name in DEMO_TRAIN_TASKS:
         TaskSpec.objects.get_or_create(project=project, env_kind="miniwob", task_name=name, split=Split.TRAIN,

@@ -13,6 +13,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from demo.simulated_annotators import Api, ApiFailure, annotate, cycle_figures, cycle_run, episode_shares, in_turn
+from training.runs import COLDSTART
 from webapp.demo import DEMO_AUTHORED_EVAL, DEMO_AUTHORED_TEACHER, DEMO_AUTHORED_TEACHERS, demo_password
 
 OLD_TASKS = ("click-button", "click-link", "focus-text")  # v0's (trainer/coldstart.py TASKS)
@@ -100,13 +101,12 @@ class Command(BaseCommand):
                 after = figures["after"] if cycle["state"] == "deployed" else figures["before"]
                 deployed = lead.call("GET", f"/api/v1/projects/{pid}/deployments/")["results"][0]["checkpoint"]["name"]
                 self._say(f"cycle {n + 1}: {cycle['state']}; the deployed {deployed} scores "
-                                  f"{_percent(after['all'])} on the held-out seeds (old tasks {_percent(after['old'])}, "
-                                  f"new {_percent(after['new'])}); rows {figures['rows']}; annotation {spent:.0f} s, "
-                                  f"cycle {figures['cycle_seconds']:.0f} s"
-                                  + (f" ({cycle['decision']})" if cycle["decision"] else ""))
+                          f"{_percent(after['all'])} on the held-out seeds (old tasks {_percent(after['old'])}, "
+                          f"new {_percent(after['new'])}); rows {figures['rows']}; annotation {spent:.0f} s, "
+                          f"cycle {figures['cycle_seconds']:.0f} s"
+                          + (f" ({cycle['decision']})" if cycle["decision"] else ""))
         except ApiFailure as exc:
             raise CommandError(str(exc)) from None
-
 
     def _say(self, line: str) -> None:
         """A line now, also into a file or a pipe (where stdout waits for a full buffer): each takes minutes."""
@@ -131,15 +131,15 @@ class Command(BaseCommand):
                 raise CommandError(f"No trained policy is deployed in {project}: its cold start (run {cold['id']}) "
                                    f"{cold['status']}" + (f": {cold['error']}" if cold.get("error") else "") +
                                    ". Starting Loupe again (make run) queues a new one; see the project's Runs page.")
-            now = time.monotonic()
+            now, percent = time.monotonic(), (cold.get("progress") or 0) * 100
             if now >= deadline:
                 raise CommandError(f"No trained policy is deployed in {project} after {wait:.0f} s: its cold start "
-                                   f"(run {cold['id']}) is {cold['status']} at {(cold.get('progress') or 0) * 100:.0f} %. Run "
-                                   "this again when it is deployed, or pass a longer --wait.")
+                                   f"(run {cold['id']}) is {cold['status']} at {percent:.0f} %. Run this again when "
+                                   "it is deployed, or pass a longer --wait.")
             if now >= shown:
-                self._say(f"waiting for v0, the cold start (run {cold['id']}): {cold['status']}, "
-                                  f"{(cold.get('progress') or 0) * 100:.0f} % ({cold.get('queued_seconds') or 0:.0f} s in the "
-                                  f"queue, {cold.get('training_seconds') or 0:.0f} s training)…")
+                self._say(f"waiting for v0, the cold start (run {cold['id']}): {cold['status']}, {percent:.0f} % "
+                          f"({cold.get('queued_seconds') or 0:.0f} s in the queue, "
+                          f"{cold.get('training_seconds') or 0:.0f} s training)…")
                 shown = now + 30
             time.sleep(min(5.0, max(0.1, deadline - now)))
 
@@ -156,7 +156,7 @@ def _stage(cycle: dict) -> str:
 
 def _is_coldstart(run: dict) -> bool:
     stages = (run.get("config") or {}).get("stages") or [{}]
-    return stages[0].get("algorithm") == "coldstart"  # training.runs.COLDSTART
+    return stages[0].get("algorithm") == COLDSTART
 
 
 def _percent(rate) -> str:
