@@ -120,12 +120,15 @@ def shown(argv: list[str]) -> str:
     return " ".join(["python", *argv[1:]])
 
 
-def stream(argv: list[str], on_progress, env: dict[str, str] | None = None) -> tuple[dict, str, int]:
+def stream(argv: list[str], on_progress, env: dict[str, str] | None = None, on_start=None) -> tuple[dict, str, int]:
     """Run one trainer command, calling ``on_progress(item)`` for each JSON progress line (those with
-    "step"). ``env`` adds to its environment (secrets such as a token, kept off the command line the log shows).
+    "step"). ``env`` adds to its environment (secrets such as a token, kept off the command line the log shows);
+    ``on_start(proc)`` is handed the subprocess once it runs (so that another thread may stop it).
     Returns (the final {"done": true} line, stderr, exit status)."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
                             cwd=settings.BASE_DIR, env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"})
+    if on_start is not None:
+        on_start(proc)
     final: dict = {}
     stderr_chunks: list[str] = []
 

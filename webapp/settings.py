@@ -305,6 +305,10 @@ LOUPE_OPENAI_SERVER = os.environ.get("LOUPE_OPENAI_SERVER", "vllm")
 # with torch's default of a thread a core each OpenMP thread waits on one another process holds (README, Sizing:
 # evaluation threads). 0 keeps torch's default.
 LOUPE_POLICY_THREADS = int(os.environ.get("LOUPE_POLICY_THREADS", "1"))
+# `python -m trainer eval` processes a cycle runs at once to measure one checkpoint, each on whole tasks of the plan
+# (cycles/evaluation.py). 0: a core's worth of LOUPE_POLICY_THREADS each, at most 4 (one for a checkpoint that reads
+# screenshots: a vision model's copies would share one GPU's memory).
+LOUPE_EVAL_PROCESSES = int(os.environ.get("LOUPE_EVAL_PROCESSES", "0"))
 # The host's policy server (python -m trainer serve, which make run starts): the local backend's workers ask it instead
 # of each loading the model (agent/policies/served.py). Empty: each worker process loads its own.
 LOUPE_POLICY_SERVER_URL = os.environ.get("LOUPE_POLICY_SERVER_URL", "")

@@ -354,7 +354,7 @@ def test_a_cycles_evaluation_answers_with_the_policy_threads(flywheel_project, t
     cycle = Cycle.objects.create(project=fp["project"], iteration=1, state=CycleState.EVALUATE, config=config)
     commands = []
 
-    def rollout(argv, on_progress):
+    def rollout(argv, on_progress, **kwargs):
         commands.append(argv)
         return None, "stopped here", 1
 
