@@ -33,6 +33,7 @@ SLOW_MODULES_FIRST = (
     "tests/reliability/test_outages.py",
     "tests/bench/test_bench_coldstart.py",
     "tests/annotation/test_audio_api.py",
+    "tests/cycles/test_eval_lanes.py",
     "tests/agent/test_sandbox.py",
     "tests/agent/test_miniwob_env.py",
     "tests/rollouts/test_vision_rollouts.py",
