@@ -99,14 +99,11 @@ def evaluate_checkpoint(cycle: Cycle, checkpoint: Checkpoint, role: str, plan: l
     runs, failure = _run_lanes(cycle, checkpoint, role, lanes, prompting, (offset, total), folder)
     if failure:
         raise EvaluationFailed(failure, "".join(log for lane in runs for _, _, log in lane))
-    per_task, seeds, episodes = {}, {}, 0
-    for lane in runs:
-        for group, metrics, _ in lane:
-            for task in group["tasks"]:
-                per_task[task] = metrics["per_task"][task]
-                seeds[task] = group["seeds"]
-            episodes += metrics["overall"]["episodes"]
+    calls = [(group, metrics) for lane in runs for group, metrics, _ in lane]
+    per_task = {task: metrics["per_task"][task] for group, metrics in calls for task in group["tasks"]}
     per_task = {task: per_task[task] for group in plan for task in group["tasks"]}  # the plan's order, as one lane's
+    seeds = {task: group["seeds"] for group in plan for task in group["tasks"]}
+    episodes = sum(metrics["overall"]["episodes"] for _, metrics in calls)
     # the evaluation's time: its longest lane (the lanes run side by side)
     seconds = max(sum(metrics.get("eval_seconds", 0.0) for _, metrics, _ in lane) for lane in runs)
     successes = sum(t["success_rate"] * t["episodes"] for t in per_task.values())
