@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -20,7 +21,7 @@ import pytest
 
 __all__ = ["ChatModel", "ProcessStack", "process_stack", "stack_env", "daphne_server", "celery_worker", "free_port", "wait_for",
            "start_daphne", "start_worker", "start_together", "module_stack", "session_stack", "module_celery_worker",
-           "worker_quiet"]
+           "worker_quiet", "warm_trainer", "trainer_start", "trainer_run"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -242,6 +243,60 @@ def session_stack(django_db_setup, django_db_blocker, tmp_path_factory):
     with django_db_blocker.unblock():
         yield stack, tmp_path_factory.mktemp("session-stack")
     stack.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm_trainer(tmp_path_factory):
+    """One warm trainer a pytest process (trainer/warm.py), named in ``LOUPE_TRAINER_WARM`` to this process and to
+    every server started after it (stack_env copies the environment): the trainer commands that go through
+    training/trainer_process.py (a cycle's training and evaluation, the tests' own) run in its forked children with
+    torch, transformers and TRL imported once (a tiny model's sft: 3.2 s against 16 s started cold, on this machine
+    loaded by a test run). Until it is ready (some 10 s) they start cold, as they do with it gone. The tests of the
+    command line itself start ``python -m trainer`` as a subprocess. Yields (socket path, process)."""
+    from django.conf import settings
+
+    path = tmp_path_factory.mktemp("warm") / "trainer.sock"
+    with open(path.with_name("trainer.log"), "wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", "trainer", "warm", "--socket", str(path)], cwd=ROOT,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    before = settings.LOUPE_TRAINER_WARM, os.environ.get("LOUPE_TRAINER_WARM")
+    settings.LOUPE_TRAINER_WARM = os.environ["LOUPE_TRAINER_WARM"] = str(path)
+    yield path, process
+    settings.LOUPE_TRAINER_WARM = before[0]
+    if before[1] is None:
+        os.environ.pop("LOUPE_TRAINER_WARM", None)
+    else:
+        os.environ["LOUPE_TRAINER_WARM"] = before[1]
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def trainer_start(*args: str, stderr=None):
+    """``python -m trainer ARGS`` started as a worker starts it (training/trainer_process.start): in this pytest
+    process's warm trainer once it is ready, its stdout a text pipe and its stderr ``stderr`` (an open file) or a
+    pipe. For tests that start a command to use it; the command line's own tests start a subprocess."""
+    from training import trainer_process
+
+    return trainer_process.start([sys.executable, "-m", "trainer", *args], stderr=stderr)
+
+
+def trainer_run(*args: str, check: bool = True) -> tuple[int, str, str]:
+    """``python -m trainer ARGS`` run to its end as :func:`trainer_start` starts it: (exit status, stdout, stderr);
+    with ``check``, a status other than 0 fails the test with the stderr's end."""
+    with tempfile.TemporaryFile("w+") as err:
+        proc = trainer_start(*args, stderr=err)
+        out = proc.stdout.read()
+        proc.stdout.close()
+        returncode = proc.wait()
+        err.seek(0)
+        stderr = err.read()
+    if check and returncode:
+        raise AssertionError(f"python -m trainer {' '.join(args[:1])} exited with {returncode}:\n{stderr[-3000:]}")
+    return returncode, out, stderr
 
 
 @pytest.fixture(scope="session")

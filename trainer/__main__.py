@@ -1,8 +1,6 @@
 """Entry point of ``python -m trainer``."""
 
-import sys
-
-from trainer.cli import main
+from trainer.cli import exit_process, main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main)

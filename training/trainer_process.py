@@ -17,8 +17,11 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import logging
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +35,8 @@ from django.core.files.storage import default_storage
 from core.errors import ApplicationError
 from snapshots.export import screenshot_names
 from snapshots.rows import image_path
+
+log = logging.getLogger(__name__)
 
 # Commands that train through TRL, for every model (a launcher may run them in several processes)
 TRAINING_COMMANDS = ("sft", "dpo", "rl")
@@ -120,13 +125,133 @@ def shown(argv: list[str]) -> str:
     return " ".join(["python", *argv[1:]])
 
 
+def start(argv: list[str], env: dict[str, str] | None = None, stderr=None) -> subprocess.Popen | WarmProcess:
+    """Start one trainer command (``argv`` from :func:`command`) in the repository, with a pipe for its stdout and
+    one for its stderr unless ``stderr`` is an open file to write it to (text): in a child of the warm trainer when
+    ``LOUPE_TRAINER_WARM`` names one that answers and takes it (trainer/warm.py), else as a subprocess. Either gives
+    a pid to signal, the same lines and the exit status."""
+    env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+    warm = settings.LOUPE_TRAINER_WARM
+    if warm and argv[1:3] == ["-m", "trainer"]:  # not under a launcher
+        proc = WarmProcess.start(warm, argv, env, str(settings.BASE_DIR), stderr=stderr)
+        if proc is not None:
+            return proc
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr or subprocess.PIPE, text=True, bufsize=1,
+                            cwd=settings.BASE_DIR, env=env)
+
+
+class WarmProcess:
+    """A trainer command running in a forked child of the warm trainer: the part of ``subprocess.Popen`` that
+    :func:`stream` and its callers use (pid, stdout, stderr, poll, wait, terminate, kill, returncode). The warm
+    trainer tells the exit status over the connection the command was asked on."""
+
+    def __init__(self, connection: socket.socket, pid: int, stdout: int, stderr: int | None) -> None:
+        self.args, self.pid, self.returncode = None, pid, None
+        self._connection, self._buffer = connection, b""
+        self.stdout = open(stdout, encoding="utf-8", errors="replace")
+        self.stderr = None if stderr is None else open(stderr, encoding="utf-8", errors="replace")
+
+    @classmethod
+    def start(cls, path: str, argv: list[str], env: dict[str, str], cwd: str, stderr=None) -> WarmProcess | None:
+        """The command started in the warm trainer at ``path`` (its stderr to the open file ``stderr``, or a
+        pipe); None when none answers there or it says the command must run cold (why is logged)."""
+        request = json.dumps({"argv": argv[3:], "env": env, "cwd": cwd, "executable": argv[0],
+                              "requester": os.getpid()}).encode() + b"\n"
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe() if stderr is None else (None, os.dup(stderr.fileno()))
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        answer = b""
+        try:
+            connection.settimeout(30)
+            connection.connect(path)
+            socket.send_fds(connection, [request], [out_w, err_w])
+            while not answer.endswith(b"\n"):
+                chunk = connection.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+            reply = json.loads(answer or b"{}")
+        except (OSError, ValueError) as exc:
+            reply = {"cold": f"no warm trainer answers at {path} ({type(exc).__name__}: {exc})"}
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        if "pid" not in reply:
+            log.info("trainer command runs cold: %s", reply.get("cold") or "the warm trainer gave no pid")
+            connection.close()
+            os.close(out_r)
+            if err_r is not None:
+                os.close(err_r)
+            return None
+        connection.settimeout(None)
+        return cls(connection, int(reply["pid"]), out_r, err_r)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._connection.setblocking(False)
+            try:
+                self._read()
+            except (BlockingIOError, InterruptedError):
+                pass
+            finally:
+                if self.returncode is None:
+                    self._connection.setblocking(True)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self._connection.settimeout(timeout)
+            try:
+                self._read()
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(f"trainer (pid {self.pid})", timeout) from None
+            finally:
+                if self.returncode is None:
+                    self._connection.settimeout(None)
+        return self.returncode
+
+    def _read(self) -> None:
+        while not self._buffer.endswith(b"\n"):
+            chunk = self._connection.recv(4096)
+            if not chunk:  # the warm trainer ended first: the child's status went with it
+                log.warning("the warm trainer went away before trainer pid %d ended; its status is unknown", self.pid)
+                while _alive(self.pid):
+                    threading.Event().wait(0.2)
+                self.returncode = 1
+                self._connection.close()
+                return
+            self._buffer += chunk
+        self.returncode = int(json.loads(self._buffer)["returncode"])
+        self._connection.close()
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def stream(argv: list[str], on_progress, env: dict[str, str] | None = None, on_start=None) -> tuple[dict, str, int]:
-    """Run one trainer command, calling ``on_progress(item)`` for each JSON progress line (those with
+    """Run one trainer command (:func:`start`), calling ``on_progress(item)`` for each JSON progress line (those with
     "step"). ``env`` adds to its environment (secrets such as a token, kept off the command line the log shows);
-    ``on_start(proc)`` is handed the subprocess once it runs (so that another thread may stop it).
+    ``on_start(proc)`` is handed the process once it runs (so that another thread may stop it).
     Returns (the final {"done": true} line, stderr, exit status)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
-                            cwd=settings.BASE_DIR, env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"})
+    proc = start(argv, env)
     if on_start is not None:
         on_start(proc)
     final: dict = {}
@@ -152,6 +277,9 @@ def stream(argv: list[str], on_progress, env: dict[str, str] | None = None, on_s
             on_progress(item)
     proc.wait()
     reader.join(timeout=5)
+    proc.stdout.close()
+    if not reader.is_alive():
+        proc.stderr.close()
     return final, "".join(stderr_chunks), proc.returncode
 
 

@@ -294,6 +294,10 @@ LOUPE_TRAIN_PROCESSES = int(os.environ.get("LOUPE_TRAIN_PROCESSES", "1"))
 LOUPE_SNAPSHOT_PROCESSES = int(os.environ.get("LOUPE_SNAPSHOT_PROCESSES", "2"))  # a snapshot build split over processes (snapshots/build.py)
 LOUPE_TRAIN_LAUNCHER = os.environ.get("LOUPE_TRAIN_LAUNCHER", "torchrun")  # torchrun | accelerate
 LOUPE_TRAIN_LAUNCH_CONFIG = os.environ.get("LOUPE_TRAIN_LAUNCH_CONFIG", "")  # relative to the repo root, or absolute
+# The Unix socket of a warm trainer on this host (python -m trainer warm --socket PATH; trainer/warm.py): trainer commands
+# run in its forked children, torch, transformers and TRL already imported. Empty, or no warm trainer answering there:
+# each command starts its own interpreter.
+LOUPE_TRAINER_WARM = os.environ.get("LOUPE_TRAINER_WARM", "")
 
 # --- the agent and the flywheel ---------------------------------------------------------------
 LOUPE_POLICY_BACKEND = os.environ.get("LOUPE_POLICY_BACKEND", "local")  # local | openai

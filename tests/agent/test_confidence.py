@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
 from agent.confidence import action_start, confidence_of
 from agent.policies import make_policy
+from tests.stack import trainer_start
 
-ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = [{"role": "system", "content": "sys"}, {"role": "user", "content": 'Instruction: Click on the "OK" button.'}]
 
 
@@ -60,9 +58,9 @@ def test_local_policy_scores_its_answer_from_the_logprobs_it_recorded(checkpoint
 
 
 def test_openai_policy_scores_the_answer_of_trainer_serve_like_the_local_policy(checkpoint):
-    proc = subprocess.Popen([sys.executable, "-m", "trainer", "serve", "--init", str(checkpoint), "--port", "0",
-                             "--name", "v0", "--max-new-tokens", "12"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    with open(os.devnull, "w") as devnull:
+        proc = trainer_start("serve", "--init", str(checkpoint), "--port", "0", "--name", "v0", "--max-new-tokens", "12",
+                             stderr=devnull)
     try:
         line = proc.stdout.readline()
         assert line, "trainer serve exited before listening"

@@ -16,7 +16,7 @@ from cycles.models import Cycle, CycleState, Evaluation
 from rollouts.models import Deployment
 from training.models import TrainingRun
 from tests.factories import make_finished_episode, make_member, make_project, make_task, make_tiny_checkpoint, make_user
-from tests.stack import stack_env, start_worker, wait_for, worker_quiet
+from tests.stack import stack_env, start_worker, trainer_run, trainer_start, wait_for, worker_quiet
 from core.errors import ApplicationError
 from core.models import AuditEntry
 
@@ -587,7 +587,7 @@ def test_a_cycle_deploys_a_better_candidate_then_rejects_a_worse_one(flywheel_pr
 
 @pytest.mark.django_db(transaction=True)
 def test_a_killed_training_subprocess_fails_the_cycle_with_its_log_and_keeps_the_deployment(flywheel_project,
-                                                                                             cycle_worker):
+                                                                                             cycle_worker, warm_trainer):
     import os
     import signal
 
@@ -604,13 +604,15 @@ def test_a_killed_training_subprocess_fails_the_cycle_with_its_log_and_keeps_the
         return run if run is not None and run.metrics else None
 
     run = wait_for(training, 120, interval=0.5, what="the training run to report progress")
-    # this module's worker's own trainer: another test worker's database has a run of the same id, and may train it now
+    # this module's worker's own trainer (its subprocess, or a child of this pytest process's warm trainer): another
+    # test worker's database has a run of the same id, and may train it now
     def cmdline(process):
         try:
             return process.cmdline()
         except psutil.Error:  # ended meanwhile
             return []
-    trainer = [p for p in psutil.Process(cycle_worker.pid).children(recursive=True)
+    parents = [psutil.Process(cycle_worker.pid), psutil.Process(warm_trainer[1].pid)]
+    trainer = [p for parent in parents for p in parent.children(recursive=True)
                if "trainer" in cmdline(p) and any(f"run-{run.pk}" in a for a in cmdline(p))]
     assert len(trainer) == 1
     os.kill(trainer[0].pid, signal.SIGKILL)  # e.g. the kernel's OOM killer
@@ -625,12 +627,8 @@ def test_a_killed_training_subprocess_fails_the_cycle_with_its_log_and_keeps_the
 # --- the openai backend: vLLM-style runtime adapter loading -------------------------------------------------
 def start_policy_server(init: str, tmp_path, name: str):
     """`python -m trainer serve` (vLLM's OpenAI API and runtime LoRA loading, on a CPU); (process, base url)."""
-    import subprocess
-    import sys
-
-    log = open(tmp_path / f"serve-{name}.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "trainer", "serve", "--init", init, "--port", "0", "--name", name],
-                            stdout=subprocess.PIPE, stderr=log, text=True)
+    with open(tmp_path / f"serve-{name}.log", "wb") as log:
+        proc = trainer_start("serve", "--init", init, "--port", "0", "--name", name, stderr=log)
     line = proc.stdout.readline()
     assert line.startswith("{"), (tmp_path / f"serve-{name}.log").read_text()[-2000:]
     return proc, json.loads(line)["serving"]
@@ -644,9 +642,6 @@ def served_models(url: str) -> set[str]:
 
 
 def test_openai_deploy_loads_the_adapter_by_a_new_name_and_rollouts_ask_for_it(flywheel_project, tmp_path, settings):
-    import subprocess
-    import sys
-
     from agent.prompt import render_messages
     from rollouts.models import Episode
     from rollouts.worker import policy_for
@@ -656,8 +651,8 @@ def test_openai_deploy_loads_the_adapter_by_a_new_name_and_rollouts_ask_for_it(f
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"messages": [{"role": "system", "content": "Act."}, {"role": "user", "content": "Task: x"},
                                              {"role": "assistant", "content": "Thought: t\nAction: wait()"}]}) + "\n")
-    subprocess.run([sys.executable, "-m", "trainer", "sft", "--data", str(rows), "--init", base.uri, "--out",
-                    str(tmp_path / "c1"), "--lora", "r=4", "--max-steps", "2"], check=True, capture_output=True)
+    trainer_run("sft", "--data", str(rows), "--init", base.uri, "--out", str(tmp_path / "c1"), "--lora", "r=4",
+                "--max-steps", "2")
     assert (tmp_path / "c1" / "adapter" / "adapter_config.json").is_file()
     candidate = deployments.checkpoint_register(project=project, name="c1", uri=str(tmp_path / "c1"), parent=base)
     config = cycle_settings.settings_set(project=project, actor=fp["manager"], backend="openai", export="lora",

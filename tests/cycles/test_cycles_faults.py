@@ -18,7 +18,8 @@ from training.models import TrainingRun
 from cycles.tasks import cycles_resume
 from tests.factories import (PASSWORD, make_finished_episode, make_member, make_project, make_task, make_tiny_checkpoint,
                              make_user)
-from tests.stack import ProcessStack, free_port, stack_env, start_daphne, start_together, start_worker, wait_for
+from tests.stack import (ProcessStack, free_port, stack_env, start_daphne, start_together, start_worker, trainer_run,
+                         wait_for)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
@@ -43,8 +44,7 @@ def project(tmp_path):
 
 def trainer_json(*args: str) -> dict:
     """Run the trainer CLI here, as the worker does; its final JSON line."""
-    out = subprocess.run([sys.executable, "-m", "trainer", *args], capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return json.loads(trainer_run(*args)[1].strip().splitlines()[-1])
 
 
 def resume_until(cycle_id: int, predicate, timeout: float, what: str):

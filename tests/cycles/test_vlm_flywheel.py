@@ -10,8 +10,6 @@ Its own module: one serve process, daphne and two Celery workers (live,rollouts 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -27,8 +25,8 @@ from rollouts.models import Checkpoint, Episode, EpisodeStatus
 from training.models import TrainingRun
 from demo.simulated_annotators import Api, Socket
 from tests.factories import PASSWORD, make_member, make_project, make_user
-from tests.stack import (ROOT, ProcessStack, stack_env, start_daphne, start_policy_server, start_together, start_worker,
-                         wait_for, worker_quiet)
+from tests.stack import (ProcessStack, stack_env, start_daphne, start_policy_server, start_together, start_worker,
+                         trainer_start, wait_for, worker_quiet)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.slow,
               pytest.mark.timeout(900)]
@@ -77,12 +75,13 @@ def vlm_stack(module_stack, tmp_path_factory):
     serving: dict = {}
 
     def serve_up():
-        build = "from trainer.tiny_vlm import save_tiny_vlm; import sys; save_tiny_vlm(sys.argv[1])"
-        subprocess.run([sys.executable, "-c", build, str(folder / "base")], cwd=ROOT, check=True, capture_output=True)
-        serving["process"] = serve = subprocess.Popen(
-            [sys.executable, "-m", "trainer", "serve", "--init", str(folder / "base"), "--port", "0", "--name", SERVED,
-             "--max-new-tokens", str(ANSWER_TOKENS), "--threads", "1"],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=open(serve_log, "wb"), text=True)
+        from trainer.tiny_vlm import save_tiny_vlm
+
+        save_tiny_vlm(folder / "base")
+        with open(serve_log, "wb") as log:
+            serving["process"] = serve = trainer_start(
+                "serve", "--init", str(folder / "base"), "--port", "0", "--name", SERVED,
+                "--max-new-tokens", str(ANSWER_TOKENS), "--threads", "1", stderr=log)
         line = serve.stdout.readline()
         assert line.startswith("{"), serve_log.read_text()[-2000:]
         Proxy.target = json.loads(line)["serving"].removesuffix("/v1")

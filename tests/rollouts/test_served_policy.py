@@ -2,9 +2,7 @@
 run sets it and starts `python -m trainer serve` there), an episode's policy is the served backend, which answers what
 the checkpoint answers loaded in the worker itself; make run starts the server."""
 import json
-import subprocess
-import sys
-from pathlib import Path
+import os
 
 import pytest
 
@@ -12,16 +10,16 @@ from agent.policies.local import LocalPolicy
 from agent.policies.served import ServedPolicy
 from rollouts.models import Episode
 from tests.factories import make_tiny_checkpoint
+from tests.stack import trainer_start
 from webapp.management.commands.loupe_run import process_commands
 
-ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = [{"role": "system", "content": "sys"}, {"role": "user", "content": 'Instruction: Click on the "OK" button.'}]
 
 
 @pytest.fixture
 def host_server():
-    proc = subprocess.Popen([sys.executable, "-m", "trainer", "serve", "--port", "0", "--threads", "1"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    with open(os.devnull, "w") as devnull:
+        proc = trainer_start("serve", "--port", "0", "--threads", "1", stderr=devnull)
     try:
         line = proc.stdout.readline()
         assert line, "server exited before listening"

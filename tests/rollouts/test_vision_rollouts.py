@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler
@@ -27,7 +25,7 @@ from rollouts import episodes
 from rollouts.models import Episode, EpisodeStatus
 from rollouts.steps import prompt_as_sent
 from tests.factories import make_member, make_project, make_task, make_user
-from tests.stack import ROOT, ProcessStack, stack_env, start_policy_server, start_worker, wait_for
+from tests.stack import ProcessStack, stack_env, start_policy_server, start_worker, trainer_start, wait_for
 
 SERVED = "tiny-vlm"
 ANSWER_TOKENS = 8  # the proxy asks for this many tokens at most: garbage is garbage at any length
@@ -40,10 +38,9 @@ def vlm_server(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("vlm")
     save_tiny_vlm(folder / "vlm")  # here: a process of its own started Python and imported torch again (some 9 s)
-    log = open(folder / "serve.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "trainer", "serve", "--init", str(folder / "vlm"), "--port", "0",
-                             "--name", SERVED, "--max-new-tokens", str(ANSWER_TOKENS)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=log, text=True)
+    with open(folder / "serve.log", "wb") as log:
+        proc = trainer_start("serve", "--init", str(folder / "vlm"), "--port", "0", "--name", SERVED,
+                             "--max-new-tokens", str(ANSWER_TOKENS), stderr=log)
     try:
         line = proc.stdout.readline()
         assert line.startswith("{"), (folder / "serve.log").read_text()[-2000:]

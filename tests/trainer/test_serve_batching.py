@@ -3,19 +3,17 @@ each answered as the model alone answers it, with OpenAI's logprobs and top_logp
 model serves what agent/policies/served.py loads into it; it keeps a bounded number of models."""
 
 import json
-import subprocess
-import sys
+import os
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 import torch
 
 from agent.policies.local import LocalPolicy
+from tests.stack import trainer_start
 from trainer.model import save_tiny_untrained
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _messages(i: int) -> list[dict]:
@@ -65,8 +63,8 @@ def test_four_requests_queued_at_once_are_decoded_together_each_as_the_model_alo
 
 @pytest.fixture(scope="module")
 def host_server():
-    proc = subprocess.Popen([sys.executable, "-m", "trainer", "serve", "--port", "0", "--max-new-tokens", "16",
-                             "--threads", "1"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    with open(os.devnull, "w") as devnull:
+        proc = trainer_start("serve", "--port", "0", "--max-new-tokens", "16", "--threads", "1", stderr=devnull)
     try:
         line = proc.stdout.readline()
         assert line, "server exited before listening"

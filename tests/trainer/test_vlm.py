@@ -3,8 +3,6 @@
 import base64
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ from PIL import Image, ImageDraw
 from safetensors.torch import load_file
 from transformers import AutoModelForImageTextToText
 
+from tests.stack import trainer_run
 from trainer.configs import DPOConfig, SFTConfig, reads_images
 from trainer.dpo import train_dpo
 from trainer.model import TrainerError, read_loupe
@@ -21,7 +20,6 @@ from trainer.tiny_vlm import load_processor, save_tiny_vlm
 from trainer.trl_trainers import prepare_sft
 from trainer.vlm import read_dpo_rows, read_sft_rows
 
-ROOT = Path(__file__).resolve().parents[2]
 # Saved weights carry Qwen's checkpoint names (transformers converts them back on save); adapters the module names
 VISION = "visual.blocks.0.attn.qkv.weight"
 TEXT = "model.layers.0.self_attn.q_proj.weight"
@@ -272,11 +270,9 @@ def test_sft_honours_max_epochs_and_max_seconds(tmp_path, vlm_dir, sft_data):
 
 def test_cli_sft_of_a_vlm_exits_0(tmp_path, vlm_dir, sft_data):
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "trainer", "sft", "--init", str(vlm_dir), "--data", str(sft_data),
-                           "--out", str(out), "--max-steps", "2", "--threads", "2"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    lines = [json.loads(line) for line in proc.stdout.splitlines()]  # stdout: JSON lines only
+    _, stdout, _ = trainer_run("sft", "--init", str(vlm_dir), "--data", str(sft_data), "--out", str(out),
+                               "--max-steps", "2", "--threads", "2")
+    lines = [json.loads(line) for line in stdout.splitlines()]  # stdout: JSON lines only
     assert [line["step"] for line in lines[:-1]] == [1, 2]
     assert lines[-1]["done"] is True and lines[-1]["metrics"]["steps"] == 2
     assert (out / "model.safetensors").is_file() and read_loupe(out)["algorithm"] == "sft"

@@ -7,8 +7,6 @@ from __future__ import annotations
 import io
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,11 +14,10 @@ from PIL import Image, ImageDraw
 
 from agent.images import image_url
 from agent.prompt import FORMAT_SYSTEM_PROMPTS
+from tests.stack import trainer_run
 from trainer import cli
 from trainer.tiny_vlm import save_tiny_vlm
 from trainer.vlm_serve import VisionPolicy
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -42,12 +39,10 @@ def _png(box_x: int) -> bytes:
 
 def test_eval_of_a_tiny_vlm_sends_its_screenshots_in_uitars_and_reports_void_turns(uitars_vlm, tmp_path):
     out = tmp_path / "eval"
-    proc = subprocess.run([sys.executable, "-m", "trainer", "eval", "--init", str(uitars_vlm), "--out", str(out),
-                           "--tasks", "click-test", "--seeds", "100000-100001", "--max-episode-steps", "2",
-                           "--max-new-tokens", "8", "--history-images", "1", "--threads", "2"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    done = json.loads(proc.stdout.splitlines()[-1])
+    _, stdout, _ = trainer_run("eval", "--init", str(uitars_vlm), "--out", str(out), "--tasks", "click-test",
+                               "--seeds", "100000-100001", "--max-episode-steps", "2", "--max-new-tokens", "8",
+                               "--history-images", "1", "--threads", "2")
+    done = json.loads(stdout.splitlines()[-1])
     assert done["done"] is True
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics == done["metrics"]
