@@ -603,7 +603,13 @@ def test_a_killed_training_subprocess_fails_the_cycle_with_its_log_and_keeps_the
         run = TrainingRun.objects.filter(config__cycle=cycle.pk, status="running").first()
         return run if run is not None and run.metrics else None
 
-    run = wait_for(training, 120, interval=0.5, what="the training run to report progress")
+    try:
+        run = wait_for(training, 120, interval=0.5, what="the training run to report progress")
+    except AssertionError:
+        cycle.refresh_from_db()
+        runs = list(TrainingRun.objects.filter(config__cycle=cycle.pk).values("status", "metrics", "log"))
+        raise AssertionError(f"no training progress after 120 s: cycle {cycle.state} {cycle.progress} "
+                             f"{cycle.error!r}, runs {runs}\n{_STACK.tail(60) if _STACK else ''}") from None
     # this module's worker's own trainer (its subprocess, or a child of this pytest process's warm trainer): another
     # test worker's database has a run of the same id, and may train it now
     def cmdline(process):
