@@ -596,7 +596,8 @@ def test_a_killed_training_subprocess_fails_the_cycle_with_its_log_and_keeps_the
     fp = flywheel_project
     for _ in range(3):
         sft_episode(fp)
-    cycle_settings.settings_set(project=fp["project"], actor=fp["manager"], recipe=[{"algorithm": "sft", "max_steps": 100000}])
+    cycle_settings.settings_set(project=fp["project"], actor=fp["manager"], recipe=[{"algorithm": "sft", "max_steps": 100000,
+                                                                             "max_epochs": 0}])  # trains until killed
     cycle = cycles.cycle_start(project=fp["project"], actor=fp["manager"])
 
     def training():
