@@ -147,7 +147,7 @@ class WarmProcess:
 
     def __init__(self, connection: socket.socket, pid: int, stdout: int, stderr: int | None) -> None:
         self.args, self.pid, self.returncode = None, pid, None
-        self._connection, self._buffer = connection, b""
+        self._connection, self._buffer, self._lock = connection, b"", threading.Lock()  # one reader of the status
         self.stdout = open(stdout, encoding="utf-8", errors="replace")
         self.stderr = None if stderr is None else open(stderr, encoding="utf-8", errors="replace")
 
@@ -187,27 +187,38 @@ class WarmProcess:
         return cls(connection, int(reply["pid"]), out_r, err_r)
 
     def poll(self) -> int | None:
-        if self.returncode is None:
-            self._connection.setblocking(False)
+        # another thread may be in wait(): the exit status is then its to read, and this says "still running"
+        if self.returncode is None and self._lock.acquire(blocking=False):
             try:
-                self._read()
-            except (BlockingIOError, InterruptedError):
-                pass
-            finally:
                 if self.returncode is None:
-                    self._connection.setblocking(True)
+                    self._connection.setblocking(False)
+                    try:
+                        self._read()
+                    except (BlockingIOError, InterruptedError):
+                        pass
+                    finally:
+                        if self.returncode is None:
+                            self._connection.setblocking(True)
+            finally:
+                self._lock.release()
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            self._connection.settimeout(timeout)
+            if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+                raise subprocess.TimeoutExpired(f"trainer (pid {self.pid})", timeout)
             try:
-                self._read()
-            except TimeoutError:
-                raise subprocess.TimeoutExpired(f"trainer (pid {self.pid})", timeout) from None
-            finally:
                 if self.returncode is None:
-                    self._connection.settimeout(None)
+                    self._connection.settimeout(timeout)
+                    try:
+                        self._read()
+                    except TimeoutError:
+                        raise subprocess.TimeoutExpired(f"trainer (pid {self.pid})", timeout) from None
+                    finally:
+                        if self.returncode is None:
+                            self._connection.settimeout(None)
+            finally:
+                self._lock.release()
         return self.returncode
 
     def _read(self) -> None:

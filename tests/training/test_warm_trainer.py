@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -105,9 +106,15 @@ def test_a_killed_warm_child_reports_the_signal_as_a_subprocess_does(use, tmp_pa
     first = proc.stdout.readline()
     assert json.loads(first)["step"] == 1 and proc.poll() is None
     assert "sft" in psutil.Process(proc.pid).cmdline()  # ps shows the command, not the warm trainer's
+    waited = []
+    waiter = threading.Thread(target=lambda: waited.append(proc.wait(timeout=60)))
+    waiter.start()  # as an evaluation lane waits while another lane's thread polls it to stop it
+    time.sleep(0.2)
+    assert proc.poll() is None
     proc.kill()
-    assert proc.wait(timeout=30) == -signal.SIGKILL
-    assert proc.poll() == -signal.SIGKILL
+    waiter.join(timeout=60)
+    assert waited == [-signal.SIGKILL]
+    assert proc.poll() == -signal.SIGKILL and proc.wait(timeout=1) == -signal.SIGKILL
     proc.stdout.close()
     proc.stderr.close()
 
