@@ -69,17 +69,14 @@ def cold_reason(request: dict, started_env: dict[str, str]) -> str:
     return f"set otherwise than in the warm trainer: {', '.join(differs)}" if differs else ""
 
 
-def preload() -> list[str]:
-    """Import PRELOAD; returns the modules that failed (each said on stderr)."""
-    failed = []
+def preload() -> None:
+    """Import PRELOAD; a module that fails is said on stderr and left to the commands that need it."""
     for name in PRELOAD:
         try:
             importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001 - a command that needs it says why when it runs cold
             log.warning("warm trainer: %s does not import (%s: %s); commands needing it import it themselves",
                         name, type(exc).__name__, exc)
-            failed.append(name)
-    return failed
 
 
 def serve(argv: list[str]) -> list[str]:

@@ -28,6 +28,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+import psutil
 import yaml
 from django.conf import settings
 from django.core.files.storage import default_storage
@@ -190,15 +191,9 @@ class WarmProcess:
         # another thread may be in wait(): the exit status is then its to read, and this says "still running"
         if self.returncode is None and self._lock.acquire(blocking=False):
             try:
-                if self.returncode is None:
-                    self._connection.setblocking(False)
-                    try:
-                        self._read()
-                    except (BlockingIOError, InterruptedError):
-                        pass
-                    finally:
-                        if self.returncode is None:
-                            self._connection.setblocking(True)
+                self._read_status(0.0)
+            except BlockingIOError:
+                pass
             finally:
                 self._lock.release()
         return self.returncode
@@ -208,25 +203,31 @@ class WarmProcess:
             if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
                 raise subprocess.TimeoutExpired(f"trainer (pid {self.pid})", timeout)
             try:
-                if self.returncode is None:
-                    self._connection.settimeout(timeout)
-                    try:
-                        self._read()
-                    except TimeoutError:
-                        raise subprocess.TimeoutExpired(f"trainer (pid {self.pid})", timeout) from None
-                    finally:
-                        if self.returncode is None:
-                            self._connection.settimeout(None)
+                self._read_status(timeout)
+            except (TimeoutError, BlockingIOError):
+                raise subprocess.TimeoutExpired(f"trainer (pid {self.pid})", timeout) from None
             finally:
                 self._lock.release()
         return self.returncode
+
+    def _read_status(self, timeout: float | None) -> None:
+        """Read the warm trainer's status line, waiting at most ``timeout`` seconds (0: not at all, None: until it
+        comes); with the lock held."""
+        if self.returncode is not None:
+            return
+        self._connection.settimeout(timeout)
+        try:
+            self._read()
+        finally:
+            if self.returncode is None:
+                self._connection.settimeout(None)
 
     def _read(self) -> None:
         while not self._buffer.endswith(b"\n"):
             chunk = self._connection.recv(4096)
             if not chunk:  # the warm trainer ended first: the child's status went with it
                 log.warning("the warm trainer went away before trainer pid %d ended; its status is unknown", self.pid)
-                while _alive(self.pid):
+                while psutil.pid_exists(self.pid):
                     threading.Event().wait(0.2)
                 self.returncode = 1
                 self._connection.close()
@@ -245,16 +246,6 @@ class WarmProcess:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def stream(argv: list[str], on_progress, env: dict[str, str] | None = None, on_start=None) -> tuple[dict, str, int]:
