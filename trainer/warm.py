@@ -51,12 +51,16 @@ PRELOAD = ("torch", "transformers", "datasets", "peft", "trl", "trainer.trl_trai
 # Environment variables read while those modules import (their values are then fixed in the warm process)
 IMPORT_TIME_ENV = re.compile(r"^(HF_|HUGGINGFACE_|TRANSFORMERS_|DIFFUSERS_|TORCH|PYTORCH_|CUDA_|NVIDIA_|NCCL_|OMP_|"
                              r"MKL_|KMP_|OPENBLAS_|TOKENIZERS_|ARROW_|PYTHON|LD_|ACCELERATE_|TRL_|WANDB_|PEFT_|XDG_)")
+# ... except those read only when used, which torch itself writes into os.environ once it has chosen them (inductor's
+# cache_dir() sets TORCHINDUCTOR_CACHE_DIR): a process that touched them sends them set, and every later command of
+# that process ran cold (every trainer command of a pytest worker after its first test that reached inductor's cache).
+READ_AT_USE = frozenset({"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"})
 MAX_REQUEST = 1 << 20
 POLL_SECONDS = 0.05
 
 
 def import_time_env(env: dict[str, str]) -> dict[str, str]:
-    return {key: value for key, value in env.items() if IMPORT_TIME_ENV.match(key)}
+    return {key: value for key, value in env.items() if IMPORT_TIME_ENV.match(key) and key not in READ_AT_USE}
 
 
 def cold_reason(request: dict, started_env: dict[str, str]) -> str:
@@ -140,6 +144,7 @@ def _start(connection: socket.socket, listener, selector, children, started_env)
     except (OSError, ValueError) as exc:
         reason = f"unreadable request ({type(exc).__name__}: {exc})"
     if reason:
+        log.info("runs cold: %s", reason)
         _answer(connection, {"cold": reason})
         for fd in fds:
             os.close(fd)
@@ -159,6 +164,7 @@ def _start(connection: socket.socket, listener, selector, children, started_env)
     for fd in fds:
         os.close(fd)
     _answer(connection, {"pid": pid})
+    log.info("pid %d runs %s", pid, " ".join(str(a) for a in request["argv"][:2]))
     children[pid] = connection
     return None
 

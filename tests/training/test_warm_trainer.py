@@ -149,6 +149,7 @@ def test_a_warm_child_ends_with_the_process_that_asked_for_it(use, tmp_path):
 
 
 def test_what_the_imports_read_set_otherwise_runs_cold_and_garbage_is_answered(use, tmp_path, monkeypatch, caplog):
+    """... while a cache directory torch writes into the environment once it has used it (inductor's) stays warm."""
     path, server = use
     monkeypatch.setenv("HF_HUB_OFFLINE", "0" if os.environ.get("HF_HUB_OFFLINE") == "1" else "1")
     with caplog.at_level("INFO", logger="training.trainer_process"):
@@ -164,6 +165,7 @@ def test_what_the_imports_read_set_otherwise_runs_cold_and_garbage_is_answered(u
             assert "unreadable request" in json.loads(raw.makefile().readline())["cold"]
     assert server.poll() is None
     monkeypatch.setattr(settings, "LOUPE_TRAINER_WARM", str(path))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     proc, _, _, stderr, returncode = _run(_sft(tmp_path, "after-garbage"))
     assert isinstance(proc, WarmProcess) and returncode == 0, stderr
 
