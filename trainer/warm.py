@@ -53,8 +53,9 @@ IMPORT_TIME_ENV = re.compile(r"^(HF_|HUGGINGFACE_|TRANSFORMERS_|DIFFUSERS_|TORCH
                              r"MKL_|KMP_|OPENBLAS_|TOKENIZERS_|ARROW_|PYTHON|LD_|ACCELERATE_|TRL_|WANDB_|PEFT_|XDG_)")
 # ... except those read only when used, which torch itself writes into os.environ once it has chosen them (inductor's
 # cache_dir() sets TORCHINDUCTOR_CACHE_DIR): a process that touched them sends them set, and every later command of
-# that process ran cold (every trainer command of a pytest worker after its first test that reached inductor's cache).
-READ_AT_USE = frozenset({"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"})
+# that process ran cold (every trainer command of a pytest worker after its first test that reached inductor's cache);
+# and TRL's notice switch, which trainer/env_grpo.py sets when it trains and GRPOTrainer reads when it is built.
+READ_AT_USE = frozenset({"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TRL_EXPERIMENTAL_SILENCE"})
 MAX_REQUEST = 1 << 20
 POLL_SECONDS = 0.05
 
