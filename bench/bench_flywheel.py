@@ -31,7 +31,8 @@ def main() -> None:
     from bench.chart import line_chart_svg
 
     started = time.monotonic()
-    env = {**os.environ, "LOUPE_TEST_DB_NAME": os.environ.get("LOUPE_TEST_DB_NAME", "test_bench_flywheel")}
+    env = {**os.environ, "LOUPE_TEST_DB_NAME": os.environ.get("LOUPE_TEST_DB_NAME", "test_bench_flywheel"),
+           "COLUMNS": "400"}  # room for the reason on pytest's FAILED line
     lines: list[str] = []
     with tempfile.TemporaryFile(mode="w+") as errors:
         proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "flywheel", "-s",
@@ -46,9 +47,13 @@ def main() -> None:
         stderr = errors.read()
     cycles = [json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("FLYWHEEL {")]
     summary = next((json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("FLYWHEEL-SUMMARY ")), None)
-    if summary is None:
-        tail = ("\n".join(lines) + stderr).strip().splitlines()[-20:]
-        raise SystemExit("the demonstration ended before its summary:\n" + "\n".join(tail))
+    if summary is None:  # pytest's report (a failure, a timeout) is on stdout; the servers' and trainers' logs on stderr
+        raise SystemExit(f"the demonstration ended before its summary (pytest exited {proc.returncode}); its report:\n"
+                         + "\n".join(lines[-25:]) + "\n\nthe end of its log:\n"
+                         + "\n".join(stderr.strip().splitlines()[-10:]) + "\n\n"
+                         # last: `python -m bench` keeps a failed bench's last line as its error
+                         + next((line for line in reversed(lines) if line.startswith(("FAILED ", "ERROR "))),
+                                f"the demonstration ended before its summary (pytest exited {proc.returncode})"))
     deployed = summary["deployed"]  # per cycle (0: v0): {"all", "old", "new"}
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
