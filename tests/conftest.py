@@ -155,7 +155,6 @@ def _migrated_template(config: dict) -> str:
     build that dies leaves no template half made; templates of other migrations are dropped once an hour old."""
     import subprocess
     import sys
-    import time as clock
     from pathlib import Path
 
     import psycopg
@@ -166,9 +165,9 @@ def _migrated_template(config: dict) -> str:
     with psycopg.connect(**{k: v for k, v in params.items() if v}, autocommit=True) as admin:
         admin.execute("SELECT pg_advisory_lock(%s)", (_TEMPLATE_LOCK,))
         try:
-            names = {row[0] for row in admin.execute("SELECT datname FROM pg_database WHERE datname LIKE %s",
-                                                     (_TEMPLATE_PREFIX + "%",))}
-            if name not in names:
+            made_at = dict(admin.execute("SELECT datname, shobj_description(oid, 'pg_database') FROM pg_database "
+                                         "WHERE datname LIKE %s", (_TEMPLATE_PREFIX + "%",)).fetchall())
+            if name not in made_at:
                 building = name + "_building"
                 admin.execute(f'DROP DATABASE IF EXISTS "{building}"')
                 admin.execute(f'CREATE DATABASE "{building}"')
@@ -176,11 +175,9 @@ def _migrated_template(config: dict) -> str:
                 subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=Path(__file__).parents[1],
                                env=env, check=True, stdout=subprocess.DEVNULL)
                 admin.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
-                admin.execute(f"COMMENT ON DATABASE \"{name}\" IS '{clock.time():.0f}'")
-            for stale, made in admin.execute(
-                    "SELECT datname, shobj_description(oid, 'pg_database') FROM pg_database WHERE datname LIKE %s "
-                    "AND datname <> %s", (_TEMPLATE_PREFIX + "%", name)).fetchall():
-                if not made or not made.isdigit() or clock.time() - int(made) > 3600:
+                admin.execute(f"COMMENT ON DATABASE \"{name}\" IS '{time.time():.0f}'")
+            for stale, made in made_at.items():  # the "_building" one of a build that died matches too
+                if stale != name and (not made or not made.isdigit() or time.time() - int(made) > 3600):
                     with contextlib.suppress(psycopg.Error):  # in use by a run of other migrations: its next run
                         admin.execute(f'DROP DATABASE "{stale}"')
         finally:
