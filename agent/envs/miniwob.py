@@ -7,10 +7,12 @@
   under root, CPU, memory and process limits. Playwright launches it through a small script that enters the
   sandbox (the CDP pipe passes through). Where no sandbox can be made, the browser runs as the worker's user,
   said once in the log, its pages served on the worker's loopback.
-- One browser process per ``MiniWoBEnv`` (shared by its episodes). By default a fresh browser
-  context per episode, so cookies, focus and page state never leak from one episode into the
-  next; ``fresh_context=False`` restarts episodes of the same task inside the loaded page instead
-  (MiniWoB++'s own harness does this), which is ~50x cheaper and gives the same seeded episode.
+- One browser process per ``MiniWoBEnv`` (shared by its episodes). By default every episode loads
+  its task page afresh, with the context's cookies and the pages' site data cleared first, so
+  cookies, storage, focus and page state never leak from one episode into the next (a page that
+  cannot be reloaded is replaced with a new context); ``fresh_context=False`` restarts episodes of
+  the same task inside the loaded page instead (MiniWoB++'s own harness does this), which is
+  cheaper still and gives the same seeded episode.
 - The observation: the JPEG screenshot, the instruction (``core.getUtterance()``), and the
   visible elements read from the DOM in document order: buttons, links, tabs, text boxes,
   passwords (shown as one ``*`` a character, as on screen), checkboxes and radios (with their
@@ -37,6 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from agent.actions import Action
 from agent.envs.base import Element, Env, EnvError, LiveFrame, Observation, StepResult, TaskInfo
@@ -90,8 +93,8 @@ _SCROLL_PX = 100
 class MiniWoBEnv(Env):
     """MiniWoB++ tasks in Chromium. See the module docstring for the coordinate contract.
 
-    ``fresh_context=True`` (the default) gives every episode a new browser context and page load,
-    so nothing of one episode can leak into the next; it costs a few hundred ms a reset.
+    ``fresh_context=True`` (the default) gives every episode a fresh page load with the cookies and site data
+    cleared, so nothing of one episode can leak into the next; it costs some 100-200 ms a reset.
     ``fresh_context=False`` restarts the next episode of the same task inside the loaded page,
     the way MiniWoB++'s own harness does (about 10 ms); a seed gives the same episode either way.
     """
@@ -278,17 +281,38 @@ exec {command} "$@"
         raise AssertionError("unreachable")
 
     def _load(self, task: str) -> None:
+        """Load ``task``'s page afresh: in the context the last episode used when it is there (its other tabs
+        closed, its cookies and the task pages' site data cleared first: local and session storage, IndexedDB,
+        caches, service workers), else in a new context. Either way nothing of one episode reaches the next; a new
+        context a reset started a renderer process: 1.4 s of Chromium's CPU and 1.0 s a reset on a loaded 2-core
+        machine, against 0.18 s and 0.17 s for the reload."""
+        if self._page is not None and not self._page.is_closed():
+            try:
+                for page in self._context.pages:
+                    if page is not self._page:
+                        page.close()
+                self._context.clear_cookies()
+                origin = "{0.scheme}://{0.netloc}".format(urlsplit(self.base_url))
+                self._cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
+                self._open(task)
+                return
+            except Exception as exc:  # noqa: BLE001 - a page that cannot be reloaded is replaced with its context
+                log.info("reloading the task page failed (%s); starting a new browser context", exc)
         self._close_context()
         self._context = self._browser.new_context(viewport={"width": WIDTH, "height": HEIGHT}, device_scale_factor=1)
         self._page = self._context.new_page()
         self._page.set_default_timeout(self.ready_timeout_s * 1000)
+        self._cdp = self._context.new_cdp_session(self._page)
+        self._open(task)
+
+    def _open(self, task: str) -> None:
+        self._page_task = None
         url = f"{self.base_url}miniwob/{task}.html"
         response = self._page.goto(url, wait_until="load")
         if response is None or not response.ok:
             raise EnvError(f"task page {url} did not load (status {response.status if response else 'none'})")
         # The harness panels right of the task area would make the page scroll sideways.
         self._page.add_style_tag(content=_HIDE_HARNESS_CSS)
-        self._cdp = self._context.new_cdp_session(self._page)
         self._page_task = task
 
     def _start_episode(self, task: str, seed: int) -> Observation:

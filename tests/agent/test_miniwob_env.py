@@ -27,7 +27,7 @@ def env():
 
 @pytest.fixture
 def fresh(env):
-    """Run a test with a fresh browser context per episode (the default), then restore."""
+    """Run a test with a fresh page load per episode (the default), then restore."""
     previous, env.fresh_context = env.fresh_context, True
     yield env
     env.fresh_context = previous
@@ -68,6 +68,32 @@ def test_same_seed_gives_same_episode_and_other_seeds_differ(env, fresh):
     c = fresh.reset("click-checkboxes", 12)
     assert (a.instruction, a.elements) == (b.instruction, b.elements)
     assert (c.instruction, c.elements) != (a.instruction, a.elements)
+
+
+def test_an_episode_leaves_no_cookie_storage_tab_or_page_state_to_the_next(fresh):
+    fresh.reset("click-button", 3)
+    page, context = fresh._page, fresh._context
+    page.evaluate("""() => {
+        document.cookie = 'left=1; path=/'; localStorage.setItem('left', '1'); sessionStorage.setItem('left', '1');
+        window.leftOver = 1; document.body.dataset.left = '1';
+        indexedDB.open('left-db');
+    }""")
+    context.new_page()  # a tab the episode opened
+    obs = fresh.reset("click-button", 4)
+    assert fresh._page is page  # the page was loaded afresh, not replaced with a new context
+    assert context.pages == [page] and context.cookies() == []
+    assert page.evaluate("""async () => [document.cookie, localStorage.length, sessionStorage.length,
+        typeof window.leftOver, document.body.dataset.left ?? null,
+        (await indexedDB.databases()).map(d => d.name)]""") == ["", 0, 0, "undefined", None, []]
+    assert obs.instruction.startswith('Click on the "')
+
+
+def test_a_page_that_cannot_be_reloaded_is_replaced_with_a_new_context(fresh):
+    fresh.reset("click-button", 3)
+    old = fresh._context
+    fresh._cdp.detach()  # the reload's clearing of site data now fails
+    obs = fresh.reset("click-button", 4)
+    assert fresh._context is not old and obs.instruction.startswith('Click on the "')
 
 
 def test_click_on_element_centre_gives_the_page_reward(env):
