@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 import logging
 import math
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -273,17 +275,53 @@ class LoupeDPOTrainer(LoupeSchedule, DPOTrainer):
     """TRL's DPOTrainer with Loupe's optimizer, schedule and row numbers."""
 
 
-def trainer_args(config, device: torch.device, dtype: torch.dtype, planned: int, batch: int, output_dir: str) -> dict:
+# A step's backward pass keeps every layer's activations of its batch: about 4 x (16 x hidden + 9 x intermediate) bytes
+# a token a layer (one 2,048-token row of SmolLM2-135M, 30 layers, peaked at 5.5 GB). A cycle's batches are of rows of
+# like length (LengthBatches), so its three longest rows, the shop's pages of 2,048 tokens, met in one batch: the SFT
+# held 15-17 GB and the kernel killed it on a 24 GB machine (issue 34's flywheel, twice). A run on the CPU whose widest
+# batch would keep more than this checkpoints activations (each layer's forward is computed again in the backward
+# pass: the same numbers, some 30 % more arithmetic for those runs only); LOUPE_TRAINER_CHECKPOINT_ABOVE_GB sets it.
+CHECKPOINT_ABOVE_GB = 4.0
+
+
+def activation_gb(init: str, tokens: int) -> float | None:
+    """The activations a step of ``tokens`` (its rows times its longest row) keeps for its backward pass, in GB, by
+    the shape in the init checkpoint's config.json; None without one (a built-in test model)."""
+    try:
+        shape = json.loads((Path(init) / "config.json").read_text(encoding="utf-8"))
+        shape = shape.get("text_config") or shape
+        per_token = shape["num_hidden_layers"] * 4 * (16 * shape["hidden_size"] + 9 * shape["intermediate_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return tokens * per_token / 2**30
+
+
+def checkpoints_activations(config, device: torch.device, batch: int, lengths: list[int] | None) -> bool:
+    """Whether a text run on the CPU checkpoints activations: its widest batch (``batch`` rows as long as the longest
+    of ``lengths``) would keep more than LOUPE_TRAINER_CHECKPOINT_ABOVE_GB (:data:`CHECKPOINT_ABOVE_GB`)."""
+    if device.type != "cpu" or not lengths or distributed.uses_fsdp():
+        return False
+    limit = float(os.environ.get("LOUPE_TRAINER_CHECKPOINT_ABOVE_GB") or CHECKPOINT_ABOVE_GB)
+    gb = activation_gb(config.init, batch * max(lengths))
+    if gb is None or gb <= limit:
+        return False
+    log.info("trl: activations checkpointed: a batch of %d rows of up to %d tokens would keep about %.1f GB (over %g)",
+             batch, max(lengths), gb, limit)
+    return True
+
+
+def trainer_args(config, device: torch.device, dtype: torch.dtype, planned: int, batch: int, output_dir: str,
+                 checkpoint: bool = False) -> dict:
     """The TrainingArguments every TRL config shares (``batch`` rows a step in each process). bf16: bfloat16 autocast
     on CUDA (over a full fine-tune's float32 weights: distributed.weights_dtype), or on a CPU that multiplies bfloat16
-    natively (model.cpu_autocast)."""
+    natively (model.cpu_autocast). ``checkpoint``: checkpoint activations on the CPU too (:func:`checkpoints_activations`)."""
     return dict(output_dir=output_dir, max_steps=planned, per_device_train_batch_size=batch,
                 per_device_eval_batch_size=batch, gradient_accumulation_steps=1, learning_rate=config.lr,
                 optim="adamw_torch", adam_beta1=0.9, adam_beta2=0.95, weight_decay=config.weight_decay,
                 max_grad_norm=config.grad_clip, seed=config.seed, data_seed=config.seed, logging_steps=1,
                 save_strategy="no", report_to="none", disable_tqdm=True, use_cpu=device.type == "cpu",
                 bf16=distributed.bf16_compute(config, device) or cpu_autocast(config.dtype, device, config.init),
-                activation_checkpointing=distributed.activation_checkpointing(device), max_length=None,
+                activation_checkpointing=distributed.activation_checkpointing(device) or checkpoint, max_length=None,
                 dataloader_num_workers=0)
 
 
@@ -353,11 +391,13 @@ def prepare_sft(config, rows: list[dict], style: str, vision: bool, val: list[di
     """An SFTTrainer on ``rows``, loss on the assistant turns only: tokenized text rows (``input_ids``, ``labels``,
     sft.py) or vision-language rows (vlm.read_sft_rows). ``val``: held-out rows of the same kind, evaluated at every
     progress line (:class:`BestWeights`)."""
-    device, dtype, batch, planned = _plan(config, rows, None if vision else [len(r["input_ids"]) for r in rows])
+    lengths = None if vision else [len(r["input_ids"]) for r in rows]
+    device, dtype, batch, planned = _plan(config, rows, lengths)
     workdir = tempfile.TemporaryDirectory(prefix="loupe-trl-")
     # the TRL config before the model: under ZeRO-3 it makes from_pretrained load the weights partitioned
-    args = TRLSFTConfig(**trainer_args(config, device, dtype, planned, batch, workdir.name), assistant_only_loss=vision,
-                        packing=False, padding_free=False, eval_strategy="no")
+    checkpoint = checkpoints_activations(config, device, batch, lengths)
+    args = TRLSFTConfig(**trainer_args(config, device, dtype, planned, batch, workdir.name, checkpoint),
+                        assistant_only_loss=vision, packing=False, padding_free=False, eval_strategy="no")
     set_seed(config.seed)  # after the process group is up: every rank draws the same LoRA init
     loaded = load_model(config, device, dtype, style, vision)
     if vision:  # a template TRL cannot mark for assistant-only loss is refused saying so, not a ValueError
@@ -379,7 +419,8 @@ def prepare_dpo(config, rows: list[dict], style: str, vision: bool, lengths: lis
     device, dtype, batch, planned = _plan(config, rows, lengths)
     workdir = tempfile.TemporaryDirectory(prefix="loupe-trl-")
     losses = (["sigmoid", "sft"], [1.0, config.sft_weight]) if config.sft_weight > 0 else (["sigmoid"], None)
-    args = TRLDPOConfig(**trainer_args(config, device, dtype, planned, batch, workdir.name), beta=config.beta,
+    checkpoint = checkpoints_activations(config, device, batch, lengths)
+    args = TRLDPOConfig(**trainer_args(config, device, dtype, planned, batch, workdir.name, checkpoint), beta=config.beta,
                         loss_type=losses[0], loss_weights=losses[1], precompute_ref_log_probs=False)
     set_seed(config.seed)  # after the process group is up: every rank draws the same LoRA init
     loaded = load_model(config, device, dtype, style, vision)
