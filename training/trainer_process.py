@@ -302,6 +302,11 @@ def failure(phase: str, returncode: int, stderr: str) -> str:
     failed processes comes after it) or else the last thing it said."""
     lines = stderr.strip().splitlines()
     said = [line for line in lines if line.startswith("error: ")][-1:] or lines[-1:] or ["no output"]
+    if returncode == -signal.SIGKILL:  # nothing in the trainer sends it: the kernel (out of memory) or a person
+        return (f"trainer {phase} was killed (SIGKILL), most likely by the kernel for want of memory (see the host's "
+                f"`dmesg`); its last words: {said[0]}")
+    if returncode < 0:
+        return f"trainer {phase} was stopped by {signal.Signals(-returncode).name}: {said[0]}"
     return f"trainer {phase} exited with {returncode}: {said[0]}"
 
 

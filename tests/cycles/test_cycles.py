@@ -624,8 +624,9 @@ def test_a_killed_training_subprocess_fails_the_cycle_with_its_log_and_keeps_the
     assert len(trainer) == 1
     os.kill(trainer[0].pid, signal.SIGKILL)  # e.g. the kernel's OOM killer
     ended = wait_cycle(cycle.pk, timeout=120)
-    assert ended.state == "failed" and ended.error.startswith(f"The training run #{run.pk} failed: trainer sft exited "
-                                                               "with -9"), ended.error
+    assert ended.state == "failed" and ended.error.startswith(f"The training run #{run.pk} failed: trainer sft was "
+                                                               "killed (SIGKILL), most likely by the kernel for want of "
+                                                               "memory"), ended.error
     assert "$ python -m trainer sft --data" in ended.log_tail and ended.decision == "failed in train; the deployment is unchanged"
     assert Deployment.objects.get(project=fp["project"], active=True).checkpoint == fp["untrained"]
     worker_quiet()

@@ -7,6 +7,7 @@ import base64
 import importlib.util
 import io
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -96,6 +97,14 @@ def test_launch_settings_that_cannot_work_are_refused_in_words(settings, tmp_pat
     # a launcher's report of its failed processes comes after the trainer's own line: the person sees that one
     stderr = "error: --init x: no such dir\n[rank0]: Traceback ...\ntorch.distributed.elastic...ChildFailedError:\n"
     assert trainer_process.failure("sft", 1, stderr) == "trainer sft exited with 1: error: --init x: no such dir"
+
+
+def test_a_trainer_killed_by_a_signal_says_so_and_what_most_likely_sent_sigkill():
+    log = "2026-12-07 10:40:28,538 trainer INFO sft: 164 rows (0 images), 3 a batch in each of 1 processes\n"
+    killed = trainer_process.failure("sft", -signal.SIGKILL, log)
+    assert killed.startswith("trainer sft was killed (SIGKILL), most likely by the kernel for want of memory")
+    assert killed.endswith("3 a batch in each of 1 processes")
+    assert trainer_process.failure("eval", -signal.SIGTERM, "") == "trainer eval was stopped by SIGTERM: no output"
 
 
 def data_uri(i: int) -> str:
