@@ -20,8 +20,7 @@ from urllib.parse import quote
 import pytest
 
 __all__ = ["ChatModel", "ProcessStack", "process_stack", "stack_env", "daphne_server", "celery_worker", "free_port", "wait_for",
-           "start_daphne", "start_worker", "start_together", "module_stack", "session_stack", "session_celery_worker",
-           "module_celery_worker", "no_celery_worker",
+           "start_daphne", "start_worker", "start_together", "module_stack", "session_stack", "module_celery_worker",
            "worker_quiet", "warm_trainer", "trainer_start", "trainer_run"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -310,75 +309,10 @@ def daphne_server(session_stack):
     return start_daphne(stack, path, stack_env())
 
 
-CELERY_WORKER_QUEUES = "live,rollouts,audio,default,train"
-
-
-class SessionWorker:
-    """The process of :func:`celery_worker`: one a pytest process, as daphne_server is (all start it with the same
-    environment; the tests' data is in PostgreSQL and Redis, flushed after each test), where each module had started
-    its own (17 modules, 3-5 s of CPU a start). Between the modules that use it, it consumes from no queue
-    (:func:`module_celery_worker`): a module that starts workers of its own, configured otherwise, gets its tasks run
-    by them alone. A test that needs no worker alive at all (the health check pings every worker) asks for
-    :func:`no_celery_worker`, which stops it; the next test that uses it starts it again."""
-
-    def __init__(self, stack: ProcessStack, path: Path):
-        self.stack, self.path, self.node, self.proc, self.starts, self.paused = stack, path, "", None, 0, False
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def consuming(self) -> subprocess.Popen:
-        """The worker, started if it is not running, consuming every queue."""
-        if not self.alive():
-            self.proc = start_worker(self.stack, self.path, stack_env(), queues=CELERY_WORKER_QUEUES,
-                                     name=f"worker{self.starts}")
-            self.starts, self.paused = self.starts + 1, False
-            self.node = next(node for node, proc in _WORKERS.items() if proc is self.proc)
-        if self.paused:
-            self._control("add_consumer")
-            self.paused = False
-        return self.proc
-
-    def pause(self) -> None:
-        """Consume from no queue (it keeps running)."""
-        if self.alive() and not self.paused:
-            self._control("cancel_consumer")
-            self.paused = True
-
-    def stop(self) -> None:
-        if self.alive():
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.proc = None
-
-    def _control(self, command: str) -> None:
-        from webapp.celery import app
-
-        for queue in CELERY_WORKER_QUEUES.split(","):
-            if not getattr(app.control, command)(queue, destination=[self.node], reply=True, timeout=10):
-                raise AssertionError(f"the celery worker {self.node} did not answer {command}({queue!r})")
-
-
-@pytest.fixture(scope="session")
-def session_celery_worker(session_stack):
-    return SessionWorker(*session_stack)
-
-
-@pytest.fixture
-def no_celery_worker(session_celery_worker):
-    """No worker of this pytest process runs during the test (the session's is stopped if it ran)."""
-    session_celery_worker.stop()
-
-
 @pytest.fixture(scope="module")
-def module_celery_worker(session_celery_worker):
-    """The session's worker for this module's tests; it consumes from no queue once they have run."""
-    yield session_celery_worker
-    session_celery_worker.pause()
+def module_celery_worker(module_stack):
+    stack, path = module_stack
+    return start_worker(stack, path, stack_env())
 
 
 # The workers start_worker started on this process's broker, by node name.
@@ -405,5 +339,5 @@ def worker_quiet(timeout: float = 60) -> None:
 def celery_worker(transactional_db, module_celery_worker):
     """A real Celery worker process consuming every queue, on the test database (one a module). The test's
     data is flushed only once the worker has finished what the test gave it."""
-    yield module_celery_worker.consuming()
+    yield module_celery_worker
     worker_quiet()

@@ -14,7 +14,7 @@ def test_health_is_ok_with_a_live_worker(celery_worker):
 
 
 @pytest.mark.django_db
-def test_health_is_degraded_without_a_worker(no_celery_worker):
+def test_health_is_degraded_without_a_worker():
     response = APIClient().get("/api/v1/health")
     body = response.json()
     assert response.status_code == 503
@@ -24,7 +24,7 @@ def test_health_is_degraded_without_a_worker(no_celery_worker):
 
 
 @pytest.mark.django_db
-def test_a_degraded_probe_is_no_error_line_and_a_turn_to_degraded_is_one_warning(caplog, monkeypatch, no_celery_worker):
+def test_a_degraded_probe_is_no_error_line_and_a_turn_to_degraded_is_one_warning(caplog, monkeypatch):
     from webapp import api
 
     monkeypatch.setattr(api, "_last_health", True)  # it was healthy; now no worker answers

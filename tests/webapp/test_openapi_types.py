@@ -106,7 +106,7 @@ def _a_trained_cycle(world: World) -> int:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_every_typed_answer_is_what_its_schema_says(checkpoint_dir, webm_chunk, no_celery_worker):
+def test_every_typed_answer_is_what_its_schema_says(checkpoint_dir, webm_chunk):
     from rollouts.models import Episode
 
     world = World(checkpoint_dir, webm_chunk)

@@ -278,7 +278,7 @@ class _Rollback(Exception):
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("endpoint", sorted(TABLE))
-def test_each_role_gets_the_status_the_table_gives(endpoint, checkpoint_dir, webm_chunk, no_celery_worker):
+def test_each_role_gets_the_status_the_table_gives(endpoint, checkpoint_dir, webm_chunk):
     if endpoint not in rest_endpoints():
         pytest.skip("not an endpoint any more (test_every_endpoint_has_a_row_and_every_row_an_endpoint says so)")
     call = TABLE[endpoint]
