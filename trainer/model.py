@@ -94,16 +94,22 @@ def cpu_bf16() -> bool:
         return False
 
 
-def model_width(init: str | os.PathLike) -> int:
-    """The hidden size of ``init``'s language model (its config.json; 0 when unknown, as for 'tiny')."""
+def text_config(init: str | os.PathLike) -> dict:
+    """``init``'s config.json with its language model's part (a VLM's ``text_config``) over the top level; {} when
+    unknown, as for 'tiny'."""
     file = Path(init) / "config.json" if str(init) != TINY else None
     if file is None or not file.is_file():
-        return 0
+        return {}
     try:
         config = json.loads(file.read_text())
     except (OSError, ValueError):
-        return 0
-    return int((config.get("text_config") or config).get("hidden_size") or config.get("hidden_size") or 0)
+        return {}
+    return {**config, **(config.get("text_config") or {})} if isinstance(config, dict) else {}
+
+
+def model_width(init: str | os.PathLike) -> int:
+    """The hidden size of ``init``'s language model (its config.json; 0 when unknown, as for 'tiny')."""
+    return int(text_config(init).get("hidden_size") or 0)
 
 
 def cpu_autocast(spec: str, device: torch.device, init: str | os.PathLike) -> bool:

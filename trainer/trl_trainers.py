@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import json
 import logging
 import math
 import os
@@ -66,6 +65,7 @@ from trainer.model import (
     resolve_dtype,
     save_checkpoint,
     sha256_file,
+    text_config,
 )
 from trainer.optim import log_interval, lr_factor, planned_steps, set_seed, set_threads, stop_report
 from trainer.tiny_vlm import forget_processor_class, load_processor
@@ -287,11 +287,10 @@ CHECKPOINT_ABOVE_GB = 4.0
 def activation_gb(init: str, tokens: int) -> float | None:
     """The activations a step of ``tokens`` (its rows times its longest row) keeps for its backward pass, in GB, by
     the shape in the init checkpoint's config.json; None without one (a built-in test model)."""
+    shape = text_config(init)
     try:
-        shape = json.loads((Path(init) / "config.json").read_text(encoding="utf-8"))
-        shape = shape.get("text_config") or shape
         per_token = shape["num_hidden_layers"] * 4 * (16 * shape["hidden_size"] + 9 * shape["intermediate_size"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return None
     return tokens * per_token / 2**30
 

@@ -306,7 +306,11 @@ def failure(phase: str, returncode: int, stderr: str) -> str:
         return (f"trainer {phase} was killed (SIGKILL), most likely by the kernel for want of memory (see the host's "
                 f"`dmesg`); its last words: {said[0]}")
     if returncode < 0:
-        return f"trainer {phase} was stopped by {signal.Signals(-returncode).name}: {said[0]}"
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:  # a number the enum has no name for (a real-time signal)
+            name = f"signal {-returncode}"
+        return f"trainer {phase} was stopped by {name}: {said[0]}"
     return f"trainer {phase} exited with {returncode}: {said[0]}"
 
 
