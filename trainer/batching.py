@@ -1,7 +1,9 @@
 """Continuous batching of one text model on the CPU, for the host's policy server (trainer/serve.py is its HTTP side).
 
-Concurrent requests are decoded together, one token of each a pass, each with its own rows of the batch's KV cache;
-a finished request leaves the batch at once, so a new one never waits for the slowest to end. An episode's next
+Concurrent requests are decoded together, each with its own row of the batch's KV cache: a pass feeds every greedy
+request's last token and the tokens prompt lookup drafts after it (LocalPolicy's drafts), and takes each drafted
+token the model would have chosen, so a batch answers in about as few passes as a lone request; a finished request
+leaves the batch at once, so a new one never waits for the slowest to end. An episode's next
 prompt is its last prompt with a turn more (agent.prompt.render_messages), so the KV cache of every answered request
 is kept (:class:`PrefixCache`) and a new prompt reads only the tokens past the longest cached prefix it starts with:
 a step reads its new screen, not the whole history again. Greedy answers are the tokens LocalPolicy picks (raw
@@ -24,6 +26,7 @@ from agent.policies.local import DRAFT_TOKENS, RECENT_ANSWERS, action_complete, 
 MAX_BATCH = 16  # requests decoded together; more wait for a place
 MAX_TOP_LOGPROBS = 20  # OpenAI's limit
 MIN_REUSE = 16  # cached prefix tokens worth a copy (a shared system prompt is about a hundred)
+COMPACT_ABOVE = 64  # masked columns (rejected drafts) a batch's cache carries before its rows are compacted
 PREFIX_CACHE_MB = int(os.environ.get("LOUPE_PREFIX_CACHE_MB", "256"))
 
 log = logging.getLogger("trainer")
@@ -121,8 +124,7 @@ def _common_prefix(a: list[int], b: list[int], limit: int) -> int:
 class Batcher:
     """Continuous batching of one text model: a request's prompt is read alone (past its cached prefix) into its
     own KV cache, which then joins the batch's (left-padded to the longest, an attention mask hiding the padding);
-    each pass decodes one token of every request in the batch. A lone greedy request drafts by prompt lookup as
-    LocalPolicy does."""
+    each pass decodes at least one token of every request in the batch, more where its drafted tokens hold."""
 
     def __init__(self, policy, timeout_s: float = 120.0, prefix_cache_mb: int = PREFIX_CACHE_MB) -> None:
         import torch
@@ -134,6 +136,7 @@ class Batcher:
         self.limit = getattr(self.model.config, "max_position_embeddings", None)
         self._cache_arg = _cache_arg_of(self.model)
         self.passes = self.largest_batch = 0  # decoding passes made, and the most requests one of them decoded
+        self.compactions = 0  # times the rows' kept columns were moved together (:meth:`_compact`)
         self.prefixes = PrefixCache(prefix_cache_mb)
         self._recent: deque[list[int]] = deque(maxlen=RECENT_ANSWERS)  # the latest answers, searched for drafts
         self._closed = False
@@ -241,30 +244,57 @@ class Batcher:
         self._active.append(request)
 
     def _step(self) -> None:
-        """One token of every request in the batch."""
+        """One pass over every request in the batch. Each greedy request feeds its last token and the tokens prompt
+        lookup drafts after it (as LocalPolicy drafts: its own answer so far, the latest answers, the prompt), and
+        takes every drafted token the model would have chosen itself, so a batch answers in fewer passes as a lone
+        request does; a sampled request feeds its last token alone. The fed tokens whose next token was not taken stay
+        in the cache behind a zero in the attention mask (their columns are dropped once no row holds them, and a
+        row's holes compacted away once they add up: :meth:`_compact`)."""
         import torch
 
         active = self._active
         self.passes += 1
         self.largest_batch = max(self.largest_batch, len(active))
-        if len(active) == 1 and active[0].temperature == 0 and not active[0].cancelled:
-            finished = [self._step_drafted(active[0])]
-        else:
-            feed = torch.tensor([[r.ids[-1]] for r in active], dtype=torch.long)
-            positions = torch.tensor([[len(r.prompt) + len(r.ids) - 1] for r in active], dtype=torch.long)
-            self._mask = torch.cat([self._mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
-            logits, self._cache = self._forward(input_ids=feed, attention_mask=self._mask, position_ids=positions,
-                                                **{self._cache_arg: self._cache})
-            finished = [self._cancel(request) if request.cancelled else self._take(request, logits[row, -1])
-                        for row, request in enumerate(active)]
-        if not any(finished):
-            return
+        guesses = [self._guess(request) for request in active]
+        width, length = 1 + max(len(guess) for guess in guesses), self._mask.shape[1]
+        feed, positions, fed = [], [], []
+        for request, guess in zip(active, guesses):
+            filler = width - 1 - len(guess)  # a shorter row repeats its last token behind a zero in the mask
+            start = len(request.prompt) + len(request.ids) - 1
+            feed.append([request.ids[-1], *guess, *[request.ids[-1]] * filler])
+            positions.append(list(range(start, start + width)))
+            fed.append([1] * (1 + len(guess)) + [0] * filler)
+        self._mask = torch.cat([self._mask, torch.tensor(fed, dtype=torch.long)], dim=1)
+        logits, self._cache = self._forward(input_ids=torch.tensor(feed, dtype=torch.long),
+                                            attention_mask=self._mask, position_ids=torch.tensor(positions),
+                                            **{self._cache_arg: self._cache})
+        finished, held = [], []
+        for row, (request, guess) in enumerate(zip(active, guesses)):
+            if request.cancelled:
+                finished.append(self._cancel(request))
+                held.append(0)
+                continue
+            taken, done = 0, False
+            for position in range(len(guess) + 1):
+                done = self._take(request, logits[row, position])
+                taken += 1
+                if done or position == len(guess) or guess[position] != request.ids[-1]:
+                    break
+            finished.append(done)
+            held.append(taken)  # the fed tokens whose next token was taken
+        for row, taken in enumerate(held):
+            self._mask[row, length + taken:] = 0
+        self._keep_columns(slice(0, length + max(held)))
         for row, request in enumerate(active):
             if finished[row] and not request.cancelled and request.error is None:
-                held = len(request.prompt) + len(request.ids) - 1  # the fed tokens: the prompt and all but the last
-                self.prefixes.put((request.prompt + request.ids)[:held],
-                                  [(layer.keys[row:row + 1, :, -held:].clone(),
-                                    layer.values[row:row + 1, :, -held:].clone()) for layer in self._cache.layers])
+                count = len(request.prompt) + len(request.ids) - 1  # the fed tokens: the prompt and all but the last
+                columns = self._mask[row].nonzero().squeeze(1)[-count:]
+                self.prefixes.put((request.prompt + request.ids)[:count],
+                                  [(layer.keys[row:row + 1, :, columns], layer.values[row:row + 1, :, columns])
+                                   for layer in self._cache.layers])
+        if not any(finished):
+            self._compact()
+            return
         keep = [row for row, gone in enumerate(finished) if not gone]
         self._active = [active[row] for row in keep]
         if not keep:
@@ -272,37 +302,48 @@ class Batcher:
             return
         index = torch.tensor(keep, dtype=torch.long)
         self._mask = self._mask[index]
-        first = int((self._mask.sum(dim=0) > 0).nonzero()[0])  # columns every remaining request pads
-        self._mask = self._mask[:, first:]
         for layer in self._cache.layers:
-            layer.keys, layer.values = layer.keys[index, :, first:], layer.values[index, :, first:]
+            layer.keys, layer.values = layer.keys[index], layer.values[index]
+        self._compact()
 
-    def _step_drafted(self, request: Request) -> bool:
-        """A lone greedy request's pass, as LocalPolicy makes it: the tokens prompt lookup drafts are checked in the
-        same pass and every one the model would have chosen is taken (the same answer, in fewer passes); the cache
-        forgets the draft's tokens past the first it got wrong. True when the request is finished."""
+    def _guess(self, request: Request) -> list[int]:
+        """The tokens prompt lookup drafts after a greedy request's answer so far (none for a sampled one)."""
+        if request.temperature > 0 or request.cancelled:
+            return []
+        return draft(request.prompt + request.ids, len(request.prompt),
+                     max(0, min(DRAFT_TOKENS, request.max_tokens - len(request.ids) - 1)), recent=self._recent)
+
+    def _keep_columns(self, columns: slice) -> None:
+        if columns.start == 0 and columns.stop >= self._mask.shape[1]:
+            return
+        self._mask = self._mask[:, columns]
+        for layer in self._cache.layers:
+            layer.keys, layer.values = layer.keys[:, :, columns], layer.values[:, :, columns]
+
+    def _compact(self) -> None:
+        """Drop the columns every row masks (a left request's padding), and once the rows' holes (rejected drafts)
+        come to ``COMPACT_ABOVE`` columns or more, move each row's kept columns to the right end, in order. The keys
+        keep the positions they were computed at (``position_ids``), so moving them changes no answer."""
         import torch
 
-        guess = draft(request.prompt + request.ids, len(request.prompt),
-                      min(DRAFT_TOKENS, request.max_tokens - len(request.ids) - 1), recent=self._recent)
-        feed = [request.ids[-1], *guess]
-        start, length = len(request.prompt) + len(request.ids) - 1, self._mask.shape[1]
-        self._mask = torch.cat([self._mask, torch.ones((1, len(feed)), dtype=torch.long)], dim=1)
-        logits, self._cache = self._forward(input_ids=torch.tensor([feed], dtype=torch.long),
-                                            attention_mask=self._mask,
-                                            position_ids=torch.arange(start, start + len(feed)).unsqueeze(0),
-                                            **{self._cache_arg: self._cache})
-        taken, done = 0, False
-        for position in range(len(feed)):
-            done = self._take(request, logits[0, position])
-            taken += 1
-            if done or position == len(guess) or guess[position] != request.ids[-1]:
-                break
-        if taken < len(feed):  # the cache holds the fed tokens whose next one was taken
-            self._mask = self._mask[:, :length + taken]
-            for layer in self._cache.layers:
-                layer.keys, layer.values = layer.keys[:, :, :length + taken], layer.values[:, :, :length + taken]
-        return done
+        used = (self._mask.sum(dim=0) > 0).nonzero()
+        self._keep_columns(slice(int(used[0]), int(used[-1]) + 1))
+        counts = self._mask.sum(dim=1)
+        width = int(counts.max())
+        if self._mask.shape[1] - width < COMPACT_ABOVE:
+            return
+        rows = self._mask.shape[0]
+        index = torch.zeros((rows, width), dtype=torch.long)
+        mask = torch.zeros((rows, width), dtype=torch.long)
+        for row in range(rows):
+            kept = self._mask[row].nonzero().squeeze(1)
+            index[row, width - len(kept):] = kept
+            mask[row, width - len(kept):] = 1
+        self._mask = mask
+        self.compactions += 1
+        for layer in self._cache.layers:
+            gather = index[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[3])
+            layer.keys, layer.values = layer.keys.gather(2, gather), layer.values.gather(2, gather)
 
     @staticmethod
     def _cancel(request: Request) -> bool:

@@ -26,7 +26,9 @@ def _post(url: str, body: dict) -> tuple[int, dict]:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=120) as response:
-            return response.status, json.loads(response.read() or b"{}")
+            raw = response.read()
+            plain = not response.headers.get_content_type().endswith("json")  # vLLM's adapter routes answer text
+            return response.status, {"text": raw.decode()} if plain else json.loads(raw or b"{}")
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"{}")
 
@@ -144,6 +146,106 @@ def test_a_lone_greedy_request_checks_drafted_tokens_and_answers_as_local_policy
             assert batcher.passes - before < len(request.ids) - 1  # prompt lookup took several tokens a pass
     finally:
         batcher.close()
+
+
+def _four_at_once(batcher, policy, temperatures=(0.0,) * 4, max_tokens=24) -> list:
+    with batcher._wake:  # the loop sees all four at once
+        requests = [batcher.submit(policy.prompt_ids(_messages(i)), max_tokens=max_tokens, temperature=t, top_k=2)
+                    for i, t in enumerate(temperatures)]
+    for request in requests:
+        assert request.done.wait(120) and request.error is None
+    return requests
+
+
+def test_batched_greedy_requests_check_drafted_tokens_and_answer_as_the_model_alone(checkpoints):
+    """Every greedy row of a batch feeds the tokens prompt lookup drafts and keeps those the model would choose: four
+    answers together take fewer passes than the longest answer has tokens, and each is the one LocalPolicy gives
+    alone."""
+    from trainer.batching import Batcher
+
+    torch.set_num_threads(1)
+    policy = LocalPolicy(checkpoints[0], max_new_tokens=24)
+    alone = [policy.act(_messages(i)) for i in range(4)]
+    batcher = Batcher(policy)
+    try:
+        requests = _four_at_once(batcher, policy)
+    finally:
+        batcher.close()
+    assert batcher.largest_batch == 4
+    assert batcher.passes < max(len(r.ids) for r in requests) - 1, "no drafted token was taken in the batch"
+    for request, solo in zip(requests, alone):
+        assert request.ids == solo.token_ids and request.text == solo.text
+        assert request.logprobs == pytest.approx(solo.token_logprobs, abs=1e-4)
+
+
+@pytest.mark.parametrize("compact_above", [64, 1])
+def test_refused_drafts_hidden_in_the_cache_change_no_answer_kept_or_compacted_away(checkpoints, monkeypatch,
+                                                                                    compact_above):
+    """A refused draft stays in a row's cache behind a zero in the mask. Garbage columns put among every row's
+    kept ones after each pass change no answer while they stay (64), nor once the rows' kept columns are moved
+    together at the next pass (1)."""
+    from trainer import batching
+    from trainer.batching import Batcher
+
+    torch.set_num_threads(1)
+    monkeypatch.setattr(batching, "COMPACT_ABOVE", compact_above)
+    policy = LocalPolicy(checkpoints[0], max_new_tokens=24)
+    alone = [policy.act(_messages(i)) for i in range(4)]
+    batcher = Batcher(policy)
+    step = batcher._step
+
+    def step_then_hole() -> None:
+        step()
+        if batcher._cache is not None:  # a column of noise before each row's last kept one
+            cut = batcher._mask.shape[1] - 1
+            batcher._mask = torch.cat([batcher._mask[:, :cut], torch.zeros_like(batcher._mask[:, :1]),
+                                       batcher._mask[:, cut:]], dim=1)
+            for layer in batcher._cache.layers:
+                for name in ("keys", "values"):
+                    t = getattr(layer, name)
+                    setattr(layer, name, torch.cat([t[:, :, :cut], 50 * torch.randn_like(t[:, :, :1]), t[:, :, cut:]],
+                                                   dim=2))
+
+    batcher._step = step_then_hole
+    try:
+        requests = _four_at_once(batcher, policy)
+    finally:
+        batcher.close()
+    assert (batcher.compactions > 0) == (compact_above == 1)
+    for request, solo in zip(requests, alone):
+        assert request.ids == solo.token_ids
+        assert request.logprobs == pytest.approx(solo.token_logprobs, abs=1e-4)
+
+
+def test_a_sampled_request_in_a_batch_feeds_one_token_a_pass_and_the_greedy_rows_still_answer_as_alone(checkpoints):
+    from trainer.batching import Batcher
+
+    torch.set_num_threads(1)
+    policy = LocalPolicy(checkpoints[0], max_new_tokens=24)
+    alone = [policy.act(_messages(i)) for i in range(4)]
+    batcher = Batcher(policy)
+    fed: dict[str, list] = {"sampled": [], "greedy": []}  # each pass's fed tokens a row, as the mask shows them
+    forward = batcher._forward
+
+    def recording(**inputs):
+        if "attention_mask" in inputs:  # a decoding pass (a prompt is read alone, without one)
+            width = inputs["input_ids"].shape[1]
+            for row, request in enumerate(batcher._active):
+                kind = "sampled" if request.temperature > 0 else "greedy"
+                fed[kind].append(int(inputs["attention_mask"][row, -width:].sum()))
+        return forward(**inputs)
+
+    batcher._forward = recording
+    try:
+        requests = _four_at_once(batcher, policy, temperatures=(0.0, 1.0, 0.0, 0.0))
+    finally:
+        batcher.close()
+    assert len(requests[1].ids) == len(requests[1].logprobs) > 0
+    assert fed["sampled"] and set(fed["sampled"]) == {1}  # a sampled token cannot be checked against a draft
+    assert max(fed["greedy"]) > 1
+    for i in (0, 2, 3):
+        assert requests[i].ids == alone[i].token_ids
+        assert requests[i].logprobs == pytest.approx(alone[i].token_logprobs, abs=1e-4)
 
 
 def _step_messages(i: int, steps: int) -> list[dict]:
