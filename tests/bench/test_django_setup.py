@@ -35,20 +35,25 @@ def test_a_bench_that_uses_django_migrates_its_database_first(script):
     assert "setup_django" in calls or "create_test_db" in calls, f"{script.name} uses Django without migrating"
 
 
-@pytest.fixture
-def fresh_database_url():
+def _database_url(name: str) -> tuple[str, dict]:
     db = settings.DATABASES["default"]
-    name = f"loupe_fresh_{uuid.uuid4().hex[:10]}"
     params = {"dbname": "postgres", "user": db.get("USER") or "postgres", "host": db.get("HOST") or "",
               "port": str(db.get("PORT") or 5432), "password": db.get("PASSWORD") or None}
-    with psycopg.connect(**{k: v for k, v in params.items() if v}, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
     auth = quote(params["user"]) + (":" + quote(params["password"]) if params["password"] else "")
     host = params["host"]
     url = (f"postgresql://{auth}@/{name}?host={host}" if host.startswith("/")
            else f"postgresql://{auth}@{host or '127.0.0.1'}:{params['port']}/{name}")
+    return url, {k: v for k, v in params.items() if v}
+
+
+@pytest.fixture
+def fresh_database_url():
+    name = f"loupe_fresh_{uuid.uuid4().hex[:10]}"
+    url, params = _database_url(name)
+    with psycopg.connect(**params, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
     yield url
-    with psycopg.connect(**{k: v for k, v in params.items() if v}, autocommit=True) as conn:
+    with psycopg.connect(**params, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -62,3 +67,21 @@ def test_setup_django_migrates_a_fresh_database(fresh_database_url):
                           timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["0", "0"]
+
+
+def test_a_database_url_naming_a_database_the_server_lacks_gets_it_created():
+    """A bench given DATABASE_URL of a database not made yet creates it (then migrates it, as above), instead of
+    dying on 'database ... does not exist'."""
+    name = f"loupe_missing_{uuid.uuid4().hex[:10]}"
+    url, params = _database_url(name)
+    script = ("import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'webapp.settings'); django.setup(); "
+              "from bench.django_setup import _database_made; _database_made(); _database_made()")
+    try:
+        done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "DATABASE_URL": url},
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        with psycopg.connect(**params) as conn:
+            assert conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+    finally:
+        with psycopg.connect(**params, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
