@@ -4,6 +4,7 @@ model serves what agent/policies/served.py loads into it; it keeps a bounded num
 
 import json
 import os
+import time
 import urllib.error
 import urllib.request
 
@@ -246,6 +247,47 @@ def test_a_sampled_request_in_a_batch_feeds_one_token_a_pass_and_the_greedy_rows
     for i in (0, 2, 3):
         assert requests[i].ids == alone[i].token_ids
         assert requests[i].logprobs == pytest.approx(alone[i].token_logprobs, abs=1e-4)
+
+
+def test_a_request_decoding_long_gets_passes_between_the_prompts_read_and_all_answer_as_alone(checkpoints,
+                                                                                            monkeypatch):
+    """Once a request has decoded past STARVED_S, the prompts that keep arriving are read one every STARVED_PASSES
+    passes, not all before its next pass; every answer is still LocalPolicy's."""
+    from trainer import batching
+    from trainer.batching import Batcher
+
+    torch.set_num_threads(1)
+    monkeypatch.setattr(batching, "STARVED_S", 0.0)  # every request is starved at once
+    policy = LocalPolicy(checkpoints[0], max_new_tokens=24)
+    alone = [policy.act(_messages(i)) for i in range(1, 5)]
+    policy.max_new_tokens = 300
+    alone.insert(0, policy.act(_messages(0)))  # the long one
+    batcher = Batcher(policy)
+    events: list[str] = []
+    join, step = batcher._join, batcher._step
+    batcher._join = lambda request: events.append("join") or join(request)
+    batcher._step = lambda: events.append("pass") or step()
+    try:
+        with batcher._wake:  # one request starts alone; four more wait from its first pass on
+            first = batcher.submit(policy.prompt_ids(_messages(0)), max_tokens=300, temperature=0.0)
+            later = [batcher.submit(policy.prompt_ids(_messages(i)), max_tokens=24, temperature=0.0)
+                     for i in range(1, 5)]
+            batcher._waiting = batcher._waiting[:1]  # the four come once it has joined
+        while "pass" not in events:
+            time.sleep(0.001)
+        with batcher._wake:
+            batcher._waiting.extend(later)
+            batcher._wake.notify()
+        for request in [first, *later]:
+            assert request.done.wait(120) and request.error is None
+    finally:
+        batcher.close()
+    joins = [i for i, event in enumerate(events) if event == "join"]
+    assert len(joins) == 5 and len(first.ids) > 100 and events[joins[-1]:].count("pass") > 1  # still decoding
+    gaps = [b - a - 1 for a, b in zip(joins[1:], joins[2:])]  # passes between two prompts read while one decodes
+    assert gaps and all(gap >= batching.STARVED_PASSES - 1 for gap in gaps), events
+    for request, solo in zip([first, *later], alone):
+        assert request.ids == solo.token_ids
 
 
 def _step_messages(i: int, steps: int) -> list[dict]:
