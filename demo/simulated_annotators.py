@@ -298,6 +298,18 @@ def episode_shares(total: int, tasks: list[str] | tuple[str, ...], known: set[st
     return out
 
 
+TRAIN_SEEDS = (10_000, 99_999)  # the seeds of the flywheel demonstration's train tasks (held-out ones are below)
+
+
+def train_seeds(run: int, cycle: int, count: int) -> list[int]:
+    """The ``count`` train seeds cycle ``cycle`` (0 on) of demonstration run ``run`` (LOUPE_DEMO_SEED) annotates: a
+    run's own 2,500 of the range (34 runs of up to three cycles share none), a cycle's from 1,000 past the last's,
+    every one within TRAIN_SEEDS; runs 0-4 start where they always did (10000, 30000, ... 90000)."""
+    low, high = TRAIN_SEEDS
+    start = 5_000 * ((4 * run) % 17) + 2_500 * ((run // 17) % 2) + 1_000 * cycle
+    return [low + (start + k) % (high - low + 1) for k in range(count)]
+
+
 def in_turn(items, cycle: int, count: int) -> list:
     """``count`` of ``items`` for cycle ``cycle`` (0 on), going round them from where the last cycle stopped: tasks
     that show the same steps on different things (the shop's products) are annotated each in turn."""

@@ -33,7 +33,8 @@ from pathlib import Path
 import pytest
 
 from cycles.cycle_settings import PRETRAINED_LORA
-from demo.simulated_annotators import Api, annotate, cycle_figures, cycle_run, episode_shares, in_turn
+from demo.simulated_annotators import (TRAIN_SEEDS, Api, annotate, cycle_figures, cycle_run, episode_shares,
+                                      in_turn, train_seeds)
 from tests.factories import PASSWORD, make_member, make_project, make_user
 from tests.stack import start_worker, stack_env, worker_quiet
 
@@ -110,7 +111,8 @@ def test_three_cycles_of_simulated_corrections_raise_the_cold_start_v0(daphne_se
     for name in TASKS:
         steps = MAX_STEPS.get(name, 3)
         tasks[name] = manager.call("POST", f"/api/v1/projects/{pid}/tasks/", {
-            "task_name": name, "split": "train", "seed_start": 10_000, "seed_end": 99_999, "max_steps": steps})
+            "task_name": name, "split": "train", "seed_start": TRAIN_SEEDS[0], "seed_end": TRAIN_SEEDS[1],
+            "max_steps": steps})
         manager.call("POST", f"/api/v1/projects/{pid}/tasks/", {
             "task_name": name, "split": "eval", "seed_start": 1000, "seed_end": 1999, "max_steps": steps})
     if SHOP:
@@ -125,13 +127,14 @@ def test_three_cycles_of_simulated_corrections_raise_the_cold_start_v0(daphne_se
     settings = {**SETTINGS, "min_new_rows": EPISODES_PER_CYCLE // 2, "eval_seeds": EVAL_SEEDS, "margin": MARGIN}
     settings.update(json.loads(os.environ.get("LOUPE_DEMO_SETTINGS") or "{}"))
     used = manager.call("PATCH", f"/api/v1/projects/{pid}/cycle-settings", settings)
-    first_seed = 10_000 + 20_000 * int(os.environ.get("LOUPE_DEMO_SEED") or 0)  # train seeds 10000-99999
+    run = int(os.environ.get("LOUPE_DEMO_SEED") or 0)
+    first_seed = train_seeds(run, 0, 1)[0]
 
     report, deployed = [], []
     for n in range(CYCLES):
         started, sessions = time.monotonic(), []
         for name, share in episode_shares(EPISODES_PER_CYCLE, TASKS, V0_TASKS).items():
-            seeds = list(range(first_seed + n * 1000, first_seed + n * 1000 + share))
+            seeds = train_seeds(run, n, share)
             sessions += annotate(daphne_server, ["ann1", "ann2"], PASSWORD, pid, tasks[name], seeds)
         if SHOP:
             for task in in_turn(shop, n, SHOP_EPISODES):  # the shop's products in turn, one an episode

@@ -2,7 +2,7 @@
 ones, weighted by episodes (the demonstration itself is tests/cycles/test_cycles_demo.py, `make flywheel`)."""
 import pytest
 
-from demo.simulated_annotators import cycle_figures, episode_shares, group_success
+from demo.simulated_annotators import TRAIN_SEEDS, cycle_figures, episode_shares, group_success, train_seeds
 
 
 def _evaluation(rates: dict[str, tuple[int, float]]) -> dict:
@@ -91,3 +91,17 @@ def test_in_turn_goes_round_the_tasks_from_where_the_last_cycle_stopped():
     assert cycles == [["speaker", "headphones"], ["radio", "turntable"], ["speaker", "headphones"]]
     assert in_turn(products, 1, 3) == ["turntable", "speaker", "headphones"]
     assert in_turn(["one"], 5, 2) == ["one", "one"]
+
+
+def test_every_demonstration_run_annotates_train_seeds_of_its_own_within_the_tasks_range():
+    """LOUPE_DEMO_SEED=5 asked for seeds from 110000, past the train tasks' 99999, and the bench stopped on the API's
+    400; runs 0-4 keep the seeds they had."""
+    low, high = TRAIN_SEEDS
+    assert [train_seeds(run, 0, 1)[0] for run in range(5)] == [10_000, 30_000, 50_000, 70_000, 90_000]
+    taken: dict[int, int] = {}
+    for run in range(34):
+        for cycle in range(3):
+            for seed in train_seeds(run, cycle, 40):
+                assert low <= seed <= high, (run, cycle, seed)
+                assert taken.setdefault(seed, run) == run, f"runs {taken[seed]} and {run} both annotate seed {seed}"
+    assert all(low <= seed <= high for seed in train_seeds(7, 40, 2_000))  # many cycles wrap round, never out
