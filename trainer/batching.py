@@ -292,8 +292,7 @@ class Batcher:
             finished.append(done)
             held.append(taken)  # the fed tokens whose next token was taken
         for row, taken in enumerate(held):
-            self._mask[row, length + taken:] = 0
-        self._keep_columns(slice(0, length + max(held)))
+            self._mask[row, length + taken:] = 0  # columns no row holds any more go at _compact
         for row, request in enumerate(active):
             if finished[row] and not request.cancelled and request.error is None:
                 count = len(request.prompt) + len(request.ids) - 1  # the fed tokens: the prompt and all but the last
@@ -322,13 +321,6 @@ class Batcher:
         return draft(request.prompt + request.ids, len(request.prompt),
                      max(0, min(DRAFT_TOKENS, request.max_tokens - len(request.ids) - 1)), recent=self._recent)
 
-    def _keep_columns(self, columns: slice) -> None:
-        if columns.start == 0 and columns.stop >= self._mask.shape[1]:
-            return
-        self._mask = self._mask[:, columns]
-        for layer in self._cache.layers:
-            layer.keys, layer.values = layer.keys[:, :, columns], layer.values[:, :, columns]
-
     def _compact(self) -> None:
         """Drop the columns every row masks (a left request's padding), and once the rows' holes (rejected drafts)
         come to ``COMPACT_ABOVE`` columns or more, move each row's kept columns to the right end, in order. The keys
@@ -336,7 +328,11 @@ class Batcher:
         import torch
 
         used = (self._mask.sum(dim=0) > 0).nonzero()
-        self._keep_columns(slice(int(used[0]), int(used[-1]) + 1))
+        first, last = int(used[0]), int(used[-1]) + 1
+        if first > 0 or last < self._mask.shape[1]:
+            self._mask = self._mask[:, first:last]
+            for layer in self._cache.layers:
+                layer.keys, layer.values = layer.keys[:, :, first:last], layer.values[:, :, first:last]
         counts = self._mask.sum(dim=1)
         width = int(counts.max())
         if self._mask.shape[1] - width < COMPACT_ABOVE:
