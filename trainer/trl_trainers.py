@@ -235,26 +235,22 @@ class LoupeSFTTrainer(LoupeSchedule, SFTTrainer):
 
     Qwen2.5-VL says its forward takes no loss arguments (``accepts_loss_kwargs = False``), so the Trainer would not
     count the batch's tokens across ranks, and each rank would average over its own tokens (rows of different
-    lengths then weigh differently than in one process; trainer/README.md). TRL's SFT loss is
-    computed by TRL, not by that forward, and divides by the count it is given."""
+    lengths then weigh differently than in one process; trainer/README.md). So the loss is told the trainer counts
+    the tokens (``model_accepts_loss_kwargs``), and :func:`answer_loss` divides by the count it is given."""
 
-    def __init__(self, *args, model_loss: bool = False, **kwargs):
+    def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.model_accepts_loss_kwargs = True
-        self.loupe_model_loss = model_loss
         # the output layer only where a token is learnt (answer_loss), if the model can be asked to
-        self.loupe_answer_logits = model_loss and keeps_logits(self.model)
+        self.loupe_answer_logits = keeps_logits(self.model)
         if self.loupe_answer_logits:
             self.compute_loss_func = answer_loss
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        """With ``model_loss`` (text rows, labelled by sft.py): the causal-LM loss over the answer tokens of every
-        process's rows, as the Trainer computes it, instead of TRL's fused head, whose tiles run as Python on a CPU
-        and made the steps slower (trainer/README.md, "Measured around TRL"). The output layer runs only at the
-        positions whose next token is learnt (:func:`answer_loss`)."""
-        if not self.loupe_model_loss:
-            return super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                        num_items_in_batch=num_items_in_batch)
+        """The causal-LM loss over the answer tokens of every process's rows (their ``labels``: sft.py's for text
+        rows, TRL's collator's assistant mask for vision-language rows), as the Trainer computes it, instead of TRL's
+        fused head, whose tiles run as Python on a CPU and made the steps slower (trainer/README.md, "Measured around
+        TRL"). The output layer runs only at the positions whose next token is learnt (:func:`answer_loss`)."""
         mode = "train" if self.model.training else "eval"
         if mode == "train":  # the count TRL keeps for its num_tokens metric (tokens_per_s on the progress lines)
             self._total_train_tokens += self.accelerator.gather_for_metrics(inputs["attention_mask"].sum()).sum().item()
@@ -408,7 +404,7 @@ def prepare_sft(config, rows: list[dict], style: str, vision: bool, val: list[di
     held_out = (dataset(val, ("messages",)) if vision else tokenized(val)) if val else None
     trainer = LoupeSFTTrainer(model=loaded.model, args=args, train_dataset=data, eval_dataset=held_out,
                               processing_class=loaded.tokenizer, callbacks=[progress, *([best] if best else [])],
-                              lr_factor=schedule(config, progress), model_loss=not vision)
+                              lr_factor=schedule(config, progress))
     return _run(trainer, progress, loaded, rows, planned, batch, workdir, best)
 
 
