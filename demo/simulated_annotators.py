@@ -6,7 +6,11 @@ Each one logs in for a token, starts a supervised episode, and watches the live 
 who reads the screen, it keeps its own copy of the page: the same task and seed in its own env (a MiniWoB
 page, or the shop or wiki in its own browser; an authored task's JSON learnt first), replaying every executed step. At each proposal it asks the task's scripted solver what a
 competent person would do, then:
-- approves the model's step when it does the same thing (a click inside the same element, the same text),
+- approves the model's step when it does the same thing (a click inside the same element, the same text) and its
+  thought says so: a thought that quotes the line of an element its action does not click ('[button] "Submit" x=50,
+  y=108' before a click into the text field) is edited, as a person who reads the thought would (approved, it would
+  teach the checkpoint to write one thing and do another: cycle 1 of a flywheel run trained on three such enter-text
+  approvals, and its candidate then repeated "I click into the text field" until the step limit),
 - edits it to the solver's step when it is wrong, keeping the model's way of writing its thought: when the model
   quotes the line of the element it clicks (as the cold-start v0 learnt to), the person quotes the right one,
 
@@ -38,6 +42,7 @@ class SessionReport:
     approved: int = 0
     edited: int = 0
     took_over: int = 0
+    thoughts_fixed: int = 0  # of the edits: a right action whose thought quoted another element's line
     reward: float | None = None
     checkpoint: str | None = None
     seconds: float = 0.0
@@ -121,6 +126,18 @@ def same_step(proposal: dict, solver_action, observation) -> bool:
 
 
 QUOTED_LINE = re.compile(r'\[[\w-]+\] ".*" x=-?\d+, y=-?\d+')  # an element's line, as a prompt shows it
+_QUOTED_POINT = re.compile(r'\[[\w-]+\] ".*?" x=(-?\d+), y=(-?\d+)')
+
+
+def thought_fits(thought: str, action: dict | None) -> bool:
+    """Whether a proposal's thought agrees with its action: a thought that quotes element lines (the checkpoint's
+    convention: its click copies the numbers it has just written) quotes last the point it clicks. A thought that
+    quotes nothing, or an action without a point, is not judged here."""
+    points = _QUOTED_POINT.findall(thought or "")
+    args = (action or {}).get("args") or {}
+    if not points or not {"x", "y"} <= set(args):
+        return True
+    return (int(points[-1][0]), int(points[-1][1])) == (args["x"], args["y"])
 
 
 def corrected_thought(proposed: str, solver_turn, observation, style: str, quotes: bool = False) -> str:
@@ -231,11 +248,13 @@ class SimulatedAnnotator:
                     report.took_over += 1
                     socket.send("takeover")
                     continue
-                if same_step(data, turn.action, observation):
+                right = same_step(data, turn.action, observation)
+                if right and thought_fits(data.get("thought", ""), data["action"]):
                     report.approved += 1
                     socket.send("approve", index=data["index"])
                 else:
                     report.edited += 1
+                    report.thoughts_fixed += right
                     thought = corrected_thought(data.get("thought", ""), turn, observation, self.style, self.quotes)
                     socket.send("edit", index=data["index"], thought=thought, action=action_text)
             else:
@@ -364,6 +383,7 @@ def cycle_figures(cycle: dict, reports: list, annotate_seconds: float, groups: d
         "rows": {s["kind"]: s["rows"] for s in cycle["snapshots"] if s["status"] == "ready"},
         "annotation": {"episodes": len(reports), "approved": sum(r.approved for r in reports),
                        "edited": sum(r.edited for r in reports), "took_over": sum(r.took_over for r in reports),
+                       "thoughts_fixed": sum(r.thoughts_fixed for r in reports),
                        "successes": sum(1 for r in reports if (r.reward or 0) > 0.5),
                        "seconds": round(annotate_seconds, 1)},
     }

@@ -105,3 +105,20 @@ def test_every_demonstration_run_annotates_train_seeds_of_its_own_within_the_tas
                 assert low <= seed <= high, (run, cycle, seed)
                 assert taken.setdefault(seed, run) == run, f"runs {taken[seed]} and {run} both annotate seed {seed}"
     assert all(low <= seed <= high for seed in train_seeds(7, 40, 2_000))  # many cycles wrap round, never out
+
+
+def test_a_thought_fits_its_click_only_when_the_last_line_it_quotes_is_the_one_clicked():
+    """Approvals a flywheel run's cycle 1 trained on: the click went into the text field while the thought quoted the
+    Submit button. The simulated person edits such a step (its right action, the thought fixed) instead of approving it."""
+    from demo.simulated_annotators import thought_fits
+
+    click = {"name": "click", "args": {"x": 66, "y": 68}}
+    assert not thought_fits('I click into the text field to enter it; I click into the button to click it. '
+                            '[button] "Submit" x=50, y=108', click)
+    assert thought_fits('I click into the text field. [textbox] "" x=66, y=68', click)
+    # the last quoted line is the one the click copies
+    assert thought_fits('Not [button] "Submit" x=50, y=108 but [textbox] "" x=66, y=68', click)
+    assert not thought_fits('[textbox] "" x=66, y=68 then [button] "Submit" x=50, y=108', click)
+    assert thought_fits("I click into the text field.", click)  # no quote: nothing to compare
+    assert thought_fits('I type it. [textbox] "" x=66, y=68', {"name": "type", "args": {"text": "Karrie"}})
+    assert thought_fits('[link] "say \\"hi\\"" x=66, y=68', click)
