@@ -125,15 +125,14 @@ def same_step(proposal: dict, solver_action, observation) -> bool:
     return action.get("args") == solver_action.args
 
 
-QUOTED_LINE = re.compile(r'\[[\w-]+\] ".*" x=-?\d+, y=-?\d+')  # an element's line, as a prompt shows it
-_QUOTED_POINT = re.compile(r'\[[\w-]+\] ".*?" x=(-?\d+), y=(-?\d+)')
+QUOTED_LINE = re.compile(r'\[[\w-]+\] ".*?" x=(-?\d+), y=(-?\d+)')  # an element's line, as a prompt shows it
 
 
 def thought_fits(thought: str, action: dict | None) -> bool:
     """Whether a proposal's thought agrees with its action: a thought that quotes element lines (the checkpoint's
     convention: its click copies the numbers it has just written) quotes last the point it clicks. A thought that
     quotes nothing, or an action without a point, is not judged here."""
-    points = _QUOTED_POINT.findall(thought or "")
+    points = QUOTED_LINE.findall(thought or "")
     args = (action or {}).get("args") or {}
     if not points or not {"x", "y"} <= set(args):
         return True

@@ -22,9 +22,10 @@ Text models are served by continuous batching on the CPU (trainer/batching.py): 
 together, each with its own KV cache, a greedy request taking every token prompt lookup drafts that the model would
 choose (several a pass), and a prompt that starts with an earlier request's tokens (an episode's next step) reads
 only what is new, so the rollout and live workers of a host share one copy of a model (``make run`` starts one such
-server a host: LOUPE_POLICY_SERVER_URL). ``logprobs`` and ``top_logprobs`` (up to 20 alternatives a token) are answered as OpenAI does. A prompt longer than the model's context is a 400; a client
-that goes away mid-answer leaves the batch at the next pass, the others go on. A vision-language model serves one
-request at a time (a lock per model). vLLM is the production path.
+server a host: LOUPE_POLICY_SERVER_URL). ``logprobs`` and ``top_logprobs`` (up to 20 alternatives a token) are
+answered as OpenAI does. A prompt longer than the model's context is a 400; a client that goes away mid-answer leaves
+the batch at the next pass, the others go on. A vision-language model serves one request at a time (a lock per
+model). vLLM is the production path.
 """
 
 from __future__ import annotations
