@@ -87,11 +87,10 @@ MIXED_PRECISION_MIN_WIDTH = 512
 
 
 def cpu_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 matrices natively (AMX or AVX-512 BF16, through oneDNN)."""
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
+    """Whether this CPU multiplies bfloat16 matrices in hardware (AMX or AVX-512 BF16): the local policy's test."""
+    from agent.policies.local import cpu_multiplies_bf16
+
+    return cpu_multiplies_bf16()
 
 
 def text_config(init: str | os.PathLike) -> dict:

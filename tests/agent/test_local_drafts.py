@@ -58,3 +58,24 @@ def test_a_draft_the_model_refuses_changes_nothing(tmp_path, monkeypatch):
     refused = policy.act(MESSAGES)
     assert refused.token_ids == plain.token_ids
     assert refused.token_logprobs == pytest.approx(plain.token_logprobs, abs=1e-4)
+
+
+@pytest.mark.parametrize("capabilities, expected", [
+    ({"avx2": True}, False),  # an AVX2 CPU (Zen 3)
+    ({"avx512_f": True, "avx512_bw": True, "avx512_vnni": True, "avx512_bf16": False}, False),  # Ice Lake: emulated
+    ({"avx512_f": True, "avx512_bf16": True}, True),  # Cooper Lake, Zen 4
+    ({"avx512_f": True, "avx512_bf16": False, "amx_bf16": True}, True),  # Sapphire Rapids
+])
+def test_bfloat16_only_where_the_cpu_multiplies_it_in_hardware(monkeypatch, capabilities, expected):
+    # oneDNN's own test says yes for any AVX-512 CPU, where bfloat16 products are several times slower than float32
+    from types import SimpleNamespace
+
+    import torch
+
+    from trainer.model import cpu_bf16
+
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: capabilities)
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True, raising=False)
+    assert local.cpu_multiplies_bf16() is expected and cpu_bf16() is expected  # the trainer's autocast asks the same
+    smollm2 = SimpleNamespace(config=SimpleNamespace(get_text_config=lambda: SimpleNamespace(hidden_size=576)))
+    assert local._bf16_fits(smollm2) is expected
