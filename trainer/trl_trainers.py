@@ -73,6 +73,15 @@ from trainer.vlm import check_chat_template
 
 log = logging.getLogger("trainer")
 
+# TRL reports every trainer it builds to the Hugging Face Hub (its class, the model's architecture, LoRA or not, the
+# world size) from a thread of its own, unless the Hub's telemetry is off. A Loupe run trains people's data on their
+# machines and is offline by design: off unless HF_HUB_DISABLE_TELEMETRY says otherwise. Set on the module the Hub
+# reads at each send, not in os.environ, so the warm trainer's environment stays that of the processes it serves.
+if os.environ.get("HF_HUB_DISABLE_TELEMETRY") is None:
+    import huggingface_hub.constants
+
+    huggingface_hub.constants.HF_HUB_DISABLE_TELEMETRY = True
+
 # LoRA's default targets on a vision-language model: the language model's linear layers. vLLM serves such an adapter
 # at runtime against the base; the vision tower keeps its weights (name it in --lora targets=... to adapt it too). A
 # text model's default is PEFT's "all-linear": every linear layer but the output head.

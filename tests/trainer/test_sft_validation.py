@@ -61,3 +61,17 @@ def test_patience_without_val_data_and_an_empty_val_file_are_refused(tmp_path):
     with pytest.raises(TrainerError, match="no rows"):
         train_sft(SFTConfig(data=data, val_data=str(tmp_path / "empty.jsonl"), init="tiny",
                             out=str(tmp_path / "ck"), max_steps=2))
+
+
+def test_a_run_reports_nothing_to_the_hugging_face_hub(tmp_path, monkeypatch):
+    # TRL pings the Hub from every trainer it builds (outside CI); a Loupe run trains people's data offline
+    from huggingface_hub.utils import _telemetry
+
+    queued = []
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setattr(_telemetry, "_start_telemetry_thread", lambda: None)
+    monkeypatch.setattr(_telemetry._TELEMETRY_QUEUE, "put", queued.append)
+    data = rows_file(tmp_path / "train.jsonl", 4)
+    metrics = train_sft(SFTConfig(data=data, init="tiny", out=str(tmp_path / "ck"), max_steps=1, batch_tokens=4096,
+                                  warmup_steps=0))
+    assert metrics["steps"] == 1 and queued == []
