@@ -199,12 +199,16 @@ def _stream(run: TrainingRun, argv: list[str], *, phase: str, weight: tuple[floa
         a, b = (phases or {}).get(item["phase"], (0.0, 1.0))
         done = a + (b - a) * min(1.0, item["step"] / item["total"])
         run.progress = round(lo + (hi - lo) * done, 4)
-        last = run.metrics[-1].get("line") if run.metrics else -1
+        previous = run.metrics[-1] if run.metrics else {}
+        last = previous.get("line", -1)
         item["line"] = last + 1 if isinstance(last, int) else len(run.metrics)  # kept when the lines are thinned
         run.metrics.append(item)
         if len(run.metrics) > MAX_METRIC_POINTS:
             run.metrics = run.metrics[::2]
-        if time.monotonic() - last_save > 1.0:
+        # Stored at most once a second, but always the first line of a phase: the cold start's demonstrations end
+        # in a burst, and SFT's "step 0 of 60" came within that second and waited for SFT's first logged step, so
+        # the Runs page read "demos step 440 of 450" for minutes while the model trained.
+        if time.monotonic() - last_save > 1.0 or item["phase"] != previous.get("phase"):
             TrainingRun.objects.filter(pk=run.pk).update(progress=run.progress, metrics=run.metrics)
             last_save = time.monotonic()
 

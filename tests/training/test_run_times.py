@@ -3,8 +3,11 @@ run's progress lines thinned for the chart with how much (metrics_every), never 
 import datetime as dt
 import json
 import sys
+import threading
+import time
 
 import pytest
+from django.db import connection
 from rest_framework.test import APIClient
 
 from training import runs as training
@@ -68,3 +71,35 @@ def test_a_long_runs_curve_is_thinned_over_the_whole_run_and_says_how_much():
     shown = {r["id"]: r for r in _runs(manager, project)}[short.pk]
     assert (len(shown["metrics"]), shown["metrics_lines"], shown["metrics_every"]) == (150, 300, 2)
     assert shown["metrics"][-1]["step"] == 300
+
+
+@pytest.mark.django_db(transaction=True)  # read by another connection while it runs
+def test_a_new_phases_first_line_is_stored_at_once_even_inside_a_burst(tmp_path):
+    """The cold start's demonstrations end in a burst of lines, then SFT says "step 0" and trains for minutes before
+    its next line: the Runs page must read SFT's line meanwhile, not the demonstrations' last."""
+    project = make_project()
+    run = TrainingRun.objects.create(project=project, algorithm="sft", status="running")
+    gate = tmp_path / "go"
+    lines = [json.dumps({"step": n, "total": 450, "phase": "demos"}) for n in range(10, 460, 10)]
+    script = (f"import os, time\nfor line in {lines!r}: print(line, flush=True)\n"
+              f"print('{{\"step\": 0, \"total\": 60, \"phase\": \"sft\"}}', flush=True)\n"
+              f"while not os.path.exists({str(gate)!r}): time.sleep(0.05)\nprint('{{\"done\": true}}')")
+    seen = {}
+
+    def watch():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            metrics = TrainingRun.objects.get(pk=run.pk).metrics
+            if metrics and metrics[-1].get("phase") == "sft":
+                seen["stored"] = metrics[-1]
+                break
+            time.sleep(0.05)
+        gate.touch()
+        connection.close()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    training._stream(run, [sys.executable, "-c", script], phase="sft", weight=(0.0, 1.0),
+                     phases=training.COLDSTART_PHASES)
+    watcher.join()
+    assert seen.get("stored", {}).get("step") == 0, "SFT's first line was not stored while it trained"

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { TrainingRun } from "../api/runs";
 import { mockFetch, type Routes } from "../test/http";
 import { renderApp } from "../test/render";
-import { lossSeries, nextSteps, runStatusText, runTimes, runTitle, thinnedNote, validationSeries, validationSummary } from "./runView";
+import { lossSeries, nextSteps, progressText, runStatusText, runTimes, runTitle, thinnedNote, validationSeries, validationSummary } from "./runView";
 
 afterEach(() => vi.unstubAllGlobals());
 
@@ -62,6 +62,16 @@ describe("runView", () => {
       { name: "sft", points: [{ x: 0, y: 1.2 }, { x: 10, y: 0.8 }] },
     ]);
     expect(lossSeries(makeRun({ metrics: [{ step: 3, loss: 0.5 }, { step: 4 }] }))).toEqual([{ name: "sft", points: [{ x: 3, y: 0.5 }] }]);
+  });
+
+  it("says where a run is in words, not the trainer's phase names", () => {
+    expect(progressText(makeRun({ metrics: [{ step: 440, total: 450, phase: "demos" }] }))).toBe(
+      "Recording demonstrations: episode 440 of 450",
+    );
+    expect(progressText(makeRun())).toBe("Supervised fine-tuning: step 10 of 40");
+    expect(progressText(makeRun({ metrics: [{ step: 1, total: 1, phase: "base" }] }))).toBe("Preparing the base model");
+    expect(progressText(makeRun({ algorithm: "dpo", metrics: [{ step: 3 }] }))).toBe("Preference training (DPO): step 3");
+    expect(progressText(makeRun({ metrics: [] }))).toBeNull();
   });
 
   it("adds the held-out rows' validation loss as its own curve and says which step's weights the run kept", () => {

@@ -12,6 +12,7 @@ import {
   latestMetric,
   lossSeries,
   nextSteps,
+  progressText,
   runStatusText,
   runTimes,
   runTitle,
@@ -90,7 +91,7 @@ export function RunCard({ run }: { run: TrainingRun }) {
       <ProgressBar run={run} />
       <p className="muted small">
         {percent}%
-        {latest && typeof latest.step === "number" ? ` · ${latest.phase ?? run.algorithm} step ${latest.step}${latest.total ? ` of ${latest.total}` : ""}` : ""}
+        {progressText(run) ? ` · ${progressText(run)}` : ""}
         {latest && typeof latest.loss === "number" ? ` · loss ${latest.loss.toFixed(4)}` : ""}
         {run.status === "queued" ? " · waiting for a training worker" : ""}
         {run.checkpoint ? ` · produced ${run.checkpoint.name}` : ""}

@@ -114,6 +114,26 @@ function ordinal(n: number): string {
   return `${n}${{ 1: "st", 2: "nd", 3: "rd" }[n % 10] ?? "th"}`;
 }
 
+const PHASE_WORDS: Record<string, [string, string]> = {
+  base: ["Preparing the base model", ""],
+  demos: ["Recording demonstrations", "episode"],
+  sft: ["Supervised fine-tuning", "step"],
+  dpo: ["Preference training (DPO)", "step"],
+  rl: ["Reinforcement learning", "step"],
+};
+
+/** Where a running run is, in words: "Recording demonstrations: episode 440 of 450", "Supervised fine-tuning: step
+ * 0 of 60". Null before its first progress line. */
+export function progressText(run: TrainingRun): string | null {
+  const latest = latestMetric(run);
+  if (!latest || typeof latest.step !== "number") return null;
+  const phase = typeof latest.phase === "string" && latest.phase ? latest.phase : run.algorithm;
+  const [name, unit] = PHASE_WORDS[phase] ?? [phase.toUpperCase(), "step"];
+  if (!unit) return name;
+  const total = typeof latest.total === "number" && latest.total ? ` of ${latest.total}` : "";
+  return `${name}: ${unit} ${latest.step}${total}`;
+}
+
 /** The latest metric, for "step 120 of 400 · loss 0.42". */
 export function latestMetric(run: TrainingRun) {
   const metrics = run.metrics ?? [];
