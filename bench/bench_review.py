@@ -4,8 +4,10 @@ list API p95, the replay page's data API p95 for a 50-step episode, and snapshot
 throughput in rows per second with the export's peak memory. The snapshot is built with every row rendered (as
 before stored rows: ``snapshot_build(stored=False)``) in one process and in two, then as a first freeze (rendering
 and storing each episode's rows, snapshots/stored_rows.py) in two, then from the stored rows in one process and in
-two (snapshots/build.py splits a build by episode ranges); every hash must be equal. A smaller one built from stored
-rows in two processes, against the larger, projects a million-episode project's freeze. Prints JSON.
+two (snapshots/build.py splits a build by episode ranges); every hash must be equal. A smaller one built from
+stored rows in two processes, against the larger, projects a million-episode project's freeze. Last, a minute of
+rendering ahead (snapshots/render_ahead.py: what each finished episode costs the `default` worker so that a freeze
+finds its rows stored). Prints JSON.
 
 `LOUPE_BENCH_EPISODES` / `LOUPE_BENCH_STEPS_PER_EPISODE` scale it down for a quick look."""
 from __future__ import annotations
@@ -153,7 +155,10 @@ def main() -> None:
 
     # Snapshots of one task's accepted-by-reward episodes, then the export of one streamed to nowhere. An earlier
     # snapshot of the same rows would be returned as it is (freezing the same data twice makes one): drop it first.
+    from django.db.models import Sum
+
     from snapshots.models import DatasetSnapshot, RenderedRows
+    from snapshots.render_ahead import render_ahead
 
     def build(filter_: dict, processes: int, stored: bool = True) -> tuple[object, float]:
         DatasetSnapshot.objects.filter(project=project).delete()
@@ -191,6 +196,14 @@ def main() -> None:
     export_s = time.monotonic() - started
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
+    # Rendering ahead (snapshots/render_ahead.py): what each finished episode then costs the `default` worker, so
+    # that a freeze finds its rows stored (the builds from stored rows above); a minute of it, from no rows stored
+    RenderedRows.objects.all().delete()
+    settings.LOUPE_RENDER_AHEAD_KINDS = "sft"
+    started = time.monotonic()
+    ahead_episodes = render_ahead(project.pk, seconds=60)["sft"]
+    ahead_s = time.monotonic() - started
+    ahead_rows = RenderedRows.objects.aggregate(rows=Sum("rows"))["rows"] or 0
 
     print(json.dumps({
         "load_average_1m": round(os.getloadavg()[0], 2), "load_average_1m_before_builds": load_before_builds,
@@ -204,6 +217,9 @@ def main() -> None:
                                   "build_1_process_rows_per_s": round(snapshot.rows / rendered_1_s),
                                   "build_2_processes_s": round(rendered_2_s, 1),
                                   "build_2_processes_rows_per_s": round(snapshot.rows / rendered_2_s)},
+                     "rendered_ahead": {"episodes": ahead_episodes, "rows": ahead_rows, "seconds": round(ahead_s, 1),
+                                        "rows_per_s": round(ahead_rows / ahead_s),
+                                        "ms_an_episode": round(1000 * ahead_s / max(1, ahead_episodes), 2)},
                      "first_freeze": {"build_2_processes_s": round(first_s, 1),
                                       "build_2_processes_rows_per_s": round(snapshot.rows / first_s),
                                       "stored_mb": round(stored_bytes / 2**20, 1)},

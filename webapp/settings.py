@@ -188,6 +188,7 @@ CELERY_BEAT_SCHEDULE = {
     "cycles-resume": {"task": "flywheel.tasks.cycles_resume", "schedule": 10.0},
     "clips-sweep-stalled": {"task": "annotation.tasks.clips_sweep_stalled", "schedule": 15.0},
     "training-runs-sweep-stalled": {"task": "flywheel.tasks.training_runs_sweep_stalled", "schedule": 20.0},
+    "rows-render-ahead": {"task": "snapshots.tasks.render_ahead_sweep", "schedule": 300.0},
 }
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
@@ -292,6 +293,11 @@ LOUPE_TRAIN_STALLED_SECONDS = float(os.environ.get("LOUPE_TRAIN_STALLED_SECONDS"
 # a GPU, under torchrun or accelerate launch (with an accelerate config: trainer/launch/ddp.yaml, fsdp.yaml, zero3.yaml)
 LOUPE_TRAIN_PROCESSES = int(os.environ.get("LOUPE_TRAIN_PROCESSES", "1"))
 LOUPE_SNAPSHOT_PROCESSES = int(os.environ.get("LOUPE_SNAPSHOT_PROCESSES", "2"))  # a snapshot build split over processes (snapshots/build.py)
+# Rows rendered ahead of a freeze (snapshots/render_ahead.py): of these kinds ('' renders none ahead), this many seconds
+# after an episode finishes, at most this many seconds a job (the beat's sweep every 5 minutes goes on where it stopped)
+LOUPE_RENDER_AHEAD_KINDS = os.environ.get("LOUPE_RENDER_AHEAD_KINDS", "sft,dpo")
+LOUPE_RENDER_AHEAD_DELAY = float(os.environ.get("LOUPE_RENDER_AHEAD_DELAY", "60"))
+LOUPE_RENDER_AHEAD_SECONDS = float(os.environ.get("LOUPE_RENDER_AHEAD_SECONDS", "120"))
 LOUPE_TRAIN_LAUNCHER = os.environ.get("LOUPE_TRAIN_LAUNCHER", "torchrun")  # torchrun | accelerate
 LOUPE_TRAIN_LAUNCH_CONFIG = os.environ.get("LOUPE_TRAIN_LAUNCH_CONFIG", "")  # relative to the repo root, or absolute
 # The Unix socket of a warm trainer on this host (python -m trainer warm --socket PATH; trainer/warm.py): trainer commands
