@@ -21,7 +21,7 @@ from core.jobs import job
 from projects.models import Project
 from rollouts.models import Episode, EpisodeStatus
 from snapshots.buckets import bucket_episodes, export_target
-from snapshots.models import RenderedRows
+from snapshots.models import RenderedRows, SnapshotKind
 from snapshots.stored_rows import episodes_rendered, rendering_key
 
 log = logging.getLogger("loupe.snapshots")
@@ -35,9 +35,13 @@ def kinds() -> list[str]:
 
 def unrendered(project: Project, kind: str, key: str):
     """The project's episodes of bucket ``kind`` with no rows stored under ``key`` (a change drops an episode's
-    stored rows: database triggers), oldest first."""
+    stored rows: database triggers), oldest first. A DPO branch's rows are its pair with its parent, rendered at
+    every freeze and never stored: not listed."""
     stored = RenderedRows.objects.filter(episode_id=OuterRef("pk"), kind=kind, key=key)
-    return bucket_episodes(project, kind).filter(~Exists(stored)).order_by("pk")
+    episodes = bucket_episodes(project, kind).filter(~Exists(stored))
+    if kind == SnapshotKind.DPO:
+        episodes = episodes.filter(parent__isnull=True)
+    return episodes.order_by("pk")
 
 
 def render_ahead(project_id: int, *, seconds: float | None = None) -> dict[str, int]:
@@ -57,16 +61,33 @@ def render_ahead(project_id: int, *, seconds: float | None = None) -> dict[str, 
         return done
     for kind in kinds():
         key = rendering_key(kind, target, project.settings)
-        done[kind] = 0
+        done[kind], last = 0, 0
         while time.monotonic() - started < budget:
-            ids = list(unrendered(project, kind, key).values_list("pk", flat=True)[:CHUNK])
+            # onwards from the last chunk: each episode once a job, one that cannot be rendered left behind
+            ids = list(unrendered(project, kind, key).filter(pk__gt=last).values_list("pk", flat=True)[:CHUNK])
             if not ids:
                 break
-            # each episode once: a DPO branch's rows (its pair) are never stored and would be listed again
-            done[kind] += sum(1 for _ in episodes_rendered(kind, ids, target, None, project.settings, chunk=CHUNK))
-            if len(ids) < CHUNK:
-                break
+            last = ids[-1]
+            done[kind] += _chunk_render(project, kind, ids, target)
     return done
+
+
+def _chunk_render(project: Project, kind: str, ids: list[int], target) -> int:
+    """How many of ``ids`` were rendered and stored. An episode the renderer fails on is logged and left to the
+    freeze, which says why; the others of its chunk are rendered one by one."""
+    def run(chunk: list[int]) -> int:
+        return sum(1 for _ in episodes_rendered(kind, chunk, target, None, project.settings, chunk=CHUNK))
+
+    try:
+        return run(ids)
+    except Exception:  # noqa: BLE001 - one episode's records: find it, render the rest
+        made = 0
+        for pk in ids:
+            try:
+                made += run([pk])
+            except Exception as exc:  # noqa: BLE001
+                log.warning("render ahead: episode %s (%s rows) cannot be rendered: %r", pk, kind, exc)
+        return made
 
 
 def render_ahead_sweep() -> dict[int, dict[str, int]]:

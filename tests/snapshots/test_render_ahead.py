@@ -7,12 +7,12 @@ import pytest
 from django.conf import settings
 from django.core.cache import cache
 
-from rollouts.models import Step
-from snapshots import render_ahead
+from rollouts.models import Episode, Step
+from snapshots import render_ahead, stored_rows
 from snapshots.buckets import bucket_episodes
 from snapshots.models import RenderedRows
 from tests.factories import make_finished_episode, make_project, make_task
-from tests.snapshots.test_stored_rows import _build, _episodes, _not_rendered, _same
+from tests.snapshots.test_stored_rows import EDITED, _build, _episodes, _not_rendered, _same
 
 pytestmark = pytest.mark.django_db
 
@@ -109,3 +109,35 @@ def test_with_redis_away_an_episode_still_finishes_and_the_sweep_renders_it(demo
     assert swept[project.pk] == swept[gamma.pk] == {"sft": 1, "dpo": 0}  # a success with no correction
     assert demo["other"].pk not in swept  # no finished episode: not visited
     assert RenderedRows.objects.filter(episode=episode, kind="sft").exists()
+
+
+def test_an_episode_that_cannot_be_rendered_is_left_to_the_freeze_and_the_others_are_stored(demo, monkeypatch,
+                                                                                           caplog):
+    project, task = demo["project"], demo["task"]
+    _episodes(project, task, n=6)
+    monkeypatch.setattr(settings, "LOUPE_RENDER_AHEAD_KINDS", "sft")
+    sft = list(bucket_episodes(project, "sft").order_by("pk").values_list("pk", flat=True))
+    bad, real = sft[1], stored_rows.rows_iter
+
+    def rows_iter(kind, episode_ids, **kwargs):
+        for episode, rows in real(kind, episode_ids, **kwargs):
+            if episode.pk == bad:
+                raise ValueError("a step's action is not an action: {'name': 7}")
+            yield episode, rows
+
+    monkeypatch.setattr(stored_rows, "rows_iter", rows_iter)
+    with caplog.at_level(logging.WARNING, logger="loupe.snapshots"):
+        assert render_ahead.render_ahead(project.pk) == {"sft": len(sft) - 1}
+    assert f"episode {bad} (sft rows) cannot be rendered" in caplog.text
+    assert set(RenderedRows.objects.values_list("episode_id", flat=True)) == set(sft) - {bad}
+
+
+def test_a_dpo_branch_is_not_rendered_ahead_its_rows_are_its_pair_with_its_parent(demo, monkeypatch):
+    project, task = demo["project"], demo["task"]
+    parent = make_finished_episode(project, task, steps=[EDITED])
+    branch = make_finished_episode(project, task, steps=[EDITED])
+    Episode.objects.filter(pk=branch.pk).update(parent=parent)
+    monkeypatch.setattr(settings, "LOUPE_RENDER_AHEAD_KINDS", "dpo")
+    assert bucket_episodes(project, "dpo").filter(pk=branch.pk).exists()
+    assert render_ahead.render_ahead(project.pk) == {"dpo": 1}  # the parent: the branch is rendered by each freeze
+    assert render_ahead.render_ahead(project.pk) == {"dpo": 0}
