@@ -200,7 +200,7 @@ def _stream(run: TrainingRun, argv: list[str], *, phase: str, weight: tuple[floa
         done = a + (b - a) * min(1.0, item["step"] / item["total"])
         run.progress = round(lo + (hi - lo) * done, 4)
         previous = run.metrics[-1] if run.metrics else {}
-        last = previous.get("line", -1)
+        last = previous.get("line") if previous else -1
         item["line"] = last + 1 if isinstance(last, int) else len(run.metrics)  # kept when the lines are thinned
         run.metrics.append(item)
         if len(run.metrics) > MAX_METRIC_POINTS:
