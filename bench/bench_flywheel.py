@@ -57,13 +57,16 @@ def main() -> None:
     deployed = summary["deployed"]  # per cycle (0: v0): {"all", "old", "new"}
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
-    series = {f"deployed, {group} tasks": [(i, d[group]) for i, d in enumerate(deployed) if d.get(group) is not None]
-              for group in ("old", "new")}
-    series["candidate, new tasks"] = [(i + 1, c["after"]["new"]) for i, c in enumerate(cycles)
-                                      if c["after"].get("new") is not None]
+    # in percent: the deployed checkpoint after each cycle (0: v0) on all, v0's and the new tasks, and each cycle's
+    # candidate on all (what the gate compares); a rejected candidate's point stands below or beside the line
+    names = {"all": "deployed, all tasks", "old": "deployed, v0's tasks", "new": "deployed, new tasks"}
+    series = {name: [(i, 100 * d[group]) for i, d in enumerate(deployed) if d.get(group) is not None]
+              for group, name in names.items()}
+    series["candidate, all tasks"] = [(i + 1, 100 * c["after"]["all"]) for i, c in enumerate(cycles)
+                                      if c["after"].get("all") is not None]
     (out / "flywheel_success.svg").write_text(line_chart_svg(
         series, title="Flywheel: held-out success after each cycle (cycle 0: the cold-start v0)", x_label="cycle",
-        y_label="success rate"))
+        y_label="success (%)"))
     print(json.dumps({
         "v0": deployed[0] if deployed else None, "deployed_per_cycle": deployed[1:],
         "candidate_per_cycle": [c["after"] for c in cycles],
