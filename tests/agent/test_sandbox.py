@@ -152,6 +152,10 @@ BOMB = {"id": "fork-bomb", "instruction": "x", "evaluator": {"func": "infeasible
 HOG = {"id": "memory-hog", "instruction": "x", "evaluator": {"func": "infeasible"},
        "config": [{"type": "execute", "parameters": {"command": "python3 -c 'b = bytearray(1 << 30)'",
                                                      "shell": True}}]}
+# a setup step that takes the window manager down as it fails (as a fork bomb can, at the process limit)
+TAKES_DOWN = {"id": "takes-down", "instruction": "x", "evaluator": {"func": "infeasible"},
+              "config": [{"type": "execute", "parameters": {"command": "pkill -ABRT -x openbox; sleep 30",
+                                                            "shell": True, "timeout": 1}}]}
 QUIET = {"id": "quiet", "instruction": "x", "evaluator": {"func": "infeasible"},
          "config": [{"type": "execute", "parameters": {"command": "echo fine > ~/fine.txt", "shell": True}}]}
 
@@ -161,7 +165,7 @@ def limited_desktop():
     from agent.envs.desktop import DesktopEnv
 
     env = DesktopEnv(elements=False, limits=Limits(pids=96, memory_mb=384))
-    for task in (BOMB, HOG, QUIET):
+    for task in (BOMB, HOG, TAKES_DOWN, QUIET):
         env.add_task(copy.deepcopy(task))
     yield env
     env.close()
@@ -192,6 +196,15 @@ def test_a_fork_bomb_in_a_setup_step_fails_its_episode_alone(limited_desktop, ot
                                        r"was stopped; it hit|exited with code \d+ \(it hit) its process limit \(96 "
                                        r"processes"):
         limited_desktop.reset("fork-bomb", 0)
+    _goes_on(other_episode, limited_desktop)
+
+
+@needs_desktop
+def test_a_setup_step_that_takes_the_desktop_down_is_named_as_the_cause(limited_desktop, other_episode):
+    with pytest.raises(EnvError, match=r"could not set up takes-down: setup step 1 \(execute\): .* ran over 1\.0 s and "
+                                       r"was stopped; and then the desktop's window manager \(openbox\) \(:\d+\) exited with "
+                                       r"code -6; the episode is lost"):
+        limited_desktop.reset("takes-down", 0)
     _goes_on(other_episode, limited_desktop)
 
 

@@ -118,7 +118,13 @@ class DesktopEnv(Env):
                 self.desktop.new_session()
             osworld.run_setup(self._task.config, self.desktop, files=self.files.get(task))
         except EnvError as exc:
-            self._fail_if_dead()
+            # the step's own failure first, then what it took down with it: a fork bomb that fills the sandbox's
+            # process limit can abort the window manager too (it could not start a thread), and a person needs
+            # the cause, not only that openbox died
+            try:
+                self._fail_if_dead()
+            except EnvError as dead:
+                raise EnvError(f"could not set up {task}: {exc}; and then {dead}") from exc
             raise EnvError(f"could not set up {task}: {exc}") from exc
         finally:
             if self.pool is not None:
