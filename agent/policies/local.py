@@ -9,8 +9,8 @@ Greedy answers are drafted by prompt lookup: the tokens that followed the latest
 few tokens stand (a thought quoting an element line, an action copying the numbers it quoted) are checked in one
 forward pass, and every one the model would have chosen itself is taken; the answer is the same as one token a pass.
 On a CPU a forward pass of one token costs about what one of ten costs (the pass is mostly overhead), so a copied
-span comes almost for free. A model 512 or more wide runs in bfloat16 on a CPU that multiplies it in hardware (AMX, AVX-512 BF16),
-which reads prompts faster (agent/README.md, "Measured").
+span comes almost for free. A model 512 or more wide runs in bfloat16 on a CPU that multiplies it in hardware (AMX,
+AVX-512 BF16), which reads prompts faster (agent/README.md, "Measured").
 ``prompt_style`` is the agent.prompt style the checkpoint was trained on (its ``loupe.json``);
 the rollout loop renders the policy's prompts in it.
 """
