@@ -61,10 +61,12 @@ def render_ahead(project_id: int, *, seconds: float | None = None) -> dict[str, 
         return done
     for kind in kinds():
         key = rendering_key(kind, target, project.settings)
+        # built once a kind: the DPO bucket lists its branch pairs in Python as the queryset is made
+        pending = unrendered(project, kind, key)
         done[kind], last = 0, 0
         while time.monotonic() - started < budget:
             # onwards from the last chunk: each episode once a job, one that cannot be rendered left behind
-            ids = list(unrendered(project, kind, key).filter(pk__gt=last).values_list("pk", flat=True)[:CHUNK])
+            ids = list(pending.filter(pk__gt=last).values_list("pk", flat=True)[:CHUNK])
             if not ids:
                 break
             last = ids[-1]
