@@ -56,10 +56,13 @@ DEFAULTS = {
 MAX_HISTORY_IMAGES = 10
 # The cycle recipe for a pretrained base whose v0 is a LoRA (SmolLM2-135M-Instruct, the demo project's: issue 34),
 # what the demo project starts with and what the flywheel demonstration runs: a fresh LoRA from the deployed weights at
-# v0's learning rate, the steps sized to the rows (two passes, at most 40 steps of about 4 rows), a replay of v0's
+# v0's learning rate, the steps sized to the rows (two passes, at most 80 steps of about 4 rows), a replay of v0's
 # demonstrations as large as the new rows, early stopping when the validation loss has not improved for two progress
 # lines. DEFAULTS' 0.003 for up to 1,000 steps suits the tests' tiny random models.
-PRETRAINED_LORA = {"recipe": [{"algorithm": "sft", "max_steps": 40, "lr": 0.001, "max_epochs": 2, "batch_tokens": 1024,
+# The cap was 40: every cycle stopped there with its validation loss still falling. Seed 3's first cycle from one v0,
+# side by side (mixes of 170 rows, 164 of them the same): 92.9 % on the 141 held-out episodes with 80 steps against
+# 78.0 % with 40, 29 of 33 trained corrections learned against 18 of 34, click-link kept at 100 % (85 %); README.
+PRETRAINED_LORA = {"recipe": [{"algorithm": "sft", "max_steps": 80, "lr": 0.001, "max_epochs": 2, "batch_tokens": 1024,
                                "lora": "r=16"}],
                    "replay_ratio": 1.0, "patience": 2}
 SCHEDULE_TASK = "flywheel.tasks.cycle_scheduled"
