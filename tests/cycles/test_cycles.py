@@ -299,6 +299,22 @@ def test_a_better_candidate_is_deployed_and_a_worse_one_rejected_with_the_number
     assert worse.decision_data["decision"]["promote"] is False
 
 
+def test_a_rejection_past_the_reach_of_the_margin_says_what_to_change(flywheel_project, tmp_path):
+    """At 97 % deployed, a 5-point margin asks for 102 %: every later cycle would train and be rejected. The decision
+    says so, and what a manager can do."""
+    fp = flywheel_project
+    cycle = _decided_cycle(fp, tmp_path, candidate_rate=1.0, deployed_rate=0.97)
+    assert decide.cycle_decide(cycle_id=cycle.pk) == CycleState.REJECTED
+    cycle.refresh_from_db()
+    assert cycle.decision == ("rejected: c1 100.0% vs deployed untrained 97.0% on the same 20 eval episodes; gain +3.0 "
+                              "points, the margin is 5.0; at 97.0% the deployed checkpoint cannot be beaten by the "
+                              "margin on these eval tasks: add eval tasks it fails, or lower the margin")
+    reachable = _decided_cycle(make_project_like(fp), tmp_path / "b", candidate_rate=0.96, deployed_rate=0.95)
+    assert decide.cycle_decide(cycle_id=reachable.pk) == CycleState.REJECTED  # 95 % + 5 points is reachable
+    reachable.refresh_from_db()
+    assert "cannot be beaten" not in reachable.decision and reachable.decision_data["decision"]["promote"] is False
+
+
 def test_an_earlier_cycles_measurement_on_the_same_plan_is_reused_and_another_plan_is_measured(flywheel_project,
                                                                                                tmp_path, monkeypatch):
     """The deployed checkpoint was measured as the candidate in the cycle before, on the same seeds, step limits and
