@@ -65,8 +65,9 @@ def decision_of(cycle: Cycle) -> dict:
         data["text"] = f"promote: {versus}; gain {gain * 100:+.1f} points >= margin {margin * 100:.1f}" + said
     else:
         data["text"] = f"rejected: {versus}; gain {gain * 100:+.1f} points, the margin is {margin * 100:.1f}"
-        if deployed.success_rate + margin > 1 + 1e-9:
-            # past 1 - margin no candidate can be promoted: the cycles would train and be rejected for ever
+        if deployed.success_rate + margin > 1 + 1e-9 or deployed.success_rate > 1 - 1e-9:
+            # past 1 - margin (at 1 with no margin) no candidate can be promoted: the cycles would train and be
+            # rejected for ever
             data["text"] += (f"; at {_pct(deployed.success_rate)} the deployed checkpoint cannot be beaten by the "
                              "margin on these eval tasks: add eval tasks it fails, or lower the margin")
         data["text"] += said

@@ -313,6 +313,10 @@ def test_a_rejection_past_the_reach_of_the_margin_says_what_to_change(flywheel_p
     assert decide.cycle_decide(cycle_id=reachable.pk) == CycleState.REJECTED  # 95 % + 5 points is reachable
     reachable.refresh_from_db()
     assert "cannot be beaten" not in reachable.decision and reachable.decision_data["decision"]["promote"] is False
+    perfect = _decided_cycle(make_project_like(fp), tmp_path / "c", candidate_rate=1.0, deployed_rate=1.0, margin=0.0)
+    assert decide.cycle_decide(cycle_id=perfect.pk) == CycleState.REJECTED  # no margin, but a gain must be above 0
+    perfect.refresh_from_db()
+    assert "; at 100.0% the deployed checkpoint cannot be beaten by the margin" in perfect.decision, perfect.decision
 
 
 def test_an_earlier_cycles_measurement_on_the_same_plan_is_reused_and_another_plan_is_measured(flywheel_project,
