@@ -31,6 +31,11 @@ def _pct(rate: float | None) -> str:
     return "n/a" if rate is None else f"{rate * 100:.1f}%"
 
 
+def _beats(gain: float, margin: float) -> bool:
+    """The gate's rule: a gain above 0 and at least the margin."""
+    return gain > 0 and gain >= margin - 1e-9
+
+
 def decision_of(cycle: Cycle) -> dict:
     """The gate's verdict with its numbers: promote only when the candidate's success rate beats the deployed
     checkpoint's, measured in this cycle on the same seeds, by at least the margin."""
@@ -58,15 +63,15 @@ def decision_of(cycle: Cycle) -> dict:
     data["deployed"] = {"checkpoint": cycle.baseline.name, "success_rate": deployed.success_rate,
                         "episodes": deployed.episodes}
     data["gain"] = round(gain, 6)
-    data["promote"] = gain > 0 and gain >= margin - 1e-9
+    data["promote"] = _beats(gain, margin)
     versus = (f"{name} {_pct(candidate.success_rate)} vs deployed {cycle.baseline.name} "
               f"{_pct(deployed.success_rate)} on the same {candidate.episodes} eval episodes")
     if data["promote"]:
         data["text"] = f"promote: {versus}; gain {gain * 100:+.1f} points >= margin {margin * 100:.1f}" + said
     else:
         data["text"] = f"rejected: {versus}; gain {gain * 100:+.1f} points, the margin is {margin * 100:.1f}"
-        if deployed.success_rate + margin > 1 + 1e-9 or deployed.success_rate > 1 - 1e-9:
-            # past 1 - margin (at 1 with no margin) no candidate can be promoted: the cycles would train and be
+        if not _beats(1 - deployed.success_rate, margin):
+            # not even a candidate that succeeds every time could be promoted: the cycles would train and be
             # rejected for ever
             data["text"] += (f"; at {_pct(deployed.success_rate)} the deployed checkpoint cannot be beaten by the "
                              "margin on these eval tasks: add eval tasks it fails, or lower the margin")
